@@ -1,0 +1,31 @@
+# The front door. `make demo` and `make test` each work from a clean clone.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.bootstrap-stamp
+DEMO_DIR ?= ./fractal-demo
+PYTEST_ARGS ?=
+
+.PHONY: bootstrap demo test lint bench soak clean
+
+bootstrap: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/bootstrap.sh
+	PY=$(PY) bash scripts/bootstrap.sh $(VENV)
+	touch $(STAMP)
+
+demo: bootstrap
+	$(BIN)/fractal demo $(DEMO_DIR) --force
+
+test: bootstrap
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+lint: bootstrap
+	$(BIN)/ruff check fractal tests migrations
+	$(BIN)/mypy --strict fractal
+
+bench: bootstrap
+	$(BIN)/python scripts/bench.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,90 @@
+"""The ``fractal`` command: a click root group whose subcommands load lazily.
+
+Only the invoked subcommand's module is imported, so ``fractal --help`` and the read
+commands never pay for the runtime, SQLAlchemy, alembic or watchdog.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from fractal import __version__
+
+# name -> "module:attribute"; the module is imported only when the command runs.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("fractal.cli.tree", "init_cmd"),
+    "demo": ("fractal.cli.demo", "demo_cmd"),
+    "node": ("fractal.cli.node", "node_group"),
+}
+_SHORT_HELP: dict[str, str] = {
+    "init": "Make the current branch the root (user node) of a tree.",
+    "demo": "Run the offline demo end to end in a sample repository.",
+    "node": "Create, start, watch and inspect nodes.",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when it is invoked."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]], short_help: dict[str, str],
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = lazy
+        self._short = short_help
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._lazy:
+            module_name, attr = self._lazy[cmd_name]
+            command = getattr(importlib.import_module(module_name), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, lazy=_COMMANDS, short_help=_SHORT_HELP,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fractal")
+def cli() -> None:
+    """Run autonomous coding-agent loops as a tree of nodes in one git repository."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI and map errors to exit codes.
+
+    Exit codes: 0 ok, 1 a refusal (``FractalError``: ``Error: <message>`` on stderr),
+    2 a usage error (click), 130 Ctrl-C. A closed stdout pipe exits quietly.
+    """
+    from fractal.domain.errors import FractalError
+
+    try:
+        cli.main(args=argv, prog_name="fractal", standalone_mode=False)
+    except FractalError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)
+    sys.exit(0)
