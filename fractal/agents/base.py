@@ -1,0 +1,207 @@
+"""The backend protocol every agent CLI is driven through, and the registry.
+
+A backend turns one launch request into a command line (``invocation``) and turns the
+agent's stdout, line by line, into typed events (``StreamParser``). The loop never
+looks at an agent's raw output itself (DESIGN: agents/).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from fractal.errors import InvalidValue
+
+DEFAULT_AGENT = "claude"
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """The agent named (or echoed) its session id."""
+
+    session: str
+
+
+@dataclass(frozen=True)
+class TextEvent:
+    """Human-readable output: assistant text or an unparsed line."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """The agent used a tool (``name``) with a short ``detail`` (a command, a path)."""
+
+    name: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CostEvent:
+    """Spend reported by the agent, USD, for this invocation so far (replaces earlier figures)."""
+
+    usd: float
+
+
+@dataclass(frozen=True)
+class ModelEvent:
+    """The model that actually served the request."""
+
+    model: str
+
+
+@dataclass(frozen=True)
+class ResultEvent:
+    """The agent's final event. ``ok`` False carries ``error``; ``budget_stopped`` marks a
+    clean stop at the agent-enforced budget (seed: The per-step budget)."""
+
+    ok: bool
+    error: str = ""
+    budget_stopped: bool = False
+
+
+@dataclass(frozen=True)
+class NoticeEvent:
+    """Something worth showing that is neither output nor failure (an API retry, a warning)."""
+
+    text: str
+
+
+AgentEvent = SessionEvent | TextEvent | ToolEvent | CostEvent | ModelEvent | ResultEvent | NoticeEvent
+
+
+class StreamParser(Protocol):
+    """Stateful parser for one launch's stdout."""
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        """Parse one complete stdout line (newline stripped) into zero or more events."""
+        ...
+
+    def finish(self) -> list[AgentEvent]:
+        """Called once at end of stream; returns any trailing events."""
+        ...
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What the loop asks of one agent launch.
+
+    ``resume`` is a session to continue (continuous mode) or None for a fresh one;
+    ``new_session`` is an id fractal minted for a fresh session (backends whose CLI
+    accepts one use it); ``budget_usd`` is set only when the loop wants it enforced.
+    """
+
+    prompt: str
+    worktree: Path
+    node_dir: Path
+    model: str | None = None
+    effort: str | None = None
+    resume: str | None = None
+    new_session: str | None = None
+    budget_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A ready command line: argv, bytes for stdin (None: /dev/null), and environment
+    overrides (a value of None removes the variable)."""
+
+    argv: list[str]
+    stdin: bytes | None = None
+    env: Mapping[str, str | None] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """One agent CLI. ``name`` keys the session map and names ``<agent>.err``."""
+
+    name: str
+    #: The agent mints its own session id (fractal cannot choose it up front).
+    mints_session: bool
+    #: The CLI enforces a dollar budget in flight (claude: --max-budget-usd).
+    enforces_budget: bool
+    #: A signal the CLI answers by flushing its final event (claude: SIGINT), or None.
+    soft_interrupt: int | None
+
+    def binary(self) -> str:
+        """The executable that must exist (a bare name on PATH, or a path)."""
+        ...
+
+    def invocation(self, request: LaunchRequest) -> Invocation:
+        """Build the command line for ``request``."""
+        ...
+
+    def parser(self) -> StreamParser:
+        """A fresh parser for one launch."""
+        ...
+
+
+BackendFactory = Callable[[Sequence[str]], Backend]
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register(name: str, factory: BackendFactory) -> None:
+    """Register a named backend; ``factory(extra_words)`` builds it."""
+    _REGISTRY[name] = factory
+
+
+def registered() -> list[str]:
+    """Names of every registered backend."""
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def split_agent(setting: str) -> list[str]:
+    """Split an ``agent`` setting on whitespace; quotes and backslashes are refused.
+
+    Raises InvalidValue (ref §5.1: the agent string splits on whitespace only).
+    """
+    if re.search(r"[\"'\\]", setting):
+        raise InvalidValue(f"agent {setting!r}: quotes and backslashes are not supported; "
+                           "put the command in a script and name the script")
+    words = setting.split()
+    if not words:
+        raise InvalidValue("agent: empty command")
+    return words
+
+
+def resolve_backend(setting: str | None, worktree: Path) -> Backend:
+    """The backend for an ``agent`` setting.
+
+    A first word naming a registered backend (``claude``, ``codex``) selects it, with any
+    further words passed through; anything else is a command run by the ``command``
+    backend (a relative path resolves against the worktree). Raises InvalidValue.
+    """
+    _load_builtins()
+    words = split_agent(setting or DEFAULT_AGENT)
+    factory = _REGISTRY.get(words[0])
+    if factory is not None:
+        return factory(words[1:])
+    from fractal.agents.command import CommandBackend
+
+    return CommandBackend(words, worktree)
+
+
+def binary_available(binary: str, cwd: Path) -> bool:
+    """True when ``binary`` is an executable path (relative to ``cwd``) or found on PATH."""
+    if "/" in binary:
+        path = Path(binary) if Path(binary).is_absolute() else cwd / binary
+        return path.is_file() and path.stat().st_mode & 0o111 != 0
+    return shutil.which(binary) is not None
+
+
+def _load_builtins() -> None:
+    if _REGISTRY:
+        return
+    # Builtin real-CLI backends register themselves on import (claude, codex).
+    import importlib
+
+    for module in ("fractal.agents.claude", "fractal.agents.codex"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError:
+            continue

@@ -1,0 +1,116 @@
+"""The generic ``command`` backend: any executable as an agent.
+
+The prompt is written to the command's stdin; the loop's variables are in its
+environment (``FRACTAL_SESSION_ID`` carries the session to continue, blank for a fresh
+one). Output lines that are JSON objects with a known ``type`` are events:
+
+    {"type": "session", "id": "abc"}      the session this invocation used
+    {"type": "cost", "usd": 0.0123}       spend of this invocation so far (USD)
+    {"type": "model", "id": "my-model"}   the model that served it
+    {"type": "text", "text": "..."}       text to show
+    {"type": "tool", "name": "bash", "detail": "pytest -q"}
+
+Everything else is shown in the pane as text. Success is exit code 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from fractal.agents.base import (
+    AgentEvent,
+    CostEvent,
+    Invocation,
+    LaunchRequest,
+    ModelEvent,
+    SessionEvent,
+    TextEvent,
+    ToolEvent,
+)
+
+SESSION_ENV = "FRACTAL_SESSION_ID"
+
+
+class CommandParser:
+    """Parses the optional JSON-lines protocol described in the module docstring."""
+
+    def feed(self, line: str) -> list[AgentEvent]:
+        """One stdout line -> events; non-protocol lines become TextEvent."""
+        stripped = line.strip()
+        if stripped.startswith("{") and stripped.endswith("}"):
+            event = _protocol_event(stripped)
+            if event is not None:
+                return [event]
+        return [TextEvent(line)]
+
+    def finish(self) -> list[AgentEvent]:
+        """No trailing state."""
+        return []
+
+
+def _protocol_event(text: str) -> AgentEvent | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if kind == "session" and isinstance(data.get("id"), str) and data["id"]:
+        return SessionEvent(data["id"])
+    if kind == "cost":
+        usd = data.get("usd")
+        if isinstance(usd, int | float) and not isinstance(usd, bool) and math.isfinite(usd) \
+                and usd >= 0:
+            return CostEvent(float(usd))
+        return None
+    if kind == "model" and isinstance(data.get("id"), str) and data["id"]:
+        return ModelEvent(data["id"])
+    if kind == "text" and isinstance(data.get("text"), str):
+        return TextEvent(data["text"])
+    if kind == "tool" and isinstance(data.get("name"), str):
+        detail = data.get("detail")
+        return ToolEvent(data["name"], detail if isinstance(detail, str) else "")
+    return None
+
+
+class CommandBackend:
+    """Runs ``words`` (argv) with the prompt on stdin.
+
+    ``words[0]`` may be a bare name looked up on PATH or a path; a relative path resolves
+    against the worktree (the agent's working directory).
+    """
+
+    name = "command"
+    mints_session = True
+    enforces_budget = False
+    soft_interrupt: int | None = None
+
+    def __init__(self, words: Sequence[str], worktree: Path) -> None:
+        self.words = list(words)
+        self.worktree = worktree
+
+    def binary(self) -> str:
+        """The executable named first in the agent setting."""
+        return self.words[0]
+
+    def _argv0(self) -> str:
+        first = self.words[0]
+        if "/" in first and not Path(first).is_absolute():
+            return str((self.worktree / first).resolve())
+        return first
+
+    def invocation(self, request: LaunchRequest) -> Invocation:
+        """argv = the configured words; stdin = the prompt; session via FRACTAL_SESSION_ID."""
+        return Invocation(
+            argv=[self._argv0(), *self.words[1:]],
+            stdin=request.prompt.encode("utf-8", errors="replace"),
+            env={SESSION_ENV: request.resume or ""},
+        )
+
+    def parser(self) -> CommandParser:
+        """A fresh JSON-lines parser."""
+        return CommandParser()

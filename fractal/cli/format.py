@@ -1,0 +1,59 @@
+"""Render rows for stdout: a table on a terminal, CSV when piped, or JSON on request.
+
+stdout carries only data; notices go to stderr (DESIGN: rules of the house).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Mapping, Sequence
+
+import click
+
+Row = Mapping[str, object]
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
+    return str(value)
+
+
+def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None = None) -> str:
+    """Render ``rows`` (dicts keyed by ``columns``) as ``table``, ``csv`` or ``json``.
+
+    ``fmt`` None picks table on a TTY and CSV otherwise. Empty listings still print
+    the header (table/csv) or ``[]`` (json).
+    """
+    if fmt is None:
+        fmt = "table" if sys.stdout.isatty() else "csv"
+    if fmt == "json":
+        return json.dumps([{c: row.get(c) for c in columns} for row in rows], indent=2)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(row.get(c)) for c in columns])
+        return buf.getvalue().rstrip("\n")
+    from tabulate import tabulate
+
+    body = [[_cell(row.get(c)) for c in columns] for row in rows]
+    return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)
+
+
+def output_format(as_json: bool, as_csv: bool) -> str | None:
+    """Resolve ``--json``/``--csv`` (mutually exclusive) to a format name or None (auto)."""
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are mutually exclusive")
+    return "json" if as_json else "csv" if as_csv else None
+
+
+def notice(text: str) -> None:
+    """A notice on stderr."""
+    click.echo(text, err=True)

@@ -1,0 +1,185 @@
+"""``fractal node ...``: create, start, watch and inspect nodes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fractal.cli.format import output_format, render_rows
+
+PATH_OPTION = click.option(
+    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+    help="The caller's worktree (default: the current directory).")
+
+# CLI flag -> config key, for the value-taking options of `node init`.
+_INIT_VALUES: dict[str, str] = {
+    "title": "title", "agent": "agent", "provider": "provider", "model": "model",
+    "effort": "effort", "max_iters": "max_iters", "max_depth": "max_depth",
+    "max_children": "max_children", "max_descendants": "max_descendants",
+    "timeout": "timeout", "iter_timeout": "iter_timeout", "step_timeout": "step_timeout",
+    "step_retries": "step_retries", "step_retry_backoff": "step_retry_backoff",
+    "interval": "interval", "sleep": "sleep", "wait": "wait", "max_cost": "max_cost",
+    "max_iter_cost": "max_iter_cost", "max_step_cost": "max_step_cost", "scope": "scope",
+    "base": "base",
+}
+_INIT_FLAGS = ("sync", "detached", "local")
+
+
+@click.group("node")
+def node_group() -> None:
+    """Create, start, watch and inspect nodes."""
+
+
+def _init_options(func: Any) -> Any:
+    specs = [
+        ("--title", "A one-line title for the node."),
+        ("--agent", "claude, codex, or a command (e.g. './my-agent --flag')."),
+        ("--provider", "Provider route for the agent."),
+        ("--model", "Model id passed to the agent."),
+        ("--effort", "Reasoning effort passed to the agent."),
+        ("--max-iters", "Iterations per run (default: unlimited)."),
+        ("--max-depth", "Deepest level of descendants this node may spawn."),
+        ("--max-children", "Direct children this node may have."),
+        ("--max-descendants", "Descendants this node may have in all."),
+        ("--timeout", "Run wall, e.g. 24h."),
+        ("--iter-timeout", "Iteration wall, e.g. 1h."),
+        ("--step-timeout", "Step ceiling, e.g. 10m."),
+        ("--step-retries", "Extra attempts for a failed launch (default 1)."),
+        ("--step-retry-backoff", "Delay before each retry (default 10s)."),
+        ("--interval", "Fixed cadence between iteration starts, e.g. 30m."),
+        ("--sleep", "Fixed gap between iterations, e.g. 5m."),
+        ("--wait", "Wait window while draining or awaiting approval (default 1m)."),
+        ("--max-cost", "Run ceiling in USD (node plus descendants)."),
+        ("--max-iter-cost", "Per-iteration cap in USD."),
+        ("--max-step-cost", "Per-step cap in USD."),
+        ("--reserve-budget", "Cleanup reserve: USD or N% of --max-cost (default 10%)."),
+        ("--scope", "Comma-separated directories the node may change."),
+        ("--base", "Fork from this branch instead of the parent's tip."),
+    ]
+    for flag, text in reversed(specs):
+        func = click.option(flag, default=None, metavar="VALUE", help=text)(func)
+    for name, text in (("sync", "Run SYNC before each step (default on)."),
+                       ("detached", "A fresh agent invocation per step (default off)."),
+                       ("local", "Never push (default off).")):
+        func = click.option(f"--{name}/--no-{name}", default=None, help=text)(func)
+    return func
+
+
+@node_group.command("init")
+@click.argument("name")
+@click.option("--parent", default=None, help="Parent node (default: the caller's node).")
+@_init_options
+@PATH_OPTION
+def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
+    """Create node NAME: a branch, a worktree and a seeded data directory."""
+    from fractal.domain.config import coerce_value
+    from fractal.domain.errors import ConfigError, FractalError
+    from fractal.lifecycle.spawn import init_node
+
+    settings: dict[str, object] = {}
+    problems: list[str] = []
+    for option, key in _INIT_VALUES.items():
+        text = values.get(option)
+        if text is None:
+            continue
+        try:
+            settings[key] = coerce_value(key, text)
+        except FractalError as exc:
+            problems.append(str(exc))
+    for flag in _INIT_FLAGS:
+        if values.get(flag) is not None:
+            settings[flag] = bool(values[flag])
+    if problems:
+        raise ConfigError(problems)
+    result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"))
+    if settings.get("max_cost") is None and settings.get("max_iters") is None:
+        click.echo("warning: neither --max-cost nor --max-iters is set; the node will run "
+                   "until stopped", err=True)
+    click.echo(result.paths.branch)
+    click.echo(f"created {result.paths.branch} at {result.paths.worktree}; write its task in "
+               f"{result.paths.node_md}, then `fractal node start {name}`", err=True)
+
+
+@node_group.command("start")
+@click.argument("node", required=False)
+@click.option("--continue", "continue_mode", is_flag=True,
+              help="Start a new run of a settled node (iterations restart at 1).")
+@PATH_OPTION
+def start_cmd(node: str | None, continue_mode: bool, path: Path) -> None:
+    """Start NODE's supervisor in a detached tmux session."""
+    from fractal.lifecycle.start import start_node
+
+    started = start_node(path, node, continue_mode=continue_mode)
+    run = f"run {started.run_id}" if started.run_id else "booting"
+    click.echo(f"started {started.paths.branch} ({run}) in tmux session {started.session}; "
+               f"watch: fractal node attach {node or started.paths.branch}", err=True)
+
+
+@node_group.command("attach")
+@click.argument("node", required=False)
+@PATH_OPTION
+def attach_cmd(node: str | None, path: Path) -> None:
+    """Attach the terminal to NODE's live tmux pane (detach with C-b d)."""
+    from fractal.lifecycle.start import attach_node
+
+    attach_node(path, node)
+
+
+@node_group.command("status")
+@click.argument("node", required=False)
+@PATH_OPTION
+def status_cmd(node: str | None, path: Path) -> None:
+    """Print NODE's lifecycle status, with the last run's reason when settled."""
+    from fractal.lifecycle.reads import node_status
+
+    click.echo(node_status(path, node).line)
+
+
+@node_group.command("list")
+@click.argument("node", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@PATH_OPTION
+def list_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
+    """List NODE and its descendants (the whole tree from the root)."""
+    from fractal.lifecycle.reads import list_nodes
+
+    rows = list_nodes(path, node)
+    columns = ["node", "status", "detail", "title", "max_cost", "created"]
+    click.echo(render_rows(rows, columns, fmt=output_format(as_json, as_csv)))
+
+
+_ACTIVITY_COLUMNS = ["timestamp", "node", "kind", "event", "ref", "step", "status", "exit",
+                     "duration", "cost", "reason"]
+_ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
+
+
+@node_group.command("activity")
+@click.argument("node", required=False)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N rows.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@PATH_OPTION
+def activity_cmd(node: str | None, limit: int | None, as_json: bool, as_csv: bool,
+                 path: Path) -> None:
+    """Run, iteration and step rows (start and end), newest first."""
+    from fractal.lifecycle.reads import activity
+
+    fmt = output_format(as_json, as_csv)
+    rows = activity(path, node, limit)
+    click.echo(render_rows(rows, _ACTIVITY_JSON if fmt == "json" else _ACTIVITY_COLUMNS,
+                           fmt=fmt))
+
+
+@node_group.command("_run", hidden=True)
+@click.option("--path", "path", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--continue", "continue_mode", is_flag=True)
+@click.option("--resume", "resume_mode", is_flag=True)
+def run_cmd(path: Path, continue_mode: bool, resume_mode: bool) -> None:
+    """The supervisor: runs inside the node's tmux pane."""
+    from fractal.runtime.entry import run_supervisor
+
+    sys.exit(run_supervisor(path, continue_mode=continue_mode, resume_mode=resume_mode))

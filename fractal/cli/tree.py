@@ -1,0 +1,28 @@
+"""``fractal init``: root a tree at the current branch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("init")
+@click.option("--agent", default=None, help="Default agent for the tree's nodes "
+              "(claude, codex, or a command such as './my-agent --flag').")
+@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+              help="A directory inside the repository (default: the current one).")
+def init_cmd(agent: str | None, path: Path) -> None:
+    """Make the current branch the root (user node) of a tree.
+
+    Creates .fractal/<branch>/ with the tree's config and database, and keeps runtime
+    files out of git through .git/info/exclude. Safe to run again.
+    """
+    from fractal.lifecycle.trees import init_tree
+
+    result = init_tree(path, agent)
+    verb = "initialised" if result.created else "already initialised; repaired"
+    click.echo(f"{verb} tree rooted at {result.tree.root} (database {result.tree.db_path})",
+               err=True)
+    click.echo("next: fractal node init NAME --title '...'  then edit its NODE.md and "
+               "`fractal node start NAME`", err=True)

@@ -1,0 +1,125 @@
+"""``fractal demo``: build the sample project, a tree and a node, run the node in tmux,
+and follow it to the end (issue: "Agents and the demo")."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.demo.project import TASK, agent_wrapper, create_project, tests_pass
+from fractal.domain.outcome import SETTLED
+from fractal.errors import FractalError
+
+NODE = "fix_tests"
+FOLLOW_TIMEOUT = 300.0  # seconds
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Where the demo ran and how it ended."""
+
+    repo: Path
+    branch: str
+    status: str
+    tests_pass: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed" and self.tests_pass
+
+
+def _clear_previous(target: Path) -> None:
+    """Kill a previous demo's live sessions, then remove its directory."""
+    from fractal import tmux
+    from fractal.store import reader
+    from fractal.tree import trees_in
+
+    for tree in trees_in(target):
+        if not tree.db_path.exists():
+            continue
+        for row in reader.node_rows(tree.db_path):
+            if row.tmux_session:
+                socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
+                tmux.kill_session(row.tmux_session, socket)
+    shutil.rmtree(target)
+
+
+def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoResult:
+    """Run the demo in ``target`` (refused if it exists, unless ``force``)."""
+    from fractal.lifecycle.spawn import init_node
+    from fractal.lifecycle.start import start_node
+    from fractal.lifecycle.trees import init_tree
+    from fractal.workspace.backstop import backstop_commit
+
+    target = target.resolve()
+    if target.exists():
+        if not force:
+            raise FractalError(f"{target} exists; remove it or pass --force")
+        _clear_previous(target)
+    if re.search(r"\s", str(target)):
+        raise FractalError(f"the demo directory path must not contain spaces: {target}")
+    echo(f"demo: sample project with a failing test in {target}")
+    create_project(target)
+    tree = init_tree(target).tree
+    wrapper = agent_wrapper(tree.data_dir)
+    init_tree(target, agent=str(wrapper))
+    node = init_node(target, NODE, {"title": "make the calc tests pass", "max_iters": 2,
+                                    "step_timeout": "2m", "timeout": "10m"})
+    node.paths.node_md.write_text(TASK)
+    backstop_commit(node.paths.worktree, subject=f"{node.paths.branch}: task contract")
+    echo(f"demo: node {node.paths.branch} ({node.paths.worktree}), 5 steps, max_iters 2")
+    started = start_node(target, NODE)
+    echo(f"demo: supervisor running in tmux session {started.session} "
+         f"(watch live: cd {target} && fractal node attach {NODE})")
+    status = _follow(tree.db_path, node.paths.branch, echo)
+    passed = tests_pass(node.paths.worktree)
+    return DemoResult(repo=target, branch=node.paths.branch, status=status, tests_pass=passed)
+
+
+def _follow(db_path: Path, branch: str, echo: Callable[[str], None]) -> str:
+    """Print each new activity row until the node settles; return its final status."""
+    from fractal.store import reader
+
+    seen: set[tuple[object, ...]] = set()
+    deadline = time.monotonic() + FOLLOW_TIMEOUT
+    settled = {s.value for s in SETTLED}
+    while True:
+        rows = reader.activity(db_path, [branch], None)
+        for row in reversed(rows):
+            key = (row.kind, row.event, row.run_id, row.iter_id, row.step_id, row.timestamp)
+            if key in seen or row.kind == "event":
+                continue
+            seen.add(key)
+            echo("  " + _describe(row))
+        node = reader.node_row(db_path, branch)
+        status = node.status if node else "unregistered"
+        if status in settled:
+            return status
+        if time.monotonic() > deadline:
+            raise FractalError(f"the demo node did not settle within {FOLLOW_TIMEOUT:.0f}s "
+                               f"(status {status})")
+        time.sleep(0.1)
+
+
+def _describe(row: object) -> str:
+    kind = getattr(row, "kind", "")
+    event = getattr(row, "event", "")
+    ref = f"{getattr(row, 'run_id', '')}"
+    if getattr(row, "iter", None) is not None:
+        ref += f".{getattr(row, 'iter')}"
+    what = kind
+    if kind == "step":
+        what = f"step {getattr(row, 'step', '')} {getattr(row, 'step_name', '')}"
+    elif kind == "iteration":
+        what = "iteration"
+    if event == "start":
+        return f"{ref:<6} {what} started"
+    took = getattr(row, "duration", None)
+    took_text = f" in {took:.1f}s" if isinstance(took, int | float) else ""
+    reason = getattr(row, "metadata", "") or ""
+    return f"{ref:<6} {what} {getattr(row, 'status', '')}{took_text}" + \
+        (f": {reason}" if reason else "")

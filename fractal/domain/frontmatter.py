@@ -1,0 +1,85 @@
+"""The flat ``---`` frontmatter block that may open a step file (seed: Step frontmatter).
+
+Deliberately not YAML: one ``key: value`` per line, lower-case keys, non-empty values,
+nothing nests, quotes are kept literally, other lines are ignored, and the first
+occurrence of a key wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["Frontmatter", "is_true", "normalise_newlines", "parse_frontmatter"]
+
+_FENCE = re.compile(r"---[ \t]*")
+_FIELD = re.compile(r"([a-z][a-z0-9_]*):(?:[ \t](.*))?")
+
+
+@dataclass(frozen=True)
+class Frontmatter:
+    """A parsed step file.
+
+    ``fields`` maps each key to its stripped value (read-only); ``body`` is the text after the
+    closing fence (the whole normalised text when there is no block); ``has_block`` says
+    whether a complete ``---`` ... ``---`` block was found.
+    """
+
+    fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    body: str = ""
+    has_block: bool = False
+
+
+def normalise_newlines(text: str) -> str:
+    """Drop one leading UTF-8 BOM (U+FEFF) and turn CRLF and lone CR into LF."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def parse_frontmatter(text: str) -> Frontmatter:
+    """Split ``text`` into its frontmatter fields and body (seed: Step frontmatter).
+
+    The text is normalised first (``normalise_newlines``). A block opens only when the very
+    first line is ``---`` (trailing spaces or tabs tolerated) and closes at the next line that
+    is ``---`` (same tolerance). Inside it, a line ``key: value`` with key ``[a-z][a-z0-9_]*``
+    at the start of the line, a colon, whitespace and a non-empty value is a field; the value
+    is stripped and kept literally (quotes included); the first occurrence of a key wins;
+    every other line (indented, upper-case key, empty value, comments) is ignored. Without a
+    closing fence there is no frontmatter: ``fields`` is empty and ``body`` is the whole
+    normalised text. Never raises.
+    """
+    normalised = normalise_newlines(text)
+    lines = normalised.split("\n")
+    if not lines or _FENCE.fullmatch(lines[0]) is None:
+        return Frontmatter(body=normalised)
+    for index in range(1, len(lines)):
+        if _FENCE.fullmatch(lines[index]) is not None:
+            return Frontmatter(
+                fields=MappingProxyType(_fields(lines[1:index])),
+                body="\n".join(lines[index + 1:]),
+                has_block=True,
+            )
+    return Frontmatter(body=normalised)
+
+
+def _fields(lines: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in lines:
+        match = _FIELD.fullmatch(line)
+        if match is None:
+            continue
+        key, value = match.group(1), (match.group(2) or "").strip()
+        if value and key not in found:
+            found[key] = value
+    return found
+
+
+def is_true(value: str | None) -> bool:
+    """Return True only for exactly ``"true"`` (seed: Step frontmatter).
+
+    ``None``, ``"yes"``, ``"True"``, ``"1"`` and every other value are False.
+    """
+    return value == "true"

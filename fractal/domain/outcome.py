@@ -1,0 +1,213 @@
+"""Status vocabulary, exit-code sentinels, and the two outcome decisions.
+
+``classify_launch`` names what one agent launch ended as (ref §4.3 step 10; seed: What gets
+recorded); ``decide_run_end`` is the terminal matrix that closes a run (seed: How a run ends;
+ref §4.11). Both are pure: facts in, a frozen value out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "EXIT_BUDGET_SKIP",
+    "EXIT_CANNOT_EXEC",
+    "EXIT_TIMEOUT",
+    "REASON_LIMIT",
+    "SETTLED",
+    "UNSETTLED",
+    "RunEnd",
+    "RunFacts",
+    "Status",
+    "StepOutcome",
+    "classify_launch",
+    "clip_reason",
+    "decide_run_end",
+    "exit_code_from_returncode",
+    "retry_reason",
+    "signal_exit_code",
+]
+
+
+class Status(StrEnum):
+    """Every status a node or a run/iteration/step row can hold (ref §3 vocabulary).
+
+    ``idle`` and ``retired`` are node-only; ``failed`` is row-only (a run never fails, it
+    exits).
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    IDLE = "idle"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    EXITED = "exited"
+    KILLED = "killed"
+    FAILED = "failed"
+    RETIRED = "retired"
+
+
+SETTLED: frozenset[Status] = frozenset(
+    {Status.COMPLETED, Status.STOPPED, Status.EXITED, Status.KILLED})
+"""Terminal statuses: the node no longer holds a spawn slot."""
+
+UNSETTLED: frozenset[Status] = frozenset({Status.ACTIVE, Status.PAUSED, Status.IDLE})
+"""Live statuses: the node holds a spawn slot."""
+
+EXIT_TIMEOUT = 124
+"""Exit code recorded when the step hit its time limit (seed: How a run ends)."""
+EXIT_BUDGET_SKIP = 125
+"""Exit code recorded when the step was skipped for budget and never launched."""
+EXIT_CANNOT_EXEC = 127
+"""Exit code recorded when the agent binary could not be executed."""
+REASON_LIMIT = 250
+"""Recorded reasons are collapsed to one line and capped at this many characters (ref §3)."""
+
+
+def signal_exit_code(signum: int) -> int:
+    """The shell-style exit code of a death by signal ``signum``: ``128 + signum``."""
+    return 128 + signum
+
+
+def exit_code_from_returncode(rc: int) -> int:
+    """Map a ``Popen.returncode`` to a recorded exit code: ``-N`` (killed by signal N) -> 128+N."""
+    return signal_exit_code(-rc) if rc < 0 else rc
+
+
+def clip_reason(text: str, limit: int = REASON_LIMIT) -> str:
+    """Collapse every whitespace run (newlines too) to one space, strip, cap at ``limit`` chars.
+
+    A cut reason ends with ``…`` and is still at most ``limit`` characters long.
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    if limit <= 0:
+        return ""
+    return flat[:limit - 1].rstrip() + "…"
+
+
+def retry_reason(reason: str) -> str:
+    """Mark a retry attempt's reason: ``<reason>; retry``, or ``retry`` when empty.
+
+    The reason is clipped first so the marker always survives the 250-character cap.
+    """
+    suffix = "; retry"
+    if not reason.strip():
+        return "retry"
+    return clip_reason(reason, REASON_LIMIT - len(suffix)) + suffix
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """How one launch is recorded: row ``status``, ``exit_code`` and metadata ``reason``."""
+
+    status: Status
+    exit_code: int
+    reason: str
+
+
+def classify_launch(*, returncode: int | None, timed_out: bool, paused: bool,
+                    budget_stopped: bool, stream_error: str | None, agent_error: str | None,
+                    stderr_tail: str) -> StepOutcome:
+    """Attribute a finished launch (ref §4.3 step 10; seed: What gets recorded).
+
+    ``returncode`` is ``Popen.returncode`` (negative for a signal death) or None when no
+    exit status exists (the process could not be started: recorded as 127). First match:
+
+    1. non-zero exit and ``budget_stopped`` (the agent stopped at its budget flag): completed/0;
+    2. non-zero exit and ``paused``: paused with the exit code;
+    3. ``timed_out`` (even with exit 0): exited/124/``timed out``;
+    4. ``stream_error``: failed/``stream error: <msg>``;
+    5. ``agent_error``: failed/``agent error: <msg>``;
+    6. non-zero exit: failed/N/``agent error (exit N): <stderr_tail>`` (N = 128+signal);
+    7. otherwise completed/0/``""``.
+
+    Failures keep the process's exit code, or 1 when the process itself exited 0. Reasons
+    go through ``clip_reason``.
+    """
+    code = EXIT_CANNOT_EXEC if returncode is None else exit_code_from_returncode(returncode)
+    if code != 0 and budget_stopped:
+        return StepOutcome(Status.COMPLETED, 0, "")
+    if code != 0 and paused:
+        return StepOutcome(Status.PAUSED, code, "")
+    if timed_out:
+        return StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out")
+    failed_code = code or 1
+    if stream_error is not None:
+        return StepOutcome(Status.FAILED, failed_code, clip_reason(f"stream error: {stream_error}"))
+    if agent_error is not None:
+        return StepOutcome(Status.FAILED, failed_code, clip_reason(f"agent error: {agent_error}"))
+    if code != 0:
+        tail = clip_reason(stderr_tail)
+        reason = f"agent error (exit {code}): {tail}" if tail else f"agent error (exit {code})"
+        return StepOutcome(Status.FAILED, code, clip_reason(reason))
+    return StepOutcome(Status.COMPLETED, 0, "")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the supervisor knows when a run ends (inputs of ``decide_run_end``).
+
+    ``last_iter`` is the last iteration number that ran (0 if none); ``budget_reason`` the
+    budget landing's reason (None when no budget bound tripped); ``setup_aborted`` and
+    ``setup_failures`` the setup crash-loop; ``finish_drained`` a finish signal whose subtree
+    drained; ``timed_out`` the run wall; ``walls_label`` the ``TIME_BUDGET`` label;
+    ``stopped`` a stop signal; ``last_iter_ok`` whether the last iteration succeeded.
+    """
+
+    run_id: int
+    last_iter: int
+    max_iters: int | None
+    budget_reason: str | None
+    setup_aborted: bool
+    setup_failures: int
+    finish_drained: bool
+    timed_out: bool
+    walls_label: str
+    stopped: bool
+    last_iter_ok: bool
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run closes: the node's status, the run row's status, exit code and reason."""
+
+    node_status: Status
+    run_status: Status
+    exit_code: int
+    reason: str
+
+
+def _end(status: Status, exit_code: int, reason: str) -> RunEnd:
+    return RunEnd(status, status, exit_code, clip_reason(reason))
+
+
+def decide_run_end(facts: RunFacts) -> RunEnd:
+    """The terminal matrix (seed: How a run ends; ref §4.11), first match wins.
+
+    budget -> exited/0 (the budget reason); setup abort -> exited/1 ``setup failed x<N>``;
+    finish drained -> completed/0 ``Finished by request``; run timeout -> exited/1
+    ``Timed out at iteration R.I (<walls>)``; stop -> stopped/0 ``Stopped by request``;
+    ``max_iters`` reached with the last iteration OK -> completed/0
+    ``Reached max iterations (N)``, or failed -> exited/1 ``...; final iteration failed``;
+    otherwise exited/1 ``Exited at iteration R.I``. Node and run statuses are equal.
+    """
+    ref = f"{facts.run_id}.{facts.last_iter}"
+    if facts.budget_reason is not None:
+        return _end(Status.EXITED, 0, facts.budget_reason)
+    if facts.setup_aborted:
+        return _end(Status.EXITED, 1, f"setup failed x{facts.setup_failures}")
+    if facts.finish_drained:
+        return _end(Status.COMPLETED, 0, "Finished by request")
+    if facts.timed_out:
+        return _end(Status.EXITED, 1, f"Timed out at iteration {ref} ({facts.walls_label})")
+    if facts.stopped:
+        return _end(Status.STOPPED, 0, "Stopped by request")
+    if facts.max_iters is not None and facts.last_iter >= facts.max_iters:
+        if facts.last_iter_ok:
+            return _end(Status.COMPLETED, 0, f"Reached max iterations ({facts.max_iters})")
+        return _end(Status.EXITED, 1,
+                    f"Reached max iterations ({facts.max_iters}); final iteration failed")
+    return _end(Status.EXITED, 1, f"Exited at iteration {ref}")

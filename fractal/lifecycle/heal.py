@@ -1,0 +1,69 @@
+"""Crash healing: a node recorded ``active`` whose supervisor is provably gone is
+closed out on the next read or verb (ref §1.9; issue: "Crash healing").
+
+Provably gone means the tmux probe on the recorded socket says GONE *and* the recorded
+supervisor process is not alive. An inconclusive probe heals nothing, a node's own
+loop never heals itself, and a paused node is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fractal import tmux
+from fractal.domain.outcome import Status
+from fractal.tree import Tree
+
+HEAL_REASON = "Loop exited abnormally"
+
+
+def crashed(tree: Tree, branch: str) -> bool:
+    """True when ``branch`` is recorded active but its supervisor is provably gone."""
+    from fractal.runtime.processes import same_process
+    from fractal.store import reader
+
+    row = reader.node_row(tree.db_path, branch)
+    if row is None or row.status != Status.ACTIVE.value:
+        return False
+    if os.environ.get("_NODE") == str(tree.node(branch).node_dir):
+        return False  # the node's own loop (or its agent) asking
+    if row.supervisor_pid and row.supervisor_started and \
+            same_process(row.supervisor_pid, row.supervisor_started):
+        return False
+    if not row.tmux_session:
+        return row.supervisor_pid is not None  # booted, recorded its pid, and is gone
+    socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
+    return tmux.probe(row.tmux_session, socket) is tmux.Liveness.GONE
+
+
+def heal_if_crashed(tree: Tree, branch: str) -> bool:
+    """Heal ``branch`` if it crashed: reap the process groups of its open steps, close
+    every open row ``exited`` (HEAL_REASON), set the node ``exited``. Returns whether
+    it healed."""
+    if not crashed(tree, branch):
+        return False
+    from fractal.domain.markers import launch_marker
+    from fractal.runtime.processes import GroupHandle, kill_group
+    from fractal.store.ledger import Ledger
+
+    ledger = Ledger(tree.db_path)
+    if not ledger.compare_and_set_status(branch, {Status.ACTIVE.value}, Status.EXITED.value):
+        return False
+    for step in ledger.open_steps(branch):
+        if step.pgid is None or step.pgid_started is None:
+            continue
+        handle = GroupHandle(pid=step.pgid, pgid=step.pgid, create_time=step.pgid_started,
+                             marker=launch_marker(str(tree.db_path), step.step_id))
+        kill_group(handle, grace=2.0)
+        ledger.add_event(branch, "orphan", actor="operator", status="completed",
+                         metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
+                         step_id=step.step_id)
+    ledger.close_open(branch, Status.EXITED.value, HEAL_REASON)
+    ledger.set_supervisor(branch, None, None)
+    return True
+
+
+def heal_all(tree: Tree, branches: list[str]) -> list[str]:
+    """Heal every crashed node among ``branches``; returns the healed ones."""
+    return [b for b in branches if heal_if_crashed(tree, b)]

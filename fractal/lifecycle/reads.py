@@ -1,0 +1,104 @@
+"""Read verbs: ``node status``, ``node list``, ``node activity`` (ref §2.2).
+
+Plain queries through ``store.reader`` (stdlib sqlite3): they never import the
+runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.outcome import Status
+from fractal.lifecycle.heal import heal_all, heal_if_crashed
+from fractal.lifecycle.start import target_node
+from fractal.tree import caller_branch, find_tree, resolve_node
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node's lifecycle status and a short detail (the last run's reason when settled)."""
+
+    branch: str
+    status: str
+    detail: str
+
+    @property
+    def line(self) -> str:
+        return f"{self.status} ({self.detail})" if self.detail else self.status
+
+
+def node_status(cwd: Path, name: str | None) -> NodeStatus:
+    """The status of ``name`` (default: the caller's node). Raises NodeNotFound."""
+    from fractal.store import reader
+
+    tree, branch = target_node(cwd, name)
+    heal_if_crashed(tree, branch)
+    row = reader.node_row(tree.db_path, branch)
+    status = row.status if row else "unregistered"
+    return NodeStatus(branch, status, _detail(tree.db_path, branch, status))
+
+
+def _detail(db_path: Path, branch: str, status: str) -> str:
+    from fractal.store import reader
+
+    last = reader.last_run(db_path, branch)
+    if last is None:
+        return ""
+    if status == Status.ACTIVE.value:
+        return f"run {last.run_id}"
+    if status in (Status.IDLE.value,):
+        return ""
+    return last.meta
+
+
+def list_nodes(cwd: Path, name: str | None) -> list[dict[str, object]]:
+    """Rows for the subtree under ``name`` (default: the caller's node; the whole tree at
+    the root), the node itself included when it is not the root. Heals crashed nodes."""
+    from fractal.store import reader
+
+    tree = find_tree(cwd)
+    rows = reader.node_rows(tree.db_path)
+    known = [r.node for r in rows]
+    top = resolve_node(name, [*known, tree.root], tree) if name else caller_branch(cwd, tree)
+    members = [r.node for r in rows if r.node == top or r.node.startswith(top + ".")]
+    if heal_all(tree, [b for b in members
+                       if any(r.node == b and r.status == Status.ACTIVE.value for r in rows)]):
+        rows = reader.node_rows(tree.db_path)
+    out: list[dict[str, object]] = []
+    for row in sorted(rows, key=lambda r: r.node):
+        if row.node not in members:
+            continue
+        out.append({
+            "node": row.node, "status": row.status,
+            "detail": _detail(tree.db_path, row.node, row.status), "title": row.title or "",
+            "max_cost": row.max_cost, "created": row.created_at,
+        })
+    return out
+
+
+def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, object]]:
+    """Run, iteration and step start/end rows and events, newest first.
+
+    ``name`` None means the caller's node, or the whole tree at the root.
+    """
+    from fractal.store import reader
+
+    tree = find_tree(cwd)
+    known = [r.node for r in reader.node_rows(tree.db_path)]
+    branch = resolve_node(name, [*known, tree.root], tree) if name else caller_branch(cwd, tree)
+    nodes = None if branch == tree.root else [branch]
+    out: list[dict[str, object]] = []
+    for row in reader.activity(tree.db_path, nodes, limit):
+        ref = "" if row.run_id is None else str(row.run_id)
+        if row.iter is not None:
+            ref += f".{row.iter}"
+        step = "" if row.step is None else f"{row.step} {row.step_name or ''}".strip()
+        out.append({
+            "timestamp": row.timestamp, "node": row.node, "kind": row.kind, "event": row.event,
+            "ref": ref, "step": step, "status": row.status, "exit": row.exit_code,
+            "duration": row.duration, "cost": row.cost, "reason": row.metadata,
+            "run_id": row.run_id, "iter_id": row.iter_id, "step_id": row.step_id,
+            "actor": row.actor,
+        })
+    return out

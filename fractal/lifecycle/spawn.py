@@ -1,0 +1,125 @@
+"""``fractal node init``: spawn a node (ref §1.5, issue: "Trees and nodes").
+
+Every value is validated before anything is written; a failure after the worktree
+exists rolls the worktree, branch and registry row back, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.agents.base import split_agent
+from fractal.domain.config import default_config, resolve_reserve, validate_config
+from fractal.errors import ConfigError, FractalError, NodeNotFound
+from fractal.tree import NodePaths, caller_branch, find_tree, resolve_node, validate_name
+from fractal.workspace import git
+from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.nodedir import (
+    ensure_exclude_block,
+    file_lock,
+    seed_node_dir,
+    write_atomic,
+)
+from fractal.workspace.worktrees import add_worktree, remove_worktree, set_identity
+
+DEFAULT_RESERVE = "10%"
+
+
+@dataclass(frozen=True)
+class NodeInit:
+    """The node that was created: its paths and the commit it forked from."""
+
+    paths: NodePaths
+    parent: str
+    fork_sha: str
+
+
+def build_config(settings: Mapping[str, object], *, root: str, parent: str,
+                 reserve: str | None) -> dict[str, object]:
+    """The full config.json of a new node: defaults, then ``settings``, then lineage.
+
+    ``reserve`` is ``--reserve-budget`` as typed (USD or ``N%``); with ``max_cost`` set
+    and no reserve, 10% is materialised (seed: Cost ceilings). Raises ConfigError
+    listing every problem, InvalidValue for a bad reserve or agent.
+    """
+    config = default_config()
+    config.update(settings)
+    config.update(root=root, parent=parent, user=False)
+    max_cost = config.get("max_cost")
+    cap = float(max_cost) if isinstance(max_cost, int | float) and not isinstance(max_cost, bool) \
+        else None
+    if reserve is not None:
+        config["reserve_budget"] = resolve_reserve(reserve, cap)
+    elif cap is not None and config.get("reserve_budget") is None:
+        config["reserve_budget"] = resolve_reserve(DEFAULT_RESERVE, cap)
+    problems = validate_config(config)
+    if problems:
+        raise ConfigError(problems)
+    agent = config.get("agent")
+    if isinstance(agent, str):
+        split_agent(agent)
+    return config
+
+
+def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
+              parent: str | None = None, reserve: str | None = None,
+              actor: str = "operator") -> NodeInit:
+    """Create node ``<parent>.<name>``: branch, worktree, seeded data dir, registry row.
+
+    ``parent`` defaults to the node whose worktree holds ``cwd`` (the root outside any
+    node). Raises InvalidValue, ConfigError, NodeNotFound, FractalError (exists),
+    GitError.
+    """
+    from fractal.store.ledger import Ledger
+
+    tree = find_tree(cwd)
+    validate_name(name)
+    ledger = Ledger(tree.db_path)
+    known = [row.node for row in ledger.nodes()]
+    parent_branch = resolve_node(parent, [*known, tree.root], tree) if parent \
+        else caller_branch(cwd, tree)
+    if parent_branch != tree.root and parent_branch not in known:
+        raise NodeNotFound(f"parent {parent_branch} is not a registered node")
+    branch = f"{parent_branch}.{name}"
+    config = build_config(settings, root=tree.root, parent=parent_branch, reserve=reserve)
+    base = config.get("base")
+    base_ref = base if isinstance(base, str) else parent_branch
+    if not git.branch_exists(tree.repo, base_ref):
+        raise FractalError(f"base branch {base_ref!r} does not exist")
+    paths = tree.node(branch)
+    with file_lock(tree.lock_path):
+        if branch in known or git.branch_exists(tree.repo, branch) or paths.worktree.exists():
+            raise FractalError(f"node {branch} already exists")
+        ensure_exclude_block(git.common_dir(tree.repo))
+        fork_sha = git.head_sha(tree.repo, base_ref)
+        add_worktree(tree.repo, branch, paths.worktree, fork_sha)
+        registered = False
+        try:
+            set_identity(paths.worktree, branch)
+            seed_node_dir(paths.node_dir)
+            write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+            backstop_commit(paths.worktree, subject=f"{branch}: init (node seed)")
+            title = config.get("title")
+            ledger.register_node(branch, parent=parent_branch,
+                                 title=title if isinstance(title, str) else None,
+                                 worktree=str(paths.worktree), status="idle",
+                                 caps={k: _num(config.get(k)) for k in
+                                       ("max_cost", "max_depth", "max_children",
+                                        "max_descendants")})
+            registered = True
+            ledger.add_event(branch, "init", actor=actor, status="completed", metadata=fork_sha)
+        except BaseException:
+            if registered:
+                ledger.delete_node(branch)
+            remove_worktree(tree.repo, paths.worktree, branch)
+            raise
+    return NodeInit(paths=paths, parent=parent_branch, fork_sha=fork_sha)
+
+
+def _num(value: object) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value

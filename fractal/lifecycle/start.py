@@ -1,0 +1,156 @@
+"""``fractal node start`` and ``attach``: host a node's supervisor in tmux (ref §1.3).
+
+The environment of the ``start`` command reaches the supervisor through a 0600 file
+in the node dir that the supervisor reads and deletes at boot, so API keys never sit
+in the argv of a long-lived process nor in the tmux server's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal import tmux
+from fractal.agents.base import binary_available, resolve_backend
+from fractal.domain.config import parse_config
+from fractal.domain.outcome import SETTLED, Status
+from fractal.errors import FractalError, TmuxError
+from fractal.lifecycle.heal import heal_if_crashed
+from fractal.tree import NodePaths, Tree, caller_branch, find_tree, resolve_node
+from fractal.workspace.nodedir import file_lock, read_config, write_atomic
+
+BOOT_WAIT = 20.0  # seconds `start` waits for the supervisor to take the node
+
+
+@dataclass(frozen=True)
+class Started:
+    """A node whose supervisor is running: tmux session and socket, and the run id."""
+
+    paths: NodePaths
+    session: str
+    socket: Path
+    run_id: int | None
+
+
+def target_node(cwd: Path, name: str | None) -> tuple[Tree, str]:
+    """Resolve ``name`` (or the caller's node) to a registered branch. Raises NodeNotFound."""
+    from fractal.store import reader
+
+    tree = find_tree(cwd)
+    known = [row.node for row in reader.node_rows(tree.db_path)]
+    branch = resolve_node(name, known, tree) if name else caller_branch(cwd, tree)
+    if branch == tree.root:
+        raise FractalError(f"{branch} is the tree's root: it has no loop; name a node "
+                           "(`fractal node list` shows them)")
+    return tree, branch
+
+
+def supervisor_argv(paths: NodePaths, continue_mode: bool, resume_mode: bool = False) -> list[str]:
+    """The pane command: this interpreter running the hidden ``node _run`` verb."""
+    argv = [sys.executable, "-m", "fractal", "node", "_run", "--path", str(paths.worktree)]
+    if continue_mode:
+        argv.append("--continue")
+    if resume_mode:
+        argv.append("--resume")
+    return argv
+
+
+def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
+               actor: str = "operator") -> Started:
+    """Validate and launch the node's supervisor in a detached tmux session.
+
+    A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node.
+    Waits until the supervisor has taken the node (status leaves ``idle``). Raises
+    FractalError (wrong status, invalid config, missing agent, already running),
+    ConfigError, TmuxError.
+    """
+    from fractal.store.ledger import Ledger
+
+    tree, branch = target_node(cwd, name)
+    paths = tree.node(branch)
+    ledger = Ledger(tree.db_path)
+    heal_if_crashed(tree, branch)
+    _preflight(paths, tree)
+    socket = tmux.socket_path()
+    session = tmux.session_name(tree.repo, branch)
+    with file_lock(tree.lock_path):
+        row = ledger.node(branch)
+        status = row.status if row else "unregistered"
+        if continue_mode:
+            if status not in {s.value for s in SETTLED}:
+                raise FractalError(f"node {branch} is {status}; --continue needs a settled node "
+                                   "(completed, stopped, exited or killed)")
+        elif status != Status.IDLE.value:
+            hint = " (use --continue to start a new run)" if status in {s.value for s in SETTLED} \
+                else ""
+            raise FractalError(f"node {branch} is {status}, not idle{hint}")
+        liveness = tmux.probe(session, socket)
+        if liveness is tmux.Liveness.ALIVE:
+            raise FractalError(f"tmux session {session} already exists; node {branch} is running")
+        if liveness is tmux.Liveness.UNKNOWN:
+            raise TmuxError(f"cannot tell whether tmux session {session} is running; not starting")
+        if continue_mode:
+            ledger.set_node_status(branch, Status.IDLE.value)
+        write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
+        try:
+            tmux.launch(session, supervisor_argv(paths, continue_mode), cwd=paths.worktree,
+                        socket=socket)
+        except BaseException:
+            paths.launch_env_path.unlink(missing_ok=True)
+            if continue_mode:
+                ledger.set_node_status(branch, status)
+            raise
+        ledger.set_tmux(branch, session, str(socket))
+        ledger.add_event(branch, "start", actor=actor, status="completed",
+                         metadata="continue" if continue_mode else "")
+    run_id = _await_boot(paths, ledger, session, socket)
+    return Started(paths=paths, session=session, socket=socket, run_id=run_id)
+
+
+def _preflight(paths: NodePaths, tree: Tree) -> None:
+    config = parse_config(read_config(paths.config_path), source=str(paths.config_path))
+    setting = config.agent or str(tree.root_config().get("agent") or "") or None
+    backend = resolve_backend(setting, paths.worktree)
+    if not binary_available(backend.binary(), paths.worktree):
+        raise FractalError(f"agent binary not found: {backend.binary()} (install it, or set "
+                           f"the node's agent in {paths.config_path})")
+
+
+def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path) -> int | None:
+    from fractal.store.ledger import Ledger
+
+    assert isinstance(ledger, Ledger)
+    deadline = time.monotonic() + BOOT_WAIT
+    while time.monotonic() < deadline:
+        row = ledger.node(paths.branch)
+        if row is not None and row.status != Status.IDLE.value:
+            last = ledger.last_run(paths.branch)
+            return last.run_id if last else None
+        if tmux.probe(session, socket) is tmux.Liveness.GONE:
+            row = ledger.node(paths.branch)
+            if row is not None and row.status != Status.IDLE.value:
+                continue
+            raise FractalError(f"the supervisor of {paths.branch} exited before it started; "
+                               f"see {paths.supervisor_log}")
+        time.sleep(0.05)
+    return None
+
+
+def attach_node(cwd: Path, name: str | None) -> None:
+    """Attach the terminal to the node's live pane (replaces this process).
+
+    Refuses unless the node is active with a live session. Raises FractalError.
+    """
+    from fractal.store import reader
+
+    tree, branch = target_node(cwd, name)
+    heal_if_crashed(tree, branch)
+    row = reader.node_row(tree.db_path, branch)
+    if row is None or row.status != Status.ACTIVE.value or not row.tmux_session:
+        status = row.status if row else "unregistered"
+        raise FractalError(f"node {branch} is {status}; only an active node has a pane to attach")
+    tmux.attach(row.tmux_session, Path(row.tmux_socket or tmux.socket_path()))

@@ -1,0 +1,37 @@
+"""The pane's entry point: set up logging and stdout, then run a Supervisor."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from fractal.runtime.pane import PaneReporter
+from fractal.runtime.supervisor import RunOptions, Supervisor
+from fractal.tree import find_tree
+from fractal.workspace import git
+
+
+def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) -> int:
+    """Run the node checked out at ``worktree``; returns the process exit code.
+
+    Logs go to ``<node_dir>/supervisor.log``; the pane shows the loop's banners and the
+    agent's output.
+    """
+    tree = find_tree(worktree)
+    branch = git.current_branch(worktree)
+    if branch is None:
+        print(f"fractal: {worktree} has a detached HEAD; cannot run", file=sys.stderr)
+        return 1
+    paths = tree.node(branch)
+    paths.node_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(paths.supervisor_log, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s [pid %(process)d] %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True, errors="replace")
+    supervisor = Supervisor(paths, RunOptions(continue_mode=continue_mode,
+                                              resume_mode=resume_mode), PaneReporter())
+    logging.getLogger(__name__).info("supervisor starting for %s", branch)
+    return supervisor.run()

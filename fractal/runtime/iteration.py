@@ -1,0 +1,201 @@
+"""One iteration: setup, step discovery, the steps in order (each preceded by SYNC when
+enabled), and the backstop commit (seed: "The shape of one iteration").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.errors import StepFileError
+from fractal.domain.frontmatter import parse_frontmatter
+from fractal.domain.outcome import Status, clip_reason
+from fractal.domain.render import iter_label
+from fractal.domain.steps import discover_steps
+from fractal.domain.walls import iteration_deadline
+from fractal.errors import FractalError
+from fractal.runtime import processes
+from fractal.runtime.context import Boot, RunState
+from fractal.runtime.pane import Reporter
+from fractal.runtime.steprunner import StepPlan, StepResult, StepRunner
+from fractal.runtime.waker import Waker
+from fractal.store.ledger import Ledger
+from fractal.store.timefmt import utc_now
+from fractal.workspace.backstop import backstop_commit
+
+log = logging.getLogger(__name__)
+
+
+class RunAbort(FractalError):
+    """The run cannot go on (preflight failure, unreadable step file): it ends ``exited``."""
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """How an iteration ended. ``setup_failed``/``discovery_failed`` feed crash-loop counts."""
+
+    ok: bool
+    reason: str
+    setup_failed: bool = False
+    discovery_failed: bool = False
+
+
+def load_plans(steps_dir: Path) -> list[StepPlan]:
+    """Discover and parse the step files (seed: Step files).
+
+    Raises StepFileError for a broken filename contract, RunAbort for a file that is
+    not valid UTF-8 (the run ends exited, naming the file).
+    """
+    try:
+        names = [p.name for p in steps_dir.iterdir() if p.is_file()]
+    except OSError:
+        names = []
+    plans: list[StepPlan] = []
+    for step in discover_steps(names):
+        data = (steps_dir / step.filename).read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RunAbort(f"step file {step.filename} is not valid UTF-8 "
+                           f"(byte {exc.start}: {exc.reason})") from None
+        plans.append(StepPlan(step, parse_frontmatter(text)))
+    return plans
+
+
+class IterationRunner:
+    """Runs one iteration of the run in ``state`` and records it."""
+
+    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
+                 waker: Waker) -> None:
+        self.boot = boot
+        self.state = state
+        self.ledger = ledger
+        self.reporter = reporter
+        self.steps = StepRunner(boot, state, ledger, reporter, waker)
+
+    def run(self) -> IterationResult:
+        """Open, run and close the next iteration. Raises RunAbort."""
+        boot, state = self.boot, self.state
+        state.iteration += 1
+        state.iter_started = time.monotonic()
+        state.iter_timestamp = utc_now()
+        state.iter_deadline = iteration_deadline(state.iter_started, boot.iter_timeout,
+                                                 boot.interval)
+        if not boot.detached:
+            state.sessions.clear()
+        state.iter_id = self.ledger.open_iteration(
+            boot.paths.branch, state.run_id, state.iteration, agent=boot.agent_setting,
+            model=state.live.model)
+        title = f"Iteration {iter_label(state.iteration, state.live.max_iters)}"
+        self.reporter.banner_open(f"{title} at {state.iter_timestamp}", major=True)
+        try:
+            result = self._body()
+        except RunAbort as exc:
+            self.ledger.close_iteration(state.iter_id, Status.FAILED.value, 1, clip_reason(str(exc)))
+            raise
+        status = Status.COMPLETED if result.ok else Status.FAILED
+        self.ledger.close_iteration(state.iter_id, status.value, 0 if result.ok else 1,
+                                    clip_reason(result.reason))
+        outcome = "completed" if result.ok else f"failed: {result.reason}"
+        self.reporter.banner_close(title, outcome, time.monotonic() - state.iter_started, major=True)
+        return result
+
+    # -- the body ---------------------------------------------------------------------
+
+    def _body(self) -> IterationResult:
+        setup_error = self._setup()
+        if setup_error is not None:
+            self._backstop("setup failed", setup_error)
+            return IterationResult(False, setup_error, setup_failed=True)
+        try:
+            plans = load_plans(self.boot.paths.steps_dir)
+        except StepFileError as exc:
+            self.reporter.warning(f"iteration {self.state.iteration} failed: {exc}")
+            self._backstop("auto", "")
+            return IterationResult(False, str(exc), discovery_failed=True)
+        node_md = self._node_md()
+        for index, plan in enumerate(plans):
+            if self.boot.sync:
+                sync = self.steps.run_sync(plan, node_md)
+                if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
+                    return self._fail(plans[index:], "SYNC", sync)
+            result = self.steps.run_step(plan, node_md)
+            if result.outcome.status is not Status.COMPLETED:
+                return self._fail(plans[index + 1:], plan.file.name, result)
+        self._backstop("auto", "")
+        return IterationResult(True, "")
+
+    def _fail(self, not_run: list[StepPlan], name: str, result: StepResult) -> IterationResult:
+        outcome = result.outcome
+        if outcome.reason.startswith("timed out"):
+            if result.launched:
+                reason = f"{name} timed out ({round(result.limit or 0)}s)"
+            else:
+                reason = "timed out"
+            label = f"{name} timed out"
+        else:
+            reason = f"failed on {name}: {outcome.reason}" if outcome.reason else f"failed on {name}"
+            label = f"failed on {name}"
+        self.steps.book_not_run(not_run, f"failed on {name}")
+        body = f"{name}: {outcome.status.value} (exit {outcome.exit_code}) {outcome.reason}".strip()
+        if not_run:
+            body += "\n\nSteps not run: " + ", ".join(p.file.name for p in not_run)
+        self._backstop(label, body)
+        return IterationResult(False, reason)
+
+    def _setup(self) -> str | None:
+        paths = self.boot.paths
+        script = paths.setup_script
+        if not script.exists():
+            return None
+        self.reporter.banner_open("Setup (scripts/setup.sh)")
+        started = time.monotonic()
+        env = dict(self.boot.launch_env)
+        env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
+                    "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
+        code = processes.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
+                                  log_path=paths.setup_log, echo=self.reporter.raw_output)
+        took = time.monotonic() - started
+        if code == 0:
+            self.state.setup_failures = 0
+            self.reporter.banner_close("Setup", "done", took)
+            return None
+        tail = _tail(paths.setup_log)
+        self.reporter.banner_close("Setup", f"failed (exit {code})", took)
+        return clip_reason(f"setup failed: {tail}" if tail else f"setup failed (exit {code})")
+
+    def _node_md(self) -> str:
+        try:
+            return self.boot.paths.node_md.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
+            return ""
+
+    def _backstop(self, label: str, body: str) -> None:
+        state, paths = self.state, self.boot.paths
+        subject = f"{paths.branch}: iteration {state.run_id}.{state.iteration} ({label})"
+        backstop(paths.worktree, subject, body, self.reporter)
+
+
+def backstop(worktree: Path, subject: str, body: str, reporter: Reporter) -> str | None:
+    """Commit whatever the agent left (seed: Backstop commits); a failure is a warning."""
+    try:
+        sha = backstop_commit(worktree, subject=subject, body=body)
+    except FractalError as exc:
+        reporter.warning(f"backstop commit failed: {exc}")
+        log.error("backstop commit failed: %s", exc)
+        return None
+    if sha:
+        reporter.notice(f"backstop commit {sha[:10]}: {subject}")
+    return sha
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        data = path.read_bytes()[-4096:]
+    except OSError:
+        return ""
+    text = [ln for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    return " | ".join(text[-lines:])

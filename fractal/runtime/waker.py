@@ -1,0 +1,89 @@
+"""Wake the supervisor out of any wait, promptly.
+
+Every wait point in the loop (the agent's run, backoff, pacing) blocks on one
+``Waker``. Anything that might change what the loop should do calls ``wake()``: the
+agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), or
+the periodic database poll. A wake carries no data: the waiter re-reads the real
+state every time it wakes (STYLE 9).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0  # the database-poll fallback: no wait ever sleeps longer than this
+
+
+class Waker:
+    """A resettable wake-up flag shared by the waits of one supervisor."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._observer: Any = None
+
+    def wake(self) -> None:
+        """Interrupt the current (or the next) wait."""
+        self._event.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block up to ``timeout`` seconds (capped at POLL_SECONDS) or until woken.
+
+        Returns True when woken. The flag is cleared, so callers re-check state after
+        every return whatever the result.
+        """
+        limit = POLL_SECONDS if timeout is None else max(0.0, min(timeout, POLL_SECONDS))
+        woken = self._event.wait(limit)
+        self._event.clear()
+        return woken
+
+    def watch(self, directory: Path, filename: str = ".wake") -> bool:
+        """Start a watchdog observer that wakes on any change to ``directory/filename``.
+
+        Returns False (and polling carries on alone) when the observer cannot start.
+        """
+        try:
+            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:  # pragma: no cover - watchdog is a hard dependency
+            return False
+
+        waker = self
+
+        class _Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                paths = {str(event.src_path), str(getattr(event, "dest_path", "") or "")}
+                if any(p.endswith("/" + filename) for p in paths):
+                    waker.wake()
+
+        try:
+            observer = Observer()
+            observer.daemon = True
+            observer.schedule(_Handler(), str(directory), recursive=False)
+            observer.start()
+        except Exception as exc:  # any observer failure degrades to polling
+            log.warning("file watcher unavailable (%s); polling the database only", exc)
+            return False
+        self._observer = observer
+        return True
+
+    def close(self) -> None:
+        """Stop the observer, if any."""
+        if self._observer is not None:
+            try:
+                self._observer.stop()
+            except Exception:  # pragma: no cover - shutting down anyway
+                pass
+            self._observer = None
+
+
+def touch_wake(node_dir: Path) -> None:
+    """Nudge a node's supervisor (used by the verbs after writing a signal row)."""
+    try:
+        (node_dir / ".wake").write_text(str(threading.get_ident()))
+    except OSError:
+        pass  # the supervisor's database poll still sees the signal

@@ -1,0 +1,230 @@
+"""Find the tree from a working directory, name nodes, and lay out their paths.
+
+A tree is rooted at a user node: the branch checked out when ``fractal init`` ran.
+Its data dir ``<repo>/.fractal/<root>/`` holds the central database. A node
+``<root>.a.b`` lives on that branch, in the worktree ``<repo>/.worktrees/<branch>/``,
+with its data dir ``<worktree>/.fractal/<branch>/`` (DESIGN: "What the product is").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.errors import InvalidValue, NodeNotFound, NotATree
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+DB_NAME = "fractal.db"
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is a legal node name (letters, digits, ``_``; 1-64 chars).
+
+    Raises InvalidValue naming the rule otherwise (ref §1.1: ``.`` separates levels).
+    """
+    if not NAME_RE.match(name):
+        raise InvalidValue(
+            f"invalid node name {name!r}: use 1-64 letters, digits or '_' "
+            "('.' separates levels of the tree and is added for you)")
+    return name
+
+
+def parent_of(branch: str) -> str | None:
+    """The dotted parent of ``branch`` (``main.a.b`` -> ``main.a``), None for a root."""
+    head, sep, _ = branch.rpartition(".")
+    return head if sep else None
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """Every path of one node. ``worktree`` is the repo itself for the root node."""
+
+    tree: Tree
+    branch: str
+    worktree: Path
+
+    @property
+    def node_dir(self) -> Path:
+        return self.worktree / ".fractal" / self.branch
+
+    @property
+    def config_path(self) -> Path:
+        return self.node_dir / "config.json"
+
+    @property
+    def steps_dir(self) -> Path:
+        return self.node_dir / "steps"
+
+    @property
+    def node_md(self) -> Path:
+        return self.node_dir / "NODE.md"
+
+    @property
+    def setup_script(self) -> Path:
+        return self.node_dir / "scripts" / "setup.sh"
+
+    @property
+    def setup_log(self) -> Path:
+        return self.node_dir / "setup.log"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.node_dir / "supervisor.log"
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.node_dir / "tmp"
+
+    @property
+    def err_dir(self) -> Path:
+        return self.tmp_dir / "err"
+
+    @property
+    def plans_dir(self) -> Path:
+        return self.node_dir / "plans"
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.node_dir / "memory"
+
+    @property
+    def wake_path(self) -> Path:
+        return self.node_dir / ".wake"
+
+    @property
+    def launch_env_path(self) -> Path:
+        return self.node_dir / ".launch-env"
+
+    @property
+    def session_path(self) -> Path:
+        return self.node_dir / ".session"
+
+    def agent_err(self, agent: str) -> Path:
+        """``<node_dir>/<agent>.err``: live stderr of the latest launch (seed: Observing)."""
+        return self.node_dir / f"{agent}.err"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One tree in a repository: the repo's main worktree and the root branch."""
+
+    repo: Path
+    root: str
+
+    @property
+    def data_dir(self) -> Path:
+        return self.repo / ".fractal" / self.root
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / DB_NAME
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "config.json"
+
+    @property
+    def worktrees_dir(self) -> Path:
+        return self.repo / ".worktrees"
+
+    @property
+    def lock_path(self) -> Path:
+        """The tree-wide lock taken around spawns and starts (ref §1.5)."""
+        return self.worktrees_dir / ".lock"
+
+    @property
+    def wiki_dir(self) -> Path:
+        return self.repo / "wiki"
+
+    def worktree_of(self, branch: str) -> Path:
+        return self.repo if branch == self.root else self.worktrees_dir / branch
+
+    def node(self, branch: str) -> NodePaths:
+        return NodePaths(tree=self, branch=branch, worktree=self.worktree_of(branch))
+
+    def owns(self, branch: str) -> bool:
+        return branch == self.root or branch.startswith(self.root + ".")
+
+    def root_config(self) -> dict[str, object]:
+        """The root data dir's config.json (``{}`` when unreadable)."""
+        try:
+            data = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def trees_in(repo: Path) -> list[Tree]:
+    """Every tree initialised in ``repo`` (a root data dir whose config says ``user: true``)."""
+    found: list[Tree] = []
+    base = repo / ".fractal"
+    if not base.is_dir():
+        return found
+    for cfg in sorted(base.glob("*/config.json")):
+        try:
+            data = json.loads(cfg.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("user") is True:
+            found.append(Tree(repo=repo, root=cfg.parent.name))
+    return found
+
+
+def find_tree(cwd: Path) -> Tree:
+    """The tree the working directory belongs to.
+
+    The caller's branch picks the tree whose root it is or descends from; with a single
+    tree in the repo any branch uses it; otherwise the choice is refused (ref §1.1).
+    Raises NotATree when no tree exists, and GitError outside a git repository.
+    """
+    from fractal.workspace import git
+
+    top = git.toplevel(cwd)
+    repo = git.repo_root(top)
+    trees = trees_in(repo)
+    if not trees:
+        raise NotATree(f"no fractal tree in {repo}; run `fractal init` on the branch to root it")
+    branch = git.current_branch(top)
+    if branch is not None:
+        owning = [t for t in trees if t.owns(branch)]
+        if owning:
+            return max(owning, key=lambda t: len(t.root))
+    if len(trees) == 1:
+        return trees[0]
+    roots = ", ".join(t.root for t in trees)
+    raise NotATree(f"branch {branch or '(detached)'} belongs to none of the trees here ({roots}); "
+                   "run the command from a node's worktree")
+
+
+def caller_branch(cwd: Path, tree: Tree) -> str:
+    """The node (or root) whose worktree contains ``cwd``; the root when it is none of them."""
+    from fractal.workspace import git
+
+    branch = git.current_branch(git.toplevel(cwd))
+    if branch is not None and tree.owns(branch):
+        return branch
+    return tree.root
+
+
+def resolve_node(name: str, known: Sequence[str], tree: Tree) -> str:
+    """Resolve a user-typed node name against the registered branches ``known``.
+
+    Accepts the full branch, the branch relative to the root (``parser.lexer``), or a
+    unique trailing segment run (``lexer``). Raises NodeNotFound naming the candidates
+    when the name is ambiguous or unknown (ref §2: short names).
+    """
+    if name in known:
+        return name
+    rooted = f"{tree.root}.{name}"
+    if rooted in known:
+        return rooted
+    matches = sorted(b for b in known if b.endswith("." + name))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise NodeNotFound(f"node name {name!r} is ambiguous: " + ", ".join(matches))
+    listing = ", ".join(sorted(known)) or "none yet (create one with `fractal node init NAME`)"
+    raise NodeNotFound(f"no node found for {name!r}; known nodes: {listing}")

@@ -1,0 +1,166 @@
+"""Thin git wrappers: the only place (with the rest of ``workspace/``) that runs git.
+
+Every call is ``git -C <cwd> ...`` with ``LC_ALL=C`` (stable, parseable messages), stdin
+closed (git never waits on a prompt) and text decoded as UTF-8 with ``errors="replace"``
+(file names and messages need not be valid UTF-8). A failing call raises
+``fractal.errors.GitError`` whose message carries git's own stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from fractal.errors import GitError
+from fractal.workspace.artifacts import is_runtime_artifact
+
+__all__ = [
+    "branch_exists",
+    "changed_paths",
+    "common_dir",
+    "current_branch",
+    "has_remote",
+    "head_sha",
+    "is_dirty",
+    "log_subjects",
+    "repo_root",
+    "run_git",
+    "toplevel",
+]
+
+
+def _git_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``git -C <cwd> <args>`` and return the completed process (stdout/stderr as str).
+
+    ``env`` entries are added on top of the inherited environment (after ``LC_ALL=C``).
+    With ``check`` (default) a non-zero exit raises GitError naming the command, the
+    directory, the exit code and git's stderr. A missing git binary always raises GitError.
+    """
+    argv = ["git", "-C", str(cwd), *args]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
+            stdin=subprocess.DEVNULL, env=_git_env(env), check=False,
+        )
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH; install git and retry") from exc
+    if check and proc.returncode != 0:
+        detail = proc.stderr.strip() or proc.stdout.strip() or "(no output)"
+        command = " ".join(args)
+        if len(command) > 120:  # e.g. git add with every exclude pathspec
+            command = command[:117] + "..."
+        raise GitError(f"git {command} failed in {cwd} (exit {proc.returncode}): {detail}")
+    return proc
+
+
+def _out(args: Sequence[str], cwd: Path) -> str:
+    return run_git(args, cwd).stdout.strip()
+
+
+def toplevel(cwd: Path) -> Path:
+    """Return the absolute root of the worktree containing ``cwd``. Raises GitError outside one."""
+    return Path(_out(["rev-parse", "--show-toplevel"], cwd))
+
+
+def common_dir(cwd: Path) -> Path:
+    """Return the absolute git common dir (``R/.git``) shared by every worktree of the repo."""
+    return Path(_out(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd))
+
+
+def repo_root(cwd: Path) -> Path:
+    """Return the main worktree of the repository that ``cwd`` belongs to.
+
+    That is the parent of the common dir (``R`` for ``R/.git``), taken from the first entry of
+    ``git worktree list`` so a relocated git dir is handled too. Raises GitError for a bare
+    repository (fractal needs a main working tree).
+    """
+    first = run_git(["worktree", "list", "--porcelain"], cwd).stdout.split("\n\n", 1)[0]
+    lines = first.splitlines()
+    if "bare" in lines or not lines or not lines[0].startswith("worktree "):
+        raise GitError(f"the repository of {cwd} is bare; fractal needs a main working tree")
+    return Path(lines[0][len("worktree "):])
+
+
+def current_branch(cwd: Path) -> str | None:
+    """Return the short name of the checked-out branch, or None when HEAD is detached."""
+    proc = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False)
+    if proc.returncode == 1:
+        return None
+    if proc.returncode != 0:
+        run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd)  # raises with stderr
+    return proc.stdout.strip()
+
+
+def head_sha(cwd: Path, ref: str = "HEAD") -> str:
+    """Return the full commit sha ``ref`` points at. Raises GitError when it names no commit."""
+    return _out(["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"], cwd)
+
+
+def branch_exists(cwd: Path, branch: str) -> bool:
+    """Tell whether the local branch ``refs/heads/<branch>`` exists."""
+    proc = run_git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False)
+    return proc.returncode == 0
+
+
+def changed_paths(cwd: Path) -> list[str]:
+    """Return every changed path in the worktree: modified, staged, deleted and untracked.
+
+    Paths are repo-relative posix strings in ``git status`` order, each once; both sides of a
+    rename or copy are listed. Ignored files and runtime artifacts
+    (``artifacts.is_runtime_artifact``) are left out, so a worktree holding only artifacts
+    reads as clean (reference bug ledger #4).
+    """
+    out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd).stdout
+    fields = out.split("\0")
+    paths: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        status, path = entry[:2], entry[3:]
+        found = [path]
+        if "R" in status or "C" in status:  # the next field is the source path
+            if i < len(fields):
+                found.append(fields[i])
+            i += 1
+        for item in found:
+            if item and item not in seen and not is_runtime_artifact(item):
+                seen.add(item)
+                paths.append(item)
+    return paths
+
+
+def is_dirty(cwd: Path) -> bool:
+    """Tell whether the worktree has any change that is not a runtime artifact."""
+    return bool(changed_paths(cwd))
+
+
+def log_subjects(cwd: Path, ref: str, limit: int) -> list[str]:
+    """Return the subjects of the newest ``limit`` commits reachable from ``ref``, newest first.
+
+    Returns ``[]`` when ``limit`` is not positive. Raises GitError when ``ref`` is unknown.
+    """
+    if limit <= 0:
+        return []
+    out = run_git(["log", f"--max-count={limit}", "--format=%s", "--end-of-options", ref, "--"],
+                  cwd).stdout
+    return out.splitlines()
+
+
+def has_remote(cwd: Path, name: str = "origin") -> bool:
+    """Tell whether a remote called ``name`` is configured for the repository."""
+    return name in _out(["remote"], cwd).splitlines()

@@ -1,0 +1,246 @@
+"""Node data directories: seeding, atomic writes, file locks, config.json, the exclude block.
+
+Every file the loop writes that others read goes through ``write_atomic`` (temp + fsync +
+rename), and every shared read-modify-write takes ``file_lock`` (DESIGN: rules of the house;
+reference bug ledger #19: a torn ``config.json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from fractal.assets import asset_root
+from fractal.errors import ConfigError, FractalError
+from fractal.workspace.artifacts import RUNTIME_ARTIFACTS
+
+__all__ = [
+    "BLOCK_BEGIN",
+    "BLOCK_END",
+    "ensure_exclude_block",
+    "file_lock",
+    "read_config",
+    "seed_node_dir",
+    "seed_root_dir",
+    "update_config",
+    "write_atomic",
+]
+
+BLOCK_BEGIN = "# >>> fractal >>>"
+BLOCK_END = "# <<< fractal <<<"
+_LOCK_POLL = 0.05  # seconds between flock attempts
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` so readers see the old or the new file, never a torn one.
+
+    Writes a temp file ``.<name>.<random>.tmp`` in the same directory (a runtime artifact),
+    fsyncs it, renames it over ``path`` and fsyncs the directory. ``str`` is encoded as UTF-8.
+    ``mode`` sets the permission bits; without it an existing file keeps its mode and a new
+    one gets the default (0666 minus umask). Raises OSError when the directory is not
+    writable; the temp file is removed on any failure.
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    if mode is None:
+        with contextlib.suppress(FileNotFoundError):
+            mode = path.stat().st_mode & 0o7777
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` body.
+
+    Polls every 50 ms for up to ``timeout`` seconds, then raises FractalError naming the lock
+    file. The lock is released when the body exits (or the process dies); the file stays.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise FractalError(
+                        f"timed out after {timeout:g}s waiting for the lock {path}: another "
+                        "fractal process holds it; wait for it to finish and retry"
+                    ) from None
+                time.sleep(_LOCK_POLL)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def read_config(path: Path) -> dict[str, object]:
+    """Read a JSON object from ``path`` (a node's ``config.json``).
+
+    Returns the parsed dict. Raises ConfigError (``source`` = the path) when the file is
+    missing, not UTF-8, malformed JSON (the message gives line and column) or not an object.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{path} does not exist; create the node or restore the file"],
+                          source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"],
+                          source=str(path)) from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            [f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; "
+             "fix the file or restore it from git"],
+            source=str(path),
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            [f"{path}: expected a JSON object at the top level, got {type(value).__name__}"],
+            source=str(path),
+        )
+    return value
+
+
+def update_config(path: Path, updates: Mapping[str, object]) -> dict[str, object]:
+    """Merge ``updates`` into the JSON object at ``path`` and write it back; return the result.
+
+    The read-merge-write runs under ``file_lock(<path>.lock)`` (``config.json.lock``) and the
+    file is replaced atomically, sorted by key, 2-space indented, with a trailing newline. A
+    missing file starts as ``{}``. Raises ConfigError when the existing file is malformed (it
+    is left untouched) and TypeError when a value is not JSON-serialisable.
+    """
+    lock = path.with_name(path.name + ".lock")
+    with file_lock(lock):
+        merged = read_config(path) if path.exists() else {}
+        merged.update(updates)
+        text = json.dumps(merged, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        write_atomic(path, text)
+    return merged
+
+
+def _exclude_block() -> list[str]:
+    return [
+        BLOCK_BEGIN,
+        "# Managed by fractal (node worktrees and runtime files); edits here are overwritten.",
+        "/.worktrees/",
+        *RUNTIME_ARTIFACTS,
+        BLOCK_END,
+    ]
+
+
+def ensure_exclude_block(common_dir: Path) -> None:
+    """Write or refresh the fractal block in ``<common_dir>/info/exclude``.
+
+    The block, between ``# >>> fractal >>>`` and ``# <<< fractal <<<``, lists ``/.worktrees/``
+    and every RUNTIME_ARTIFACTS pattern. An existing block is replaced where it stands;
+    otherwise the block is appended. Every other line is kept as it was; a start marker with
+    no end marker is dropped on its own (never the user lines after it). Idempotent: the
+    file is not rewritten when nothing changes. The committed ``.gitignore`` is never touched.
+    """
+    exclude = common_dir / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        old = exclude.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        old = ""
+    lines = old.splitlines()
+    kept: list[str] = []
+    insert_at: int | None = None
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == BLOCK_BEGIN:
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == BLOCK_END),
+                       None)
+            if insert_at is None:
+                insert_at = len(kept)
+            i = i + 1 if end is None else end + 1
+            continue
+        if lines[i].strip() != BLOCK_END:
+            kept.append(lines[i])
+        i += 1
+    if insert_at is None:
+        insert_at = len(kept)
+    new_lines = kept[:insert_at] + _exclude_block() + kept[insert_at:]
+    new = "\n".join(new_lines) + "\n"
+    if new != old:
+        write_atomic(exclude, new.encode("utf-8", errors="surrogateescape"))
+
+
+def _copy_missing(src: Path, dst: Path, *, mode: int | None = None) -> None:
+    if dst.exists() or dst.is_symlink():
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    if mode is not None:
+        dst.chmod(mode)
+
+
+def seed_node_dir(node_dir: Path) -> None:
+    """Fill a node data dir with the packaged seeds; never overwrite an existing file.
+
+    Copies ``NODE.md``, ``steps/*.md``, ``scripts/*.sh`` (mode 0755) and creates an empty
+    ``plans/.gitkeep`` (seed: the default steps 00-PREPARE .. 04-COMMIT). Creates
+    ``node_dir`` if needed. ``config.json`` is not written here. Raises OSError on I/O errors.
+    """
+    root = asset_root()
+    node_dir.mkdir(parents=True, exist_ok=True)
+    _copy_missing(root / "NODE.md", node_dir / "NODE.md")
+    for step in sorted((root / "steps").glob("*.md")):
+        _copy_missing(step, node_dir / "steps" / step.name)
+    for script in sorted((root / "scripts").glob("*.sh")):
+        _copy_missing(script, node_dir / "scripts" / script.name, mode=0o755)
+    keep = node_dir / "plans" / ".gitkeep"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    if not keep.exists():
+        keep.touch()
+
+
+def seed_root_dir(data_dir: Path) -> None:
+    """Create the root ("user") node's data dir with a self-ignoring ``.gitignore`` (``*``).
+
+    The directory holds the database and the user config and is never committed (reference
+    1.7). An existing ``.gitignore`` is left alone. Raises OSError on I/O errors.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    ignore = data_dir / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, "*\n")

@@ -1,0 +1,72 @@
+"""Hermetic test environment (STYLE 16).
+
+Every test session gets its own HOME, XDG dirs and ``TMUX_TMPDIR`` (so a private tmux
+server), and loses any inherited ``TMUX``, ``FRACTAL_*`` and loop variables, so a suite
+run inside a live node can never touch that node's database or tmux server. At the end
+of the session the private tmux server is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_repo
+
+_LOOP_VARS = (
+    "TMUX", "TMUX_PANE", "_NODE", "RUN_ID", "ITER", "ITER_ID", "STEP_ID", "ITER_REF", "NODE_BRANCH",
+    "NODE_DIR", "WORKTREE_DIR", "STEP_LABEL", "ITER_LABEL", "AGENT_COMMAND",
+)
+
+
+def _strip_env() -> None:
+    for key in list(os.environ):
+        if key.startswith("FRACTAL_") and key != "FRACTAL_TEST_TIMEOUT_SCALE":
+            del os.environ[key]
+    for key in _LOOP_VARS:
+        os.environ.pop(key, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_session() -> Iterator[Path]:
+    """Move HOME, XDG dirs and the tmux socket dir to a private temp tree for the session."""
+    saved = dict(os.environ)
+    # Short base path: tmux socket paths must fit in sun_path (108 bytes).
+    base = Path(tempfile.mkdtemp(prefix="fx-"))
+    home = base / "home"
+    home.mkdir()
+    tmux_dir = base / "t"
+    tmux_dir.mkdir(mode=0o700)
+    _strip_env()
+    os.environ.update({
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "TMUX_TMPDIR": str(tmux_dir),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C.UTF-8",
+    })
+    try:
+        yield base
+    finally:
+        if shutil.which("tmux"):
+            for sock in tmux_dir.rglob("*"):
+                if sock.is_socket():
+                    subprocess.run(["tmux", "-S", str(sock), "kill-server"],
+                                   capture_output=True, check=False)
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh git repository on branch ``main`` with one commit and a local identity."""
+    return make_repo(tmp_path / "repo")
