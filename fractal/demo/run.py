@@ -13,6 +13,7 @@ from pathlib import Path
 from fractal.demo.project import TASK, agent_wrapper, create_project, tests_pass
 from fractal.domain.outcome import SETTLED
 from fractal.errors import FractalError
+from fractal.store.rows import ActivityRow
 
 NODE = "fix_tests"
 FOLLOW_TIMEOUT = 300.0  # seconds
@@ -105,21 +106,10 @@ def _follow(db_path: Path, branch: str, echo: Callable[[str], None]) -> str:
         time.sleep(0.1)
 
 
-def _describe(row: object) -> str:
-    kind = getattr(row, "kind", "")
-    event = getattr(row, "event", "")
-    ref = f"{getattr(row, 'run_id', '')}"
-    if getattr(row, "iter", None) is not None:
-        ref += f".{getattr(row, 'iter')}"
-    what = kind
-    if kind == "step":
-        what = f"step {getattr(row, 'step', '')} {getattr(row, 'step_name', '')}"
-    elif kind == "iteration":
-        what = "iteration"
-    if event == "start":
+def _describe(row: ActivityRow) -> str:
+    ref = f"{row.run_id}" + (f".{row.iter}" if row.iter is not None else "")
+    what = f"step {row.step} {row.step_name}" if row.kind == "step" else row.kind
+    if row.event == "start":
         return f"{ref:<6} {what} started"
-    took = getattr(row, "duration", None)
-    took_text = f" in {took:.1f}s" if isinstance(took, int | float) else ""
-    reason = getattr(row, "metadata", "") or ""
-    return f"{ref:<6} {what} {getattr(row, 'status', '')}{took_text}" + \
-        (f": {reason}" if reason else "")
+    took = f" in {row.duration:.1f}s" if row.duration is not None else ""
+    return f"{ref:<6} {what} {row.status}{took}" + (f": {row.meta}" if row.meta else "")

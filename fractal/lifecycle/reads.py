@@ -97,7 +97,7 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
         out.append({
             "timestamp": row.timestamp, "node": row.node, "kind": row.kind, "event": row.event,
             "ref": ref, "step": step, "status": row.status, "exit": row.exit_code,
-            "duration": row.duration, "cost": row.cost, "reason": row.metadata,
+            "duration": row.duration, "cost": row.cost, "reason": row.meta,
             "run_id": row.run_id, "iter_id": row.iter_id, "step_id": row.step_id,
             "actor": row.actor,
         })

@@ -5,6 +5,7 @@ and steps", "How a run ends"; ref §4.1, §4.2, §4.11).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -111,6 +112,7 @@ class Supervisor:
 
     def _run(self) -> int:
         launch_env = load_launch_env(self.paths.launch_env_path)
+        os.environ.update(launch_env)  # the run behaves as if started from the caller's shell
         config, problem = self._read_boot_config()
         parent = parent_of(self.paths.branch)
         parent_run = self.ledger.active_run_id(parent) if parent else None
@@ -156,10 +158,8 @@ class Supervisor:
         if not binary_available(backend.binary(), self.paths.worktree):
             raise RunAbort(f"agent binary not found: {backend.binary()} "
                            "(install it or set the node's agent)")
-        try:
+        with contextlib.suppress(StepFileError):  # a broken steps dir fails iterations, loudly
             load_plans(self.paths.steps_dir)
-        except StepFileError:
-            pass  # a broken steps dir fails iterations loudly, not the preflight
         return Boot(paths=self.paths, config=config, agent_setting=setting or backend.name,
                     backend=backend, continue_mode=self.options.continue_mode,
                     resume_mode=self.options.resume_mode, launch_env=launch_env)

@@ -9,8 +9,10 @@ state every time it wakes (STYLE 9).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +76,12 @@ class Waker:
     def close(self) -> None:
         """Stop the observer, if any."""
         if self._observer is not None:
-            try:
+            with contextlib.suppress(Exception):  # shutting down anyway
                 self._observer.stop()
-            except Exception:  # pragma: no cover - shutting down anyway
-                pass
             self._observer = None
 
 
 def touch_wake(node_dir: Path) -> None:
     """Nudge a node's supervisor (used by the verbs after writing a signal row)."""
-    try:
-        (node_dir / ".wake").write_text(str(threading.get_ident()))
-    except OSError:
-        pass  # the supervisor's database poll still sees the signal
+    with contextlib.suppress(OSError):  # the supervisor's database poll still sees it
+        (node_dir / ".wake").write_text(f"{time.time():.6f}\n")

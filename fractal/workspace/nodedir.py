@@ -83,11 +83,12 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
 
 @contextlib.contextmanager
 def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` body.
+    """Hold an exclusive ``flock`` on ``path`` (created, with its directory, if missing) for the ``with`` body.
 
     Polls every 50 ms for up to ``timeout`` seconds, then raises FractalError naming the lock
     file. The lock is released when the body exits (or the process dies); the file stays.
     """
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         deadline = time.monotonic() + timeout

@@ -1,0 +1,360 @@
+"""Process groups: spawn, stream, stop and reap (the only module that sends signals).
+
+Every child fractal starts (an agent attempt, ``setup.sh``) runs in a new session (pid ==
+pgid) with ``FRACTAL_LAUNCH_ID=<marker>`` in its environment. One stop sequence serves all
+(seed: Time limits): snapshot targets, TERM, wait the grace, KILL survivors, report who is left.
+Targets are found three ways, each covering another's blind spot: the process group (misses a
+``setsid`` descendant), the leader's descendants (miss orphans reparented away), the marker
+(misses a process that scrubbed its environment). A handle records the leader's create time;
+when its pid now names another process (recycled), nothing is signalled by pid or pgid, only
+by marker. Per-process signals go through ``psutil.Process``, which re-checks identity. Linux.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno as errno_mod
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from fractal.errors import SpawnError
+
+LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
+DEFAULT_GRACE = 10.0  # seconds from TERM to KILL when no grace is configured (seed: Time limits)
+
+_POLL = 0.05  # seconds between liveness polls while waiting out a grace
+_KILL_SETTLE = 2.0  # seconds to wait for SIGKILLed processes to disappear
+_DRAIN = 1.0  # seconds a teed pipe is drained after its leader exited
+_EXEC_RETRIES, _EXEC_RETRY_DELAY = 5, 0.01  # re-reads (10 ms apart) of a mid-exec environ
+_PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flag of a kernel thread
+_CREATE_TIME_TOLERANCE = 0.01
+_EXEC_HINTS = {
+    errno_mod.ENOENT: "no such file, or its #! interpreter is missing (check PATH and config)",
+    errno_mod.EACCES: "permission denied (is it executable? chmod +x)",
+    errno_mod.ENOEXEC: "not an executable format (add a #! line)",
+}
+
+
+@dataclass(frozen=True)
+class GroupHandle:
+    """Identity of a spawned process group: leader pid (== pgid), create time (epoch s), marker."""
+
+    pid: int
+    pgid: int
+    create_time: float
+    marker: str
+
+
+@dataclass
+class Launched:
+    """A running child: its Popen (read ``popen.stdout``; never ``communicate()``) and handle."""
+
+    popen: subprocess.Popen[bytes]
+    handle: GroupHandle
+
+
+def process_create_time(pid: int) -> float | None:
+    """Create time of ``pid`` in epoch seconds (zombies too), or None when there is no ``pid``."""
+    proc = _process(pid)
+    return proc.create_time() if proc is not None else None
+
+
+def same_process(pid: int, create_time: float) -> bool:
+    """True when ``pid`` is alive (not a zombie) and was created at ``create_time`` (±0.01 s)."""
+    proc = _process(pid)  # psutil reads the create time once, when the object is built
+    return (proc is not None and not _is_dead(proc)
+            and abs(proc.create_time() - create_time) <= _CREATE_TIME_TOLERANCE)
+
+
+def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], marker: str, stdin: int,
+           stderr: int | IO[bytes]) -> Launched:
+    """Popen in a new session with the marker; exec-time OSErrors become SpawnError."""
+    if not argv:
+        raise SpawnError("cannot start an empty command; check the agent command in config.json")
+    try:
+        popen = subprocess.Popen(list(argv), cwd=cwd, env={**env, LAUNCH_MARKER_ENV: marker},
+                                 stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
+                                 start_new_session=True, close_fds=True)
+    except OSError as exc:
+        why = _EXEC_HINTS.get(exc.errno or 0, exc.strerror or str(exc))
+        if exc.errno == errno_mod.ENOENT and str(exc.filename) == str(cwd):
+            why = f"working directory {cwd} does not exist"
+        raise SpawnError(f"cannot start {argv[0]!r}: {why}", exc.errno) from exc
+    created = process_create_time(popen.pid) or 0.0  # not waited on yet: readable even if exited
+    return Launched(popen, GroupHandle(popen.pid, popen.pid, created, marker))
+
+
+def _feed_stdin(pipe: IO[bytes], data: bytes) -> None:
+    """Write ``data`` then close; EPIPE (the child never read, or exited) is not an error."""
+    with contextlib.suppress(OSError), pipe:
+        pipe.write(data)
+
+
+def spawn_group(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
+                stdin_data: bytes | None = None, stderr_path: Path | None = None,
+                marker: str | None = None) -> Launched:
+    """Start ``argv`` as the leader of a new session; stdout is a binary pipe.
+
+    ``env`` is the whole child environment, plus ``FRACTAL_LAUNCH_ID=<marker>`` (a fresh uuid4
+    hex when None). stdin is /dev/null, or ``stdin_data`` written then closed by a daemon thread
+    (a huge prompt cannot deadlock us; a child that never reads cannot hang us). stderr goes to
+    ``stderr_path`` (truncated) or /dev/null. Raises SpawnError(message, errno) on exec failure.
+    """
+    stdin = subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL
+    with contextlib.ExitStack() as stack:
+        err = stack.enter_context(stderr_path.open("wb")) if stderr_path else subprocess.DEVNULL
+        launched = _start(argv, cwd=cwd, env=env, marker=marker or uuid.uuid4().hex,
+                          stdin=stdin, stderr=err)
+    popen = launched.popen
+    if stdin_data is not None and popen.stdin is not None:
+        threading.Thread(target=_feed_stdin, args=(popen.stdin, stdin_data), daemon=True,
+                         name=f"stdin-{popen.pid}").start()
+    return launched
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _environ_has(pid: int, needle: bytes) -> bool | None:
+    """Does /proc/<pid>/environ hold an entry starting with ``needle``? None: cannot tell yet.
+
+    Mid-exec a process reads empty for a moment (the kernel fills the new stack after
+    publishing it); a zombie or kernel thread for good. /proc/<pid>/stat: 0 state, 6 flags.
+    """
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+        if data:
+            return data.startswith(needle) or (b"\0" + needle) in data
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):  # gone, or another user's process
+        return False
+    return False if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD else None
+
+
+def _marked_pids(marker: str | None) -> list[int]:
+    # One read of /proc/<pid>/environ per process (about 5 ms for 370; psutil's environ() dicts
+    # take about 12 ms) as it runs after every step; mid-exec reads are retried 10 ms apart.
+    needle = (f"{LAUNCH_MARKER_ENV}={marker}\0" if marker else f"{LAUNCH_MARKER_ENV}=").encode()
+    found, unsure = [], [pid for pid in _pids() if pid != os.getpid()]
+    for attempt in range(_EXEC_RETRIES + 1):
+        time.sleep(_EXEC_RETRY_DELAY if attempt else 0)
+        answers = [(pid, _environ_has(pid, needle)) for pid in unsure]
+        found += [pid for pid, has in answers if has]
+        unsure = [pid for pid, has in answers if has is None]
+        if not unsure:
+            break
+    return found
+
+
+def marked_processes(marker: str | None = None) -> list[psutil.Process]:
+    """Processes (not zombies, not the caller) with ``FRACTAL_LAUNCH_ID`` (= ``marker`` if set)."""
+    return [p for p in map(_process, _marked_pids(marker)) if p is not None]
+
+
+def _process(pid: int) -> psutil.Process | None:
+    with contextlib.suppress(psutil.Error, ValueError):
+        return psutil.Process(pid)
+    return None
+
+
+def _pgid(pid: int) -> int | None:
+    with contextlib.suppress(OSError):
+        return os.getpgid(pid)
+    return None
+
+
+def _group_members(pgid: int) -> set[int]:
+    return {pid for pid in _pids() if _pgid(pid) == pgid}
+
+
+def _is_dead(proc: psutil.Process) -> bool:
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error as exc:
+        return isinstance(exc, psutil.NoSuchProcess)
+
+
+def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Poll until all are gone or zombies; return the rest (not ``psutil.wait_procs``: it
+    would reap our own children and steal their Popen's exit status)."""
+    alive = [p for p in procs if not _is_dead(p)]
+    deadline = time.monotonic() + timeout
+    while alive and time.monotonic() < deadline:
+        time.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
+        alive = [p for p in alive if not _is_dead(p)]
+    return alive
+
+
+def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
+    """(pgid, leader) when the group may be signalled as such, else (None, None): marker only."""
+    leader = _process(handle.pid)
+    if leader is not None:  # alive or a zombie: trusted only if it is the same process
+        ours = abs(leader.create_time() - handle.create_time) <= _CREATE_TIME_TOLERANCE
+    else:  # Linux never reuses a pgid while a member lives: a marked member proves it is ours
+        ours = bool(_group_members(handle.pgid) & set(_marked_pids(handle.marker)))
+    usable = ours and handle.pgid not in (os.getpgid(0), 0, 1)
+    return (handle.pgid, leader) if usable else (None, None)
+
+
+def _snapshot(marker: str, pgid: int | None, leader: psutil.Process | None,
+              known: dict[int, psutil.Process]) -> None:
+    """Add marked processes, group members and the leader's descendants to ``known``."""
+    pids = set(_marked_pids(marker)) | (_group_members(pgid) if pgid is not None else set())
+    if leader is not None:  # children() re-checks the leader's identity (pid reuse)
+        with contextlib.suppress(psutil.Error):
+            pids.update(c.pid for c in [leader, *leader.children(recursive=True)])
+    mine = os.getpgid(0)
+    for pid in pids - set(known) - {os.getpid()}:
+        proc = _process(pid)
+        if proc is not None and _pgid(pid) not in (None, mine):
+            known[pid] = proc
+
+
+def _signal(pgid: int | None, procs: Iterable[psutil.Process], sig: int) -> None:
+    """Signal the group once (killpg), then each target outside it: never twice."""
+    group_sent = False
+    if pgid is not None:
+        try:
+            os.killpg(pgid, sig)
+            group_sent = True
+        except (ProcessLookupError, PermissionError):
+            pass
+    for proc in procs:
+        if group_sent:
+            try:
+                if os.getpgid(proc.pid) == pgid:
+                    continue
+            except ProcessLookupError:
+                continue
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.send_signal(sig)
+
+
+def _stop(marker: str, pgid: int | None, leader: psutil.Process | None, grace: float,
+          soft_signal: int | None = None, soft_grace: float = 0.0) -> list[int]:
+    procs: dict[int, psutil.Process] = {}
+    _snapshot(marker, pgid, leader, procs)
+    if not procs:
+        return []
+    if soft_signal is not None:
+        members = _group_members(pgid) if pgid is not None else set(procs)
+        group = [p for pid, p in procs.items() if pid in members]
+        _signal(pgid, group, soft_signal)
+        _wait_dead(group, soft_grace)
+    _signal(pgid, procs.values(), signal.SIGTERM)
+    _wait_dead(procs.values(), grace)
+    _snapshot(marker, pgid, leader, procs)  # late forks made during the grace
+    alive = [p for p in procs.values() if not _is_dead(p)]
+    if not alive:
+        return []
+    _signal(pgid, alive, signal.SIGKILL)
+    return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
+
+
+def kill_group(handle: GroupHandle, *, grace: float, soft_signal: int | None = None,
+               soft_grace: float = 0.0) -> list[int]:
+    """Stop everything a launch started; return pids still alive afterwards (expected []).
+
+    Targets: the group ∪ the leader's descendants ∪ processes with the handle's marker, never
+    the caller or its group; only the marker if the leader's pid was recycled. ``soft_signal``
+    (e.g. SIGINT to pause) goes to the group first, which gets ``soft_grace`` s to exit. Then
+    TERM, ``grace`` s (config; seed: Time limits), re-snapshot for late forks, KILL, <= 2 s wait.
+    """
+    return _stop(handle.marker, *_trusted(handle), grace, soft_signal, soft_grace)
+
+
+def sweep_marker(marker: str, *, grace: float) -> list[int]:
+    """TERM, ``grace`` seconds, KILL every process carrying ``marker``; return survivors' pids.
+
+    Run after an agent exits normally, to reap grandchildren that escaped its group; costs
+    one read of /proc/<pid>/environ per process when nothing matches (~5 ms for 370).
+    """
+    return _stop(marker, None, None, grace)
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER); False if prctl is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(keep: Container[int]) -> list[int]:
+    """Collect exited children whose pid is not in ``keep``; never blocks; returns their pids.
+
+    ``keep`` must hold every pid a Popen still waits on (reaping one makes its Popen report 0).
+    """
+    reaped: list[int] = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(OSError):  # ChildProcessError: someone else reaped it
+            if child.pid not in keep and os.waitpid(child.pid, os.WNOHANG)[0]:
+                reaped.append(child.pid)
+    return reaped
+
+
+def _pump(fd: int, sink: Callable[[bytes], None], popen: subprocess.Popen[bytes]) -> None:
+    """Copy ``fd`` to ``sink`` until EOF, or until the leader exited and the pipe went idle;
+    an escapee may hold the pipe open (or keep writing) forever, so drain <= ``_DRAIN`` s."""
+    drain_until: float | None = None
+    while drain_until is None or time.monotonic() < drain_until:
+        if select.select([fd], [], [], _POLL)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            sink(chunk)
+        elif drain_until is not None:
+            return
+        if drain_until is None and popen.poll() is not None:
+            drain_until = time.monotonic() + _DRAIN
+
+
+def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
+             echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE) -> int:
+    """Run ``argv`` to completion (no limit; seed: setup.sh is unbounded); return its exit code.
+
+    New session, stdin /dev/null, stdout+stderr merged; each chunk (raw bytes) goes to
+    ``log_path`` (truncated first) and to ``echo``. 128+N means death by signal N. Then the
+    group and its marker are stopped (``grace`` s from TERM to KILL), also when the caller is
+    interrupted (Ctrl-C) before the exception propagates. Raises SpawnError when exec fails.
+    """
+    with log_path.open("wb") as log:
+        def sink(chunk: bytes) -> None:
+            log.write(chunk)
+            log.flush()
+            if echo is not None:
+                echo(chunk)
+
+        launched = _start(argv, cwd=cwd, env=env, marker=uuid.uuid4().hex,
+                          stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        popen, handle = launched.popen, launched.handle
+        assert popen.stdout is not None
+        try:
+            _pump(popen.stdout.fileno(), sink, popen)
+            returncode = popen.wait()
+            code = 128 - returncode if returncode < 0 else returncode
+            kill_group(handle, grace=grace)
+            _pump(popen.stdout.fileno(), sink, popen)  # what the swept escapees left behind
+        except BaseException:
+            kill_group(handle, grace=grace)
+            popen.wait()
+            raise
+        finally:
+            popen.stdout.close()
+    return code

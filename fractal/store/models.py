@@ -1,0 +1,167 @@
+"""Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
+
+Six tables: the node registry and the execution ledger (runs > iterations > steps),
+plus events and signals. The ``activity`` view is not a model: migration 0001 creates
+it with raw SQL. Shapes come from the issue and ref §3:
+
+- timestamps are TEXT in the ``timefmt`` format; durations are never stored;
+- statuses are plain strings from the ref §3 vocabulary (``active``, ``paused``,
+  ``idle``, ``completed``, ``stopped``, ``exited``, ``killed``, ``failed``, ``retired``);
+- ``cost`` is REAL USD and NULL means unknown (never coerced to 0);
+- history rows carry the owning ``node`` as text, with no foreign key to ``nodes``,
+  so deleting a node keeps its history.
+
+The SQL column ``metadata`` (a short reason) is the attribute ``meta``: SQLAlchemy
+reserves ``metadata`` on declarative classes. Migrations must match these models;
+``alembic check`` guards drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import REAL, ForeignKey, Integer, MetaData, Text, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["NAMING_CONVENTION", "Base", "Event", "Iteration", "Node", "Run", "Signal", "Step"]
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative root: a naming convention for constraints; TEXT, REAL, INTEGER types."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {str: Text(), float: REAL(), int: Integer()}
+
+
+def _meta() -> Mapped[str]:
+    """The ``metadata`` reason column: TEXT NOT NULL, empty by default."""
+    return mapped_column(
+        "metadata", Text(), nullable=False, default="", server_default=text("''")
+    )
+
+
+class Node(Base):
+    """The registry row of one node (branch). ``worktree`` is an absolute path."""
+
+    __tablename__ = "nodes"
+
+    node_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(unique=True)
+    parent: Mapped[str | None]
+    title: Mapped[str | None]
+    status: Mapped[str]
+    worktree: Mapped[str | None]
+    max_cost: Mapped[float | None]
+    max_depth: Mapped[int | None]
+    max_children: Mapped[int | None]
+    max_descendants: Mapped[int | None]
+    tmux_session: Mapped[str | None]
+    tmux_socket: Mapped[str | None]
+    supervisor_pid: Mapped[int | None]
+    supervisor_started: Mapped[float | None]  # process create time, epoch seconds
+    created_at: Mapped[str]
+    updated_at: Mapped[str | None]
+
+
+class Run(Base):
+    """One launch of a node's loop: agent, the cost cap armed at launch, parent's run."""
+
+    __tablename__ = "runs"
+
+    run_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(index=True)
+    parent_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    agent: Mapped[str | None]
+    max_cost: Mapped[float | None]
+    status: Mapped[str]
+    exit_code: Mapped[int | None]
+    meta: Mapped[str] = _meta()
+    started_at: Mapped[str]
+    ended_at: Mapped[str | None]
+
+
+class Iteration(Base):
+    """One pass through the step files; ``iter`` is 1-based within its run."""
+
+    __tablename__ = "iterations"
+
+    iter_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str]
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    iter: Mapped[int]
+    agent: Mapped[str | None]
+    model: Mapped[str | None]
+    session: Mapped[str | None]
+    status: Mapped[str]
+    exit_code: Mapped[int | None]
+    meta: Mapped[str] = _meta()
+    started_at: Mapped[str]
+    ended_at: Mapped[str | None]
+
+
+class Step(Base):
+    """One launch attempt of a step; SYNC rows use the number of the step they precede.
+
+    ``approved``: NULL no gate, '' pending, ISO timestamp approved. ``pgid_started``
+    is the create time (epoch s) of the agent's group leader, for safe reaping.
+    """
+
+    __tablename__ = "steps"
+
+    step_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str]
+    iter_id: Mapped[int | None] = mapped_column(ForeignKey("iterations.iter_id"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    step: Mapped[int]
+    step_name: Mapped[str]
+    agent: Mapped[str | None]
+    model: Mapped[str | None]
+    session: Mapped[str | None]
+    status: Mapped[str]
+    exit_code: Mapped[int | None]
+    cost: Mapped[float | None]
+    approved: Mapped[str | None]
+    pgid: Mapped[int | None]
+    pgid_started: Mapped[float | None]
+    meta: Mapped[str] = _meta()
+    started_at: Mapped[str]
+    ended_at: Mapped[str | None]
+
+
+class Event(Base):
+    """An observability event (init, spawn, commit, pause, ...) with optional lineage."""
+
+    __tablename__ = "events"
+
+    event_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(index=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.run_id"))
+    iter_id: Mapped[int | None] = mapped_column(ForeignKey("iterations.iter_id"))
+    step_id: Mapped[int | None] = mapped_column(ForeignKey("steps.step_id"))
+    event: Mapped[str]
+    actor: Mapped[str | None]
+    status: Mapped[str | None]
+    exit_code: Mapped[int | None]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
+
+
+class Signal(Base):
+    """A signal (pause, finish, stop, ...) addressed to one run, consumed by its loop."""
+
+    __tablename__ = "signals"
+
+    signal_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str]
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    signal: Mapped[str]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]

@@ -1,0 +1,127 @@
+"""The fast read path: stdlib ``sqlite3`` only, read-only connections, frozen rows.
+
+CLI read commands (``status``, ``activity``, listings) must start in well under 200 ms,
+and importing SQLAlchemy alone costs about 250 ms, so this module never imports it
+(DESIGN: reads are plain queries). Each call opens one read-only connection
+(``mode=ro``) with a short busy timeout; WAL lets it read while a loop writes. When the
+file is missing or not at ``HEAD_REVISION`` the schema is first brought to head
+(``ensure_schema``, which imports Alembic only then).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from fractal.errors import StoreError
+from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
+from fractal.store.schema import HEAD_REVISION
+
+__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "last_run", "node_row", "node_rows", "open_steps"]
+
+READ_BUSY_TIMEOUT_S = 2.0
+"""How long a read waits on a lock (s); WAL readers rarely wait at all."""
+
+# Newest first. Among rows of one instant, deeper lineage (a step under its iteration
+# under its run) and higher ids sort first, and an end row before its own start row.
+_ACTIVITY_ORDER = (
+    "ORDER BY timestamp DESC, run_id DESC, iter_id DESC, step_id DESC, event_id DESC, "
+    "CASE event WHEN 'end' THEN 0 ELSE 1 END"
+)
+
+
+def _open(db_path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
+                           timeout=READ_BUSY_TIMEOUT_S)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _at_head(conn: sqlite3.Connection) -> bool:
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return row is not None and row[0] == HEAD_REVISION
+
+
+@contextmanager
+def _connect(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to a database at head; SQLite errors become StoreError."""
+    try:
+        conn: sqlite3.Connection | None = None
+        if db_path.is_file():
+            conn = _open(db_path)
+            if not _at_head(conn):
+                conn.close()
+                conn = None
+        if conn is None:
+            from fractal.store.schema import ensure_schema
+
+            ensure_schema(db_path)
+            conn = _open(db_path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"cannot read database {db_path}: {exc}; check the path and its permissions"
+        ) from exc
+
+
+def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> list[ActivityRow]:
+    """Rows of the ``activity`` view, newest first.
+
+    ``nodes`` restricts to those branches (None: every node; empty: no rows);
+    ``limit`` caps the row count (None: all). Ties on the timestamp break on the row
+    ids, so the order is stable.
+    """
+    where = ""
+    params: list[object] = []
+    if nodes is not None:
+        if not nodes:
+            return []
+        where = f"WHERE node IN ({', '.join('?' * len(nodes))})"
+        params.extend(nodes)
+    tail = ""
+    if limit is not None:
+        tail = "LIMIT ?"
+        params.append(max(limit, 0))
+    sql = f"SELECT * FROM activity {where} {_ACTIVITY_ORDER} {tail}"
+    with _connect(db_path) as conn:
+        return [build(ActivityRow, row) for row in conn.execute(sql, params)]
+
+
+def node_rows(db_path: Path) -> list[NodeRow]:
+    """Every registered node, in registration order."""
+    with _connect(db_path) as conn:
+        rows = conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()
+    return [build(NodeRow, row) for row in rows]
+
+
+def node_row(db_path: Path, node: str) -> NodeRow | None:
+    """The registry row of ``node``, or None."""
+    with _connect(db_path) as conn:
+        row = conn.execute("SELECT * FROM nodes WHERE node = ?", (node,)).fetchone()
+    return None if row is None else build(NodeRow, row)
+
+
+def last_run(db_path: Path, node: str) -> RunRow | None:
+    """The node's newest run, open or closed, or None."""
+    with _connect(db_path) as conn:
+        row = conn.execute(
+            "SELECT * FROM runs WHERE node = ? ORDER BY run_id DESC LIMIT 1", (node,)
+        ).fetchone()
+    return None if row is None else build(RunRow, row)
+
+
+def open_steps(db_path: Path, node: str) -> list[StepRow]:
+    """The node's step rows with ``ended_at`` NULL, in booking order."""
+    with _connect(db_path) as conn:
+        rows = conn.execute(
+            "SELECT * FROM steps WHERE node = ? AND ended_at IS NULL ORDER BY step_id", (node,)
+        ).fetchall()
+    return [build(StepRow, row) for row in rows]

@@ -1,0 +1,135 @@
+"""Create or upgrade a tree's database to the head Alembic revision on first use.
+
+The check is cheap on purpose: a stdlib ``sqlite3`` read of ``alembic_version``. Only
+when that is not ``HEAD_REVISION`` is Alembic imported and run, under an exclusive
+``flock`` on ``<db>.lock`` so processes racing the first use queue up and all succeed
+(issue: "created and upgraded to head automatically on first use"). Stdlib only at
+import time: the fast read path (``reader``) imports this module.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fractal.errors import StoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+__all__ = [
+    "HEAD_REVISION",
+    "alembic_config",
+    "current_revision",
+    "ensure_schema",
+    "migrations_dir",
+]
+
+HEAD_REVISION = "0001"
+"""The newest migration in ``migrations/versions``; a test checks it against Alembic."""
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def migrations_dir() -> Path:
+    """The Alembic script directory.
+
+    ``<fractal package>/migrations`` in an installed wheel (pyproject force-includes
+    it there), else ``<repo>/migrations`` in an editable checkout. Raises StoreError
+    when neither holds an ``env.py``.
+    """
+    for candidate in (_PACKAGE_DIR / "migrations", _PACKAGE_DIR.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise StoreError(
+        f"fractal's database migrations are missing (looked in {_PACKAGE_DIR / 'migrations'} "
+        f"and {_PACKAGE_DIR.parent / 'migrations'}); reinstall fractal"
+    )
+
+
+def alembic_config(db_path: Path) -> Config:
+    """An Alembic ``Config`` built from code for the database at ``db_path``.
+
+    Sets ``script_location`` to ``migrations_dir()`` and ``sqlalchemy.url`` to the
+    file; no ``alembic.ini`` is read. Imports Alembic (slow; never on a read path).
+    """
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()).replace("%", "%%"))
+    url = f"sqlite:///{db_path.resolve()}"
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def current_revision(db_path: Path) -> str | None:
+    """The revision stamped in ``db_path``, or None (no file, no table, unreadable).
+
+    Plain ``sqlite3``, opened read-write without create (``mode=rw``) so a missing
+    file is never created here.
+    """
+    if not db_path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=rw", uri=True, timeout=30.0)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return str(row[0]) if row else None
+
+
+def ensure_schema(db_path: Path) -> None:
+    """Make ``db_path`` exist at ``HEAD_REVISION``; create parent directories.
+
+    Returns at once when the stamp already matches (Alembic is not imported).
+    Otherwise takes an exclusive ``flock`` on ``<db_path>.lock``, re-checks, and runs
+    ``alembic upgrade head`` in one ``BEGIN IMMEDIATE`` transaction on a WAL database.
+    Raises StoreError when the directory cannot be created or the upgrade fails.
+    """
+    if current_revision(db_path) == HEAD_REVISION:
+        return
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = db_path.with_name(db_path.name + ".lock")
+        with lock_path.open("a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                if current_revision(db_path) != HEAD_REVISION:
+                    _upgrade(db_path)
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    except OSError as exc:
+        raise StoreError(f"cannot create the database at {db_path}: {exc}") from exc
+
+
+def _upgrade(db_path: Path) -> None:
+    """Run ``alembic upgrade head`` on ``db_path`` through a WAL, BEGIN IMMEDIATE engine."""
+    from alembic import command
+    from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from fractal.store.engine import create_sqlite_engine
+
+    engine = create_sqlite_engine(db_path, pooled=False)
+    try:
+        cfg = alembic_config(db_path)
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except (SQLAlchemyError, CommandError) as exc:
+        stamped = current_revision(db_path)
+        hint = ("a newer fractal may have written it: upgrade fractal" if stamped
+                else "check the file is a fractal database and is writable")
+        raise StoreError(
+            f"cannot migrate the database at {db_path} from revision {stamped or 'none'} "
+            f"to {HEAD_REVISION}: {exc}; {hint}"
+        ) from exc
+    finally:
+        engine.dispose()

@@ -1,0 +1,194 @@
+"""Bad input ends in a clear error or a recorded, explained state (issue 2, section 7)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.e2e.conftest import Tree
+from tests.helpers import git, wait_until
+
+pytestmark = pytest.mark.e2e
+
+FAST_KILL = {**os.environ, "FRACTAL_KILL_GRACE": "1"}
+
+
+def _steps_rows(tree: Tree) -> list[tuple[object, ...]]:
+    return tree.sql("SELECT step_name, status, exit_code, metadata FROM steps ORDER BY step_id")
+
+
+@pytest.mark.parametrize(("files", "reason"), [
+    ({}, "no step files"),
+    ({"1-A.md": "a", "02-B.md": "b"}, "invalid step files"),
+    ({"A.md": "a"}, "invalid step files"),
+])
+def test_broken_steps_dir_fails_iterations_loudly(tree: Tree, files: dict[str, str],
+                                                  reason: str) -> None:
+    tree.node("broken", files, "--no-sync")
+    tree.cli("node", "start", "broken")
+    assert tree.wait_settled("broken") == "exited"
+    iters = tree.sql("SELECT status, metadata FROM iterations ORDER BY iter")
+    assert len(iters) == 3  # three in a row end the run instead of spinning forever
+    assert all(status == "failed" and meta.startswith(reason) for status, meta in iters)
+    assert tree.sql("SELECT status, exit_code FROM runs") == [("exited", 1)]
+
+
+def test_step_file_not_utf8_ends_the_run_naming_the_file(tree: Tree) -> None:
+    ndir = tree.node("badbytes", {"01-A.md": "ok"}, "--no-sync")
+    (ndir / "steps" / "02-B.md").write_bytes(b"caf\xe9 au lait\n")
+    tree.cli("node", "start", "badbytes")
+    assert tree.wait_settled("badbytes") == "exited"
+    status, code, meta = tree.sql("SELECT status, exit_code, metadata FROM runs")[0]
+    assert (status, code) == ("exited", 1)
+    assert "02-B.md" in meta and "UTF-8" in meta
+
+
+def test_frontmatter_with_bom_and_crlf_still_applies(tree: Tree) -> None:
+    body = "\ufeff---\r\ntimeout: 1s\r\n---\r\n[stub:sleep=30]\r\n"
+    tree.node("bom", {"01-SLOW.md": body}, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "bom", env=FAST_KILL)
+    assert tree.wait_settled("bom") == "exited"
+    assert _steps_rows(tree) == [("SLOW", "exited", 124, "timed out")]
+    assert tree.sql("SELECT metadata FROM iterations") == [("SLOW timed out (1s)",)]
+
+
+def test_missing_agent_override_is_a_failed_launch(tree: Tree) -> None:
+    steps = {"01-A.md": "---\nagent: /nonexistent/agent-binary\n---\nhi\n"}
+    tree.node("noagent", steps, "--no-sync", "--max-iters", "1", "--step-retries", "0")
+    tree.cli("node", "start", "noagent")
+    assert tree.wait_settled("noagent") == "exited"
+    (name, status, code, meta), = _steps_rows(tree)
+    assert (name, status, code) == ("A", "failed", 127)
+    assert "/nonexistent/agent-binary" in meta
+
+
+def test_start_refuses_a_missing_agent_binary(tree: Tree) -> None:
+    tree.node("nobin", {"01-A.md": "x"}, "--agent", "definitely-not-installed-agent")
+    out = tree.cli("node", "start", "nobin", check=False)
+    assert out.returncode == 1
+    assert "agent binary not found: definitely-not-installed-agent" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert tree.status("nobin") == "idle"
+
+
+def test_agent_ignoring_sigterm_is_killed_at_the_limit(tree: Tree) -> None:
+    steps = {"01-STUBBORN.md": "[stub:ignore-term] [stub:hang]"}
+    tree.node("stubborn", steps, "--no-sync", "--max-iters", "1", "--step-timeout", "1s")
+    tree.cli("node", "start", "stubborn", env=FAST_KILL)
+    assert tree.wait_settled("stubborn", timeout=30) == "exited"
+    assert _steps_rows(tree) == [("STUBBORN", "exited", 124, "timed out")]
+    assert not _stub_processes(tree)
+
+
+def test_setsid_grandchild_is_reaped(tree: Tree) -> None:
+    pid_file = tree.repo.parent / "grandchild.pid"
+    steps = {"01-FORK.md": f"[stub:setsid-child={pid_file}]"}
+    tree.node("forker", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "forker")
+    assert tree.wait_settled("forker") == "completed"
+    pid = int(pid_file.read_text())
+    wait_until(lambda: not _alive(pid), timeout=10, message="setsid grandchild reaped")
+
+
+def test_flood_and_invalid_utf8_do_not_break_the_loop(tree: Tree) -> None:
+    steps = {"01-FLOOD.md": "[stub:flood=50] [stub:badutf8] [stub:longline=12] [stub:cost=0.5]"}
+    tree.node("flood", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "flood")
+    assert tree.wait_settled("flood", timeout=120) == "completed"
+    assert tree.sql("SELECT status, cost FROM steps") == [("completed", 0.5)]
+
+
+def test_step_timeout_and_run_timeout(tree: Tree) -> None:
+    steps = {"01-SLOW.md": "[stub:sleep=30]"}
+    tree.node("slow", steps, "--no-sync", "--timeout", "2s")
+    tree.cli("node", "start", "slow", env=FAST_KILL)
+    assert tree.wait_settled("slow", timeout=30) == "exited"
+    status, code, meta = tree.sql("SELECT status, exit_code, metadata FROM runs")[0]
+    assert (status, code) == ("exited", 1)
+    assert meta.startswith("Timed out at iteration") and "2s total" in meta
+
+
+def test_setup_crash_loop_ends_the_run(tree: Tree) -> None:
+    ndir = tree.node("nosetup", {"01-A.md": "x"}, "--no-sync")
+    (ndir / "scripts" / "setup.sh").write_text("echo broken setup >&2\nexit 7\n")
+    tree.cli("node", "start", "nosetup")
+    assert tree.wait_settled("nosetup") == "exited"
+    assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
+        ("exited", 1, "setup failed x3")]
+    metas = [m for (m,) in tree.sql("SELECT metadata FROM iterations")]
+    assert len(metas) == 3 and all("broken setup" in m for m in metas)
+    assert "broken setup" in (ndir / "setup.log").read_text()
+
+
+def test_two_racing_starts_one_refuses(tree: Tree) -> None:
+    tree.node("racer", {"01-A.md": "[stub:sleep=3]"}, "--no-sync", "--max-iters", "1")
+    results: list[int] = []
+
+    def start() -> None:
+        results.append(tree.cli("node", "start", "racer", check=False).returncode)
+
+    threads = [threading.Thread(target=start) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [0, 1]
+    assert tree.wait_settled("racer") == "completed"
+    assert len(tree.sql("SELECT run_id FROM runs")) == 1
+
+
+def test_dotted_root_branch_gets_a_tmux_safe_session(tmp_path: Path) -> None:
+    import sys
+
+    from tests.e2e.conftest import STUB, run_cli
+    from tests.helpers import make_repo
+
+    repo = make_repo(tmp_path / "dots", branch="rel.v1")
+    agent = tmp_path / "agent"
+    agent.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{STUB}' \"$@\"\n")
+    agent.chmod(0o755)
+    run_cli(["init", "--agent", str(agent)], repo)
+    run_cli(["node", "init", "n", "--max-iters", "1", "--no-sync"], repo)
+    run_cli(["node", "start", "n"], repo)
+    db = repo / ".fractal" / "rel.v1" / "fractal.db"
+    import sqlite3
+
+    def status() -> str:
+        con = sqlite3.connect(db)
+        try:
+            return str(con.execute("SELECT status, tmux_session FROM nodes").fetchone())
+        finally:
+            con.close()
+
+    wait_until(lambda: "completed" in status(), timeout=30)
+    assert "." not in status().split(",")[1]
+    assert git(repo, "log", "-1", "--format=%s", "rel.v1.n").startswith("rel.v1.n:")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _stub_processes(tree: Tree) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "agent_stub.py" in cmd and str(tree.repo) in " ".join(proc.environ().values()
+                                                                if _readable(proc) else []):
+            found.append(proc.pid)
+    return found
+
+
+def _readable(proc: psutil.Process) -> bool:
+    try:
+        proc.environ()
+        return True
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False

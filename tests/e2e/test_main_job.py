@@ -1,0 +1,95 @@
+"""The main job end to end: init, node init, start in tmux, iterations, rows, commits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import Tree
+from tests.helpers import git
+
+pytestmark = pytest.mark.e2e
+
+TWO_STEPS = {
+    "01-WRITE.md": "Write a file. [stub:append=notes.txt:iteration $ITER_REF] [stub:cost=0.01]\n",
+    "02-CHECK.md": "---\ntimeout: 1m\n---\nCheck it. [stub:capture=CAPTURE]\n",
+}
+
+
+def test_node_runs_iterations_and_records_every_row(tree: Tree) -> None:
+    capture = tree.repo.parent / "capture"
+    steps = {k: v.replace("CAPTURE", str(capture)) for k, v in TWO_STEPS.items()}
+    tree.node("worker", steps, "--max-iters", "2", "--no-sync", "--title", "writes notes")
+    out = tree.cli("node", "start", "worker")
+    assert "started main.worker" in out.stderr
+    assert tree.wait_settled("worker") == "completed"
+
+    runs = tree.sql("SELECT run_id, status, exit_code, metadata, ended_at FROM runs")
+    assert [(r[1], r[2], r[3]) for r in runs] == [("completed", 0, "Reached max iterations (2)")]
+    iters = tree.sql("SELECT iter, status, exit_code FROM iterations ORDER BY iter")
+    assert iters == [(1, "completed", 0), (2, "completed", 0)]
+    steps_rows = tree.sql("SELECT step, step_name, status, exit_code, cost FROM steps "
+                          "ORDER BY step_id")
+    assert steps_rows == [(1, "WRITE", "completed", 0, 0.01), (2, "CHECK", "completed", 0, None)] * 2
+
+    # The work was committed on the node branch by the backstop.
+    notes = git(tree.repo, "show", "main.worker:notes.txt")
+    run_id = runs[0][0]
+    assert notes.splitlines() == [f"iteration {run_id}.1", f"iteration {run_id}.2"]
+    subjects = git(tree.repo, "log", "--format=%s", "main.worker").splitlines()
+    assert f"main.worker: iteration {run_id}.1 (auto)" in subjects
+    author = git(tree.repo, "log", "-1", "--format=%an", "main.worker")
+    assert author == "main.worker"
+
+    # The agent saw the seed's variables in its prompt and environment.
+    call = json.loads((capture / "call-1.json").read_text())
+    env = call["env"]
+    assert env["STEP_LABEL"] == "step 2 of 2 (CHECK)"
+    assert env["ITER_LABEL"] == "1 of 2"
+    assert env["ITER_REF"] == f"{run_id}.1"
+    assert env["CURRENT_BRANCH"] == "main.worker"
+    assert env["STEP_TIMEOUT_SECONDS"] == ""
+    assert env["STEP_LIMIT_SECONDS"] == "60"
+    assert env["RUN_ID"] == str(run_id)
+    assert env["STEP_ID"] != ""
+    assert call["cwd"] == str(tree.worktree("worker"))
+    assert "Do the step." in call["prompt"] and "Check it." in call["prompt"]
+
+    # activity lists every run, iteration and step row, start and end, newest first.
+    rows = json.loads(tree.cli("node", "activity", "worker", "--json").stdout)
+    kinds = [(r["kind"], r["event"]) for r in rows]
+    assert kinds.count(("run", "start")) == 1 and kinds.count(("run", "end")) == 1
+    assert kinds.count(("iteration", "end")) == 2
+    assert kinds.count(("step", "start")) == 4 and kinds.count(("step", "end")) == 4
+    assert rows[0]["timestamp"] >= rows[-1]["timestamp"]
+    status = tree.cli("node", "status", "worker").stdout.strip()
+    assert status == "completed (Reached max iterations (2))"
+
+
+def test_failed_step_fails_iteration_and_books_the_rest(tree: Tree) -> None:
+    steps = {
+        "01-A.md": "[stub:write=work.txt:partial]\n",
+        "02-B.md": "[stub:fail=3]\n",
+        "03-C.md": "never runs\n",
+    }
+    tree.node("flaky", steps, "--max-iters", "1", "--no-sync", "--step-retries", "1",
+              "--step-retry-backoff", "1s")
+    tree.cli("node", "start", "flaky")
+    assert tree.wait_settled("flaky") == "exited"
+    rows = tree.sql("SELECT step_name, status, exit_code, metadata FROM steps ORDER BY step_id")
+    assert rows[0] == ("A", "completed", 0, "")
+    assert rows[1][:3] == ("B", "failed", 3) and rows[1][3].startswith("agent error (exit 3)")
+    assert rows[2][:3] == ("B", "failed", 3) and rows[2][3].endswith("; retry")
+    assert rows[3] == ("C", "stopped", 0, "failed on B")
+    run = tree.sql("SELECT status, exit_code, metadata FROM runs")[0]
+    assert run == ("exited", 1, "Reached max iterations (1); final iteration failed")
+    it = tree.sql("SELECT status, exit_code, metadata FROM iterations")[0]
+    assert it[:2] == ("failed", 1) and it[2].startswith("failed on B")
+    # stderr snapshots for both attempts; the partial work was committed.
+    err_dir = tree.node_dir("flaky") / "tmp" / "err"
+    names = sorted(p.name for p in err_dir.iterdir())
+    assert len(names) == 2 and names[1].endswith("-2.err")
+    assert git(tree.repo, "show", "main.flaky:work.txt") == "partial"
+    body = git(tree.repo, "log", "-1", "--format=%B", "main.flaky")
+    assert "Steps not run: C" in body

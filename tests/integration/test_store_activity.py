@@ -1,0 +1,121 @@
+"""The ``activity`` view, read through the fast reader: starts, ends, durations, cost sums."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fractal.store import reader
+from fractal.store.engine import close_engines
+from fractal.store.ledger import Ledger
+from fractal.store.rows import ActivityRow
+
+NODE = "main.lexer"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    yield Ledger(tmp_path / "fractal.db")
+    close_engines()
+
+
+def _key(row: ActivityRow) -> tuple[str, str, int | None]:
+    ident = {"run": row.run_id, "iteration": row.iter, "step": row.step_id}.get(row.kind)
+    return row.kind, row.event, ident
+
+
+def _two_iterations(ledger: Ledger) -> dict[str, int]:
+    """Run (cap $12.5) > iter 1 (steps $1 + $2.5) > iter 2 (no costs) + a drain SYNC ($0.25)."""
+    run = ledger.open_run(NODE, agent="claude", max_cost=12.5, parent_run_id=None)
+    ids = {"run": run}
+    for number, costs in ((1, (1.0, 2.5)), (2, (None, None))):
+        it = ledger.open_iteration(NODE, run, number, agent="claude", model="opus")
+        ids[f"iter{number}"] = it
+        for position, (name, cost) in enumerate(zip(("PLAN", "EXECUTE"), costs, strict=True)):
+            step = ledger.open_step(node=NODE, run_id=run, iter_id=it, step=position + 1,
+                                    step_name=name, agent="claude", model="opus", session=None)
+            ids[f"{number}.{name}"] = step
+            ledger.close_step(step, "completed", 0, "", cost=cost)
+        ledger.close_iteration(it, "completed", 0, "")
+    drain = ledger.book_closed_step(node=NODE, run_id=run, iter_id=None, step=0,
+                                    step_name="SYNC", status="completed", exit_code=0,
+                                    reason="", cost=0.25)
+    ids["drain"] = drain
+    ledger.add_event(NODE, "commit", actor="operator", metadata="abc123", run_id=run,
+                     iter_id=ids["iter1"], step_id=ids["1.EXECUTE"])
+    ledger.close_run(run, "completed", 0, "Reached max iterations (2)")
+    return ids
+
+
+def test_run_with_two_iterations_sums_costs_and_keeps_null(ledger: Ledger) -> None:
+    ids = _two_iterations(ledger)
+    rows = reader.activity(ledger.db_path, [NODE], None)
+    by_key = {_key(r): r for r in rows}
+    assert len(rows) == 2 + 2 * 2 + 4 * 2 + 2 + 1  # run, iterations, steps, drain, event
+
+    run_start, run_end = by_key["run", "start", ids["run"]], by_key["run", "end", ids["run"]]
+    assert (run_start.status, run_start.meta, run_start.cost) == ("active", "max_cost $12.5",
+                                                                  None)
+    assert (run_end.status, run_end.exit_code, run_end.meta) == ("completed", 0,
+                                                                 "Reached max iterations (2)")
+    assert run_end.cost == pytest.approx(3.75)  # every step of the run, drain SYNC included
+    assert run_end.duration is not None and run_end.duration >= 0
+
+    assert by_key["iteration", "end", 1].cost == pytest.approx(3.5)
+    assert by_key["iteration", "end", 2].cost is None  # all NULL stays NULL, never 0
+    assert by_key["iteration", "start", 2].status == "active"
+
+    step_end = by_key["step", "end", ids["1.EXECUTE"]]
+    assert (step_end.iter, step_end.step, step_end.step_name, step_end.cost) == (
+        1, 2, "EXECUTE", 2.5)
+    assert by_key["step", "end", ids["2.PLAN"]].cost is None
+    assert all(r.status == "active" and r.duration is None and r.cost is None
+               for r in rows if r.event == "start")
+    drain = by_key["step", "end", ids["drain"]]
+    assert (drain.iter, drain.step, drain.step_name, drain.duration) == (None, 0, "SYNC", 0.0)
+
+    event = by_key["event", "commit", None]
+    assert (event.actor, event.meta, event.iter, event.step, event.step_name) == (
+        "operator", "abc123", 1, 2, "EXECUTE")
+    assert event.event_id is not None
+
+
+@pytest.mark.parametrize(("cap", "meta"), [(None, ""), (100.0, "max_cost $100"),
+                                           (0.5, "max_cost $0.5")])
+def test_run_start_metadata_names_the_cap(ledger: Ledger, cap: float | None, meta: str) -> None:
+    ledger.open_run(NODE, agent=None, max_cost=cap, parent_run_id=None)
+    (start,) = reader.activity(ledger.db_path, [NODE], None)
+    assert (start.kind, start.event, start.meta) == ("run", "start", meta)
+
+
+def test_durations_come_from_the_instants_and_order_is_newest_first(tmp_path: Path) -> None:
+    db = tmp_path / "fractal.db"
+    reader.node_rows(db)  # first use creates the schema
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO runs (run_id, node, status, started_at, ended_at) VALUES "
+                     "(1, 'main.a', 'exited', '2026-01-01T00:00:00.000Z', "
+                     "'2026-01-01T01:00:01.250Z')")
+        conn.execute("INSERT INTO iterations (iter_id, node, run_id, iter, status, started_at, "
+                     "ended_at) VALUES (1, 'main.a', 1, 1, 'failed', "
+                     "'2026-01-01T00:00:00.100Z', '2026-01-01T00:10:00.100Z')")
+        conn.execute("INSERT INTO steps (step_id, node, run_id, iter_id, step, step_name, "
+                     "status, started_at, ended_at) VALUES (1, 'main.a', 1, 1, 1, 'PLAN', "
+                     "'exited', '2026-01-01T00:00:00.200Z', '2026-01-01T00:00:30.323Z')")
+        conn.execute("INSERT INTO runs (run_id, node, status, started_at) VALUES "
+                     "(2, 'main.b', 'active', '2026-01-01T00:00:05.000Z')")
+    rows = reader.activity(db, None, None)
+    assert [(r.node, r.kind, r.event, r.duration) for r in rows] == [
+        ("main.a", "run", "end", 3601.25),
+        ("main.a", "iteration", "end", 600.0),
+        ("main.a", "step", "end", 30.123),
+        ("main.b", "run", "start", None),
+        ("main.a", "step", "start", None),
+        ("main.a", "iteration", "start", None),
+        ("main.a", "run", "start", None),
+    ]
+    assert [r.event for r in reader.activity(db, None, 2)] == ["end", "end"]
+    assert [r.node for r in reader.activity(db, ["main.b"], None)] == ["main.b"]
+    assert reader.activity(db, [], None) == []
