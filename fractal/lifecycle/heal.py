@@ -20,12 +20,13 @@ HEAL_REASON = "Loop exited abnormally"
 
 def crashed(tree: Tree, branch: str) -> bool:
     """True when ``branch`` is recorded active but its supervisor is provably gone."""
-    from fractal.runtime.processes import same_process
     from fractal.store import reader
 
     row = reader.node_row(tree.db_path, branch)
     if row is None or row.status != Status.ACTIVE.value:
         return False
+    from fractal.runtime.processes import same_process
+
     if os.environ.get("_NODE") == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
     if row.supervisor_pid and row.supervisor_started and \

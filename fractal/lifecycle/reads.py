@@ -11,8 +11,7 @@ from pathlib import Path
 
 from fractal.domain.outcome import Status
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
-from fractal.lifecycle.start import target_node
-from fractal.tree import caller_branch, find_tree, resolve_node
+from fractal.lifecycle.targets import subtree_target, target_node
 
 
 @dataclass(frozen=True)
@@ -57,10 +56,8 @@ def list_nodes(cwd: Path, name: str | None) -> list[dict[str, object]]:
     the root), the node itself included when it is not the root. Heals crashed nodes."""
     from fractal.store import reader
 
-    tree = find_tree(cwd)
+    tree, top = subtree_target(cwd, name)
     rows = reader.node_rows(tree.db_path)
-    known = [r.node for r in rows]
-    top = resolve_node(name, [*known, tree.root], tree) if name else caller_branch(cwd, tree)
     members = [r.node for r in rows if r.node == top or r.node.startswith(top + ".")]
     if heal_all(tree, [b for b in members
                        if any(r.node == b and r.status == Status.ACTIVE.value for r in rows)]):
@@ -84,9 +81,7 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
     """
     from fractal.store import reader
 
-    tree = find_tree(cwd)
-    known = [r.node for r in reader.node_rows(tree.db_path)]
-    branch = resolve_node(name, [*known, tree.root], tree) if name else caller_branch(cwd, tree)
+    tree, branch = subtree_target(cwd, name)
     nodes = None if branch == tree.root else [branch]
     out: list[dict[str, object]] = []
     for row in reader.activity(tree.db_path, nodes, limit):

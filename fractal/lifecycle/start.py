@@ -20,7 +20,8 @@ from fractal.domain.config import parse_config
 from fractal.domain.outcome import SETTLED, Status
 from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.tree import NodePaths, Tree, caller_branch, find_tree, resolve_node
+from fractal.lifecycle.targets import target_node
+from fractal.tree import NodePaths, Tree
 from fractal.workspace.nodedir import file_lock, read_config, write_atomic
 
 BOOT_WAIT = 20.0  # seconds `start` waits for the supervisor to take the node
@@ -34,19 +35,6 @@ class Started:
     session: str
     socket: Path
     run_id: int | None
-
-
-def target_node(cwd: Path, name: str | None) -> tuple[Tree, str]:
-    """Resolve ``name`` (or the caller's node) to a registered branch. Raises NodeNotFound."""
-    from fractal.store import reader
-
-    tree = find_tree(cwd)
-    known = [row.node for row in reader.node_rows(tree.db_path)]
-    branch = resolve_node(name, known, tree) if name else caller_branch(cwd, tree)
-    if branch == tree.root:
-        raise FractalError(f"{branch} is the tree's root: it has no loop; name a node "
-                           "(`fractal node list` shows them)")
-    return tree, branch
 
 
 def supervisor_argv(paths: NodePaths, continue_mode: bool, resume_mode: bool = False) -> list[str]:
