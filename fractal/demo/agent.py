@@ -13,12 +13,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 BUGGY = "return total / (len(values) - 1)"
 FIXED = "return total / len(values)"
 TARGET = Path("calc") / "stats.py"
+THINK_SECONDS = {"SYNC": 0.1}
 
 
 def _say(text: str) -> None:
@@ -102,6 +104,7 @@ def main() -> None:
     _event("model", id="demo-agent-1")
     name = _step_name()
     _say(f"[demo agent] {os.environ.get('STEP_LABEL', '?')} (prompt: {len(prompt)} characters)")
+    time.sleep(THINK_SECONDS.get(name, 0.3))  # a pause to watch, like a real agent thinking
     action = ACTIONS.get(name)
     if action is None:
         _say(f"I have no routine for step {name!r}; doing nothing.")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
+from fractal.runtime.processes import run_capture
 from fractal.workspace.git import run_git
 
 FILES: dict[str, str] = {
@@ -77,9 +77,9 @@ def create_project(target: Path) -> None:
 
 def tests_pass(worktree: Path) -> bool:
     """Run the sample project's tests in ``worktree``."""
-    proc = subprocess.run([sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
-                          cwd=worktree, capture_output=True, check=False)
-    return proc.returncode == 0
+    code, _ = run_capture([sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
+                          cwd=worktree)
+    return code == 0
 
 
 def agent_wrapper(data_dir: Path) -> Path:

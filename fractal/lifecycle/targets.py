@@ -18,7 +18,7 @@ def target_node(cwd: Path, name: str | None) -> tuple[Tree, str]:
 
     tree = find_tree(cwd)
     known = [row.node for row in reader.node_rows(tree.db_path)]
-    branch = resolve_node(name, known, tree) if name else caller_branch(cwd, tree)
+    branch = resolve_node(name, [*known, tree.root], tree) if name else caller_branch(cwd, tree)
     if branch == tree.root:
         raise FractalError(f"{branch} is the tree's root: it has no loop; name a node "
                            "(`fractal node list` shows them)")

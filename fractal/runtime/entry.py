@@ -21,7 +21,7 @@ def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) ->
     tree = find_tree(worktree)
     branch = git.current_branch(worktree)
     if branch is None:
-        print(f"fractal: {worktree} has a detached HEAD; cannot run", file=sys.stderr)
+        sys.stderr.write(f"fractal: {worktree} has a detached HEAD; cannot run\n")
         return 1
     paths = tree.node(branch)
     paths.node_dir.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ attribution order, implemented by ``domain.outcome.classify_launch``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -52,6 +53,24 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one stdout line longer than this is skipped, not buffered
 FINAL_EVENT_GRACE = 5.0  # seconds an agent may linger after its final event
 SOFT_INTERRUPT_GRACE = 3.0  # seconds to flush a final event after a soft interrupt
+TRACE_ENV = "FRACTAL_TRACE"  # names a file: append timing points to it (make bench)
+
+
+def trace(point: str, step_id: int, at_ns: int | None = None) -> None:
+    """Append ``<point> <monotonic ns> <step_id>`` to the file named by ``$FRACTAL_TRACE``.
+
+    A benchmark hook (``scripts/bench.py``, docs/benchmarks.md). Points: ``open`` (just
+    before the step row is booked; ``at_ns`` carries that earlier time), ``spawn`` (the
+    agent's process exists), ``exit`` (the waiter saw it exit), ``closed`` (the row is
+    closed). Unset, it costs one environment lookup. Never raises: an unwritable trace
+    file is skipped.
+    """
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    ns = time.monotonic_ns() if at_ns is None else at_ns
+    with contextlib.suppress(OSError), open(path, "a", encoding="ascii") as fh:
+        fh.write(f"{point} {ns} {step_id}\n")
 
 
 def kill_grace() -> float:
@@ -205,12 +224,14 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
     the final event) is a recorded StepOutcome. Process groups are always reaped.
     """
     started = time.monotonic()
+    opened_ns = time.monotonic_ns()
     backend = attempt.backend
     request = attempt.request
     step_id = ledger.open_step(
         node=attempt.node, run_id=attempt.run_id, iter_id=attempt.iter_id, step=attempt.step,
         step_name=attempt.step_name, agent=backend.name, model=request.model,
         session=request.resume or request.new_session, gated=attempt.gated)
+    trace("open", step_id, opened_ns)
 
     def finish(outcome: StepOutcome, collector: _Collector | None, launched: bool) -> AttemptResult:
         reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
@@ -218,6 +239,7 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         cost = collector.cost if collector else None
         ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
                           cost=0.0 if not launched and cost is None else None)
+        trace("closed", step_id)
         if outcome.status in (Status.FAILED, Status.EXITED) and launched:
             _snapshot(attempt.err_path, attempt.err_snapshot)
         return AttemptResult(step_id, outcome, collector.session if collector else None,
@@ -239,6 +261,7 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         launched = processes.spawn_group(
             invocation.argv, cwd=request.worktree, env=env, stdin_data=invocation.stdin,
             stderr_path=attempt.err_path, marker=marker)
+        trace("spawn", step_id)
     except SpawnError as exc:
         _snapshot(attempt.err_path, attempt.err_snapshot)
         return finish(StepOutcome(Status.FAILED, EXIT_CANNOT_EXEC,
@@ -257,6 +280,7 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
 
     def _wait_exit() -> None:
         launched.popen.wait()
+        trace("exit", step_id)
         exited.set()
         waker.wake()
 

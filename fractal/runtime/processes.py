@@ -29,6 +29,7 @@ from typing import IO
 
 import psutil
 
+from fractal.domain.outcome import EXIT_TIMEOUT
 from fractal.errors import SpawnError
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
@@ -325,6 +326,43 @@ def _pump(fd: int, sink: Callable[[bytes], None], popen: subprocess.Popen[bytes]
             drain_until = time.monotonic() + _DRAIN
 
 
+def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
+                sink: Callable[[bytes], None], grace: float, timeout: float | None = None) -> int:
+    """The body of run_teed and run_capture: output goes to ``sink``; stopped by a timer
+    after ``timeout`` s (None: never), which makes the exit code EXIT_TIMEOUT."""
+    launched = _start(argv, cwd=cwd, env=env, marker=uuid.uuid4().hex,
+                      stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    popen, handle = launched.popen, launched.handle
+    assert popen.stdout is not None
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        kill_group(handle, grace=grace)
+
+    timer = threading.Timer(timeout or 0.0, expire)
+    timer.daemon = True
+    try:
+        if timeout is not None:
+            timer.start()
+        _pump(popen.stdout.fileno(), sink, popen)
+        returncode = popen.wait()
+        timer.cancel()
+        if timeout is not None:
+            timer.join()  # a stop already under way finishes first
+        kill_group(handle, grace=grace)
+        _pump(popen.stdout.fileno(), sink, popen)  # what the swept escapees left behind
+    except BaseException:
+        timer.cancel()
+        kill_group(handle, grace=grace)
+        popen.wait()
+        raise
+    finally:
+        popen.stdout.close()
+    code = 128 - returncode if returncode < 0 else returncode
+    return EXIT_TIMEOUT if expired.is_set() else code
+
+
 def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
              echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE) -> int:
     """Run ``argv`` to completion (no limit; seed: setup.sh is unbounded); return its exit code.
@@ -341,20 +379,18 @@ def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path
             if echo is not None:
                 echo(chunk)
 
-        launched = _start(argv, cwd=cwd, env=env, marker=uuid.uuid4().hex,
-                          stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        popen, handle = launched.popen, launched.handle
-        assert popen.stdout is not None
-        try:
-            _pump(popen.stdout.fileno(), sink, popen)
-            returncode = popen.wait()
-            code = 128 - returncode if returncode < 0 else returncode
-            kill_group(handle, grace=grace)
-            _pump(popen.stdout.fileno(), sink, popen)  # what the swept escapees left behind
-        except BaseException:
-            kill_group(handle, grace=grace)
-            popen.wait()
-            raise
-        finally:
-            popen.stdout.close()
-    return code
+        return _run_merged(argv, cwd=cwd, env=env, sink=sink, grace=grace)
+
+
+def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None,
+                timeout: float | None = None, grace: float = DEFAULT_GRACE) -> tuple[int, str]:
+    """Run a helper command to completion (e.g. the demo's tests); return (exit code, output).
+
+    As run_teed, but stdout+stderr come back as text (UTF-8, bad bytes replaced) and ``env``
+    None means this process's environment. After ``timeout`` seconds (None: no limit) the
+    group is stopped (TERM, ``grace`` s, KILL) and the code is EXIT_TIMEOUT (124).
+    """
+    chunks: list[bytes] = []
+    code = _run_merged(argv, cwd=cwd, env=os.environ if env is None else env,
+                       sink=chunks.append, grace=grace, timeout=timeout)
+    return code, b"".join(chunks).decode("utf-8", errors="replace")

@@ -1,0 +1,148 @@
+"""``make bench``: measure the supervisor's overhead and memory and the CLI's latency.
+
+Builds a throwaway tree of 10 nodes whose agent is a no-op script, in a temp HOME with a
+private tmux server, runs two nodes through the real ``fractal node start``, reads the
+supervisor's ``FRACTAL_TRACE`` timing points, samples its memory, times three CLI
+commands, and prints one table of medians and maxima with the targets beside them. It
+never passes or fails on the numbers (exit 1 only when the bench itself could not run).
+What each number means: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench.memory import watch_memory  # noqa: E402
+from bench.report import Row, render, section  # noqa: E402
+from bench.sandbox import ROOT, BenchError, Sandbox  # noqa: E402
+from bench.trace import Intervals, intervals, read_trace  # noqa: E402
+
+ITERATIONS, STEPS = 4, 25  # the overhead run
+MEMORY_ITERATIONS, EARLY_AT = 200, 20  # the memory run; growth is checked at EARLY_AT
+IDLE_NODES = 8  # with the two measured nodes: a tree of 10
+CLI_RUNS, CLI_WARMUP = 15, 2
+CLI_COMMANDS: dict[str, list[str]] = {
+    "fractal --help": ["--help"],
+    "fractal node status steps": ["node", "status", "steps"],
+    "fractal node list": ["node", "list"],
+}
+CLI_TARGETS = {"fractal --help": ("< 150 ms", "205 ms"),
+               "fractal node status steps": ("< 200 ms", "250 ms")}
+
+
+def _log(text: str) -> None:
+    print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+def traced_run(box: Sandbox, name: str, timeout: float) -> Intervals:
+    """Start node ``name`` with a trace file, wait until it completes, return its intervals.
+
+    Raises BenchError when the run or one of its steps did not complete.
+    """
+    trace = box.base / f"trace-{name}.log"
+    box.start(name, trace)
+    status = box.wait_settled(name, timeout)
+    if status != "completed":
+        raise BenchError(f"node {name} ended {status}, not completed; see "
+                         f"{box.repo}/.worktrees/{ROOT}.{name} (rerun with --keep)")
+    rows = box.sql("SELECT step_id, iter_id, status FROM steps WHERE node = ?", f"{ROOT}.{name}")
+    failed = [r for r in rows if r[2] != "completed"]
+    if failed:
+        raise BenchError(f"{len(failed)} step(s) of {name} did not complete: {failed[:3]}")
+    iteration_of = {int(str(r[0])): (int(str(r[1])) if r[1] is not None else None) for r in rows}
+    return intervals(read_trace(trace), iteration_of)
+
+
+def time_cli(box: Sandbox) -> dict[str, list[float]]:
+    """Milliseconds of each CLI command, runs interleaved round-robin after warm-ups."""
+    for args in CLI_COMMANDS.values():
+        for _ in range(CLI_WARMUP):
+            box.timed_cli(args)
+    times: dict[str, list[float]] = {label: [] for label in CLI_COMMANDS}
+    for _ in range(CLI_RUNS):
+        for label, args in CLI_COMMANDS.items():
+            times[label].append(box.timed_cli(args) * 1e3)
+    return times
+
+
+def run(keep: bool) -> str:
+    """Build the sandbox, measure, clean up; return the report text. Raises BenchError."""
+    started = time.monotonic()
+    box = Sandbox.create()
+    try:
+        _log(f"building a tree of {IDLE_NODES + 2} nodes in {box.base}")
+        box.add_node("steps", steps=STEPS, max_iters=ITERATIONS)
+        box.add_node("mem", steps=1, max_iters=MEMORY_ITERATIONS)
+        for number in range(1, IDLE_NODES + 1):
+            box.cli("node", "init", f"idle{number}", "--max-iters", "1")
+        _log(f"overhead run: {ITERATIONS} iterations x {STEPS} no-op steps")
+        steps = traced_run(box, "steps", timeout=120)
+        _log(f"memory run: {MEMORY_ITERATIONS} iterations x 1 no-op step")
+        trace = box.base / "trace-mem.log"
+        box.start("mem", trace)
+        memory = watch_memory(box, "mem", early_at=EARLY_AT, timeout=240)
+        rows = box.sql("SELECT step_id, iter_id FROM steps WHERE node = ?", f"{ROOT}.mem")
+        mem = intervals(read_trace(trace), {int(str(r[0])): int(str(r[1])) for r in rows})
+        _log(f"CLI timings: {CLI_RUNS} runs each")
+        cli = time_cli(box)
+    finally:
+        box.close(keep=keep)
+        if keep:
+            _log(f"kept {box.base}")
+    mib = 1024.0
+    table = [
+        section(f"Supervisor overhead: no-op agent, {ITERATIONS} iterations x {STEPS} steps, "
+                "--no-sync, empty setup.sh"),
+        Row("per step: agent exit seen -> next agent spawned", steps.gap,
+            target="< 10 ms", reference="~14 ms"),
+        Row("  before start: step opened -> agent spawned", steps.before, reference="~7.5 ms"),
+        Row("  after end: agent exit seen -> step row closed", steps.after, reference="~3.5 ms"),
+        Row("  between rows: row closed -> next row opened", steps.between, reference="~3 ms"),
+        Row("per iteration: last agent exit -> next first spawn", steps.iter_gap),
+        Row("  of which row closed -> next row opened", steps.iter_between),
+        Row("(the agent itself: spawned -> exit seen)", steps.agent),
+        section(f"Supervisor memory: {MEMORY_ITERATIONS} iterations x 1 no-op step"),
+        Row("peak RSS: VmHWM, last read before exit", [memory.hwm_kib / mib], unit="MiB",
+            target="< 40 MB", reference="38 MB"),
+        Row(f"  VmHWM after {EARLY_AT} iterations", [memory.early_hwm_kib / mib]
+            if memory.early_hwm_kib else [], unit="MiB"),
+        Row("  VmRSS, largest sample", [memory.rss_max_kib / mib], unit="MiB"),
+        Row("per iteration: agent exit seen -> next agent spawned", mem.iter_gap),
+        Row("  of which row closed -> next row opened", mem.iter_between),
+        section(f"CLI wall time: subprocess, tree of {IDLE_NODES + 2} nodes, "
+                f"{CLI_WARMUP} warm-up runs not counted"),
+        *(Row(label, cli[label], target=CLI_TARGETS.get(label, ("", ""))[0],
+              reference=CLI_TARGETS.get(label, ("", ""))[1]) for label in CLI_COMMANDS),
+    ]
+    head = (f"fractal bench: {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{platform.system()} {platform.release()}")
+    foot = (f"memory: {memory.samples} samples of /proc/<pid>/status every 50 ms over "
+            f"{memory.iterations} iterations; the last read came {memory.tail_ms:.0f} ms "
+            f"before the process was found gone\n"
+            f"bench wall time: {time.monotonic() - started:.0f} s")
+    return f"{head}\n\n{render(table)}\n\n{foot}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (1 when the bench could not run)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the sandbox directory (tree, traces) for inspection")
+    args = parser.parse_args(argv)
+    try:
+        print(run(args.keep))
+    except BenchError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

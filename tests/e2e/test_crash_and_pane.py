@@ -1,0 +1,96 @@
+"""A supervisor that dies ends in a recorded, explained state with nothing left running;
+the tmux pane shows the seed's banners and the agent's output."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import psutil
+import pytest
+
+from tests.e2e.conftest import Tree
+from tests.helpers import git, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def _open_step(tree: Tree) -> tuple[int, int] | None:
+    rows = tree.sql("SELECT step_id, pgid FROM steps WHERE ended_at IS NULL AND pgid IS NOT NULL")
+    return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+
+def _group_alive(pgid: int) -> bool:
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return False
+
+
+def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
+    steps = {"01-WORK.md": "[stub:write=half-done.txt:draft] [stub:cost=0.2] [stub:hang]"}
+    tree.node("victim", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "victim")
+    step_id, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
+    wait_until(lambda: (tree.worktree("victim") / "half-done.txt").exists(), timeout=10)
+    (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.victim'")
+    os.kill(int(sup), signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(int(sup)) or
+               psutil.Process(int(sup)).status() == psutil.STATUS_ZOMBIE, timeout=10)
+
+    listing = tree.cli("node", "list", "--csv").stdout
+    assert "main.victim,exited" in listing
+    assert tree.status("victim") == "exited"
+    assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
+    assert tree.sql("SELECT COUNT(*) FROM iterations WHERE ended_at IS NULL") == [(0,)]
+    status, meta = tree.sql("SELECT status, metadata FROM runs")[0]
+    assert (status, meta) == ("exited", "Loop exited abnormally")
+    (st, cost, smeta), = tree.sql("SELECT status, cost, metadata FROM steps")
+    assert st == "exited" and cost == 0.2 and smeta.startswith("Loop exited abnormally")
+    assert tree.sql("SELECT event, metadata FROM events WHERE event = 'orphan'") == [
+        ("orphan", f"reaped pgid {pgid}")]
+    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group reaped")
+    # The agent's work is still on disk, never lost.
+    assert (tree.worktree("victim") / "half-done.txt").read_text() == "draft\n"
+
+
+def test_killed_tmux_session_commits_and_closes_the_run(tree: Tree) -> None:
+    steps = {"01-WORK.md": "[stub:write=wip.txt:in progress] [stub:hang]"}
+    tree.node("hup", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "hup")
+    _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
+    wait_until(lambda: (tree.worktree("hup") / "wip.txt").exists(), timeout=10)
+    (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                                  "WHERE node = 'main.hup'")
+    subprocess.run(["tmux", "-S", str(socket), "kill-session", "-t", f"={session}"], check=True)
+    assert tree.wait_settled("hup", timeout=30) == "exited"
+    assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
+    assert not _group_alive(pgid)
+    assert git(tree.repo, "show", "main.hup:wip.txt") == "in progress"
+    subject = git(tree.repo, "log", "-1", "--format=%s", "main.hup")
+    assert subject.endswith("(interrupted)")
+
+
+def test_pane_shows_banners_and_agent_output(tree: Tree) -> None:
+    steps = {"01-HELLO.md": "[stub:cost=0.05]", "02-WAIT.md": "[stub:sleep=30]"}
+    tree.node("pane", steps, "--no-sync", "--max-iters", "1", "--step-timeout", "5s")
+    tree.cli("node", "start", "pane")
+    (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                                  "WHERE node = 'main.pane'")
+
+    def pane() -> str:
+        out = subprocess.run(["tmux", "-S", str(socket), "capture-pane", "-p", "-J", "-S", "-200",
+                              "-t", f"={session}:"], capture_output=True, text=True, check=False)
+        return out.stdout if "Step 2/2 (WAIT) ---" in out.stdout else ""
+
+    text = wait_until(pane, timeout=20, message="pane shows step 2")
+    assert "=== Iteration 1 of 1 at " in text
+    assert "--- Step 1/2 (HELLO) ---" in text
+    assert "stub agent: step 1 of 2 (HELLO)" in text
+    assert "(cost $0.0500)" in text
+    assert "--- Step 1/2 (HELLO): done (" in text
+    tree.cli("node", "status", "pane")

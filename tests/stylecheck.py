@@ -1,0 +1,134 @@
+"""Static scans for the style tests (STYLE 20): what each source file imports and calls.
+
+Everything is read with ``ast``, so imports inside functions, ``TYPE_CHECKING`` blocks and
+``importlib.import_module("literal")`` count, and strings or comments never do. Paths are
+repository-relative POSIX strings (``fractal/runtime/processes.py``); a rule's path entry
+ending in ``/`` covers a whole package.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Site:
+    """One import or call found in ``path`` (repo-relative) at ``line``; ``name`` is dotted."""
+
+    path: str
+    line: int
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.name}"
+
+
+def source_files(package: str = "fractal") -> list[str]:
+    """Repo-relative paths of every ``.py`` file under ``package``, sorted."""
+    return sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / package).rglob("*.py"))
+
+
+def covers(entries: Iterable[str], path: str) -> bool:
+    """True when ``path`` equals an entry, or lies under an entry that ends with ``/``."""
+    return any(path == e or (e.endswith("/") and path.startswith(e)) for e in entries)
+
+
+def under(name: str, prefixes: Iterable[str]) -> bool:
+    """True when dotted ``name`` is one of ``prefixes`` or a submodule/attribute of one."""
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def module_of(path: str) -> str:
+    """Dotted module name of a repo-relative file (a package's ``__init__`` is the package)."""
+    parts = path.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_of(path: str) -> str:
+    module = module_of(path)
+    return module if path.endswith("__init__.py") else module.rpartition(".")[0]
+
+
+def _resolve(node: ast.ImportFrom, path: str) -> str:
+    """The absolute module of a (possibly relative) ``from X import ...``."""
+    if not node.level:
+        return node.module or ""
+    base = _package_of(path).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def dotted(expr: ast.expr) -> str:
+    """``os.kill`` for ``os.kill``, ``*.send_signal`` when the base is not a plain name chain."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return f"{dotted(expr.value)}.{expr.attr}"
+    return "*"
+
+
+def _parse(path: str, source: str | None) -> ast.Module:
+    text = (ROOT / path).read_text(encoding="utf-8") if source is None else source
+    return ast.parse(text, filename=path)
+
+
+def imports(path: str, source: str | None = None) -> list[Site]:
+    """Every module ``path`` imports: ``import a.b`` gives ``a.b``; ``from a import b`` gives
+    ``a.b`` (b may be a submodule or an attribute; either way it comes from ``a``); relative
+    imports are resolved; ``importlib.import_module("a.b")`` gives ``a.b``.
+
+    ``source`` replaces the file's text (for testing the scanner itself).
+    """
+    sites: list[Site] = []
+    for node in ast.walk(_parse(path, source)):
+        if isinstance(node, ast.Import):
+            sites += [Site(path, node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = _resolve(node, path)
+            sites += [Site(path, node.lineno, f"{module}.{alias.name}" if module else alias.name)
+                      for alias in node.names]
+        elif (isinstance(node, ast.Call) and dotted(node.func).endswith("import_module")
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            sites.append(Site(path, node.lineno, node.args[0].value))
+    return sorted(sites, key=lambda s: (s.line, s.name))
+
+
+def calls(path: str, source: str | None = None) -> list[Site]:
+    """Every call in ``path``, named by its callee (``print``, ``os.killpg``, ``proc.send_signal``,
+    ``*.send_signal`` when the receiver is an expression)."""
+    return sorted((Site(path, node.lineno, dotted(node.func))
+                   for node in ast.walk(_parse(path, source)) if isinstance(node, ast.Call)),
+                  key=lambda s: (s.line, s.name))
+
+
+_PROBE = """\
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["fractal", *sys.argv[2:]]
+try:
+    runpy.run_module("fractal", run_name="__main__", alter_sys=True)
+finally:
+    with open(out, "w") as fh:
+        json.dump(sorted(sys.modules), fh)
+"""
+
+
+def modules_loaded(args: Iterable[str], *, cwd: Path, scratch: Path,
+                   timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``python -m fractal ARGS`` in a fresh interpreter in ``cwd``; return the finished
+    process and the names in its ``sys.modules`` when the command ended (exit or not).
+
+    ``scratch`` is a file path the child writes the module list to (JSON).
+    """
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(scratch), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    loaded = set(json.loads(scratch.read_text())) if scratch.exists() else set()
+    return proc, loaded

@@ -1,0 +1,239 @@
+"""The suite guards the style (STYLE 20; DESIGN "Rules of the house").
+
+Import direction, one owner per resource (SQL, processes, signals, tmux, printing), every
+click command answering ``--help``, lazy imports for ``--help`` and the read commands, and
+the module size cap. Migration drift lives in tests/integration/test_store_migrations.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from tests.helpers import make_repo
+from tests.stylecheck import (
+    ROOT,
+    Site,
+    calls,
+    covers,
+    imports,
+    modules_loaded,
+    source_files,
+    under,
+)
+
+FILES = source_files("fractal")
+SQL = ("sqlalchemy", "sqlite3", "alembic")
+EFFECTS = ("fractal/store/", "fractal/tmux.py", "fractal/runtime/processes.py",
+           "fractal/workspace/")
+# Programs are started only by the process, git and tmux owners, and by the demo agent
+# (a separate program the loop runs, not fractal itself).
+SPAWNERS = ("fractal/runtime/processes.py", "fractal/workspace/", "fractal/tmux.py",
+            "fractal/demo/agent.py")
+SIGNALLER = ("fractal/runtime/processes.py",)
+MAX_LINES = 400
+
+
+@dataclass(frozen=True)
+class ImportRule:
+    """Files in ``scope`` (minus ``exempt``) import nothing under ``forbidden`` except what
+    lies under ``allowed``."""
+
+    rule: str
+    scope: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    allowed: tuple[str, ...] = ()
+    exempt: tuple[str, ...] = ()
+
+    def offences(self) -> list[Site]:
+        return [site for path in FILES
+                if covers(self.scope, path) and not covers(self.exempt, path)
+                for site in imports(path)
+                if under(site.name, self.forbidden) and not under(site.name, self.allowed)]
+
+
+@dataclass(frozen=True)
+class CallRule:
+    """Files outside ``exempt`` never call a callee matching ``callees`` (fnmatch patterns
+    over dotted names: ``*.send_signal`` is any receiver's ``send_signal``)."""
+
+    rule: str
+    callees: tuple[str, ...]
+    exempt: tuple[str, ...]
+
+    def offences(self) -> list[Site]:
+        return [site for path in FILES if not covers(self.exempt, path)
+                for site in calls(path)
+                if any(fnmatchcase(site.name, pattern) for pattern in self.callees)]
+
+
+IMPORT_RULES = [
+    ImportRule("domain/ is pure: from fractal it imports only fractal.domain",
+               ("fractal/domain/",), ("fractal",), allowed=("fractal.domain",)),
+    ImportRule("effect modules never import the layers above them",
+               EFFECTS, ("fractal.cli", "fractal.lifecycle", "fractal.runtime", "fractal.demo")),
+    ImportRule("the CLI speaks no SQL", ("fractal/cli/",), SQL),
+    ImportRule("only store/ speaks SQL", ("fractal/",), SQL, exempt=("fractal/store/",)),
+    ImportRule("only processes.py, workspace/, tmux.py (and the demo agent) use subprocess",
+               ("fractal/",), ("subprocess",), exempt=SPAWNERS),
+    ImportRule("only tmux.py talks to tmux", ("fractal/",), ("libtmux",),
+               exempt=("fractal/tmux.py",)),
+    ImportRule("only processes.py sends signals", ("fractal/",),
+               ("os.kill", "os.killpg", "signal.pthread_kill"), exempt=SIGNALLER),
+]
+
+CALL_RULES = [
+    CallRule("print() only in cli/, runtime/pane.py and the demo agent",
+             ("print", "builtins.print"),
+             ("fractal/cli/", "fractal/runtime/pane.py", "fractal/demo/agent.py")),
+    CallRule("only processes.py sends signals",
+             ("os.kill", "os.killpg", "signal.pthread_kill", "*.send_signal", "*.terminate"),
+             SIGNALLER),
+    CallRule("only the process owners start programs",
+             ("os.system", "os.popen", "os.fork", "os.forkpty", "os.posix_spawn*", "os.exec*",
+              "os.spawn*"),
+             SPAWNERS),
+]
+
+
+@pytest.mark.parametrize("rule", IMPORT_RULES, ids=lambda r: r.rule)
+def test_import_rule(rule: ImportRule) -> None:
+    offences = rule.offences()
+    assert not offences, f"{rule.rule}:\n" + "\n".join(map(str, offences))
+
+
+@pytest.mark.parametrize("rule", CALL_RULES, ids=lambda r: r.rule)
+def test_call_rule(rule: CallRule) -> None:
+    offences = rule.offences()
+    assert not offences, f"{rule.rule}:\n" + "\n".join(map(str, offences))
+
+
+def test_rule_paths_exist() -> None:
+    """A renamed module must not silently empty a rule's scope or widen its exemptions."""
+    entries = {e for r in IMPORT_RULES for e in (*r.scope, *r.exempt)}
+    entries |= {e for r in CALL_RULES for e in r.exempt}
+    missing = [e for e in sorted(entries) if not any(covers((e,), f) for f in FILES)]
+    assert not missing
+
+
+# --- the scanner itself: it must see what the rules rely on ------------------------------
+
+@pytest.mark.parametrize(("path", "source", "expected"), [
+    ("fractal/x.py", "import a.b, c\n", ["a.b", "c"]),
+    ("fractal/x.py", "def f():\n    from fractal.runtime import processes\n",
+     ["fractal.runtime.processes"]),
+    ("fractal/x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import sqlite3\n",
+     ["typing.TYPE_CHECKING", "sqlite3"]),
+    ("fractal/store/ledger.py", "from . import rows\n", ["fractal.store.rows"]),
+    ("fractal/store/ledger.py", "from ..errors import StoreError\n",
+     ["fractal.errors.StoreError"]),
+    ("fractal/store/__init__.py", "from .. import tmux\n", ["fractal.tmux"]),
+    ("fractal/x.py", "import importlib\nimportlib.import_module('fractal.cli')\n",
+     ["importlib", "fractal.cli"]),
+    ("fractal/x.py", "text = 'import subprocess'  # import os\n", []),
+], ids=["plain", "in-function", "type-checking", "relative", "relative-up", "relative-init",
+        "import-module", "strings-and-comments"])
+def test_scanner_finds_imports(path: str, source: str, expected: list[str]) -> None:
+    assert [site.name for site in imports(path, source)] == expected
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("class A:\n    def f(self) -> None:\n        print('x')\n", ["print"]),
+    ("import os\nos.killpg(1, 9)\n", ["os.killpg"]),
+    ("self.popen.send_signal(2)\n", ["self.popen.send_signal"]),
+    ("get().send_signal(2)\n", ["*.send_signal", "get"]),
+], ids=["nested-print", "killpg", "method", "call-receiver"])
+def test_scanner_finds_calls(source: str, expected: list[str]) -> None:
+    assert [site.name for site in calls("fractal/x.py", source)] == expected
+
+
+# --- every command answers --help ---------------------------------------------------------
+
+def _command_paths() -> list[tuple[str, ...]]:
+    """Every command path under ``fractal.cli.cli``, lazy and hidden ones included."""
+    from fractal.cli import cli
+
+    found: list[tuple[str, ...]] = []
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        found.append(path)
+        if isinstance(command, click.Group):
+            ctx = click.Context(command, info_name=path[-1] if path else "fractal")
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, f"fractal {' '.join((*path, name))} does not load"
+                walk(sub, (*path, name))
+
+    walk(cli, ())
+    return found
+
+
+COMMANDS = _command_paths()
+
+
+def test_walk_finds_lazy_and_hidden_commands() -> None:
+    assert {("node",), ("node", "status"), ("node", "_run"), ("init",)} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(("fractal", *p)))
+def test_every_command_answers_help(path: tuple[str, ...]) -> None:
+    from fractal.cli import cli
+
+    result = CliRunner().invoke(cli, [*path, "--help"], prog_name="fractal")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: {' '.join(('fractal', *path))}")
+
+
+# --- lazy imports ---------------------------------------------------------------------------
+
+HEAVY = ("sqlalchemy", "alembic", "watchdog", "libtmux")
+
+
+@pytest.fixture(scope="module")
+def small_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository with a tree and one idle node ``n``, made through the real CLI."""
+    import subprocess
+
+    repo = make_repo(tmp_path_factory.mktemp("lazy") / "repo")
+    for args in (["init"], ["node", "init", "n"]):
+        subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=True,
+                       capture_output=True, text=True, timeout=60)
+    return repo
+
+
+HELP_FORBIDDEN = (*HEAVY, "psutil", "fractal.runtime")
+READ_FORBIDDEN = (*HEAVY, "fractal.runtime.supervisor")
+LAZY_CASES = [
+    (("--help",), HELP_FORBIDDEN, "fractal.cli"),
+    (("node", "--help"), HELP_FORBIDDEN, "fractal.cli.node"),
+    (("init", "--help"), HELP_FORBIDDEN, "fractal.cli.tree"),
+    (("node", "status", "n"), READ_FORBIDDEN, "fractal.store.reader"),
+    (("node", "list"), READ_FORBIDDEN, "fractal.store.reader"),
+    (("node", "activity"), READ_FORBIDDEN, "fractal.store.reader"),
+]
+
+
+@pytest.mark.parametrize(("args", "forbidden", "proof"), [
+    pytest.param(*case, id=" ".join(("fractal", *case[0]))) for case in LAZY_CASES])
+def test_lazy_imports(args: tuple[str, ...], forbidden: tuple[str, ...], proof: str,
+                      small_tree: Path, tmp_path: Path) -> None:
+    """``fractal --help`` and the read verbs must not pay for the runtime, SQLAlchemy,
+    alembic, watchdog or libtmux (DESIGN: imports stay lazy where they cost)."""
+    proc, loaded = modules_loaded(args, cwd=small_tree, scratch=tmp_path / "modules.json")
+    assert proc.returncode == 0, proc.stderr
+    assert proof in loaded  # the probe saw the command run
+    assert sorted(m for m in loaded if under(m, forbidden)) == []
+
+
+# --- module size -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", FILES)
+def test_module_is_under_the_size_cap(path: str) -> None:
+    lines = len((ROOT / path).read_text(encoding="utf-8").splitlines())
+    assert lines < MAX_LINES, f"{path} has {lines} lines; split it by concept (STYLE: < 400)"
