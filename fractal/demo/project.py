@@ -76,7 +76,7 @@ def create_project(target: Path) -> None:
 
 
 def tests_pass(worktree: Path) -> bool:
-    """Run the sample project's tests in ``worktree``."""
+    """Run the sample project's tests in ``worktree``; True when they pass (exit 0)."""
     code, _ = run_capture([sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
                           cwd=worktree)
     return code == 0

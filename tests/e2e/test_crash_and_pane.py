@@ -35,7 +35,7 @@ def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
     steps = {"01-WORK.md": "[stub:write=half-done.txt:draft] [stub:cost=0.2] [stub:hang]"}
     tree.node("victim", steps, "--no-sync", "--max-iters", "1")
     tree.cli("node", "start", "victim")
-    step_id, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
+    _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
     wait_until(lambda: (tree.worktree("victim") / "half-done.txt").exists(), timeout=10)
     (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.victim'")
     os.kill(int(sup), signal.SIGKILL)
