@@ -13,16 +13,18 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench.memory import watch_memory  # noqa: E402
-from bench.report import Row, render, section  # noqa: E402
-from bench.sandbox import ROOT, BenchError, Sandbox  # noqa: E402
-from bench.trace import Intervals, intervals, read_trace  # noqa: E402
+from bench.memory import watch_memory
+from bench.report import Row, render, section
+from bench.sandbox import ROOT, BenchError, Sandbox
+from bench.trace import Intervals, intervals, read_trace
 
 ITERATIONS, STEPS = 4, 25  # the overhead run
 MEMORY_ITERATIONS, EARLY_AT = 200, 20  # the memory run; growth is checked at EARLY_AT
@@ -75,6 +77,7 @@ def time_cli(box: Sandbox) -> dict[str, list[float]]:
 def run(keep: bool) -> str:
     """Build the sandbox, measure, clean up; return the report text. Raises BenchError."""
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     box = Sandbox.create()
     try:
         _log(f"building a tree of {IDLE_NODES + 2} nodes in {box.base}")
@@ -110,10 +113,10 @@ def run(keep: bool) -> str:
         Row("(the agent itself: spawned -> exit seen)", steps.agent),
         section(f"Supervisor memory: {MEMORY_ITERATIONS} iterations x 1 no-op step"),
         Row("peak RSS: VmHWM, last read before exit", [memory.hwm_kib / mib], unit="MiB",
-            target="< 40 MB", reference="38 MB"),
-        Row(f"  VmHWM after {EARLY_AT} iterations", [memory.early_hwm_kib / mib]
-            if memory.early_hwm_kib else [], unit="MiB"),
-        Row("  VmRSS, largest sample", [memory.rss_max_kib / mib], unit="MiB"),
+            target="< 40 MB", reference="38 MB", peak=True, count=len(memory.rss_kib)),
+        *([Row(f"  VmHWM after {EARLY_AT} iterations", [memory.early_hwm_kib / mib],
+               unit="MiB", peak=True, count=1)] if memory.early_hwm_kib else []),
+        Row("  VmRSS samples", [k / mib for k in memory.rss_kib], unit="MiB"),
         Row("per iteration: agent exit seen -> next agent spawned", mem.iter_gap),
         Row("  of which row closed -> next row opened", mem.iter_between),
         section(f"CLI wall time: subprocess, tree of {IDLE_NODES + 2} nodes, "
@@ -123,11 +126,17 @@ def run(keep: bool) -> str:
     ]
     head = (f"fractal bench: {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"{platform.system()} {platform.release()}")
-    foot = (f"memory: {memory.samples} samples of /proc/<pid>/status every 50 ms over "
+    foot = (f"memory: {len(memory.rss_kib)} reads of /proc/<pid>/status every 50 ms over "
             f"{memory.iterations} iterations; the last read came {memory.tail_ms:.0f} ms "
             f"before the process was found gone\n"
+            f"1-minute load average: {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} "
+            f"at the end (above 0.5 or so, other work is sharing the cores)\n"
             f"bench wall time: {time.monotonic() - started:.0f} s")
     return f"{head}\n\n{render(table)}\n\n{foot}"
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,11 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true",
                         help="keep the sandbox directory (tree, traces) for inspection")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
+    signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
     try:
         print(run(args.keep))
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("bench: interrupted (the sandbox was cleaned up)", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -20,16 +20,15 @@ STATUS_SECONDS = 0.25  # database reads (node status, iterations done)
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """KiB figures of one supervisor. ``hwm_kib``: the last VmHWM read; ``early_hwm_kib``:
-    VmHWM once ``early_at`` iterations were done (growth check); ``tail_ms``: the time
-    between the last read and the first read that found the process gone (the stretch
-    not covered); ``iterations``: iterations recorded."""
+    """KiB figures of one supervisor. ``hwm_kib``: the last VmHWM read; ``rss_kib``: every
+    VmRSS read; ``early_hwm_kib``: VmHWM once ``early_at`` iterations were done (growth
+    check); ``tail_ms``: the time between the last read and the first read that found the
+    process gone (the stretch not covered); ``iterations``: iterations recorded."""
 
     hwm_kib: int
-    rss_max_kib: int
+    rss_kib: list[int]
     early_hwm_kib: int | None
     early_at: int
-    samples: int
     tail_ms: float
     iterations: int
 
@@ -54,7 +53,8 @@ def watch_memory(box: Sandbox, name: str, *, early_at: int, timeout: float) -> M
     """
     deadline = time.monotonic() + timeout
     pid: int | None = None
-    hwm = rss_max = samples = done = 0
+    hwm = done = 0
+    rss: list[int] = []
     early: int | None = None
     last_read = next_status = 0.0
     settled = False
@@ -62,11 +62,10 @@ def watch_memory(box: Sandbox, name: str, *, early_at: int, timeout: float) -> M
         now = time.monotonic()
         reading = _status_kib(pid) if pid is not None else None
         if reading is not None:
-            hwm, rss_max, samples, last_read = reading[0], max(rss_max, reading[1]), \
-                samples + 1, now
+            hwm, last_read = reading[0], now
+            rss.append(reading[1])
         elif pid is not None and settled:
-            return MemoryReport(hwm, rss_max, early, early_at, samples,
-                                (now - last_read) * 1e3, done)
+            return MemoryReport(hwm, rss, early, early_at, (now - last_read) * 1e3, done)
         if now >= next_status and not settled:
             next_status = now + STATUS_SECONDS
             status, recorded = box.node_state(name)
@@ -77,7 +76,7 @@ def watch_memory(box: Sandbox, name: str, *, early_at: int, timeout: float) -> M
             if early is None and done >= early_at and hwm:
                 early = hwm
             settled = status in SETTLED
-            if settled and not samples:
+            if settled and not rss:
                 raise BenchError(f"never read the memory of {name}'s supervisor")
         time.sleep(SAMPLE_SECONDS)
     raise BenchError(f"the supervisor of node {name} did not finish within {timeout:.0f}s")

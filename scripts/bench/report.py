@@ -13,13 +13,19 @@ HEADER = ("measure", "n", "median", "max", "target", "reference")
 
 @dataclass(frozen=True)
 class Row:
-    """One table line. ``samples`` in the row's unit; an empty list makes a section title."""
+    """One table line. ``samples`` in the row's unit; an empty list makes a section title.
+
+    ``peak``: the samples are one peak value, shown in the max column only, with ``count``
+    (how many readings it summarises) as n.
+    """
 
     label: str
     samples: list[float]
     unit: str = "ms"
     target: str = ""
     reference: str = ""
+    peak: bool = False
+    count: int | None = None
 
 
 def section(title: str) -> Row:
@@ -34,15 +40,16 @@ def _fmt(value: float, unit: str) -> str:
 def _cells(row: Row) -> tuple[str, ...]:
     if not row.samples:
         return (row.label, "", "", "", "", "")
-    median = statistics.median(row.samples)
-    return (row.label, str(len(row.samples)), _fmt(median, row.unit),
-            _fmt(max(row.samples), row.unit), row.target, row.reference)
+    count = str(row.count if row.count is not None else len(row.samples))
+    median = "" if row.peak else _fmt(statistics.median(row.samples), row.unit)
+    return (row.label, count, median, _fmt(max(row.samples), row.unit), row.target,
+            row.reference)
 
 
 def render(rows: list[Row]) -> str:
     """The table as text: a header, then each row; numeric columns right-aligned."""
     table = [HEADER, *(_cells(r) for r in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(HEADER))]
+    widths = [max(len(line[i]) for line in table if line[1]) for i in range(len(HEADER))]
     out: list[str] = []
     for number, line in enumerate(table):
         if number and not line[1]:  # a section title spans the line

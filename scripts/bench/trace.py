@@ -9,6 +9,7 @@ give one step gap, a last step and the next iteration's first give one iteration
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,7 @@ def intervals(points: Mapping[int, Mapping[str, int]],
         out.before.append(_ms(p["spawn"] - p["open"]))
         out.after.append(_ms(p["closed"] - p["exit"]))
         out.agent.append(_ms(p["exit"] - p["spawn"]))
-    for prev, nxt in zip(order, order[1:], strict=False):
+    for prev, nxt in itertools.pairwise(order):
         a, b = points[prev], points[nxt]
         same = iteration_of.get(prev) == iteration_of.get(nxt)
         (out.gap if same else out.iter_gap).append(_ms(b["spawn"] - a["exit"]))
