@@ -16,7 +16,7 @@ from fractal.domain.render import iter_label
 from fractal.domain.steps import discover_steps
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
-from fractal.runtime import processes
+from fractal.runtime import commands
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steprunner import StepPlan, StepResult, StepRunner
@@ -155,7 +155,7 @@ class IterationRunner:
         env = dict(self.boot.launch_env)
         env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
                     "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
-        code = processes.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
+        code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
                                   log_path=paths.setup_log, echo=self.reporter.raw_output)
         took = time.monotonic() - started
         if code == 0:

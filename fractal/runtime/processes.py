@@ -16,20 +16,18 @@ import contextlib
 import ctypes
 import errno as errno_mod
 import os
-import select
 import signal
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import psutil
 
-from fractal.domain.outcome import EXIT_TIMEOUT
 from fractal.errors import SpawnError
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
@@ -105,17 +103,19 @@ def _feed_stdin(pipe: IO[bytes], data: bytes) -> None:
 
 def spawn_group(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
                 stdin_data: bytes | None = None, stderr_path: Path | None = None,
-                marker: str | None = None) -> Launched:
+                marker: str | None = None, merge_stderr: bool = False) -> Launched:
     """Start ``argv`` as the leader of a new session; stdout is a binary pipe.
 
     ``env`` is the whole child environment, plus ``FRACTAL_LAUNCH_ID=<marker>`` (a fresh uuid4
     hex when None). stdin is /dev/null, or ``stdin_data`` written then closed by a daemon thread
     (a huge prompt cannot deadlock us; a child that never reads cannot hang us). stderr goes to
-    ``stderr_path`` (truncated) or /dev/null. Raises SpawnError(message, errno) on exec failure.
+    ``stderr_path`` (truncated) or /dev/null, or into stdout with ``merge_stderr``. Raises
+    SpawnError(message, errno) on exec failure.
     """
     stdin = subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL
     with contextlib.ExitStack() as stack:
-        err = stack.enter_context(stderr_path.open("wb")) if stderr_path else subprocess.DEVNULL
+        err: int | IO[bytes] = subprocess.STDOUT if merge_stderr else (
+            stack.enter_context(stderr_path.open("wb")) if stderr_path else subprocess.DEVNULL)
         launched = _start(argv, cwd=cwd, env=env, marker=marker or uuid.uuid4().hex,
                           stdin=stdin, stderr=err)
     popen = launched.popen
@@ -310,87 +310,12 @@ def reap_orphans(keep: Container[int]) -> list[int]:
     return reaped
 
 
-def _pump(fd: int, sink: Callable[[bytes], None], popen: subprocess.Popen[bytes]) -> None:
-    """Copy ``fd`` to ``sink`` until EOF, or until the leader exited and the pipe went idle;
-    an escapee may hold the pipe open (or keep writing) forever, so drain <= ``_DRAIN`` s."""
-    drain_until: float | None = None
-    while drain_until is None or time.monotonic() < drain_until:
-        if select.select([fd], [], [], _POLL)[0]:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return
-            sink(chunk)
-        elif drain_until is not None:
-            return
-        if drain_until is None and popen.poll() is not None:
-            drain_until = time.monotonic() + _DRAIN
-
-
-def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
-                sink: Callable[[bytes], None], grace: float, timeout: float | None = None) -> int:
-    """The body of run_teed and run_capture: output goes to ``sink``; stopped by a timer
-    after ``timeout`` s (None: never), which makes the exit code EXIT_TIMEOUT."""
-    launched = _start(argv, cwd=cwd, env=env, marker=uuid.uuid4().hex,
-                      stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    popen, handle = launched.popen, launched.handle
-    assert popen.stdout is not None
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        kill_group(handle, grace=grace)
-
-    timer = threading.Timer(timeout or 0.0, expire)
-    timer.daemon = True
-    try:
-        if timeout is not None:
-            timer.start()
-        _pump(popen.stdout.fileno(), sink, popen)
-        returncode = popen.wait()
-        timer.cancel()
-        if timeout is not None:
-            timer.join()  # a stop already under way finishes first
-        kill_group(handle, grace=grace)
-        _pump(popen.stdout.fileno(), sink, popen)  # what the swept escapees left behind
-    except BaseException:
-        timer.cancel()
-        kill_group(handle, grace=grace)
-        popen.wait()
-        raise
-    finally:
-        popen.stdout.close()
-    code = 128 - returncode if returncode < 0 else returncode
-    return EXIT_TIMEOUT if expired.is_set() else code
-
-
-def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
-             echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE) -> int:
-    """Run ``argv`` to completion (no limit; seed: setup.sh is unbounded); return its exit code.
-
-    New session, stdin /dev/null, stdout+stderr merged; each chunk (raw bytes) goes to
-    ``log_path`` (truncated first) and to ``echo``. 128+N means death by signal N. Then the
-    group and its marker are stopped (``grace`` s from TERM to KILL), also when the caller is
-    interrupted (Ctrl-C) before the exception propagates. Raises SpawnError when exec fails.
-    """
-    with log_path.open("wb") as log:
-        def sink(chunk: bytes) -> None:
-            log.write(chunk)
-            log.flush()
-            if echo is not None:
-                echo(chunk)
-
-        return _run_merged(argv, cwd=cwd, env=env, sink=sink, grace=grace)
-
-
-def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None,
-                timeout: float | None = None, grace: float = DEFAULT_GRACE) -> tuple[int, str]:
-    """Run a helper command to completion (e.g. the demo's tests); return (exit code, output).
-
-    As run_teed, but stdout+stderr come back as text (UTF-8, bad bytes replaced) and ``env``
-    None means this process's environment. After ``timeout`` seconds (None: no limit) the
-    group is stopped (TERM, ``grace`` s, KILL) and the code is EXIT_TIMEOUT (124).
-    """
-    chunks: list[bytes] = []
-    code = _run_merged(argv, cwd=cwd, env=os.environ if env is None else env,
-                       sink=chunks.append, grace=grace, timeout=timeout)
-    return code, b"".join(chunks).decode("utf-8", errors="replace")
+def group_of(pid: int, create_time: float) -> GroupHandle | None:
+    """A handle on the process group led by (or containing) ``pid``, if it is still the
+    process created at ``create_time``; None when it is gone or the pid was recycled."""
+    if not same_process(pid, create_time):
+        return None
+    pgid = _pgid(pid)
+    if pgid is None:
+        return None
+    return GroupHandle(pid=pid, pgid=pgid, create_time=create_time, marker="")

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from fractal.errors import SpawnError
-from fractal.runtime import processes
+from fractal.runtime import commands, processes
 from fractal.runtime.processes import GroupHandle, Launched
 from tests.helpers import SCALE, wait_until
 
@@ -174,7 +174,7 @@ def test_run_teed_captures_bytes_and_exit_code(tmp_path: Path) -> None:
     log = tmp_path / "setup.log"
     log.write_text("previous run\n")
     echoed: list[bytes] = []
-    code = processes.run_teed([str(STUBS / "proc_teed.sh")], cwd=tmp_path, env=os.environ,
+    code = commands.run_teed([str(STUBS / "proc_teed.sh")], cwd=tmp_path, env=os.environ,
                               log_path=log, echo=echoed.append)
     assert code == 3
     body = log.read_bytes()
@@ -184,7 +184,7 @@ def test_run_teed_captures_bytes_and_exit_code(tmp_path: Path) -> None:
 
 
 def test_run_teed_reports_a_signal_death_as_128_plus_n(tmp_path: Path) -> None:
-    code = processes.run_teed(["sh", "-c", "kill -TERM $$"], cwd=tmp_path, env=os.environ,
+    code = commands.run_teed(["sh", "-c", "kill -TERM $$"], cwd=tmp_path, env=os.environ,
                               log_path=tmp_path / "setup.log")
     assert code == 128 + signal.SIGTERM
 
@@ -192,7 +192,7 @@ def test_run_teed_reports_a_signal_death_as_128_plus_n(tmp_path: Path) -> None:
 def test_run_teed_sweeps_an_escaped_background_child(tmp_path: Path) -> None:
     log = tmp_path / "setup.log"
     started = time.monotonic()
-    code = processes.run_teed(["sh", "-c", "sleep 300 & echo $!"], cwd=tmp_path,
+    code = commands.run_teed(["sh", "-c", "sleep 300 & echo $!"], cwd=tmp_path,
                               env=os.environ, log_path=log, grace=1.0)
     assert code == 0
     assert time.monotonic() - started < 5.0 * SCALE
@@ -201,7 +201,7 @@ def test_run_teed_sweeps_an_escaped_background_child(tmp_path: Path) -> None:
 
 def test_run_teed_raises_spawn_error(tmp_path: Path) -> None:
     with pytest.raises(SpawnError) as info:
-        processes.run_teed([str(tmp_path / "setup.sh")], cwd=tmp_path, env=os.environ,
+        commands.run_teed([str(tmp_path / "setup.sh")], cwd=tmp_path, env=os.environ,
                            log_path=tmp_path / "setup.log")
     assert info.value.errno == errno.ENOENT
 
@@ -210,7 +210,7 @@ def test_subreaper_adopts_and_reaps_orphans(tmp_path: Path) -> None:
     # In a child interpreter: making pytest itself a subreaper would change other tests.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     log = tmp_path / "subreaper.log"
-    code = processes.run_teed([sys.executable, str(STUBS / "proc_subreaper.py")], cwd=ROOT,
+    code = commands.run_teed([sys.executable, str(STUBS / "proc_subreaper.py")], cwd=ROOT,
                               env=env, log_path=log)
     assert code == 0, log.read_text()
 

@@ -1,0 +1,99 @@
+"""Host a supervisor in a detached tmux session (used by start, continue and resume).
+
+The environment of the calling command reaches the supervisor through a 0600 file in
+the node dir that the supervisor reads and deletes at boot: API keys never sit in the
+argv of a long-lived process nor in the tmux server's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal import tmux
+from fractal.domain.outcome import Status
+from fractal.errors import FractalError, TmuxError
+from fractal.store.ledger import Ledger
+from fractal.tree import NodePaths
+from fractal.workspace.nodedir import write_atomic
+
+BOOT_WAIT = 20.0  # seconds a verb waits for the supervisor to take the node
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """Where a supervisor now runs."""
+
+    session: str
+    socket: Path
+
+
+def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
+                    resume_mode: bool = False) -> list[str]:
+    """The pane command: this interpreter running the hidden ``node _run`` verb."""
+    argv = [sys.executable, "-m", "fractal", "node", "_run", "--path", str(paths.worktree)]
+    if continue_mode:
+        argv.append("--continue")
+    if resume_mode:
+        argv.append("--resume")
+    return argv
+
+
+def session_free(paths: NodePaths) -> Hosted:
+    """The session name and socket for ``paths``, refusing when it is (or may be) live."""
+    socket = tmux.socket_path()
+    session = tmux.session_name(paths.tree.repo, paths.branch)
+    liveness = tmux.probe(session, socket)
+    if liveness is tmux.Liveness.ALIVE:
+        raise FractalError(f"tmux session {session} already exists; node {paths.branch} "
+                           "is still running (or parking: retry in a moment)")
+    if liveness is tmux.Liveness.UNKNOWN:
+        raise TmuxError(f"cannot tell whether tmux session {session} is running; not starting")
+    return Hosted(session, socket)
+
+
+def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
+         resume_mode: bool = False) -> Hosted:
+    """Launch the supervisor for ``paths`` in a new detached session. Call under the tree
+    lock after the status checks. Raises FractalError, TmuxError."""
+    hosted = session_free(paths)
+    write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
+    try:
+        tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
+                                                    resume_mode=resume_mode),
+                    cwd=paths.worktree, socket=hosted.socket)
+    except BaseException:
+        paths.launch_env_path.unlink(missing_ok=True)
+        raise
+    ledger.set_tmux(paths.branch, hosted.session, str(hosted.socket))
+    return hosted
+
+
+def await_boot(paths: NodePaths, ledger: Ledger, hosted: Hosted, *, from_status: str) -> None:
+    """Wait until the supervisor has moved the node off ``from_status``.
+
+    Raises FractalError when the session vanished first (the supervisor failed to boot).
+    Returns quietly after BOOT_WAIT seconds: a slow boot is not an error.
+    """
+    deadline = time.monotonic() + BOOT_WAIT
+    while time.monotonic() < deadline:
+        row = ledger.node(paths.branch)
+        if row is not None and row.status != from_status:
+            return
+        if tmux.probe(hosted.session, hosted.socket) is tmux.Liveness.GONE:
+            row = ledger.node(paths.branch)
+            if row is not None and row.status != from_status:
+                return
+            raise FractalError(f"the supervisor of {paths.branch} exited before it started; "
+                               f"see {paths.supervisor_log}")
+        time.sleep(0.05)
+
+
+def is_settled(status: str) -> bool:
+    """True for completed, stopped, exited and killed."""
+    return status in {Status.COMPLETED.value, Status.STOPPED.value, Status.EXITED.value,
+                      Status.KILLED.value}

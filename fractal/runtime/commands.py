@@ -1,0 +1,103 @@
+"""Run helper commands to completion with merged output: setup.sh (teed to a log and
+the pane, unbounded) and short helpers (captured). Every process goes through
+``processes.spawn_group`` and is reaped with ``processes.kill_group``."""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from fractal.domain.outcome import EXIT_TIMEOUT
+from fractal.runtime.processes import DEFAULT_GRACE, kill_group, spawn_group
+
+_POLL = 0.05  # seconds between pipe polls
+_DRAIN = 1.0  # seconds a pipe is drained after its leader exited
+
+
+def _pump(fd: int, sink: Callable[[bytes], None], poll: Callable[[], int | None]) -> None:
+    """Copy ``fd`` to ``sink`` until EOF, or until the leader exited and the pipe went idle;
+    an escapee may hold the pipe open (or keep writing) forever, so drain <= ``_DRAIN`` s."""
+    drain_until: float | None = None
+    while drain_until is None or time.monotonic() < drain_until:
+        if select.select([fd], [], [], _POLL)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            sink(chunk)
+        elif drain_until is not None:
+            return
+        if drain_until is None and poll() is not None:
+            drain_until = time.monotonic() + _DRAIN
+
+
+def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
+                sink: Callable[[bytes], None], grace: float, timeout: float | None = None) -> int:
+    """The body of run_teed and run_capture: output goes to ``sink``; stopped by a timer
+    after ``timeout`` s (None: never), which makes the exit code EXIT_TIMEOUT."""
+    launched = spawn_group(argv, cwd=cwd, env=env, merge_stderr=True)
+    popen, handle = launched.popen, launched.handle
+    assert popen.stdout is not None
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        kill_group(handle, grace=grace)
+
+    timer = threading.Timer(timeout or 0.0, expire)
+    timer.daemon = True
+    try:
+        if timeout is not None:
+            timer.start()
+        _pump(popen.stdout.fileno(), sink, popen.poll)
+        returncode = popen.wait()
+        timer.cancel()
+        if timeout is not None:
+            timer.join()  # a stop already under way finishes first
+        kill_group(handle, grace=grace)
+        _pump(popen.stdout.fileno(), sink, popen.poll)  # what the swept escapees left behind
+    except BaseException:
+        timer.cancel()
+        kill_group(handle, grace=grace)
+        popen.wait()
+        raise
+    finally:
+        popen.stdout.close()
+    code = 128 - returncode if returncode < 0 else returncode
+    return EXIT_TIMEOUT if expired.is_set() else code
+
+
+def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
+             echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE) -> int:
+    """Run ``argv`` to completion (no limit; seed: setup.sh is unbounded); return its exit code.
+
+    New session, stdin /dev/null, stdout+stderr merged; each chunk (raw bytes) goes to
+    ``log_path`` (truncated first) and to ``echo``. 128+N means death by signal N. Then the
+    group and its marker are stopped (``grace`` s from TERM to KILL), also when the caller is
+    interrupted (Ctrl-C) before the exception propagates. Raises SpawnError when exec fails.
+    """
+    with log_path.open("wb") as log:
+        def sink(chunk: bytes) -> None:
+            log.write(chunk)
+            log.flush()
+            if echo is not None:
+                echo(chunk)
+
+        return _run_merged(argv, cwd=cwd, env=env, sink=sink, grace=grace)
+
+
+def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None,
+                timeout: float | None = None, grace: float = DEFAULT_GRACE) -> tuple[int, str]:
+    """Run a helper command to completion (e.g. the demo's tests); return (exit code, output).
+
+    As run_teed, but stdout+stderr come back as text (UTF-8, bad bytes replaced) and ``env``
+    None means this process's environment. After ``timeout`` seconds (None: no limit) the
+    group is stopped (TERM, ``grace`` s, KILL) and the code is EXIT_TIMEOUT (124).
+    """
+    chunks: list[bytes] = []
+    code = _run_merged(argv, cwd=cwd, env=os.environ if env is None else env,
+                       sink=chunks.append, grace=grace, timeout=timeout)
+    return code, b"".join(chunks).decode("utf-8", errors="replace")
