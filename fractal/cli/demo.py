@@ -30,7 +30,7 @@ def demo_cmd(directory: Path, force: bool) -> None:
     rows = activity(result.repo, result.branch, None)
     click.echo(render_rows(rows, _ACTIVITY_COLUMNS, fmt="table"))
     click.echo(f"\n== git log {result.branch} ==")
-    log = run_git(["log", "--format=%h %an: %s", result.branch], result.repo, check=False)
+    log = run_git(["log", "--format=%h %s", result.branch], result.repo, check=False)
     click.echo(log.stdout.rstrip())
     verdict = "tests pass" if result.tests_pass else "tests still FAIL"
     click.echo(f"\ndemo: node {result.branch} {result.status}; {verdict}")

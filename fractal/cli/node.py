@@ -75,7 +75,7 @@ def _init_options(func: Any) -> Any:
 @PATH_OPTION
 def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
     """Create node NAME: a branch, a worktree and a seeded data directory."""
-    from fractal.domain.config import coerce_value
+    from fractal.domain.config import coerce_value, default_config, validate_config
     from fractal.domain.errors import ConfigError, FractalError
     from fractal.lifecycle.spawn import init_node
 
@@ -92,7 +92,9 @@ def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
     for flag in _INIT_FLAGS:
         if values.get(flag) is not None:
             settings[flag] = bool(values[flag])
-    if problems:
+    if problems:  # report the cross-key rules too, for the values that did parse
+        merged = {**default_config(), **settings}
+        problems += [p for p in validate_config(merged) if p not in problems]
         raise ConfigError(problems)
     result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"))
     if settings.get("max_cost") is None and settings.get("max_iters") is None:

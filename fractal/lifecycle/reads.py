@@ -83,6 +83,9 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
 
     tree, branch = subtree_target(cwd, name)
     nodes = None if branch == tree.root else [branch]
+    rows = reader.node_rows(tree.db_path)
+    heal_all(tree, [r.node for r in rows if r.status == Status.ACTIVE.value
+                    and (nodes is None or r.node in nodes)])
     out: list[dict[str, object]] = []
     for row in reader.activity(tree.db_path, nodes, limit):
         ref = "" if row.run_id is None else str(row.run_id)

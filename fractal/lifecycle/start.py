@@ -76,6 +76,8 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
             hint = " (use --continue to start a new run)" if status in {s.value for s in SETTLED} \
                 else ""
             raise FractalError(f"node {branch} is {status}, not idle{hint}")
+        last = ledger.last_run(branch)
+        previous = last.run_id if last else 0
         liveness = tmux.probe(session, socket)
         if liveness is tmux.Liveness.ALIVE:
             raise FractalError(f"tmux session {session} already exists; node {branch} is running")
@@ -95,7 +97,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         ledger.set_tmux(branch, session, str(socket))
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
-    run_id = _await_boot(paths, ledger, session, socket)
+    run_id = _await_boot(paths, ledger, session, socket, previous)
     return Started(paths=paths, session=session, socket=socket, run_id=run_id)
 
 
@@ -108,20 +110,25 @@ def _preflight(paths: NodePaths, tree: Tree) -> None:
                            f"the node's agent in {paths.config_path})")
 
 
-def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path) -> int | None:
+def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path,
+                previous: int) -> int | None:
+    """Wait until the supervisor has taken the node; return the id of the run it opened
+    (a run newer than ``previous``)."""
     from fractal.store.ledger import Ledger
 
     assert isinstance(ledger, Ledger)
     deadline = time.monotonic() + BOOT_WAIT
     while time.monotonic() < deadline:
         row = ledger.node(paths.branch)
+        last = ledger.last_run(paths.branch)
+        if last is not None and last.run_id > previous:
+            return last.run_id
         if row is not None and row.status != Status.IDLE.value:
-            last = ledger.last_run(paths.branch)
-            return last.run_id if last else None
+            return None
         if tmux.probe(session, socket) is tmux.Liveness.GONE:
-            row = ledger.node(paths.branch)
-            if row is not None and row.status != Status.IDLE.value:
-                continue
+            last = ledger.last_run(paths.branch)
+            if last is not None and last.run_id > previous:
+                return last.run_id
             raise FractalError(f"the supervisor of {paths.branch} exited before it started; "
                                f"see {paths.supervisor_log}")
         time.sleep(0.05)
