@@ -154,7 +154,9 @@ class RunFacts:
     budget landing's reason (None when no budget bound tripped); ``setup_aborted`` and
     ``setup_failures`` the setup crash-loop; ``finish_drained`` a finish signal whose subtree
     drained; ``timed_out`` the run wall; ``walls_label`` the ``TIME_BUDGET`` label;
-    ``stopped`` a stop signal; ``last_iter_ok`` whether the last iteration succeeded.
+    ``stopped`` a stop signal; ``last_iter_ok`` whether the last iteration succeeded;
+    ``crash_reason`` names what ended an otherwise unexplained run (e.g. step discovery
+    failing three times in a row), replacing the generic ``Exited at iteration R.I``.
     """
 
     run_id: int
@@ -168,6 +170,7 @@ class RunFacts:
     walls_label: str
     stopped: bool
     last_iter_ok: bool
+    crash_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,4 +213,4 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
             return _end(Status.COMPLETED, 0, f"Reached max iterations ({facts.max_iters})")
         return _end(Status.EXITED, 1,
                     f"Reached max iterations ({facts.max_iters}); final iteration failed")
-    return _end(Status.EXITED, 1, f"Exited at iteration {ref}")
+    return _end(Status.EXITED, 1, facts.crash_reason or f"Exited at iteration {ref}")

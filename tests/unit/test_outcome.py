@@ -184,6 +184,9 @@ def _end(status: Status, code: int, reason: str) -> RunEnd:
     # anything else.
     (replace(BASE, max_iters=4), _end(Status.EXITED, 1, "Exited at iteration 2.3")),
     (BASE, _end(Status.EXITED, 1, "Exited at iteration 2.3")),
+    (replace(BASE, crash_reason="invalid step files x3"),
+     _end(Status.EXITED, 1, "invalid step files x3")),
+    (replace(BASE, crash_reason="x", stopped=True), _end(Status.STOPPED, 0, "Stopped by request")),
     (replace(BASE, last_iter=0, max_iters=5), _end(Status.EXITED, 1, "Exited at iteration 2.0")),
 ])
 def test_decide_run_end(facts: RunFacts, expected: RunEnd) -> None:
