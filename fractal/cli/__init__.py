@@ -17,11 +17,13 @@ from fractal import __version__
 # name -> "module:attribute"; the module is imported only when the command runs.
 _COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("fractal.cli.tree", "init_cmd"),
+    "commit": ("fractal.cli.commit", "commit_cmd"),
     "demo": ("fractal.cli.demo", "demo_cmd"),
     "node": ("fractal.cli.node", "node_group"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
+    "commit": "Commit the node's work: scope check, lint, scoped staging, push.",
     "demo": "Run the offline demo end to end in a sample repository.",
     "node": "Create, start, watch and inspect nodes.",
 }

@@ -85,7 +85,20 @@ def review() -> None:
 
 
 def commit() -> None:
-    _say("Work is ready; the loop's backstop commit records it on the node branch.")
+    """Commit the iteration's work with ``fractal commit`` (the loop's own CLI, same venv)."""
+    fixed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", str(TARGET)],
+                           capture_output=True, check=False).returncode == 1
+    message = "fix the off-by-one in mean()" if fixed else "record the iteration plan"
+    _event("tool", name="bash", detail=f'fractal commit "{message}"')
+    proc = subprocess.run([sys.executable, "-m", "fractal", "commit", message],
+                          capture_output=True, text=True, check=False)
+    for line in (proc.stdout + proc.stderr).strip().splitlines():
+        _say(f"  {line}")
+    if proc.returncode != 0:
+        _say(f"fractal commit failed (exit {proc.returncode}); the loop's backstop will save "
+             "the work")
+        sys.exit(proc.returncode)
+    _say(f'Committed with `fractal commit "{message}"`.')
 
 
 def sync() -> None:

@@ -13,10 +13,9 @@ import logging
 import time
 from pathlib import Path
 
-import psutil
-
 from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
+from fractal.workspace.commit_lock import git_processes_in
 from fractal.workspace.git import head_sha, run_git
 
 __all__ = ["STALE_LOCK_AGE", "STAT_LINES", "backstop_commit"]
@@ -63,17 +62,7 @@ def _commit(worktree: Path, subject: str, body: str) -> str | None:
 
 def _git_running_in(worktree: Path) -> bool:
     """Tell whether any live git process has its cwd inside ``worktree``."""
-    top = worktree.resolve()
-    for proc in psutil.process_iter(["name"]):
-        try:
-            if not str(proc.info["name"] or "").startswith("git"):
-                continue
-            cwd = Path(proc.cwd()).resolve()
-        except (psutil.Error, OSError):
-            continue
-        if cwd == top or top in cwd.parents:
-            return True
-    return False
+    return bool(git_processes_in(worktree))
 
 
 def _clear_stale_lock(worktree: Path) -> bool:

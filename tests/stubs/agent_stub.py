@@ -18,6 +18,8 @@ what its agent does):
   [stub:no-session]        report no session
   [stub:capture=DIR]       save argv, env and prompt to DIR/call-<n>.json
   [stub:result-then-hang]  report a final cost, then hang
+  [stub:commit=MESSAGE]    run `python -m fractal commit MESSAGE` in the worktree, print its
+                           output, and exit with its code when it fails
 
 It reports its session (FRACTAL_SESSION_ID when continuing) like the command protocol.
 """
@@ -87,6 +89,13 @@ def main() -> int:
             sys.stdout.flush()
             sys.stdout.buffer.write(b"bad bytes: \xff\xfe\xc3\x28 end\n")
             sys.stdout.buffer.flush()
+        elif key == "commit":
+            proc = subprocess.run([sys.executable, "-m", "fractal", "commit", value],
+                                  capture_output=True, text=True, check=False)
+            print(f"fractal commit {value!r} -> exit {proc.returncode}", flush=True)
+            print((proc.stdout + proc.stderr).strip(), flush=True)
+            if proc.returncode != 0:
+                return proc.returncode
         elif key == "result-then-hang":
             emit("cost", usd=0.25)
             time.sleep(3600)

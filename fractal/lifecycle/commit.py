@@ -1,0 +1,215 @@
+"""``fractal commit``: resolve the node, label the commit, run the pipeline, record the event.
+
+Seed: "`fractal commit`"; reference §4.12 and §2.1 (a user node only accepts ``--init``).
+The subject is ``<branch>: iteration <run>.<iter> (<message>)``, or ``<branch>: init
+(<message>)`` with ``--init``. The run and iteration come from the loop variables the agent
+inherits (``RUN_ID``, ``ITER``, ``ITER_ID``, ``STEP_ID``; used only when ``NODE_BRANCH``, if
+set, names this node), otherwise from the node's latest run and its last iteration. The
+pipeline itself lives in ``fractal.workspace.commit``; this module only reads config and
+lineage and writes the ``commit`` event row (sha in its metadata).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.config import normalise_scope
+from fractal.errors import ConfigError, FractalError, InvalidValue
+from fractal.tree import NodePaths, Tree, find_tree
+from fractal.workspace import git
+from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest
+from fractal.workspace.nodedir import read_config
+
+__all__ = ["CommitMode", "CommitResult", "Lineage", "commit_work", "compose_subject",
+           "resolve_lineage", "validate_message"]
+
+_ITERATION_WORD = re.compile(r"iteration\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Who commits, and in which run/iteration/step (ids are None when unknown).
+
+    ``iteration`` is the 1-based number within the run; ``iter_id`` and ``step_id`` are
+    row ids. ``actor`` is ``agent`` inside the loop, ``operator`` otherwise.
+    """
+
+    run_id: int | None = None
+    iteration: int | None = None
+    iter_id: int | None = None
+    step_id: int | None = None
+    actor: str = "operator"
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """The node that committed, the pipeline's outcome, the lineage and the event row id."""
+
+    branch: str
+    outcome: CommitOutcome
+    lineage: Lineage
+    event_id: int | None = None
+
+
+def validate_message(message: str | None, branch: str) -> str:
+    """Return the stripped one-line summary, or raise InvalidValue.
+
+    Refused (seed: "`fractal commit`"): an empty message, one spanning several lines, and
+    one starting with the branch name or the word ``iteration`` (the pipeline adds both).
+    """
+    text = (message or "").strip()
+    example = 'e.g. fractal commit "add tokenizer for string literals"'
+    if not text:
+        raise InvalidValue(f"the commit message is empty; give a bare lowercase summary, {example}")
+    if any(ch in text for ch in "\r\n") or not text.isprintable():
+        raise InvalidValue("the commit message must be one line of text (a bare lowercase "
+                           f"summary), {example}")
+    if text.lower().startswith(branch.lower()) or _ITERATION_WORD.match(text):
+        raise InvalidValue(f"the commit message {text!r} starts with the branch name or "
+                           f"'iteration'; give only the summary (the subject '{branch}: "
+                           f"iteration <run>.<iter> (...)' is composed for you), {example}")
+    return text
+
+
+def compose_subject(branch: str, message: str, *, init: bool, run_id: int | None,
+                    iteration: int | None) -> str:
+    """``<branch>: init (<message>)`` or ``<branch>: iteration <run>.<iter> (<message>)``."""
+    if init:
+        return f"{branch}: init ({message})"
+    return f"{branch}: iteration {run_id}.{iteration if iteration is not None else 0} ({message})"
+
+
+def _int(env: Mapping[str, str], key: str) -> int | None:
+    text = env.get(key, "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _last_iteration(tree: Tree, branch: str, run_id: int) -> tuple[int | None, int | None]:
+    """``(iter, iter_id)`` of the run's newest iteration, or ``(None, None)``."""
+    from fractal.store import reader
+
+    rows = [r for r in reader.activity(tree.db_path, [branch], None)
+            if r.kind == "iteration" and r.run_id == run_id and r.iter is not None]
+    if not rows:
+        return None, None
+    newest = max(rows, key=lambda r: (r.iter or 0, r.iter_id or 0))
+    return newest.iter, newest.iter_id
+
+
+def resolve_lineage(tree: Tree, branch: str, env: Mapping[str, str]) -> Lineage:
+    """The caller's lineage: the exported loop variables, else the node's latest run.
+
+    Loop variables count only when ``RUN_ID`` is set and ``NODE_BRANCH`` (if set) is
+    ``branch``. Returns a Lineage with ``run_id`` None when the node never ran.
+    """
+    run_id = _int(env, "RUN_ID")
+    if run_id is not None and env.get("NODE_BRANCH", branch) in ("", branch):
+        iteration, iter_id = _int(env, "ITER"), _int(env, "ITER_ID")
+        if iteration is None:
+            iteration, iter_id = _last_iteration(tree, branch, run_id)
+        return Lineage(run_id, iteration, iter_id, _int(env, "STEP_ID"), actor="agent")
+    from fractal.store import reader
+
+    run = reader.last_run(tree.db_path, branch)
+    if run is None:
+        return Lineage()
+    iteration, iter_id = _last_iteration(tree, branch, run.run_id)
+    return Lineage(run.run_id, iteration, iter_id)
+
+
+def _node_settings(paths: NodePaths) -> tuple[tuple[str, ...], bool]:
+    """``(canonical scope roots, local)`` from the node's config.json.
+
+    Raises ConfigError for a missing or malformed file or a wrong-typed key, InvalidValue
+    for an absolute or ``..`` scope root.
+    """
+    raw = read_config(paths.config_path)
+    scope, local = raw.get("scope"), raw.get("local")
+    source = str(paths.config_path)
+    if scope is not None and not (isinstance(scope, list)
+                                  and all(isinstance(item, str) for item in scope)):
+        raise ConfigError(["scope: must be a list of relative paths"], source)
+    if local is not None and not isinstance(local, bool):
+        raise ConfigError(["local: must be true or false"], source)
+    return normalise_scope(scope or []), bool(local)
+
+
+def _target(cwd: Path) -> tuple[Tree, NodePaths]:
+    tree = find_tree(cwd)
+    worktree = git.toplevel(cwd)
+    branch = git.current_branch(worktree)
+    if branch is None or not tree.owns(branch) \
+            or tree.worktree_of(branch).resolve() != worktree.resolve():
+        raise FractalError(f"{worktree} is not the worktree of a node of tree {tree.root} "
+                           f"(branch {branch or '(detached)'}); run `fractal commit` in a "
+                           "node's worktree or pass --path")
+    return tree, tree.node(branch)
+
+
+def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
+            timeout: float | None) -> tuple[int, str]:
+    from fractal.runtime.commands import run_capture
+
+    return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
+
+
+def commit_work(cwd: Path, message: str | None, *, mode: CommitMode = CommitMode.ITERATION,
+                env: Mapping[str, str] | None = None) -> CommitResult:
+    """Run ``fractal commit`` for the node whose worktree holds ``cwd``.
+
+    ``message`` is the bare summary (ignored with ``CommitMode.CHECK``); ``env`` (default
+    ``os.environ``) supplies the loop variables. Records a ``commit`` event (metadata: the
+    sha) when a commit lands; a failure to record it is a warning, never a lost commit.
+    Raises FractalError (not a node worktree, root without ``--init``, no run to label the
+    commit with), InvalidValue (message), ConfigError, and the pipeline's CommitError family.
+    """
+    from fractal.workspace.commit import run_pipeline
+
+    environ = os.environ if env is None else env
+    tree, paths = _target(cwd)
+    branch = paths.branch
+    if branch == tree.root and mode is not CommitMode.INIT:
+        raise FractalError(f"{branch} is the tree's root (user node): it only takes the "
+                           "baseline commit `fractal commit --init MESSAGE`; commit work from "
+                           "a node's worktree")
+    scope, local = _node_settings(paths)
+    lineage = Lineage()
+    subject = ""
+    if mode is not CommitMode.CHECK:
+        text = validate_message(message, branch)
+        lineage = resolve_lineage(tree, branch, environ)
+        if mode is not CommitMode.INIT and lineage.run_id is None:
+            raise FractalError(f"{branch} has no run yet, so there is no iteration to label "
+                               "this commit with; start the node, or make a baseline commit "
+                               "with `fractal commit --init MESSAGE`")
+        subject = compose_subject(branch, text, init=mode is CommitMode.INIT,
+                                  run_id=lineage.run_id, iteration=lineage.iteration)
+    script_env = {**environ, "NODE_DIR": str(paths.node_dir),
+                  "WORKTREE_DIR": str(paths.worktree), "NODE_BRANCH": branch,
+                  "_NODE": str(paths.node_dir)}
+    request = CommitRequest(worktree=paths.worktree, branch=branch, node_dir=paths.node_dir,
+                            subject=subject, mode=mode, scope=scope, local=local,
+                            script_env=script_env,
+                            author=None if branch == tree.root else branch)
+    recorded: list[int] = []
+    problems: list[str] = []
+
+    def record(sha: str) -> None:
+        from fractal.store.ledger import Ledger
+
+        try:
+            recorded.append(Ledger(tree.db_path).add_event(
+                branch, "commit", actor=lineage.actor, status="completed", metadata=sha,
+                run_id=lineage.run_id, iter_id=lineage.iter_id, step_id=lineage.step_id))
+        except FractalError as exc:
+            problems.append(f"the commit landed but its event was not recorded: {exc}")
+
+    outcome = run_pipeline(request, runner=_runner, on_commit=record)
+    if problems:
+        outcome = CommitOutcome(outcome.sha, outcome.subject, outcome.files, outcome.pushed,
+                                outcome.notices, (*outcome.warnings, *problems))
+    return CommitResult(branch, outcome, lineage, recorded[0] if recorded else None)

@@ -1,0 +1,193 @@
+"""The ``fractal commit`` pipeline (seed: "The commit pipeline"; reference §4.12).
+
+In order: clear a stale ``index.lock`` (or refuse while a git process holds it), check
+scope, run ``scripts/lint.sh``, stage the allowed roots without runtime artifacts, warn about
+ignored and large files, commit (one retry after pre-commit hooks rewrote files), report the
+new sha to the caller (who records the ``commit`` event), then push ``origin <branch>``
+unless the node is ``local``. A worktree with nothing to commit is a tolerated no-op.
+
+This module never touches the database and never prints: the caller resolves the node,
+composes the subject, records the event and renders the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from fractal.workspace.commit_hooks import HooksPlan, commit_index, plan_hooks
+from fractal.workspace.commit_lock import clear_index_lock
+from fractal.workspace.commit_scope import allowed_roots, check_scope
+from fractal.workspace.commit_stage import (
+    ignored_warning,
+    large_files_warning,
+    nothing_staged,
+    stage,
+    staged_paths,
+)
+from fractal.workspace.commit_types import (
+    CommitMode,
+    CommitOutcome,
+    CommitRequest,
+    LintFailed,
+    ScriptRunner,
+    UncommittedChanges,
+    listing,
+)
+from fractal.workspace.git import changed_paths, has_remote, run_git
+from fractal.workspace.worktrees import set_identity
+
+__all__ = ["LINT_TIMEOUT", "check_clean", "ensure_identity", "push_branch", "run_lint",
+           "run_pipeline"]
+
+LINT_TIMEOUT = 600.0
+"""Seconds ``scripts/lint.sh`` may run before it is stopped and the commit fails."""
+_LINT_TAIL = 6000  # characters of lint output carried in the error
+
+
+class _Notes:
+    """Notices and warnings gathered along the way (the pipeline never prints)."""
+
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+        self.warnings: list[str] = []
+
+    def notice(self, text: str | None) -> None:
+        if text:
+            self.notices.append(text)
+
+    def warn(self, text: str | None) -> None:
+        if text:
+            self.warnings.append(text)
+
+    def outcome(self, subject: str, sha: str | None = None, files: tuple[str, ...] = (),
+                pushed: bool = False) -> CommitOutcome:
+        return CommitOutcome(sha=sha, subject=subject, files=files, pushed=pushed,
+                             notices=tuple(self.notices), warnings=tuple(self.warnings))
+
+
+def check_clean(worktree: Path) -> None:
+    """``--check``: raise UncommittedChanges listing every uncommitted path, if any.
+
+    Runtime artifacts and ignored files do not count (``git.changed_paths``).
+    """
+    paths = changed_paths(worktree)
+    if paths:
+        raise UncommittedChanges(
+            f"{len(paths)} uncommitted change(s) in {worktree}: {listing(paths)}; commit them "
+            "with `fractal commit MESSAGE`", paths)
+
+
+def run_lint(request: CommitRequest, runner: ScriptRunner) -> bool:
+    """Run ``<node_dir>/scripts/lint.sh`` with bash from the worktree root.
+
+    Returns False when the script does not exist (lint skipped), True when it passed.
+    Raises LintFailed with the tail of its output when it exits non-zero or runs longer
+    than LINT_TIMEOUT seconds (exit 124).
+    """
+    script = request.node_dir / "scripts" / "lint.sh"
+    if not script.is_file():
+        return False
+    code, output = runner(["bash", str(script)], request.worktree, request.script_env,
+                          LINT_TIMEOUT)
+    if code == 0:
+        return True
+    tail = output.strip()
+    if len(tail) > _LINT_TAIL:
+        tail = "...\n" + tail[-_LINT_TAIL:]
+    why = f"timed out after {LINT_TIMEOUT:g}s" if code == 124 else f"failed (exit {code})"
+    raise LintFailed(f"{script} {why}; nothing was committed:\n{tail or '(no output)'}\n"
+                     "Fix what it reports and retry, or skip lint with `fractal commit --force "
+                     "MESSAGE`", tail)
+
+
+def push_branch(worktree: Path, branch: str, *, no_verify: bool) -> tuple[bool, str | None,
+                                                                         str | None]:
+    """Push ``branch`` to ``origin``; return ``(pushed, notice, warning)``.
+
+    A missing ``origin`` remote is a notice; a failed push is a warning (the commit stands).
+    """
+    if not has_remote(worktree, "origin"):
+        return False, "no origin remote: push skipped", None
+    verify = ["--no-verify"] if no_verify else []
+    proc = run_git(["push", "--quiet", *verify, "origin", branch], worktree, check=False)
+    if proc.returncode == 0:
+        return True, f"pushed {branch} to origin", None
+    detail = (proc.stderr.strip() or proc.stdout.strip() or "(no output)")[-1000:]
+    return False, None, (f"push to origin failed (exit {proc.returncode}): {detail}; the commit "
+                         f"stands; push later with `git push origin {branch}`")
+
+
+def ensure_identity(worktree: Path, name: str) -> str | None:
+    """Give ``worktree`` the per-worktree ``user.name`` ``name`` unless it has one already.
+
+    Returns a notice when it wrote the identity (``worktrees.set_identity``), else None.
+    """
+    proc = run_git(["config", "--worktree", "--get", "user.name"], worktree, check=False)
+    if proc.returncode == 0 and proc.stdout.strip():
+        return None
+    set_identity(worktree, name)
+    return f"commits in {worktree} are now authored as {name} (per-worktree identity)"
+
+
+def _files(worktree: Path, sha: str) -> tuple[str, ...]:
+    out = run_git(["diff-tree", "-r", "--root", "--no-commit-id", "--name-only", "-z",
+                   "--no-renames", sha], worktree).stdout
+    return tuple(p for p in out.split("\0") if p)
+
+
+def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
+                 on_commit: Callable[[str], None] | None = None) -> CommitOutcome:
+    """Run the whole pipeline for ``request``; return what it did.
+
+    ``runner`` runs ``scripts/lint.sh`` (see ScriptRunner). ``on_commit(sha)`` is called
+    once the commit has landed and before the push (the caller records its ``commit`` event
+    there). Raises UncommittedChanges (``--check``), IndexLocked, ScopeViolation, LintFailed,
+    CommitFailed, GitError; on any of them nothing has been committed.
+    """
+    worktree, mode = request.worktree, request.mode
+    notes = _Notes()
+    if mode is CommitMode.CHECK:
+        check_clean(worktree)
+        notes.notice(f"no uncommitted changes in {worktree}")
+        return notes.outcome(request.subject)
+    notes.notice(clear_index_lock(worktree))
+    whole = mode in (CommitMode.IGNORE_SCOPE, CommitMode.FORCE)
+    node_rel = request.node_dir.resolve().relative_to(worktree.resolve()).as_posix()
+    roots = None if whole else allowed_roots(request.scope, node_rel)
+    check_scope(worktree, request.branch, roots)
+    if not changed_paths(worktree) and nothing_staged(worktree):
+        notes.notice("nothing to commit (the work may be committed already)")
+        return notes.outcome(request.subject)
+    force = mode is CommitMode.FORCE
+    if not force:
+        run_lint(request, runner)
+    stage(worktree, roots)
+    staged = staged_paths(worktree)
+    if not staged:
+        notes.notice("nothing staged: every change is a runtime artifact or ignored")
+        return notes.outcome(request.subject)
+    notes.warn(ignored_warning(worktree, roots))
+    notes.warn(large_files_warning(worktree, staged))
+    if request.author:
+        notes.notice(ensure_identity(worktree, request.author))
+    hooks = HooksPlan() if force else plan_hooks(worktree)
+    notes.notice(hooks.notice)
+    notes.warn(hooks.warning)
+    attempt = commit_index(worktree, request.subject, no_verify=force, git_args=hooks.git_args,
+                           restage=lambda: stage(worktree, roots),
+                           nothing_staged=lambda: nothing_staged(worktree))
+    for text in attempt.notices:
+        notes.notice(text)
+    if attempt.sha is None:
+        return notes.outcome(request.subject)
+    if on_commit is not None:
+        on_commit(attempt.sha)
+    pushed = False
+    if request.local:
+        notes.notice("local node: push skipped")
+    else:
+        pushed, notice, warning = push_branch(worktree, request.branch, no_verify=force)
+        notes.notice(notice)
+        notes.warn(warning)
+    return notes.outcome(request.subject, attempt.sha, _files(worktree, attempt.sha), pushed)

@@ -1,0 +1,136 @@
+"""Scoped staging and the never-blocking warnings of ``fractal commit`` (seed: "Stages", "Warns").
+
+Staging adds the allowed roots (the whole worktree when unscoped) with the shared runtime
+artifact excludes (``artifacts.exclude_pathspecs``: one definition with the backstop), then
+unstages any artifact somebody staged by hand. The warnings name paths that tracked ignore
+rules keep out of the commit and staged files of LARGE_FILE bytes or more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
+from fractal.workspace.commit_scope import covered
+from fractal.workspace.commit_types import listing
+from fractal.workspace.git import changed_paths, run_git
+
+__all__ = [
+    "LARGE_FILE",
+    "ignored_warning",
+    "large_files_warning",
+    "nothing_staged",
+    "stage",
+    "staged_paths",
+]
+
+LARGE_FILE = 10 * 1024 * 1024
+"""Bytes from which a staged file draws a warning (10 MB; seed: "Warns")."""
+WARN_CAP = 10
+"""Most paths one warning names."""
+_CHECK_CAP = 500  # most ignored entries handed to `git check-ignore` in one call
+_WHOLE = [":(top)"]  # the pathspec for the whole worktree, from any directory
+_RULE = re.compile(r"^(?P<source>.*?):(?P<line>\d+):(?P<pattern>.*)\t(?P<path>.*)$")
+
+
+def _literal(path: str) -> str:
+    return f":(top,literal){path}"
+
+
+def stage(worktree: Path, roots: Sequence[str] | None) -> None:
+    """Stage every change under ``roots`` (None: the whole worktree), never an artifact.
+
+    Only roots that hold a change are named to ``git add`` (a pathspec matching nothing is
+    an error there). Artifacts already in the index are unstaged again. Raises GitError.
+    """
+    if roots is None:
+        specs = _WHOLE
+    else:
+        changed = changed_paths(worktree)
+        specs = [_literal(root) for root in roots if any(covered(p, (root,)) for p in changed)]
+    if specs:
+        run_git(["add", "--all", "--", *specs, *exclude_pathspecs()], worktree)
+    artifacts = [p for p in staged_paths(worktree) if is_runtime_artifact(p)]
+    if artifacts:
+        run_git(["reset", "--quiet", "--", *map(_literal, artifacts)], worktree)
+
+
+def staged_paths(worktree: Path) -> list[str]:
+    """Return the repo-relative paths staged in ``worktree``'s index (renames as add+delete)."""
+    out = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
+    return [p for p in out.split("\0") if p]
+
+
+def nothing_staged(worktree: Path) -> bool:
+    """Tell whether the index equals HEAD (``git diff --cached --quiet``)."""
+    return run_git(["diff", "--cached", "--quiet"], worktree, check=False).returncode == 0
+
+
+def _tracked(worktree: Path, sources: set[str]) -> set[str]:
+    """The subset of ignore-rule ``sources`` (as ``check-ignore`` prints them) git tracks."""
+    relative: dict[str, str] = {}
+    top = worktree.resolve()
+    for source in sources:
+        path = Path(source)
+        if path.is_absolute():
+            try:
+                relative[path.resolve().relative_to(top).as_posix()] = source
+            except ValueError:
+                continue  # a global or info/exclude file outside the worktree
+        elif not source.startswith(".git/"):
+            relative[source] = source
+    if not relative:
+        return set()
+    out = run_git(["ls-files", "-z", "--", *map(_literal, relative)], worktree,
+                  check=False).stdout
+    return {relative[p] for p in out.split("\0") if p in relative}
+
+
+def ignored_warning(worktree: Path, roots: Sequence[str] | None) -> str | None:
+    """Warn about paths under ``roots`` (None: everywhere) that tracked ignore rules eat.
+
+    A path counts when ``git status --ignored=matching`` lists it, it is not a runtime
+    artifact, and the rule that ignores it comes from a tracked file (a committed
+    ``.gitignore``; never ``info/exclude`` or a global excludes file). Returns the warning
+    text naming up to WARN_CAP paths with their rules, or None.
+    """
+    specs = _WHOLE if roots is None else [_literal(r) for r in roots if (worktree / r).exists()]
+    if not specs:
+        return None
+    out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching",
+                   "--untracked-files=all", "--", *specs], worktree).stdout
+    ignored = [e[3:] for e in out.split("\0") if e.startswith("!! ")]
+    ignored = [p for p in ignored if not is_runtime_artifact(p)][:_CHECK_CAP]
+    if not ignored:
+        return None
+    proc = run_git(["-c", "core.quotePath=false", "check-ignore", "-v", "--", *ignored],
+                   worktree, check=False)
+    rules = [m for m in map(_RULE.match, proc.stdout.splitlines()) if m]
+    tracked = _tracked(worktree, {m["source"] for m in rules})
+    eaten = [f"{m['path']} ({m['source']}:{m['line']}: {m['pattern']})"
+             for m in rules if m["source"] in tracked]
+    if not eaten:
+        return None
+    return (f"{len(eaten)} path(s) are ignored by tracked ignore rules and were not "
+            f"committed: {listing(eaten, WARN_CAP)}; `git add -f PATH` commits one on purpose")
+
+
+def large_files_warning(worktree: Path, staged: Sequence[str]) -> str | None:
+    """Warn about staged files of LARGE_FILE bytes or more (size of the worktree copy)."""
+    big: list[str] = []
+    for path in staged:
+        target = worktree / path
+        try:
+            if target.is_symlink() or not target.is_file():
+                continue
+            size = target.stat().st_size
+        except OSError:
+            continue
+        if size >= LARGE_FILE:
+            big.append(f"{path} ({size / (1024 * 1024):.1f} MB)")
+    if not big:
+        return None
+    return (f"{len(big)} staged file(s) of 10 MB or more: {listing(big, WARN_CAP)}; large "
+            "files bloat the repository for good (consider git LFS or leaving them out)")

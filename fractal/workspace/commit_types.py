@@ -1,0 +1,135 @@
+"""Values and errors of the ``fractal commit`` pipeline (seed: "The commit pipeline").
+
+The pipeline (``workspace.commit``) takes one ``CommitRequest`` and returns one
+``CommitOutcome``; every refusal is a ``CommitError`` (a ``FractalError``: the CLI prints
+``Error: <message>`` and exits 1, never a traceback).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fractal.errors import FractalError
+
+__all__ = [
+    "CommitError",
+    "CommitFailed",
+    "CommitMode",
+    "CommitOutcome",
+    "CommitRequest",
+    "IndexLocked",
+    "LintFailed",
+    "ScopeViolation",
+    "ScriptRunner",
+    "UncommittedChanges",
+    "listing",
+]
+
+LIST_CAP = 20
+"""Most paths a message lists before ``... and N more``."""
+
+
+class CommitMode(enum.Enum):
+    """How ``fractal commit`` runs; the four non-default modes are mutually exclusive."""
+
+    ITERATION = "iteration"
+    """The default: subject ``<branch>: iteration <run>.<iter> (<message>)``."""
+    INIT = "init"
+    """The baseline commit: subject ``<branch>: init (<message>)``; all checks apply."""
+    CHECK = "check"
+    """Commit nothing; refuse when uncommitted changes exist."""
+    IGNORE_SCOPE = "ignore-scope"
+    """Skip the scope check and stage the whole worktree; lint and hooks still run."""
+    FORCE = "force"
+    """Skip scope, lint and git hooks (``--no-verify`` on commit and push)."""
+
+
+ScriptRunner = Callable[[Sequence[str], Path, Mapping[str, str], float | None],
+                        tuple[int, str]]
+"""``runner(argv, cwd, env, timeout_s) -> (exit code, merged output)``: how the pipeline runs
+``scripts/lint.sh`` (``env`` is the full environment; 124 means timed out)."""
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """Everything the pipeline needs, resolved by the caller.
+
+    ``worktree`` is the worktree root and ``node_dir`` the node's data dir inside it (both
+    absolute). ``subject`` is the finished subject line. ``scope`` holds canonical scope roots
+    relative to the worktree (``()`` = unscoped: every path is allowed). ``local`` True never
+    pushes. ``script_env`` is the environment ``scripts/lint.sh`` runs with. ``author``, when
+    set, is the per-worktree ``user.name`` written if the worktree has none yet (reference
+    §1.6: commits in a node's worktree carry the branch as author).
+    """
+
+    worktree: Path
+    branch: str
+    node_dir: Path
+    subject: str
+    mode: CommitMode = CommitMode.ITERATION
+    scope: tuple[str, ...] = ()
+    local: bool = False
+    script_env: Mapping[str, str] = field(default_factory=dict)
+    author: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """What the pipeline did.
+
+    ``sha`` is the new commit (None: nothing was committed). ``files`` are the paths in the
+    commit. ``pushed`` is True only after a successful ``git push``. ``notices`` are
+    informational lines, ``warnings`` things the caller should look at; neither blocks.
+    """
+
+    sha: str | None
+    subject: str
+    files: tuple[str, ...] = ()
+    pushed: bool = False
+    notices: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+class CommitError(FractalError):
+    """``fractal commit`` refused or failed; nothing was committed."""
+
+
+class ScopeViolation(CommitError):
+    """Changed paths lie outside the node's scope. ``paths`` lists them; nothing was staged."""
+
+    def __init__(self, message: str, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        super().__init__(message)
+
+
+class LintFailed(CommitError):
+    """``scripts/lint.sh`` exited non-zero. ``output`` is its (tail of) output."""
+
+    def __init__(self, message: str, output: str) -> None:
+        self.output = output
+        super().__init__(message)
+
+
+class CommitFailed(CommitError):
+    """``git commit`` failed (usually a hook), after the one pre-commit retry if any."""
+
+
+class IndexLocked(CommitError):
+    """The worktree's ``index.lock`` is held by a live git process."""
+
+
+class UncommittedChanges(CommitError):
+    """``--check`` found uncommitted changes. ``paths`` lists them."""
+
+    def __init__(self, message: str, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        super().__init__(message)
+
+
+def listing(paths: Sequence[str], cap: int = LIST_CAP) -> str:
+    """``a, b, c`` for at most ``cap`` paths, then ``... and N more``."""
+    shown = ", ".join(paths[:cap])
+    return shown if len(paths) <= cap else f"{shown} ... and {len(paths) - cap} more"
