@@ -147,11 +147,19 @@ def _environ_has(pid: int, needle: bytes) -> bool | None:
     return False if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD else None
 
 
-def _marked_pids(marker: str | None) -> list[int]:
+def _own_descendants() -> list[int]:
+    with contextlib.suppress(psutil.Error):
+        return [c.pid for c in psutil.Process().children(recursive=True)]
+    return []
+
+
+def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
     # One read of /proc/<pid>/environ per process (about 5 ms for 370; psutil's environ() dicts
     # take about 12 ms) as it runs after every step; mid-exec reads are retried 10 ms apart.
+    # ``own_only``: as a subreaper every escapee is our descendant, so only those are read.
     needle = (f"{LAUNCH_MARKER_ENV}={marker}\0" if marker else f"{LAUNCH_MARKER_ENV}=").encode()
-    found, unsure = [], [pid for pid in _pids() if pid != os.getpid()]
+    candidates = _own_descendants() if own_only else _pids()
+    found, unsure = [], [pid for pid in candidates if pid != os.getpid()]
     for attempt in range(_EXEC_RETRIES + 1):
         time.sleep(_EXEC_RETRY_DELAY if attempt else 0)
         answers = [(pid, _environ_has(pid, needle)) for pid in unsure]
@@ -213,9 +221,10 @@ def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
 
 
 def _snapshot(marker: str, pgid: int | None, leader: psutil.Process | None,
-              known: dict[int, psutil.Process]) -> None:
+              known: dict[int, psutil.Process], own_only: bool = False) -> None:
     """Add marked processes, group members and the leader's descendants to ``known``."""
-    pids = set(_marked_pids(marker)) | (_group_members(pgid) if pgid is not None else set())
+    pids = set(_marked_pids(marker, own_only=own_only)) | (
+        _group_members(pgid) if pgid is not None else set())
     if leader is not None:  # children() re-checks the leader's identity (pid reuse)
         with contextlib.suppress(psutil.Error):
             pids.update(c.pid for c in [leader, *leader.children(recursive=True)])
@@ -247,9 +256,10 @@ def _signal(pgid: int | None, procs: Iterable[psutil.Process], sig: int) -> None
 
 
 def _stop(marker: str, pgid: int | None, leader: psutil.Process | None, grace: float,
-          soft_signal: int | None = None, soft_grace: float = 0.0) -> list[int]:
+          soft_signal: int | None = None, soft_grace: float = 0.0,
+          own_only: bool = False) -> list[int]:
     procs: dict[int, psutil.Process] = {}
-    _snapshot(marker, pgid, leader, procs)
+    _snapshot(marker, pgid, leader, procs, own_only)
     if not procs:
         return []
     if soft_signal is not None:
@@ -259,7 +269,7 @@ def _stop(marker: str, pgid: int | None, leader: psutil.Process | None, grace: f
         _wait_dead(group, soft_grace)
     _signal(pgid, procs.values(), signal.SIGTERM)
     _wait_dead(procs.values(), grace)
-    _snapshot(marker, pgid, leader, procs)  # late forks made during the grace
+    _snapshot(marker, pgid, leader, procs, own_only)  # late forks made during the grace
     alive = [p for p in procs.values() if not _is_dead(p)]
     if not alive:
         return []
@@ -282,19 +292,25 @@ def kill_group(handle: GroupHandle, *, grace: float, soft_signal: int | None = N
 def sweep_marker(marker: str, *, grace: float) -> list[int]:
     """TERM, ``grace`` seconds, KILL every process carrying ``marker``; return survivors' pids.
 
-    Run after an agent exits normally, to reap grandchildren that escaped its group; costs
-    one read of /proc/<pid>/environ per process when nothing matches (~5 ms for 370).
+    Run after an agent exits normally, to reap grandchildren that escaped its group. In a
+    subreaper (``become_subreaper``) every escapee is a descendant of this process, so only
+    those are read (usually none); otherwise one read of /proc/<pid>/environ per process on
+    the machine (~5 ms for 370, more on a busy machine).
     """
-    return _stop(marker, None, None, grace)
+    return _stop(marker, None, None, grace, own_only=_SUBREAPER[0])
+
+
+_SUBREAPER = [False]  # set once this process has become a subreaper
 
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER); False if prctl is unavailable."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER
+        _SUBREAPER[0] = int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
-        return False
+        _SUBREAPER[0] = False
+    return _SUBREAPER[0]
 
 
 def reap_orphans(keep: Container[int]) -> list[int]:
