@@ -58,21 +58,47 @@ class ModelEvent:
 @dataclass(frozen=True)
 class ResultEvent:
     """The agent's final event. ``ok`` False carries ``error``; ``budget_stopped`` marks a
-    clean stop at the agent-enforced budget (seed: The per-step budget)."""
+    clean stop at the agent-enforced budget (seed: The per-step budget).
+
+    ``error_kind`` classifies an API failure (one of ``domain.agent_errors.ERROR_KINDS``:
+    ``rate_limit``, ``overloaded``, ``auth``, ``bad_request``, ``server_error``,
+    ``connection``, ``unknown``; None when the failure was not an API error) and
+    ``api_status`` is its HTTP status when the CLI names one (issue 3: Failure modes).
+    """
 
     ok: bool
     error: str = ""
     budget_stopped: bool = False
+    error_kind: str | None = None
+    api_status: int | None = None
+
+
+@dataclass(frozen=True)
+class UsageEvent:
+    """Token usage of this invocation so far (not of the whole session): input tokens
+    (cached ones included), the cached subset of them, and output tokens. The last one
+    wins; a CLI that reports thread totals is turned into per-invocation figures by its
+    parser (codex: ``LaunchRequest.prior_usage``)."""
+
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
 
 
 @dataclass(frozen=True)
 class NoticeEvent:
-    """Something worth showing that is neither output nor failure (an API retry, a warning)."""
+    """Something worth showing that is neither output nor failure (a warning). ``retry``
+    marks the CLI retrying an API call (counted and shown in the pane)."""
 
     text: str
+    retry: bool = False
 
 
-AgentEvent = SessionEvent | TextEvent | ToolEvent | CostEvent | ModelEvent | ResultEvent | NoticeEvent
+AgentEvent = (SessionEvent | TextEvent | ToolEvent | CostEvent | ModelEvent | ResultEvent
+              | UsageEvent | NoticeEvent)
+
+Usage = tuple[int, int, int]
+"""(input_tokens, cached_input_tokens, output_tokens), as in ``UsageEvent``."""
 
 
 class StreamParser(Protocol):
@@ -94,6 +120,9 @@ class LaunchRequest:
     ``resume`` is a session to continue (continuous mode) or None for a fresh one;
     ``new_session`` is an id fractal minted for a fresh session (backends whose CLI
     accepts one use it); ``budget_usd`` is set only when the loop wants it enforced.
+    ``provider`` is the resolved provider route (None: the CLI's own); ``prior_usage`` is
+    the session's token usage before this launch (None for a fresh session), for CLIs
+    that report cumulative thread usage (codex).
     """
 
     prompt: str
@@ -104,6 +133,8 @@ class LaunchRequest:
     resume: str | None = None
     new_session: str | None = None
     budget_usd: float | None = None
+    provider: str | None = None
+    prior_usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +157,11 @@ class Backend(Protocol):
     enforces_budget: bool
     #: A signal the CLI answers by flushing its final event (claude: SIGINT), or None.
     soft_interrupt: int | None
+    #: The CLI always ends its stream with a final event: a stream without a
+    #: ResultEvent is a failure whatever the exit code (claude, codex).
+    requires_result: bool
+    #: Provider routes the backend supports (``provider`` config key and frontmatter).
+    providers: frozenset[str]
 
     def binary(self) -> str:
         """The executable that must exist (a bare name on PATH, or a path)."""
@@ -135,8 +171,21 @@ class Backend(Protocol):
         """Build the command line for ``request``."""
         ...
 
-    def parser(self) -> StreamParser:
-        """A fresh parser for one launch."""
+    def env(self, request: LaunchRequest, environ: Mapping[str, str]) -> dict[str, str | None]:
+        """Reserved environment for ``request``, applied last over ``environ`` (the agent's
+        environment so far); a value of None removes the variable (ref §4.13)."""
+        ...
+
+    def parser(self, request: LaunchRequest) -> StreamParser:
+        """A fresh parser for one launch of ``request``."""
+        ...
+
+    def preflight(self, provider: str | None, env: Mapping[str, str]) -> str | None:
+        """Why a launch with route ``provider`` under ``env`` cannot work, or None.
+
+        Checks what the backend itself needs (the route is supported, its key is set);
+        the binary on PATH is checked by the caller (``binary_available``).
+        """
         ...
 
 
@@ -194,9 +243,62 @@ def binary_available(binary: str, cwd: Path) -> bool:
     return shutil.which(binary) is not None
 
 
+OPENROUTER = "openrouter"
+OPENROUTER_KEY_ENV = "OPENROUTER_API_KEY"
+
+
+def supported_routes(backend: Backend) -> str:
+    """``openrouter`` or ``none``: the routes ``backend`` supports, for messages."""
+    return ", ".join(sorted(backend.providers)) or "none"
+
+
+def resolve_route(backend: Backend, explicit: str | None, inherited: str | None) -> str | None:
+    """The provider route a launch of ``backend`` uses (issue 3: Provider routes).
+
+    ``explicit`` (the step's ``provider:`` frontmatter, or the node's own config for the
+    node's backend) must be supported; ``inherited`` (a route set for another backend or
+    higher up the tree) is dropped when ``backend`` does not support it. Empty strings
+    mean unset. Raises InvalidValue naming the supported set.
+    """
+    if explicit:
+        if explicit not in backend.providers:
+            raise InvalidValue(f"provider {explicit!r} is not supported by the {backend.name} "
+                               f"backend (supported: {supported_routes(backend)})")
+        return explicit
+    return inherited if inherited and inherited in backend.providers else None
+
+
+def route_problem(backend: Backend, provider: str | None, env: Mapping[str, str]) -> str | None:
+    """The common part of ``Backend.preflight``: an unsupported route, or a route whose key
+    is missing from ``env`` (``openrouter`` needs OPENROUTER_API_KEY). None when fine."""
+    if not provider:
+        return None
+    if provider not in backend.providers:
+        return (f"provider {provider!r} is not supported by the {backend.name} backend "
+                f"(supported: {supported_routes(backend)})")
+    if provider == OPENROUTER and not env.get(OPENROUTER_KEY_ENV):
+        return (f"provider openrouter needs {OPENROUTER_KEY_ENV} in the environment of "
+                "`fractal node start`; export it and start the node again")
+    return None
+
+
+def sanitize(text: str) -> str:
+    """``text`` with lone surrogates (from JSON ``\\ud800`` escapes) replaced, so it can be
+    written to the pane and the database (ref §5.3: every parsed event is sanitised)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
+
+
+_BUILTINS_LOADED: list[bool] = []
+
+
 def _load_builtins() -> None:
-    if _REGISTRY:
+    if _BUILTINS_LOADED:
         return
+    _BUILTINS_LOADED.append(True)
     # Builtin real-CLI backends register themselves on import (claude, codex).
     import importlib
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fractal.agents.base import (
@@ -29,6 +29,7 @@ from fractal.agents.base import (
     SessionEvent,
     TextEvent,
     ToolEvent,
+    route_problem,
 )
 
 SESSION_ENV = "FRACTAL_SESSION_ID"
@@ -88,6 +89,8 @@ class CommandBackend:
     mints_session = True
     enforces_budget = False
     soft_interrupt: int | None = None
+    requires_result = False  # success is exit code 0; the protocol has no final event
+    providers: frozenset[str] = frozenset()
 
     def __init__(self, words: Sequence[str], worktree: Path) -> None:
         self.words = list(words)
@@ -111,6 +114,14 @@ class CommandBackend:
             env={SESSION_ENV: request.resume or ""},
         )
 
-    def parser(self) -> CommandParser:
+    def env(self, request: LaunchRequest, environ: Mapping[str, str]) -> dict[str, str | None]:
+        """No reserved variables."""
+        return {}
+
+    def parser(self, request: LaunchRequest) -> CommandParser:
         """A fresh JSON-lines parser."""
         return CommandParser()
+
+    def preflight(self, provider: str | None, env: Mapping[str, str]) -> str | None:
+        """A command supports no provider route."""
+        return route_problem(self, provider, env)

@@ -21,8 +21,10 @@ def init_cmd(agent: str | None, path: Path) -> None:
     from fractal.lifecycle.trees import init_tree
 
     result = init_tree(path, agent)
-    verb = "initialised" if result.created else "already initialised; repaired"
-    click.echo(f"{verb} tree rooted at {result.tree.root} (database {result.tree.db_path})",
+    verb = "initialised" if result.created else "already initialised (missing pieces restored)"
+    click.echo(f"{verb}: tree rooted at {result.tree.root} (database {result.tree.db_path})",
                err=True)
+    if agent is not None:
+        click.echo(f"default agent for its nodes: {agent}", err=True)
     click.echo("next: fractal node init NAME --title '...'  then edit its NODE.md and "
                "`fractal node start NAME`", err=True)

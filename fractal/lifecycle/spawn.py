@@ -16,6 +16,7 @@ from fractal.domain.config import default_config, resolve_reserve, validate_conf
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.tree import NodePaths, caller_branch, find_tree, resolve_node, validate_name
 from fractal.workspace import git
+from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.nodedir import (
     ensure_exclude_block,
@@ -100,6 +101,7 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
         try:
             set_identity(paths.worktree, branch)
             seed_node_dir(paths.node_dir)
+            seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             backstop_commit(paths.worktree, subject=f"{branch}: init (node seed)")
             title = config.get("title")

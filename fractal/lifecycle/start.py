@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
-from fractal.agents.base import binary_available, resolve_backend
+from fractal.agents.base import binary_available, resolve_backend, resolve_route
 from fractal.domain.config import parse_config
 from fractal.domain.outcome import SETTLED, Status
 from fractal.errors import FractalError, TmuxError
@@ -108,6 +108,9 @@ def _preflight(paths: NodePaths, tree: Tree) -> None:
     if not binary_available(backend.binary(), paths.worktree):
         raise FractalError(f"agent binary not found: {backend.binary()} (install it, or set "
                            f"the node's agent in {paths.config_path})")
+    # An unsupported route is a config mistake: refuse now. What depends on the
+    # environment (a route's key) is the supervisor's preflight, which ends the run.
+    resolve_route(backend, config.provider, None)
 
 
 def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path,
@@ -148,4 +151,7 @@ def attach_node(cwd: Path, name: str | None) -> None:
     if row is None or row.status != Status.ACTIVE.value or not row.tmux_session:
         status = row.status if row else "unregistered"
         raise FractalError(f"node {branch} is {status}; only an active node has a pane to attach")
+    if not sys.stdin.isatty():
+        raise FractalError("attach needs a terminal; to look without one, use "
+                           f"`fractal node activity {branch}` or tmux capture-pane")
     tmux.attach(row.tmux_session, Path(row.tmux_socket or tmux.socket_path()))

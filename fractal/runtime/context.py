@@ -29,6 +29,8 @@ class Boot:
     continue_mode: bool
     resume_mode: bool
     launch_env: dict[str, str]
+    #: The provider route of ``backend`` (resolved at preflight; None: the CLI's own).
+    provider: str | None = None
 
     @property
     def detached(self) -> bool:

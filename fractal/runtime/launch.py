@@ -15,22 +15,12 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from fractal.agents.base import (
-    AgentEvent,
-    Backend,
-    CostEvent,
-    LaunchRequest,
-    ModelEvent,
-    NoticeEvent,
-    ResultEvent,
-    SessionEvent,
-    StreamParser,
-)
+from fractal.agents.base import Backend, LaunchRequest, ResultEvent, Usage
+from fractal.domain.agent_errors import agent_error_text
 from fractal.domain.markers import launch_marker
 from fractal.domain.outcome import (
     EXIT_CANNOT_EXEC,
@@ -44,13 +34,13 @@ from fractal.domain.outcome import (
 )
 from fractal.errors import SpawnError
 from fractal.runtime import processes
+from fractal.runtime.agentstream import Collector, StreamPump
 from fractal.runtime.pane import Reporter
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
-MAX_LINE_BYTES = 8 * 1024 * 1024  # one stdout line longer than this is skipped, not buffered
 FINAL_EVENT_GRACE = 5.0  # seconds an agent may linger after its final event
 SOFT_INTERRUPT_GRACE = 3.0  # seconds to flush a final event after a soft interrupt
 TRACE_ENV = "FRACTAL_TRACE"  # names a file: append timing points to it (make bench)
@@ -101,7 +91,8 @@ class Attempt:
 
 @dataclass(frozen=True)
 class AttemptResult:
-    """How an attempt ended. ``cost`` None means unknown; ``seconds`` is wall time."""
+    """How an attempt ended. ``cost`` None means unknown; ``seconds`` is wall time;
+    ``usage`` is this attempt's own token usage (None: unreported)."""
 
     step_id: int
     outcome: StepOutcome
@@ -110,85 +101,10 @@ class AttemptResult:
     model: str | None
     seconds: float
     launched: bool
+    usage: Usage | None = None
 
 
 EnvBuilder = Callable[[int], dict[str, str]]
-
-
-class _Pump(threading.Thread):
-    """Reads stdout line by line (bounded), parses, and hands events to ``sink``."""
-
-    def __init__(self, stream: IO[bytes], parser: StreamParser,
-                 sink: Callable[[AgentEvent], None]) -> None:
-        super().__init__(daemon=True, name="fractal-stream")
-        self.stream = stream
-        self.parser = parser
-        self.sink = sink
-        self.stream_error: str | None = None
-
-    def _emit(self, events: list[AgentEvent]) -> None:
-        for event in events:
-            self.sink(event)
-
-    def _parse(self, line: str) -> None:
-        if self.stream_error is not None:
-            return
-        try:
-            self._emit(self.parser.feed(line))
-        except Exception as exc:  # a parser bug must not kill the pump
-            self.stream_error = f"{type(exc).__name__}: {exc}"
-            log.exception("stream parser failed")
-
-    def run(self) -> None:
-        skipping = 0
-        try:
-            while True:
-                chunk = self.stream.readline(MAX_LINE_BYTES)
-                if not chunk:
-                    break
-                if skipping or (len(chunk) >= MAX_LINE_BYTES and not chunk.endswith(b"\n")):
-                    skipping += len(chunk)
-                    if chunk.endswith(b"\n"):
-                        self._emit([NoticeEvent(f"skipped an over-long output line ({skipping} bytes)")])
-                        skipping = 0
-                    continue
-                self._parse(chunk.rstrip(b"\r\n").decode("utf-8", errors="replace"))
-            if self.stream_error is None:
-                self._emit(self.parser.finish())
-        except (OSError, ValueError) as exc:
-            self.stream_error = self.stream_error or f"{type(exc).__name__}: {exc}"
-
-
-class _Collector:
-    """Applies events from the pump: pane, and live flushes to the step row."""
-
-    def __init__(self, ledger: Ledger, reporter: Reporter, step_id: int) -> None:
-        self.ledger = ledger
-        self.reporter = reporter
-        self.step_id = step_id
-        self.session: str | None = None
-        self.cost: float | None = None
-        self.model: str | None = None
-        self.result: ResultEvent | None = None
-        self.result_at: float | None = None
-
-    def __call__(self, event: AgentEvent) -> None:
-        self.reporter.agent_event(event)
-        try:
-            if isinstance(event, CostEvent):
-                self.cost = event.usd
-                self.ledger.set_step_cost(self.step_id, event.usd)
-            elif isinstance(event, SessionEvent) and event.session != self.session:
-                self.session = event.session
-                self.ledger.set_step_session(self.step_id, event.session)
-            elif isinstance(event, ModelEvent) and event.model != self.model:
-                self.model = event.model
-                self.ledger.set_step_model(self.step_id, event.model)
-            elif isinstance(event, ResultEvent):
-                self.result = event
-                self.result_at = time.monotonic()
-        except Exception as exc:  # a contended write must not lose the stream
-            log.warning("could not record %s on step %s: %s", type(event).__name__, self.step_id, exc)
 
 
 def _stderr_tail(path: Path, limit: int = 2048) -> str:
@@ -233,7 +149,7 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         session=request.resume or request.new_session, gated=attempt.gated)
     trace("open", step_id, opened_ns)
 
-    def finish(outcome: StepOutcome, collector: _Collector | None, launched: bool) -> AttemptResult:
+    def finish(outcome: StepOutcome, collector: Collector | None, launched: bool) -> AttemptResult:
         reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
         outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
         cost = collector.cost if collector else None
@@ -242,20 +158,20 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         trace("closed", step_id)
         if outcome.status in (Status.FAILED, Status.EXITED) and launched:
             _snapshot(attempt.err_path, attempt.err_snapshot)
+        if collector is not None and collector.retries:
+            reporter.notice(f"the agent retried its API call {collector.retries} time(s)")
         return AttemptResult(step_id, outcome, collector.session if collector else None,
                              cost, collector.model if collector else None,
-                             time.monotonic() - started, launched)
+                             time.monotonic() - started, launched,
+                             collector.usage if collector else None)
 
     if attempt.limit is not None and attempt.limit <= 0:
         return finish(StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out"), None, False)
 
     invocation = backend.invocation(request)
     env = env_for(step_id)
-    for key, value in invocation.env.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
+    _overlay(env, invocation.env)
+    _overlay(env, backend.env(request, env))  # reserved keys last (ref §4.13)
     marker = launch_marker(str(ledger.db_path), step_id)
     try:
         launched = processes.spawn_group(
@@ -272,9 +188,9 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         ledger.set_step_process(step_id, handle.pgid, handle.create_time)
     except Exception as exc:
         log.warning("could not record the process group of step %s: %s", step_id, exc)
-    collector = _Collector(ledger, reporter, step_id)
+    collector = Collector(ledger, reporter, step_id)
     assert launched.popen.stdout is not None
-    pump = _Pump(launched.popen.stdout, backend.parser(), collector)
+    pump = StreamPump(launched.popen.stdout, backend.parser(request), collector)
     pump.start()
     exited = threading.Event()
 
@@ -291,24 +207,53 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         # The supervisor is being torn down (a signal, a bug): never leave the group behind.
         processes.kill_group(handle, grace=kill_grace())
         raise
+    exited.wait(2.0)  # the group is gone; let the waiter collect the exit status
     _drain(pump, marker, step_id)
-    returncode = launched.popen.returncode
-    result = collector.result
-    outcome = classify_launch(
-        returncode=0 if lingered and result is not None and result.ok else (
-            exit_code_from_returncode(returncode) if returncode is not None else None),
-        timed_out=timed_out,
-        paused=False,
-        budget_stopped=bool(result and result.budget_stopped),
-        stream_error=pump.stream_error,
-        agent_error=(result.error or "the agent reported an error") if result and not result.ok
-        else None,
-        stderr_tail=_stderr_tail(attempt.err_path),
-    )
+    outcome = judge_launch(backend, collector.result, launched.popen.returncode,
+                           timed_out=timed_out, lingered=lingered,
+                           stream_error=pump.stream_error,
+                           stderr_tail=_stderr_tail(attempt.err_path))
     return finish(outcome, collector, True)
 
 
-def _supervise(attempt: Attempt, launched: processes.Launched, collector: _Collector,
+def judge_launch(backend: Backend, result: ResultEvent | None, returncode: int | None, *,
+                 timed_out: bool, lingered: bool, stream_error: str | None,
+                 stderr_tail: str) -> StepOutcome:
+    """How a launch that ran is recorded (ref §4.3 step 10, plus issue 3's failure modes).
+
+    ``returncode`` is ``Popen.returncode`` (None: unknown). A group we ended after its final
+    event (``lingered``) counts as exit 0 when that event was a success. A backend that
+    ``requires_result`` and printed none fails with ``stream ended without a result (exit
+    N)`` (plus the stderr tail) unless the step timed out or the parser broke; a final
+    event with ``ok`` False is an ``agent error`` naming its class, HTTP status and
+    message. Everything else is ``domain.outcome.classify_launch``.
+    """
+    code = None if returncode is None else exit_code_from_returncode(returncode)
+    if lingered and result is not None and result.ok:
+        code = 0
+    if backend.requires_result and result is None and not timed_out and stream_error is None:
+        reason = f"stream ended without a result (exit {'?' if code is None else code})"
+        tail = clip_reason(stderr_tail)
+        return StepOutcome(Status.FAILED, code or 1,
+                           clip_reason(f"{reason}: {tail}" if tail else reason))
+    agent_error = (agent_error_text(result.error_kind, result.api_status, result.error)
+                   if result is not None and not result.ok else None)
+    return classify_launch(
+        returncode=code, timed_out=timed_out, paused=False,
+        budget_stopped=bool(result and result.budget_stopped), stream_error=stream_error,
+        agent_error=agent_error, stderr_tail=stderr_tail)
+
+
+def _overlay(env: dict[str, str], changes: Mapping[str, str | None]) -> None:
+    """Apply ``changes`` to ``env``: a value of None removes the variable."""
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+
+
+def _supervise(attempt: Attempt, launched: processes.Launched, collector: Collector,
                exited: threading.Event, waker: Waker, started: float) -> tuple[bool, bool]:
     """Wait for the agent to exit, enforcing the step limit and the final-event grace.
 
@@ -336,7 +281,7 @@ def _supervise(attempt: Attempt, launched: processes.Launched, collector: _Colle
     return False, False
 
 
-def _drain(pump: _Pump, marker: str, step_id: int) -> None:
+def _drain(pump: StreamPump, marker: str, step_id: int) -> None:
     """Let the stream pump finish, then reap every process that carries the launch marker."""
     grace = kill_grace()
     pump.join(2.0)

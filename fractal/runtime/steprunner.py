@@ -11,12 +11,19 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from fractal.agents.base import Backend, LaunchRequest, resolve_backend
+from fractal.agents.base import (
+    Backend,
+    LaunchRequest,
+    Usage,
+    binary_available,
+    resolve_backend,
+    resolve_route,
+)
 from fractal.assets import mode_text
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
 from fractal.domain.frontmatter import Frontmatter, is_true
-from fractal.domain.outcome import Status, StepOutcome, clip_reason
+from fractal.domain.outcome import EXIT_CANNOT_EXEC, Status, StepOutcome, clip_reason
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile, banner_label, step_label
 from fractal.domain.variables import StepFacts, agent_environment, prompt_variables
@@ -58,6 +65,9 @@ class StepRunner:
         self.ledger = ledger
         self.reporter = reporter
         self.waker = waker
+        # Token usage of each session so far, by session id: a CLI that reports cumulative
+        # thread usage (codex) turns it into per-launch figures (LaunchRequest.prior_usage).
+        self.session_usage: dict[str, Usage] = {}
 
     # -- public -------------------------------------------------------------------------
 
@@ -67,13 +77,14 @@ class StepRunner:
         banner = banner_label(plan.file)
         self.reporter.banner_open(banner)
         started = time.monotonic()
-        refusal = self._refusal(fm)
-        if refusal is not None:
+        refused = self._refusal(fm)
+        if refused is not None:
+            code, refusal = refused
             self.ledger.book_closed_step(
                 node=self.boot.paths.branch, run_id=self.state.run_id, iter_id=self.state.iter_id,
                 step=plan.file.position, step_name=plan.file.name, status=Status.FAILED.value,
-                exit_code=1, reason=refusal, cost=0.0)
-            outcome = StepOutcome(Status.FAILED, 1, refusal)
+                exit_code=code, reason=refusal, cost=0.0)
+            outcome = StepOutcome(Status.FAILED, code, refusal)
             self._close_banner(banner, outcome, None, started)
             return StepResult(outcome, None, False)
         attempts = 1 + max(0, self.boot.step_retries)
@@ -116,15 +127,29 @@ class StepRunner:
 
     # -- one attempt --------------------------------------------------------------------
 
-    def _refusal(self, fm: Mapping[str, str]) -> str | None:
+    def _refusal(self, fm: Mapping[str, str]) -> tuple[int, str] | None:
+        """(exit code, reason) when the step cannot launch, checked before any attempt
+        (ref §4.3 checks 1-2; issue 3: a bad override fails the step, never the run)."""
         if self.boot.detached and fm.get("detached"):
-            return "detached: frontmatter is not allowed in a detached node"
-        if "agent" in fm:
-            try:
-                resolve_backend(fm["agent"], self.boot.paths.worktree)
-            except FractalError as exc:
-                return clip_reason(f"invalid agent override: {exc}")
-        return None
+            return 1, "detached: frontmatter is not allowed in a detached node"
+        try:
+            backend = self._backend(fm)
+        except FractalError as exc:
+            return 1, clip_reason(f"invalid agent override: {exc}")
+        if "agent" in fm and not binary_available(backend.binary(), self.boot.paths.worktree):
+            return EXIT_CANNOT_EXEC, clip_reason(f"agent binary not found: {backend.binary()} "
+                                                 "(from the step's agent: frontmatter)")
+        try:
+            provider = self._route(backend, fm)
+        except FractalError as exc:
+            return 1, clip_reason(f"invalid provider override: {exc}")
+        problem = backend.preflight(provider, self.boot.launch_env or os.environ)
+        return None if problem is None else (1, clip_reason(problem))
+
+    def _route(self, backend: Backend, fm: Mapping[str, str]) -> str | None:
+        """The step's provider route: its ``provider:`` frontmatter (must be supported),
+        else the node's route when ``backend`` supports it. Raises InvalidValue."""
+        return resolve_route(backend, fm.get("provider"), self.boot.provider)
 
     def _limit(self, fm: Mapping[str, str]) -> float | None:
         step_timeout = self.state.live.step_timeout
@@ -149,6 +174,10 @@ class StepRunner:
         step_detached = boot.detached or is_true(fm.get("detached"))
         resume = None if step_detached else state.sessions.get(backend.name)
         new_session = None if (resume or backend.mints_session) else str(uuid.uuid4())
+        prior = None
+        if resume:  # the run's own figures, else the record (an adopted run starts empty)
+            prior = self.session_usage.get(resume) or self.ledger.session_usage(paths.branch,
+                                                                                resume)
         model = fm.get("model") or state.live.model
         facts = self._facts(label, limit, model, step_detached)
         modes = self._modes()
@@ -156,7 +185,8 @@ class StepRunner:
                         prompt_variables(static_facts(paths, state.live), facts))
         request = LaunchRequest(prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir,
                                 model=model, effort=fm.get("effort") or state.live.effort,
-                                resume=resume, new_session=new_session)
+                                resume=resume, new_session=new_session,
+                                provider=self._route(backend, fm), prior_usage=prior)
         ref = f"{state.run_id}-{state.iteration}-{file.position}"
         attempt = Attempt(
             node=paths.branch, run_id=state.run_id, iter_id=state.iter_id, step=file.position,
@@ -175,7 +205,14 @@ class StepRunner:
 
         result = run_attempt(attempt, ledger=self.ledger, reporter=self.reporter,
                              waker=self.waker, env_for=env_for)
-        session = result.session or resume or new_session
+        # A minted id counts only once the agent echoed it: a CLI that died before
+        # starting the session cannot be resumed into it.
+        session = result.session or resume
+        if session and result.usage is not None:
+            before = prior if session == resume and prior is not None else (0, 0, 0)
+            self.session_usage[session] = (before[0] + result.usage[0],
+                                           before[1] + result.usage[1],
+                                           before[2] + result.usage[2])
         if session and not step_detached and result.launched:
             state.sessions[backend.name] = session
             if backend.name == boot.backend.name and state.iter_id is not None:

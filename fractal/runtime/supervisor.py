@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from fractal.agents.base import binary_available, resolve_backend
+from fractal.agents.base import Backend, binary_available, resolve_backend, resolve_route
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import RunEnd, RunFacts, Status, clip_reason, decide_run_end
@@ -27,6 +27,7 @@ from fractal.runtime.pane import Reporter
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, parent_of
+from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.nodedir import read_config
 
 log = logging.getLogger(__name__)
@@ -158,11 +159,35 @@ class Supervisor:
         if not binary_available(backend.binary(), self.paths.worktree):
             raise RunAbort(f"agent binary not found: {backend.binary()} "
                            "(install it or set the node's agent)")
+        provider = self._route(backend, config, launch_env)
         with contextlib.suppress(StepFileError):  # a broken steps dir fails iterations, loudly
             load_plans(self.paths.steps_dir)
         return Boot(paths=self.paths, config=config, agent_setting=setting or backend.name,
                     backend=backend, continue_mode=self.options.continue_mode,
-                    resume_mode=self.options.resume_mode, launch_env=launch_env)
+                    resume_mode=self.options.resume_mode, launch_env=launch_env,
+                    provider=provider)
+
+    def _route(self, backend: Backend, config: NodeConfig, env: dict[str, str]) -> str | None:
+        """The node's provider route, checked against ``env``; seeds the agent homes.
+
+        The node's own ``provider`` must be supported; the tree's is dropped when the
+        backend does not support it (issue 3: Provider routes). Raises RunAbort naming
+        the problem (an unsupported route, a missing key).
+        """
+        inherited = self.paths.tree.root_config().get("provider")
+        try:
+            provider = resolve_route(backend, config.provider,
+                                     inherited if isinstance(inherited, str) else None)
+        except FractalError as exc:
+            raise RunAbort(f"invalid provider: {exc}") from None
+        problem = backend.preflight(provider, env)
+        if problem is not None:
+            raise RunAbort(problem)
+        try:
+            seed_agent_homes(self.paths.node_dir, env)  # re-seeded when missing
+        except OSError as exc:
+            self.reporter.warning(f"could not seed the agent homes: {exc}")
+        return provider
 
     def _abort(self, run_id: int, reason: str) -> int:
         reason = clip_reason(reason)

@@ -11,7 +11,7 @@ transaction helpers and WAL maintenance come from ``Registry``.
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.models import Event, Iteration, Run, Signal, Step
@@ -149,6 +149,32 @@ class Ledger(Registry):
     def set_step_cost(self, step_id: int, usd: float) -> None:
         """Flush the step's spend so far (USD), open or closed: a killed step keeps it."""
         self._set(Step.step_id, step_id, {"cost": usd})
+
+    def set_step_usage(self, step_id: int, input_tokens: int, cached_input_tokens: int,
+                       output_tokens: int) -> None:
+        """Record the step's token usage so far (this attempt's own; the last report wins).
+
+        ``input_tokens`` includes the ``cached_input_tokens`` subset. Open or closed rows.
+        """
+        self._set(Step.step_id, step_id, {"input_tokens": input_tokens,
+                                          "cached_input_tokens": cached_input_tokens,
+                                          "output_tokens": output_tokens})
+
+    def session_usage(self, node: str, session: str) -> tuple[int, int, int] | None:
+        """The token usage recorded so far on ``node``'s steps of ``session``: the sums of
+        (input, cached input, output) tokens, or None when no step of it recorded any.
+
+        Per-attempt figures add up to the session's total (for codex: the thread's
+        cumulative usage before its next launch).
+        """
+        stmt = select(func.sum(Step.input_tokens), func.sum(Step.cached_input_tokens),
+                      func.sum(Step.output_tokens), func.count()).where(
+            Step.node == node, Step.session == session, Step.input_tokens.is_not(None))
+        with self._tx() as conn:
+            row = conn.execute(stmt).one()
+        if not row[3]:
+            return None
+        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
 
     def set_step_session(self, step_id: int, session: str | None) -> None:
         """Record the agent session id the step ran in."""

@@ -112,6 +112,8 @@ class Step(Base):
 
     ``approved``: NULL no gate, '' pending, ISO timestamp approved. ``pgid_started``
     is the create time (epoch s) of the agent's group leader, for safe reaping.
+    ``input_tokens`` (cached included), ``cached_input_tokens`` and ``output_tokens`` are
+    this attempt's own usage, NULL when the agent reported none.
     """
 
     __tablename__ = "steps"
@@ -134,6 +136,10 @@ class Step(Base):
     meta: Mapped[str] = _meta()
     started_at: Mapped[str]
     ended_at: Mapped[str | None]
+    # Token usage of this attempt as the agent reported it (migration 0002); NULL: none.
+    input_tokens: Mapped[int | None]
+    cached_input_tokens: Mapped[int | None]
+    output_tokens: Mapped[int | None]
 
 
 class Event(Base):

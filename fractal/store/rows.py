@@ -97,7 +97,8 @@ class StepRow:
 
     ``approved``: ``None`` no gate, ``''`` pending, an ISO timestamp once approved.
     ``pgid``/``pgid_started`` name the agent's process group and its leader's create
-    time (epoch seconds) so a reaper can refuse a recycled pid.
+    time (epoch seconds) so a reaper can refuse a recycled pid. The token counts are
+    the attempt's own usage (input includes the cached subset), ``None`` when unreported.
     """
 
     step_id: int
@@ -118,6 +119,9 @@ class StepRow:
     meta: str
     started_at: str
     ended_at: str | None
+    input_tokens: int | None
+    cached_input_tokens: int | None
+    output_tokens: int | None
 
 
 @dataclass(frozen=True)

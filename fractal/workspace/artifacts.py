@@ -30,6 +30,8 @@ RUNTIME_ARTIFACTS: tuple[str, ...] = (
     ".fractal/*/.wake",
     ".fractal/*/.launch-env",
     ".fractal/*/config.json.lock",
+    ".fractal/*/.claude/",  # agent homes (workspace.agenthomes): settings, sessions, auth link
+    ".fractal/*/.codex/",
     # Anywhere in a worktree.
     ".*.tmp",
     ".venv",

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r")
     first = run_cli(["init", "--agent", "claude"], repo)
-    assert "initialised tree rooted at main" in first.stderr
+    assert "initialised: tree rooted at main" in first.stderr
     again = run_cli(["init"], repo)
     assert "already initialised" in again.stderr
     config = json.loads((repo / ".fractal" / "main" / "config.json").read_text())

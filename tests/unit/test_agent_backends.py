@@ -1,0 +1,158 @@
+"""The claude and codex backends: exact command lines, reserved environment, provider
+routes, capabilities and the registry (issue 3: Backends, Provider routes)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from fractal.agents.base import (
+    Backend,
+    LaunchRequest,
+    registered,
+    resolve_backend,
+    resolve_route,
+)
+from fractal.agents.claude import ClaudeBackend
+from fractal.agents.codex import CodexBackend
+from fractal.agents.command import CommandBackend
+from fractal.domain.errors import InvalidValue
+
+WT = Path("/nonexistent/wt")
+ND = WT / ".fractal" / "main.a"  # no settings file here: --settings is left out
+
+
+def request(**kw: object) -> LaunchRequest:
+    values: dict[str, object] = {"prompt": "-do it", "worktree": WT, "node_dir": ND}
+    values.update(kw)
+    return LaunchRequest(**values)  # type: ignore[arg-type]
+
+
+CLAUDE_HEAD = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+CODEX_ROUTE = ["-c", 'model_provider="openrouter"',
+               "-c", 'model_providers.openrouter={name="OpenRouter", '
+               'base_url="https://openrouter.ai/api/v1", env_key="OPENROUTER_API_KEY", '
+               'wire_api="responses"}']
+
+
+@pytest.mark.parametrize(("req", "argv"), [
+    (request(new_session="u-1"), [*CLAUDE_HEAD, "--session-id", "u-1", "--", "-do it"]),
+    (request(resume="s-9", new_session="ignored"),
+     [*CLAUDE_HEAD, "--resume", "s-9", "--", "-do it"]),
+    (request(model="sonnet", effort="high", budget_usd=0.25, new_session="u-1"),
+     [*CLAUDE_HEAD, "--model", "sonnet", "--effort", "high", "--max-budget-usd", "0.250000",
+      "--session-id", "u-1", "--", "-do it"]),
+    (request(), [*CLAUDE_HEAD, "--", "-do it"]),
+], ids=["fresh", "resume", "flags", "no-session"])
+def test_claude_argv(req: LaunchRequest, argv: list[str]) -> None:
+    invocation = ClaudeBackend().invocation(req)
+    assert invocation.argv == argv
+    assert invocation.stdin is None  # /dev/null
+
+
+def test_claude_extra_words_follow_the_binary() -> None:
+    argv = ClaudeBackend(["--permission-mode", "acceptEdits"]).invocation(request()).argv
+    assert argv[:3] == ["claude", "--permission-mode", "acceptEdits"] and argv[3] == "-p"
+
+
+@pytest.mark.parametrize(("req", "argv"), [
+    (request(), ["codex", "exec", "--json", "-C", str(WT), "--", "-do it"]),
+    (request(resume="t-1"), ["codex", "exec", "resume", "t-1", "--json", "--", "-do it"]),
+    (request(model="gpt-5.5", effort="high"),
+     ["codex", "exec", "--json", "-C", str(WT), "-m", "gpt-5.5",
+      "-c", 'model_reasoning_effort="high"', "--", "-do it"]),
+    (request(provider="openrouter"),
+     ["codex", "exec", "--json", "-C", str(WT), *CODEX_ROUTE, "--", "-do it"]),
+    (request(resume="t-1", provider="openrouter"),
+     ["codex", "exec", "resume", "t-1", "--json", *CODEX_ROUTE, "--", "-do it"]),
+], ids=["fresh", "resume", "flags", "openrouter", "resume-openrouter"])
+def test_codex_argv(req: LaunchRequest, argv: list[str]) -> None:
+    invocation = CodexBackend().invocation(req)
+    assert invocation.argv == argv
+    assert invocation.stdin is None  # /dev/null: a piped stdin is appended to the prompt
+
+
+def test_codex_extra_words_follow_exec_before_resume() -> None:
+    argv = CodexBackend(["--skip-git-repo-check"]).invocation(request(resume="t")).argv
+    assert argv[:5] == ["codex", "exec", "--skip-git-repo-check", "resume", "t"]
+
+
+ENV = {"OPENROUTER_API_KEY": "sk-or", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+
+
+@pytest.mark.parametrize(("backend", "req", "reserved"), [
+    (ClaudeBackend(), request(),
+     {"CLAUDE_EFFORT": None, "CLAUDE_CODE_EFFORT_LEVEL": None}),
+    (ClaudeBackend(), request(provider="openrouter"),
+     {"CLAUDE_EFFORT": None, "CLAUDE_CODE_EFFORT_LEVEL": None,
+      "ANTHROPIC_BASE_URL": "https://openrouter.ai/api", "ANTHROPIC_AUTH_TOKEN": "sk-or",
+      "ANTHROPIC_API_KEY": ""}),
+    (CodexBackend(), request(), {"CODEX_HOME": str(ND / ".codex")}),
+    (CodexBackend(), request(provider="openrouter"), {"CODEX_HOME": str(ND / ".codex")}),
+], ids=["claude-native", "claude-openrouter", "codex", "codex-openrouter"])
+def test_reserved_env(backend: Backend, req: LaunchRequest,
+                      reserved: dict[str, str | None]) -> None:
+    assert backend.env(req, ENV) == reserved
+
+
+@pytest.mark.parametrize(("backend", "mints", "budget", "soft", "requires"), [
+    (ClaudeBackend(), False, True, signal.SIGINT, True),
+    (CodexBackend(), True, False, None, True),
+    (CommandBackend(["x"], WT), True, False, None, False),
+], ids=["claude", "codex", "command"])
+def test_capabilities(backend: Backend, mints: bool, budget: bool, soft: int | None,
+                      requires: bool) -> None:
+    assert (backend.mints_session, backend.enforces_budget, backend.soft_interrupt,
+            backend.requires_result) == (mints, budget, soft, requires)
+
+
+def test_registry_resolves_the_builtins_and_passes_extra_words() -> None:
+    assert {"claude", "codex"} <= set(registered())
+    backend = resolve_backend("codex --skip-git-repo-check", WT)
+    assert isinstance(backend, CodexBackend) and backend.extra == ["--skip-git-repo-check"]
+    assert isinstance(resolve_backend(None, WT), ClaudeBackend)  # the default agent
+    assert isinstance(resolve_backend("./my-agent", WT), CommandBackend)
+
+
+@pytest.mark.parametrize(("backend", "explicit", "inherited", "route"), [
+    (ClaudeBackend(), None, None, None),
+    (ClaudeBackend(), "openrouter", None, "openrouter"),
+    (CodexBackend(), None, "openrouter", "openrouter"),
+    (CommandBackend(["x"], WT), None, "openrouter", None),  # inherited: dropped
+    (ClaudeBackend(), "", "openrouter", "openrouter"),
+], ids=["none", "explicit", "inherited", "inherited-dropped", "empty-explicit"])
+def test_resolve_route(backend: Backend, explicit: str | None, inherited: str | None,
+                       route: str | None) -> None:
+    assert resolve_route(backend, explicit, inherited) == route
+
+
+@pytest.mark.parametrize(("backend", "supported"), [
+    (ClaudeBackend(), "openrouter"), (CommandBackend(["x"], WT), "none")])
+def test_an_explicit_unsupported_route_is_refused_naming_the_supported_set(
+        backend: Backend, supported: str) -> None:
+    with pytest.raises(InvalidValue, match=rf"provider 'bedrock' .*\(supported: {supported}\)"):
+        resolve_route(backend, "bedrock", None)
+
+
+@pytest.mark.parametrize(("provider", "env", "problem"), [
+    (None, {}, None),
+    ("openrouter", {"OPENROUTER_API_KEY": "k"}, None),
+    ("openrouter", {}, "OPENROUTER_API_KEY"),
+    ("openrouter", {"OPENROUTER_API_KEY": ""}, "OPENROUTER_API_KEY"),
+    ("vertex", {}, "not supported"),
+])
+@pytest.mark.parametrize("make", [ClaudeBackend, CodexBackend], ids=["claude", "codex"])
+def test_preflight(make: type[ClaudeBackend] | type[CodexBackend], provider: str | None,
+                   env: dict[str, str], problem: str | None) -> None:
+    found = make().preflight(provider, env)
+    assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_parsers_follow_the_request() -> None:
+    # codex subtracts the thread's prior usage only when it resumes that thread
+    assert CodexBackend().parser(request(resume="t", prior_usage=(1, 0, 1))).prior == (1, 0, 1)
+    assert CodexBackend().parser(request(prior_usage=(1, 0, 1))).prior is None
+    assert ClaudeBackend().parser(request()).cli_priced
+    assert not ClaudeBackend().parser(request(provider="openrouter")).cli_priced
