@@ -11,12 +11,15 @@ transaction helpers and WAL maintenance come from ``Registry``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import delete, func, select, update
 
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.models import Event, Iteration, Run, Signal, Step
-from fractal.store.registry import CAP_KEYS, Registry, new_id
-from fractal.store.rows import IterationRow, RunRow, SignalRow, StepRow
+from fractal.store.outbox import Outbox
+from fractal.store.registry import CAP_KEYS, new_id
+from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
 from fractal.store.timefmt import utc_now
 
 __all__ = ["CAP_KEYS", "STRANDED_REASON", "Ledger"]
@@ -25,7 +28,7 @@ STRANDED_REASON = "Loop exited abnormally"
 """Reason stamped on rows a crashed loop left open, when the next run opens (ref §3)."""
 
 
-class Ledger(Registry):
+class Ledger(Outbox):
     """Writes and point reads on the tree database at ``db_path`` (created on first use).
 
     ``Ledger(db_path)``; every method raises StoreError when the database cannot be
@@ -98,6 +101,11 @@ class Ledger(Registry):
         """Record the model the iteration's agent served."""
         self._set(Iteration.iter_id, iter_id, {"model": model})
 
+    def iterations_of(self, run_id: int) -> list[IterationRow]:
+        """Every iteration of the run, in order."""
+        return self._all(IterationRow, select(Iteration.__table__).where(
+            Iteration.run_id == run_id).order_by(Iteration.iter_id))
+
     def open_iteration_of(self, run_id: int) -> IterationRow | None:
         """The run's open iteration, newest first, or None."""
         return self._one(IterationRow, select(Iteration.__table__).where(
@@ -118,6 +126,10 @@ class Ledger(Registry):
                   "step_name": step_name, "agent": agent, "model": model, "session": session,
                   "status": "active", "approved": "" if gated else None}
         with self._tx() as conn:
+            if gated:  # an older pending twin of this iteration step is voided (ref §4.6)
+                conn.execute(update(Step).where(
+                    Step.node == node, Step.iter_id == iter_id, Step.step == step,
+                    Step.approved == "").values(approved=None))
             return new_id(conn, Step, {**values, "started_at": utc_now()})
 
     def close_step(self, step_id: int, status: str, exit_code: int | None, reason: str, *,
@@ -195,6 +207,11 @@ class Ledger(Registry):
         with self._tx() as conn:
             return conn.execute(stmt).rowcount == 1
 
+    def pending_approvals(self, node: str) -> list[StepRow]:
+        """The node's gated steps still awaiting approval (``approved`` = ''), oldest first."""
+        return self._all(StepRow, select(Step.__table__).where(
+            Step.node == node, Step.approved == "").order_by(Step.step_id))
+
     def step(self, step_id: int) -> StepRow | None:
         """The step row ``step_id``, or None."""
         return self._one(StepRow, select(Step.__table__).where(Step.step_id == step_id))
@@ -240,6 +257,12 @@ class Ledger(Registry):
                 .values(status=status, exit_code=exit_code))
         with self._tx() as conn:
             return conn.execute(stmt).rowcount == 1
+
+    def events_of(self, node: str, run_id: int, names: Sequence[str]) -> list[EventRow]:
+        """The run's events named in ``names``, oldest first."""
+        return self._all(EventRow, select(Event.__table__).where(
+            Event.node == node, Event.run_id == run_id, Event.event.in_(list(names)))
+            .order_by(Event.event_id))
 
     def add_signal(self, node: str, run_id: int, signal: str, metadata: str = "") -> int:
         """Queue a signal (``pause``, ``finish``, ``stop``, ...) for a run; return signal_id."""

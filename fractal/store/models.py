@@ -1,7 +1,7 @@
 """Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
 
-Six tables: the node registry and the execution ledger (runs > iterations > steps),
-plus events and signals. The ``activity`` view is not a model: migration 0001 creates
+Seven tables: the node registry and the execution ledger (runs > iterations > steps),
+plus events, signals and messages (a node's outbox notices; migration 0003). The ``activity`` view is not a model: migration 0001 creates
 it with raw SQL. Shapes come from the issue and ref §3:
 
 - timestamps are TEXT in the ``timefmt`` format; durations are never stored;
@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import REAL, ForeignKey, Integer, MetaData, Text, text
+from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["NAMING_CONVENTION", "Base", "Event", "Iteration", "Node", "Run", "Signal", "Step"]
+__all__ = ["NAMING_CONVENTION", "Base", "Event", "Iteration", "Message", "Node", "Run", "Signal",
+           "Step"]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -169,5 +170,26 @@ class Signal(Base):
     node: Mapped[str]
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.run_id"), index=True)
     signal: Mapped[str]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
+
+
+class Message(Base):
+    """A notice posted to a node's channel (e.g. ``outbox``: ``run exited: <reason>``).
+
+    ``message_uuid`` is 8 hex characters; ``priority`` 0-10 (10 most urgent).
+    """
+
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_node_channel", "node", "channel"),)
+
+    message_id: Mapped[int] = mapped_column(primary_key=True)
+    message_uuid: Mapped[str] = mapped_column(unique=True)
+    node: Mapped[str]
+    channel: Mapped[str]
+    sender: Mapped[str | None]
+    priority: Mapped[int]
+    subject: Mapped[str]
+    data: Mapped[str]
     meta: Mapped[str] = _meta()
     created_at: Mapped[str]

@@ -16,10 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fractal.errors import StoreError
-from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
+from fractal.store.rows import ActivityRow, MessageRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "last_run", "node_row", "node_rows", "open_steps"]
+__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "last_run", "messages", "node_row", "node_rows",
+           "open_steps", "pending_signals"]
 
 READ_BUSY_TIMEOUT_S = 2.0
 """How long a read waits on a lock (s); WAL readers rarely wait at all."""
@@ -125,3 +126,27 @@ def open_steps(db_path: Path, node: str) -> list[StepRow]:
             "SELECT * FROM steps WHERE node = ? AND ended_at IS NULL ORDER BY step_id", (node,)
         ).fetchall()
     return [build(StepRow, row) for row in rows]
+
+
+def pending_signals(db_path: Path, node: str) -> set[str]:
+    """Names of the signals pending on the node's open run (empty when none is open)."""
+    with _connect(db_path) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT s.signal FROM signals s JOIN runs r ON r.run_id = s.run_id "
+            "WHERE r.node = ? AND r.ended_at IS NULL", (node,)).fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def messages(db_path: Path, node: str | None, channel: str, limit: int | None) -> list[MessageRow]:
+    """Messages on ``channel`` of ``node`` (every node when None), newest first."""
+    sql = "SELECT * FROM messages WHERE channel = ?"
+    params: list[object] = [channel]
+    if node is not None:
+        sql += " AND node = ?"
+        params.append(node)
+    sql += " ORDER BY message_id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(max(limit, 0))
+    with _connect(db_path) as conn:
+        return [build(MessageRow, row) for row in conn.execute(sql, params)]

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActivityRow",
+    "EventRow",
     "IterationRow",
+    "MessageRow",
     "NodeRow",
     "RunRow",
     "SignalRow",
@@ -132,6 +134,39 @@ class SignalRow:
     node: str
     run_id: int
     signal: str
+    meta: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One observability event (``init``, ``pause``, ``resume``, ``commit``, ...)."""
+
+    event_id: int
+    node: str
+    run_id: int | None
+    iter_id: int | None
+    step_id: int | None
+    event: str
+    actor: str | None
+    status: str | None
+    exit_code: int | None
+    meta: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """A notice on a node's channel (``outbox``)."""
+
+    message_id: int
+    message_uuid: str
+    node: str
+    channel: str
+    sender: str | None
+    priority: int
+    subject: str
+    data: str
     meta: str
     created_at: str
 

@@ -57,7 +57,7 @@ def test_0002_upgrades_a_0001_database_keeping_its_rows(tmp_path: Path) -> None:
         conn.execute("INSERT INTO runs (node, status, started_at) VALUES ('n', 'active', 't')")
         conn.execute("INSERT INTO steps (node, run_id, step, step_name, status, started_at) "
                      "VALUES ('n', 1, 1, 'A', 'active', 't')")
-    command.upgrade(cfg, "head")
+    command.upgrade(cfg, "0002")
     assert current_revision(db) == "0002"
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT step_name, input_tokens, output_tokens FROM steps"

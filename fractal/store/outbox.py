@@ -1,0 +1,40 @@
+"""Messages: notices a node posts to its channels (issue 4: every exited run posts
+``run exited: <reason>`` with priority 7 to its outbox)."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+
+from fractal.store.models import Message
+from fractal.store.registry import Registry, new_id
+from fractal.store.rows import MessageRow
+from fractal.store.timefmt import utc_now
+
+OUTBOX = "outbox"
+
+
+class Outbox(Registry):
+    """Posting and reading channel messages on the tree database."""
+
+    def post_message(self, node: str, subject: str, data: str = "", *,
+                     channel: str = OUTBOX, sender: str | None = None,
+                     priority: int = 5) -> str:
+        """Post a message to ``node``'s ``channel``; return its 8-hex uuid.
+
+        ``priority`` is clamped to 0-10 (10 most urgent).
+        """
+        mid = uuid.uuid4().hex[:8]
+        with self._tx() as conn:
+            new_id(conn, Message, {
+                "message_uuid": mid, "node": node, "channel": channel,
+                "sender": sender or node, "priority": max(0, min(10, priority)),
+                "subject": subject, "data": data, "created_at": utc_now()})
+        return mid
+
+    def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
+        """The channel's messages, newest first."""
+        return self._all(MessageRow, select(Message.__table__).where(
+            Message.node == node, Message.channel == channel)
+            .order_by(Message.message_id.desc()))
