@@ -87,6 +87,16 @@ class RunState:
     last_iter_ok: bool = True
     timed_out: bool = False
     max_iters_reached: bool = False
+    reserve: bool = False  # reserve mode for this iteration (seed: Reserve mode)
+    stopped: bool = False  # a stop signal ended the run
+    finish_drained: bool = False  # a finish signal ended the run, children drained
+    crash_reason: str | None = None  # what ended a run that no other rule explains
+    #: The iteration a resume re-enters: RESUME.md joins its prompts (seed: modes).
+    resume_iteration: bool = False
+    #: First step position to run in the re-entered iteration (1: all of them).
+    resume_position: int = 1
+    #: step_id of a gate parked mid-wait and still unapproved: wait again, don't rerun.
+    resume_gate: int | None = None
 
 
 def monotonic_to_epoch(deadline: float | None) -> float | None:

@@ -13,12 +13,15 @@ from fractal.domain.errors import StepFileError
 from fractal.domain.frontmatter import parse_frontmatter
 from fractal.domain.outcome import Status, clip_reason
 from fractal.domain.render import iter_label
+from fractal.domain.signals import Signal
 from fractal.domain.steps import discover_steps
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.runtime import commands
 from fractal.runtime.context import Boot, RunState
+from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
+from fractal.runtime.steering import Park, Steering
 from fractal.runtime.steprunner import StepPlan, StepResult, StepRunner
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
@@ -40,6 +43,7 @@ class IterationResult:
     reason: str
     setup_failed: bool = False
     discovery_failed: bool = False
+    stopped: bool = False
 
 
 def load_plans(steps_dir: Path) -> list[StepPlan]:
@@ -65,40 +69,55 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
 
 
 class IterationRunner:
-    """Runs one iteration of the run in ``state`` and records it."""
+    """Runs one iteration of the run in ``state`` and records it. Raises Park (a pause:
+    the iteration row stays open, nothing is committed) and RunAbort."""
 
     def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
-                 waker: Waker) -> None:
+                 waker: Waker, steering: Steering) -> None:
         self.boot = boot
         self.state = state
         self.ledger = ledger
         self.reporter = reporter
-        self.steps = StepRunner(boot, state, ledger, reporter, waker)
+        self.waker = waker
+        self.steering = steering
+        self.steps = StepRunner(boot, state, ledger, reporter, waker, steering)
 
-    def run(self) -> IterationResult:
-        """Open, run and close the next iteration. Raises RunAbort."""
+    def run(self, adopted_iter_id: int | None = None) -> IterationResult:
+        """Open (or, on a resume, re-enter ``adopted_iter_id``), run and close the next
+        iteration. Raises Park, RunAbort."""
         boot, state = self.boot, self.state
-        state.iteration += 1
-        state.iter_started = time.monotonic()
-        state.iter_timestamp = utc_now()
-        state.iter_deadline = iteration_deadline(state.iter_started, boot.iter_timeout,
-                                                 boot.interval)
-        if not boot.detached:
-            state.sessions.clear()
-        state.iter_id = self.ledger.open_iteration(
-            boot.paths.branch, state.run_id, state.iteration, agent=boot.agent_setting,
-            model=state.live.model)
+        if adopted_iter_id is None:
+            state.iteration += 1
+            state.iter_started = time.monotonic()
+            state.iter_timestamp = utc_now()
+            state.iter_deadline = iteration_deadline(state.iter_started, boot.iter_timeout,
+                                                     boot.interval)
+            if not boot.detached:
+                state.sessions.clear()
+            state.iter_id = self.ledger.open_iteration(
+                boot.paths.branch, state.run_id, state.iteration, agent=boot.agent_setting,
+                model=state.live.model)
+        else:
+            state.iter_id = adopted_iter_id
         title = f"Iteration {iter_label(state.iteration, state.live.max_iters)}"
-        self.reporter.banner_open(f"{title} at {state.iter_timestamp}", major=True)
+        resumed = " (resumed)" if adopted_iter_id is not None else ""
+        self.reporter.banner_open(f"{title}{resumed} at {utc_now()}", major=True)
         try:
             result = self._body()
         except RunAbort as exc:
             self.ledger.close_iteration(state.iter_id, Status.FAILED.value, 1, clip_reason(str(exc)))
             raise
-        status = Status.COMPLETED if result.ok else Status.FAILED
-        self.ledger.close_iteration(state.iter_id, status.value, 0 if result.ok else 1,
-                                    clip_reason(result.reason))
-        outcome = "completed" if result.ok else f"failed: {result.reason}"
+        finally:
+            state.resume_iteration = False
+            state.resume_position = 1
+            state.resume_gate = None
+        if result.stopped:
+            status, code = Status.STOPPED, 0
+        else:
+            status, code = (Status.COMPLETED, 0) if result.ok else (Status.FAILED, 1)
+        self.ledger.close_iteration(state.iter_id, status.value, code, clip_reason(result.reason))
+        outcome = {Status.COMPLETED: "completed", Status.STOPPED: "stopped"}.get(
+            status, f"failed: {result.reason}")
         self.reporter.banner_close(title, outcome, time.monotonic() - state.iter_started, major=True)
         return result
 
@@ -116,16 +135,46 @@ class IterationRunner:
             self._backstop("auto", "")
             return IterationResult(False, str(exc), discovery_failed=True)
         node_md = self._node_md()
+        start = self.state.resume_position
         for index, plan in enumerate(plans):
-            if self.boot.sync:
-                sync = self.steps.run_sync(plan, node_md)
-                if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
-                    return self._fail(plans[index:], "SYNC", sync)
-            result = self.steps.run_step(plan, node_md)
+            if plan.file.position < start:
+                continue  # done before the pause (a resume re-enters where it stopped)
+            signal = self.steering.check(allow_finish=False, allow_stop=index > 0)
+            if signal is Signal.PAUSE:
+                raise Park(f"before {plan.file.name}")
+            if signal is Signal.STOP:
+                self._backstop("stopped", f"Stopped before {plan.file.name}.")
+                return IterationResult(True, "Stopped by request", stopped=True)
+            if self.state.resume_gate is not None and plan.file.position == start:
+                result = self.steps.resume_gate(plan, node_md)
+            else:
+                if index == len(plans) - 1 and self.steering.finish_requested:
+                    self._drain(node_md)
+                if self.boot.sync:
+                    sync = self.steps.run_sync(plan, node_md)
+                    if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
+                        return self._fail(plans[index:], "SYNC", sync)
+                result = self.steps.run_step(plan, node_md)
+            if result.stopped:
+                self._backstop("stopped", f"Stopped while {plan.file.name} awaited approval.")
+                return IterationResult(True, "Stopped by request", stopped=True)
             if result.outcome.status is not Status.COMPLETED:
                 return self._fail(plans[index + 1:], plan.file.name, result)
         self._backstop("auto", "")
         return IterationResult(True, "")
+
+    def _drain(self, node_md: str) -> None:
+        """A finish drains the children before the last step; the iteration deadline is
+        cleared for it, the run wall still bounds it (seed: Time limits)."""
+        self.state.iter_deadline = None
+        self.reporter.notice("finish requested: waiting for the children to finish")
+        end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
+                             waker=self.waker, deadline=self.state.run_deadline,
+                             window=float(self.state.live.wait),
+                             sync=(lambda: self.steps.run_wait_sync(None, node_md))
+                             if self.boot.sync else None)
+        if end is WaitEnd.PAUSED:
+            raise Park("while draining children")
 
     def _fail(self, not_run: list[StepPlan], name: str, result: StepResult) -> IterationResult:
         outcome = result.outcome

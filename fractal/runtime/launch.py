@@ -87,6 +87,12 @@ class Attempt:
     err_snapshot: Path
     retry: bool = False
     gated: bool = False
+    #: Asked on every wake while the agent runs; True aborts it as a pause (seed: pause).
+    should_pause: Callable[[], bool] | None = None
+    #: Leave a successful row open (an approval gate closes it after the wait).
+    hold_open: bool = False
+    #: A waiting SYNC: a failure is recorded ``completed``, named in the metadata.
+    lenient: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,11 +156,15 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
     trace("open", step_id, opened_ns)
 
     def finish(outcome: StepOutcome, collector: Collector | None, launched: bool) -> AttemptResult:
+        if attempt.lenient and outcome.status in (Status.FAILED, Status.EXITED):
+            outcome = StepOutcome(Status.COMPLETED, outcome.exit_code,
+                                  f"sync failed (exit {outcome.exit_code})")
         reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
         outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
         cost = collector.cost if collector else None
-        ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
-                          cost=0.0 if not launched and cost is None else None)
+        if not (attempt.hold_open and outcome.status is Status.COMPLETED):
+            ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
+                              cost=0.0 if not launched and cost is None else None)
         trace("closed", step_id)
         if outcome.status in (Status.FAILED, Status.EXITED) and launched:
             _snapshot(attempt.err_path, attempt.err_snapshot)
@@ -202,17 +212,23 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
 
     threading.Thread(target=_wait_exit, daemon=True, name="fractal-wait").start()
     try:
-        timed_out, lingered = _supervise(attempt, launched, collector, exited, waker, started)
+        timed_out, lingered, paused = _supervise(attempt, launched, collector, exited, waker,
+                                                 started)
     except BaseException:
         # The supervisor is being torn down (a signal, a bug): never leave the group behind.
         processes.kill_group(handle, grace=kill_grace())
         raise
     exited.wait(2.0)  # the group is gone; let the waiter collect the exit status
     _drain(pump, marker, step_id)
-    outcome = judge_launch(backend, collector.result, launched.popen.returncode,
-                           timed_out=timed_out, lingered=lingered,
-                           stream_error=pump.stream_error,
-                           stderr_tail=_stderr_tail(attempt.err_path))
+    if paused:  # ref §4.4: a pause that races the deadline is still a pause
+        code = launched.popen.returncode
+        outcome = StepOutcome(Status.PAUSED, 0 if code is None else exit_code_from_returncode(code),
+                              "")
+    else:
+        outcome = judge_launch(backend, collector.result, launched.popen.returncode,
+                               timed_out=timed_out, lingered=lingered,
+                               stream_error=pump.stream_error,
+                               stderr_tail=_stderr_tail(attempt.err_path))
     return finish(outcome, collector, True)
 
 
@@ -254,31 +270,39 @@ def _overlay(env: dict[str, str], changes: Mapping[str, str | None]) -> None:
 
 
 def _supervise(attempt: Attempt, launched: processes.Launched, collector: Collector,
-               exited: threading.Event, waker: Waker, started: float) -> tuple[bool, bool]:
-    """Wait for the agent to exit, enforcing the step limit and the final-event grace.
+               exited: threading.Event, waker: Waker,
+               started: float) -> tuple[bool, bool, bool]:
+    """Wait for the agent to exit, enforcing the step limit, the final-event grace and a
+    pause.
 
-    Returns (timed_out, lingered): lingered means we ended a group that had already
-    printed its final event, so the step is recorded by that event.
+    Returns (timed_out, lingered, paused): lingered means we ended a group that had
+    already printed its final event, so the step is recorded by that event; paused that
+    a pause aborted it (only its group is ended; seed: pause).
     """
     handle = launched.handle
     deadline = None if attempt.limit is None else started + attempt.limit
     grace = kill_grace()
     while not exited.is_set():
+        if attempt.should_pause is not None and attempt.should_pause():
+            collector.reporter.notice("pause requested: ending the agent's process group")
+            processes.kill_group(handle, grace=grace, soft_signal=attempt.backend.soft_interrupt,
+                                 soft_grace=SOFT_INTERRUPT_GRACE)
+            return False, False, True
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             processes.kill_group(handle, grace=grace, soft_signal=attempt.backend.soft_interrupt,
                                  soft_grace=SOFT_INTERRUPT_GRACE)
-            return True, False
+            return True, False, False
         if collector.result_at is not None and now - collector.result_at >= FINAL_EVENT_GRACE:
             collector.reporter.notice(
                 "agent printed its final event but did not exit; ending its group")
             processes.kill_group(handle, grace=grace)
-            return False, True
+            return False, True, False
         waits = [t for t in (None if deadline is None else deadline - now,
                              None if collector.result_at is None
                              else collector.result_at + FINAL_EVENT_GRACE - now) if t is not None]
         waker.wait(min(waits) if waits else None)
-    return False, False
+    return False, False, False
 
 
 def _drain(pump: StreamPump, marker: str, step_id: int) -> None:

@@ -19,11 +19,15 @@ from fractal.agents.base import Backend, binary_available, resolve_backend, reso
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import RunEnd, RunFacts, Status, clip_reason, decide_run_end
-from fractal.domain.walls import pacing_delay, time_budget_label
+from fractal.domain.signals import credited_deadline, paused_seconds
+from fractal.domain.walls import time_budget_label
 from fractal.runtime import processes
+from fractal.runtime.adopt import adopt, save_sessions
 from fractal.runtime.context import Boot, RunState
-from fractal.runtime.iteration import IterationRunner, RunAbort, backstop, load_plans
+from fractal.runtime.iteration import RunAbort, backstop, load_plans
 from fractal.runtime.pane import Reporter
+from fractal.runtime.runloop import CRASH_LOOP, RunLoop
+from fractal.runtime.steering import Park, Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, parent_of
@@ -32,7 +36,7 @@ from fractal.workspace.nodedir import read_config
 
 log = logging.getLogger(__name__)
 
-CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run (seed: setup)
+EXIT_NOTICE_PRIORITY = 7  # every exited run posts to the node's outbox (issue 4)
 
 
 class Interrupted(BaseException):
@@ -83,16 +87,18 @@ class Supervisor:
         self.ledger = Ledger(paths.tree.db_path)
         self.waker = Waker()
         self.state: RunState | None = None
+        self.steering: Steering | None = None
 
     # -- entry --------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Boot, run iterations until the run ends, finalize. Never raises."""
+        """Boot, run iterations until the run ends (or parks), finalize. Never raises."""
         node = self.paths.branch
-        if not self.ledger.compare_and_set_status(node, {Status.IDLE.value}, Status.ACTIVE.value):
+        expected = Status.PAUSED if self.options.resume_mode else Status.IDLE
+        if not self.ledger.compare_and_set_status(node, {expected.value}, Status.ACTIVE.value):
             row = self.ledger.node(node)
             self.reporter.warning(f"node {node} is {row.status if row else 'unregistered'}, "
-                                  "not idle; this supervisor will not run it")
+                                  f"not {expected.value}; this supervisor will not run it")
             return 1
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, _raise_interrupted)
@@ -101,6 +107,8 @@ class Supervisor:
         self.waker.watch(self.paths.node_dir)
         try:
             return self._run()
+        except Park as exc:
+            return self._park(str(exc))
         except Interrupted as exc:
             self._interrupted(exc)
             return 128 + exc.signum
@@ -115,29 +123,103 @@ class Supervisor:
         launch_env = load_launch_env(self.paths.launch_env_path)
         os.environ.update(launch_env)  # the run behaves as if started from the caller's shell
         config, problem = self._read_boot_config()
+        if self.options.resume_mode:
+            return self._resume(config, problem, launch_env)
         parent = parent_of(self.paths.branch)
         parent_run = self.ledger.active_run_id(parent) if parent else None
-        run_id = self.ledger.open_run(self.paths.branch, agent=config.agent if config else None,
+        run_id = self.ledger.open_run(self.paths.branch, agent=self._agent_of(config),
                                       max_cost=config.max_cost if config else None,
                                       parent_run_id=parent_run)
         self.reporter.banner_open(f"Run {run_id} of {self.paths.branch} at "
                                   f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
                                   major=True)
+        self.state = RunState(run_id=run_id, live=config) if config else None
         try:
             if config is None:
                 raise RunAbort(problem)
             boot = self._preflight(config, launch_env)
         except RunAbort as exc:
             return self._abort(run_id, str(exc))
-        state = RunState(run_id=run_id, live=config)
+        assert self.state is not None
+        state = self.state
         if boot.run_timeout is not None:
             state.run_deadline = time.monotonic() + boot.run_timeout
+        return self._loop(boot, state, None)
+
+    def _loop(self, boot: Boot, state: RunState, adopted_iter_id: int | None) -> int:
+        steering = Steering(self.ledger, state.run_id)
+        self.steering = steering
+        if self._latched():
+            raise Park("the tree is paused (fractal resume lifts it)")
+        loop = RunLoop(boot, state, self.ledger, self.reporter, self.waker, steering)
+        try:
+            loop.run(adopted_iter_id)
+        except RunAbort as exc:
+            return self._abort(state.run_id, str(exc))
+        self._finalize(boot, state)
+        return 0
+
+    def _resume(self, config: NodeConfig | None, problem: str, launch_env: dict[str, str]) -> int:
+        """Adopt the parked run (ref §4.9). A preflight failure parks it again, so a fixed
+        environment can resume once more."""
+        plan = adopt(self.ledger, self.paths.branch, self.paths.session_path)
+        if plan is None:
+            self.reporter.warning("no parked run to resume")
+            self.ledger.set_node_status(self.paths.branch, Status.EXITED.value)
+            return 1
+        self.reporter.banner_open(f"Run {plan.run_id} of {self.paths.branch} resumed at "
+                                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
+                                  major=True)
+        Steering(self.ledger, plan.run_id).clear_pause()
+        if config is None:
+            raise Park(f"again: {problem}")
+        state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
+                         sessions=dict(plan.sessions))
         self.state = state
         try:
-            self._iterate(boot, state)
+            boot = self._preflight(config, launch_env)
         except RunAbort as exc:
-            return self._abort(run_id, str(exc))
-        self._finalize(boot, state)
+            self.reporter.warning(f"cannot resume: {exc}")
+            raise Park(f"again: {exc}") from None
+        now = time.time()
+        run_end = credited_deadline(plan.run_started, boot.run_timeout,
+                                    paused_seconds(plan.spans, plan.run_started, now))
+        state.run_deadline = None if run_end is None else time.monotonic() + (run_end - now)
+        if plan.iter_id is not None and plan.iter_started is not None:
+            state.iter_id = plan.iter_id
+            state.resume_iteration = True
+            state.resume_position = plan.resume_position
+            state.resume_gate = plan.pending_gate.step_id if plan.pending_gate else None
+            iter_end = credited_deadline(plan.iter_started, boot.iter_timeout or boot.interval,
+                                         paused_seconds(plan.spans, plan.iter_started, now))
+            state.iter_deadline = None if iter_end is None else \
+                time.monotonic() + (iter_end - now)
+            state.iter_started = time.monotonic() - (now - plan.iter_started)
+        return self._loop(boot, state, plan.iter_id)
+
+    def _agent_of(self, config: NodeConfig | None) -> str | None:
+        """The agent setting the run uses: the node's, else the tree's default."""
+        if config is not None and config.agent:
+            return config.agent
+        value = self.paths.tree.root_config().get("agent")
+        return value if isinstance(value, str) else None
+
+    def _latched(self) -> bool:
+        return (self.paths.tree.data_dir / ".paused").exists()
+
+    def _park(self, where: str) -> int:
+        """Park the run (seed: a pause is not an end): rows stay open, nothing is
+        committed, the node is ``paused``, the pane exits."""
+        state = self.state
+        if state is not None:
+            save_sessions(self.paths.session_path, state.sessions)
+        run = self.ledger.open_run_of(self.paths.branch)
+        self.ledger.set_node_status(self.paths.branch, Status.PAUSED.value)
+        self.ledger.add_event(self.paths.branch, "pause", actor="loop", status="completed",
+                              metadata="parked", run_id=run.run_id if run else None,
+                              iter_id=state.iter_id if state else None)
+        self.reporter.banner_open(f"Run paused {where}; `fractal node resume "
+                                  f"{self.paths.branch}` continues it", major=True)
         return 0
 
     # -- boot ---------------------------------------------------------------------------
@@ -195,45 +277,16 @@ class Supervisor:
         self.ledger.close_run(run_id, Status.EXITED.value, 1, reason)
         self.ledger.close_open(self.paths.branch, Status.EXITED.value, reason)
         self.ledger.set_node_status(self.paths.branch, Status.EXITED.value)
+        self._notify_exit(reason)
         return 1
 
-    # -- iterate ------------------------------------------------------------------------
-
-    def _iterate(self, boot: Boot, state: RunState) -> None:
-        runner = IterationRunner(boot, state, self.ledger, self.reporter, self.waker)
-        while True:
-            self._refresh_live(state)
-            if state.live.max_iters is not None and state.iteration >= state.live.max_iters:
-                state.max_iters_reached = True
-                return
-            if state.run_deadline is not None and time.monotonic() >= state.run_deadline:
-                state.timed_out = True
-                return
-            result = runner.run()
-            state.last_iter_ok = result.ok
-            state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
-            state.discovery_failures = (state.discovery_failures + 1
-                                        if result.discovery_failed else 0)
-            if state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP:
-                return
-            self._pace(boot, state)
-
-    def _refresh_live(self, state: RunState) -> None:
+    def _notify_exit(self, reason: str) -> None:
+        """Every exited run posts ``run exited: <reason>`` (priority 7) to the outbox."""
         try:
-            raw = read_config(self.paths.config_path)
-            state.live = parse_config(raw, source=str(self.paths.config_path))
+            self.ledger.post_message(self.paths.branch, clip_reason(f"run exited: {reason}"),
+                                     reason, priority=EXIT_NOTICE_PRIORITY)
         except FractalError as exc:
-            self.reporter.warning(f"config.json edit ignored, keeping the previous values: {exc}")
-
-    def _pace(self, boot: Boot, state: RunState) -> None:
-        delay = pacing_delay(time.monotonic(), state.iter_started, boot.interval, boot.sleep,
-                             state.run_deadline)
-        if delay <= 0:
-            return
-        self.reporter.notice(f"sleeping {round(delay)}s before the next iteration")
-        end = time.monotonic() + delay
-        while (left := end - time.monotonic()) > 0:
-            self.waker.wait(left)
+            log.warning("could not post the exit notice: %s", exc)
 
     # -- the end ------------------------------------------------------------------------
 
@@ -250,21 +303,29 @@ class Supervisor:
         return RunFacts(
             run_id=state.run_id, last_iter=state.iteration, max_iters=state.live.max_iters,
             budget_reason=None, setup_aborted=setup_abort, setup_failures=state.setup_failures,
-            finish_drained=False, timed_out=state.timed_out,
+            finish_drained=state.finish_drained, timed_out=state.timed_out,
             walls_label=time_budget_label(boot.run_timeout, boot.iter_timeout,
                                           state.live.step_timeout),
-            stopped=False, last_iter_ok=state.last_iter_ok)
+            stopped=state.stopped, last_iter_ok=state.last_iter_ok,
+            crash_reason=state.crash_reason)
 
     def _close(self, run_id: int, end: RunEnd) -> None:
         self.ledger.close_run(run_id, end.run_status.value, end.exit_code, end.reason)
         self.ledger.set_node_status(self.paths.branch, end.node_status.value)
+        if end.run_status is Status.EXITED:
+            self._notify_exit(end.reason)
         self.reporter.banner_open(f"Run {run_id} {end.run_status.value} (exit {end.exit_code}): "
                                   f"{end.reason}", major=True)
 
     def _interrupted(self, exc: Interrupted) -> None:
         name = signal.Signals(exc.signum).name
-        self.reporter.warning(f"received {name}; saving work and closing the run")
         state = self.state
+        killed = self.steering.killed() if self.steering is not None else None
+        if killed is not None:  # `fractal node kill`: close as killed, commit nothing
+            self.reporter.warning(f"{killed}; closing the run")
+            self.ledger.close_open(self.paths.branch, Status.KILLED.value, killed)
+            return
+        self.reporter.warning(f"received {name}; saving work and closing the run")
         if state is not None and state.iteration:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} "
@@ -281,6 +342,7 @@ class Supervisor:
             if row is not None and row.status == Status.ACTIVE.value:
                 self.ledger.close_open(node, Status.EXITED.value, "Loop exited abnormally")
                 self.ledger.set_node_status(node, Status.EXITED.value)
+                self._notify_exit("Loop exited abnormally")
             self.ledger.set_supervisor(node, None, None)
             self.ledger.checkpoint()
         except Exception:

@@ -1,0 +1,82 @@
+"""Approval gates from the parent's side: ``node approve`` and ``node pending``
+(seed: "Approval gates"; ref §4.6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.outcome import Status
+from fractal.lifecycle.steer import Refused, actor_of
+from fractal.lifecycle.targets import subtree_target, target_node
+from fractal.runtime.waker import touch_wake
+from fractal.store.ledger import Ledger
+from fractal.store.rows import StepRow
+from fractal.tree import caller_branch, parent_of
+
+_WAITING = (Status.ACTIVE.value, Status.PAUSED.value)
+
+
+@dataclass(frozen=True)
+class Approved:
+    """The gate that was released."""
+
+    branch: str
+    step_id: int
+    step_name: str
+
+
+def gated_steps(ledger: Ledger, branch: str) -> list[StepRow]:
+    """``branch``'s steps awaiting approval on an active or paused node, oldest first."""
+    row = ledger.node(branch)
+    if row is None or row.status not in _WAITING:
+        return []
+    return [s for s in ledger.pending_approvals(branch) if s.status in _WAITING]
+
+
+def approve(cwd: Path, name: str, step_id: int | None = None) -> Approved:
+    """Release ``name``'s gated step (default: its pending one). Only its direct parent,
+    or the operator at the root, may approve; the first approval wins. Raises Refused."""
+    tree, branch = target_node(cwd, name)
+    ledger = Ledger(tree.db_path)
+    caller = caller_branch(cwd, tree)
+    actor = actor_of(cwd, tree)
+    if caller != tree.root and caller != parent_of(branch):
+        why = f"only {parent_of(branch)} (the parent) or the operator may approve {branch}"
+        ledger.add_event(branch, "approve", actor=actor, status="failed", metadata=f"refused: {why}")
+        raise Refused(why)
+    pending = gated_steps(ledger, branch)
+    if step_id is None:
+        if not pending:
+            raise Refused(f"node {branch} has no step awaiting approval")
+        target = pending[-1]
+    else:
+        matches = [s for s in pending if s.step_id == step_id]
+        if not matches:
+            raise Refused(f"step {step_id} of {branch} is not awaiting approval")
+        target = matches[0]
+    if not ledger.approve_step(target.step_id):
+        raise Refused(f"step {target.step_id} of {branch} was already approved")
+    ledger.add_event(branch, "approve", actor=actor, status="completed",
+                     metadata=f"step {target.step_id} ({target.step_name})",
+                     run_id=target.run_id, iter_id=target.iter_id, step_id=target.step_id)
+    if caller != tree.root:
+        ledger.add_event(caller, "approve", actor=actor, status="completed",
+                         metadata=f"approved {branch} step {target.step_id} ({target.step_name})")
+    touch_wake(tree.node(branch).node_dir)
+    return Approved(branch, target.step_id, target.step_name)
+
+
+def pending(cwd: Path, name: str | None) -> list[dict[str, object]]:
+    """Rows ``branch, step_id, step, step_name`` for the direct children of ``name``
+    (default: the caller's node; the root's children at the root) awaiting approval."""
+    tree, top = subtree_target(cwd, name)
+    ledger = Ledger(tree.db_path)
+    out: list[dict[str, object]] = []
+    for row in ledger.nodes():
+        if parent_of(row.node) != top:
+            continue
+        for step in gated_steps(ledger, row.node):
+            out.append({"branch": row.node, "step_id": step.step_id, "step": step.step,
+                        "step_name": step.step_name})
+    return out

@@ -1,0 +1,88 @@
+"""``fractal node resume``: relaunch parked loops, deepest first (ref §1.4, §4.9).
+
+The relaunched supervisor adopts the open run: same run id, iteration count and
+budgets, re-entering the interrupted step. A node still parking (active with a pause
+pending) has its pause withdrawn instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fractal.domain.outcome import Status
+from fractal.domain.signals import Signal
+from fractal.lifecycle.host import await_boot, host
+from fractal.lifecycle.latch import latched, paused_ancestor
+from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
+from fractal.lifecycle.targets import subtree_target
+from fractal.runtime.waker import touch_wake
+from fractal.store.ledger import Ledger
+from fractal.tree import Tree
+from fractal.workspace.nodedir import file_lock
+
+
+def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signalled:
+    """Resume one node: withdraw a pending pause, or relaunch a parked supervisor."""
+    paths = tree.node(branch)
+    with file_lock(tree.lock_path):
+        row = ledger.node(branch)
+        status = row.status if row else "unregistered"
+        run = ledger.open_run_of(branch)
+        if status == Status.ACTIVE.value and run is not None and any(
+                s.signal == Signal.PAUSE.value for s in ledger.signals(run.run_id)):
+            ledger.delete_signals(run.run_id, Signal.PAUSE.value)
+            ledger.add_event(branch, "resume", actor=actor, status="completed",
+                             metadata="pending pause withdrawn", run_id=run.run_id)
+            touch_wake(paths.node_dir)
+            return Signalled(branch, True, f"withdrew the pending pause of {branch}")
+        if status != Status.PAUSED.value or run is None:
+            why = f"node {branch} is {status}; resume needs a paused node"
+            ledger.add_event(branch, "resume", actor=actor, status="failed",
+                             metadata=f"refused: {why}")
+            return Signalled(branch, False, why)
+        try:
+            hosted = host(paths, ledger, resume_mode=True)
+        except Exception as exc:
+            ledger.add_event(branch, "resume", actor=actor, status="failed",
+                             metadata=f"refused: {exc}", run_id=run.run_id)
+            return Signalled(branch, False, str(exc))
+        ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
+    await_boot(paths, ledger, hosted, from_status=Status.PAUSED.value)
+    return Signalled(branch, True, f"resumed {branch} (run {run.run_id})")
+
+
+def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[Signalled]:
+    """Resume ``name`` (default: the caller's node) and its paused descendants, deepest
+    first. Refused under a paused ancestor or while the tree is latched (unless
+    ``lifting_latch``: ``fractal resume`` itself). Raises Refused for the named node."""
+    tree, top = subtree_target(cwd, name)
+    ledger = Ledger(tree.db_path)
+    actor = actor_of(cwd, tree)
+    if latched(tree) and not lifting_latch:
+        raise Refused(f"the tree {tree.root} is paused; `fractal resume` lifts the brake")
+    if top != tree.root:
+        ancestor = paused_ancestor(tree, ledger, top)
+        if ancestor is not None:
+            raise Refused(f"ancestor {ancestor} is paused; resume it instead")
+    members = descendants(ledger, top, tree)
+    if top != tree.root:
+        members = [top, *members]
+    rows = {r.node: r.status for r in ledger.nodes()}
+    wanted = [b for b in members if rows.get(b) in (Status.PAUSED.value, Status.ACTIVE.value)]
+    results: list[Signalled] = []
+    for branch in sorted(wanted, key=lambda b: -b.count(".")):
+        if rows.get(branch) == Status.ACTIVE.value and not _pause_pending(ledger, branch):
+            continue
+        result = resume_node(tree, ledger, branch, actor=actor)
+        results.append(result)
+        if branch == top and not result.ok:
+            raise Refused(result.message)
+    if top != tree.root and not any(r.branch == top for r in results):
+        raise Refused(f"node {top} is {rows.get(top, 'unregistered')}; resume needs a paused node")
+    return results
+
+
+def _pause_pending(ledger: Ledger, branch: str) -> bool:
+    run = ledger.open_run_of(branch)
+    return run is not None and any(s.signal == Signal.PAUSE.value
+                                   for s in ledger.signals(run.run_id))

@@ -1,0 +1,117 @@
+"""Resume adoption: pick up a parked run where it stopped (seed: "How a run ends" — a
+pause is not an end; ref §4.9).
+
+The resumed supervisor keeps the run id, the iteration count and the budgets, re-enters
+the interrupted step of the open iteration (or starts the next iteration when the park
+fell between iterations), and credits the parked time back to the run and iteration
+deadlines. The continuous-mode session map comes back from ``<node_dir>/.session``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fractal.domain.outcome import Status
+from fractal.domain.signals import PauseSpan
+from fractal.store.ledger import Ledger
+from fractal.store.rows import StepRow
+from fractal.store.timefmt import to_epoch
+from fractal.workspace.nodedir import write_atomic
+
+log = logging.getLogger(__name__)
+
+AWAITING_APPROVAL = "awaiting approval"
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """The parked run to continue. Instants are epoch seconds."""
+
+    run_id: int
+    run_started: float
+    iteration: int  # the last iteration number opened in the run (0: none)
+    iter_id: int | None  # the open iteration to re-enter, if any
+    iter_started: float | None
+    resume_position: int  # first step position to run in the re-entered iteration (1-based)
+    pending_gate: StepRow | None  # an unapproved gate parked mid-wait: wait again, don't rerun
+    spans: list[PauseSpan] = field(default_factory=list)
+    sessions: dict[str, str] = field(default_factory=dict)
+
+
+def resume_position(steps: list[StepRow]) -> tuple[int, StepRow | None]:
+    """(first position to run, a gate parked while awaiting approval and still unapproved).
+
+    Completed work steps count as done; a gate parked ``awaiting approval`` counts as
+    done when it was approved while parked (ref §4.6); SYNC rows never count.
+    """
+    done = 0
+    gate: StepRow | None = None
+    for step in steps:
+        if step.step_name == "SYNC":
+            continue
+        if step.status == Status.COMPLETED.value:
+            done = max(done, step.step)
+        elif step.status == Status.PAUSED.value and step.meta.startswith(AWAITING_APPROVAL):
+            if step.approved:
+                done = max(done, step.step)
+                gate = None
+            else:
+                gate = step
+    if gate is not None and gate.step <= done:
+        gate = None
+    return done + 1, gate
+
+
+def load_sessions(path: Path) -> dict[str, str]:
+    """The saved continuous-mode session map (empty when missing or unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+
+
+def save_sessions(path: Path, sessions: dict[str, str]) -> None:
+    """Persist the session map atomically (read back by a resume)."""
+    try:
+        write_atomic(path, json.dumps(sessions, sort_keys=True) + "\n")
+    except OSError as exc:
+        log.warning("could not save the session map %s: %s", path, exc)
+
+
+def adopt(ledger: Ledger, node: str, session_path: Path) -> Adoption | None:
+    """The adoption plan for ``node``'s open run, or None when there is no open run."""
+    run = ledger.open_run_of(node)
+    if run is None:
+        return None
+    iterations = ledger.iterations_of(run.run_id)
+    last = iterations[-1] if iterations else None
+    spans = pause_spans(ledger, node, run.run_id)
+    sessions = load_sessions(session_path)
+    if last is None or last.ended_at is not None:
+        return Adoption(run.run_id, to_epoch(run.started_at), last.iter if last else 0, None,
+                        None, 1, None, spans, sessions)
+    position, gate = resume_position(ledger.steps_of_iteration(last.iter_id))
+    return Adoption(run.run_id, to_epoch(run.started_at), last.iter, last.iter_id,
+                    to_epoch(last.started_at), position, gate, spans, sessions)
+
+
+def pause_spans(ledger: Ledger, node: str, run_id: int) -> list[PauseSpan]:
+    """Parked spans of a run: each ``pause`` event the loop wrote when parking (metadata
+    ``parked``) up to the next completed ``resume`` event (ref §4.8)."""
+    spans: list[PauseSpan] = []
+    start: float | None = None
+    for event in ledger.events_of(node, run_id, ("pause", "resume")):
+        if event.event == "pause" and event.meta == "parked" and start is None:
+            start = to_epoch(event.created_at)
+        elif event.event == "resume" and event.status == "completed" and start is not None:
+            spans.append(PauseSpan(start, to_epoch(event.created_at)))
+            start = None
+    if start is not None:
+        spans.append(PauseSpan(start, None))
+    return spans

@@ -1,0 +1,81 @@
+"""The loop's two waits: an approval gate and a finish drain (seed: "Approval gates",
+"The SYNC step", "Time limits"; ref §4.4, §4.6).
+
+Both poll the database on every wake (at least once a second), run a SYNC every
+``wait`` window when a SYNC callback is given, and end on the first of: released
+(approved / drained), paused, stopped (approval only), or the deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from enum import StrEnum
+
+from fractal.domain.outcome import Status
+from fractal.domain.signals import Signal
+from fractal.runtime.steering import Steering
+from fractal.runtime.waker import Waker
+from fractal.store.ledger import Ledger
+
+
+class WaitEnd(StrEnum):
+    """How a wait ended."""
+
+    RELEASED = "released"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    TIMED_OUT = "timed out"
+
+
+def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
+          deadline: float | None, window: float, sync: Callable[[], None] | None,
+          stop_ends_it: bool) -> WaitEnd:
+    next_sync = time.monotonic() + window
+    while True:
+        if released():
+            return WaitEnd.RELEASED
+        signal = steering.check(allow_finish=stop_ends_it, allow_stop=stop_ends_it)
+        if signal is Signal.PAUSE:
+            return WaitEnd.PAUSED
+        if signal in (Signal.STOP, Signal.FINISH):
+            return WaitEnd.STOPPED
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return WaitEnd.TIMED_OUT
+        if sync is not None and now >= next_sync:
+            sync()
+            next_sync = time.monotonic() + window
+            continue
+        limits = [next_sync - now] + ([deadline - now] if deadline is not None else [])
+        waker.wait(max(0.0, min(limits)))
+
+
+def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: Waker,
+                   deadline: float | None, window: float,
+                   sync: Callable[[], None] | None) -> WaitEnd:
+    """Wait until step ``step_id`` is approved. Stop and finish end the wait (a clean
+    interruption); ``deadline`` is monotonic seconds (approval waits burn the clock)."""
+    def approved() -> bool:
+        row = ledger.step(step_id)
+        return row is not None and bool(row.approved)
+
+    return _wait(approved, steering=steering, waker=waker, deadline=deadline, window=window,
+                 sync=sync, stop_ends_it=True)
+
+
+def live_descendants(ledger: Ledger, node: str) -> list[str]:
+    """Descendants of ``node`` whose loops are still running. A paused descendant is not
+    waited for: it got no finish, and nothing would ever end it."""
+    prefix = node + "."
+    return [r.node for r in ledger.nodes() if r.node.startswith(prefix)
+            and r.status == Status.ACTIVE.value]
+
+
+def drain_children(ledger: Ledger, node: str, *, steering: Steering, waker: Waker,
+                   deadline: float | None, window: float,
+                   sync: Callable[[], None] | None) -> WaitEnd:
+    """Wait until no descendant of ``node`` is still running (a finish drain, bounded by
+    the run wall alone). Only a pause or the deadline ends it early."""
+    return _wait(lambda: not live_descendants(ledger, node), steering=steering, waker=waker,
+                 deadline=deadline, window=window, sync=sync, stop_ends_it=False)

@@ -1,0 +1,124 @@
+"""The iteration loop of one run, with its signal checkpoints, pacing and finish drains
+(seed: "The shape of one iteration", "Pacing and loop keys", "How a run ends"; ref §4.2).
+"""
+
+from __future__ import annotations
+
+import time
+
+from fractal.domain.config import parse_config
+from fractal.domain.errors import FractalError
+from fractal.domain.signals import Signal
+from fractal.domain.walls import pacing_delay
+from fractal.runtime.context import Boot, RunState
+from fractal.runtime.gates import WaitEnd, drain_children
+from fractal.runtime.iteration import IterationRunner
+from fractal.runtime.pane import Reporter
+from fractal.runtime.steering import Park, Steering
+from fractal.runtime.waker import Waker
+from fractal.store.ledger import Ledger
+from fractal.workspace.nodedir import read_config
+
+CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run (seed: setup)
+
+
+class RunLoop:
+    """Iterates until the run ends; leaves the facts in ``state``. Raises Park, RunAbort."""
+
+    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
+                 waker: Waker, steering: Steering) -> None:
+        self.boot = boot
+        self.state = state
+        self.ledger = ledger
+        self.reporter = reporter
+        self.waker = waker
+        self.steering = steering
+        self.runner = IterationRunner(boot, state, ledger, reporter, waker, steering)
+
+    def run(self, adopted_iter_id: int | None = None) -> None:
+        """Run iterations until max_iters, the run wall, a stop, a finish, or a crash
+        loop ends the run. ``adopted_iter_id`` re-enters a parked iteration first."""
+        state = self.state
+        adopted = adopted_iter_id
+        while True:
+            self.refresh_live()
+            if adopted is None and self._checkpoint(allow_finish=True):
+                return
+            if adopted is None and self._gates_closed():
+                return
+            result = self.runner.run(adopted)
+            adopted = None
+            state.last_iter_ok = result.ok
+            if result.stopped:
+                state.stopped = True
+                return
+            state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
+            state.discovery_failures = (state.discovery_failures + 1
+                                        if result.discovery_failed else 0)
+            if state.discovery_failures >= CRASH_LOOP:
+                state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
+            if state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP:
+                return
+            if self._checkpoint(allow_finish=True):
+                return
+            self._pace()
+
+    def refresh_live(self) -> None:
+        """Re-read config.json; a malformed edit warns and keeps the previous values."""
+        try:
+            raw = read_config(self.boot.paths.config_path)
+            self.state.live = parse_config(raw, source=str(self.boot.paths.config_path))
+        except (FractalError, OSError) as exc:
+            self.reporter.warning(f"config.json edit ignored, keeping the previous values: {exc}")
+
+    def _gates_closed(self) -> bool:
+        """The max_iters and run-wall gates at the top of an iteration."""
+        state = self.state
+        if state.live.max_iters is not None and state.iteration >= state.live.max_iters:
+            state.max_iters_reached = True
+            return True
+        if state.run_deadline is not None and time.monotonic() >= state.run_deadline:
+            state.timed_out = True
+            return True
+        return False
+
+    def _checkpoint(self, *, allow_finish: bool) -> bool:
+        """Act on a pending signal between iterations: pause parks (raises Park), finish
+        drains the children then ends the run, stop ends it. True when the run ends."""
+        signal = self.steering.check(allow_finish=allow_finish)
+        if signal is Signal.PAUSE:
+            raise Park("between iterations")
+        if signal is Signal.FINISH:
+            self._drain()
+            self.state.finish_drained = True
+            return True
+        if signal is Signal.STOP:
+            self.state.stopped = True
+            return True
+        return False
+
+    def _drain(self) -> None:
+        """Wait for the children before a finish ends the run (run wall only, no SYNC:
+        no iteration is open)."""
+        end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
+                             waker=self.waker, deadline=self.state.run_deadline,
+                             window=float(self.state.live.wait), sync=None)
+        if end is WaitEnd.PAUSED:
+            raise Park("while draining children")
+        if end is WaitEnd.TIMED_OUT:
+            self.state.timed_out = True
+
+    def _pace(self) -> None:
+        """Sleep before the next iteration (interval or sleep), never past the run wall,
+        waking for signals; a signal cuts the sleep short (the top checkpoint acts)."""
+        state = self.state
+        delay = pacing_delay(time.monotonic(), state.iter_started, self.boot.interval,
+                             self.boot.sleep, state.run_deadline)
+        if delay <= 0:
+            return
+        self.reporter.notice(f"sleeping {round(delay)}s before the next iteration")
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            if self.steering.check() is not None:
+                return
+            self.waker.wait(left)

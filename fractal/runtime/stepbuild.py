@@ -1,0 +1,135 @@
+"""Build one launch: the prompt, the environment, the session to resume, and the
+``Attempt`` (seed: "What the agent sees each step", "Template variables", "The agent's
+environment", "Continuous and detached modes")."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_backend, resolve_route
+from fractal.assets import mode_text
+from fractal.domain.frontmatter import is_true
+from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
+from fractal.domain.steps import StepFile
+from fractal.domain.variables import StepFacts, agent_environment, prompt_variables
+from fractal.domain.walls import time_budget_label
+from fractal.runtime.context import Boot, RunState, monotonic_to_epoch, static_facts
+from fractal.runtime.launch import Attempt
+from fractal.store.ledger import Ledger
+
+# Variables of the supervisor's own host that must not leak into an agent.
+_SCRUB = ("TMUX", "TMUX_PANE", "CLAUDE_EFFORT", "CLAUDE_CODE_EFFORT_LEVEL")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A built attempt, the session key it runs under, and how to build its environment."""
+
+    attempt: Attempt
+    session_key: str
+    detached: bool
+    prior: Usage | None
+    env_for: Callable[[int], dict[str, str]]
+
+
+def session_key(boot: Boot, fm: Mapping[str, str]) -> str:
+    """Sessions are kept per agent *setting* (two different commands never share one)."""
+    return fm.get("agent") or boot.agent_setting
+
+
+def step_backend(boot: Boot, fm: Mapping[str, str]) -> Backend:
+    """The step's backend: its ``agent:`` override, else the node's. Raises InvalidValue."""
+    if "agent" in fm:
+        return resolve_backend(fm["agent"], boot.paths.worktree)
+    return boot.backend
+
+
+def step_route(boot: Boot, backend: Backend, fm: Mapping[str, str]) -> str | None:
+    """The step's provider route: ``provider:`` frontmatter (must be supported), else the
+    node's route when ``backend`` supports it. Raises InvalidValue."""
+    return resolve_route(backend, fm.get("provider"), boot.provider)
+
+
+class StepBuilder:
+    """Builds attempts for the current iteration of ``state``."""
+
+    def __init__(self, boot: Boot, state: RunState, ledger: Ledger,
+                 session_usage: dict[str, Usage]) -> None:
+        self.boot = boot
+        self.state = state
+        self.ledger = ledger
+        self.session_usage = session_usage
+
+    def build(self, file: StepFile, body: str, fm: Mapping[str, str], node_md: str,
+              limit: float | None, *, retry_number: int, label: str, snapshot_suffix: str,
+              name: str | None = None, gated: bool = False,
+              should_pause: Callable[[], bool] | None = None,
+              lenient: bool = False) -> Launch:
+        """The attempt for ``file`` (or a SYNC named ``name``) with ``limit`` seconds."""
+        boot, state, paths = self.boot, self.state, self.boot.paths
+        backend = step_backend(boot, fm)
+        key = session_key(boot, fm)
+        detached = boot.detached or is_true(fm.get("detached"))
+        resume = None if detached else state.sessions.get(key)
+        new_session = None if (resume or backend.mints_session) else str(uuid.uuid4())
+        prior = None
+        if resume:  # the run's own figures, else the record (an adopted run starts empty)
+            prior = self.session_usage.get(resume) or self.ledger.session_usage(paths.branch,
+                                                                                resume)
+        model = fm.get("model") or state.live.model
+        facts = self.facts(label, limit, model, detached)
+        prompt = render(assemble_prompt(node_md, body, self.modes()),
+                        prompt_variables(static_facts(paths, state.live), facts))
+        request = LaunchRequest(prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir,
+                                model=model, effort=fm.get("effort") or state.live.effort,
+                                resume=resume, new_session=new_session,
+                                provider=step_route(boot, backend, fm), prior_usage=prior)
+        ref = f"{state.run_id}-{state.iteration}-{file.position}"
+        attempt = Attempt(
+            node=paths.branch, run_id=state.run_id, iter_id=state.iter_id, step=file.position,
+            step_name=name or file.name, backend=backend, request=request, limit=limit,
+            err_path=paths.agent_err(backend.name),
+            err_snapshot=paths.err_dir / f"{ref}{snapshot_suffix}.err",
+            retry=retry_number > 1, gated=gated, should_pause=should_pause, hold_open=gated,
+            lenient=lenient)
+
+        def env_for(step_id: int) -> dict[str, str]:
+            env = dict(boot.launch_env or os.environ)
+            for var in _SCRUB:
+                env.pop(var, None)
+            env.update(agent_environment(static_facts(paths, boot.config),
+                                         replace(facts, step_id=step_id), str(paths.node_dir)))
+            return env
+
+        return Launch(attempt, key, detached, prior, env_for)
+
+    def modes(self) -> list[str]:
+        """The mode documents active for this step (seed: What the agent sees each step)."""
+        boot, state = self.boot, self.state
+        names = [n for n, on in (("CONTINUE", boot.continue_mode),
+                                 ("RESUME", state.resume_iteration),
+                                 ("DETACHED", boot.detached), ("META", boot.meta)) if on]
+        return [mode_text(n) for n in names]
+
+    def facts(self, label: str, limit: float | None, model: str | None,
+              step_detached: bool) -> StepFacts:
+        """The run-scoped variables of one launch."""
+        boot, state, live = self.boot, self.state, self.state.live
+        return StepFacts(
+            run_id=state.run_id, iteration=state.iteration, iter_id=state.iter_id, step_id=None,
+            step_label=label, iter_label=iter_label(state.iteration, live.max_iters),
+            iter_ref=iter_ref(state.run_id, state.iteration), iter_timestamp=state.iter_timestamp,
+            time_budget=time_budget_label(boot.run_timeout, boot.iter_timeout, live.step_timeout),
+            cost_budget="no limit" if live.max_cost is None else f"${live.max_cost:g} max",
+            continue_mode=boot.continue_mode, resume_mode=state.resume_iteration,
+            reserve_mode=False, detached_mode=boot.detached, meta_mode=boot.meta,
+            agent_command=boot.agent_setting, max_cost=live.max_cost,
+            max_iter_cost=live.max_iter_cost, max_step_cost=live.max_step_cost,
+            step_budget=None, run_timeout=boot.run_timeout, iter_timeout=boot.iter_timeout,
+            step_timeout=live.step_timeout, interval=boot.interval, step_limit=limit,
+            run_end_epoch=monotonic_to_epoch(state.run_deadline),
+            iter_end_epoch=monotonic_to_epoch(state.iter_deadline),
+            step_model=model, step_detached=step_detached)
