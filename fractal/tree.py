@@ -25,6 +25,8 @@ def validate_name(name: str) -> str:
 
     Raises InvalidValue naming the rule otherwise (ref §1.1: ``.`` separates levels).
     """
+    if name.lower() == "lock":  # git refuses a ref component ending in ".lock"
+        raise InvalidValue(f"invalid node name {name!r}: git reserves names ending in '.lock'")
     if not NAME_RE.match(name):
         raise InvalidValue(
             f"invalid node name {name!r}: use 1-64 letters, digits or '_' "

@@ -237,10 +237,22 @@ def resolve_backend(setting: str | None, worktree: Path) -> Backend:
 
 def binary_available(binary: str, cwd: Path) -> bool:
     """True when ``binary`` is an executable path (relative to ``cwd``) or found on PATH."""
+    return binary_problem(binary, cwd) is None
+
+
+def binary_problem(binary: str, cwd: Path) -> str | None:
+    """Why ``binary`` cannot run, or None: not found (a relative path is looked up in
+    ``cwd``, the worktree; a bare name on PATH), or found but not executable."""
     if "/" in binary:
         path = Path(binary) if Path(binary).is_absolute() else cwd / binary
-        return path.is_file() and path.stat().st_mode & 0o111 != 0
-    return shutil.which(binary) is not None
+        if not path.is_file():
+            return f"agent binary not found: {binary} (looked for {path})"
+        if not path.stat().st_mode & 0o111:
+            return f"agent {binary} is not executable (chmod +x {path})"
+        return None
+    if shutil.which(binary) is None:
+        return f"agent binary not found: {binary} (not on PATH)"
+    return None
 
 
 OPENROUTER = "openrouter"

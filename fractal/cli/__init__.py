@@ -20,12 +20,18 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "commit": ("fractal.cli.commit", "commit_cmd"),
     "demo": ("fractal.cli.demo", "demo_cmd"),
     "node": ("fractal.cli.node", "node_group"),
+    "pause": ("fractal.cli.tree", "pause_cmd"),
+    "resume": ("fractal.cli.tree", "resume_cmd"),
+    "radio": ("fractal.cli.radio", "radio_group"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
     "commit": "Commit the node's work: scope check, lint, scoped staging, push.",
     "demo": "Run the offline demo end to end in a sample repository.",
-    "node": "Create, start, watch and inspect nodes.",
+    "node": "Create, start, watch, steer and inspect nodes.",
+    "pause": "Brake the whole tree: pause every node, block starts and spawns.",
+    "resume": "Lift the tree-wide brake and resume parked nodes.",
+    "radio": "Read the notices nodes post (e.g. why a run exited).",
 }
 
 
@@ -89,4 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(0)
+    except OSError as exc:  # an environment problem (a path too long, a full disk)
+        where = f": {exc.filename}" if exc.filename else ""
+        click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
+        sys.exit(1)
     sys.exit(0)

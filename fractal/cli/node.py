@@ -30,7 +30,18 @@ _INIT_FLAGS = ("sync", "detached", "local")
 
 @click.group("node")
 def node_group() -> None:
-    """Create, start, watch and inspect nodes."""
+    """Create, start, watch, steer and inspect nodes."""
+
+
+def _add_steering() -> None:
+    from fractal.cli import steer
+
+    for command in (steer.stop_cmd, steer.finish_cmd, steer.pause_cmd, steer.resume_cmd,
+                    steer.kill_cmd, steer.approve_cmd, steer.pending_cmd):
+        node_group.add_command(command)
+
+
+_add_steering()
 
 
 def _init_options(func: Any) -> Any:
@@ -109,12 +120,16 @@ def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
 @click.argument("node", required=False)
 @click.option("--continue", "continue_mode", is_flag=True,
               help="Start a new run of a settled node (iterations restart at 1).")
+@click.option("--clean", is_flag=True,
+              help="With --continue: discard uncommitted project files instead of refusing.")
 @PATH_OPTION
-def start_cmd(node: str | None, continue_mode: bool, path: Path) -> None:
+def start_cmd(node: str | None, continue_mode: bool, clean: bool, path: Path) -> None:
     """Start NODE's supervisor in a detached tmux session."""
     from fractal.lifecycle.start import start_node
 
-    started = start_node(path, node, continue_mode=continue_mode)
+    if clean and not continue_mode:
+        raise click.UsageError("--clean only applies with --continue")
+    started = start_node(path, node, continue_mode=continue_mode, clean=clean)
     run = f"run {started.run_id}" if started.run_id else "booting"
     click.echo(f"started {started.paths.branch} ({run}) in tmux session {started.session}; "
                f"watch: fractal node attach {node or started.paths.branch}", err=True)
@@ -161,7 +176,8 @@ _ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
 
 @node_group.command("activity")
 @click.argument("node", required=False)
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N rows.")
+@click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
+              help="At most N rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
 @PATH_OPTION

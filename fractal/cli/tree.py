@@ -28,3 +28,29 @@ def init_cmd(agent: str | None, path: Path) -> None:
         click.echo(f"default agent for its nodes: {agent}", err=True)
     click.echo("next: fractal node init NAME --title '...'  then edit its NODE.md and "
                "`fractal node start NAME`", err=True)
+
+
+@click.command("pause")
+@click.argument("name", required=False)
+@click.option("--reason", default=None, help="Why; recorded with every pause.")
+@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+              help="A directory inside the repository (default: the current one).")
+def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
+    """Brake the whole tree NAME (default: this one): no start or spawn, every node paused."""
+    from fractal.lifecycle.brake import brake
+
+    results = brake(path, name, reason)
+    click.echo(f"tree paused ({sum(r.ok for r in results)} node(s) signalled); "
+               "`fractal resume` lifts it", err=True)
+
+
+@click.command("resume")
+@click.argument("name", required=False)
+@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+              help="A directory inside the repository (default: the current one).")
+def resume_cmd(name: str | None, path: Path) -> None:
+    """Lift the tree-wide brake and resume every parked node, deepest first."""
+    from fractal.lifecycle.brake import release
+
+    results = release(path, name)
+    click.echo(f"tree resumed ({sum(r.ok for r in results)} node(s))", err=True)

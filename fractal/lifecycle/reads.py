@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.outcome import Status
+from fractal.domain.signals import decoration
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.targets import subtree_target, target_node
 
@@ -39,15 +40,20 @@ def node_status(cwd: Path, name: str | None) -> NodeStatus:
 
 
 def _detail(db_path: Path, branch: str, status: str) -> str:
+    """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
+    ``run N`` otherwise; the last run's reason for a settled node (ref §2.2 status)."""
     from fractal.store import reader
 
     last = reader.last_run(db_path, branch)
     if last is None:
         return ""
     if status == Status.ACTIVE.value:
-        return f"run {last.run_id}"
+        shown = decoration(status, reader.pending_signals(db_path, branch))
+        return shown[len("active ("):-1] if shown != status else f"run {last.run_id}"
     if status in (Status.IDLE.value,):
         return ""
+    if status == Status.PAUSED.value:
+        return f"run {last.run_id} parked"
     return last.meta
 
 
@@ -100,3 +106,16 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
             "actor": row.actor,
         })
     return out
+
+
+def messages(cwd: Path, name: str | None, channel: str,
+             limit: int | None) -> list[dict[str, object]]:
+    """Messages on ``channel`` of node ``name`` (every node when None), newest first."""
+    from fractal.store import reader
+
+    tree, branch = subtree_target(cwd, name)
+    node = None if name is None else branch
+    return [{"created_at": m.created_at, "node": m.node, "channel": m.channel,
+             "priority": m.priority, "subject": m.subject, "uuid": m.message_uuid,
+             "data": m.data}
+            for m in reader.messages(tree.db_path, node, channel, limit)]

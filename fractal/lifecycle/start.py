@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
-from fractal.agents.base import binary_available, resolve_backend, resolve_route
+from fractal.agents.base import binary_problem, resolve_backend, resolve_route
 from fractal.domain.config import parse_config
 from fractal.domain.outcome import SETTLED, Status
 from fractal.errors import FractalError, TmuxError
+from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.targets import target_node
 from fractal.tree import NodePaths, Tree
 from fractal.workspace.nodedir import file_lock, read_config, write_atomic
@@ -48,7 +50,7 @@ def supervisor_argv(paths: NodePaths, continue_mode: bool, resume_mode: bool = F
 
 
 def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
-               actor: str = "operator") -> Started:
+               clean: bool = False, actor: str = "operator") -> Started:
     """Validate and launch the node's supervisor in a detached tmux session.
 
     A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node.
@@ -76,6 +78,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
             hint = " (use --continue to start a new run)" if status in {s.value for s in SETTLED} \
                 else ""
             raise FractalError(f"node {branch} is {status}, not idle{hint}")
+        refuse_if_braked(tree, ledger, branch, "start")
         last = ledger.last_run(branch)
         previous = last.run_id if last else 0
         liveness = tmux.probe(session, socket)
@@ -84,6 +87,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         if liveness is tmux.Liveness.UNKNOWN:
             raise TmuxError(f"cannot tell whether tmux session {session} is running; not starting")
         if continue_mode:
+            prepare_continue(paths, clean=clean)
             ledger.set_node_status(branch, Status.IDLE.value)
         write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
         try:
@@ -97,7 +101,12 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         ledger.set_tmux(branch, session, str(socket))
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
-    run_id = _await_boot(paths, ledger, session, socket, previous)
+    try:
+        run_id = _await_boot(paths, ledger, session, socket, previous)
+    except FractalError:
+        paths.launch_env_path.unlink(missing_ok=True)
+        ledger.compare_and_set_status(branch, {Status.IDLE.value}, status)  # undo the re-arm
+        raise
     return Started(paths=paths, session=session, socket=socket, run_id=run_id)
 
 
@@ -105,9 +114,10 @@ def _preflight(paths: NodePaths, tree: Tree) -> None:
     config = parse_config(read_config(paths.config_path), source=str(paths.config_path))
     setting = config.agent or str(tree.root_config().get("agent") or "") or None
     backend = resolve_backend(setting, paths.worktree)
-    if not binary_available(backend.binary(), paths.worktree):
-        raise FractalError(f"agent binary not found: {backend.binary()} (install it, or set "
-                           f"the node's agent in {paths.config_path})")
+    problem = binary_problem(backend.binary(), paths.worktree)
+    if problem is not None:
+        raise FractalError(f"{problem}; install it, or set the node's agent in "
+                           f"{paths.config_path}")
     # An unsupported route is a config mistake: refuse now. What depends on the
     # environment (a route's key) is the supervisor's preflight, which ends the run.
     resolve_route(backend, config.provider, None)

@@ -33,6 +33,8 @@ __all__ = ["MAX_LINE_BYTES", "Collector", "StreamPump"]
 
 log = logging.getLogger(__name__)
 
+FLUSH_INTERVAL = 0.5  # seconds between live cost/usage writes to the step row
+
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one stdout line longer than this is skipped, not buffered
 
 
@@ -105,29 +107,54 @@ class Collector:
         self.result: ResultEvent | None = None
         self.result_at: float | None = None
         self.retries = 0
+        self._flushed_at = 0.0  # monotonic time of the last cost/usage write
+        self._dirty = False
 
     def __call__(self, event: AgentEvent) -> None:
         self.reporter.agent_event(event)
         try:
             if isinstance(event, CostEvent):
                 self.cost = event.usd
-                self.ledger.set_step_cost(self.step_id, event.usd)
+                self._dirty = True
             elif isinstance(event, UsageEvent):
                 usage = (event.input_tokens, event.cached_input_tokens, event.output_tokens)
                 if usage != self.usage:
                     self.usage = usage
-                    self.ledger.set_step_usage(self.step_id, *usage)
-            elif isinstance(event, SessionEvent) and event.session != self.session:
-                self.session = event.session
-                self.ledger.set_step_session(self.step_id, event.session)
-            elif isinstance(event, ModelEvent) and event.model != self.model:
-                self.model = event.model
-                self.ledger.set_step_model(self.step_id, event.model)
+                    self._dirty = True
+            elif isinstance(event, SessionEvent) and _clean_id(event.session) != self.session:
+                self.session = _clean_id(event.session)
+                self.ledger.set_step_session(self.step_id, self.session)
+            elif isinstance(event, ModelEvent) and _clean_id(event.model) != self.model:
+                self.model = _clean_id(event.model)
+                self.ledger.set_step_model(self.step_id, self.model)
             elif isinstance(event, NoticeEvent) and event.retry:
                 self.retries += 1
             elif isinstance(event, ResultEvent):
                 self.result = event
                 self.result_at = time.monotonic()
+                self.flush()
+            if self._dirty and time.monotonic() - self._flushed_at >= FLUSH_INTERVAL:
+                self.flush()
         except Exception as exc:  # a contended write must not lose the stream
             log.warning("could not record %s on step %s: %s", type(event).__name__,
                         self.step_id, exc)
+
+    def flush(self) -> None:
+        """Write the latest cost and token usage to the step row (at most every
+        FLUSH_INTERVAL seconds while streaming, and once more when the stream ends), so a
+        killed step keeps its last figure and a flood of events costs few writes."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        self._flushed_at = time.monotonic()
+        if self.cost is not None:
+            self.ledger.set_step_cost(self.step_id, self.cost)
+        if self.usage is not None:
+            self.ledger.set_step_usage(self.step_id, *self.usage)
+
+
+def _clean_id(text: str) -> str:
+    """An id safe for the database and the environment: no NULs, no lone surrogates,
+    bounded length."""
+    cleaned = text.replace("\0", "").encode("utf-8", errors="replace").decode("utf-8")
+    return cleaned[:200]

@@ -5,6 +5,7 @@ enabled), and the backstop commit (seed: "The shape of one iteration").
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,9 +54,13 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
     not valid UTF-8 (the run ends exited, naming the file).
     """
     try:
-        names = [p.name for p in steps_dir.iterdir() if p.is_file()]
+        entries = list(steps_dir.iterdir())
     except OSError:
-        names = []
+        entries = []
+    names = [p.name for p in entries if p.is_file()]
+    odd = sorted(p.name for p in entries if not p.is_file() and p.name.endswith(".md"))
+    if odd:
+        log.warning("ignoring step entries that are not regular files: %s", ", ".join(odd))
     plans: list[StepPlan] = []
     for step in discover_steps(names):
         data = (steps_dir / step.filename).read_bytes()
@@ -160,7 +165,9 @@ class IterationRunner:
                 return IterationResult(True, "Stopped by request", stopped=True)
             if result.outcome.status is not Status.COMPLETED:
                 return self._fail(plans[index + 1:], plan.file.name, result)
-        self._backstop("auto", "")
+        problem = self._backstop("auto", "")
+        if problem is not None:  # the work is still on disk, but not on the branch
+            return IterationResult(False, problem)
         return IterationResult(True, "")
 
     def _drain(self, node_md: str) -> None:
@@ -180,7 +187,7 @@ class IterationRunner:
         outcome = result.outcome
         if outcome.reason.startswith("timed out"):
             if result.launched:
-                reason = f"{name} timed out ({round(result.limit or 0)}s)"
+                reason = f"{name} timed out ({math.ceil(result.limit or 0)}s)"
             else:
                 reason = "timed out"
             label = f"{name} timed out"
@@ -217,28 +224,42 @@ class IterationRunner:
 
     def _node_md(self) -> str:
         try:
+            if not self.boot.paths.node_md.is_file():  # a FIFO would block forever
+                raise OSError("not a regular file")
             return self.boot.paths.node_md.read_text(encoding="utf-8", errors="replace")
         except OSError:
             self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
             return ""
 
-    def _backstop(self, label: str, body: str) -> None:
+    def _backstop(self, label: str, body: str) -> str | None:
+        """Commit what is left; returns the failure (recorded as an event), or None."""
         state, paths = self.state, self.boot.paths
         subject = f"{paths.branch}: iteration {state.run_id}.{state.iteration} ({label})"
-        backstop(paths.worktree, subject, body, self.reporter)
+        _sha, problem = backstop(paths.worktree, subject, body, self.reporter,
+                                 branch=paths.branch)
+        if problem is not None:
+            self.ledger.add_event(paths.branch, "commit", actor="loop", status="failed",
+                                  metadata=clip_reason(problem), run_id=state.run_id,
+                                  iter_id=state.iter_id)
+        return problem
 
 
-def backstop(worktree: Path, subject: str, body: str, reporter: Reporter) -> str | None:
-    """Commit whatever the agent left (seed: Backstop commits); a failure is a warning."""
+def backstop(worktree: Path, subject: str, body: str, reporter: Reporter, *,
+             branch: str | None = None) -> tuple[str | None, str | None]:
+    """Commit whatever the agent left (seed: Backstop commits).
+
+    Returns (sha or None, problem or None); a failure is shown and returned, never raised.
+    """
     try:
-        sha = backstop_commit(worktree, subject=subject, body=body)
+        sha = backstop_commit(worktree, subject=subject, body=body, branch=branch)
     except FractalError as exc:
-        reporter.warning(f"backstop commit failed: {exc}")
-        log.error("backstop commit failed: %s", exc)
-        return None
+        problem = clip_reason(f"backstop commit failed: {exc}")
+        reporter.warning(problem)
+        log.error("%s", problem)
+        return None, problem
     if sha:
         reporter.notice(f"backstop commit {sha[:10]}: {subject}")
-    return sha
+    return sha, None
 
 
 def _tail(path: Path, lines: int = 3) -> str:

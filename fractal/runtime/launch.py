@@ -63,12 +63,19 @@ def trace(point: str, step_id: int, at_ns: int | None = None) -> None:
         fh.write(f"{point} {ns} {step_id}\n")
 
 
+MAX_KILL_GRACE = 60.0  # seconds: an override can shorten the grace, never make it unbounded
+
+
 def kill_grace() -> float:
-    """Seconds between SIGTERM and SIGKILL (seed: 10 s); ``FRACTAL_KILL_GRACE`` overrides."""
+    """Seconds between SIGTERM and SIGKILL (seed: 10 s); ``FRACTAL_KILL_GRACE`` overrides,
+    clamped to 0.1-60 s (a non-number or a non-finite value falls back to 10)."""
     try:
-        return max(0.1, float(os.environ.get("FRACTAL_KILL_GRACE", "10")))
+        value = float(os.environ.get("FRACTAL_KILL_GRACE", "10"))
     except ValueError:
         return 10.0
+    if value != value or value in (float("inf"), float("-inf")):
+        return 10.0
+    return max(0.1, min(MAX_KILL_GRACE, value))
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,11 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
         reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
         outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
         cost = collector.cost if collector else None
+        if collector is not None:
+            try:
+                collector.flush()  # the last figures, before the row closes
+            except Exception as exc:
+                log.warning("could not flush the cost of step %s: %s", step_id, exc)
         if not (attempt.hold_open and outcome.status is Status.COMPLETED):
             ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
                               cost=0.0 if not launched and cost is None else None)
@@ -184,11 +196,12 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
     _overlay(env, backend.env(request, env))  # reserved keys last (ref §4.13)
     marker = launch_marker(str(ledger.db_path), step_id)
     try:
+        attempt.err_path.parent.mkdir(parents=True, exist_ok=True)
         launched = processes.spawn_group(
             invocation.argv, cwd=request.worktree, env=env, stdin_data=invocation.stdin,
             stderr_path=attempt.err_path, marker=marker)
         trace("spawn", step_id)
-    except SpawnError as exc:
+    except (SpawnError, OSError, ValueError) as exc:
         _snapshot(attempt.err_path, attempt.err_snapshot)
         return finish(StepOutcome(Status.FAILED, EXIT_CANNOT_EXEC,
                                   clip_reason(f"agent could not start: {exc}")), None, False)
@@ -313,5 +326,8 @@ def _drain(pump: StreamPump, marker: str, step_id: int) -> None:
         processes.sweep_marker(marker, grace=grace)
         pump.join(5.0)
     survivors = processes.sweep_marker(marker, grace=grace)
+    # An escapee that dropped the marker (`env -i`) is still our descendant: the
+    # supervisor is a subreaper and starts nothing else while no step runs.
+    survivors += processes.sweep_descendants(grace=grace)
     if survivors:
         log.error("processes survived the sweep of step %s: %s", step_id, survivors)

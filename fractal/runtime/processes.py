@@ -86,6 +86,8 @@ def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], marker: st
         popen = subprocess.Popen(list(argv), cwd=cwd, env={**env, LAUNCH_MARKER_ENV: marker},
                                  stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
                                  start_new_session=True, close_fds=True)
+    except ValueError as exc:  # e.g. an embedded NUL in an argument or the environment
+        raise SpawnError(f"cannot start {argv[0]!r}: {exc}") from exc
     except OSError as exc:
         why = _EXEC_HINTS.get(exc.errno or 0, exc.strerror or str(exc))
         if exc.errno == errno_mod.ENOENT and str(exc.filename) == str(cwd):
@@ -301,6 +303,28 @@ def sweep_marker(marker: str, *, grace: float) -> list[int]:
 
 
 _SUBREAPER = [False]  # set once this process has become a subreaper
+
+
+def sweep_descendants(*, grace: float) -> list[int]:
+    """TERM, ``grace`` seconds, KILL every descendant of this process; return survivors.
+
+    Only meaningful in a subreaper between steps: orphaned leftovers of an agent (even
+    ones that dropped the launch marker) are re-parented to us. A no-op otherwise.
+    """
+    if not _SUBREAPER[0]:
+        return []
+    procs = {pid: p for pid in _own_descendants() if (p := _process(pid)) is not None
+             and not _is_dead(p)}
+    if not procs:
+        return []
+    for proc in procs.values():
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    alive = _wait_dead(procs.values(), grace)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
 
 
 def become_subreaper() -> bool:

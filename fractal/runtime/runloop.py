@@ -74,11 +74,11 @@ class RunLoop:
     def _gates_closed(self) -> bool:
         """The max_iters and run-wall gates at the top of an iteration."""
         state = self.state
+        if state.run_deadline is not None and time.monotonic() >= state.run_deadline:
+            state.timed_out = True  # the run wall outranks max_iters (seed: the matrix)
+            return True
         if state.live.max_iters is not None and state.iteration >= state.live.max_iters:
             state.max_iters_reached = True
-            return True
-        if state.run_deadline is not None and time.monotonic() >= state.run_deadline:
-            state.timed_out = True
             return True
         return False
 

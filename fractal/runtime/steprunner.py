@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fractal.agents.base import Usage, binary_available
+from fractal.agents.base import Usage, binary_problem
 from fractal.assets import mode_text
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
@@ -225,9 +225,11 @@ class StepRunner:
             backend = step_backend(self.boot, fm)
         except FractalError as exc:
             return 1, clip_reason(f"invalid agent override: {exc}")
-        if "agent" in fm and not binary_available(backend.binary(), self.boot.paths.worktree):
-            return EXIT_CANNOT_EXEC, clip_reason(f"agent binary not found: {backend.binary()} "
-                                                 "(from the step's agent: frontmatter)")
+        problem = binary_problem(backend.binary(), self.boot.paths.worktree) \
+            if "agent" in fm else None
+        if problem is not None:
+            return EXIT_CANNOT_EXEC, clip_reason(f"{problem} (from the step's agent: "
+                                                 "frontmatter)")
         try:
             provider = step_route(self.boot, backend, fm)
         except FractalError as exc:

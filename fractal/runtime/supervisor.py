@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from fractal.agents.base import Backend, binary_available, resolve_backend, resolve_route
+from fractal.agents.base import Backend, binary_problem, resolve_backend, resolve_route
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import RunEnd, RunFacts, Status, clip_reason, decide_run_end
@@ -37,6 +37,7 @@ from fractal.workspace.nodedir import read_config
 log = logging.getLogger(__name__)
 
 EXIT_NOTICE_PRIORITY = 7  # every exited run posts to the node's outbox (issue 4)
+ABNORMAL = "Loop exited abnormally"
 
 
 class Interrupted(BaseException):
@@ -88,6 +89,7 @@ class Supervisor:
         self.waker = Waker()
         self.state: RunState | None = None
         self.steering: Steering | None = None
+        self.crash: str | None = None  # the reason recorded when the loop itself failed
 
     # -- entry --------------------------------------------------------------------------
 
@@ -114,7 +116,9 @@ class Supervisor:
             return 128 + exc.signum
         except Exception as exc:
             log.exception("supervisor crashed")
+            self.crash = clip_reason(f"{ABNORMAL}: {type(exc).__name__}: {exc}")
             self.reporter.warning(f"supervisor crashed: {type(exc).__name__}: {exc}")
+            self._save_on_crash()
             return 1
         finally:
             self._on_exit()
@@ -228,7 +232,7 @@ class Supervisor:
         try:
             raw = read_config(self.paths.config_path)
             return parse_config(raw, source=str(self.paths.config_path)), ""
-        except FractalError as exc:
+        except (FractalError, OSError) as exc:
             return None, clip_reason(str(exc))
 
     def _preflight(self, config: NodeConfig, launch_env: dict[str, str]) -> Boot:
@@ -238,9 +242,9 @@ class Supervisor:
             backend = resolve_backend(setting, self.paths.worktree)
         except FractalError as exc:
             raise RunAbort(f"invalid agent: {exc}") from None
-        if not binary_available(backend.binary(), self.paths.worktree):
-            raise RunAbort(f"agent binary not found: {backend.binary()} "
-                           "(install it or set the node's agent)")
+        problem = binary_problem(backend.binary(), self.paths.worktree)
+        if problem is not None:
+            raise RunAbort(f"{problem}; install it or set the node's agent")
         provider = self._route(backend, config, launch_env)
         with contextlib.suppress(StepFileError):  # a broken steps dir fails iterations, loudly
             load_plans(self.paths.steps_dir)
@@ -294,7 +298,7 @@ class Supervisor:
         if state.iteration:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} (final)",
-                     "", self.reporter)
+                     "", self.reporter, branch=self.paths.branch)
         end = decide_run_end(self._facts(boot, state))
         self._close(state.run_id, end)
 
@@ -329,10 +333,23 @@ class Supervisor:
         if state is not None and state.iteration:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} "
-                     f"(interrupted)", f"The supervisor received {name}.", self.reporter)
+                     f"(interrupted)", f"The supervisor received {name}.", self.reporter,
+                     branch=self.paths.branch)
         self.ledger.add_event(self.paths.branch, "exit", status=Status.EXITED.value,
                               metadata=f"supervisor received {name}",
                               run_id=state.run_id if state else None)
+
+    def _save_on_crash(self) -> None:
+        """After a crash of the loop itself, still commit what the agent left."""
+        state = self.state
+        if state is None or not state.iteration:
+            return
+        try:
+            backstop(self.paths.worktree,
+                     f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} (crashed)",
+                     self.crash or "", self.reporter, branch=self.paths.branch)
+        except Exception:
+            log.exception("could not commit after the crash")
 
     def _on_exit(self) -> None:
         node = self.paths.branch
@@ -340,9 +357,10 @@ class Supervisor:
             self.waker.close()
             row = self.ledger.node(node)
             if row is not None and row.status == Status.ACTIVE.value:
-                self.ledger.close_open(node, Status.EXITED.value, "Loop exited abnormally")
+                reason = self.crash or ABNORMAL
+                self.ledger.close_open(node, Status.EXITED.value, reason)
                 self.ledger.set_node_status(node, Status.EXITED.value)
-                self._notify_exit("Loop exited abnormally")
+                self._notify_exit(reason)
             self.ledger.set_supervisor(node, None, None)
             self.ledger.checkpoint()
         except Exception:

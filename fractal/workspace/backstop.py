@@ -10,26 +10,49 @@ uses the shared runtime-artifact excludes, so an artifact is never committed eve
 from __future__ import annotations
 
 import logging
-import time
+import os
+import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
-from fractal.workspace.commit_lock import git_processes_in
-from fractal.workspace.git import head_sha, run_git
+from fractal.workspace.commit_lock import clear_index_lock
+from fractal.workspace.git import current_branch, head_sha, run_git
 
-__all__ = ["STALE_LOCK_AGE", "STAT_LINES", "backstop_commit"]
+__all__ = ["STAT_LINES", "backstop_commit"]
 
 log = logging.getLogger(__name__)
 
 STAT_LINES = 20
 """Most diffstat file lines folded into a backstop body (reference 4.12)."""
-STALE_LOCK_AGE = 60.0
-"""Seconds after which an ``index.lock`` with no live git process is deemed abandoned."""
+# Every hook is bypassed, not only the ones --no-verify skips (prepare-commit-msg and
+# post-commit too): a backstop must never hang on, or be refused by, a hook.
+_NO_HOOKS = ["-c", f"core.hooksPath={os.devnull}"]
 
 
-def _stage(worktree: Path) -> None:
-    run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree)
+def _unaddable(worktree: Path, paths: Sequence[str]) -> list[str]:
+    """Untracked paths git cannot add (FIFOs, sockets, devices): left out, not fatal."""
+    out = run_git(["ls-files", "--others", "--exclude-standard", "-z", "--", *paths],
+                  worktree).stdout
+    odd: list[str] = []
+    for rel in filter(None, out.split("\0")):
+        try:
+            mode = os.lstat(worktree / rel).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+            odd.append(rel)
+    return odd
+
+
+def _stage(worktree: Path, paths: Sequence[str]) -> None:
+    odd = _unaddable(worktree, paths)
+    if odd:
+        log.warning("not committing %d special file(s) git cannot add: %s", len(odd),
+                    ", ".join(odd[:5]))
+    skip = [f":(exclude,literal){rel}" for rel in odd]
+    run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip], worktree)
     # Never commit an artifact, even one somebody staged by hand earlier.
     staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
     artifacts = [p for p in staged.split("\0") if p and is_runtime_artifact(p)]
@@ -47,53 +70,42 @@ def _diffstat(worktree: Path) -> str:
     return "\n".join([*files[:STAT_LINES], f"... {len(files) - STAT_LINES} more files"])
 
 
-def _commit(worktree: Path, subject: str, body: str) -> str | None:
-    _stage(worktree)
+def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str]) -> str | None:
+    _stage(worktree, paths)
     if run_git(["diff", "--cached", "--quiet"], worktree, check=False).returncode == 0:
         return None
     message = subject.strip()
     if body.strip():
         message += "\n\n" + body.strip()
     message += "\n\n" + _diffstat(worktree)
-    run_git(["commit", "--no-verify", "--quiet", "--cleanup=whitespace", "-m", message],
-            worktree)
+    run_git([*_NO_HOOKS, "commit", "--no-verify", "--no-gpg-sign", "--quiet",
+             "--cleanup=whitespace", "-m", message], worktree)
     return head_sha(worktree)
 
 
-def _git_running_in(worktree: Path) -> bool:
-    """Tell whether any live git process has its cwd inside ``worktree``."""
-    return bool(git_processes_in(worktree))
+def backstop_commit(worktree: Path, *, subject: str, body: str = "",
+                    branch: str | None = None, paths: Sequence[str] = (".",)) -> str | None:
+    """Commit what is left in ``worktree`` (under ``paths``) except runtime artifacts;
+    return the new sha, or None when nothing is left to commit.
 
-
-def _clear_stale_lock(worktree: Path) -> bool:
-    """Remove this worktree's abandoned ``index.lock``; return True when one was removed."""
-    raw = run_git(["rev-parse", "--git-path", "index.lock"], worktree).stdout.strip()
-    lock = Path(raw) if Path(raw).is_absolute() else worktree / raw
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
-        return False
-    if age < STALE_LOCK_AGE or _git_running_in(worktree):
-        return False
-    log.warning("removing stale git lock %s (%.0fs old, no git process running)", lock, age)
-    lock.unlink(missing_ok=True)
-    return True
-
-
-def backstop_commit(worktree: Path, *, subject: str, body: str = "") -> str | None:
-    """Commit everything left in ``worktree`` except runtime artifacts; return the new sha.
-
-    ``subject`` is the commit subject (the caller composes it, e.g. ``<branch>: iteration 2.3
-    (auto)``); ``body`` is an optional paragraph (e.g. the failure and the steps that never
-    ran). The message is subject, body, then the ``git diff --cached --stat`` output capped
-    at STAT_LINES file lines plus ``... N more files`` when cut. Hooks are bypassed
-    (``--no-verify``). Returns None when nothing is left to commit. A stale ``index.lock``
-    (older than STALE_LOCK_AGE seconds, no live git process in the worktree) is removed with
-    a logged warning and the whole attempt retried once. Raises GitError otherwise.
+    ``subject`` is composed by the caller (``<branch>: iteration 2.3 (auto)``); ``body``
+    an optional paragraph (the failure, the steps that never ran). The message ends with
+    the ``git diff --cached --stat`` capped at STAT_LINES file lines. Every hook is
+    bypassed and nothing is signed. When ``branch`` is given and HEAD is elsewhere (an
+    agent switched branches), nothing is committed and GitError says so. An
+    ``index.lock`` with no live git process in the worktree is removed and the attempt
+    retried once; while a git process holds it, GitError/IndexLocked is raised.
     """
+    if branch is not None:
+        head = current_branch(worktree)
+        if head != branch:
+            raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
+                           "nothing was committed (check out the node branch to keep the work)")
     try:
-        return _commit(worktree, subject, body)
+        return _commit(worktree, subject, body, paths)
     except GitError:
-        if not _clear_stale_lock(worktree):
+        notice = clear_index_lock(worktree)
+        if notice is None:
             raise
-    return _commit(worktree, subject, body)
+        log.warning("%s; retrying the backstop commit (stale git lock)", notice)
+    return _commit(worktree, subject, body, paths)

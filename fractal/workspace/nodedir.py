@@ -117,10 +117,16 @@ def read_config(path: Path) -> dict[str, object]:
     Returns the parsed dict. Raises ConfigError (``source`` = the path) when the file is
     missing, not UTF-8, malformed JSON (the message gives line and column) or not an object.
     """
+    if path.exists() and not path.is_file():  # a FIFO would block the reader forever
+        raise ConfigError([f"{path} is not a regular file; restore it from git"],
+                          source=str(path))
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError([f"{path} does not exist; create the node or restore the file"],
+                          source=str(path)) from None
+    except OSError as exc:
+        raise ConfigError([f"{path} cannot be read: {exc.strerror or exc}"],
                           source=str(path)) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"],

@@ -100,8 +100,8 @@ def test_an_override_to_a_missing_binary_fails_the_step_not_the_run(
     tree.node("mix", steps, "--agent", "claude", "--no-sync", "--max-iters", "2")
     start_all(tree, ["mix"], fakes.env())
     rows = [r[:4] for r in step_rows(tree, "mix")]
-    missing = ("OTHER", "failed", 127, "agent binary not found: codex (from the step's agent: "
-               "frontmatter)")
+    missing = ("OTHER", "failed", 127, "agent binary not found: codex (not on PATH) (from the "
+               "step's agent: frontmatter)")
     assert rows == [missing, ("NEXT", "stopped", 0, "failed on OTHER")] * 2
     assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
         ("exited", 1, "Reached max iterations (2); final iteration failed")]

@@ -138,10 +138,32 @@ def test_stale_lock_of_a_linked_worktree(repo: Path) -> None:
     assert not lock.exists()
 
 
-def test_fresh_index_lock_is_respected(repo: Path) -> None:
+def test_a_lock_held_by_a_live_git_process_is_respected(repo: Path) -> None:
+    import subprocess
+    import sys
+
+    from fractal.workspace.commit_types import IndexLocked
+
     lock = repo / ".git" / "index.lock"
     lock.write_text("")
     (repo / "e.txt").write_text("e\n")
-    with pytest.raises(GitError, match=r"index\.lock"):
-        backstop_commit(repo, subject="main: iteration 1.4 (auto)")
-    assert lock.exists()
+    # A process named git-* whose cwd is the worktree stands in for a live git run.
+    fake = repo.parent / "git-holder"
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    fake.chmod(0o755)
+    holder = subprocess.Popen([str(fake)], cwd=repo)
+    try:
+        with pytest.raises((GitError, IndexLocked), match=r"index\.lock"):
+            backstop_commit(repo, subject="main: iteration 1.4 (auto)")
+        assert lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_fresh_lock_nobody_holds_is_removed(repo: Path) -> None:
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")  # an agent (or a killed git) left it a moment ago
+    (repo / "f.txt").write_text("f\n")
+    assert backstop_commit(repo, subject="main: iteration 1.5 (auto)") is not None
+    assert not lock.exists()

@@ -1,0 +1,108 @@
+"""``fractal node stop|finish|pause|resume|kill|approve|pending``: steer a live tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fractal.cli.format import output_format, render_rows
+
+PATH_OPTION = click.option(
+    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+    help="The caller's worktree (default: the current directory).")
+REASON_OPTION = click.option("--reason", default=None, help="Why; recorded with the signal.")
+
+
+def _report(results: list[object]) -> None:
+    for result in results:
+        message = getattr(result, "message", "")
+        ok = getattr(result, "ok", True)
+        click.echo(message if ok else f"skipped: {message}", err=True)
+
+
+@click.command("stop")
+@click.argument("node", required=False)
+@REASON_OPTION
+@PATH_OPTION
+def stop_cmd(node: str | None, reason: str | None, path: Path) -> None:
+    """End NODE's run after its current step (descendants first)."""
+    from fractal.domain.signals import Signal
+    from fractal.lifecycle.steer import send
+
+    _report(list(send(path, node, Signal.STOP, reason)))
+
+
+@click.command("finish")
+@click.argument("node", required=False)
+@REASON_OPTION
+@click.option("--cancel", is_flag=True, help="Withdraw NODE's own pending finish.")
+@PATH_OPTION
+def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -> None:
+    """End NODE's run after its current iteration, once its children have finished."""
+    from fractal.domain.signals import Signal
+    from fractal.lifecycle.steer import cancel_finish, send
+
+    if cancel:
+        _report([cancel_finish(path, node)])
+        return
+    _report(list(send(path, node, Signal.FINISH, reason)))
+
+
+@click.command("pause")
+@click.argument("node", required=False)
+@REASON_OPTION
+@PATH_OPTION
+def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
+    """Abort NODE's in-flight agent and park its run (node first, then descendants)."""
+    from fractal.domain.signals import Signal
+    from fractal.lifecycle.steer import send
+
+    _report(list(send(path, node, Signal.PAUSE, reason)))
+
+
+@click.command("resume")
+@click.argument("node", required=False)
+@PATH_OPTION
+def resume_cmd(node: str | None, path: Path) -> None:
+    """Relaunch NODE's parked run, and its paused descendants (deepest first)."""
+    from fractal.lifecycle.resume import resume
+
+    _report(list(resume(path, node)))
+
+
+@click.command("kill")
+@click.argument("node", required=False)
+@REASON_OPTION
+@PATH_OPTION
+def kill_cmd(node: str | None, reason: str | None, path: Path) -> None:
+    """Kill NODE and its descendants now: loop, agent and pane; rows close ``killed``."""
+    from fractal.lifecycle.kill import kill
+
+    _report(list(kill(path, node, reason)))
+
+
+@click.command("approve")
+@click.argument("node")
+@click.argument("step_id", required=False, type=int)
+@PATH_OPTION
+def approve_cmd(node: str, step_id: int | None, path: Path) -> None:
+    """Release NODE's step awaiting approval (its pending one, or STEP_ID)."""
+    from fractal.lifecycle.approve import approve
+
+    done = approve(path, node, step_id)
+    click.echo(f"approved {done.branch} step {done.step_id} ({done.step_name})", err=True)
+
+
+@click.command("pending")
+@click.argument("node", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@PATH_OPTION
+def pending_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
+    """List the steps of NODE's children awaiting approval."""
+    from fractal.lifecycle.approve import pending
+
+    rows = pending(path, node)
+    click.echo(render_rows(rows, ["branch", "step_id", "step", "step_name"],
+                           fmt=output_format(as_json, as_csv)))

@@ -1,0 +1,37 @@
+"""``fractal node start --continue``: re-arm a settled node's worktree (ref §4.10).
+
+Operator edits under the node dir are committed (config.json edits included, so they
+survive), then the rest of the worktree is restored clean. Uncommitted project files
+are refused, listed, unless ``--clean`` discards them.
+"""
+
+from __future__ import annotations
+
+from fractal.errors import FractalError
+from fractal.tree import NodePaths
+from fractal.workspace import git
+from fractal.workspace.backstop import backstop_commit
+
+MAX_LISTED = 20
+
+
+def prepare_continue(paths: NodePaths, *, clean: bool) -> None:
+    """Commit node-dir edits, then refuse (or, with ``clean``, discard) other changes.
+
+    Raises FractalError listing the uncommitted project files.
+    """
+    worktree = paths.worktree
+    node_rel = f".fractal/{paths.branch}/"
+    changed = git.changed_paths(worktree)
+    outside = sorted(p for p in changed if not p.startswith(node_rel))
+    if outside and not clean:
+        shown = "\n  ".join(outside[:MAX_LISTED])
+        more = f"\n  ... and {len(outside) - MAX_LISTED} more" if len(outside) > MAX_LISTED else ""
+        raise FractalError(f"{worktree} has uncommitted project files; commit them, or pass "
+                           f"--clean to discard them:\n  {shown}{more}")
+    if any(p.startswith(node_rel) for p in changed):
+        backstop_commit(worktree, subject=f"{paths.branch}: operator edits (committed at "
+                        "continue)", paths=[node_rel])
+    if outside:
+        git.run_git(["checkout", "--", "."], worktree)
+        git.run_git(["clean", "-fd", "--", "."], worktree)

@@ -1,0 +1,262 @@
+"""A loopback mock LLM server for the real-CLI test tier (Python stdlib only).
+
+It speaks just enough of two APIs for Claude Code and Codex to run headless against it
+(spec/agent-clis.md, "The mock"):
+
+- Anthropic Messages: ``POST /v1/messages`` (SSE when ``stream: true``, which the CLI sends,
+  as ``/v1/messages?beta=true``), ``POST /v1/messages/count_tokens``;
+- OpenAI Responses: ``POST /v1/responses`` (SSE), the only endpoint Codex uses;
+- ``GET /v1/models`` and ``HEAD /`` (Claude Code's preflight).
+
+Answers are stateless (``mock_wire.decide``): a tool call when tools are offered and the
+last turn is not a tool result, else the final text; every call uses the same fixed token
+usage, so the CLIs' own figures are deterministic. Each request is kept (``requests``) and,
+with ``--log``, appended to a JSON-lines file. It binds 127.0.0.1 only.
+
+Use it in-process (``MockLLM(...).start()``) or as a program::
+
+    python -m tests.agents.mock_llm --port 0 --port-file PORT --log requests.jsonl \\
+        [--input-tokens 1000 --output-tokens 100] [--fail-status 500 --fail-count 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tests.agents.mock_wire import (
+    Decision,
+    Event,
+    Options,
+    anthropic_error,
+    anthropic_events,
+    anthropic_message,
+    decide,
+    openai_error,
+    responses_events,
+)
+
+MODELS = ("claude-opus-4-8", "claude-sonnet-5", "claude-haiku-4-5-20251001", "gpt-5.5")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, mock: MockLLM, port: int) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.mock = mock
+
+
+class MockLLM:
+    """The server: ``start()`` binds 127.0.0.1 (``port`` 0 = any free port) and serves on a
+    daemon thread; ``stop()`` shuts it down and ends any stall at once.
+
+    ``requests`` lists every request seen, in order, as dicts: ``method``, ``path``,
+    ``headers`` (dict), ``body`` (parsed JSON or None) and ``answer`` (a summary).
+    """
+
+    def __init__(self, options: Options | None = None, port: int = 0,
+                 log: Path | None = None) -> None:
+        self.options = options or Options()
+        self.requests: list[dict[str, Any]] = []
+        self.log = log
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._failed = 0
+        self._server = _Server(self, port)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm",
+                                        daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (no trailing slash, no ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MockLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def posts(self, path_prefix: str) -> list[dict[str, Any]]:
+        """The POST requests whose path starts with ``path_prefix`` (e.g. ``/v1/responses``)."""
+        with self._lock:
+            return [r for r in self.requests
+                    if r["method"] == "POST" and r["path"].startswith(path_prefix)]
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(entry)
+            if self.log is not None:
+                with self.log.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(entry) + "\n")
+
+    def forced_status(self) -> int | None:
+        """``--fail-status`` for the first ``--fail-count`` model calls, then None."""
+        with self._lock:
+            if self.options.fail_status is None or self._failed >= self.options.fail_count:
+                return None
+            self._failed += 1
+            return self.options.fail_status
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: the request log is the record
+
+    # -- routing -------------------------------------------------------------------------
+
+    def do_HEAD(self) -> None:
+        self._entry(None, {"status": 200})
+        self._send_json(200, None)
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path.rstrip("/").endswith("/models"):
+            data = [{"id": m, "type": "model", "object": "model", "display_name": m,
+                     "created_at": "2026-01-01T00:00:00Z", "created": 0, "owned_by": "mock"}
+                    for m in MODELS]
+            self._entry(None, {"status": 200})
+            self._send_json(200, {"object": "list", "data": data, "has_more": False,
+                                  "first_id": MODELS[0], "last_id": MODELS[-1]})
+            return
+        self._entry(None, {"status": 404})
+        self._send_json(404, {"error": {"type": "not_found", "message": f"no route {path}"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        path = urlsplit(self.path).path
+        if not isinstance(body, dict):
+            self._entry(body, {"status": 400})
+            self._send_json(400, {"error": {"type": "invalid_request_error",
+                                            "message": "mock: body is not a JSON object"}})
+        elif path == "/v1/messages/count_tokens":
+            self._entry(body, {"status": 200})
+            self._send_json(200, {"input_tokens": self.server.mock.options.input_tokens})
+        elif path == "/v1/messages":
+            self._model_call(body, "messages", body.get("messages") or [])
+        elif path == "/v1/responses":
+            self._model_call(body, "responses", body.get("input") or [])
+        else:
+            self._entry(body, {"status": 404})
+            self._send_json(404, {"error": {"type": "not_found", "message": f"no route {path}"}})
+
+    # -- model calls ---------------------------------------------------------------------
+
+    def _model_call(self, body: dict[str, Any], api: str, turns: list[Any]) -> None:
+        mock = self.server.mock
+        tools = [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
+        decision = decide(turns, tools, mock.options, mock.forced_status())
+        model = str(body.get("model") or MODELS[0])
+        summary: dict[str, Any] = {"status": decision.status, "tool": decision.tool,
+                                   "arguments": decision.arguments, "text": decision.text}
+        self._entry(body, summary)
+        if decision.status != 200:
+            error = anthropic_error if api == "messages" else openai_error
+            retry = {"retry-after": "1"} if decision.status in (429, 529) else {}
+            self._send_json(decision.status, error(decision.status), retry)
+        elif api == "messages" and not body.get("stream"):
+            self._send_json(200, anthropic_message(decision, model, mock.options))
+        elif api == "messages":
+            self._send_sse(anthropic_events(decision, model, mock.options), decision)
+        else:
+            self._send_sse(responses_events(decision, model, mock.options), decision)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _entry(self, body: Any, answer: dict[str, Any]) -> None:
+        self.server.mock.record({"method": self.command, "path": self.path,
+                                 "headers": dict(self.headers.items()), "body": body,
+                                 "answer": answer})
+
+    def _send_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
+        data = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", "req_mock")
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _send_sse(self, events: list[Event], decision: Decision) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("request-id", "req_mock")
+        self.end_headers()
+        try:
+            for index, (name, data) in enumerate(events):
+                chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+                if (index == 0 and decision.stall > 0
+                        and self.server.mock.stopping.wait(decision.stall)):
+                    self.close_connection = True  # shutting down: end the stream here
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the mock until interrupted; write the bound port to ``--port-file``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", type=Path)
+    parser.add_argument("--log", type=Path)
+    parser.add_argument("--input-tokens", type=int, default=1000)
+    parser.add_argument("--output-tokens", type=int, default=100)
+    parser.add_argument("--text")
+    parser.add_argument("--bash")
+    parser.add_argument("--fail-status", type=int)
+    parser.add_argument("--fail-count", type=int, default=1)
+    parser.add_argument("--stall", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    options = replace(Options(), input_tokens=args.input_tokens,
+                      output_tokens=args.output_tokens, fail_status=args.fail_status,
+                      fail_count=args.fail_count, stall=args.stall)
+    if args.text:
+        options = replace(options, text=args.text)
+    if args.bash:
+        options = replace(options, command=args.bash)
+    mock = MockLLM(options, port=args.port, log=args.log).start()
+    if args.port_file:
+        args.port_file.write_text(f"{mock.port}\n")
+    try:
+        mock.stopping.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        mock.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
