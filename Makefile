@@ -6,7 +6,7 @@ STAMP := $(VENV)/.bootstrap-stamp
 DEMO_DIR ?= ./fractal-demo
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap demo test lint bench soak clean
+.PHONY: bootstrap demo test test-agents lint bench soak clean
 
 bootstrap: $(STAMP)
 
@@ -19,6 +19,11 @@ demo: bootstrap
 
 test: bootstrap
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# Only the real-CLI tier: the pinned claude and codex, installed from npm into .cache/agents
+# on first use (skipped, with the reason, when npm or its registry is unavailable).
+test-agents: bootstrap
+	$(BIN)/python -m pytest -m agents -v $(PYTEST_ARGS)
 
 lint: bootstrap
 	$(BIN)/ruff check fractal tests migrations

@@ -14,6 +14,8 @@ from pathlib import Path
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
 from fractal.errors import ConfigError, FractalError, NodeNotFound
+from fractal.lifecycle.caps import check_caps
+from fractal.lifecycle.latch import refuse_if_braked
 from fractal.tree import NodePaths, caller_branch, find_tree, resolve_node, validate_name
 from fractal.workspace import git
 from fractal.workspace.agenthomes import seed_agent_homes
@@ -94,6 +96,8 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
     with file_lock(tree.lock_path):
         if branch in known or git.branch_exists(tree.repo, branch) or paths.worktree.exists():
             raise FractalError(f"node {branch} already exists")
+        refuse_if_braked(tree, ledger, branch, "spawn")
+        check_caps(tree, ledger, branch)
         ensure_exclude_block(git.common_dir(tree.repo))
         fork_sha = git.head_sha(tree.repo, base_ref)
         add_worktree(tree.repo, branch, paths.worktree, fork_sha)

@@ -85,8 +85,13 @@ class Tree:
         return str(rows[0][0]) if rows else "missing"
 
     def wait_settled(self, name: str, timeout: float = 60) -> str:
-        return str(wait_until(lambda: self.status(name) if self.status(name) in SETTLED else "",
-                              timeout=timeout, message=f"node {name} to settle"))
+        return self.wait_settled_or(name, set(), timeout)
+
+    def wait_settled_or(self, name: str, also: set[str], timeout: float = 60) -> str:
+        """Wait until the node is settled (or in one of ``also``); return its status."""
+        done = SETTLED | also
+        return str(wait_until(lambda: self.status(name) if self.status(name) in done else "",
+                              timeout=timeout, message=f"node {name} to reach {sorted(done)}"))
 
     def config(self, name: str) -> dict[str, object]:
         data = json.loads((self.node_dir(name) / "config.json").read_text())

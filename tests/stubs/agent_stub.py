@@ -18,6 +18,10 @@ what its agent does):
   [stub:no-session]        report no session
   [stub:capture=DIR]       save argv, env and prompt to DIR/call-<n>.json
   [stub:result-then-hang]  report a final cost, then hang
+  [stub:wait-file=PATH]    wait until PATH exists (a test's release handle)
+  [stub:hang-unless=PATH]  hang unless PATH exists
+  [stub:sync-fail=N]       when the step is a SYNC: exit N
+  [stub:sync-sleep=S]      when the step is a SYNC: sleep S seconds
   [stub:commit=MESSAGE]    run `python -m fractal commit MESSAGE` in the worktree, print its
                            output, and exit with its code when it fails
 
@@ -50,6 +54,7 @@ def emit(kind: str, **fields: object) -> None:
 def main() -> int:
     prompt = sys.stdin.read()
     todo = markers(prompt)
+    is_sync = os.environ.get("STEP_LABEL", "").startswith("SYNC")
     names = {k for k, _ in todo}
     if "ignore-term" in names:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -102,6 +107,17 @@ def main() -> int:
         elif key == "hang":
             while True:
                 time.sleep(3600)
+        elif key == "wait-file":
+            while not Path(value).exists():
+                time.sleep(0.02)
+        elif key == "hang-unless":
+            while not Path(value).exists():
+                time.sleep(0.05)
+        elif key == "sync-fail" and is_sync:
+            print("stub SYNC failing", file=sys.stderr, flush=True)
+            return int(value)
+        elif key == "sync-sleep" and is_sync:
+            time.sleep(float(value))
         elif key == "fail":
             print(f"stub agent failing with exit {value}", file=sys.stderr, flush=True)
             return int(value)
