@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
@@ -30,6 +31,7 @@ from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.steering import Park, Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
+from fractal.store.timefmt import format_ts
 from fractal.tree import NodePaths, parent_of
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.nodedir import read_config
@@ -199,6 +201,7 @@ class Supervisor:
             state.iter_deadline = None if iter_end is None else \
                 time.monotonic() + (iter_end - now)
             state.iter_started = time.monotonic() - (now - plan.iter_started)
+            state.iter_timestamp = format_ts(datetime.fromtimestamp(plan.iter_started, UTC))
         return self._loop(boot, state, plan.iter_id)
 
     def _agent_of(self, config: NodeConfig | None) -> str | None:
