@@ -19,6 +19,9 @@ import pytest
 
 from tests.helpers import make_repo
 
+PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
+"""A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""
+
 _LOOP_VARS = (
     "TMUX", "TMUX_PANE", "_NODE", "RUN_ID", "ITER", "ITER_ID", "STEP_ID", "ITER_REF", "NODE_BRANCH",
     "NODE_DIR", "WORKTREE_DIR", "STEP_LABEL", "ITER_LABEL", "AGENT_COMMAND",
@@ -52,6 +55,8 @@ def hermetic_session() -> Iterator[Path]:
         "TMUX_TMPDIR": str(tmux_dir),
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C.UTF-8",
+        # The price table comes from a fixture file, never the network (issue 5).
+        "FRACTAL_PRICING_URL": PRICES_FIXTURE.as_uri(),
     })
     try:
         yield base

@@ -23,7 +23,8 @@ _INIT_VALUES: dict[str, str] = {
     "step_retries": "step_retries", "step_retry_backoff": "step_retry_backoff",
     "interval": "interval", "sleep": "sleep", "wait": "wait", "max_cost": "max_cost",
     "max_iter_cost": "max_iter_cost", "max_step_cost": "max_step_cost", "scope": "scope",
-    "base": "base",
+    "base": "base", "exit_check": "exit_check", "check_timeout": "check_timeout",
+    "no_progress": "no_progress",
 }
 _INIT_FLAGS = ("sync", "detached", "local")
 
@@ -42,6 +43,25 @@ def _add_steering() -> None:
 
 
 _add_steering()
+
+
+def _add_budgets() -> None:
+    from fractal.cli import config, cost
+
+    for command in (cost.cost_group, config.config_group, config.update_cmd):
+        node_group.add_command(command)
+
+
+_add_budgets()
+
+
+def _add_checks() -> None:
+    from fractal.cli.checks import checks_cmd
+
+    node_group.add_command(checks_cmd)
+
+
+_add_checks()
 
 
 def _init_options(func: Any) -> Any:
@@ -69,6 +89,11 @@ def _init_options(func: Any) -> Any:
         ("--reserve-budget", "Cleanup reserve: USD or N% of --max-cost (default 10%)."),
         ("--scope", "Comma-separated directories the node may change."),
         ("--base", "Fork from this branch instead of the parent's tip."),
+        ("--exit-check", "Command run after every iteration; exit 0 completes the run "
+                         "(seeds a 03-CHECK gate step)."),
+        ("--check-timeout", "Time limit of each check command (default 10m)."),
+        ("--no-progress", "Red exit checks in a row failing the same way that end the run "
+                          "(default 2; null disables)."),
     ]
     for flag, text in reversed(specs):
         func = click.option(flag, default=None, metavar="VALUE", help=text)(func)
@@ -122,14 +147,18 @@ def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
               help="Start a new run of a settled node (iterations restart at 1).")
 @click.option("--clean", is_flag=True,
               help="With --continue: discard uncommitted project files instead of refusing.")
+@click.option("--max-cost", default=None, metavar="USD",
+              help="Arm this run's cost ceiling (required to continue after a budget end).")
 @PATH_OPTION
-def start_cmd(node: str | None, continue_mode: bool, clean: bool, path: Path) -> None:
+def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str | None,
+              path: Path) -> None:
     """Start NODE's supervisor in a detached tmux session."""
     from fractal.lifecycle.start import start_node
 
     if clean and not continue_mode:
         raise click.UsageError("--clean only applies with --continue")
-    started = start_node(path, node, continue_mode=continue_mode, clean=clean)
+    started = start_node(path, node, continue_mode=continue_mode, clean=clean,
+                         max_cost=max_cost)
     run = f"run {started.run_id}" if started.run_id else "booting"
     click.echo(f"started {started.paths.branch} ({run}) in tmux session {started.session}; "
                f"watch: fractal node attach {node or started.paths.branch}", err=True)

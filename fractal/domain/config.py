@@ -21,6 +21,7 @@ from fractal.domain.errors import ConfigError, InvalidValue
 
 __all__ = [
     "KEYS",
+    "NULL_DISABLES",
     "KeySpec",
     "Kind",
     "NodeConfig",
@@ -48,6 +49,7 @@ class Kind(StrEnum):
     USD_RESERVE = "usd_reserve"  # number >= 0
     FLAG = "flag"  # true / false
     PATHS = "paths"  # list of canonical relative paths
+    COMMAND = "command"  # non-empty shell command string
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,11 @@ KEYS: Mapping[str, KeySpec] = _specs(
     ("local", Kind.FLAG, False, "Never push commits to origin."),
     ("user", Kind.FLAG, False, "This is the tree's user (root) node."),
     ("scope", Kind.PATHS, [], "Relative paths the node may commit to; empty = whole worktree."),
+    ("exit_check", Kind.COMMAND, None, "Command run after each iteration; exit 0 completes."),
+    ("check_timeout", Kind.DURATION, "10m", "Time limit of each exit check and gate command."),
+    ("no_progress", Kind.COUNT, 2, "Same-signature red exit checks that end a run; null = off."),
 )
+NULL_DISABLES = frozenset({"no_progress"})  # explicit null = off; a missing key = the default
 
 _RULES: dict[Kind, str] = {
     Kind.TEXT: "must be a string",
@@ -106,6 +112,7 @@ _RULES: dict[Kind, str] = {
     Kind.USD_RESERVE: "must be a USD amount >= 0",
     Kind.FLAG: "must be true or false",
     Kind.PATHS: "must be a list of relative path strings",
+    Kind.COMMAND: "must be a non-empty, single-line shell command string",
 }
 
 
@@ -173,6 +180,8 @@ def _problem(spec: KeySpec, value: object) -> str | None:
     kind, bad = spec.kind, f"{spec.name}: {_RULES[spec.kind]} (got {_show(value)})"
     if kind is Kind.TEXT:
         return None if isinstance(value, str) else bad
+    if kind is Kind.COMMAND:
+        return None if isinstance(value, str) and len(value.strip().splitlines()) == 1 else bad
     if kind in (Kind.COUNT, Kind.LIMIT):
         low = 1 if kind is Kind.COUNT else 0
         return None if _is_int(value) and low <= value <= _MAX_INT else bad
@@ -289,10 +298,14 @@ class NodeConfig:
     local: bool = False
     user: bool = False
     scope: tuple[str, ...] = ()
+    exit_check: str | None = None
+    check_timeout: int = 600
+    no_progress: int | None = 2
 
 
 def parse_config(raw: Mapping[str, object], source: str | None = None) -> NodeConfig:
-    """Validate ``raw`` and build a ``NodeConfig``; missing or null keys take defaults.
+    """Validate ``raw`` and build a ``NodeConfig``; missing or null keys take defaults
+    (an explicit null for a ``NULL_DISABLES`` key stays None: off).
 
     ``source`` (e.g. the config.json path) is named in the error. Raises
     ``ConfigError(problems, source)`` listing every problem ``validate_config`` finds.
@@ -303,7 +316,7 @@ def parse_config(raw: Mapping[str, object], source: str | None = None) -> NodeCo
     values: dict[str, Any] = {}
     for name, spec in KEYS.items():
         value = raw.get(name)
-        if value is None:
+        if value is None and not (name in NULL_DISABLES and name in raw):
             value = spec.default
         if value is None:
             values[name] = None

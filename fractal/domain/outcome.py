@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from fractal.domain.stopcause import StopCause, first_cause
+
 __all__ = [
     "EXIT_BUDGET_SKIP",
     "EXIT_CANNOT_EXEC",
@@ -157,6 +159,8 @@ class RunFacts:
     ``stopped`` a stop signal; ``last_iter_ok`` whether the last iteration succeeded;
     ``crash_reason`` names what ended an otherwise unexplained run (e.g. step discovery
     failing three times in a row), replacing the generic ``Exited at iteration R.I``.
+    ``exit_check_passed`` is the exit-check command that passed, ``no_progress`` the
+    signature that stalled the run (issue 7); None when they did not happen.
     """
 
     run_id: int
@@ -171,6 +175,8 @@ class RunFacts:
     stopped: bool
     last_iter_ok: bool
     crash_reason: str | None = None
+    exit_check_passed: str | None = None
+    no_progress: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,17 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     ``max_iters`` reached with the last iteration OK -> completed/0
     ``Reached max iterations (N)``, or failed -> exited/1 ``...; final iteration failed``;
     otherwise exited/1 ``Exited at iteration R.I``. Node and run statuses are equal.
+
+    Issue 7 first ranks the conditions that hold by ``stopcause`` precedence: when the
+    winner is a passed exit check -> completed/0 ``exit check passed (<command>)``; when
+    it is no progress (no stop or finish outranks it) -> exited/1 ``no progress:
+    <signature>``; otherwise the matrix above decides, unchanged.
     """
+    cause = first_cause(_causes(facts))
+    if cause is StopCause.EXIT_CHECK:
+        return _end(Status.COMPLETED, 0, f"exit check passed ({facts.exit_check_passed})")
+    if cause is StopCause.NO_PROGRESS:
+        return _end(Status.EXITED, 1, f"no progress: {facts.no_progress}")
     ref = f"{facts.run_id}.{facts.last_iter}"
     if facts.budget_reason is not None:
         return _end(Status.EXITED, 0, facts.budget_reason)
@@ -214,3 +230,16 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
         return _end(Status.EXITED, 1,
                     f"Reached max iterations ({facts.max_iters}); final iteration failed")
     return _end(Status.EXITED, 1, facts.crash_reason or f"Exited at iteration {ref}")
+
+
+def _causes(facts: RunFacts) -> set[StopCause]:
+    """The ``StopCause`` conditions that hold in ``facts``."""
+    holding = {
+        StopCause.EXIT_CHECK: facts.exit_check_passed is not None,
+        StopCause.SIGNAL: facts.stopped or facts.finish_drained,
+        StopCause.NO_PROGRESS: facts.no_progress is not None,
+        StopCause.BUDGET: facts.budget_reason is not None,
+        StopCause.TIME: facts.timed_out,
+        StopCause.MAX_ITERS: facts.max_iters is not None and facts.last_iter >= facts.max_iters,
+    }
+    return {cause for cause, holds in holding.items() if holds}

@@ -15,11 +15,13 @@ from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps
+from fractal.lifecycle.costcaps import check_child_budget
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.tree import NodePaths, caller_branch, find_tree, resolve_node, validate_name
 from fractal.workspace import git
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.checkseed import seed_check_gate
 from fractal.workspace.nodedir import (
     ensure_exclude_block,
     file_lock,
@@ -98,6 +100,7 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
             raise FractalError(f"node {branch} already exists")
         refuse_if_braked(tree, ledger, branch, "spawn")
         check_caps(tree, ledger, branch)
+        check_child_budget(tree, ledger, branch, _usd(config.get("max_cost")))
         ensure_exclude_block(git.common_dir(tree.repo))
         fork_sha = git.head_sha(tree.repo, base_ref)
         add_worktree(tree.repo, branch, paths.worktree, fork_sha)
@@ -105,6 +108,9 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
         try:
             set_identity(paths.worktree, branch)
             seed_node_dir(paths.node_dir)
+            exit_check = config.get("exit_check")
+            if isinstance(exit_check, str):  # issue 7: the CHECK gate before REVIEW
+                seed_check_gate(paths.node_dir, exit_check)
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             backstop_commit(paths.worktree, subject=f"{branch}: init (node seed)")
@@ -123,6 +129,11 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
             remove_worktree(tree.repo, paths.worktree, branch)
             raise
     return NodeInit(paths=paths, parent=parent_branch, fork_sha=fork_sha)
+
+
+def _usd(value: object) -> float | None:
+    number = _num(value)
+    return None if number is None else float(number)
 
 
 def _num(value: object) -> float | int | None:

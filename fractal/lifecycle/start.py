@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +21,10 @@ from fractal.domain.config import parse_config
 from fractal.domain.outcome import SETTLED, Status
 from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.continuing import prepare_continue
+from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.latch import refuse_if_braked
+from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.targets import target_node
 from fractal.tree import NodePaths, Tree
 from fractal.workspace.nodedir import file_lock, read_config, write_atomic
@@ -50,13 +53,16 @@ def supervisor_argv(paths: NodePaths, continue_mode: bool, resume_mode: bool = F
 
 
 def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
-               clean: bool = False, actor: str = "operator") -> Started:
+               clean: bool = False, actor: str = "operator",
+               max_cost: str | None = None) -> Started:
     """Validate and launch the node's supervisor in a detached tmux session.
 
-    A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node.
-    Waits until the supervisor has taken the node (status leaves ``idle``). Raises
-    FractalError (wrong status, invalid config, missing agent, already running),
-    ConfigError, TmuxError.
+    A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node, but
+    refuses one whose last run landed on its budget unless ``max_cost`` (USD text) arms
+    the next run explicitly; that ceiling is rolled back when the launch fails (seed:
+    Reserve mode). Waits until the supervisor has taken the node (status leaves ``idle``).
+    Raises FractalError (wrong status, budget landing, invalid config, missing agent,
+    already running), ConfigError, TmuxError.
     """
     from fractal.store.ledger import Ledger
 
@@ -81,20 +87,27 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         refuse_if_braked(tree, ledger, branch, "start")
         last = ledger.last_run(branch)
         previous = last.run_id if last else 0
+        if continue_mode and max_cost is None:
+            refuse_budget_landing(tree, branch, last)
         liveness = tmux.probe(session, socket)
         if liveness is tmux.Liveness.ALIVE:
             raise FractalError(f"tmux session {session} already exists; node {branch} is running")
         if liveness is tmux.Liveness.UNKNOWN:
             raise TmuxError(f"cannot tell whether tmux session {session} is running; not starting")
-        if continue_mode:
-            prepare_continue(paths, clean=clean)
-            ledger.set_node_status(branch, Status.IDLE.value)
-        write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
+        undo: Callable[[], None] | None = None
         try:
+            if continue_mode:
+                prepare_continue(paths, clean=clean)
+                ledger.set_node_status(branch, Status.IDLE.value)
+            if max_cost is not None:  # arms the next run; undone when the launch fails
+                undo = arm_max_cost(tree, branch, max_cost)
+            write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
             tmux.launch(session, supervisor_argv(paths, continue_mode), cwd=paths.worktree,
                         socket=socket)
         except BaseException:
             paths.launch_env_path.unlink(missing_ok=True)
+            if undo is not None:
+                undo()
             if continue_mode:
                 ledger.set_node_status(branch, status)
             raise
@@ -106,6 +119,8 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
     except FractalError:
         paths.launch_env_path.unlink(missing_ok=True)
         ledger.compare_and_set_status(branch, {Status.IDLE.value}, status)  # undo the re-arm
+        if undo is not None:
+            undo()
         raise
     return Started(paths=paths, session=session, socket=socket, run_id=run_id)
 

@@ -71,8 +71,11 @@ def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
 
 
 def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
-             echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE) -> int:
-    """Run ``argv`` to completion (no limit; seed: setup.sh is unbounded); return its exit code.
+             echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE,
+             timeout: float | None = None) -> int:
+    """Run ``argv`` to completion (no limit by default; seed: setup.sh is unbounded); return
+    its exit code. With ``timeout`` (s; issue 7: check commands) the group is stopped then
+    and the code is EXIT_TIMEOUT (124).
 
     New session, stdin /dev/null, stdout+stderr merged; each chunk (raw bytes) goes to
     ``log_path`` (truncated first) and to ``echo``. 128+N means death by signal N. Then the
@@ -86,7 +89,7 @@ def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path
             if echo is not None:
                 echo(chunk)
 
-        return _run_merged(argv, cwd=cwd, env=env, sink=sink, grace=grace)
+        return _run_merged(argv, cwd=cwd, env=env, sink=sink, grace=grace, timeout=timeout)
 
 
 def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None,

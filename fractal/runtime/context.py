@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fractal.agents.base import Backend
+from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
 from fractal.domain.variables import StaticFacts
 from fractal.tree import NodePaths
@@ -31,6 +32,8 @@ class Boot:
     launch_env: dict[str, str]
     #: The provider route of ``backend`` (resolved at preflight; None: the CLI's own).
     provider: str | None = None
+    #: Some launch is priced from token usage: the price table is refreshed daily.
+    pricing: bool = False
 
     @property
     def detached(self) -> bool:
@@ -70,6 +73,24 @@ class Boot:
 
 
 @dataclass
+class BudgetState:
+    """Cost bookkeeping of the run (seed: Cost ceilings). ``reason`` is the bound this run
+    tripped (a budget landing); ``run_spent``/``iter_spent`` the last good spend reads (USD),
+    kept when a read fails; ``run_priced``/``run_unpriced`` the launched steps with and
+    without a cost at that read; ``read_at`` (monotonic s; None: stale) and ``read_iter``
+    date it; ``warned`` the once-per-run warnings already given."""
+
+    reason: str | None = None
+    run_spent: float | None = None
+    iter_spent: float | None = None
+    run_priced: int = 0
+    run_unpriced: int = 0
+    read_at: float | None = None
+    read_iter: int | None = None
+    warned: set[str] = field(default_factory=set)
+
+
+@dataclass
 class RunState:
     """Mutable state of the current run. Deadlines are ``time.monotonic()`` seconds."""
 
@@ -97,6 +118,9 @@ class RunState:
     resume_position: int = 1
     #: step_id of a gate parked mid-wait and still unapproved: wait again, don't rerun.
     resume_gate: int | None = None
+    budget: BudgetState = field(default_factory=BudgetState)
+    #: The run's exit checks and gates: newest result, no-progress streak (issue 7).
+    checks: CheckTrack = field(default_factory=CheckTrack)
 
 
 def monotonic_to_epoch(deadline: float | None) -> float | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fractal.domain.errors import StepFileError
 from fractal.domain.frontmatter import parse_frontmatter
-from fractal.domain.outcome import Status, clip_reason
+from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
 from fractal.domain.steps import discover_steps
@@ -21,9 +21,10 @@ from fractal.errors import FractalError
 from fractal.runtime import commands
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.gates import WaitEnd, drain_children
+from fractal.runtime.gatestep import is_gate, run_gate
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Park, Steering
-from fractal.runtime.steprunner import StepPlan, StepResult, StepRunner
+from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import utc_now
@@ -45,6 +46,8 @@ class IterationResult:
     setup_failed: bool = False
     discovery_failed: bool = False
     stopped: bool = False
+    #: The subtree cost ceiling stopped the iteration (closed ``stopped``, the run winds down).
+    budget: bool = False
 
 
 def load_plans(steps_dir: Path) -> list[StepPlan]:
@@ -116,7 +119,7 @@ class IterationRunner:
             state.resume_iteration = False
             state.resume_position = 1
             state.resume_gate = None
-        if result.stopped:
+        if result.stopped or result.budget:
             status, code = Status.STOPPED, 0
         else:
             status, code = (Status.COMPLETED, 0) if result.ok else (Status.FAILED, 1)
@@ -150,19 +153,27 @@ class IterationRunner:
             if signal is Signal.STOP:
                 self._backstop("stopped", f"Stopped before {plan.file.name}.")
                 return IterationResult(True, "Stopped by request", stopped=True)
+            over = self.steps.budget.before_step(first=index == 0,
+                                                 finish_pending=self.steering.finish_requested)
+            if over is not None:
+                return self._over_budget(plans[index:], over)
             if self.state.resume_gate is not None and plan.file.position == start:
                 result = self.steps.resume_gate(plan, node_md)
             else:
                 if index == len(plans) - 1 and self.steering.finish_requested:
                     self._drain(node_md)
-                if self.boot.sync:
+                gate = is_gate(plan)  # issue 7: a `check:` step runs its command, no agent
+                if self.boot.sync and not gate:
                     sync = self.steps.run_sync(plan, node_md)
                     if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
                         return self._fail(plans[index:], "SYNC", sync)
-                result = self.steps.run_step(plan, node_md)
+                result = (run_gate(self.boot, self.state, self.ledger, self.reporter, plan)
+                          if gate else self.steps.run_step(plan, node_md))
             if result.stopped:
                 self._backstop("stopped", f"Stopped while {plan.file.name} awaited approval.")
                 return IterationResult(True, "Stopped by request", stopped=True)
+            if result.outcome.reason == OVER_BUDGET:
+                return self._over_budget(plans[index + 1:], self.steps.budget.spent_out())
             if result.outcome.status is not Status.COMPLETED:
                 return self._fail(plans[index + 1:], plan.file.name, result)
         problem = self._backstop("auto", "")
@@ -182,6 +193,13 @@ class IterationRunner:
                              if self.boot.sync else None)
         if end is WaitEnd.PAUSED:
             raise Park("while draining children")
+
+    def _over_budget(self, not_run: list[StepPlan], reason: str) -> IterationResult:
+        """The spend reached the ceiling mid-iteration: queue no more steps (each is booked
+        ``stopped``/``over budget``), commit, and let the run wind down at the boundary."""
+        self.steps.book_not_run(not_run, OVER_BUDGET, EXIT_BUDGET_SKIP)
+        self._backstop(OVER_BUDGET, reason)
+        return IterationResult(True, reason, budget=True)
 
     def _fail(self, not_run: list[StepPlan], name: str, result: StepResult) -> IterationResult:
         outcome = result.outcome

@@ -10,7 +10,9 @@ from fractal.domain.config import parse_config
 from fractal.domain.errors import FractalError
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
+from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.context import Boot, RunState
+from fractal.runtime.exitcheck import CheckVerdict, run_exit_check
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.iteration import IterationRunner
 from fractal.runtime.pane import Reporter
@@ -34,6 +36,7 @@ class RunLoop:
         self.waker = waker
         self.steering = steering
         self.runner = IterationRunner(boot, state, ledger, reporter, waker, steering)
+        self.budget = BudgetGuard(boot, state, ledger, reporter)
 
     def run(self, adopted_iter_id: int | None = None) -> None:
         """Run iterations until max_iters, the run wall, a stop, a finish, or a crash
@@ -42,6 +45,9 @@ class RunLoop:
         adopted = adopted_iter_id
         while True:
             self.refresh_live()
+            if adopted is None and self.budget.iteration_top():
+                self._wind_down()
+                return
             if adopted is None and self._checkpoint(allow_finish=True):
                 return
             if adopted is None and self._gates_closed():
@@ -58,6 +64,16 @@ class RunLoop:
             if state.discovery_failures >= CRASH_LOOP:
                 state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
             if state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP:
+                return
+            verdict = run_exit_check(self.boot, state, self.reporter, steps_ran=not (
+                result.setup_failed or result.discovery_failed))  # issue 7
+            if verdict is CheckVerdict.PASSED:
+                return  # a passed exit check outranks every other end (domain.stopcause)
+            if verdict is CheckVerdict.STALLED:
+                self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
+                return
+            if self.budget.at_boundary():
+                self._wind_down()
                 return
             if self._checkpoint(allow_finish=True):
                 return
@@ -96,6 +112,14 @@ class RunLoop:
             self.state.stopped = True
             return True
         return False
+
+    def _wind_down(self) -> None:
+        """A budget bound ended the run (the subtree got a finish): a pending pause still
+        parks; otherwise wait for the children, then end (seed: Reserve mode)."""
+        if self.steering.check(allow_finish=False, allow_stop=False) is Signal.PAUSE:
+            raise Park("between iterations")
+        self._drain()
+        self.state.finish_drained = True
 
     def _drain(self) -> None:
         """Wait for the children before a finish ends the run (run wall only, no SYNC:

@@ -11,12 +11,14 @@ from dataclasses import dataclass, replace
 
 from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_backend, resolve_route
 from fractal.assets import mode_text
+from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.frontmatter import is_true
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile
 from fractal.domain.variables import StepFacts, agent_environment, prompt_variables
 from fractal.domain.walls import time_budget_label
 from fractal.runtime.context import Boot, RunState, monotonic_to_epoch, static_facts
+from fractal.runtime.costing import LaunchBudget, PricedBackend
 from fractal.runtime.launch import Attempt
 from fractal.store.ledger import Ledger
 
@@ -67,10 +69,17 @@ class StepBuilder:
               limit: float | None, *, retry_number: int, label: str, snapshot_suffix: str,
               name: str | None = None, gated: bool = False,
               should_pause: Callable[[], bool] | None = None,
-              lenient: bool = False) -> Launch:
-        """The attempt for ``file`` (or a SYNC named ``name``) with ``limit`` seconds."""
+              lenient: bool = False, budget: LaunchBudget | None = None) -> Launch:
+        """The attempt for ``file`` (or a SYNC named ``name``) with ``limit`` seconds.
+
+        ``budget`` (seed: The per-step budget) reaches an enforcing agent as its budget flag,
+        and the prompt and environment as COST_BUDGET / STEP_BUDGET; its ``rates`` price a
+        token-priced backend's usage.
+        """
         boot, state, paths = self.boot, self.state, self.boot.paths
         backend = step_backend(boot, fm)
+        if budget is not None and budget.rates is not None:
+            backend = PricedBackend(backend, budget.rates)
         key = session_key(boot, fm)
         detached = boot.detached or is_true(fm.get("detached"))
         resume = None if detached else state.sessions.get(key)
@@ -80,13 +89,16 @@ class StepBuilder:
             prior = self.session_usage.get(resume) or self.ledger.session_usage(paths.branch,
                                                                                 resume)
         model = fm.get("model") or state.live.model
-        facts = self.facts(label, limit, model, detached)
+        facts = self.facts(label, limit, model, detached, budget)
+        checks = check_variables(visible_check(state.checks, state.iteration))  # issue 7
         prompt = render(assemble_prompt(node_md, body, self.modes()),
-                        prompt_variables(static_facts(paths, state.live), facts))
+                        {**prompt_variables(static_facts(paths, state.live), facts), **checks})
         request = LaunchRequest(prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir,
                                 model=model, effort=fm.get("effort") or state.live.effort,
                                 resume=resume, new_session=new_session,
-                                provider=step_route(boot, backend, fm), prior_usage=prior)
+                                provider=step_route(boot, backend, fm), prior_usage=prior,
+                                budget_usd=budget.usd if budget is not None
+                                and backend.enforces_budget else None)
         ref = f"{state.run_id}-{state.iteration}-{file.position}"
         attempt = Attempt(
             node=paths.branch, run_id=state.run_id, iter_id=state.iter_id, step=file.position,
@@ -102,6 +114,7 @@ class StepBuilder:
                 env.pop(var, None)
             env.update(agent_environment(static_facts(paths, boot.config),
                                          replace(facts, step_id=step_id), str(paths.node_dir)))
+            env.update(checks)
             return env
 
         return Launch(attempt, key, detached, prior, env_for)
@@ -111,24 +124,26 @@ class StepBuilder:
         boot, state = self.boot, self.state
         names = [n for n, on in (("CONTINUE", boot.continue_mode),
                                  ("RESUME", state.resume_iteration),
+                                 ("RESERVE", state.reserve),
                                  ("DETACHED", boot.detached), ("META", boot.meta)) if on]
         return [mode_text(n) for n in names]
 
     def facts(self, label: str, limit: float | None, model: str | None,
-              step_detached: bool) -> StepFacts:
-        """The run-scoped variables of one launch."""
+              step_detached: bool, budget: LaunchBudget | None = None) -> StepFacts:
+        """The run-scoped variables of one launch (``budget``: its cost side, if known)."""
         boot, state, live = self.boot, self.state, self.state.live
         return StepFacts(
             run_id=state.run_id, iteration=state.iteration, iter_id=state.iter_id, step_id=None,
             step_label=label, iter_label=iter_label(state.iteration, live.max_iters),
             iter_ref=iter_ref(state.run_id, state.iteration), iter_timestamp=state.iter_timestamp,
             time_budget=time_budget_label(boot.run_timeout, boot.iter_timeout, live.step_timeout),
-            cost_budget="no limit" if live.max_cost is None else f"${live.max_cost:g} max",
+            cost_budget=budget.label if budget is not None else "no limit",
             continue_mode=boot.continue_mode, resume_mode=state.resume_iteration,
-            reserve_mode=False, detached_mode=boot.detached, meta_mode=boot.meta,
+            reserve_mode=state.reserve, detached_mode=boot.detached, meta_mode=boot.meta,
             agent_command=boot.agent_setting, max_cost=live.max_cost,
             max_iter_cost=live.max_iter_cost, max_step_cost=live.max_step_cost,
-            step_budget=None, run_timeout=boot.run_timeout, iter_timeout=boot.iter_timeout,
+            step_budget=budget.usd if budget is not None else None,
+            run_timeout=boot.run_timeout, iter_timeout=boot.iter_timeout,
             step_timeout=live.step_timeout, interval=boot.interval, step_limit=limit,
             run_end_epoch=monotonic_to_epoch(state.run_deadline),
             iter_end_epoch=monotonic_to_epoch(state.iter_deadline),

@@ -15,11 +15,20 @@ from fractal.assets import mode_text
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
 from fractal.domain.frontmatter import Frontmatter, is_true
-from fractal.domain.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, Status, StepOutcome, clip_reason
+from fractal.domain.outcome import (
+    EXIT_BUDGET_SKIP,
+    EXIT_CANNOT_EXEC,
+    EXIT_TIMEOUT,
+    Status,
+    StepOutcome,
+    clip_reason,
+)
 from fractal.domain.signals import Signal
 from fractal.domain.steps import StepFile, banner_label, step_label
 from fractal.domain.walls import effective_step_limit
+from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.context import Boot, RunState
+from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval
 from fractal.runtime.launch import AttemptResult, run_attempt
 from fractal.runtime.pane import Reporter
@@ -29,6 +38,8 @@ from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 
 AWAITING_APPROVAL = "awaiting approval"
+OVER_BUDGET = "over budget"
+"""Reason of a launch skipped because the per-step budget is spent (seed: What gets recorded)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,7 @@ class StepRunner:
         # thread usage (codex) turns it into per-launch figures (LaunchRequest.prior_usage).
         self.session_usage: dict[str, Usage] = {}
         self.builder = StepBuilder(boot, state, ledger, self.session_usage)
+        self.budget = BudgetGuard(boot, state, ledger, reporter)
 
     # -- work steps ---------------------------------------------------------------------
 
@@ -148,13 +160,14 @@ class StepRunner:
         self._close_banner(banner, result.outcome, None, started)
         return result
 
-    def book_not_run(self, plans: list[StepPlan], reason: str) -> None:
-        """Book steps that will never run as rows opened and closed ``stopped``, cost 0.0."""
+    def book_not_run(self, plans: list[StepPlan], reason: str, exit_code: int = 0) -> None:
+        """Book steps that will never run as rows opened and closed ``stopped``, cost 0.0
+        (``exit_code`` 125 for steps the budget will not pay for)."""
         for plan in plans:
             self.ledger.book_closed_step(
                 node=self.boot.paths.branch, run_id=self.state.run_id, iter_id=self.state.iter_id,
                 step=plan.file.position, step_name=plan.file.name, status=Status.STOPPED.value,
-                exit_code=0, reason=reason, cost=0.0)
+                exit_code=exit_code, reason=reason, cost=0.0)
 
     # -- SYNC ---------------------------------------------------------------------------
 
@@ -196,11 +209,17 @@ class StepRunner:
     def _run(self, file: StepFile, body: str, fm: Mapping[str, str], node_md: str,
              limit: float | None, number: int, *, label: str, suffix: str,
              name: str | None = None, gated: bool = False, lenient: bool = False) -> AttemptResult:
+        cost = self._launch_budget(fm)
+        if cost is not None and (cost.refusal or cost.skip) and (limit is None or limit > 0):
+            return self._not_launched(file, name or file.name, cost.refusal)
         launch = self.builder.build(file, body, fm, node_md, limit, retry_number=number,
                                     label=label, snapshot_suffix=suffix, name=name, gated=gated,
-                                    should_pause=self.steering.pause_pending, lenient=lenient)
+                                    should_pause=self.steering.pause_pending, lenient=lenient,
+                                    budget=cost)
         result = run_attempt(launch.attempt, ledger=self.ledger, reporter=self.reporter,
                              waker=self.waker, env_for=launch.env_for)
+        self.budget.after_launch(launch.attempt.backend, name or file.name, result.cost,
+                                 result.launched)
         resume = launch.attempt.request.resume
         # A minted id counts only once the agent echoed it: a CLI that died before
         # starting the session cannot be resumed into it.
@@ -215,6 +234,29 @@ class StepRunner:
             if launch.session_key == self.boot.agent_setting and self.state.iter_id is not None:
                 self.ledger.set_iteration_session(self.state.iter_id, session)
         return result
+
+    def _launch_budget(self, fm: Mapping[str, str]) -> LaunchBudget | None:
+        """The cost side of a launch under ``fm`` (None when its agent override is invalid:
+        building the launch reports that)."""
+        try:
+            backend = step_backend(self.boot, fm)
+            provider = step_route(self.boot, backend, fm)
+        except FractalError:
+            return None
+        return self.budget.launch(backend, fm.get("model") or self.state.live.model, provider)
+
+    def _not_launched(self, file: StepFile, name: str, refusal: str | None) -> AttemptResult:
+        """Book a launch that never happens: a cost cap that cannot be tracked (failed, exit
+        1) or a spent budget (``stopped``, exit 125, ``over budget``); cost 0.0 either way."""
+        if refusal is not None:
+            outcome = StepOutcome(Status.FAILED, 1, clip_reason(refusal))
+        else:
+            outcome = StepOutcome(Status.STOPPED, EXIT_BUDGET_SKIP, OVER_BUDGET)
+        step_id = self.ledger.book_closed_step(
+            node=self.boot.paths.branch, run_id=self.state.run_id, iter_id=self.state.iter_id,
+            step=file.position, step_name=name, status=outcome.status.value,
+            exit_code=outcome.exit_code, reason=outcome.reason, cost=0.0)
+        return AttemptResult(step_id, outcome, None, 0.0, None, 0.0, False)
 
     def _refusal(self, fm: Mapping[str, str]) -> tuple[int, str] | None:
         """(exit code, reason) when the step cannot launch, checked before any attempt
@@ -235,6 +277,9 @@ class StepRunner:
         except FractalError as exc:
             return 1, clip_reason(f"invalid provider override: {exc}")
         problem = backend.preflight(provider, self.boot.launch_env or os.environ)
+        if problem is None:
+            problem = self.budget.refusal(backend, fm.get("model") or self.state.live.model,
+                                          provider)
         return None if problem is None else (1, clip_reason(problem))
 
     def _limit(self, fm: Mapping[str, str]) -> float | None:
@@ -256,8 +301,8 @@ class StepRunner:
             signal = self.steering.check(allow_finish=False)
             if signal is Signal.PAUSE:
                 raise Park("during a retry backoff")
-            if signal is Signal.STOP:
-                return False
+            if signal is Signal.STOP or self.budget.ceiling_crossed():
+                return False  # a failed step never buys another attempt once the budget is spent
             self.waker.wait(min(1.0, left))
         return True
 

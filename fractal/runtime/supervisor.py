@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -22,13 +22,18 @@ from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import RunEnd, RunFacts, Status, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.walls import time_budget_label
+from fractal.pricing import PricingError
 from fractal.runtime import processes
 from fractal.runtime.adopt import adopt, save_sessions
+from fractal.runtime.budgetguard import BudgetGuard
+from fractal.runtime.checkrestore import restore_track
 from fractal.runtime.context import Boot, RunState
+from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import RunAbort, backstop, load_plans
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.steering import Park, Steering
+from fractal.runtime.steprunner import StepPlan
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
@@ -181,6 +186,8 @@ class Supervisor:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
                          sessions=dict(plan.sessions))
+        state.checks = restore_track(self.paths.tree.db_path, self.paths.branch, plan.run_id,
+                                     config.no_progress)  # issue 7: diagnostics, streak
         self.state = state
         try:
             boot = self._preflight(config, launch_env)
@@ -249,12 +256,19 @@ class Supervisor:
         if problem is not None:
             raise RunAbort(f"{problem}; install it or set the node's agent")
         provider = self._route(backend, config, launch_env)
+        plans: list[StepPlan] = []
         with contextlib.suppress(StepFileError):  # a broken steps dir fails iterations, loudly
-            load_plans(self.paths.steps_dir)
+            plans = load_plans(self.paths.steps_dir)
+        try:  # the price table, when some launch is priced from tokens (ref §4.1)
+            pricing = check_pricing(config.model, backend, provider,
+                                    [p.frontmatter.fields for p in plans], self.paths.worktree,
+                                    self.reporter.warning)
+        except PricingError as exc:
+            raise RunAbort(str(exc)) from None
         return Boot(paths=self.paths, config=config, agent_setting=setting or backend.name,
                     backend=backend, continue_mode=self.options.continue_mode,
                     resume_mode=self.options.resume_mode, launch_env=launch_env,
-                    provider=provider)
+                    provider=provider, pricing=pricing)
 
     def _route(self, backend: Backend, config: NodeConfig, env: dict[str, str]) -> str | None:
         """The node's provider route, checked against ``env``; seeds the agent homes.
@@ -287,11 +301,13 @@ class Supervisor:
         self._notify_exit(reason)
         return 1
 
-    def _notify_exit(self, reason: str) -> None:
-        """Every exited run posts ``run exited: <reason>`` (priority 7) to the outbox."""
+    def _notify_exit(self, reason: str, figures: str = "") -> None:
+        """Every exited run posts ``run exited: <reason>`` (priority 7) to the outbox; a
+        capped run's body adds its spend ``figures``."""
         try:
             self.ledger.post_message(self.paths.branch, clip_reason(f"run exited: {reason}"),
-                                     reason, priority=EXIT_NOTICE_PRIORITY)
+                                     f"{reason}\n{figures}" if figures else reason,
+                                     priority=EXIT_NOTICE_PRIORITY)
         except FractalError as exc:
             log.warning("could not post the exit notice: %s", exc)
 
@@ -302,8 +318,12 @@ class Supervisor:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} (final)",
                      "", self.reporter, branch=self.paths.branch)
-        end = decide_run_end(self._facts(boot, state))
-        self._close(state.run_id, end)
+        guard = BudgetGuard(boot, state, self.ledger, self.reporter)
+        land = guard.landing()  # a budget landing, or a finish's overshoot (seed: Reserve mode)
+        end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
+        if land.note is not None:
+            end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
+        self._close(state.run_id, end, guard.figures())
 
     def _facts(self, boot: Boot, state: RunState) -> RunFacts:
         setup_abort = state.setup_failures >= CRASH_LOOP
@@ -314,13 +334,14 @@ class Supervisor:
             walls_label=time_budget_label(boot.run_timeout, boot.iter_timeout,
                                           state.live.step_timeout),
             stopped=state.stopped, last_iter_ok=state.last_iter_ok,
-            crash_reason=state.crash_reason)
+            crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
+            no_progress=state.checks.stalled)
 
-    def _close(self, run_id: int, end: RunEnd) -> None:
+    def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         self.ledger.close_run(run_id, end.run_status.value, end.exit_code, end.reason)
         self.ledger.set_node_status(self.paths.branch, end.node_status.value)
         if end.run_status is Status.EXITED:
-            self._notify_exit(end.reason)
+            self._notify_exit(end.reason, figures)
         self.reporter.banner_open(f"Run {run_id} {end.run_status.value} (exit {end.exit_code}): "
                                   f"{end.reason}", major=True)
 

@@ -1,8 +1,10 @@
 """Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
 
-Seven tables: the node registry and the execution ledger (runs > iterations > steps),
-plus events, signals and messages (a node's outbox notices; migration 0003). The ``activity`` view is not a model: migration 0001 creates
-it with raw SQL. Shapes come from the issue and ref §3:
+Eight tables: the node registry and the execution ledger (runs > iterations > steps),
+plus events, signals, messages (a node's outbox notices; migration 0003) and checks
+(exit checks and gate steps run by the loop; migration 0004). The ``activity`` view is
+not a model: migration 0001 creates it with raw SQL, 0004 recreates it with check rows.
+Shapes come from the issue and ref §3:
 
 - timestamps are TEXT in the ``timefmt`` format; durations are never stored;
 - statuses are plain strings from the ref §3 vocabulary (``active``, ``paused``,
@@ -23,8 +25,8 @@ from typing import Any, ClassVar
 from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["NAMING_CONVENTION", "Base", "Event", "Iteration", "Message", "Node", "Run", "Signal",
-           "Step"]
+__all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Message", "Node", "Run",
+           "Signal", "Step"]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -193,3 +195,29 @@ class Message(Base):
     data: Mapped[str]
     meta: Mapped[str] = _meta()
     created_at: Mapped[str]
+
+
+class Check(Base):
+    """One check command the loop ran itself (issue 7): the node's exit check after an
+    iteration (``kind`` 'exit'), or a gate step (``kind`` 'gate', ``step_id`` its row).
+
+    ``signature`` is '' when the check passed; ``failures`` and ``passed`` are the counts
+    parsed from its output, NULL when unknown; ``output_path`` is the full log.
+    """
+
+    __tablename__ = "checks"
+
+    check_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    iter_id: Mapped[int | None] = mapped_column(ForeignKey("iterations.iter_id"))
+    step_id: Mapped[int | None] = mapped_column(ForeignKey("steps.step_id"))
+    kind: Mapped[str]
+    command: Mapped[str]
+    exit_code: Mapped[int]
+    signature: Mapped[str] = mapped_column(default="", server_default=text("''"))
+    failures: Mapped[int | None]
+    passed: Mapped[int | None]
+    output_path: Mapped[str | None]
+    started_at: Mapped[str]
+    ended_at: Mapped[str]

@@ -108,6 +108,13 @@ class Registry:
         """
         self._set_node(node, **_caps(caps))
 
+    def set_title(self, node: str, title: str | None) -> None:
+        """Rewrite the title of a registered node (``fractal node update``, drift heal).
+
+        Raises NodeNotFound when ``node`` is not registered.
+        """
+        self._set_node(node, title=title)
+
     def node(self, node: str) -> NodeRow | None:
         """The registry row of ``node``, or None."""
         return self._one(NodeRow, select(Node.__table__).where(Node.node == node))

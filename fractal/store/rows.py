@@ -175,8 +175,8 @@ class MessageRow:
 class ActivityRow:
     """One row of the ``activity`` view.
 
-    ``kind`` is ``run|iteration|step|event``; ``event`` is ``start|end`` for the first
-    three and the event name for events. ``duration`` (seconds, 3 dp) is set on end
+    ``kind`` is ``run|iteration|step|check|event``; ``event`` is ``start|end`` for the first
+    three, ``exit-check|gate`` for checks and the event name for events. ``duration`` (seconds, 3 dp) is set on end
     rows only; ``cost`` (USD) on step, iteration and run end rows, ``None`` when no
     step recorded one. ``event_id`` is set on event rows only.
     """

@@ -14,7 +14,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from fractal.assets import asset_root
@@ -147,18 +147,25 @@ def read_config(path: Path) -> dict[str, object]:
     return value
 
 
-def update_config(path: Path, updates: Mapping[str, object]) -> dict[str, object]:
+def update_config(path: Path, updates: Mapping[str, object], *,
+                  check: Callable[[dict[str, object], dict[str, object]], None] | None = None
+                  ) -> dict[str, object]:
     """Merge ``updates`` into the JSON object at ``path`` and write it back; return the result.
 
     The read-merge-write runs under ``file_lock(<path>.lock)`` (``config.json.lock``) and the
     file is replaced atomically, sorted by key, 2-space indented, with a trailing newline. A
-    missing file starts as ``{}``. Raises ConfigError when the existing file is malformed (it
-    is left untouched) and TypeError when a value is not JSON-serialisable.
+    missing file starts as ``{}``. ``check(before, merged)``, when given, runs under the lock
+    before the write; whatever it raises aborts the write. Raises ConfigError when the
+    existing file is malformed (it is left untouched) and TypeError when a value is not
+    JSON-serialisable.
     """
     lock = path.with_name(path.name + ".lock")
     with file_lock(lock):
-        merged = read_config(path) if path.exists() else {}
+        before = read_config(path) if path.exists() else {}
+        merged = dict(before)
         merged.update(updates)
+        if check is not None:
+            check(before, merged)
         text = json.dumps(merged, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_atomic(path, text)
     return merged

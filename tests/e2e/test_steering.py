@@ -328,8 +328,12 @@ def test_every_exited_run_posts_a_notice(tree: Tree) -> None:
 
 
 def test_killed_tmux_server_is_healed(tree: Tree) -> None:
+    import os
+
+    # A server of its own: killing it must not disturb other tests' sessions.
+    own = {**os.environ, "FRACTAL_TMUX_SOCKET": str(tree.repo.parent / "own.sock")}
     tree.node("doomed", {"01-A.md": "[stub:hang]"}, "--no-sync")
-    tree.cli("node", "start", "doomed")
+    tree.cli("node", "start", "doomed", env=own)
     _wait_running(tree, "doomed", "A")
     (socket,), = tree.sql("SELECT tmux_socket FROM nodes WHERE node = 'main.doomed'")
     subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)

@@ -24,10 +24,11 @@ from fractal.store.schema import (
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages"}
+TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks"}
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",
+    "ix_checks_node", "ix_checks_run_id",
 }
 
 

@@ -26,7 +26,7 @@ ALL_KEYS = [
     "max_iters", "max_depth", "max_children", "max_descendants", "step_retries",
     "timeout", "iter_timeout", "step_timeout", "interval", "sleep", "step_retry_backoff", "wait",
     "max_cost", "max_iter_cost", "max_step_cost", "reserve_budget",
-    "sync", "detached", "local", "user", "scope",
+    "sync", "detached", "local", "user", "scope", "exit_check", "check_timeout", "no_progress",
 ]
 
 
@@ -46,7 +46,9 @@ def test_default_config() -> None:
     assert config["scope"] == []
     nulls = {k for k, v in config.items() if v is None}
     assert nulls == set(ALL_KEYS) - {"step_retries", "step_retry_backoff", "wait", "sync",
-                                     "detached", "local", "user", "scope"}
+                                     "detached", "local", "user", "scope", "check_timeout",
+                                     "no_progress"}
+    assert (config["check_timeout"], config["no_progress"]) == ("10m", 2)
     assert validate_config(config) == []
 
 
@@ -126,6 +128,13 @@ def test_parse_typed_values() -> None:
     ("scope", ["src tests"], 'scope: "src tests" contains whitespace'),
     ("scope", ["./src/"], "scope: entries must be canonical and unique; write [\"src\"]"),
     ("scope", ["src", "src"], "scope: entries must be canonical and unique; write [\"src\"]"),
+    ("exit_check", "", "exit_check: must be a non-empty, single-line shell command string (got \"\")"),
+    ("exit_check", "   ", "exit_check: must be a non-empty, single-line shell command string"),
+    ("exit_check", "pytest\nruff check", "exit_check: must be a non-empty, single-line"),
+    ("exit_check", ["pytest"], "exit_check: must be a non-empty, single-line shell command string"),
+    ("check_timeout", "10", 'check_timeout: "10" needs a unit'),
+    ("no_progress", 0, "no_progress: must be a whole number >= 1 (got 0)"),
+    ("no_progress", True, "no_progress: must be a whole number >= 1"),
 ])
 def test_single_key_problem(key: str, value: object, fragment: str) -> None:
     problems = validate_config({key: value})
@@ -215,6 +224,11 @@ def test_unknown_keys_are_not_problems() -> None:
     ("scope", "src", ["src"]),
     ("scope", "", []),
     ("scope", "null", None),
+    ("exit_check", "pytest -q tests/", "pytest -q tests/"),
+    ("exit_check", "null", None),
+    ("check_timeout", "90s", "90s"),
+    ("no_progress", "3", 3),
+    ("no_progress", "null", None),
 ])
 def test_coerce_value(key: str, text: str, expected: object) -> None:
     value = coerce_value(key, text)
@@ -241,6 +255,8 @@ def test_coerce_value(key: str, text: str, expected: object) -> None:
     ("scope", "/etc", 'scope: "/etc" is absolute'),
     ("scope", "src,,tests", 'scope: "" is empty'),
     ("scope", "../up", 'scope: "../up" has a ".." segment'),
+    ("exit_check", " ", "exit_check: must be a non-empty, single-line shell command string"),
+    ("no_progress", "0", "no_progress: must be a whole number >= 1"),
     ("nope", "1", "unknown config key 'nope'; valid keys: title, agent,"),
 ])
 def test_coerce_value_refuses(key: str, text: str, fragment: str) -> None:
@@ -330,3 +346,16 @@ def test_normalise_scope_refuses(entries: list[str], fragment: str) -> None:
 def test_kinds_cover_schema() -> None:
     kinds = {spec.kind for spec in KEYS.values()}
     assert kinds == set(Kind)
+
+
+@pytest.mark.parametrize(("raw", "exit_check", "check_timeout", "no_progress"), [
+    ({}, None, 600, 2),                                  # missing keys: the defaults
+    ({"exit_check": None, "check_timeout": None}, None, 600, 2),
+    ({"exit_check": "make test", "check_timeout": "90s", "no_progress": 3}, "make test", 90, 3),
+    ({"no_progress": None}, None, 600, None),            # an explicit null disables the stop
+])
+def test_check_keys(raw: dict[str, Any], exit_check: str | None, check_timeout: int,
+                    no_progress: int | None) -> None:
+    config = parse_config(raw)
+    assert (config.exit_check, config.check_timeout, config.no_progress) == (
+        exit_check, check_timeout, no_progress)

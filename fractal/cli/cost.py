@@ -1,0 +1,75 @@
+"""``fractal node cost spent|remaining|breakdown``: what a node and its subtree spent, and
+what is left (ref §2.2 ``cost``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fractal.cli.format import notice, output_format, render_rows
+
+PATH_OPTION = click.option(
+    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+    help="The caller's worktree (default: the current directory).")
+DEPTH_OPTION = click.option(
+    "--max-depth", type=click.IntRange(min=0), default=None,
+    help="Count descendants at most N levels below the node (0: the node alone).")
+
+
+def _scope_options(func: click.decorators.FC) -> click.decorators.FC:
+    for flag, text in reversed((("step", "The newest step."),
+                                ("iter", "The newest iteration's own steps."),
+                                ("run", "The open (else last) run, with its descendants' runs."))):
+        func = click.option(f"--{flag}", "scope", flag_value=flag, help=text)(func)
+    return func
+
+
+@click.group("cost")
+def cost_group() -> None:
+    """Read the budget ledger: spend and remaining budget, children included."""
+
+
+@cost_group.command("spent")
+@click.argument("node", required=False)
+@_scope_options
+@DEPTH_OPTION
+@PATH_OPTION
+def spent_cmd(node: str | None, scope: str | None, max_depth: int | None, path: Path) -> None:
+    """Print what NODE and its subtree spent (all runs by default), or `untracked`."""
+    from fractal.lifecycle.spending import Scope, spent
+
+    report = spent(path, node, Scope(scope or "all"), max_depth)
+    click.echo(report.text)
+    if report.unpriced:
+        notice(f"{report.unpriced} launched step(s) recorded no cost (unpriced)")
+
+
+@cost_group.command("remaining")
+@click.argument("node", required=False)
+@_scope_options
+@PATH_OPTION
+def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
+    """Print NODE's remaining budget for its run (default), iteration or step."""
+    from fractal.lifecycle.spending import Scope, remaining
+
+    click.echo(remaining(path, node, Scope(scope or "run")))
+
+
+@cost_group.command("breakdown")
+@click.argument("node", required=False)
+@click.option("--run", "run", is_flag=True, help="Only the open (else last) run's subtree.")
+@DEPTH_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@PATH_OPTION
+def breakdown_cmd(node: str | None, run: bool, max_depth: int | None, as_json: bool,
+                  as_csv: bool, path: Path) -> None:
+    """Per-node spend of NODE's subtree (deleted nodes included)."""
+    from fractal.lifecycle.spending import breakdown
+
+    rows, unpriced = breakdown(path, node, run=run, max_depth=max_depth)
+    click.echo(render_rows(rows, ["node", "max_cost", "spent", "unpriced"],
+                           fmt=output_format(as_json, as_csv)))
+    if unpriced:
+        notice(f"{unpriced} launched step(s) recorded no cost (unpriced)")

@@ -1,0 +1,146 @@
+"""Checks run by the loop itself: exit checks and gate steps (issue 7).
+
+Pure values and decisions: what one finished check is (``CheckResult``), what the run
+remembers about its checks (``CheckTrack``), which result the prompts of a step see,
+the ``CHECK_*`` variables, and the gate frontmatter (``check:``, ``on_fail:``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from fractal.domain.errors import InvalidValue
+from fractal.domain.progress import Streak, advance_streak, is_stalled
+from fractal.domain.signature import CheckSummary
+
+__all__ = ["CHECK_OUTPUT_CHARS", "CHECK_OUTPUT_LINES", "CHECK_VARIABLES", "CheckKind",
+           "CheckResult", "CheckTrack", "OnFail", "check_variables", "gate_command",
+           "gate_on_fail", "output_tail", "visible_check"]
+
+CHECK_OUTPUT_LINES = 200
+"""Lines of a check's output that ``CHECK_OUTPUT`` keeps (the last ones)."""
+CHECK_OUTPUT_CHARS = 32_000
+"""...and at most this many characters of them (the end), so the environment stays small."""
+CHECK_VARIABLES = ("CHECK_STATUS", "CHECK_COMMAND", "CHECK_OUTPUT", "CHECK_OUTPUT_FILE",
+                   "CHECK_SIGNATURE", "CHECK_FAILURES")
+
+
+class CheckKind(StrEnum):
+    """Where a check ran: the node's exit check, or a gate step."""
+
+    EXIT = "exit"
+    GATE = "gate"
+
+
+class OnFail(StrEnum):
+    """What a red gate does to its iteration (frontmatter ``on_fail:``)."""
+
+    CONTINUE = "continue"
+    STOP_ITERATION = "stop-iteration"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One finished check: ``command`` exited ``exit_code`` after ``seconds``; ``tail`` is the
+    end of its output (``output_tail``), ``output_file`` the full log; ``iteration`` the
+    iteration (1-based, in its run) it belongs to; ``timed_out`` when its limit ended it."""
+
+    kind: CheckKind
+    command: str
+    exit_code: int
+    seconds: float
+    tail: str
+    output_file: str
+    summary: CheckSummary
+    iteration: int
+    timed_out: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class CheckTrack:
+    """What a run remembers about its checks: the newest result (``last``), the streak of
+    red exit checks, the exit-check command that passed (``passed``) and the signature
+    that ended the run for lack of progress (``stalled``)."""
+
+    last: CheckResult | None = None
+    streak: Streak | None = None
+    passed: str | None = None
+    stalled: str | None = None
+
+    def after_gate(self, result: CheckResult) -> CheckTrack:
+        """A gate's result becomes the newest; the exit-check streak is untouched."""
+        return replace(self, last=result)
+
+    def after_exit_check(self, result: CheckResult, no_progress: int | None) -> CheckTrack:
+        """Fold in an exit check: green sets ``passed``; red advances the streak and sets
+        ``stalled`` once it reaches ``no_progress`` (None: never; see ``progress``)."""
+        if result.passed:
+            return replace(self, last=result, streak=None, passed=result.command)
+        streak = advance_streak(self.streak, result.summary.signature, result.summary.failures)
+        stalled = result.summary.signature if is_stalled(streak, no_progress) else None
+        return replace(self, last=result, streak=streak, stalled=stalled)
+
+
+def visible_check(track: CheckTrack, iteration: int) -> CheckResult | None:
+    """The result the steps of ``iteration`` see: the newest check if it belongs to this
+    iteration (an earlier gate) or the previous one (its exit check), else None."""
+    last = track.last
+    if last is None or last.iteration < iteration - 1:
+        return None
+    return last
+
+
+def output_tail(text: str, lines: int = CHECK_OUTPUT_LINES,
+                chars: int = CHECK_OUTPUT_CHARS) -> str:
+    """The last ``lines`` lines of ``text`` (trailing blank lines dropped), cut to the last
+    ``chars`` characters at a line boundary when longer."""
+    kept = text.rstrip().splitlines()[-lines:]
+    tail = "\n".join(kept)
+    if len(tail) <= chars:
+        return tail
+    cut = tail[-chars:]
+    newline = cut.find("\n")
+    return cut[newline + 1:] if 0 <= newline < len(cut) - 1 else cut
+
+
+def check_variables(result: CheckResult | None) -> dict[str, str]:
+    """The ``CHECK_*`` prompt and environment variables for ``result``.
+
+    CHECK_STATUS ``pass``/``fail`` (``none`` and every other variable empty when there is
+    no result), CHECK_COMMAND, CHECK_OUTPUT (the tail), CHECK_OUTPUT_FILE (the full log),
+    CHECK_SIGNATURE (empty on a pass), CHECK_FAILURES (the count, empty when unknown).
+    """
+    if result is None:
+        return {name: "none" if name == "CHECK_STATUS" else "" for name in CHECK_VARIABLES}
+    failures = result.summary.failures
+    return {
+        "CHECK_STATUS": "pass" if result.passed else "fail",
+        "CHECK_COMMAND": result.command,
+        "CHECK_OUTPUT": result.tail,
+        "CHECK_OUTPUT_FILE": result.output_file,
+        "CHECK_SIGNATURE": result.summary.signature,
+        "CHECK_FAILURES": "" if failures is None else str(failures),
+    }
+
+
+def gate_command(fields: Mapping[str, str]) -> str | None:
+    """The command of a gate step (frontmatter ``check:``), or None for an agent step."""
+    command = fields.get("check")
+    return command.strip() if command and command.strip() else None
+
+
+def gate_on_fail(fields: Mapping[str, str]) -> OnFail:
+    """The gate's ``on_fail:`` (default ``continue``). Raises InvalidValue naming the two
+    accepted values for anything else."""
+    value = fields.get("on_fail", OnFail.CONTINUE.value).strip()
+    try:
+        return OnFail(value)
+    except ValueError:
+        raise InvalidValue(f"on_fail: {value!r} is not one of continue, stop-iteration; "
+                           "using continue") from None

@@ -1,0 +1,47 @@
+"""The no-progress rule of the exit check (issue 7: "No-progress stop").
+
+Each red exit check extends or restarts a *streak*: the same signature as the previous
+red check extends it by one; a different signature restarts it at 1; so does the same
+signature with fewer failing tests than last time (both counts known), because fewer
+failures is progress even when the first failing line reads the same. A green check
+ends the run, so it never reaches this rule. The run stops for no progress once the
+streak reaches the ``no_progress`` config value (default 2: two red checks in a row
+that fail the same way); ``None`` disables the stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_NO_PROGRESS", "Streak", "advance_streak", "is_stalled"]
+
+DEFAULT_NO_PROGRESS = 2
+"""Red exit checks in a row with one signature that end the run (config ``no_progress``)."""
+
+
+@dataclass(frozen=True)
+class Streak:
+    """Consecutive red exit checks sharing ``signature``; ``failures`` is the latest count
+    (None when unknown); ``count`` >= 1."""
+
+    signature: str
+    failures: int | None
+    count: int
+
+
+def advance_streak(streak: Streak | None, signature: str, failures: int | None) -> Streak:
+    """The streak after one more red check with ``signature`` and ``failures``.
+
+    ``streak`` None (no red check yet in this run) starts a streak of 1. Same signature ->
+    count + 1, unless both failure counts are known and the new one is smaller -> 1.
+    A different signature -> 1.
+    """
+    if streak is None or streak.signature != signature:
+        return Streak(signature, failures, 1)
+    fewer = failures is not None and streak.failures is not None and failures < streak.failures
+    return Streak(signature, failures, 1 if fewer else streak.count + 1)
+
+
+def is_stalled(streak: Streak | None, limit: int | None) -> bool:
+    """True when ``streak`` has reached ``limit`` red checks (``limit`` None: never)."""
+    return limit is not None and streak is not None and streak.count >= limit

@@ -1,0 +1,41 @@
+"""Rebuild a run's check memory when a parked run is resumed (issue 7).
+
+A resume starts a fresh supervisor, so the newest check result (the diagnostics of the
+next prompts) and the no-progress streak are read back from the run's ``checks`` rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from fractal.domain.checks import CheckKind, CheckResult, CheckTrack, output_tail
+from fractal.domain.signature import CheckSummary
+from fractal.runtime.checks import read_log
+from fractal.store.checkrows import CheckRow, checks
+
+__all__ = ["restore_track"]
+
+
+def _result(row: CheckRow) -> CheckResult:
+    return CheckResult(kind=CheckKind(row.kind), command=row.command, exit_code=row.exit_code,
+                       seconds=row.duration, tail="", output_file=row.output_path or "",
+                       summary=CheckSummary(row.signature, row.failures, row.passed),
+                       iteration=row.iter or 0)
+
+
+def restore_track(db_path: Path, node: str, run_id: int, no_progress: int | None) -> CheckTrack:
+    """The ``CheckTrack`` of run ``run_id`` as its rows tell it, folded in order (gates
+    update the newest result, exit checks the streak too). The newest result's output tail
+    is read back from its log. ``passed``/``stalled`` are cleared: the resumed run goes on.
+    Raises StoreError when the rows cannot be read.
+    """
+    track = CheckTrack()
+    for row in checks(db_path, node, run_id):
+        result = _result(row)
+        track = (track.after_gate(result) if result.kind is CheckKind.GATE
+                 else track.after_exit_check(result, no_progress))
+    last = track.last
+    if last is not None and last.output_file:
+        last = replace(last, tail=output_tail(read_log(Path(last.output_file))))
+    return replace(track, last=last, passed=None, stalled=None)

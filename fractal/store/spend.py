@@ -1,0 +1,145 @@
+"""Spend reads: recorded step costs summed over a run's subtree, a node's subtree, an
+iteration or a step (seed: "Cost ceilings"; ref §4.7).
+
+A run's spend is its own steps plus every descendant run chained to it through
+``runs.parent_run_id`` (a recursive CTE); history rows outlive their nodes, so deleted
+nodes still count. NULL costs count as zero in the sums but are counted apart: a launched
+step (one whose process group was recorded) without a cost is *unpriced*. Stdlib
+``sqlite3`` through the read-only connections of ``reader``: the CLI's ``node cost`` and
+the supervisor's budget probes both read here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fractal.store.reader import _connect
+
+__all__ = ["NodeSpend", "Spend", "iteration_spend", "last_iteration_id", "last_step_spend",
+           "node_spends", "run_and_iteration_spend", "run_node_spends", "run_spend"]
+
+# Per group: the sum, priced launched steps, unpriced launched steps, all steps.
+_SUMS = ("COALESCE(SUM(s.cost), 0.0), "
+         "COALESCE(SUM(CASE WHEN s.cost IS NOT NULL AND s.pgid IS NOT NULL THEN 1 END), 0), "
+         "COALESCE(SUM(CASE WHEN s.cost IS NULL AND s.pgid IS NOT NULL THEN 1 END), 0), "
+         "COUNT(*)")
+_SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT ?, 0 UNION "
+            "SELECT r.run_id, sub.depth + 1 FROM runs r JOIN sub ON r.parent_run_id = sub.run_id "
+            "WHERE sub.depth < ?) ")
+_NO_DEPTH_LIMIT = 1 << 30
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Recorded spend in USD, with ``priced``/``unpriced`` counts of launched steps and the
+    number of ``steps`` summed."""
+
+    usd: float = 0.0
+    priced: int = 0
+    unpriced: int = 0
+    steps: int = 0
+
+    @property
+    def untracked(self) -> bool:
+        """Steps launched, but none recorded a cost: the figure means nothing."""
+        return self.priced == 0 and self.unpriced > 0
+
+
+@dataclass(frozen=True)
+class NodeSpend:
+    """One node's share of a sum (``cost breakdown``)."""
+
+    node: str
+    spend: Spend
+
+
+def _spend(row: sqlite3.Row | tuple[Any, ...] | None) -> Spend:
+    if row is None:
+        return Spend()
+    total, priced, unpriced, steps = row[0], row[1], row[2], row[3]
+    return Spend(float(total or 0.0), int(priced or 0), int(unpriced or 0), int(steps or 0))
+
+
+def _depth(max_depth: int | None) -> int:
+    return _NO_DEPTH_LIMIT if max_depth is None else max(0, max_depth)
+
+
+def run_spend(db_path: Path, run_id: int, max_depth: int | None = None) -> Spend:
+    """The spend of run ``run_id`` and its descendant runs (``max_depth`` levels of them;
+    None: all). Raises StoreError when the database cannot be read."""
+    sql = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"
+    with _connect(db_path) as conn:
+        return _spend(conn.execute(sql, (run_id, _depth(max_depth))).fetchone())
+
+
+def run_and_iteration_spend(db_path: Path, run_id: int,
+                            iter_id: int | None) -> tuple[Spend, Spend]:
+    """``run_spend`` and ``iteration_spend`` over one connection (the loop's probe)."""
+    sql = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"
+    with _connect(db_path) as conn:
+        run = _spend(conn.execute(sql, (run_id, _NO_DEPTH_LIMIT)).fetchone())
+        if iter_id is None:
+            return run, Spend()
+        return run, _spend(conn.execute(f"SELECT {_SUMS} FROM steps s WHERE s.iter_id = ?",
+                                        (iter_id,)).fetchone())
+
+
+def run_node_spends(db_path: Path, run_id: int, max_depth: int | None = None) -> list[NodeSpend]:
+    """``run_spend`` split by node, in node order."""
+    sql = (_SUBTREE + f"SELECT s.node, {_SUMS} FROM steps s JOIN sub ON s.run_id = sub.run_id "
+           "GROUP BY s.node ORDER BY s.node")
+    with _connect(db_path) as conn:
+        rows = conn.execute(sql, (run_id, _depth(max_depth))).fetchall()
+    return [NodeSpend(str(r[0]), _spend(tuple(r)[1:])) for r in rows]
+
+
+def node_spends(db_path: Path, branch: str | None,
+                max_depth: int | None = None) -> list[NodeSpend]:
+    """All-time spend of ``branch`` and every node below it (every node when None), by
+    node, in node order; ``max_depth`` limits the levels below ``branch`` (below the root
+    when None). Nodes deleted since are included: their rows keep the branch name."""
+    if branch is None:
+        sql = f"SELECT s.node, {_SUMS} FROM steps s GROUP BY s.node ORDER BY s.node"
+        params: tuple[object, ...] = ()
+    else:
+        prefix = branch + "."
+        sql = (f"SELECT s.node, {_SUMS} FROM steps s WHERE s.node = ? OR "
+               "substr(s.node, 1, ?) = ? GROUP BY s.node ORDER BY s.node")
+        params = (branch, len(prefix), prefix)
+    with _connect(db_path) as conn:
+        rows = conn.execute(sql, params).fetchall()
+    out = [NodeSpend(str(r[0]), _spend(tuple(r)[1:])) for r in rows]
+    if max_depth is None:
+        return out
+    base = branch.count(".") if branch is not None else 0  # a root branch has no dots
+    return [n for n in out if n.node.count(".") - base <= max_depth]
+
+
+def iteration_spend(db_path: Path, iter_id: int) -> Spend:
+    """The spend of one iteration's own steps."""
+    with _connect(db_path) as conn:
+        return _spend(conn.execute(f"SELECT {_SUMS} FROM steps s WHERE s.iter_id = ?",
+                                   (iter_id,)).fetchone())
+
+
+def last_iteration_id(db_path: Path, node: str, run_id: int | None = None) -> int | None:
+    """The newest iteration of ``node`` (of ``run_id`` when given), or None."""
+    sql = "SELECT iter_id FROM iterations WHERE node = ?"
+    params: list[object] = [node]
+    if run_id is not None:
+        sql += " AND run_id = ?"
+        params.append(run_id)
+    with _connect(db_path) as conn:
+        row = conn.execute(sql + " ORDER BY iter_id DESC LIMIT 1", params).fetchone()
+    return None if row is None else int(row[0])
+
+
+def last_step_spend(db_path: Path, node: str) -> Spend:
+    """The spend of ``node``'s newest step row (its current step while one runs)."""
+    sql = (f"SELECT {_SUMS} FROM steps s WHERE s.step_id = "
+           "(SELECT MAX(step_id) FROM steps WHERE node = ?)")
+    with _connect(db_path) as conn:
+        return _spend(conn.execute(sql, (node,)).fetchone())

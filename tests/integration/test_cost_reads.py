@@ -1,0 +1,57 @@
+"""``fractal node cost`` and ``config get`` stay fast reads: no SQLAlchemy, alembic or
+runtime imported (DESIGN: reads are plain queries), and their output shapes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_repo
+from tests.stylecheck import modules_loaded, under
+
+FORBIDDEN = ("sqlalchemy", "alembic", "watchdog", "libtmux", "fractal.runtime")
+
+
+@pytest.fixture(scope="module")
+def small_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = make_repo(tmp_path_factory.mktemp("costs") / "repo")
+    for args in (["init"], ["node", "init", "n", "--max-cost", "2", "--max-iter-cost", "1"]):
+        subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=True,
+                       capture_output=True, text=True, timeout=60)
+    return repo
+
+
+@pytest.mark.parametrize(("args", "out"), [
+    (("node", "cost", "spent", "n"), "$0.0000"),
+    (("node", "cost", "spent", "n", "--run", "--max-depth", "1"), "$0.0000"),
+    (("node", "cost", "spent"), "$0.0000"),
+    (("node", "cost", "remaining", "n"), "$2.0000"),
+    (("node", "cost", "remaining", "n", "--iter"), "$1.0000"),
+    (("node", "cost", "remaining", "n", "--step"), "$1.0000"),
+    (("node", "cost", "breakdown", "--csv"), "node,max_cost,spent,unpriced\nmain.n,2,0,0"),
+], ids=lambda v: " ".join(v) if isinstance(v, tuple) else None)
+def test_cost_reads_are_lazy(small_tree: Path, tmp_path: Path, args: tuple[str, ...],
+                             out: str) -> None:
+    proc, loaded = modules_loaded(args, cwd=small_tree, scratch=tmp_path / "modules.json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == out
+    assert "fractal.store.spend" in loaded
+    assert sorted(m for m in loaded if under(m, FORBIDDEN)) == []
+
+
+def test_config_get_is_lazy(small_tree: Path, tmp_path: Path) -> None:
+    proc, loaded = modules_loaded(("node", "config", "get", "reserve_budget"),
+                                  cwd=small_tree / ".worktrees" / "main.n",
+                                  scratch=tmp_path / "modules.json")
+    assert (proc.returncode, proc.stdout.strip()) == (0, "0.2")
+    assert sorted(m for m in loaded if under(m, FORBIDDEN)) == []
+
+
+def test_a_root_has_no_run_to_read(small_tree: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "fractal", "node", "cost", "spent", "--run"],
+                          cwd=small_tree, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 1 and "is the tree's root: it has no runs" in proc.stderr

@@ -1,0 +1,127 @@
+"""Live retuning through the library: config get/set, node update, the re-derived reserve,
+arming and rolling back a ceiling, and a child's max_cost against its parent (seed:
+"Steering a running loop"; ref §1.5, §2.2)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fractal.errors import ConfigError, FractalError, InvalidValue
+from fractal.lifecycle.retune import arm_max_cost, config_get, config_set, update_node
+from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.trees import init_tree
+from fractal.store.engine import close_engines
+from fractal.store.ledger import Ledger
+from fractal.tree import find_tree
+from tests.helpers import make_repo
+
+
+@pytest.fixture(autouse=True)
+def _fresh_engines() -> Iterator[None]:
+    yield
+    close_engines()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "repo")
+    init_tree(repo, agent="true")
+    init_node(repo, "n", {"max_cost": 10.0, "max_iters": 3})
+    return repo
+
+
+def _config(repo: Path, node: str = "main.n") -> dict[str, object]:
+    data = json.loads((repo / ".worktrees" / node / ".fractal" / node / "config.json")
+                      .read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _row(repo: Path, node: str = "main.n") -> tuple[object, ...]:
+    row = Ledger(repo / ".fractal" / "main" / "fractal.db").node(node)
+    assert row is not None
+    return row.max_cost, row.max_depth, row.title
+
+
+def test_config_get_and_set_are_typed_and_echo_changes(repo: Path) -> None:
+    wt = repo / ".worktrees" / "main.n"
+    assert config_get(wt, "max_cost") == 10.0 and config_get(wt, "model") is None
+    done = config_set(wt, ["max_iters=7", "step_timeout=10m", "sync=false", "scope=src,docs/"])
+    assert [c.line for c in done.changes] == [
+        "max_iters: 3 -> 7", 'step_timeout: null -> "10m"', "sync: true -> false",
+        'scope: [] -> ["src", "docs"]']
+    assert config_set(wt, ["max_iters=null"]).changes[0].line == "max_iters: 7 -> null"
+    assert _config(repo)["max_iters"] is None
+    with pytest.raises(InvalidValue, match="unknown config key 'nope'"):
+        config_get(wt, "nope")
+
+
+@pytest.mark.parametrize(("assignments", "problem"), [
+    (["root=x"], "root: is immutable"),
+    (["parent=main"], "parent: is immutable"),
+    (["user=true"], "user: is immutable"),
+    (["max_iters=0"], "max_iters: must be a whole number >= 1"),
+    (["step_timeout=10"], "step_timeout"),
+    (["max_step_cost=20"], "max_step_cost: must be <= max_cost"),
+    (["max_cost=null", "reserve_budget=1"], "reserve_budget: requires max_cost"),
+    (["nonsense"], "write KEY=VALUE"),
+])
+def test_config_set_refuses_and_writes_nothing(repo: Path, assignments: list[str],
+                                               problem: str) -> None:
+    before = _config(repo)
+    with pytest.raises(ConfigError, match=problem):
+        config_set(repo / ".worktrees" / "main.n", ["max_iters=5", *assignments])
+    assert _config(repo) == before
+
+
+def test_config_set_on_the_root(repo: Path) -> None:
+    done = config_set(repo, ["model=m1"])
+    assert done.branch is None and [c.line for c in done.changes] == ['model: null -> "m1"']
+
+
+def test_update_writes_config_and_registry_and_rederives_the_reserve(repo: Path) -> None:
+    assert _config(repo)["reserve_budget"] == 1.0
+    done = update_node(repo, "n", {"max_cost": "4", "title": "hi", "max_depth": "2",
+                                   "max_step_cost": None})
+    assert [c.line for c in done.changes] == [
+        "max_cost: 10.0 -> 4.0", 'title: null -> "hi"', "max_depth: null -> 2",
+        "reserve_budget: 1.0 -> 0.4"]
+    assert _row(repo) == (4.0, 2, "hi")
+    update_node(repo, "n", {"reserve_budget": "25%"})
+    assert _config(repo)["reserve_budget"] == 1.0
+    update_node(repo, "n", {"max_cost": "8"})  # a custom reserve is kept
+    assert (_config(repo)["max_cost"], _config(repo)["reserve_budget"]) == (8.0, 1.0)
+    update_node(repo, "n", {"max_cost": "null", "reserve_budget": "null"})
+    assert _row(repo)[0] is None and _config(repo)["reserve_budget"] is None
+    with pytest.raises(InvalidValue, match="nothing to update"):
+        update_node(repo, "n", {"title": None})
+
+
+def test_arming_a_ceiling_can_be_undone(repo: Path) -> None:
+    undo = arm_max_cost(find_tree(repo), "main.n", "2")
+    assert (_config(repo)["max_cost"], _config(repo)["reserve_budget"], _row(repo)[0]) == (
+        2.0, 0.2, 2.0)
+    undo()
+    assert (_config(repo)["max_cost"], _config(repo)["reserve_budget"], _row(repo)[0]) == (
+        10.0, 1.0, 10.0)
+
+
+def test_a_child_must_fit_the_parents_remaining_budget(repo: Path) -> None:
+    with pytest.raises(FractalError, match=r"give main\.n\.c a --max-cost of at most \$10\.0000"):
+        init_node(repo, "c", {}, parent="n")
+    with pytest.raises(FractalError, match=r"--max-cost \$12 does not fit main\.n's remaining"):
+        init_node(repo, "c", {"max_cost": 12.0}, parent="n")
+    ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.n", agent="x", max_cost=10.0, parent_run_id=None)
+    step = ledger.open_step(node="main.n", run_id=run, iter_id=None, step=1, step_name="S",
+                            agent="x", model=None, session=None)
+    ledger.set_step_cost(step, 7.5)
+    with pytest.raises(FractalError, match=r"remaining budget \$2\.5000 \(\$10 max, run"):
+        init_node(repo, "c", {"max_cost": 3.0}, parent="n")
+    made = init_node(repo, "c", {"max_cost": 2.5}, parent="n")
+    assert made.paths.branch == "main.n.c"
+    init_node(repo, "free", {})  # under the root: no parent budget
