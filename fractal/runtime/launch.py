@@ -167,8 +167,11 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
             outcome = StepOutcome(Status.COMPLETED, outcome.exit_code,
                                   f"sync failed (exit {outcome.exit_code})")
         reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
-        outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
         cost = collector.cost if collector else None
+        if (outcome.status in (Status.FAILED, Status.EXITED) and collector is not None
+                and collector.session and cost is None):
+            reason = unpriced_reason(reason)  # it talked to a model; its spend is unknown
+        outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
         if collector is not None:
             try:
                 collector.flush()  # the last figures, before the row closes
@@ -243,6 +246,13 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
                                stream_error=pump.stream_error,
                                stderr_tail=_stderr_tail(attempt.err_path))
     return finish(outcome, collector, True)
+
+
+def unpriced_reason(reason: str) -> str:
+    """Append ``; unpriced`` (seed: an abnormally ended step with a session and no
+    recorded cost), keeping the whole reason within the 250-character cap."""
+    suffix = "; unpriced"
+    return clip_reason(reason, 250 - len(suffix)) + suffix if reason else suffix.lstrip("; ")
 
 
 def judge_launch(backend: Backend, result: ResultEvent | None, returncode: int | None, *,

@@ -59,11 +59,13 @@ def test_a_stream_without_a_final_event_fails_whatever_the_exit_code(
     _node(tree, "cdx", "codex", "[fake:codex-sigint-tool]")
     start_all(tree, ["zero", "term", "cdx"], fakes.env())
     (_, status, code, meta, cost, tokens, _, _, session), = step_rows(tree, "zero")
-    assert (status, code, meta) == ("failed", 1, "stream ended without a result (exit 0)")
+    # the CLI opened a session and reported no cost: its spend is unknown
+    assert (status, code, meta) == ("failed", 1,
+                                    "stream ended without a result (exit 0); unpriced")
     assert (cost, tokens) == (None, None)  # nothing reported: unknown, never 0
     assert session == fakes.calls("claude")[0]["argv"][-3]  # the echoed --session-id
     (_, status, code, meta, *_), = step_rows(tree, "term")
-    assert (status, code, meta) == ("failed", 143, "stream ended without a result (exit 143)")
+    assert (status, code, meta) == ("failed", 143, "stream ended without a result (exit 143); unpriced")
     (_, status, code, meta, cost, *_), = step_rows(tree, "cdx")
     assert (status, code) == ("failed", 1) and cost is None
     assert meta.startswith("stream ended without a result (exit 1): ")  # + the stderr tail
@@ -103,7 +105,7 @@ def test_stalls_hit_the_time_wall_and_claude_flushes_its_cost_on_sigint(
                                                   [1000, 0, 100])
     for name in ("stallx", "deaf"):
         (_, status, code, meta, cost, *_), = step_rows(tree, name)
-        assert (status, code, meta, cost) == ("exited", 124, "timed out", None)
+        assert (status, code, meta, cost) == ("exited", 124, "timed out; unpriced", None)
     wait_gone(pid_file)  # the Bash-tool grandchild in its own session did not survive
     assert not [c for c in fakes.calls("codex") + fakes.calls("claude")
                 if not c["stdin_devnull"]]

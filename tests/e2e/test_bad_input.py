@@ -52,7 +52,7 @@ def test_frontmatter_with_bom_and_crlf_still_applies(tree: Tree) -> None:
     tree.node("bom", {"01-SLOW.md": body}, "--no-sync", "--max-iters", "1")
     tree.cli("node", "start", "bom", env=FAST_KILL)
     assert tree.wait_settled("bom") == "exited"
-    assert _steps_rows(tree) == [("SLOW", "exited", 124, "timed out")]
+    assert _steps_rows(tree) == [("SLOW", "exited", 124, "timed out; unpriced")]
     assert tree.sql("SELECT metadata FROM iterations") == [("SLOW timed out (1s)",)]
 
 
@@ -80,7 +80,7 @@ def test_agent_ignoring_sigterm_is_killed_at_the_limit(tree: Tree) -> None:
     tree.node("stubborn", steps, "--no-sync", "--max-iters", "1", "--step-timeout", "1s")
     tree.cli("node", "start", "stubborn", env=FAST_KILL)
     assert tree.wait_settled("stubborn", timeout=30) == "exited"
-    assert _steps_rows(tree) == [("STUBBORN", "exited", 124, "timed out")]
+    assert _steps_rows(tree) == [("STUBBORN", "exited", 124, "timed out; unpriced")]
     assert not _stub_processes(tree)
 
 

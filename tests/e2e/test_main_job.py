@@ -80,7 +80,7 @@ def test_failed_step_fails_iteration_and_books_the_rest(tree: Tree) -> None:
     rows = tree.sql("SELECT step_name, status, exit_code, metadata FROM steps ORDER BY step_id")
     assert rows[0] == ("A", "completed", 0, "")
     assert rows[1][:3] == ("B", "failed", 3) and rows[1][3].startswith("agent error (exit 3)")
-    assert rows[2][:3] == ("B", "failed", 3) and rows[2][3].endswith("; retry")
+    assert rows[2][:3] == ("B", "failed", 3) and rows[2][3].endswith("; retry; unpriced")
     assert rows[3] == ("C", "stopped", 0, "failed on B")
     run = tree.sql("SELECT status, exit_code, metadata FROM runs")[0]
     assert run == ("exited", 1, "Reached max iterations (1); final iteration failed")
