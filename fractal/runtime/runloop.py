@@ -69,6 +69,8 @@ class RunLoop:
                 result.setup_failed or result.discovery_failed))  # issue 7
             if verdict is CheckVerdict.PASSED:
                 return  # a passed exit check outranks every other end (domain.stopcause)
+            if verdict is CheckVerdict.FAILED:
+                state.last_iter_ok = False  # the node's own test of done is still red
             if verdict is CheckVerdict.STALLED:
                 self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
                 return
