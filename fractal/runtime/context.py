@@ -16,6 +16,10 @@ from fractal.agents.base import Backend
 from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
 from fractal.domain.variables import StaticFacts
+from fractal.runtime.pane import Reporter
+from fractal.runtime.steering import Steering
+from fractal.runtime.waker import Waker
+from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 
 
@@ -148,3 +152,24 @@ def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
         max_descendants=config.max_descendants,
         meta_target=config.meta,
     )
+
+
+@dataclass(frozen=True)
+class LoopParts:
+    """The collaborators every part of one run's loop shares."""
+
+    boot: Boot
+    state: RunState
+    ledger: Ledger
+    reporter: Reporter
+    waker: Waker
+    steering: Steering
+
+
+class LoopPart:
+    """Base of the loop's parts (RunLoop, IterationRunner, StepRunner): one wiring."""
+
+    def __init__(self, parts: LoopParts) -> None:
+        self.parts = parts
+        self.boot, self.state, self.ledger = parts.boot, parts.state, parts.ledger
+        self.reporter, self.waker, self.steering = parts.reporter, parts.waker, parts.steering

@@ -19,14 +19,12 @@ from fractal.domain.steps import discover_steps
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.runtime import commands
-from fractal.runtime.context import Boot, RunState
+from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.gatestep import is_gate, run_gate
 from fractal.runtime.pane import Reporter
-from fractal.runtime.steering import Park, Steering
+from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
-from fractal.runtime.waker import Waker
-from fractal.store.ledger import Ledger
 from fractal.store.timefmt import utc_now
 from fractal.workspace.backstop import backstop_commit
 
@@ -76,19 +74,13 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
     return plans
 
 
-class IterationRunner:
+class IterationRunner(LoopPart):
     """Runs one iteration of the run in ``state`` and records it. Raises Park (a pause:
     the iteration row stays open, nothing is committed) and RunAbort."""
 
-    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
-                 waker: Waker, steering: Steering) -> None:
-        self.boot = boot
-        self.state = state
-        self.ledger = ledger
-        self.reporter = reporter
-        self.waker = waker
-        self.steering = steering
-        self.steps = StepRunner(boot, state, ledger, reporter, waker, steering)
+    def __init__(self, parts: LoopParts) -> None:
+        super().__init__(parts)
+        self.steps = StepRunner(parts)
 
     def run(self, adopted_iter_id: int | None = None) -> IterationResult:
         """Open (or, on a resume, re-enter ``adopted_iter_id``), run and close the next

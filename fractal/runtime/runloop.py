@@ -11,32 +11,23 @@ from fractal.domain.errors import FractalError
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
 from fractal.runtime.budgetguard import BudgetGuard
-from fractal.runtime.context import Boot, RunState
+from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.exitcheck import CheckVerdict, run_exit_check
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.iteration import IterationRunner
-from fractal.runtime.pane import Reporter
-from fractal.runtime.steering import Park, Steering
-from fractal.runtime.waker import Waker
-from fractal.store.ledger import Ledger
+from fractal.runtime.steering import Park
 from fractal.workspace.nodedir import read_config
 
 CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run (seed: setup)
 
 
-class RunLoop:
+class RunLoop(LoopPart):
     """Iterates until the run ends; leaves the facts in ``state``. Raises Park, RunAbort."""
 
-    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
-                 waker: Waker, steering: Steering) -> None:
-        self.boot = boot
-        self.state = state
-        self.ledger = ledger
-        self.reporter = reporter
-        self.waker = waker
-        self.steering = steering
-        self.runner = IterationRunner(boot, state, ledger, reporter, waker, steering)
-        self.budget = BudgetGuard(boot, state, ledger, reporter)
+    def __init__(self, parts: LoopParts) -> None:
+        super().__init__(parts)
+        self.runner = IterationRunner(parts)
+        self.budget = BudgetGuard(self.boot, self.state, self.ledger, self.reporter)
 
     def run(self, adopted_iter_id: int | None = None) -> None:
         """Run iterations until max_iters, the run wall, a stop, a finish, or a crash

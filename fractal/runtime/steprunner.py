@@ -27,15 +27,12 @@ from fractal.domain.signals import Signal
 from fractal.domain.steps import StepFile, banner_label, step_label
 from fractal.domain.walls import effective_step_limit
 from fractal.runtime.budgetguard import BudgetGuard
-from fractal.runtime.context import Boot, RunState
+from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval
 from fractal.runtime.launch import AttemptResult, run_attempt
-from fractal.runtime.pane import Reporter
-from fractal.runtime.steering import Park, Steering
+from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
-from fractal.runtime.waker import Waker
-from fractal.store.ledger import Ledger
 
 AWAITING_APPROVAL = "awaiting approval"
 OVER_BUDGET = "over budget"
@@ -61,17 +58,12 @@ class StepResult:
     stopped: bool = False
 
 
-class StepRunner:
+class StepRunner(LoopPart):
     """Runs the steps of the current iteration of ``state``. Raises Park on a pause."""
 
-    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
-                 waker: Waker, steering: Steering) -> None:
-        self.boot = boot
-        self.state = state
-        self.ledger = ledger
-        self.reporter = reporter
-        self.waker = waker
-        self.steering = steering
+    def __init__(self, parts: LoopParts) -> None:
+        super().__init__(parts)
+        boot, state, ledger, reporter = self.boot, self.state, self.ledger, self.reporter
         # Token usage of each session so far, by session id: a CLI that reports cumulative
         # thread usage (codex) turns it into per-launch figures (LaunchRequest.prior_usage).
         self.session_usage: dict[str, Usage] = {}

@@ -27,7 +27,7 @@ from fractal.runtime import processes
 from fractal.runtime.adopt import adopt, save_sessions
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
-from fractal.runtime.context import Boot, RunState
+from fractal.runtime.context import Boot, LoopParts, RunState
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import RunAbort, backstop, load_plans
 from fractal.runtime.pane import Reporter
@@ -162,7 +162,7 @@ class Supervisor:
         self.steering = steering
         if self._latched():
             raise Park("the tree is paused (fractal resume lifts it)")
-        loop = RunLoop(boot, state, self.ledger, self.reporter, self.waker, steering)
+        loop = RunLoop(LoopParts(boot, state, self.ledger, self.reporter, self.waker, steering))
         try:
             loop.run(adopted_iter_id)
         except RunAbort as exc:

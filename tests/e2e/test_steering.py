@@ -66,7 +66,9 @@ def test_stop_ends_the_run_after_the_current_step(tree: Tree) -> None:
     _wait_running(tree, "stopper", "A")
     tree.cli("node", "stop", "stopper", "--reason", "enough")
     assert tree.status("stopper") == "active"
-    assert "stopping" in tree.cli("node", "status", "stopper").stdout
+    status = tree.cli("node", "status", "stopper").stdout
+    assert "stopping" in status, (status, tree.sql("SELECT step_name, status, metadata, "
+                                                   "started_at, ended_at FROM steps"))
     release.touch()
     assert tree.wait_settled("stopper") == "stopped"
     assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [

@@ -235,3 +235,16 @@ def test_kill_group_never_signals_the_caller_or_its_group() -> None:
                       marker=uuid.uuid4().hex)
     assert processes.kill_group(own, grace=0.2, soft_signal=signal.SIGINT, soft_grace=0.2) == []
     assert processes.same_process(me.pid, me.create_time())
+
+
+def test_a_handle_without_a_marker_never_reaches_other_launches(
+        spawned: list[Launched]) -> None:
+    """Regression: an empty marker once matched every marked process on the machine, so
+    killing one node's supervisor (a handle with marker "") killed every agent."""
+    bystander = _spawn(spawned, ["sleep", "60"])
+    target = _spawn(spawned, ["sleep", "60"])
+    handle = processes.GroupHandle(pid=target.handle.pid, pgid=target.handle.pgid,
+                                   create_time=target.handle.create_time, marker="")
+    assert processes.kill_group(handle, grace=2.0) == []
+    assert target.popen.wait(timeout=5) != 0
+    assert bystander.popen.poll() is None
