@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal import tmux
 from fractal.domain.outcome import Status
 from fractal.tree import Tree
+
+if TYPE_CHECKING:
+    import psutil
+
+    from fractal.store.ledger import Ledger
 
 HEAL_REASON = "Loop exited abnormally"
 
@@ -39,9 +45,9 @@ def crashed(tree: Tree, branch: str) -> bool:
 
 
 def heal_if_crashed(tree: Tree, branch: str) -> bool:
-    """Heal ``branch`` if it crashed: reap the process groups of its open steps, close
-    every open row ``exited`` (HEAL_REASON), set the node ``exited``. Returns whether
-    it healed."""
+    """Heal ``branch`` if it crashed: reap the process groups of its open steps and every
+    other process of the node (``_leftovers``), close every open row ``exited``
+    (HEAL_REASON), set the node ``exited``. Returns whether it healed."""
     if not crashed(tree, branch):
         return False
     from fractal.domain.markers import launch_marker
@@ -51,6 +57,7 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
     ledger = Ledger(tree.db_path)
     if not ledger.compare_and_set_status(branch, {Status.ACTIVE.value}, Status.EXITED.value):
         return False
+    leftovers = _leftovers(tree, branch)  # listed at once: a new run's processes never are
     for step in ledger.open_steps(branch):
         if step.pgid is None or step.pgid_started is None:
             continue
@@ -60,9 +67,34 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
         ledger.add_event(branch, "orphan", actor="operator", status="completed",
                          metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
                          step_id=step.step_id)
+    _reap_leftovers(branch, ledger, leftovers)
     ledger.close_open(branch, Status.EXITED.value, HEAL_REASON)
     ledger.set_supervisor(branch, None, None)
     return True
+
+
+def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
+    """What the dead supervisor started that no open step row records — a ``setup.sh``
+    still running, a hook, an escapee — found by the ``_NODE=<node_dir>`` entry every child
+    of the loop inherits (issue 8: no process of the tree is left running)."""
+    from fractal.runtime.processes import environ_processes
+
+    return environ_processes(f"_NODE={tree.node(branch).node_dir}")
+
+
+def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]) -> None:
+    """Stop ``leftovers`` still alive (TERM, 2 s, KILL); an ``orphan`` event names them."""
+    from fractal.runtime.processes import stop_processes
+
+    alive = [p for p in leftovers if p.is_running()]  # is_running() re-checks identity
+    if not alive:
+        return
+    stop_processes(alive, grace=2.0)
+    run = ledger.open_run_of(branch)
+    pids = ", ".join(str(p.pid) for p in alive[:10])
+    ledger.add_event(branch, "orphan", actor="operator", status="completed",
+                     metadata=f"reaped {len(alive)} leftover process(es): pid {pids}",
+                     run_id=run.run_id if run else None)
 
 
 def heal_all(tree: Tree, branches: list[str]) -> list[str]:

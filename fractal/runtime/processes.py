@@ -160,7 +160,12 @@ def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
     # take about 12 ms) as it runs after every step; mid-exec reads are retried 10 ms apart.
     # ``own_only``: as a subreaper every escapee is our descendant, so only those are read.
     needle = (f"{LAUNCH_MARKER_ENV}={marker}\0" if marker else f"{LAUNCH_MARKER_ENV}=").encode()
-    candidates = _own_descendants() if own_only else _pids()
+    return _pids_with(needle, _own_descendants() if own_only else _pids())
+
+
+def _pids_with(needle: bytes, candidates: Iterable[int]) -> list[int]:
+    """The ``candidates`` (never the caller) whose environment holds an entry starting with
+    ``needle``."""
     found, unsure = [], [pid for pid in candidates if pid != os.getpid()]
     for attempt in range(_EXEC_RETRIES + 1):
         time.sleep(_EXEC_RETRY_DELAY if attempt else 0)
@@ -224,9 +229,12 @@ def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
 
 def _snapshot(marker: str, pgid: int | None, leader: psutil.Process | None,
               known: dict[int, psutil.Process], own_only: bool = False) -> None:
-    """Add marked processes, group members and the leader's descendants to ``known``."""
-    pids = set(_marked_pids(marker, own_only=own_only)) | (
-        _group_members(pgid) if pgid is not None else set())
+    """Add marked processes, group members and the leader's descendants to ``known``.
+
+    An empty ``marker`` matches nothing (never "every marked process on the machine").
+    """
+    pids = set(_marked_pids(marker, own_only=own_only)) if marker else set()
+    pids |= _group_members(pgid) if pgid is not None else set()
     if leader is not None:  # children() re-checks the leader's identity (pid reuse)
         with contextlib.suppress(psutil.Error):
             pids.update(c.pid for c in [leader, *leader.children(recursive=True)])
@@ -313,18 +321,39 @@ def sweep_descendants(*, grace: float) -> list[int]:
     """
     if not _SUBREAPER[0]:
         return []
-    procs = {pid: p for pid in _own_descendants() if (p := _process(pid)) is not None
-             and not _is_dead(p)}
-    if not procs:
-        return []
-    for proc in procs.values():
+    return _term_then_kill([p for pid in _own_descendants() if (p := _process(pid)) is not None
+                            and not _is_dead(p)], grace)
+
+
+def stop_processes(procs: list[psutil.Process], *, grace: float) -> list[int]:
+    """TERM each of ``procs`` (``psutil.Process`` re-checks identity, so a recycled pid is
+    never signalled), wait ``grace`` s, KILL survivors; return the pids still alive."""
+    return _term_then_kill(procs, grace)
+
+
+def _term_then_kill(procs: list[psutil.Process], grace: float) -> list[int]:
+    """TERM each of ``procs``, wait ``grace`` s, KILL survivors; return who is left."""
+    for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    alive = _wait_dead(procs.values(), grace)
+    alive = _wait_dead(procs, grace)
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
+
+
+def environ_processes(entry: str) -> list[psutil.Process]:
+    """Live processes, outside the caller's process group, whose environment holds ``entry``
+    (``NAME=value``, matched exactly). One read of /proc/<pid>/environ per process.
+
+    Crash healing looks for ``_NODE=<node_dir>`` with it: what a dead supervisor started
+    that no step row records (a ``setup.sh``, a hook), then ``stop_processes`` them.
+    """
+    mine = os.getpgid(0)
+    return [p for pid in _pids_with(f"{entry}\0".encode(), _pids())
+            if (p := _process(pid)) is not None and not _is_dead(p)
+            and _pgid(pid) not in (None, mine)]
 
 
 def become_subreaper() -> bool:
