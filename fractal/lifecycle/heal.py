@@ -86,7 +86,7 @@ def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]
     """Stop ``leftovers`` still alive (TERM, 2 s, KILL); an ``orphan`` event names them."""
     from fractal.runtime.processes import stop_processes
 
-    alive = [p for p in leftovers if p.is_running()]  # is_running() re-checks identity
+    alive = [p for p in leftovers if _running(p)]
     if not alive:
         return
     stop_processes(alive, grace=2.0)
@@ -95,6 +95,17 @@ def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]
     ledger.add_event(branch, "orphan", actor="operator", status="completed",
                      metadata=f"reaped {len(alive)} leftover process(es): pid {pids}",
                      run_id=run.run_id if run else None)
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie (an already-killed child waiting for init is not a leftover);
+    ``is_running`` re-checks the pid's identity."""
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def heal_all(tree: Tree, branches: list[str]) -> list[str]:
