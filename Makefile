@@ -32,5 +32,11 @@ lint: bootstrap
 bench: bootstrap
 	$(BIN)/python scripts/bench.py
 
+# Every fault scenario (tests marked soak), SOAK_ROUNDS times each with random injection
+# points; the seed is printed first, FRACTAL_SOAK_SEED=<seed> replays it (docs/reliability.md).
+SOAK_ROUNDS ?= 3
+soak: bootstrap
+	FRACTAL_SOAK_ROUNDS=$(SOAK_ROUNDS) $(BIN)/python -m pytest -n 2 -m soak tests/soak $(PYTEST_ARGS)
+
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,11 +1,14 @@
-"""``make bench``: measure the supervisor's overhead and memory and the CLI's latency.
+"""``make bench``: measure the supervisor's overhead and memory, the CLI's latency, how
+fast the loop reacts to the steering verbs, and many nodes at once.
 
 Builds a throwaway tree of 10 nodes whose agent is a no-op script, in a temp HOME with a
 private tmux server, runs two nodes through the real ``fractal node start``, reads the
 supervisor's ``FRACTAL_TRACE`` timing points, samples its memory, times three CLI
-commands, and prints one table of medians and maxima with the targets beside them. It
-never passes or fails on the numbers (exit 1 only when the bench itself could not run).
-What each number means: docs/benchmarks.md.
+commands; then, each in a sandbox of its own (``bench.parts``), times pause, stop,
+approve and finish at every wait point, the read commands on a 100,000-step ledger, and
+20 nodes started at once. It prints one table of medians and maxima with the targets
+beside them, and never passes or fails on the numbers (exit 1 only when the bench itself
+could not run). What each number means: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench import ledger, parts
 from bench.memory import watch_memory
 from bench.report import Row, render, section
 from bench.sandbox import ROOT, BenchError, Sandbox
@@ -37,6 +41,10 @@ CLI_COMMANDS: dict[str, list[str]] = {
 }
 CLI_TARGETS = {"fractal --help": ("< 150 ms", "205 ms"),
                "fractal node status steps": ("< 200 ms", "250 ms")}
+COST_COMMANDS: dict[str, list[str]] = {
+    f"fractal node cost spent {ledger.TOP}": ["node", "cost", "spent", ledger.TOP],
+    f"fractal node cost spent {ledger.TOP} --run": ["node", "cost", "spent", ledger.TOP, "--run"],
+}
 
 
 def _log(text: str) -> None:
@@ -62,20 +70,21 @@ def traced_run(box: Sandbox, name: str, timeout: float) -> Intervals:
     return intervals(read_trace(trace), iteration_of)
 
 
-def time_cli(box: Sandbox) -> dict[str, list[float]]:
+def time_cli(box: Sandbox, commands: dict[str, list[str]] = CLI_COMMANDS) -> dict[str, list[float]]:
     """Milliseconds of each CLI command, runs interleaved round-robin after warm-ups."""
-    for args in CLI_COMMANDS.values():
+    for args in commands.values():
         for _ in range(CLI_WARMUP):
             box.timed_cli(args)
-    times: dict[str, list[float]] = {label: [] for label in CLI_COMMANDS}
+    times: dict[str, list[float]] = {label: [] for label in commands}
     for _ in range(CLI_RUNS):
-        for label, args in CLI_COMMANDS.items():
+        for label, args in commands.items():
             times[label].append(box.timed_cli(args) * 1e3)
     return times
 
 
-def run(keep: bool) -> str:
-    """Build the sandbox, measure, clean up; return the report text. Raises BenchError."""
+def run(keep: bool, samples: int = 5) -> str:
+    """Build the sandboxes, measure, clean up; return the report text. ``samples``: per
+    verb-to-reaction cell. Raises BenchError."""
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     box = Sandbox.create()
@@ -95,6 +104,9 @@ def run(keep: bool) -> str:
         mem = intervals(read_trace(trace), {int(str(r[0])): int(str(r[1])) for r in rows})
         _log(f"CLI timings: {CLI_RUNS} runs each")
         cli = time_cli(box)
+        _log(f"cost reads: {ledger.STEPS} synthetic step rows across 50 nodes")
+        rows = ledger.build(box.db, ROOT)
+        costs = time_cli(box, COST_COMMANDS)
     finally:
         box.close(keep=keep)
         if keep:
@@ -123,12 +135,21 @@ def run(keep: bool) -> str:
                 f"{CLI_WARMUP} warm-up runs not counted"),
         *(Row(label, cli[label], target=CLI_TARGETS.get(label, ("", ""))[0],
               reference=CLI_TARGETS.get(label, ("", ""))[1]) for label in CLI_COMMANDS),
+        section(f"Cost reads: {rows:,} step rows across 50 nodes (one run each, chained), "
+                "the same tree"),
+        *(Row(label, costs[label], target="< 300 ms") for label in COST_COMMANDS),
     ]
+    notes: list[str] = []
+    for more, lines in (parts.latency(keep, samples, _log), parts.reads(keep, _log),
+                        parts.many_nodes(keep, _log)):
+        table += more
+        notes += lines
     head = (f"fractal bench: {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"{platform.system()} {platform.release()}")
     foot = (f"memory: {len(memory.rss_kib)} reads of /proc/<pid>/status every 50 ms over "
             f"{memory.iterations} iterations; the last read came {memory.tail_ms:.0f} ms "
             f"before the process was found gone\n"
+            + "".join(f"{line}\n" for line in notes) +
             f"1-minute load average: {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} "
             f"at the end (above 0.5 or so, other work is sharing the cores)\n"
             f"bench wall time: {time.monotonic() - started:.0f} s")
@@ -144,11 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--keep", action="store_true",
                         help="keep the sandbox directory (tree, traces) for inspection")
+    parser.add_argument("--latency-samples", type=int, default=5, metavar="N",
+                        help="nodes (samples) per verb-to-reaction cell (default 5)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
     try:
-        print(run(args.keep))
+        print(run(args.keep, max(1, args.latency_samples)))
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.outcome import Status
-from fractal.lifecycle.steer import Refused, actor_of
+from fractal.lifecycle.steer import Refused, acting_branch, actor_of
 from fractal.lifecycle.targets import subtree_target, target_node
 from fractal.runtime.waker import touch_wake
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
-from fractal.tree import caller_branch, parent_of
+from fractal.tree import parent_of
 
 _WAITING = (Status.ACTIVE.value, Status.PAUSED.value)
 
@@ -39,24 +39,29 @@ def approve(cwd: Path, name: str, step_id: int | None = None) -> Approved:
     or the operator at the root, may approve; the first approval wins. Raises Refused."""
     tree, branch = target_node(cwd, name)
     ledger = Ledger(tree.db_path)
-    caller = caller_branch(cwd, tree)
+    caller = acting_branch(cwd, tree)
     actor = actor_of(cwd, tree)
     if caller != tree.root and caller != parent_of(branch):
         why = f"only {parent_of(branch)} (the parent) or the operator may approve {branch}"
         ledger.add_event(branch, "approve", actor=actor, status="failed", metadata=f"refused: {why}")
         raise Refused(why)
+    def refuse(why: str) -> Refused:
+        ledger.add_event(branch, "approve", actor=actor, status="failed",
+                         metadata=f"refused: {why}")
+        return Refused(why)
+
     pending = gated_steps(ledger, branch)
     if step_id is None:
         if not pending:
-            raise Refused(f"node {branch} has no step awaiting approval")
+            raise refuse(f"node {branch} has no step awaiting approval")
         target = pending[-1]
     else:
         matches = [s for s in pending if s.step_id == step_id]
         if not matches:
-            raise Refused(f"step {step_id} of {branch} is not awaiting approval")
+            raise refuse(f"step {step_id} of {branch} is not awaiting approval")
         target = matches[0]
     if not ledger.approve_step(target.step_id):
-        raise Refused(f"step {target.step_id} of {branch} was already approved")
+        raise refuse(f"step {target.step_id} of {branch} was already approved")
     ledger.add_event(branch, "approve", actor=actor, status="completed",
                      metadata=f"step {target.step_id} ({target.step_name})",
                      run_id=target.run_id, iter_id=target.iter_id, step_id=target.step_id)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fractal import tmux
 from fractal.domain.markers import launch_marker
-from fractal.domain.outcome import Status
+from fractal.domain.outcome import Status, clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
@@ -46,10 +46,11 @@ def kill_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
         ledger.add_event(branch, Signal.KILL.value, actor=actor, status="failed",
                          metadata=f"refused: {why}")
         return Signalled(branch, False, why)
-    note = attribution("kill", actor, reason)
+    note = clip_reason(attribution("kill", actor, reason))
     run = ledger.open_run_of(branch)
-    event = ledger.add_event(branch, Signal.KILL.value, actor=actor, status="active",
-                             metadata=note, run_id=run.run_id if run else None)
+    # Recorded complete up front: the caller may be inside the node and die with it.
+    ledger.add_event(branch, Signal.KILL.value, actor=actor, status="completed",
+                     metadata=note, run_id=run.run_id if run else None)
     if run is not None:
         ledger.add_signal(branch, run.run_id, Signal.KILL.value, note)
     ledger.set_node_status(branch, Status.KILLED.value)  # the dying loop must not relabel it
@@ -72,7 +73,6 @@ def kill_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     if run is not None:
         ledger.close_run(run.run_id, Status.KILLED.value, 1, note)
     ledger.set_supervisor(branch, None, None)
-    ledger.end_event(event, "completed")
     return Signalled(branch, True, f"killed {branch}")
 
 

@@ -9,10 +9,11 @@ first, then descendants shallowest-first, re-enumerating until none is left unsi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.outcome import Status
+from fractal.domain.outcome import Status, clip_reason
 from fractal.domain.signals import Signal, fanout_reason
 from fractal.errors import FractalError
 from fractal.lifecycle.heal import heal_if_crashed
@@ -36,9 +37,21 @@ class Refused(FractalError):
     """A verb was refused for the node it named; the reason is recorded as a failed event."""
 
 
+def acting_branch(cwd: Path, tree: Tree) -> str:
+    """The branch on whose behalf a verb runs. Inside a node's loop (its agent, or a tool
+    the agent runs) it is that node, whatever ``--path`` says: an agent cannot pose as its
+    parent. Otherwise the node whose worktree holds ``cwd`` (the root outside any)."""
+    inside = os.environ.get("_NODE")
+    if inside:
+        branch = Path(inside).name
+        if tree.owns(branch) and Path(inside) == tree.node(branch).node_dir:
+            return branch
+    return caller_branch(cwd, tree)
+
+
 def actor_of(cwd: Path, tree: Tree) -> str:
-    """Who is acting: the caller's node branch, or ``operator`` at the root."""
-    branch = caller_branch(cwd, tree)
+    """Who is acting: the acting branch, or ``operator`` at the root."""
+    branch = acting_branch(cwd, tree)
     return "operator" if branch == tree.root else branch
 
 
@@ -50,26 +63,30 @@ def descendants(ledger: Ledger, branch: str, tree: Tree) -> list[str]:
 
 
 def signal_node(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, actor: str,
-                reason: str) -> Signalled:
+                reason: str, include_paused: bool = False) -> Signalled:
     """Write ``signal`` for ``branch``'s open run and wake its supervisor.
 
-    Refused (recorded as a ``failed`` event) unless the node is active with an open run.
+    Refused (recorded as a ``failed`` event) unless the node is active with an open run
+    (or parked, with ``include_paused``: the signal then waits for the resume).
     """
+    reason = clip_reason(reason) if reason else ""
+    allowed = {Status.ACTIVE.value} | ({Status.PAUSED.value} if include_paused else set())
     with file_lock(tree.lock_path):
         heal_if_crashed(tree, branch)
         row = ledger.node(branch)
         run = ledger.open_run_of(branch)
-        if row is None or row.status != Status.ACTIVE.value or run is None:
+        if row is None or row.status not in allowed or run is None:
             status = row.status if row else "unregistered"
             why = f"node {branch} is {status}; {signal.value} needs an active node"
             ledger.add_event(branch, signal.value, actor=actor, status="failed",
                              metadata=f"refused: {why}", run_id=run.run_id if run else None)
             return Signalled(branch, False, why)
-        event = ledger.add_event(branch, signal.value, actor=actor, status="active",
-                                 metadata=reason, run_id=run.run_id)
         ledger.add_signal(branch, run.run_id, signal.value, reason)
+        # Recorded complete before the wake: the caller may be the node's own agent, which
+        # a pause ends at once.
+        ledger.add_event(branch, signal.value, actor=actor, status="completed",
+                         metadata=reason, run_id=run.run_id)
     touch_wake(tree.node(branch).node_dir)
-    ledger.end_event(event, "completed")
     return Signalled(branch, True, f"{signal.value} sent to {branch}")
 
 

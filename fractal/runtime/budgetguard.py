@@ -336,8 +336,12 @@ def send_budget_finish(boot: Boot, ledger: Ledger, reason: str) -> None:
 
     tree, branch = boot.paths.tree, boot.paths.branch
     rows = {r.node: r.status for r in ledger.nodes()}
-    below = [b for b in descendants(ledger, branch, tree) if rows.get(b) == "active"]
+    # A paused child gets it too: its parked run keeps the signal, so a resume winds down
+    # instead of spending past the ancestor's ceiling.
+    below = [b for b in descendants(ledger, branch, tree)
+             if rows.get(b) in ("active", "paused")]
     for child in reversed(below):
         signal_node(tree, ledger, child, Signal.FINISH, actor=branch,
-                    reason=fanout_reason(reason, Signal.FINISH.value, branch))
+                    reason=fanout_reason(reason, Signal.FINISH.value, branch),
+                    include_paused=True)
     signal_node(tree, ledger, branch, Signal.FINISH, actor="loop", reason=reason)

@@ -6,8 +6,9 @@ import logging
 import sys
 from pathlib import Path
 
+from fractal.runtime.boot import RunOptions
 from fractal.runtime.pane import PaneReporter
-from fractal.runtime.supervisor import RunOptions, Supervisor
+from fractal.runtime.supervisor import Supervisor
 from fractal.tree import find_tree
 from fractal.workspace import git
 

@@ -115,7 +115,8 @@ class StepBuilder:
             env.update(agent_environment(static_facts(paths, boot.config),
                                          replace(facts, step_id=step_id), str(paths.node_dir)))
             env.update(checks)
-            return env
+            # Values come from agents, checks and operators: a NUL would make exec fail.
+            return {k: v.replace("\0", "") for k, v in env.items() if "\0" not in k}
 
         return Launch(attempt, key, detached, prior, env_for)
 

@@ -5,84 +5,45 @@ and steps", "How a run ends"; ref §4.1, §4.2, §4.11).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
-from types import FrameType
 
-from fractal.agents.base import Backend, binary_problem, resolve_backend, resolve_route
-from fractal.domain.config import NodeConfig, parse_config
-from fractal.domain.errors import FractalError, StepFileError
+from fractal.domain.config import NodeConfig
+from fractal.domain.errors import FractalError
 from fractal.domain.outcome import RunEnd, RunFacts, Status, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.walls import time_budget_label
-from fractal.pricing import PricingError
 from fractal.runtime import processes
 from fractal.runtime.adopt import adopt, save_sessions
+from fractal.runtime.boot import (
+    Interrupted,
+    RunOptions,
+    brake_reason,
+    load_launch_env,
+    preflight,
+    raise_interrupted,
+    read_boot_config,
+)
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
 from fractal.runtime.context import Boot, LoopParts, RunState
-from fractal.runtime.costing import check_pricing
-from fractal.runtime.iteration import RunAbort, backstop, load_plans
+from fractal.runtime.iteration import RunAbort, backstop
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.steering import Park, Steering
-from fractal.runtime.steprunner import StepPlan
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
 from fractal.tree import NodePaths, parent_of
-from fractal.workspace.agenthomes import seed_agent_homes
-from fractal.workspace.nodedir import read_config
 
 log = logging.getLogger(__name__)
 
 EXIT_NOTICE_PRIORITY = 7  # every exited run posts to the node's outbox (issue 4)
 ABNORMAL = "Loop exited abnormally"
-
-
-class Interrupted(BaseException):
-    """The supervisor received SIGTERM, SIGHUP or SIGINT."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How the run was launched: ``--continue`` (a new run of a settled node) or ``--resume``."""
-
-    continue_mode: bool = False
-    resume_mode: bool = False
-
-
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)  # one teardown only
-    raise Interrupted(signum)
-
-
-def load_launch_env(path: Path) -> dict[str, str]:
-    """The environment ``fractal node start`` snapshotted for this run, then deleted.
-
-    Falls back to this process's environment when there is none (ref: keys never sit
-    in the argv of a long-lived process).
-    """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        path.unlink()
-    except (OSError, ValueError):
-        return dict(os.environ)
-    if not isinstance(data, dict):
-        return dict(os.environ)
-    return {str(k): str(v) for k, v in data.items()}
 
 
 class Supervisor:
@@ -110,7 +71,7 @@ class Supervisor:
                                   f"not {expected.value}; this supervisor will not run it")
             return 1
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, _raise_interrupted)
+            signal.signal(sig, raise_interrupted)
         processes.become_subreaper()
         self.ledger.set_supervisor(node, os.getpid(), processes.process_create_time(os.getpid()))
         self.waker.watch(self.paths.node_dir)
@@ -133,7 +94,7 @@ class Supervisor:
     def _run(self) -> int:
         launch_env = load_launch_env(self.paths.launch_env_path)
         os.environ.update(launch_env)  # the run behaves as if started from the caller's shell
-        config, problem = self._read_boot_config()
+        config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)
         parent = parent_of(self.paths.branch)
@@ -148,7 +109,8 @@ class Supervisor:
         try:
             if config is None:
                 raise RunAbort(problem)
-            boot = self._preflight(config, launch_env)
+            boot = preflight(self.paths, self.options, config, launch_env,
+                             self.reporter.warning)
         except RunAbort as exc:
             return self._abort(run_id, str(exc))
         assert self.state is not None
@@ -160,8 +122,9 @@ class Supervisor:
     def _loop(self, boot: Boot, state: RunState, adopted_iter_id: int | None) -> int:
         steering = Steering(self.ledger, state.run_id)
         self.steering = steering
-        if self._latched():
-            raise Park("the tree is paused (fractal resume lifts it)")
+        braked = brake_reason(self.paths, self.ledger, fresh=adopted_iter_id is None and not self.options.resume_mode)
+        if braked is not None:
+            raise Park(braked)
         loop = RunLoop(LoopParts(boot, state, self.ledger, self.reporter, self.waker, steering))
         try:
             loop.run(adopted_iter_id)
@@ -190,7 +153,8 @@ class Supervisor:
                                      config.no_progress)  # issue 7: diagnostics, streak
         self.state = state
         try:
-            boot = self._preflight(config, launch_env)
+            boot = preflight(self.paths, self.options, config, launch_env,
+                             self.reporter.warning)
         except RunAbort as exc:
             self.reporter.warning(f"cannot resume: {exc}")
             raise Park(f"again: {exc}") from None
@@ -218,9 +182,6 @@ class Supervisor:
         value = self.paths.tree.root_config().get("agent")
         return value if isinstance(value, str) else None
 
-    def _latched(self) -> bool:
-        return (self.paths.tree.data_dir / ".paused").exists()
-
     def _park(self, where: str) -> int:
         """Park the run (seed: a pause is not an end): rows stay open, nothing is
         committed, the node is ``paused``, the pane exits."""
@@ -237,60 +198,6 @@ class Supervisor:
         return 0
 
     # -- boot ---------------------------------------------------------------------------
-
-    def _read_boot_config(self) -> tuple[NodeConfig | None, str]:
-        try:
-            raw = read_config(self.paths.config_path)
-            return parse_config(raw, source=str(self.paths.config_path)), ""
-        except (FractalError, OSError) as exc:
-            return None, clip_reason(str(exc))
-
-    def _preflight(self, config: NodeConfig, launch_env: dict[str, str]) -> Boot:
-        """Resolve the agent and check its binary and step files (ref §4.1). Raises RunAbort."""
-        setting = config.agent or str(self.paths.tree.root_config().get("agent") or "") or None
-        try:
-            backend = resolve_backend(setting, self.paths.worktree)
-        except FractalError as exc:
-            raise RunAbort(f"invalid agent: {exc}") from None
-        problem = binary_problem(backend.binary(), self.paths.worktree)
-        if problem is not None:
-            raise RunAbort(f"{problem}; install it or set the node's agent")
-        provider = self._route(backend, config, launch_env)
-        plans: list[StepPlan] = []
-        with contextlib.suppress(StepFileError):  # a broken steps dir fails iterations, loudly
-            plans = load_plans(self.paths.steps_dir)
-        try:  # the price table, when some launch is priced from tokens (ref §4.1)
-            pricing = check_pricing(config.model, backend, provider,
-                                    [p.frontmatter.fields for p in plans], self.paths.worktree,
-                                    self.reporter.warning)
-        except PricingError as exc:
-            raise RunAbort(str(exc)) from None
-        return Boot(paths=self.paths, config=config, agent_setting=setting or backend.name,
-                    backend=backend, continue_mode=self.options.continue_mode,
-                    resume_mode=self.options.resume_mode, launch_env=launch_env,
-                    provider=provider, pricing=pricing)
-
-    def _route(self, backend: Backend, config: NodeConfig, env: dict[str, str]) -> str | None:
-        """The node's provider route, checked against ``env``; seeds the agent homes.
-
-        The node's own ``provider`` must be supported; the tree's is dropped when the
-        backend does not support it (issue 3: Provider routes). Raises RunAbort naming
-        the problem (an unsupported route, a missing key).
-        """
-        inherited = self.paths.tree.root_config().get("provider")
-        try:
-            provider = resolve_route(backend, config.provider,
-                                     inherited if isinstance(inherited, str) else None)
-        except FractalError as exc:
-            raise RunAbort(f"invalid provider: {exc}") from None
-        problem = backend.preflight(provider, env)
-        if problem is not None:
-            raise RunAbort(problem)
-        try:
-            seed_agent_homes(self.paths.node_dir, env)  # re-seeded when missing
-        except OSError as exc:
-            self.reporter.warning(f"could not seed the agent homes: {exc}")
-        return provider
 
     def _abort(self, run_id: int, reason: str) -> int:
         reason = clip_reason(reason)

@@ -16,7 +16,8 @@ class Row:
     """One table line. ``samples`` in the row's unit; an empty list makes a section title.
 
     ``peak``: the samples are one peak value, shown in the max column only, with ``count``
-    (how many readings it summarises) as n.
+    (how many readings it summarises) as n. ``note``: a one-off value or "n/a", shown
+    in place of the median.
     """
 
     label: str
@@ -26,6 +27,7 @@ class Row:
     reference: str = ""
     peak: bool = False
     count: int | None = None
+    note: str = ""  # a value that is not a sample (shown in the median column), e.g. "n/a"
 
 
 def section(title: str) -> Row:
@@ -38,6 +40,8 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def _cells(row: Row) -> tuple[str, ...]:
+    if row.note:
+        return (row.label, str(row.count or 1), row.note, "", row.target, row.reference)
     if not row.samples:
         return (row.label, "", "", "", "", "")
     count = str(row.count if row.count is not None else len(row.samples))

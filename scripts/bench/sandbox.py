@@ -142,6 +142,20 @@ class Sandbox:
         git(worktree, "add", "-A")
         git(worktree, "commit", "-q", "-m", "bench steps", "--no-verify")
 
+    def add_custom_node(self, name: str, steps: Mapping[str, str], *opts: str) -> None:
+        """``fractal node init NAME OPTS``, its step files replaced by ``steps`` (file name ->
+        body), an empty ``scripts/setup.sh``, committed on the node's branch."""
+        self.cli("node", "init", name, *opts)
+        worktree = self.repo / ".worktrees" / f"{ROOT}.{name}"
+        node_dir = worktree / ".fractal" / f"{ROOT}.{name}"
+        shutil.rmtree(node_dir / "steps")
+        (node_dir / "steps").mkdir()
+        for filename, body in steps.items():
+            (node_dir / "steps" / filename).write_text(body)
+        (node_dir / "scripts" / "setup.sh").write_text("")
+        git(worktree, "add", "-A")
+        git(worktree, "commit", "-q", "-m", "bench steps", "--no-verify")
+
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
         """Rows of a read-only query on the tree's database."""
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5.0)

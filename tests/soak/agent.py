@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The soak agent: a ``command``-backend agent that writes journaled bytes into its worktree.
+
+Every chunk it writes is first made durable in the worktree (write + fsync), then recorded
+in the journal (``$SOAK_JOURNAL``, one JSON line per chunk, appended with ``O_APPEND``). So
+a journal line proves the bytes reached the worktree; the invariant checker
+(tests/soak/invariants.py) then demands that each journaled chunk is still on disk or
+committed on the node branch, whatever was killed in between.
+
+Markers in the prompt decide what it does (all optional, in this order):
+
+  [soak:chunks=N]        write N chunks: each a new file soak/<node>/<step>-<k>.txt and one
+                         line appended to soak/<node>/log.txt
+  [soak:pace=S]          sleep up to S seconds (random) before each chunk
+  [soak:files=N]         write N more files of 4 KiB each in one go (a large backstop)
+  [soak:commit=MESSAGE]  run ``python -m fractal commit MESSAGE`` in the worktree; a non-zero
+                         exit is printed, not fatal
+  [soak:wait-file=PATH]  wait until PATH exists (a test's release handle)
+  [soak:sleep=S]         sleep S seconds at the end
+  [soak:fail=N]          exit N at the end, after 64 KiB on stderr
+
+Randomness comes from ``SOAK_SEED`` and ``STEP_ID``, so a seed replays the same work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+MARKER = re.compile(r"\[soak:([a-z-]+)(?:=([^\]]*))?\]")
+
+
+def _emit(kind: str, **fields: object) -> None:
+    sys.stdout.write(json.dumps({"type": kind, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def _journal(path: str, text: str) -> None:
+    journal = os.environ.get("SOAK_JOURNAL")
+    if not journal:
+        return
+    line = (json.dumps({"worktree": os.getcwd(), "branch": os.environ.get("NODE_BRANCH", ""),
+                        "path": path, "text": text}) + "\n").encode()
+    fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write(rel: str, text: str, *, append: bool, proof: str | None = None) -> None:
+    """Make ``text`` durable at ``rel`` (worktree-relative), then journal it (or just
+    ``proof``, a part of it that identifies it)."""
+    target = Path(rel)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a" if append else "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    _journal(rel, text if proof is None else proof)
+
+
+def main() -> int:
+    prompt = sys.stdin.read()
+    todo = {m.group(1): m.group(2) or "" for m in MARKER.finditer(prompt)}
+    step_id = os.environ.get("STEP_ID", "0")
+    node = os.environ.get("NODE_BRANCH", "node")
+    rng = random.Random(f"{os.environ.get('SOAK_SEED', '0')}:{node}:{step_id}")
+    _emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"soak-{uuid.uuid4().hex[:8]}")
+    print(f"soak agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
+    base = f"soak/{node}"
+    pace = float(todo.get("pace") or 0)
+    for number in range(1, int(todo.get("chunks") or 0) + 1):
+        time.sleep(rng.uniform(0, pace))
+        token = uuid.UUID(int=rng.getrandbits(128)).hex
+        _write(f"{base}/{step_id}-{number}.txt", f"{token}\n", append=False)
+        _write(f"{base}/log.txt", f"step {step_id} chunk {number} {token}\n", append=True)
+    for number in range(1, int(todo.get("files") or 0) + 1):
+        token = f"{uuid.UUID(int=rng.getrandbits(128)).hex}\n"
+        _write(f"{base}/bulk/{step_id}-{number:04d}.txt", token + "x" * 4064 + "\n",
+               append=False, proof=token)
+    if "commit" in todo:
+        proc = subprocess.run([sys.executable, "-m", "fractal", "commit", todo["commit"]],
+                              capture_output=True, text=True, check=False)
+        print(f"fractal commit -> exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()}",
+              flush=True)
+    if "wait-file" in todo:
+        while not Path(todo["wait-file"]).exists():
+            time.sleep(0.02)
+    if "sleep" in todo:
+        time.sleep(float(todo["sleep"]))
+    _emit("cost", usd=0.001)
+    if "fail" in todo:
+        sys.stderr.write(f"soak agent failing with exit {todo['fail']}\n" + "e" * 65536 + "\n")
+        return int(todo["fail"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
