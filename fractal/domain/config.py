@@ -108,8 +108,8 @@ _RULES: dict[Kind, str] = {
     Kind.COUNT: "must be a whole number >= 1",
     Kind.LIMIT: "must be a whole number >= 0",
     Kind.DURATION: 'must be a duration string such as "10m"',
-    Kind.USD: "must be a USD amount > 0",
-    Kind.USD_RESERVE: "must be a USD amount >= 0",
+    Kind.USD: "must be a USD amount > 0 and < 1e9",
+    Kind.USD_RESERVE: "must be a USD amount >= 0 and < 1e9",
     Kind.FLAG: "must be true or false",
     Kind.PATHS: "must be a list of relative path strings",
     Kind.COMMAND: "must be a non-empty, single-line shell command string",
@@ -196,7 +196,9 @@ def _problem(spec: KeySpec, value: object) -> str | None:
     if kind in (Kind.USD, Kind.USD_RESERVE):
         if not _is_number(value):
             return bad
-        return None if value > 0 or (kind is Kind.USD_RESERVE and value == 0) else bad
+        if kind is Kind.USD and 0 < value < 0.0001:  # budgets keep 4 dp: it would round to 0
+            return f"{spec.name}: must be at least $0.0001 (got {value})"
+        return None if 1e9 > value > 0 or (kind is Kind.USD_RESERVE and value == 0) else bad
     if kind is Kind.FLAG:
         return None if isinstance(value, bool) else bad
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
@@ -379,12 +381,9 @@ def _float_or_text(text: str) -> object:
 
 
 def resolve_reserve(text: str, max_cost: float | None) -> float:
-    """Resolve a ``--reserve-budget`` value to USD rounded to 4 dp (seed: Cost ceilings).
-
-    ``"N%"`` is N percent of ``max_cost``; anything else is a USD amount. Raises
-    ``InvalidValue`` when the text is not a finite number >= 0, or is a percentage while
-    ``max_cost`` is None. The 99%-of-max_cost rule is ``validate_config``'s.
-    """
+    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount (seed: Cost
+    ceilings). InvalidValue unless a finite number >= 0 (a % needs max_cost); the 99% rule is
+    ``validate_config``'s."""
     stripped = text.strip()
     percent = stripped.endswith("%")
     number = _float_or_text(stripped[:-1].strip() if percent else stripped)

@@ -34,6 +34,7 @@ __all__ = ["MAX_LINE_BYTES", "Collector", "StreamPump"]
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 0.5  # seconds between live cost/usage writes to the step row
+MAX_STEP_USD = 1e6  # a single launch reporting more is treated as a broken report
 
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one stdout line longer than this is skipped, not buffered
 
@@ -114,6 +115,9 @@ class Collector:
         self.reporter.agent_event(event)
         try:
             if isinstance(event, CostEvent):
+                if not 0 <= event.usd <= MAX_STEP_USD:  # a broken report, not a real figure
+                    log.warning("ignored an implausible cost report of %r USD", event.usd)
+                    return
                 self.cost = event.usd
                 self._dirty = True
             elif isinstance(event, UsageEvent):

@@ -30,12 +30,12 @@ class WaitEnd(StrEnum):
 
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: float | None, window: float, sync: Callable[[], None] | None,
-          stop_ends_it: bool) -> WaitEnd:
+          finish_ends_it: bool) -> WaitEnd:
     next_sync = time.monotonic() + window
     while True:
         if released():
             return WaitEnd.RELEASED
-        signal = steering.check(allow_finish=stop_ends_it, allow_stop=stop_ends_it)
+        signal = steering.check(allow_finish=finish_ends_it, allow_stop=True)
         if signal is Signal.PAUSE:
             return WaitEnd.PAUSED
         if signal in (Signal.STOP, Signal.FINISH):
@@ -61,7 +61,7 @@ def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: W
         return row is not None and bool(row.approved)
 
     return _wait(approved, steering=steering, waker=waker, deadline=deadline, window=window,
-                 sync=sync, stop_ends_it=True)
+                 sync=sync, finish_ends_it=True)
 
 
 def live_descendants(ledger: Ledger, node: str) -> list[str]:
@@ -76,6 +76,7 @@ def drain_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
                    deadline: float | None, window: float,
                    sync: Callable[[], None] | None) -> WaitEnd:
     """Wait until no descendant of ``node`` is still running (a finish drain, bounded by
-    the run wall alone). Only a pause or the deadline ends it early."""
+    the run wall alone). A pause, a stop (the run then ends stopped) or the deadline end
+    it early."""
     return _wait(lambda: not live_descendants(ledger, node), steering=steering, waker=waker,
-                 deadline=deadline, window=window, sync=sync, stop_ends_it=False)
+                 deadline=deadline, window=window, sync=sync, finish_ends_it=False)

@@ -152,8 +152,10 @@ class IterationRunner(LoopPart):
             if self.state.resume_gate is not None and plan.file.position == start:
                 result = self.steps.resume_gate(plan, node_md)
             else:
-                if index == len(plans) - 1 and self.steering.finish_requested:
-                    self._drain(node_md)
+                if index == len(plans) - 1 and self.steering.finish_requested \
+                        and not self._drain(node_md):
+                    self._backstop("stopped", "Stopped while draining children.")
+                    return IterationResult(True, "Stopped by request", stopped=True)
                 gate = is_gate(plan)  # issue 7: a `check:` step runs its command, no agent
                 if self.boot.sync and not gate:
                     sync = self.steps.run_sync(plan, node_md)
@@ -173,9 +175,10 @@ class IterationRunner(LoopPart):
             return IterationResult(False, problem)
         return IterationResult(True, "")
 
-    def _drain(self, node_md: str) -> None:
+    def _drain(self, node_md: str) -> bool:
         """A finish drains the children before the last step; the iteration deadline is
-        cleared for it, the run wall still bounds it (seed: Time limits)."""
+        cleared for it, the run wall still bounds it (seed: Time limits). False when a
+        stop ended the drain."""
         self.state.iter_deadline = None
         self.reporter.notice("finish requested: waiting for the children to finish")
         end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
@@ -185,6 +188,7 @@ class IterationRunner(LoopPart):
                              if self.boot.sync else None)
         if end is WaitEnd.PAUSED:
             raise Park("while draining children")
+        return end is not WaitEnd.STOPPED
 
     def _over_budget(self, not_run: list[StepPlan], reason: str) -> IterationResult:
         """The spend reached the ceiling mid-iteration: queue no more steps (each is booked

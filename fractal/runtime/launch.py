@@ -177,7 +177,9 @@ def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: 
                 collector.flush()  # the last figures, before the row closes
             except Exception as exc:
                 log.warning("could not flush the cost of step %s: %s", step_id, exc)
-        if not (attempt.hold_open and outcome.status is Status.COMPLETED):
+        if outcome.status is Status.PAUSED:
+            ledger.park_step(step_id, attempt.node, outcome.exit_code, reason)
+        elif not (attempt.hold_open and outcome.status is Status.COMPLETED):
             ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
                               cost=0.0 if not launched and cost is None else None)
         trace("closed", step_id)

@@ -98,8 +98,8 @@ class RunLoop(LoopPart):
         if signal is Signal.PAUSE:
             raise Park("between iterations")
         if signal is Signal.FINISH:
-            self._drain()
-            self.state.finish_drained = True
+            if self._drain():
+                self.state.finish_drained = True
             return True
         if signal is Signal.STOP:
             self.state.stopped = True
@@ -111,12 +111,12 @@ class RunLoop(LoopPart):
         parks; otherwise wait for the children, then end (seed: Reserve mode)."""
         if self.steering.check(allow_finish=False, allow_stop=False) is Signal.PAUSE:
             raise Park("between iterations")
-        self._drain()
-        self.state.finish_drained = True
+        if self._drain():
+            self.state.finish_drained = True
 
-    def _drain(self) -> None:
+    def _drain(self) -> bool:
         """Wait for the children before a finish ends the run (run wall only, no SYNC:
-        no iteration is open)."""
+        no iteration is open). False when a stop cut it short (the run ends stopped)."""
         end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
                              waker=self.waker, deadline=self.state.run_deadline,
                              window=float(self.state.live.wait), sync=None)
@@ -124,6 +124,10 @@ class RunLoop(LoopPart):
             raise Park("while draining children")
         if end is WaitEnd.TIMED_OUT:
             self.state.timed_out = True
+        if end is WaitEnd.STOPPED:
+            self.state.stopped = True
+            return False
+        return True
 
     def _pace(self) -> None:
         """Sleep before the next iteration (interval or sleep), never past the run wall,

@@ -129,7 +129,7 @@ class StepRunner(LoopPart):
             self.ledger.close_step(step_id, Status.COMPLETED.value, 0, "")
             return StepResult(StepOutcome(Status.COMPLETED, 0, ""), limit, True)
         if end is WaitEnd.PAUSED:
-            self.ledger.close_step(step_id, Status.PAUSED.value, 0, AWAITING_APPROVAL)
+            self.ledger.park_step(step_id, self.boot.paths.branch, 0, AWAITING_APPROVAL)
             raise Park(f"while {plan.file.name} awaited approval")
         if end is WaitEnd.STOPPED:
             reason = "stopped awaiting approval"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select, update
 
 from fractal.store.fence import close_open_rows, fenced_close
-from fractal.store.models import Event, Iteration, Run, Signal, Step
+from fractal.store.models import Event, Iteration, Node, Run, Signal, Step
 from fractal.store.outbox import Outbox
 from fractal.store.registry import CAP_KEYS, new_id
 from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
@@ -143,6 +143,16 @@ class Ledger(Outbox):
         with self._tx() as conn:
             return fenced_close(conn, Step, Step.step_id, step_id, status, exit_code,
                                 reason, **extra)
+
+    def park_step(self, step_id: int, node: str, exit_code: int | None, reason: str) -> bool:
+        """Close a step ``paused`` and mark its node ``paused`` in ONE transaction, so a
+        supervisor killed while it parks leaves a parked node, never an active node around
+        a paused step (fenced like every close; True when this call closed the step)."""
+        with self._tx() as conn:
+            won = fenced_close(conn, Step, Step.step_id, step_id, "paused", exit_code, reason)
+            conn.execute(update(Node).where(Node.node == node, Node.status == "active")
+                         .values(status="paused", updated_at=utc_now()))
+            return won
 
     def book_closed_step(self, *, node: str, run_id: int, iter_id: int | None, step: int,
                          step_name: str, status: str, exit_code: int | None, reason: str,
