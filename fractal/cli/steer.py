@@ -15,6 +15,9 @@ REASON_OPTION = click.option("--reason", default=None, help="Why; recorded with 
 
 
 def _report(results: list[object]) -> None:
+    if not results:
+        click.echo("nothing to do: no node in that subtree is in a state this verb acts on",
+                   err=True)
     for result in results:
         message = getattr(result, "message", "")
         ok = getattr(result, "ok", True)

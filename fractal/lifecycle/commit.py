@@ -55,6 +55,9 @@ class CommitResult:
     event_id: int | None = None
 
 
+MAX_MESSAGE = 200  # characters of the summary that becomes the commit subject
+
+
 def validate_message(message: str | None, branch: str) -> str:
     """Return the stripped one-line summary, or raise InvalidValue.
 
@@ -68,6 +71,9 @@ def validate_message(message: str | None, branch: str) -> str:
     if any(ch in text for ch in "\r\n") or not text.isprintable():
         raise InvalidValue("the commit message must be one line of text (a bare lowercase "
                            f"summary), {example}")
+    if len(text) > MAX_MESSAGE:
+        raise InvalidValue(f"the commit message is {len(text)} characters; keep the summary "
+                           f"under {MAX_MESSAGE} (details belong in the code), {example}")
     if text.lower().startswith(branch.lower()) or _ITERATION_WORD.match(text):
         raise InvalidValue(f"the commit message {text!r} starts with the branch name or "
                            f"'iteration'; give only the summary (the subject '{branch}: "

@@ -61,7 +61,11 @@ def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
     """Launch the supervisor for ``paths`` in a new detached session. Call under the tree
     lock after the status checks. Raises FractalError, TmuxError."""
     hosted = session_free(paths)
-    write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
+    try:
+        write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
+    except OSError as exc:
+        raise FractalError(f"cannot write {paths.launch_env_path}: {exc.strerror or exc}; "
+                           f"check that {paths.node_dir} is writable") from None
     try:
         tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
                                                     resume_mode=resume_mode),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fractal.domain.outcome import Status
 from fractal.domain.signals import Signal
+from fractal.errors import FractalError
 from fractal.lifecycle.host import await_boot, host
 from fractal.lifecycle.latch import latched, paused_ancestor
 from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
@@ -47,8 +48,28 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
                              metadata=f"refused: {exc}", run_id=run.run_id)
             return Signalled(branch, False, str(exc))
         ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
-    await_boot(paths, ledger, hosted, from_status=Status.PAUSED.value)
+    try:
+        await_boot(paths, ledger, hosted, from_status=Status.PAUSED.value)
+    except FractalError:
+        if _parked_again(ledger, branch, run.run_id) is None:
+            raise
+    again = _parked_again(ledger, branch, run.run_id)
+    if again is not None:
+        return Signalled(branch, False, f"{branch} parked again: {again}")
     return Signalled(branch, True, f"resumed {branch} (run {run.run_id})")
+
+
+def _parked_again(ledger: Ledger, branch: str, run_id: int) -> str | None:
+    """Why a resumed run parked straight away (a broken config, a missing agent...), when
+    it did: the newest ``parked`` event written after the verb's ``resume`` event."""
+    row = ledger.node(branch)
+    if row is None or row.status != Status.PAUSED.value:
+        return None
+    events = ledger.events_of(branch, run_id, ("pause", "resume"))
+    last = events[-1] if events else None
+    if last is None or last.event != "pause" or not last.meta.startswith("parked"):
+        return None
+    return last.meta.removeprefix("parked").strip() or "parked"
 
 
 def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[Signalled]:
@@ -78,7 +99,9 @@ def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[
         if branch == top and not result.ok:
             raise Refused(result.message)
     if top != tree.root and not any(r.branch == top for r in results):
-        raise Refused(f"node {top} is {rows.get(top, 'unregistered')}; resume needs a paused node")
+        why = f"node {top} is {rows.get(top, 'unregistered')}; resume needs a paused node"
+        ledger.add_event(top, "resume", actor=actor, status="failed", metadata=f"refused: {why}")
+        raise Refused(why)
     return results
 
 

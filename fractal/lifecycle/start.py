@@ -7,8 +7,6 @@ in the argv of a long-lived process nor in the tmux server's environment.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -19,15 +17,16 @@ from fractal import tmux
 from fractal.agents.base import binary_problem, resolve_backend, resolve_route
 from fractal.domain.config import parse_config
 from fractal.domain.outcome import SETTLED, Status
-from fractal.errors import FractalError, TmuxError
+from fractal.errors import FractalError
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.host import host, session_free
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.targets import target_node
 from fractal.tree import NodePaths, Tree
-from fractal.workspace.nodedir import file_lock, read_config, write_atomic
+from fractal.workspace.nodedir import file_lock, read_config
 
 BOOT_WAIT = 20.0  # seconds `start` waits for the supervisor to take the node
 
@@ -40,16 +39,6 @@ class Started:
     session: str
     socket: Path
     run_id: int | None
-
-
-def supervisor_argv(paths: NodePaths, continue_mode: bool, resume_mode: bool = False) -> list[str]:
-    """The pane command: this interpreter running the hidden ``node _run`` verb."""
-    argv = [sys.executable, "-m", "fractal", "node", "_run", "--path", str(paths.worktree)]
-    if continue_mode:
-        argv.append("--continue")
-    if resume_mode:
-        argv.append("--resume")
-    return argv
 
 
 def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
@@ -71,8 +60,6 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
     ledger = Ledger(tree.db_path)
     heal_if_crashed(tree, branch)
     _preflight(paths, tree)
-    socket = tmux.socket_path()
-    session = tmux.session_name(tree.repo, branch)
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
         status = row.status if row else "unregistered"
@@ -89,11 +76,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         previous = last.run_id if last else 0
         if continue_mode and max_cost is None:
             refuse_budget_landing(tree, branch, last)
-        liveness = tmux.probe(session, socket)
-        if liveness is tmux.Liveness.ALIVE:
-            raise FractalError(f"tmux session {session} already exists; node {branch} is running")
-        if liveness is tmux.Liveness.UNKNOWN:
-            raise TmuxError(f"cannot tell whether tmux session {session} is running; not starting")
+        session_free(paths)  # refuses a live (or unknowable) session before anything changes
         undo: Callable[[], None] | None = None
         try:
             if continue_mode:
@@ -101,28 +84,24 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
                 ledger.set_node_status(branch, Status.IDLE.value)
             if max_cost is not None:  # arms the next run; undone when the launch fails
                 undo = arm_max_cost(tree, branch, max_cost)
-            write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
-            tmux.launch(session, supervisor_argv(paths, continue_mode), cwd=paths.worktree,
-                        socket=socket)
+            hosted = host(paths, ledger, continue_mode=continue_mode)
         except BaseException:
-            paths.launch_env_path.unlink(missing_ok=True)
             if undo is not None:
                 undo()
             if continue_mode:
                 ledger.set_node_status(branch, status)
             raise
-        ledger.set_tmux(branch, session, str(socket))
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
     try:
-        run_id = _await_boot(paths, ledger, session, socket, previous)
+        run_id = _await_boot(paths, ledger, hosted.session, hosted.socket, previous)
     except FractalError:
         paths.launch_env_path.unlink(missing_ok=True)
         ledger.compare_and_set_status(branch, {Status.IDLE.value}, status)  # undo the re-arm
         if undo is not None:
             undo()
         raise
-    return Started(paths=paths, session=session, socket=socket, run_id=run_id)
+    return Started(paths=paths, session=hosted.session, socket=hosted.socket, run_id=run_id)
 
 
 def _preflight(paths: NodePaths, tree: Tree) -> None:

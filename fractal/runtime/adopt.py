@@ -107,7 +107,7 @@ def pause_spans(ledger: Ledger, node: str, run_id: int) -> list[PauseSpan]:
     spans: list[PauseSpan] = []
     start: float | None = None
     for event in ledger.events_of(node, run_id, ("pause", "resume")):
-        if event.event == "pause" and event.meta == "parked" and start is None:
+        if event.event == "pause" and event.meta.startswith("parked") and start is None:
             start = to_epoch(event.created_at)
         elif event.event == "resume" and event.status == "completed" and start is not None:
             spans.append(PauseSpan(start, to_epoch(event.created_at)))

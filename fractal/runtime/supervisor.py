@@ -191,7 +191,8 @@ class Supervisor:
         run = self.ledger.open_run_of(self.paths.branch)
         self.ledger.set_node_status(self.paths.branch, Status.PAUSED.value)
         self.ledger.add_event(self.paths.branch, "pause", actor="loop", status="completed",
-                              metadata="parked", run_id=run.run_id if run else None,
+                              metadata=f"parked {where}"[:250],
+                              run_id=run.run_id if run else None,
                               iter_id=state.iter_id if state else None)
         self.reporter.banner_open(f"Run paused {where}; `fractal node resume "
                                   f"{self.paths.branch}` continues it", major=True)
