@@ -27,6 +27,25 @@ def ancestors(branch: str, tree: Tree) -> list[str]:
     return found
 
 
+def _live_caps(tree: Tree, row: NodeRow | None) -> NodeRow | None:
+    """The registry row with its spawn caps as the node's config.json says now (a hand
+    edit counts at once); the registry's values when the file cannot be read."""
+    if row is None:
+        return None
+    from dataclasses import replace
+
+    from fractal.workspace.nodedir import read_config
+
+    try:
+        raw = read_config(tree.node(row.node).config_path)
+    except FractalError:
+        return row
+    caps = {k: raw.get(k) for k in ("max_depth", "max_children", "max_descendants")}
+    valid = {k: v for k, v in caps.items()
+             if v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)}
+    return replace(row, **valid)  # type: ignore[arg-type]
+
+
 def check_caps(tree: Tree, ledger: Ledger, new_branch: str) -> None:
     """Refuse (FractalError) a spawn of ``new_branch`` that would break an ancestor's cap.
 
@@ -39,7 +58,7 @@ def check_caps(tree: Tree, ledger: Ledger, new_branch: str) -> None:
     live = [r.node for r in rows if r.status in _UNSETTLED]
     parent = parent_of(new_branch)
     for ancestor in ancestors(new_branch, tree):
-        row = by_name.get(ancestor)
+        row = _live_caps(tree, by_name.get(ancestor))
         if row is None:
             continue
         depth = new_branch.count(".") - ancestor.count(".")

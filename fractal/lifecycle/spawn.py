@@ -71,7 +71,7 @@ def build_config(settings: Mapping[str, object], *, root: str, parent: str,
 
 def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
               parent: str | None = None, reserve: str | None = None,
-              actor: str = "operator") -> NodeInit:
+              actor: str | None = None) -> NodeInit:
     """Create node ``<parent>.<name>``: branch, worktree, seeded data dir, registry row.
 
     ``parent`` defaults to the node whose worktree holds ``cwd`` (the root outside any
@@ -82,6 +82,10 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
 
     tree = find_tree(cwd)
     validate_name(name)
+    if actor is None:
+        from fractal.lifecycle.steer import actor_of
+
+        actor = actor_of(cwd, tree)
     ledger = Ledger(tree.db_path)
     known = [row.node for row in ledger.nodes()]
     parent_branch = resolve_node(parent, [*known, tree.root], tree) if parent \

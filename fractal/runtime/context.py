@@ -144,7 +144,7 @@ def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
         node_dir=str(paths.node_dir),
         plans_dir=str(paths.plans_dir),
         memory_dir=str(paths.memory_dir),
-        wiki_dir=str(paths.tree.wiki_dir),
+        wiki_dir=str(worktree / "wiki"),  # the shared wiki as this node's branch holds it
         branch=paths.branch,
         scope=tuple(str(Path(worktree, s)) for s in config.scope),
         max_depth=config.max_depth,

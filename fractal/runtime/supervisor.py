@@ -96,7 +96,7 @@ class Supervisor:
         os.environ.update(launch_env)  # the run behaves as if started from the caller's shell
         # Every child of the loop (setup, checks, agents, hooks) inherits it: crash healing
         # finds a dead loop's leftovers by it (ref §1.3: the loop sets _NODE).
-        os.environ["_NODE"] = str(self.paths.node_dir)
+        os.environ["_NODE"] = launch_env["_NODE"] = str(self.paths.node_dir)
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)
