@@ -246,7 +246,9 @@ def binary_problem(binary: str, cwd: Path) -> str | None:
     if "/" in binary:
         path = Path(binary) if Path(binary).is_absolute() else cwd / binary
         if not path.is_file():
-            return f"agent binary not found: {binary} (looked for {path})"
+            return (f"agent binary not found: {binary} (looked for {path}; a relative path is "
+                    "resolved in the node's worktree: commit the script on the branch the node "
+                    "forks from before `node init`, or use an absolute path)")
         if not path.stat().st_mode & 0o111:
             return f"agent {binary} is not executable (chmod +x {path})"
         return None

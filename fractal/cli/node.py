@@ -133,9 +133,9 @@ def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
         problems += [p for p in validate_config(merged) if p not in problems]
         raise ConfigError(problems)
     result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"))
-    if settings.get("max_cost") is None and settings.get("max_iters") is None:
-        click.echo("warning: neither --max-cost nor --max-iters is set; the node will run "
-                   "until stopped", err=True)
+    if all(settings.get(k) is None for k in ("max_cost", "max_iters", "exit_check")):
+        click.echo("warning: none of --max-cost, --max-iters, --exit-check is set; the node "
+                   "will run until stopped", err=True)
     click.echo(result.paths.branch)
     click.echo(f"created {result.paths.branch} at {result.paths.worktree}; write its task in "
                f"{result.paths.node_md}, then `fractal node start {name}`", err=True)

@@ -75,10 +75,23 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
     echo(f"demo: node {node.paths.branch} ({node.paths.worktree}), 5 steps, max_iters 2")
     started = start_node(target, NODE)
     echo(f"demo: supervisor running in tmux session {started.session} "
-         f"(watch live: cd {target} && fractal node attach {NODE})")
+         f"(watch live: cd {target} && {_fractal_command()} node attach {NODE})")
     status = _follow(tree.db_path, node.paths.branch, echo)
     passed = tests_pass(node.paths.worktree)
     return DemoResult(repo=target, branch=node.paths.branch, status=status, tests_pass=passed)
+
+
+def _fractal_command() -> str:
+    """How to run fractal from another shell: the script beside this interpreter when it
+    is not on PATH (``make demo`` does not put .venv/bin on PATH)."""
+    import shutil
+    import sys
+
+    local = Path(sys.executable).parent / "fractal"
+    on_path = shutil.which("fractal")
+    if on_path and Path(on_path).resolve() == local.resolve():
+        return "fractal"
+    return str(local) if local.exists() else "fractal"
 
 
 def _follow(db_path: Path, branch: str, echo: Callable[[str], None]) -> str:

@@ -49,7 +49,13 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         return ""
     if status == Status.ACTIVE.value:
         shown = decoration(status, reader.pending_signals(db_path, branch))
-        return shown[len("active ("):-1] if shown != status else f"run {last.run_id}"
+        if shown != status:
+            return shown[len("active ("):-1]
+        gates = reader.awaiting_approval(db_path, branch)
+        if gates:
+            return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "
+                    f"(step {gates[-1].step_id})")
+        return f"run {last.run_id}"
     if status in (Status.IDLE.value,):
         return ""
     if status == Status.PAUSED.value:

@@ -36,6 +36,9 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     branch = git.current_branch(top)
     if branch is None:
         raise FractalError("HEAD is detached; check out the branch that should root the tree")
+    if not git.branch_exists(top, branch):
+        raise FractalError(f"branch {branch!r} has no commits yet; make a first commit (nodes "
+                           "fork from it), then run `fractal init` again")
     if "/" in branch:
         raise FractalError(f"branch {branch!r} contains '/', which fractal cannot use as a "
                            "node name; root the tree on a branch without '/'")

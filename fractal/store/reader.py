@@ -19,7 +19,8 @@ from fractal.errors import StoreError
 from fractal.store.rows import ActivityRow, MessageRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "last_run", "messages", "node_row", "node_rows",
+__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "awaiting_approval", "last_run", "messages",
+           "node_row", "node_rows",
            "open_steps", "pending_signals"]
 
 READ_BUSY_TIMEOUT_S = 2.0
@@ -150,3 +151,12 @@ def messages(db_path: Path, node: str | None, channel: str, limit: int | None) -
         params.append(max(limit, 0))
     with _connect(db_path) as conn:
         return [build(MessageRow, row) for row in conn.execute(sql, params)]
+
+
+def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:
+    """The node's open steps whose approval gate is pending, oldest first."""
+    with _connect(db_path) as conn:
+        rows = conn.execute(
+            "SELECT * FROM steps WHERE node = ? AND approved = '' AND ended_at IS NULL "
+            "ORDER BY step_id", (node,)).fetchall()
+    return [build(StepRow, row) for row in rows]

@@ -178,6 +178,7 @@ def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
     rows = wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
                       timeout=30, message="gate pending")
     assert [(r["branch"], r["step_name"]) for r in rows] == [("main.gated", "A")]
+    assert "A awaiting approval" in tree.cli("node", "status", "gated").stdout
     refused = tree.cli("node", "approve", "gated", cwd=tree.worktree("other"), check=False)
     assert refused.returncode == 1 and "only main" in refused.stderr
     tree.cli("node", "approve", "gated")

@@ -26,6 +26,14 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
     assert git(repo, "status", "--porcelain") == ""  # nothing of fractal's shows up in git
 
 
+def test_init_refuses_a_repository_without_commits(tmp_path: Path) -> None:
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    out = run_cli(["init"], repo, check=False)
+    assert out.returncode == 1 and "no commits yet" in out.stderr
+
+
 def test_init_refuses_detached_head_and_slashed_branch(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "d")
     git(repo, "checkout", "-q", "--detach")
