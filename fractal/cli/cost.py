@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.format import notice, output_format, render_rows
+from fractal.cli.format import format_options, notice, output_format, render_rows
 
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
@@ -60,8 +60,7 @@ def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
 @click.argument("node", required=False)
 @click.option("--run", "run", is_flag=True, help="Only the open (else last) run's subtree.")
 @DEPTH_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @PATH_OPTION
 def breakdown_cmd(node: str | None, run: bool, max_depth: int | None, as_json: bool,
                   as_csv: bool, path: Path) -> None:

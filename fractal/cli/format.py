@@ -9,7 +9,8 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -45,6 +46,12 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
 
     body = [[_cell(row.get(c)) for c in columns] for row in rows]
     return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)
+
+
+def format_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json`` and ``--csv`` flags (parameters ``as_json``, ``as_csv``) for a listing."""
+    func = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(func)
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
 
 
 def output_format(as_json: bool, as_csv: bool) -> str | None:

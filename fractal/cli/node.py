@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from fractal.cli.format import output_format, render_rows
+from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
@@ -186,8 +186,7 @@ def status_cmd(node: str | None, path: Path) -> None:
 
 @node_group.command("list")
 @click.argument("node", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @PATH_OPTION
 def list_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """List NODE and its descendants (the whole tree from the root)."""
@@ -207,8 +206,7 @@ _ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
 @click.argument("node", required=False)
 @click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
               help="At most N rows.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @PATH_OPTION
 def activity_cmd(node: str | None, limit: int | None, as_json: bool, as_csv: bool,
                  path: Path) -> None:

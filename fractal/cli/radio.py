@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.format import output_format, render_rows
+from fractal.cli.format import format_options, output_format, render_rows
 
 
 @click.group("radio")
@@ -19,8 +19,7 @@ def radio_group() -> None:
 @click.option("--channel", default="outbox", show_default=True, help="The channel to read.")
 @click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
               help="At most N messages.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
               help="A directory inside the repository (default: the current one).")
 def messages_cmd(node: str | None, channel: str, limit: int | None, as_json: bool,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.format import output_format, render_rows
+from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
@@ -99,8 +99,7 @@ def approve_cmd(node: str, step_id: int | None, path: Path) -> None:
 
 @click.command("pending")
 @click.argument("node", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @PATH_OPTION
 def pending_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """List the steps of NODE's children awaiting approval."""
