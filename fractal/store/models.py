@@ -44,6 +44,12 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {str: Text(), float: REAL(), int: Integer()}
 
 
+def _by_node(table: str, *columns: str) -> tuple[Index, ...]:
+    """``ix_<table>_node_<column>`` on (node, column) for each timestamp column: one
+    node's newest activity rows without scanning the tree's (migration 0005)."""
+    return tuple(Index(f"ix_{table}_node_{column}", "node", column) for column in columns)
+
+
 def _meta() -> Mapped[str]:
     """The ``metadata`` reason column: TEXT NOT NULL, empty by default."""
     return mapped_column(
@@ -78,6 +84,7 @@ class Run(Base):
     """One launch of a node's loop: agent, the cost cap armed at launch, parent's run."""
 
     __tablename__ = "runs"
+    __table_args__ = _by_node("runs", "started_at", "ended_at")
 
     run_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str] = mapped_column(index=True)
@@ -87,14 +94,15 @@ class Run(Base):
     status: Mapped[str]
     exit_code: Mapped[int | None]
     meta: Mapped[str] = _meta()
-    started_at: Mapped[str]
-    ended_at: Mapped[str | None]
+    started_at: Mapped[str] = mapped_column(index=True)
+    ended_at: Mapped[str | None] = mapped_column(index=True)
 
 
 class Iteration(Base):
     """One pass through the step files; ``iter`` is 1-based within its run."""
 
     __tablename__ = "iterations"
+    __table_args__ = _by_node("iterations", "started_at", "ended_at")
 
     iter_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str]
@@ -106,8 +114,8 @@ class Iteration(Base):
     status: Mapped[str]
     exit_code: Mapped[int | None]
     meta: Mapped[str] = _meta()
-    started_at: Mapped[str]
-    ended_at: Mapped[str | None]
+    started_at: Mapped[str] = mapped_column(index=True)
+    ended_at: Mapped[str | None] = mapped_column(index=True)
 
 
 class Step(Base):
@@ -120,6 +128,7 @@ class Step(Base):
     """
 
     __tablename__ = "steps"
+    __table_args__ = _by_node("steps", "started_at", "ended_at")
 
     step_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str]
@@ -137,8 +146,8 @@ class Step(Base):
     pgid: Mapped[int | None]
     pgid_started: Mapped[float | None]
     meta: Mapped[str] = _meta()
-    started_at: Mapped[str]
-    ended_at: Mapped[str | None]
+    started_at: Mapped[str] = mapped_column(index=True)
+    ended_at: Mapped[str | None] = mapped_column(index=True)
     # Token usage of this attempt as the agent reported it (migration 0002); NULL: none.
     input_tokens: Mapped[int | None]
     cached_input_tokens: Mapped[int | None]
@@ -149,6 +158,7 @@ class Event(Base):
     """An observability event (init, spawn, commit, pause, ...) with optional lineage."""
 
     __tablename__ = "events"
+    __table_args__ = _by_node("events", "created_at")
 
     event_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str] = mapped_column(index=True)
@@ -160,7 +170,7 @@ class Event(Base):
     status: Mapped[str | None]
     exit_code: Mapped[int | None]
     meta: Mapped[str] = _meta()
-    created_at: Mapped[str]
+    created_at: Mapped[str] = mapped_column(index=True)
 
 
 class Signal(Base):
@@ -206,6 +216,7 @@ class Check(Base):
     """
 
     __tablename__ = "checks"
+    __table_args__ = _by_node("checks", "ended_at")
 
     check_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str] = mapped_column(index=True)
@@ -220,4 +231,4 @@ class Check(Base):
     passed: Mapped[int | None]
     output_path: Mapped[str | None]
     started_at: Mapped[str]
-    ended_at: Mapped[str]
+    ended_at: Mapped[str] = mapped_column(index=True)

@@ -33,6 +33,12 @@ _ACTIVITY_ORDER = (
     "CASE event WHEN 'end' THEN 0 ELSE 1 END"
 )
 
+# Every timestamp column an ``activity`` row takes its instant from, one row per value
+# (migrations 0001 and 0004 define the view; 0005 indexes these columns).
+_ACTIVITY_CLOCKS = (("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),
+                    ("iterations", "ended_at"), ("steps", "started_at"), ("steps", "ended_at"),
+                    ("events", "created_at"), ("checks", "ended_at"))
+
 
 def _open(db_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
@@ -88,13 +94,44 @@ def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> l
             return []
         where = f"WHERE node IN ({', '.join('?' * len(nodes))})"
         params.extend(nodes)
-    tail = ""
-    if limit is not None:
-        tail = "LIMIT ?"
-        params.append(max(limit, 0))
-    sql = f"SELECT * FROM activity {where} {_ACTIVITY_ORDER} {tail}"
     with _connect(db_path) as conn:
+        tail = ""
+        if limit is not None:
+            cutoff = _activity_cutoff(conn, nodes, limit)
+            if cutoff is not None:
+                where = f"{where} AND timestamp >= ?" if where else "WHERE timestamp >= ?"
+                params.append(cutoff)
+            tail = "LIMIT ?"
+            params.append(max(limit, 0))
+        sql = f"SELECT * FROM activity {where} {_ACTIVITY_ORDER} {tail}"
         return [build(ActivityRow, row) for row in conn.execute(sql, params)]
+
+
+def _activity_cutoff(conn: sqlite3.Connection, nodes: Sequence[str] | None,
+                     limit: int) -> str | None:
+    """The instant of the ``limit``-th newest activity row, or None when there are fewer.
+
+    Reads only the newest ``limit`` entries of each timestamp index (migration 0005),
+    so the view can then be asked for ``timestamp >= cutoff``, which SQLite pushes into
+    every arm as an index range instead of sorting the whole history. Each clock in
+    ``_ACTIVITY_CLOCKS`` yields exactly one view row per value, so the answer is exact;
+    a clock missing from the list could only lower the cutoff (more rows read), never
+    drop a row.
+    """
+    if limit <= 0:
+        return None
+    node_filter = ""
+    params: list[object] = []
+    if nodes is not None:
+        node_filter = f"AND node IN ({', '.join('?' * len(nodes))})"
+    arms = []
+    for table, column in _ACTIVITY_CLOCKS:
+        arms.append(f"SELECT * FROM (SELECT {column} AS t FROM {table} WHERE {column} "
+                    f"IS NOT NULL {node_filter} ORDER BY {column} DESC LIMIT ?)")
+        params.extend([*(nodes or ()), limit])
+    sql = f"SELECT t FROM ({' UNION ALL '.join(arms)}) ORDER BY t DESC LIMIT 1 OFFSET ?"
+    row = conn.execute(sql, [*params, limit - 1]).fetchone()
+    return None if row is None else str(row[0])
 
 
 def node_rows(db_path: Path) -> list[NodeRow]:

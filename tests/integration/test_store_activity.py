@@ -119,3 +119,52 @@ def test_durations_come_from_the_instants_and_order_is_newest_first(tmp_path: Pa
     assert [r.event for r in reader.activity(db, None, 2)] == ["end", "end"]
     assert [r.node for r in reader.activity(db, ["main.b"], None)] == ["main.b"]
     assert reader.activity(db, [], None) == []
+
+
+def _crowded_history(db: Path) -> None:
+    """Two nodes' rows of every kind on four instants only, so ties are everywhere."""
+    instants = [f"2026-12-01T10:00:0{n}.000Z" for n in range(4)]
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        for n, node in enumerate(("main.a", "main.b")):
+            start, end = instants[n], instants[n + 2]
+            run = con.execute("INSERT INTO runs (node, agent, status, started_at, ended_at) "
+                              "VALUES (?, 'command', 'completed', ?, ?)", (node, start, end))
+            for number in (1, 2):
+                it = con.execute(
+                    "INSERT INTO iterations (node, run_id, iter, status, started_at, ended_at) "
+                    "VALUES (?, ?, ?, 'completed', ?, ?)",
+                    (node, run.lastrowid, number, start, instants[number + 1]))
+                for position in (1, 2):
+                    step = con.execute(
+                        "INSERT INTO steps (node, iter_id, run_id, step, step_name, status, "
+                        "started_at, ended_at) VALUES (?, ?, ?, ?, 'S', 'completed', ?, ?)",
+                        (node, it.lastrowid, run.lastrowid, position, start,
+                         instants[position + 1]))
+                con.execute("INSERT INTO events (node, run_id, iter_id, step_id, event, "
+                            "created_at) VALUES (?, ?, ?, ?, 'commit', ?)",
+                            (node, run.lastrowid, it.lastrowid, step.lastrowid, end))
+                con.execute("INSERT INTO checks (node, run_id, iter_id, kind, command, "
+                            "exit_code, started_at, ended_at) VALUES (?, ?, ?, 'exit', 'true', "
+                            "0, ?, ?)", (node, run.lastrowid, it.lastrowid, start, end))
+        # An open run: no end row, a start on the newest instant.
+        con.execute("INSERT INTO runs (node, agent, status, started_at) "
+                    "VALUES ('main.a', 'command', 'active', ?)", (instants[3],))
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("nodes", [None, ["main.a"], ["main.b"], ["main.ghost"]])
+def test_a_limited_listing_is_the_head_of_the_full_one(ledger: Ledger,
+                                                       nodes: list[str] | None) -> None:
+    """The --limit fast path (newest instants first, then a timestamp range) returns
+    exactly the first rows of the unlimited listing, ties included (migration 0005)."""
+    reader.node_rows(ledger.db_path)  # schema at head
+    _crowded_history(ledger.db_path)
+    full = reader.activity(ledger.db_path, nodes, None)
+    expected = {None: 37, "main.a": 19, "main.b": 18, "main.ghost": 0}
+    assert len(full) == expected[nodes[0] if nodes else None]
+    for limit in range(1, len(full) + 3):
+        assert reader.activity(ledger.db_path, nodes, limit) == full[:limit], limit

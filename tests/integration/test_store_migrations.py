@@ -29,6 +29,11 @@ INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",
     "ix_checks_node", "ix_checks_run_id",
+    # 0005: every timestamp the activity view sorts by, alone and after the node.
+    *(f"ix_{table}_{prefix}{column}" for prefix in ("", "node_") for table, column in (
+        ("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),
+        ("iterations", "ended_at"), ("steps", "started_at"), ("steps", "ended_at"),
+        ("events", "created_at"), ("checks", "ended_at"))),
 }
 
 
