@@ -8,6 +8,8 @@ sweep is caught (bug ledger #7).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
@@ -35,9 +37,22 @@ def killable(row: NodeRow) -> bool:
     return False
 
 
-def kill_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
-              reason: str | None) -> Signalled:
-    """Reap one node: supervisor, agent groups, pane; close its rows ``killed``."""
+@dataclass(frozen=True)
+class _Condemned:
+    """A node whose kill is recorded and whose process groups are still to be stopped."""
+
+    branch: str
+    row: NodeRow
+    run_id: int | None
+    note: str
+    supervisor: GroupHandle | None
+    agents: list[GroupHandle]
+
+
+def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
+             reason: str | None) -> _Condemned | Signalled:
+    """Record the kill of one node (event, signal, status ``killed``) and list its groups:
+    the supervisor's and each open step's agent group. A refusal is a Signalled(ok=False)."""
     heal_if_crashed(tree, branch)
     row = ledger.node(branch)
     if row is None or not killable(row):
@@ -54,26 +69,60 @@ def kill_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     if run is not None:
         ledger.add_signal(branch, run.run_id, Signal.KILL.value, note)
     ledger.set_node_status(branch, Status.KILLED.value)  # the dying loop must not relabel it
-    handles: list[GroupHandle] = []
+    supervisor = None
     if row.supervisor_pid and row.supervisor_started:
-        handle = group_of(row.supervisor_pid, row.supervisor_started)
-        if handle is not None:
-            handles.append(handle)
+        supervisor = group_of(row.supervisor_pid, row.supervisor_started)
+    agents: list[GroupHandle] = []
     for step in ledger.open_steps(branch):
         if step.pgid is not None and step.pgid_started is not None:
-            handles.append(GroupHandle(pid=step.pgid, pgid=step.pgid,
+            agents.append(GroupHandle(pid=step.pgid, pgid=step.pgid,
                                        create_time=step.pgid_started,
                                        marker=launch_marker(str(tree.db_path), step.step_id)))
-    for handle in handles:
-        kill_group(handle, grace=KILL_GRACE)
-    if row.tmux_session:
-        socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
-        tmux.kill_session(row.tmux_session, socket)
-    ledger.close_open(branch, Status.KILLED.value, note)
-    if run is not None:
-        ledger.close_run(run.run_id, Status.KILLED.value, 1, note)
-    ledger.set_supervisor(branch, None, None)
-    return Signalled(branch, True, f"killed {branch}")
+    return _Condemned(branch, row, run.run_id if run else None, note, supervisor, agents)
+
+
+def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
+    """Stop the groups of ``batch``, then kill the panes and close the open rows ``killed``.
+
+    Every supervisor first, then every agent group, each wave in one shared TERM ->
+    KILL_GRACE -> KILL window: a tree of agents ignoring TERM costs one grace, not one
+    per node, and no loop is alive to see its agent die and book the step itself.
+    """
+    _stop_all([c.supervisor for c in batch if c.supervisor is not None])
+    _stop_all([h for c in batch for h in c.agents])
+    done: list[Signalled] = []
+    for c in batch:
+        if c.row.tmux_session:
+            socket = Path(c.row.tmux_socket) if c.row.tmux_socket else tmux.socket_path()
+            tmux.kill_session(c.row.tmux_session, socket)
+        ledger.close_open(c.branch, Status.KILLED.value, c.note)
+        if c.run_id is not None:
+            ledger.close_run(c.run_id, Status.KILLED.value, 1, c.note)
+        ledger.set_supervisor(c.branch, None, None)
+        done.append(Signalled(c.branch, True, f"killed {c.branch}"))
+    return done
+
+
+def _stop_all(handles: list[GroupHandle]) -> None:
+    """``kill_group`` on each of ``handles`` concurrently (threads: each mostly waits)."""
+    if handles:
+        with ThreadPoolExecutor(max_workers=min(32, len(handles))) as pool:
+            list(pool.map(lambda h: kill_group(h, grace=KILL_GRACE), handles))
+
+
+def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,
+                reasons: list[str | None]) -> list[Signalled]:
+    """Condemn each of ``branches`` (with its reason), then reap them together."""
+    outcome: dict[str, Signalled] = {}
+    batch: list[_Condemned] = []
+    for branch, reason in zip(branches, reasons, strict=True):
+        got = _condemn(tree, ledger, branch, actor=actor, reason=reason)
+        if isinstance(got, _Condemned):
+            batch.append(got)
+        else:
+            outcome[branch] = got
+    outcome.update((r.branch, r) for r in _reap(ledger, batch))
+    return [outcome[b] for b in branches]
 
 
 def kill(cwd: Path, name: str | None, reason: str | None = None) -> list[Signalled]:
@@ -93,12 +142,11 @@ def kill(cwd: Path, name: str | None, reason: str | None = None) -> list[Signall
                 if b not in done and killable(rows[b])]
         if not todo:
             break
-        for branch in todo:
-            done.add(branch)
-            results.append(kill_node(tree, ledger, branch, actor=actor,
-                                     reason=fanout_reason(reason, "kill", top)))
+        done.update(todo)
+        results += _kill_batch(tree, ledger, todo, actor=actor,
+                               reasons=[fanout_reason(reason, "kill", top)] * len(todo))
     if top != tree.root:
-        result = kill_node(tree, ledger, top, actor=actor, reason=reason)
+        [result] = _kill_batch(tree, ledger, [top], actor=actor, reasons=[reason])
         results.append(result)
         if not result.ok:
             raise Refused(result.message)

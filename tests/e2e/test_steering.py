@@ -363,3 +363,22 @@ def test_spawn_caps_hold_under_concurrency(tree: Tree) -> None:
     assert len(children) == 2
     deep = tree.cli("node", "init", "deep", "--parent", str(children[0]), check=False)
     assert deep.returncode == 1 and "max_depth" in deep.stderr
+
+
+def test_killing_the_tree_reaps_every_term_ignoring_agent(tree: Tree) -> None:
+    """A kill at the root stops every node's groups in one shared grace window."""
+    groups = []
+    for name in ("left", "right"):
+        tree.node(name, {"01-A.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+        tree.cli("node", "start", name)
+    for name in ("left", "right"):
+        step_id = _wait_running(tree, name, "A")
+        (pgid,), = tree.sql("SELECT pgid FROM steps WHERE step_id = ?", step_id)
+        groups.append(int(str(pgid)))
+    tree.cli("node", "kill", "--reason", "lights out")
+    for name in ("left", "right"):
+        assert tree.status(name) == "killed"
+        assert not _session_alive(tree, name)
+    assert not any(_group_alive(pgid) for pgid in groups)
+    assert {s for (s,) in tree.sql("SELECT status FROM runs")} == {"killed"}
+    assert {s for (s,) in tree.sql("SELECT status FROM steps")} == {"killed"}
