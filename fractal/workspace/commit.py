@@ -34,14 +34,16 @@ from fractal.workspace.commit_types import (
     UncommittedChanges,
     listing,
 )
-from fractal.workspace.git import changed_paths, has_remote, run_git
+from fractal.workspace.git import changed_paths, git_env, has_remote, run_git
 from fractal.workspace.worktrees import set_identity
 
-__all__ = ["LINT_TIMEOUT", "check_clean", "ensure_identity", "push_branch", "run_lint",
-           "run_pipeline"]
+__all__ = ["LINT_TIMEOUT", "PUSH_TIMEOUT", "check_clean", "ensure_identity", "push_branch",
+           "run_lint", "run_pipeline"]
 
 LINT_TIMEOUT = 600.0
 """Seconds ``scripts/lint.sh`` may run before it is stopped and the commit fails."""
+PUSH_TIMEOUT = 300.0
+"""Seconds ``git push`` may run (hooks and network included) before it is stopped."""
 _LINT_TAIL = 6000  # characters of lint output carried in the error
 
 
@@ -101,21 +103,26 @@ def run_lint(request: CommitRequest, runner: ScriptRunner) -> bool:
                      "MESSAGE`", tail)
 
 
-def push_branch(worktree: Path, branch: str, *, no_verify: bool) -> tuple[bool, str | None,
-                                                                         str | None]:
+def push_branch(worktree: Path, branch: str, *, no_verify: bool, runner: ScriptRunner,
+                timeout: float = PUSH_TIMEOUT) -> tuple[bool, str | None, str | None]:
     """Push ``branch`` to ``origin``; return ``(pushed, notice, warning)``.
 
     A missing ``origin`` remote is a notice; a failed push is a warning (the commit stands).
+    The push runs through ``runner`` as its own process group with no terminal, so a
+    pre-push hook, a credential helper or a stalled network is stopped after ``timeout``
+    seconds (a warning: ``timed out``) instead of holding the agent's step.
     """
     if not has_remote(worktree, "origin"):
         return False, "no origin remote: push skipped", None
     verify = ["--no-verify"] if no_verify else []
-    proc = run_git(["push", "--quiet", *verify, "origin", branch], worktree, check=False)
-    if proc.returncode == 0:
+    code, output = runner(["git", "-C", str(worktree), "push", "--quiet", *verify, "origin",
+                           branch], worktree, git_env(), timeout)
+    if code == 0:
         return True, f"pushed {branch} to origin", None
-    detail = (proc.stderr.strip() or proc.stdout.strip() or "(no output)")[-1000:]
-    return False, None, (f"push to origin failed (exit {proc.returncode}): {detail}; the commit "
-                         f"stands; push later with `git push origin {branch}`")
+    detail = (output.strip() or "(no output)")[-1000:]
+    why = f"timed out after {timeout:g}s" if code == 124 else f"failed (exit {code})"
+    return False, None, (f"push to origin {why}: {detail}; the commit stands; push later "
+                         f"with `git push origin {branch}`")
 
 
 def ensure_identity(worktree: Path, name: str) -> str | None:
@@ -187,7 +194,8 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
     if request.local:
         notes.notice("local node: push skipped")
     else:
-        pushed, notice, warning = push_branch(worktree, request.branch, no_verify=force)
+        pushed, notice, warning = push_branch(worktree, request.branch, no_verify=force,
+                                              runner=runner)
         notes.notice(notice)
         notes.warn(warning)
     return notes.outcome(request.subject, attempt.sha, _files(worktree, attempt.sha), pushed)

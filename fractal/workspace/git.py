@@ -21,6 +21,7 @@ __all__ = [
     "changed_paths",
     "common_dir",
     "current_branch",
+    "git_env",
     "has_remote",
     "head_sha",
     "is_dirty",
@@ -31,7 +32,8 @@ __all__ = [
 ]
 
 
-def _git_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment plus ``LC_ALL=C``, ``GIT_TERMINAL_PROMPT=0`` and ``extra``."""
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
     if extra:
@@ -51,7 +53,7 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-            stdin=subprocess.DEVNULL, env=_git_env(env), check=False,
+            stdin=subprocess.DEVNULL, env=git_env(env), check=False,
         )
     except FileNotFoundError as exc:
         raise GitError("git is not installed or not on PATH; install git and retry") from exc

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fractal.domain.config import coerce_value
@@ -390,6 +391,36 @@ def test_failed_push_is_a_warning_and_the_commit_stands(node: Node, tmp_path: Pa
     assert outcome.sha == node.head() and not outcome.pushed
     assert any("push to origin failed" in w for w in outcome.warnings)
     assert node.events()[0][3] == outcome.sha
+
+
+def test_a_hanging_push_is_stopped_and_the_commit_stands(node: Node, tmp_path: Path) -> None:
+    """A pre-push hook that never returns (a stalled network looks the same) is stopped
+    at the push time wall with its whole group: a warning, not a held step."""
+    from fractal.runtime.commands import run_capture
+    from fractal.workspace.commit import push_branch
+
+    bare = _origin(node, tmp_path)
+    hook = Path(git(node.wt, "rev-parse", "--git-common-dir")) / "hooks" / "pre-push"
+    if not hook.is_absolute():
+        hook = node.wt / hook
+    hook.write_text("#!/bin/sh\necho \"$$\" > \"$0.pid\"\nexec sleep 600\n")
+    hook.chmod(0o755)
+    node.write("m.txt")
+    git(node.wt, "add", "m.txt")
+    git(node.wt, "commit", "-q", "--no-verify", "-m", "m")
+
+    def runner(argv: list[str], cwd: Path, env: Mapping[str, str],
+               timeout: float | None) -> tuple[int, str]:
+        return run_capture(argv, cwd=cwd, env=env, timeout=timeout, grace=0.5)
+
+    pushed, notice, warning = push_branch(node.wt, "main.a", no_verify=False, runner=runner,
+                                          timeout=1.0)
+    assert not pushed and notice is None
+    assert warning is not None and "push to origin timed out after 1s" in warning
+    assert "the commit stands" in warning
+    assert git(bare, "for-each-ref") == ""
+    hook_pid = int(Path(f"{hook}.pid").read_text())
+    assert not psutil.pid_exists(hook_pid) or psutil.Process(hook_pid).status() == "zombie"
 
 
 def test_missing_identity_is_written_before_committing(node: Node) -> None:
