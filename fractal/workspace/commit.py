@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fractal.workspace.commit_hooks import HooksPlan, commit_index, plan_hooks
-from fractal.workspace.commit_lock import clear_index_lock
+from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.commit_scope import allowed_roots, check_scope
 from fractal.workspace.commit_stage import (
     ignored_warning,
@@ -149,8 +149,9 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
 
     ``runner`` runs ``scripts/lint.sh`` (see ScriptRunner). ``on_commit(sha)`` is called
     once the commit has landed and before the push (the caller records its ``commit`` event
-    there). Raises UncommittedChanges (``--check``), IndexLocked, ScopeViolation, LintFailed,
-    CommitFailed, GitError; on any of them nothing has been committed.
+    there). Commits in one worktree take turns (``commit_turn``; ``--check`` only reads and
+    skips it). Raises UncommittedChanges (``--check``), IndexLocked, ScopeViolation,
+    LintFailed, CommitFailed, GitError; on any of them nothing has been committed.
     """
     worktree, mode = request.worktree, request.mode
     notes = _Notes()
@@ -158,6 +159,14 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
         check_clean(worktree)
         notes.notice(f"no uncommitted changes in {worktree}")
         return notes.outcome(request.subject)
+    with commit_turn(worktree):
+        return _commit(request, notes, runner, on_commit)
+
+
+def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
+            on_commit: Callable[[str], None] | None) -> CommitOutcome:
+    """The writing part of ``run_pipeline``, run while holding the worktree's commit turn."""
+    worktree, mode = request.worktree, request.mode
     notes.notice(clear_index_lock(worktree))
     whole = mode in (CommitMode.IGNORE_SCOPE, CommitMode.FORCE)
     node_rel = request.node_dir.resolve().relative_to(worktree.resolve()).as_posix()

@@ -9,13 +9,20 @@ clear ``IndexLocked`` error naming it, and the lock is left alone. The backstop 
 
 from __future__ import annotations
 
+import fcntl
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fractal.workspace.commit_types import IndexLocked
 from fractal.workspace.git import run_git
 
-__all__ = ["LOCK_SETTLE", "clear_index_lock", "git_processes_in", "index_lock_path"]
+__all__ = ["COMMIT_TURN_WAIT", "LOCK_SETTLE", "clear_index_lock", "commit_turn",
+           "git_processes_in", "index_lock_path"]
+
+COMMIT_TURN_WAIT = 120.0
+"""Seconds a ``fractal commit`` waits for another one in the same worktree to finish."""
 
 LOCK_SETTLE = 3.0
 """Seconds to wait for a present ``index.lock`` to vanish on its own (a git run finishing)."""
@@ -76,3 +83,35 @@ def clear_index_lock(worktree: Path, *, settle: float = LOCK_SETTLE) -> str | No
             "retry (the lock is removed automatically once no git process runs here)")
     lock.unlink(missing_ok=True)
     return f"removed a stale {lock} (no git process is running in {worktree})"
+
+
+@contextmanager
+def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[None]:
+    """Hold ``worktree``'s commit turn: one ``fractal commit`` at a time per worktree.
+
+    An exclusive ``flock`` on ``fractal-commit.lock`` in the worktree's own git dir
+    (outside the tree, never staged; the kernel drops it when a holder dies, so it can
+    never go stale). Two commits started together run one after the other instead of
+    colliding on ``index.lock``. Raises IndexLocked after ``wait`` seconds (a commit
+    waiting on itself, say from a hook, gets that error instead of a deadlock) and
+    GitError when the git dir cannot be found.
+    """
+    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "fractal-commit.lock"],
+                  worktree).stdout.strip()
+    deadline = time.monotonic() + wait
+    with Path(raw).open("a") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise IndexLocked(
+                        f"another `fractal commit` has been running in {worktree} for over "
+                        f"{wait:g}s ({raw} is held); wait for it to finish and retry"
+                    ) from None
+                time.sleep(_POLL)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

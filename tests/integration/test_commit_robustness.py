@@ -10,11 +10,12 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from fractal.workspace.commit_lock import index_lock_path
+from fractal.workspace.commit_lock import commit_turn, index_lock_path
 from fractal.workspace.commit_types import CommitFailed, IndexLocked
 from tests.helpers import git, wait_until
 from tests.integration.test_commit_pipeline import Node, make_node
@@ -129,6 +130,34 @@ def test_index_lock_of_a_live_git_process_is_reported_and_kept(
     proc.wait(timeout=10)
     assert node.commit("add d").outcome.sha == node.head() != before
     assert not lock.exists()
+
+
+def test_two_commits_at_once_take_turns(tmp_path: Path) -> None:
+    """Two ``fractal commit`` runs started together in one worktree (each linting for a
+    while, then staging) both succeed: the second waits for the first's turn."""
+    node = make_node(tmp_path)
+    lint = node.paths.node_dir / "scripts" / "lint.sh"
+    lint.parent.mkdir(parents=True, exist_ok=True)
+    lint.write_text("sleep 0.3\n")
+    node.write("e.txt")
+    node.write("f.txt")
+    before = node.head()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda text: node.commit(text), ["first", "second"]))
+    shas = [r.outcome.sha for r in results]
+    assert shas.count(None) == 1 and node.head() in shas  # one commit took both files
+    assert {"e.txt", "f.txt"} <= set(node.files()) and node.head() != before
+    assert not index_lock_path(node.wt).exists()
+
+
+def test_a_commit_turn_held_too_long_is_a_clear_error(tmp_path: Path) -> None:
+    node = make_node(tmp_path)
+    with commit_turn(node.wt), pytest.raises(IndexLocked) as info, \
+            commit_turn(node.wt, wait=0.2):
+        pass
+    assert "another `fractal commit` has been running" in str(info.value)
+    with commit_turn(node.wt, wait=0.2):  # released: free again
+        pass
 
 
 # --- the database and tmp/ while another process writes ------------------------------------
