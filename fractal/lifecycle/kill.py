@@ -136,18 +136,26 @@ def kill(cwd: Path, name: str | None, reason: str | None = None) -> list[Signall
     actor = actor_of(cwd, tree)
     results: list[Signalled] = []
     done: set[str] = set()
+    fanned = fanout_reason(reason, "kill", top)
     while True:
         rows = {r.node: r for r in ledger.nodes()}
         todo = [b for b in reversed(descendants(ledger, top, tree))
                 if b not in done and killable(rows[b])]
+        reasons: list[str | None] = [fanned] * len(todo)
+        # The node itself joins its subtree's first sweep (one grace for all, not two).
+        if top != tree.root and top not in done and top in rows and killable(rows[top]):
+            todo.append(top)
+            reasons.append(reason)
         if not todo:
             break
         done.update(todo)
-        results += _kill_batch(tree, ledger, todo, actor=actor,
-                               reasons=[fanout_reason(reason, "kill", top)] * len(todo))
+        done.add(top)  # considered once: a top not killable now is retried alone below
+        results += _kill_batch(tree, ledger, todo, actor=actor, reasons=reasons)
     if top != tree.root:
-        [result] = _kill_batch(tree, ledger, [top], actor=actor, reasons=[reason])
-        results.append(result)
-        if not result.ok:
-            raise Refused(result.message)
+        mine = [r for r in results if r.branch == top]
+        if not mine:
+            mine = _kill_batch(tree, ledger, [top], actor=actor, reasons=[reason])
+            results += mine
+        if not mine[0].ok:
+            raise Refused(mine[0].message)
     return results

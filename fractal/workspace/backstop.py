@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
-from fractal.workspace.commit_lock import clear_index_lock
+from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.git import current_branch, head_sha, run_git
 
 __all__ = ["STAT_LINES", "backstop_commit"]
@@ -94,18 +94,20 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     bypassed and nothing is signed. When ``branch`` is given and HEAD is elsewhere (an
     agent switched branches), nothing is committed and GitError says so. An
     ``index.lock`` with no live git process in the worktree is removed and the attempt
-    retried once; while a git process holds it, GitError/IndexLocked is raised.
+    retried once; while a git process holds it, GitError/IndexLocked is raised. A
+    ``fractal commit`` running in the worktree is waited for (``commit_turn``).
     """
     if branch is not None:
         head = current_branch(worktree)
         if head != branch:
             raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
                            "nothing was committed (check out the node branch to keep the work)")
-    try:
+    with commit_turn(worktree):
+        try:
+            return _commit(worktree, subject, body, paths)
+        except GitError:
+            notice = clear_index_lock(worktree)
+            if notice is None:
+                raise
+            log.warning("%s; retrying the backstop commit (stale git lock)", notice)
         return _commit(worktree, subject, body, paths)
-    except GitError:
-        notice = clear_index_lock(worktree)
-        if notice is None:
-            raise
-        log.warning("%s; retrying the backstop commit (stale git lock)", notice)
-    return _commit(worktree, subject, body, paths)

@@ -10,6 +10,8 @@ clear ``IndexLocked`` error naming it, and the lock is left alone. The backstop 
 from __future__ import annotations
 
 import fcntl
+import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,8 +23,9 @@ from fractal.workspace.git import run_git
 __all__ = ["COMMIT_TURN_WAIT", "LOCK_SETTLE", "clear_index_lock", "commit_turn",
            "git_processes_in", "index_lock_path"]
 
-COMMIT_TURN_WAIT = 120.0
-"""Seconds a ``fractal commit`` waits for another one in the same worktree to finish."""
+COMMIT_TURN_WAIT = 960.0
+"""Seconds a commit waits for another one in the same worktree to finish: the longest a
+healthy ``fractal commit`` can take (lint 600 s + push 300 s) and a minute of git."""
 
 LOCK_SETTLE = 3.0
 """Seconds to wait for a present ``index.lock`` to vanish on its own (a git run finishing)."""
@@ -87,31 +90,49 @@ def clear_index_lock(worktree: Path, *, settle: float = LOCK_SETTLE) -> str | No
 
 @contextmanager
 def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[None]:
-    """Hold ``worktree``'s commit turn: one ``fractal commit`` at a time per worktree.
+    """Hold ``worktree``'s commit turn: one commit at a time per worktree.
 
-    An exclusive ``flock`` on ``fractal-commit.lock`` in the worktree's own git dir
-    (outside the tree, never staged; the kernel drops it when a holder dies, so it can
-    never go stale). Two commits started together run one after the other instead of
-    colliding on ``index.lock``. Raises IndexLocked after ``wait`` seconds (a commit
-    waiting on itself, say from a hook, gets that error instead of a deadlock) and
-    GitError when the git dir cannot be found.
+    ``fractal commit`` and the loop's backstop commit both take it. An exclusive
+    ``flock`` on ``fractal-commit.lock`` in the worktree's own git dir (outside the tree,
+    never staged; the kernel drops it when a holder dies, so it never goes stale). Two
+    commits started together run one after the other instead of colliding on
+    ``index.lock``. Raises IndexLocked after ``wait`` seconds (a commit waiting on itself,
+    say from a hook, gets that error instead of a deadlock) or when the lock path is not
+    a regular file, and GitError when the git dir cannot be found.
     """
     raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "fractal-commit.lock"],
                   worktree).stdout.strip()
-    deadline = time.monotonic() + wait
-    with Path(raw).open("a") as handle:
+    fd = _open_lock(raw)
+    try:
+        deadline = time.monotonic() + wait
         while True:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise IndexLocked(
-                        f"another `fractal commit` has been running in {worktree} for over "
-                        f"{wait:g}s ({raw} is held); wait for it to finish and retry"
-                    ) from None
+                        f"another commit has been running in {worktree} for over {wait:g}s "
+                        f"({raw} is held); wait for it to finish and retry") from None
                 time.sleep(_POLL)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _open_lock(path: str) -> int:
+    """Open (creating) the turn lock file without ever blocking; IndexLocked unless it is a
+    regular file (a FIFO, directory or dangling link left there would hang or fail later)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        raise IndexLocked(f"cannot open the commit lock {path}: {exc.strerror}; remove it and "
+                          "retry") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IndexLocked(f"the commit lock {path} is not a regular file; remove it and retry")
+    return fd

@@ -4,6 +4,7 @@ fan-out, the tree-wide brake, --continue, SYNC and exit notices (issue 4)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -365,20 +366,28 @@ def test_spawn_caps_hold_under_concurrency(tree: Tree) -> None:
     assert deep.returncode == 1 and "max_depth" in deep.stderr
 
 
-def test_killing_the_tree_reaps_every_term_ignoring_agent(tree: Tree) -> None:
-    """A kill at the root stops every node's groups in one shared grace window."""
+def test_killing_a_parent_reaps_its_subtree_in_one_sweep(tree: Tree) -> None:
+    """A parent and its child, both running agents that ignore SIGTERM: one kill of the
+    parent records the child's kill first, then stops both nodes' groups together."""
+    hang = "[stub:ignore-term] [stub:hang]"
+    tree.node("up", {"01-A.md": hang}, "--no-sync")
+    tree.cli("node", "init", "kid", "--parent", "up", "--no-sync")
+    kid_dir = tree.repo / ".worktrees" / "main.up.kid" / ".fractal" / "main.up.kid"
+    shutil.rmtree(kid_dir / "steps")
+    (kid_dir / "steps").mkdir()
+    (kid_dir / "steps" / "01-A.md").write_text(hang)
     groups = []
-    for name in ("left", "right"):
-        tree.node(name, {"01-A.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+    for name in ("up", "up.kid"):
         tree.cli("node", "start", name)
-    for name in ("left", "right"):
         step_id = _wait_running(tree, name, "A")
         (pgid,), = tree.sql("SELECT pgid FROM steps WHERE step_id = ?", step_id)
         groups.append(int(str(pgid)))
-    tree.cli("node", "kill", "--reason", "lights out")
-    for name in ("left", "right"):
-        assert tree.status(name) == "killed"
-        assert not _session_alive(tree, name)
+    tree.cli("node", "kill", "up", "--reason", "lights out")
+    assert [tree.status(n) for n in ("up", "up.kid")] == ["killed", "killed"]
+    assert not any(_session_alive(tree, n) for n in ("up", "up.kid"))
     assert not any(_group_alive(pgid) for pgid in groups)
+    kills = tree.sql("SELECT node, metadata FROM events WHERE event = 'kill' ORDER BY event_id")
+    assert [node for node, _ in kills] == ["main.up.kid", "main.up"]
+    assert kills[1][1] == "killed by operator: lights out"
     assert {s for (s,) in tree.sql("SELECT status FROM runs")} == {"killed"}
     assert {s for (s,) in tree.sql("SELECT status FROM steps")} == {"killed"}

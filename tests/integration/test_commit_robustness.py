@@ -6,16 +6,20 @@ Each test drives the real pipeline (lifecycle.commit.commit_work) against real g
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
 
-from fractal.workspace.commit_lock import commit_turn, index_lock_path
+from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.commit import LINT_TIMEOUT, PUSH_TIMEOUT
+from fractal.workspace.commit_lock import COMMIT_TURN_WAIT, commit_turn, index_lock_path
 from fractal.workspace.commit_types import CommitFailed, IndexLocked
 from tests.helpers import git, wait_until
 from tests.integration.test_commit_pipeline import Node, make_node
@@ -155,9 +159,43 @@ def test_a_commit_turn_held_too_long_is_a_clear_error(tmp_path: Path) -> None:
     with commit_turn(node.wt), pytest.raises(IndexLocked) as info, \
             commit_turn(node.wt, wait=0.2):
         pass
-    assert "another `fractal commit` has been running" in str(info.value)
+    assert "another commit has been running" in str(info.value)
     with commit_turn(node.wt, wait=0.2):  # released: free again
         pass
+
+
+@pytest.mark.parametrize("make", ["fifo", "directory", "dangling link"])
+def test_a_commit_lock_that_is_not_a_file_is_a_clear_error(tmp_path: Path, make: str) -> None:
+    node = make_node(tmp_path)
+    lock = Path(git(node.wt, "rev-parse", "--path-format=absolute", "--git-path",
+                    "fractal-commit.lock"))
+    lock.unlink(missing_ok=True)  # the node's seed commit left the regular one
+    {"fifo": os.mkfifo, "directory": Path.mkdir,
+     "dangling link": lambda p: p.symlink_to(tmp_path / "gone" / "x")}[make](lock)
+    node.write("g.txt")
+    with pytest.raises(IndexLocked) as info:
+        node.commit("add g")
+    assert "commit lock" in str(info.value) and "remove it and retry" in str(info.value)
+
+
+def test_the_turn_outlasts_a_healthy_commit() -> None:
+    """A waiting commit gives up only after the longest a healthy one may take."""
+    assert COMMIT_TURN_WAIT >= LINT_TIMEOUT + PUSH_TIMEOUT
+
+
+def test_the_backstop_waits_for_a_running_commit(tmp_path: Path) -> None:
+    node = make_node(tmp_path)
+    node.write("h.txt")
+    before = node.head()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with commit_turn(node.wt):
+            landed = pool.submit(backstop_commit, node.wt, subject="main.a: backstop",
+                                 branch="main.a")
+            with pytest.raises(FutureTimeout):
+                landed.result(timeout=0.5)  # held: the backstop must still be waiting
+            assert node.head() == before
+        assert landed.result(timeout=30) == node.head() != before
+    assert "h.txt" in node.files()
 
 
 # --- the database and tmp/ while another process writes ------------------------------------
