@@ -47,7 +47,8 @@ def crashed(tree: Tree, branch: str) -> bool:
 def heal_if_crashed(tree: Tree, branch: str) -> bool:
     """Heal ``branch`` if it crashed: reap the process groups of its open steps and every
     other process of the node (``_leftovers``), close every open row ``exited``
-    (HEAL_REASON), set the node ``exited``. Returns whether it healed."""
+    (HEAL_REASON), set the node ``exited``, post the exit notice when a run was open
+    (issue 4: every exited run posts one). Returns whether it healed."""
     if not crashed(tree, branch):
         return False
     from fractal.domain.markers import launch_marker
@@ -68,7 +69,10 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
                          metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
                          step_id=step.step_id)
     _reap_leftovers(branch, ledger, leftovers)
+    run = ledger.open_run_of(branch)
     ledger.close_open(branch, Status.EXITED.value, HEAL_REASON)
+    if run is not None:
+        ledger.post_exit_notice(branch, HEAL_REASON)
     ledger.set_supervisor(branch, None, None)
     return True
 

@@ -42,7 +42,6 @@ from fractal.tree import NodePaths, parent_of
 
 log = logging.getLogger(__name__)
 
-EXIT_NOTICE_PRIORITY = 7  # every exited run posts to the node's outbox (issue 4)
 ABNORMAL = "Loop exited abnormally"
 
 
@@ -208,17 +207,15 @@ class Supervisor:
         self.reporter.warning(f"run {run_id} cannot go on: {reason}")
         self.ledger.close_run(run_id, Status.EXITED.value, 1, reason)
         self.ledger.close_open(self.paths.branch, Status.EXITED.value, reason)
-        self.ledger.set_node_status(self.paths.branch, Status.EXITED.value)
         self._notify_exit(reason)
+        self.ledger.set_node_status(self.paths.branch, Status.EXITED.value)
         return 1
 
     def _notify_exit(self, reason: str, figures: str = "") -> None:
         """Every exited run posts ``run exited: <reason>`` (priority 7) to the outbox; a
         capped run's body adds its spend ``figures``."""
         try:
-            self.ledger.post_message(self.paths.branch, clip_reason(f"run exited: {reason}"),
-                                     f"{reason}\n{figures}" if figures else reason,
-                                     priority=EXIT_NOTICE_PRIORITY)
+            self.ledger.post_exit_notice(self.paths.branch, reason, figures)
         except FractalError as exc:
             log.warning("could not post the exit notice: %s", exc)
 
@@ -250,9 +247,9 @@ class Supervisor:
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         self.ledger.close_run(run_id, end.run_status.value, end.exit_code, end.reason)
+        if end.run_status is Status.EXITED:  # posted before the status flips: whoever
+            self._notify_exit(end.reason, figures)  # sees the node settled sees the notice
         self.ledger.set_node_status(self.paths.branch, end.node_status.value)
-        if end.run_status is Status.EXITED:
-            self._notify_exit(end.reason, figures)
         self.reporter.banner_open(f"Run {run_id} {end.run_status.value} (exit {end.exit_code}): "
                                   f"{end.reason}", major=True)
 
@@ -294,8 +291,8 @@ class Supervisor:
             if row is not None and row.status == Status.ACTIVE.value:
                 reason = self.crash or ABNORMAL
                 self.ledger.close_open(node, Status.EXITED.value, reason)
-                self.ledger.set_node_status(node, Status.EXITED.value)
                 self._notify_exit(reason)
+                self.ledger.set_node_status(node, Status.EXITED.value)
             self.ledger.set_supervisor(node, None, None)
             self.ledger.checkpoint()
         except Exception:

@@ -7,12 +7,14 @@ import uuid
 
 from sqlalchemy import select
 
+from fractal.domain.outcome import clip_reason
 from fractal.store.models import Message
 from fractal.store.registry import Registry, new_id
 from fractal.store.rows import MessageRow
 from fractal.store.timefmt import utc_now
 
 OUTBOX = "outbox"
+EXIT_NOTICE_PRIORITY = 7  # issue 4: every exited run posts to the node's outbox
 
 
 class Outbox(Registry):
@@ -32,6 +34,14 @@ class Outbox(Registry):
                 "sender": sender or node, "priority": max(0, min(10, priority)),
                 "subject": subject, "data": data, "created_at": utc_now()})
         return mid
+
+    def post_exit_notice(self, node: str, reason: str, figures: str = "") -> str:
+        """Post ``run exited: <reason>`` (priority 7; the subject clipped like a reason) to
+        ``node``'s outbox; ``figures`` (a capped run's spend) join the body. Returns the
+        uuid (issue 4: every ``exited`` run posts a notice)."""
+        return self.post_message(node, clip_reason(f"run exited: {reason}"),
+                                 f"{reason}\n{figures}" if figures else reason,
+                                 priority=EXIT_NOTICE_PRIORITY)
 
     def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
         """The channel's messages, newest first."""

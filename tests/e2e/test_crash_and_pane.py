@@ -49,6 +49,9 @@ def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
     assert tree.sql("SELECT COUNT(*) FROM iterations WHERE ended_at IS NULL") == [(0,)]
     status, meta = tree.sql("SELECT status, metadata FROM runs")[0]
     assert (status, meta) == ("exited", "Loop exited abnormally")
+    # Every exited run posts its notice, a healed one too (issue 4).
+    assert tree.sql("SELECT subject, priority FROM messages WHERE node = 'main.victim'") == [
+        ("run exited: Loop exited abnormally", 7)]
     (st, cost, smeta), = tree.sql("SELECT status, cost, metadata FROM steps")
     assert st == "exited" and cost == 0.2 and smeta.startswith("Loop exited abnormally")
     assert tree.sql("SELECT event, metadata FROM events WHERE event = 'orphan'") == [
