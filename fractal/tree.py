@@ -77,6 +77,11 @@ class NodePaths:
         return self.node_dir / "supervisor.log"
 
     @property
+    def pane_log(self) -> Path:
+        """The pane's transcript (``PaneReporter``): what the pane showed, kept after it."""
+        return self.node_dir / "pane.log"
+
+    @property
     def tmp_dir(self) -> Path:
         return self.node_dir / "tmp"
 

@@ -154,8 +154,12 @@ def attach_node(cwd: Path, name: str | None) -> None:
     row = reader.node_row(tree.db_path, branch)
     if row is None or row.status != Status.ACTIVE.value or not row.tmux_session:
         status = row.status if row else "unregistered"
-        raise FractalError(f"node {branch} is {status}; only an active node has a pane to attach")
+        transcript = tree.node(branch).pane_log
+        seen = f"; what its pane showed is in {transcript}" if transcript.is_file() else ""
+        raise FractalError(f"node {branch} is {status}; only an active node has a pane to "
+                           f"attach{seen}")
     if not sys.stdin.isatty():
         raise FractalError("attach needs a terminal; to look without one, use "
-                           f"`fractal node activity {branch}` or tmux capture-pane")
+                           f"`fractal node activity {branch}`, or read "
+                           f"{tree.node(branch).pane_log} (the pane's transcript)")
     tmux.attach(row.tmux_session, Path(row.tmux_socket or tmux.socket_path()))

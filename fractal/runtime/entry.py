@@ -17,7 +17,7 @@ def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) ->
     """Run the node checked out at ``worktree``; returns the process exit code.
 
     Logs go to ``<node_dir>/supervisor.log``; the pane shows the loop's banners and the
-    agent's output.
+    agent's output, and ``<node_dir>/pane.log`` keeps a copy of what it showed.
     """
     tree = find_tree(worktree)
     branch = git.current_branch(worktree)
@@ -33,6 +33,7 @@ def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) ->
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True, errors="replace")
     supervisor = Supervisor(paths, RunOptions(continue_mode=continue_mode,
-                                              resume_mode=resume_mode), PaneReporter())
+                                              resume_mode=resume_mode),
+                            PaneReporter(transcript=paths.pane_log))
     logging.getLogger(__name__).info("supervisor starting for %s", branch)
     return supervisor.run()

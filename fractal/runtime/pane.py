@@ -1,14 +1,20 @@
 """Human rendering of the loop for the tmux pane (seed: Observing progress).
 
 The supervisor never prints: it calls a ``Reporter``. ``PaneReporter`` writes the
-seed's banners and the agent's events, readably, to a text stream (the pane).
+seed's banners and the agent's events, readably, to a text stream (the pane), and the
+same text to a transcript file (``<node_dir>/pane.log``) that outlives the pane: the
+tmux session ends with its run, and a user back from a night away still reads what
+the agent said. The transcript rotates at TRANSCRIPT_BYTES into one ``pane.log.1``.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import sys
 import threading
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
 from typing import Protocol, TextIO
 
 from fractal.agents.base import (
@@ -23,6 +29,7 @@ from fractal.agents.base import (
 )
 
 MAX_LINE = 2000  # characters of one output line shown in the pane
+TRANSCRIPT_BYTES = 10 * 1024 * 1024  # pane.log rotates to pane.log.1 past this size
 
 
 class Reporter(Protocol):
@@ -43,20 +50,57 @@ def _clip(text: str) -> str:
     return text[:MAX_LINE] + f" … [{len(text) - MAX_LINE} more characters]"
 
 
-class PaneReporter:
-    """Writes to ``stream`` (stdout: the pane), flushing every write; thread-safe."""
+class _Transcript(RotatingFileHandler):
+    """The pane's text appended to a file as is (no formatting, no added newline)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    terminator = ""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """A full disk or a removed node dir: drop the line; the rows are the record."""
+
+
+def _transcript(path: Path, max_bytes: int) -> logging.Logger | None:
+    """A private logger writing to ``path`` (rotating at ``max_bytes``), or None when the
+    file cannot be opened or is not a regular file (a FIFO would block; the pane still
+    works)."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return None
+    try:
+        handler = _Transcript(path, maxBytes=max_bytes, backupCount=1, encoding="utf-8",
+                              errors="replace")
+    except OSError:
+        return None
+    logger = logging.Logger(f"fractal.pane:{path}")  # unregistered: no propagation
+    logger.addHandler(handler)
+    return logger
+
+
+class PaneReporter:
+    """Writes to ``stream`` (stdout: the pane), flushing every write; thread-safe.
+
+    ``transcript``, when given, receives the same text (see the module docstring);
+    ``transcript_bytes`` is its rotation size in bytes.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, transcript: Path | None = None,
+                 transcript_bytes: int = TRANSCRIPT_BYTES) -> None:
         self.stream = stream if stream is not None else sys.stdout
         self._lock = threading.Lock()
+        self._log = None if transcript is None else _transcript(transcript, transcript_bytes)
+
+    def _emit(self, text: str) -> None:
+        """Write ``text`` to the pane and the transcript; the caller holds the lock."""
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # the pane went away; the database is the record
+        if self._log is not None:
+            self._log.info("%s", text)
 
     def _write(self, text: str) -> None:
         with self._lock:
-            try:
-                self.stream.write(text + "\n")
-                self.stream.flush()
-            except (OSError, ValueError):
-                pass  # the pane went away; the database is the record
+            self._emit(text + "\n")
 
     def line(self, text: str) -> None:
         """One plain line."""
@@ -106,11 +150,7 @@ class PaneReporter:
         """Bytes from setup.sh, shown as they come (invalid UTF-8 replaced)."""
         text = data.decode("utf-8", errors="replace")
         with self._lock:
-            try:
-                self.stream.write(text)
-                self.stream.flush()
-            except (OSError, ValueError):
-                pass
+            self._emit(text)
 
 
 class RecordingReporter(PaneReporter):

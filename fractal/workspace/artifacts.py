@@ -24,6 +24,8 @@ RUNTIME_ARTIFACTS: tuple[str, ...] = (
     # Node-directory runtime files (``<worktree>/.fractal/<branch>/...``).
     ".fractal/*/setup.log",
     ".fractal/*/supervisor.log",
+    ".fractal/*/pane.log",
+    ".fractal/*/pane.log.1",
     ".fractal/*/*.err",
     ".fractal/*/tmp/",
     ".fractal/*/.session",

@@ -66,6 +66,13 @@ def test_node_runs_iterations_and_records_every_row(tree: Tree) -> None:
     status = tree.cli("node", "status", "worker").stdout.strip()
     assert status == "completed (Reached max iterations (2))"
 
+    # The pane is gone with its session; its transcript stays, and is never committed.
+    transcript = (tree.node_dir("worker") / "pane.log").read_text()
+    assert "(WRITE)" in transcript and "(CHECK)" in transcript
+    assert f"Run {run_id} completed (exit 0): Reached max iterations (2)" in transcript
+    tracked = git(tree.repo, "ls-tree", "-r", "--name-only", "main.worker").splitlines()
+    assert not any(name.endswith("pane.log") for name in tracked)
+
 
 def test_failed_step_fails_iteration_and_books_the_rest(tree: Tree) -> None:
     steps = {
