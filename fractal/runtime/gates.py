@@ -25,6 +25,7 @@ class WaitEnd(StrEnum):
     RELEASED = "released"
     PAUSED = "paused"
     STOPPED = "stopped"
+    FINISHED = "finished"  # a finish ended an approval wait (the iteration winds down)
     TIMED_OUT = "timed out"
 
 
@@ -38,7 +39,9 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
         signal = steering.check(allow_finish=finish_ends_it, allow_stop=True)
         if signal is Signal.PAUSE:
             return WaitEnd.PAUSED
-        if signal in (Signal.STOP, Signal.FINISH):
+        if signal is Signal.FINISH:
+            return WaitEnd.FINISHED
+        if signal is Signal.STOP:
             return WaitEnd.STOPPED
         now = time.monotonic()
         if deadline is not None and now >= deadline:
@@ -54,8 +57,9 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
 def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: Waker,
                    deadline: float | None, window: float,
                    sync: Callable[[], None] | None) -> WaitEnd:
-    """Wait until step ``step_id`` is approved. Stop and finish end the wait (a clean
-    interruption); ``deadline`` is monotonic seconds (approval waits burn the clock)."""
+    """Wait until step ``step_id`` is approved. A stop (STOPPED) or a finish (FINISHED)
+    ends the wait cleanly; ``deadline`` is monotonic seconds (approval waits burn the
+    clock; ref §4.2: finish is polled in approval waits, not in drains)."""
     def approved() -> bool:
         row = ledger.step(step_id)
         return row is not None and bool(row.approved)

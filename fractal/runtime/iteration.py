@@ -46,6 +46,9 @@ class IterationResult:
     stopped: bool = False
     #: The subtree cost ceiling stopped the iteration (closed ``stopped``, the run winds down).
     budget: bool = False
+    #: A finish ended an approval wait: the iteration closes ``stopped``, the run then
+    #: ends at the boundary as a finish does (``completed`` once the children drained).
+    finished: bool = False
 
 
 def load_plans(steps_dir: Path) -> list[StepPlan]:
@@ -111,7 +114,7 @@ class IterationRunner(LoopPart):
             state.resume_iteration = False
             state.resume_position = 1
             state.resume_gate = None
-        if result.stopped or result.budget:
+        if result.stopped or result.budget or result.finished:
             status, code = Status.STOPPED, 0
         else:
             status, code = (Status.COMPLETED, 0) if result.ok else (Status.FAILED, 1)
@@ -163,6 +166,10 @@ class IterationRunner(LoopPart):
                         return self._fail(plans[index:], "SYNC", sync)
                 result = (run_gate(self.boot, self.state, self.ledger, self.reporter, plan)
                           if gate else self.steps.run_step(plan, node_md))
+            if result.finished:
+                self._backstop("finished", f"Finish requested while {plan.file.name} "
+                                           "awaited approval.")
+                return IterationResult(True, "Finished by request", finished=True)
             if result.stopped:
                 self._backstop("stopped", f"Stopped while {plan.file.name} awaited approval.")
                 return IterationResult(True, "Stopped by request", stopped=True)

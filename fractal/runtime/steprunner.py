@@ -50,12 +50,14 @@ class StepPlan:
 @dataclass(frozen=True)
 class StepResult:
     """The final outcome of a step after retries; ``limit`` is the last effective limit (s);
-    ``stopped`` marks a stop or finish that ended it cleanly (an approval wait)."""
+    ``stopped`` marks a stop or finish that ended it cleanly (an approval wait), and
+    ``finished`` tells the finish apart (the run then ends completed, not stopped)."""
 
     outcome: StepOutcome
     limit: float | None
     launched: bool
     stopped: bool = False
+    finished: bool = False
 
 
 class StepRunner(LoopPart):
@@ -131,10 +133,12 @@ class StepRunner(LoopPart):
         if end is WaitEnd.PAUSED:
             self.ledger.park_step(step_id, self.boot.paths.branch, 0, AWAITING_APPROVAL)
             raise Park(f"while {plan.file.name} awaited approval")
-        if end is WaitEnd.STOPPED:
-            reason = "stopped awaiting approval"
+        if end in (WaitEnd.STOPPED, WaitEnd.FINISHED):
+            finished = end is WaitEnd.FINISHED
+            reason = f"{'finish requested' if finished else 'stopped'} {AWAITING_APPROVAL}"
             self.ledger.close_step(step_id, Status.STOPPED.value, 0, reason)
-            return StepResult(StepOutcome(Status.STOPPED, 0, reason), limit, True, stopped=True)
+            return StepResult(StepOutcome(Status.STOPPED, 0, reason), limit, True, stopped=True,
+                              finished=finished)
         reason = f"timed out {AWAITING_APPROVAL}"
         self.ledger.close_step(step_id, Status.EXITED.value, EXIT_TIMEOUT, reason)
         return StepResult(StepOutcome(Status.EXITED, EXIT_TIMEOUT, reason), limit, True)

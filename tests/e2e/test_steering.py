@@ -191,6 +191,29 @@ def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
     assert again.returncode == 1
 
 
+@pytest.mark.parametrize(("verb", "node_status", "run_reason", "step_reason"), [
+    ("stop", "stopped", "Stopped by request", "stopped awaiting approval"),
+    ("finish", "completed", "Finished by request", "finish requested awaiting approval"),
+])
+def test_stop_or_finish_ends_an_approval_wait(tree: Tree, verb: str, node_status: str,
+                                              run_reason: str, step_reason: str) -> None:
+    """Both end the wait and skip the rest of the iteration; a finish still ends the run
+    the way a finish does (completed), a stop the way a stop does."""
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
+             "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node("held", steps, "--no-sync", "--max-iters", "3")
+    tree.cli("node", "start", "held")
+    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
+               timeout=30, message="gate pending")
+    tree.cli("node", verb, "held")
+    assert tree.wait_settled("held") == node_status
+    assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
+        (node_status, 0, run_reason)]
+    assert tree.sql("SELECT status, metadata FROM iterations") == [("stopped", run_reason)]
+    assert tree.sql("SELECT step_name, status, metadata FROM steps") == [
+        ("A", "stopped", step_reason)]
+
+
 def test_approval_wait_burns_the_clock(tree: Tree) -> None:
     steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork"}
     tree.node("late", steps, "--no-sync", "--max-iters", "1", "--iter-timeout", "2s")
