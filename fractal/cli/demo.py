@@ -10,7 +10,8 @@ import click
 @click.command("demo")
 @click.argument("directory", required=False, default="./fractal-demo",
                 type=click.Path(file_okay=False, path_type=Path))
-@click.option("--force", is_flag=True, help="Replace DIRECTORY if it exists.")
+@click.option("--force", is_flag=True,
+              help="Replace DIRECTORY if it is an earlier demo (or empty).")
 def demo_cmd(directory: Path, force: bool) -> None:
     """Run the offline demo in DIRECTORY (default ./fractal-demo).
 

@@ -73,6 +73,21 @@ def create_project(target: Path) -> None:
     _git(target, "config", "user.email", "demo@fractal.invalid")
     _git(target, "add", "-A")
     _git(target, "commit", "-q", "-m", "calc: a statistics package (with a bug)")
+    (target / DEMO_MARK).write_text("made by `fractal demo`; `--force` may replace it\n")
+
+
+DEMO_MARK = ".git/fractal-demo"
+"""A file inside the demo's git dir (never committed) that tells ``--force`` the
+directory is a demo it made and may replace."""
+
+
+def is_previous_demo(target: Path) -> bool:
+    """Whether ``target`` is a directory an earlier ``fractal demo`` made: it carries
+    DEMO_MARK, or (demos from before the mark) has the sample package and the demo
+    node's worktree."""
+    if (target / DEMO_MARK).is_file():
+        return True
+    return (target / "calc").is_dir() and (target / ".worktrees" / "main.fix_tests").is_dir()
 
 
 def tests_pass(worktree: Path) -> bool:

@@ -10,7 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.demo.project import TASK, agent_wrapper, create_project, tests_pass
+from fractal.demo.project import (
+    TASK,
+    agent_wrapper,
+    create_project,
+    is_previous_demo,
+    tests_pass,
+)
 from fractal.domain.outcome import SETTLED
 from fractal.errors import FractalError
 from fractal.store.rows import ActivityRow
@@ -50,7 +56,9 @@ def _clear_previous(target: Path) -> None:
 
 
 def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoResult:
-    """Run the demo in ``target`` (refused if it exists, unless ``force``)."""
+    """Run the demo in ``target``. An existing ``target`` is refused, unless ``force``
+    and it is empty or an earlier demo (``is_previous_demo``): --force never deletes a
+    directory the demo did not make. Raises FractalError."""
     from fractal.lifecycle.spawn import init_node
     from fractal.lifecycle.start import start_node
     from fractal.lifecycle.trees import init_tree
@@ -60,6 +68,9 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
     if target.exists():
         if not force:
             raise FractalError(f"{target} exists; remove it or pass --force")
+        if not (target.is_dir() and (is_previous_demo(target) or not any(target.iterdir()))):
+            raise FractalError(f"{target} exists and is not an earlier demo, so --force will "
+                               "not delete it; choose another directory or remove it yourself")
         _clear_previous(target)
     if re.search(r"\s", str(target)):
         raise FractalError(f"the demo directory path must not contain spaces: {target}")

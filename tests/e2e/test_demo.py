@@ -1,0 +1,38 @@
+"""``fractal demo``: the main job end to end, and what ``--force`` may replace."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.e2e.conftest import run_cli
+
+
+def _runs(target: Path) -> list[tuple[object, ...]]:
+    con = sqlite3.connect(target / ".fractal" / "main" / "fractal.db")
+    try:
+        return list(con.execute("SELECT status, exit_code FROM runs"))
+    finally:
+        con.close()
+
+
+def test_the_demo_fixes_the_sample_and_force_replaces_only_a_demo(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    first = run_cli(["demo", str(target)], tmp_path, timeout=300)
+    assert "demo: node main.fix_tests completed; tests pass" in first.stdout + first.stderr
+    assert _runs(target) == [("completed", 0)]
+
+    again = run_cli(["demo", str(target)], tmp_path, check=False)
+    assert again.returncode == 1 and "exists; remove it or pass --force" in again.stderr
+
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    refused = run_cli(["demo", str(precious), "--force"], tmp_path, check=False)
+    assert refused.returncode == 1 and "is not an earlier demo" in refused.stderr
+    assert (precious / "notes.txt").read_text() == "keep me"
+
+    (target / "stale.txt").write_text("from the first demo")
+    replaced = run_cli(["demo", str(target), "--force"], tmp_path, timeout=300)
+    assert "tests pass" in replaced.stdout + replaced.stderr
+    assert not (target / "stale.txt").exists() and _runs(target) == [("completed", 0)]
