@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["Frontmatter", "is_true", "normalise_newlines", "parse_frontmatter"]
+__all__ = ["STEP_KEYS", "Frontmatter", "frontmatter_warnings", "is_true", "normalise_newlines",
+           "parse_frontmatter"]
 
 _FENCE = re.compile(r"---[ \t]*")
 _FIELD = re.compile(r"([a-z][a-z0-9_]*):(?:[ \t](.*))?")
@@ -83,3 +84,44 @@ def is_true(value: str | None) -> bool:
     ``None``, ``"yes"``, ``"True"``, ``"1"`` and every other value are False.
     """
     return value == "true"
+
+
+STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effort", "timeout",
+                       "detached", "check", "on_fail"})
+"""Every key a step's frontmatter may set (seed: Step frontmatter; ``check`` and
+``on_fail`` from issue 7)."""
+
+_KEYISH = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):(?:[ \t](.*))?")
+_FLAGS = ("requires_approval", "detached")
+
+
+def frontmatter_warnings(text: str, known: frozenset[str] = STEP_KEYS) -> list[str]:
+    """Likely mistakes the grammar silently ignores, one sentence each (never raises).
+
+    The grammar itself is unchanged (``parse_frontmatter``); these only explain it:
+    a ``---`` first line that never closes (the whole file becomes the prompt), keys
+    that are not lower-case, unknown keys, empty values, and a ``requires_approval`` or
+    ``detached`` value other than ``true``/``false`` (which means false).
+    """
+    lines = normalise_newlines(text).split("\n")
+    if not lines or _FENCE.fullmatch(lines[0]) is None:
+        return []
+    closing = next((i for i in range(1, len(lines)) if _FENCE.fullmatch(lines[i])), None)
+    if closing is None:
+        return ["the first line opens a --- block that never closes, so no frontmatter was "
+                "read and the whole file, block included, is the prompt"]
+    out: list[str] = []
+    for line in lines[1:closing]:
+        match = _KEYISH.fullmatch(line)
+        if match is None:
+            continue
+        key, value = match.group(1), (match.group(2) or "").strip()
+        if key != key.lower():
+            out.append(f"'{key}:' is ignored: keys are lower-case ({key.lower()})")
+        elif key not in known:
+            out.append(f"unknown key '{key}:' is ignored (known: {', '.join(sorted(known))})")
+        elif not value:
+            out.append(f"'{key}:' has no value and is ignored")
+        elif key in _FLAGS and value not in ("true", "false"):
+            out.append(f"{key}: {value!r} means false: only 'true' turns it on")
+    return out

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.frontmatter import parse_frontmatter
+from fractal.domain.frontmatter import frontmatter_warnings, parse_frontmatter
 from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
@@ -73,7 +73,8 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
         except UnicodeDecodeError as exc:
             raise RunAbort(f"step file {step.filename} is not valid UTF-8 "
                            f"(byte {exc.start}: {exc.reason})") from None
-        plans.append(StepPlan(step, parse_frontmatter(text)))
+        plans.append(StepPlan(step, parse_frontmatter(text),
+                              tuple(frontmatter_warnings(text))))
     return plans
 
 
@@ -137,6 +138,9 @@ class IterationRunner(LoopPart):
             self.reporter.warning(f"iteration {self.state.iteration} failed: {exc}")
             self._backstop("auto", "")
             return IterationResult(False, str(exc), discovery_failed=True)
+        for plan in plans:
+            for mistake in plan.warnings:
+                self.reporter.warning(f"steps/{plan.file.filename}: {mistake}")
         node_md = self._node_md()
         start = self.state.resume_position
         for index, plan in enumerate(plans):

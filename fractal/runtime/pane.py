@@ -28,6 +28,8 @@ from fractal.agents.base import (
     ToolEvent,
 )
 
+log = logging.getLogger(__name__)
+
 MAX_LINE = 2000  # characters of one output line shown in the pane
 TRANSCRIPT_BYTES = 10 * 1024 * 1024  # pane.log rotates to pane.log.1 past this size
 
@@ -111,7 +113,8 @@ class PaneReporter:
         self._write(f"[fractal] {text}")
 
     def warning(self, text: str) -> None:
-        """A warning the operator should see."""
+        """A warning the operator should see; also logged (``supervisor.log``)."""
+        log.warning("%s", text)
         self._write(f"[fractal] WARNING: {text}")
 
     def banner_open(self, text: str, major: bool = False) -> None:

@@ -41,10 +41,12 @@ OVER_BUDGET = "over budget"
 
 @dataclass(frozen=True)
 class StepPlan:
-    """A discovered step file and its parsed frontmatter."""
+    """A discovered step file, its parsed frontmatter, and the likely mistakes in that
+    frontmatter (``frontmatter_warnings``; shown, never fatal)."""
 
     file: StepFile
     frontmatter: Frontmatter
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

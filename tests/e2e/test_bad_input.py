@@ -56,6 +56,24 @@ def test_frontmatter_with_bom_and_crlf_still_applies(tree: Tree) -> None:
     assert tree.sql("SELECT metadata FROM iterations") == [("SLOW timed out (1s)",)]
 
 
+def test_frontmatter_mistakes_are_warned_and_the_warning_is_kept(tree: Tree) -> None:
+    """What the grammar silently ignores is named in the pane, pane.log and
+    supervisor.log; the step still runs as the grammar says (an unclosed block is prompt)."""
+    steps = {"01-A.md": "---\nTimeout: 1s\nrequires_approval: yes\n---\nwork",
+             "02-B.md": "---\ncheck: exit 3\nwork"}
+    ndir = tree.node("typo", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "typo")
+    assert tree.wait_settled("typo") == "completed"
+    expected = ["steps/01-A.md: 'Timeout:' is ignored: keys are lower-case (timeout)",
+                "steps/01-A.md: requires_approval: 'yes' means false: only 'true' turns it on",
+                "steps/02-B.md: the first line opens a --- block that never closes"]
+    for log in ("pane.log", "supervisor.log"):
+        text = (ndir / log).read_text()
+        assert all(line in text for line in expected), (log, text)
+    assert tree.sql("SELECT step_name, status FROM steps ORDER BY step_id") == [
+        ("A", "completed"), ("B", "completed")]
+
+
 def test_missing_agent_override_is_a_failed_launch(tree: Tree) -> None:
     steps = {"01-A.md": "---\nagent: /nonexistent/agent-binary\n---\nhi\n"}
     tree.node("noagent", steps, "--no-sync", "--max-iters", "1", "--step-retries", "0")

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.frontmatter import is_true, normalise_newlines, parse_frontmatter
+from fractal.domain.frontmatter import (
+    frontmatter_warnings,
+    is_true,
+    normalise_newlines,
+    parse_frontmatter,
+)
 
 BASIC = "---\nrequires_approval: true\ntimeout: 10m\n---\n## Execute\nbody\n"
 
@@ -90,3 +95,26 @@ def test_normalise_newlines(text: str, expected: str) -> None:
 ])
 def test_is_true(value: str | None, expected: bool) -> None:
     assert is_true(value) is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("no block at all\n", []),
+    ("---\ntimeout: 10m\nrequires_approval: true\n---\nbody\n", []),
+    ("---\ncheck: pytest -q\non_fail: stop-iteration\n---\n", []),
+    ("---\ndetached: false\n---\n", []),
+    ("---\n# a comment\n  indented: x\n---\n", []),
+    ("---\ncheck: exit 3\non_fail: stop-iteration\n",
+     ["the first line opens a --- block that never closes, so no frontmatter was read and "
+      "the whole file, block included, is the prompt"]),
+    ("---\nTimeout: 1s\n---\n", ["'Timeout:' is ignored: keys are lower-case (timeout)"]),
+    ("---\ntimout: 1s\n---\n",
+     ["unknown key 'timout:' is ignored (known: agent, check, detached, effort, model, "
+      "on_fail, provider, requires_approval, timeout)"]),
+    ("---\nmodel:\n---\n", ["'model:' has no value and is ignored"]),
+    ("---\nrequires_approval: yes\n---\n",
+     ["requires_approval: 'yes' means false: only 'true' turns it on"]),
+    ("\ufeff---\r\nrequires_approval: True\r\n---\r\n",
+     ["requires_approval: 'True' means false: only 'true' turns it on"]),
+])
+def test_frontmatter_warnings(text: str, expected: list[str]) -> None:
+    assert frontmatter_warnings(text) == expected
