@@ -162,6 +162,8 @@ def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str 
     run = f"run {started.run_id}" if started.run_id else "booting"
     click.echo(f"started {started.paths.branch} ({run}) in tmux session {started.session}; "
                f"watch: fractal node attach {node or started.paths.branch}", err=True)
+    for warning in started.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @node_group.command("attach")

@@ -24,6 +24,7 @@ from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.host import host, session_free
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
+from fractal.lifecycle.startcheck import start_warnings
 from fractal.lifecycle.targets import target_node
 from fractal.tree import NodePaths, Tree
 from fractal.workspace.nodedir import file_lock, read_config
@@ -33,12 +34,14 @@ BOOT_WAIT = 20.0  # seconds `start` waits for the supervisor to take the node
 
 @dataclass(frozen=True)
 class Started:
-    """A node whose supervisor is running: tmux session and socket, and the run id."""
+    """A node whose supervisor is running: tmux session and socket, the run id, and
+    ``warnings`` about its step files and NODE.md (``startcheck``)."""
 
     paths: NodePaths
     session: str
     socket: Path
     run_id: int | None
+    warnings: tuple[str, ...] = ()
 
 
 def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
@@ -101,7 +104,8 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         if undo is not None:
             undo()
         raise
-    return Started(paths=paths, session=hosted.session, socket=hosted.socket, run_id=run_id)
+    return Started(paths=paths, session=hosted.session, socket=hosted.socket, run_id=run_id,
+                   warnings=tuple(start_warnings(paths)))
 
 
 def _preflight(paths: NodePaths, tree: Tree) -> None:

@@ -29,12 +29,24 @@ def _steps_rows(tree: Tree) -> list[tuple[object, ...]]:
 def test_broken_steps_dir_fails_iterations_loudly(tree: Tree, files: dict[str, str],
                                                   reason: str) -> None:
     tree.node("broken", files, "--no-sync")
-    tree.cli("node", "start", "broken")
+    started = tree.cli("node", "start", "broken")
+    assert f"warning: steps/ is not valid now: {reason}" in started.stderr  # said up front
     assert tree.wait_settled("broken") == "exited"
     iters = tree.sql("SELECT status, metadata FROM iterations ORDER BY iter")
     assert len(iters) == 3  # three in a row end the run instead of spinning forever
     assert all(status == "failed" and meta.startswith(reason) for status, meta in iters)
     assert tree.sql("SELECT status, exit_code FROM runs") == [("exited", 1)]
+
+
+def test_start_points_out_an_unwritten_task_and_frontmatter_mistakes(tree: Tree) -> None:
+    tree.cli("node", "init", "raw", "--no-sync", "--max-iters", "1")
+    steps = tree.node_dir("raw") / "steps"
+    first = sorted(steps.iterdir())[0]
+    first.write_text("---\nTimeout: 1s\n---\n" + first.read_text())
+    started = tree.cli("node", "start", "raw")
+    assert f"warning: steps/{first.name}: 'Timeout:' is ignored" in started.stderr
+    assert "NODE.md still holds the template's placeholder for the task" in started.stderr
+    assert tree.wait_settled("raw") == "completed"  # warnings only: the run goes on
 
 
 def test_step_file_not_utf8_ends_the_run_naming_the_file(tree: Tree) -> None:
