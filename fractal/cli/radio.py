@@ -24,9 +24,12 @@ def radio_group() -> None:
               help="A directory inside the repository (default: the current one).")
 def messages_cmd(node: str | None, channel: str, limit: int | None, as_json: bool,
                  as_csv: bool, path: Path) -> None:
-    """List messages, newest first."""
+    """List messages, newest first (--json adds each message's body, ``data``)."""
     from fractal.lifecycle.reads import messages
 
     rows = messages(path, node, channel, limit)
+    fmt = output_format(as_json, as_csv)
     columns = ["created_at", "node", "channel", "priority", "subject", "uuid"]
-    click.echo(render_rows(rows, columns, fmt=output_format(as_json, as_csv)))
+    if fmt == "json":  # the body (e.g. a budget notice's spend figures) only here
+        columns.append("data")
+    click.echo(render_rows(rows, columns, fmt=fmt))

@@ -26,8 +26,25 @@ def init_cmd(agent: str | None, path: Path) -> None:
                err=True)
     if agent is not None:
         click.echo(f"default agent for its nodes: {agent}", err=True)
+        problem = _agent_problem(agent, result.tree.repo)
+        if problem is not None:  # a warning: it may be installed before the first start
+            click.echo(f"warning: {problem}; `fractal node start` will refuse until it is "
+                       "fixed", err=True)
     click.echo("next: fractal node init NAME --title '...'  then edit its NODE.md and "
                "`fractal node start NAME`", err=True)
+
+
+def _agent_problem(agent: str, worktree: Path) -> str | None:
+    """Why ``agent`` could not launch from ``worktree`` now (an unknown command, a missing
+    or non-executable script, bad quoting), or None."""
+    from fractal.agents.base import binary_problem, resolve_backend
+    from fractal.domain.errors import FractalError
+
+    try:
+        backend = resolve_backend(agent, worktree)
+    except FractalError as exc:
+        return str(exc)
+    return binary_problem(backend.binary(), worktree)
 
 
 @click.command("pause")

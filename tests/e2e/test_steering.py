@@ -352,6 +352,7 @@ def test_every_exited_run_posts_a_notice(tree: Tree) -> None:
     rows = json.loads(tree.cli("radio", "messages", "--node", "sad", "--json").stdout)
     assert [(r["priority"], r["subject"]) for r in rows] == [
         (7, "run exited: Reached max iterations (1); final iteration failed")]
+    assert rows[0]["data"] == "Reached max iterations (1); final iteration failed"
 
 
 def test_killed_tmux_server_is_healed(tree: Tree) -> None:

@@ -26,6 +26,14 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
     assert git(repo, "status", "--porcelain") == ""  # nothing of fractal's shows up in git
 
 
+def test_init_warns_about_an_agent_that_cannot_launch_yet(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    done = run_cli(["init", "--agent", "./missing-agent.sh"], repo)
+    assert "warning: agent binary not found: ./missing-agent.sh" in done.stderr
+    assert "`fractal node start` will refuse until it is fixed" in done.stderr
+    assert (repo / ".fractal" / "main" / "fractal.db").is_file()  # initialised all the same
+
+
 def test_init_refuses_a_repository_without_commits(tmp_path: Path) -> None:
     repo = tmp_path / "empty"
     repo.mkdir()
