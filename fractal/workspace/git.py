@@ -71,8 +71,15 @@ def _out(args: Sequence[str], cwd: Path) -> str:
 
 
 def toplevel(cwd: Path) -> Path:
-    """Return the absolute root of the worktree containing ``cwd``. Raises GitError outside one."""
-    return Path(_out(["rev-parse", "--show-toplevel"], cwd))
+    """Return the absolute root of the worktree containing ``cwd``. Raises GitError outside
+    one (saying so plainly when ``cwd`` is in no repository at all)."""
+    proc = run_git(["rev-parse", "--show-toplevel"], cwd, check=False)
+    if proc.returncode != 0 and "not a git repository" in proc.stderr:
+        raise GitError(f"{cwd.resolve()} is not inside a git repository; run fractal from "
+                       "your project's repository (or pass --path DIR)")
+    if proc.returncode != 0:
+        run_git(["rev-parse", "--show-toplevel"], cwd)  # raises with git's own message
+    return Path(proc.stdout.strip())
 
 
 def common_dir(cwd: Path) -> Path:

@@ -21,7 +21,14 @@ def test_run_git_failure_carries_stderr(repo: Path) -> None:
 
 def test_run_git_outside_a_repository(tmp_path: Path) -> None:
     with pytest.raises(GitError, match="not a git repository"):
+        g.run_git(["rev-parse", "--show-toplevel"], tmp_path)
+
+
+def test_toplevel_outside_a_repository_says_so_plainly(tmp_path: Path) -> None:
+    with pytest.raises(GitError) as info:
         g.toplevel(tmp_path)
+    assert str(info.value) == (f"{tmp_path.resolve()} is not inside a git repository; run "
+                               "fractal from your project's repository (or pass --path DIR)")
 
 
 def test_run_git_env_and_c_locale(repo: Path) -> None:
