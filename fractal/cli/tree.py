@@ -70,4 +70,6 @@ def resume_cmd(name: str | None, path: Path) -> None:
     from fractal.lifecycle.brake import release
 
     results = release(path, name)
-    click.echo(f"tree resumed ({sum(r.ok for r in results)} node(s))", err=True)
+    resumed = sum(r.ok for r in results)
+    click.echo(f"tree resumed ({resumed} node(s))" if resumed else
+               "tree brake lifted (if it was on); no paused node to resume", err=True)
