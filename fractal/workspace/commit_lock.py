@@ -9,7 +9,6 @@ clear ``IndexLocked`` error naming it, and the lock is left alone. The backstop 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from fractal.workspace.commit_types import IndexLocked
 from fractal.workspace.git import run_git
+from fractal.workspace.nodedir import flock_held
 
 __all__ = ["COMMIT_TURN_WAIT", "LOCK_SETTLE", "clear_index_lock", "commit_turn",
            "git_processes_in", "index_lock_path"]
@@ -102,25 +102,10 @@ def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[N
     """
     raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "fractal-commit.lock"],
                   worktree).stdout.strip()
-    fd = _open_lock(raw)
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise IndexLocked(
-                        f"another commit has been running in {worktree} for over {wait:g}s "
-                        f"({raw} is held); wait for it to finish and retry") from None
-                time.sleep(_POLL)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with flock_held(_open_lock(raw), wait, lambda: IndexLocked(
+            f"another commit has been running in {worktree} for over {wait:g}s ({raw} is "
+            "held); wait for it to finish and retry")):
+        yield
 
 
 def _open_lock(path: str) -> int:

@@ -26,6 +26,7 @@ __all__ = [
     "BLOCK_END",
     "ensure_exclude_block",
     "file_lock",
+    "flock_held",
     "read_config",
     "seed_node_dir",
     "seed_root_dir",
@@ -90,6 +91,17 @@ def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    with flock_held(fd, timeout, lambda: FractalError(
+            f"timed out after {timeout:g}s waiting for the lock {path}: another fractal "
+            "process holds it; wait for it to finish and retry")):
+        yield
+
+
+@contextlib.contextmanager
+def flock_held(fd: int, timeout: float, refusal: Callable[[], Exception]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the open ``fd`` for the ``with`` body, then release
+    it and close ``fd`` (closed on a refusal too). Polls every 50 ms for up to ``timeout``
+    seconds; raises ``refusal()`` when another holder kept it that long."""
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -98,10 +110,7 @@ def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise FractalError(
-                        f"timed out after {timeout:g}s waiting for the lock {path}: another "
-                        "fractal process holds it; wait for it to finish and retry"
-                    ) from None
+                    raise refusal() from None
                 time.sleep(_LOCK_POLL)
         try:
             yield
