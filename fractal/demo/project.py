@@ -57,6 +57,9 @@ it without changing the tests.
 """
 
 
+FIRST_COMMIT = "calc: a statistics package (with a bug)"
+
+
 def _git(cwd: Path, *args: str) -> None:
     run_git(list(args), cwd)
 
@@ -72,7 +75,7 @@ def create_project(target: Path) -> None:
     _git(target, "config", "user.name", "fractal demo")
     _git(target, "config", "user.email", "demo@fractal.invalid")
     _git(target, "add", "-A")
-    _git(target, "commit", "-q", "-m", "calc: a statistics package (with a bug)")
+    _git(target, "commit", "-q", "-m", FIRST_COMMIT)
     (target / DEMO_MARK).write_text("made by `fractal demo`; `--force` may replace it\n")
 
 
@@ -83,11 +86,16 @@ directory is a demo it made and may replace."""
 
 def is_previous_demo(target: Path) -> bool:
     """Whether ``target`` is a directory an earlier ``fractal demo`` made: it carries
-    DEMO_MARK, or (demos from before the mark) has the sample package and the demo
-    node's worktree."""
+    DEMO_MARK, or (demos from before the mark) has the demo node's worktree, the tree's
+    database and the sample project's first commit as the root of its history."""
     if (target / DEMO_MARK).is_file():
         return True
-    return (target / "calc").is_dir() and (target / ".worktrees" / "main.fix_tests").is_dir()
+    if not ((target / ".worktrees" / "main.fix_tests").is_dir()
+            and (target / ".fractal" / "main" / "fractal.db").is_file()):
+        return False
+    proc = run_git(["log", "--reverse", "--format=%s", "main"], target, check=False)
+    first = proc.stdout.splitlines()[:1] if proc.returncode == 0 else []
+    return first == [FIRST_COMMIT]
 
 
 def tests_pass(worktree: Path) -> bool:

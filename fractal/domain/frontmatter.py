@@ -91,7 +91,7 @@ STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effor
 """Every key a step's frontmatter may set (seed: Step frontmatter; ``check`` and
 ``on_fail`` from issue 7)."""
 
-_KEYISH = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):(?:[ \t](.*))?")
+_LOOSE = re.compile(r"[ \t]*[\"']?([A-Za-z][A-Za-z0-9_-]*)[\"']?[ \t]*:(.*)")
 _FLAGS = ("requires_approval", "detached")
 
 
@@ -99,9 +99,11 @@ def frontmatter_warnings(text: str, known: frozenset[str] = STEP_KEYS) -> list[s
     """Likely mistakes the grammar silently ignores, one sentence each (never raises).
 
     The grammar itself is unchanged (``parse_frontmatter``); these only explain it:
-    a ``---`` first line that never closes (the whole file becomes the prompt), keys
-    that are not lower-case, unknown keys, empty values, and a ``requires_approval`` or
-    ``detached`` value other than ``true``/``false`` (which means false).
+    a ``---`` first line that never closes (the whole file becomes the prompt), a line
+    naming a known key in a shape the grammar ignores (``Timeout: 1s``,
+    ``requires_approval:true``, an indented or quoted key), unknown keys, empty values,
+    and a ``requires_approval`` or ``detached`` value other than ``true``/``false``
+    (which means false).
     """
     lines = normalise_newlines(text).split("\n")
     if not lines or _FENCE.fullmatch(lines[0]) is None:
@@ -112,16 +114,19 @@ def frontmatter_warnings(text: str, known: frozenset[str] = STEP_KEYS) -> list[s
                 "read and the whole file, block included, is the prompt"]
     out: list[str] = []
     for line in lines[1:closing]:
-        match = _KEYISH.fullmatch(line)
-        if match is None:
+        strict = _FIELD.fullmatch(line)
+        if strict is None:
+            loose = _LOOSE.fullmatch(line)
+            if loose is not None and loose.group(1).lower() in known:
+                key = loose.group(1).lower()
+                out.append(f"{line.strip()[:80]!r} is ignored: write it as '{key}: value' "
+                           "(lower-case key at the start of the line, a space after the colon)")
             continue
-        key, value = match.group(1), (match.group(2) or "").strip()
-        if key != key.lower():
-            out.append(f"'{key}:' is ignored: keys are lower-case ({key.lower()})")
-        elif key not in known:
+        key, value = strict.group(1), (strict.group(2) or "").strip()
+        if key not in known:
             out.append(f"unknown key '{key}:' is ignored (known: {', '.join(sorted(known))})")
         elif not value:
             out.append(f"'{key}:' has no value and is ignored")
         elif key in _FLAGS and value not in ("true", "false"):
-            out.append(f"{key}: {value!r} means false: only 'true' turns it on")
+            out.append(f"{key}: {value[:40]!r} means false: only 'true' turns it on")
     return out

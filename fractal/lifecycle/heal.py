@@ -46,18 +46,30 @@ def crashed(tree: Tree, branch: str) -> bool:
 
 def heal_if_crashed(tree: Tree, branch: str) -> bool:
     """Heal ``branch`` if it crashed: reap the process groups of its open steps and every
-    other process of the node (``_leftovers``), close every open row ``exited``
-    (HEAL_REASON), set the node ``exited``, post the exit notice when a run was open
-    (issue 4: every exited run posts one). Returns whether it healed."""
+    other process of the node (``_leftovers``), then in one transaction close every open
+    row ``exited`` (HEAL_REASON), post the exit notice when a run was open (issue 4: every
+    exited run posts one) and set the node ``exited`` (``Ledger.settle_crashed``).
+
+    Healers of one node take turns on a lock file; the node stays ``active`` until the
+    last step, so a heal cut short (the reading command killed) is simply done again by
+    the next read. Returns whether this call healed it."""
     if not crashed(tree, branch):
         return False
+    from fractal.workspace.nodedir import file_lock
+
+    with file_lock(tree.worktrees_dir / f".heal-{branch}.lock", timeout=60.0):
+        if not crashed(tree, branch):
+            return False  # healed while we waited for the lock
+        return _heal(tree, branch)
+
+
+def _heal(tree: Tree, branch: str) -> bool:
+    """The heal itself, under the node's heal lock (see ``heal_if_crashed``)."""
     from fractal.domain.markers import launch_marker
     from fractal.runtime.processes import GroupHandle, kill_group
     from fractal.store.ledger import Ledger
 
     ledger = Ledger(tree.db_path)
-    if not ledger.compare_and_set_status(branch, {Status.ACTIVE.value}, Status.EXITED.value):
-        return False
     leftovers = _leftovers(tree, branch)  # listed at once: a new run's processes never are
     for step in ledger.open_steps(branch):
         if step.pgid is None or step.pgid_started is None:
@@ -69,12 +81,7 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
                          metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
                          step_id=step.step_id)
     _reap_leftovers(branch, ledger, leftovers)
-    run = ledger.open_run_of(branch)
-    ledger.close_open(branch, Status.EXITED.value, HEAL_REASON)
-    if run is not None:
-        ledger.post_exit_notice(branch, HEAL_REASON)
-    ledger.set_supervisor(branch, None, None)
-    return True
+    return ledger.settle_crashed(branch, HEAL_REASON)
 
 
 def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from fractal.runtime.boot import RunOptions
@@ -12,12 +13,15 @@ from fractal.runtime.supervisor import Supervisor
 from fractal.tree import find_tree
 from fractal.workspace import git
 
+LOG_BYTES = 10 * 1024 * 1024  # supervisor.log rotates into supervisor.log.1 past this size
+
 
 def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) -> int:
     """Run the node checked out at ``worktree``; returns the process exit code.
 
-    Logs go to ``<node_dir>/supervisor.log``; the pane shows the loop's banners and the
-    agent's output, and ``<node_dir>/pane.log`` keeps a copy of what it showed.
+    Logs go to ``<node_dir>/supervisor.log`` (rotating at LOG_BYTES into ``.1``); the
+    pane shows the loop's banners and the agent's output, and ``<node_dir>/pane.log``
+    keeps a copy of what it showed.
     """
     tree = find_tree(worktree)
     branch = git.current_branch(worktree)
@@ -26,7 +30,8 @@ def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) ->
         return 1
     paths = tree.node(branch)
     paths.node_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(paths.supervisor_log, encoding="utf-8")
+    handler = RotatingFileHandler(paths.supervisor_log, maxBytes=LOG_BYTES, backupCount=1,
+                                  encoding="utf-8")
     handler.setFormatter(logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s [pid %(process)d] %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)

@@ -78,6 +78,9 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
     return plans
 
 
+WARNINGS_PER_FILE = 5  # frontmatter warnings shown per step file
+
+
 class IterationRunner(LoopPart):
     """Runs one iteration of the run in ``state`` and records it. Raises Park (a pause:
     the iteration row stays open, nothing is committed) and RunAbort."""
@@ -85,6 +88,7 @@ class IterationRunner(LoopPart):
     def __init__(self, parts: LoopParts) -> None:
         super().__init__(parts)
         self.steps = StepRunner(parts)
+        self._warned: set[tuple[str, str]] = set()  # frontmatter warnings shown this run
 
     def run(self, adopted_iter_id: int | None = None) -> IterationResult:
         """Open (or, on a resume, re-enter ``adopted_iter_id``), run and close the next
@@ -138,9 +142,7 @@ class IterationRunner(LoopPart):
             self.reporter.warning(f"iteration {self.state.iteration} failed: {exc}")
             self._backstop("auto", "")
             return IterationResult(False, str(exc), discovery_failed=True)
-        for plan in plans:
-            for mistake in plan.warnings:
-                self.reporter.warning(f"steps/{plan.file.filename}: {mistake}")
+        self._warn_frontmatter(plans)
         node_md = self._node_md()
         start = self.state.resume_position
         for index, plan in enumerate(plans):
@@ -185,6 +187,19 @@ class IterationRunner(LoopPart):
         if problem is not None:  # the work is still on disk, but not on the branch
             return IterationResult(False, problem)
         return IterationResult(True, "")
+
+    def _warn_frontmatter(self, plans: list[StepPlan]) -> None:
+        """Show each file's frontmatter warnings once per run (the files are re-read every
+        iteration), at most WARNINGS_PER_FILE of them."""
+        for plan in plans:
+            name = f"steps/{plan.file.filename}"
+            shown = list(plan.warnings[:WARNINGS_PER_FILE])
+            if len(plan.warnings) > WARNINGS_PER_FILE:
+                shown.append(f"... and {len(plan.warnings) - WARNINGS_PER_FILE} more")
+            for mistake in shown:
+                if (name, mistake) not in self._warned:
+                    self._warned.add((name, mistake))
+                    self.reporter.warning(f"{name}: {mistake}")
 
     def _drain(self, node_md: str) -> bool:
         """A finish drains the children before the last step; the iteration deadline is

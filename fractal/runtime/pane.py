@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import stat
 import sys
 import threading
 from logging.handlers import RotatingFileHandler
@@ -53,9 +55,35 @@ def _clip(text: str) -> str:
 
 
 class _Transcript(RotatingFileHandler):
-    """The pane's text appended to a file as is (no formatting, no added newline)."""
+    """The pane's text appended to a file as is (no formatting, no added newline).
+
+    Before each write it checks that the path is still the file it writes: replaced by
+    a FIFO, a directory or a symbolic link, the transcript stops (rotation would never
+    run, and the open, unlinked file would grow without bound); deleted, it starts a
+    new file.
+    """
 
     terminator = ""
+    stopped = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record`` unless the path stopped being this transcript's file."""
+        if self.stopped:
+            return
+        if self.stream is not None:
+            try:
+                mode: int | None = os.lstat(self.baseFilename).st_mode
+            except FileNotFoundError:
+                self.stream.close()
+                self.stream = None  # reopened (created afresh) by the write below
+                mode = None
+            except OSError:
+                mode = None
+            if mode is not None and not stat.S_ISREG(mode):
+                self.stopped = True
+                self.close()
+                return
+        super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:
         """A full disk or a removed node dir: drop the line; the rows are the record."""
@@ -114,6 +142,7 @@ class PaneReporter:
 
     def warning(self, text: str) -> None:
         """A warning the operator should see; also logged (``supervisor.log``)."""
+        text = _clip(text)
         log.warning("%s", text)
         self._write(f"[fractal] WARNING: {text}")
 

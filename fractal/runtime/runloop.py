@@ -49,6 +49,10 @@ class RunLoop(LoopPart):
             if result.stopped:
                 state.stopped = True
                 return
+            if result.finished:  # the approval wait took the finish: a later --cancel
+                if self._drain():  # cannot undo the iteration it already cut short
+                    state.finish_drained = True
+                return
             state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
             state.discovery_failures = (state.discovery_failures + 1
                                         if result.discovery_failed else 0)

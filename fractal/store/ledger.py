@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select, update
 
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.models import Event, Iteration, Node, Run, Signal, Step
-from fractal.store.outbox import Outbox
+from fractal.store.outbox import Outbox, insert_exit_notice
 from fractal.store.registry import CAP_KEYS, new_id
 from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
 from fractal.store.timefmt import utc_now
@@ -246,6 +246,27 @@ class Ledger(Outbox):
         with self._tx() as conn:
             return close_open_rows(conn, node, status, reason, exit_code=exit_code,
                                    now=utc_now())
+
+    def settle_crashed(self, node: str, reason: str) -> bool:
+        """Close a crashed node out in one transaction: every open row ``exited`` with
+        ``reason``, the exit notice when a run was open, the supervisor cleared, and the
+        status ``active`` -> ``exited`` last. False (nothing written) when the node is no
+        longer ``active``: another healer finished first. Atomic, so a reader that sees
+        the node settled sees its rows closed and its notice, and an interrupted heal
+        leaves the node ``active`` for the next read to heal again (issue 4, issue 8)."""
+        with self._tx() as conn:
+            still = conn.execute(select(Node.status).where(Node.node == node)).scalar()
+            if still != "active":
+                return False
+            had_run = conn.execute(select(Run.run_id).where(
+                Run.node == node, Run.ended_at.is_(None)).limit(1)).first() is not None
+            close_open_rows(conn, node, "exited", reason, exit_code=1, now=utc_now())
+            if had_run:
+                insert_exit_notice(conn, node, reason)
+            conn.execute(update(Node).where(Node.node == node).values(
+                status="exited", supervisor_pid=None, supervisor_started=None,
+                updated_at=utc_now()))
+            return True
 
     # ---- events and signals ------------------------------------------------------
 

@@ -24,6 +24,7 @@ RUNTIME_ARTIFACTS: tuple[str, ...] = (
     # Node-directory runtime files (``<worktree>/.fractal/<branch>/...``).
     ".fractal/*/setup.log",
     ".fractal/*/supervisor.log",
+    ".fractal/*/supervisor.log.1",
     ".fractal/*/pane.log",
     ".fractal/*/pane.log.1",
     ".fractal/*/*.err",

@@ -44,9 +44,25 @@ def test_start_points_out_an_unwritten_task_and_frontmatter_mistakes(tree: Tree)
     first = sorted(steps.iterdir())[0]
     first.write_text("---\nTimeout: 1s\n---\n" + first.read_text())
     started = tree.cli("node", "start", "raw")
-    assert f"warning: steps/{first.name}: 'Timeout:' is ignored" in started.stderr
+    assert f"warning: steps/{first.name}: 'Timeout: 1s' is ignored" in started.stderr
     assert "NODE.md still holds the template's placeholder for the task" in started.stderr
     assert tree.wait_settled("raw") == "completed"  # warnings only: the run goes on
+
+
+def test_start_checks_never_block_on_odd_files(tree: Tree) -> None:
+    """A NODE.md that is a FIFO (reading it would block forever) and a step file with
+    thousands of mistakes: start returns at once, with a bounded list of warnings."""
+    tree.cli("node", "init", "odd", "--no-sync", "--max-iters", "1")
+    ndir = tree.node_dir("odd")
+    (ndir / "NODE.md").unlink()
+    os.mkfifo(ndir / "NODE.md")
+    first = sorted((ndir / "steps").iterdir())[0]
+    first.write_text("---\n" + "".join(f"Model{n}x: y\nunknown{n}: z\n" for n in range(3000))
+                     + "---\nwork\n")
+    started = tree.cli("node", "start", "odd")
+    warnings = [ln for ln in started.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) <= 6 and warnings[-1].endswith("... and 2995 more")
+    tree.wait_settled("odd")
 
 
 def test_step_file_not_utf8_ends_the_run_naming_the_file(tree: Tree) -> None:
@@ -76,7 +92,7 @@ def test_frontmatter_mistakes_are_warned_and_the_warning_is_kept(tree: Tree) -> 
     ndir = tree.node("typo", steps, "--no-sync", "--max-iters", "1")
     tree.cli("node", "start", "typo")
     assert tree.wait_settled("typo") == "completed"
-    expected = ["steps/01-A.md: 'Timeout:' is ignored: keys are lower-case (timeout)",
+    expected = ["steps/01-A.md: 'Timeout: 1s' is ignored: write it as 'timeout: value'",
                 "steps/01-A.md: requires_approval: 'yes' means false: only 'true' turns it on",
                 "steps/02-B.md: the first line opens a --- block that never closes"]
     for log in ("pane.log", "supervisor.log"):

@@ -61,6 +61,35 @@ def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
     assert (tree.worktree("victim") / "half-done.txt").read_text() == "draft\n"
 
 
+def test_a_heal_cut_short_is_done_again_by_the_next_read(tree: Tree) -> None:
+    """The reading command that heals is killed mid-heal (while the agent it reaps
+    ignores SIGTERM): the node stays active with its rows open, and the next read heals
+    it whole: rows closed, one exit notice, no process left."""
+    import sys
+
+    tree.node("twice", {"01-WORK.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+    tree.cli("node", "start", "twice")
+    _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
+    (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.twice'")
+    os.kill(int(sup), signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(int(sup)) or
+               psutil.Process(int(sup)).status() == psutil.STATUS_ZOMBIE, timeout=10)
+    lock = tree.repo / ".worktrees" / ".heal-main.twice.lock"
+    reader = subprocess.Popen([sys.executable, "-m", "fractal", "node", "list"], cwd=tree.repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lock.exists, timeout=20, message="the heal started")
+    reader.kill()  # mid-heal: the agent ignores TERM, so the reap takes its 2 s grace
+    reader.wait(timeout=10)
+    assert tree.status("twice") == "active"
+    assert tree.sql("SELECT COUNT(*) FROM messages") == [(0,)]
+
+    assert "main.twice,exited" in tree.cli("node", "list", "--csv").stdout
+    assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
+    assert tree.sql("SELECT status, metadata FROM runs") == [("exited", "Loop exited abnormally")]
+    assert tree.sql("SELECT subject FROM messages") == [("run exited: Loop exited abnormally",)]
+    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group reaped")
+
+
 def test_killed_tmux_session_commits_and_closes_the_run(tree: Tree) -> None:
     steps = {"01-WORK.md": "[stub:write=wip.txt:in progress] [stub:hang]"}
     tree.node("hup", steps, "--no-sync", "--max-iters", "1")

@@ -32,6 +32,13 @@ def test_the_demo_fixes_the_sample_and_force_replaces_only_a_demo(tmp_path: Path
     assert refused.returncode == 1 and "is not an earlier demo" in refused.stderr
     assert (precious / "notes.txt").read_text() == "keep me"
 
+    lookalike = tmp_path / "lookalike"  # the demo's directory names, not its history
+    (lookalike / "calc").mkdir(parents=True)
+    (lookalike / ".worktrees" / "main.fix_tests").mkdir(parents=True)
+    (lookalike / "important.txt").write_text("keep me")
+    refused = run_cli(["demo", str(lookalike), "--force"], tmp_path, check=False)
+    assert refused.returncode == 1 and (lookalike / "important.txt").exists()
+
     (target / "stale.txt").write_text("from the first demo")
     replaced = run_cli(["demo", str(target), "--force"], tmp_path, timeout=300)
     assert "tests pass" in replaced.stdout + replaced.stderr

@@ -214,6 +214,22 @@ def test_stop_or_finish_ends_an_approval_wait(tree: Tree, verb: str, node_status
         ("A", "stopped", step_reason)]
 
 
+def test_a_finish_taken_by_an_approval_wait_cannot_be_cancelled_half_way(tree: Tree) -> None:
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
+             "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node("fin", steps, "--no-sync", "--max-iters", "3")
+    tree.cli("node", "start", "fin")
+    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
+               timeout=30, message="gate pending")
+    tree.cli("node", "finish", "fin")
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE metadata = "
+                                "'finish requested awaiting approval'"), timeout=30)
+    tree.cli("node", "finish", "fin", "--cancel", check=False)  # too late either way
+    assert tree.wait_settled("fin") == "completed"
+    assert tree.sql("SELECT COUNT(*) FROM iterations") == [(1,)]
+    assert tree.sql("SELECT metadata FROM runs") == [("Finished by request",)]
+
+
 def test_approval_wait_burns_the_clock(tree: Tree) -> None:
     steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork"}
     tree.node("late", steps, "--no-sync", "--max-iters", "1", "--iter-timeout", "2s")

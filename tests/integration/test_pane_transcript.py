@@ -70,3 +70,38 @@ def test_a_vanished_node_dir_drops_lines_quietly(tmp_path: Path,
     reporter.line("after")
     assert pane.getvalue() == "after\n"
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("make", ["fifo", "directory", "symlink"])
+def test_a_transcript_replaced_mid_run_stops_instead_of_growing_unseen(tmp_path: Path,
+                                                                      make: str) -> None:
+    log = tmp_path / "pane.log"
+    pane = io.StringIO()
+    reporter = PaneReporter(pane, transcript=log)
+    reporter.line("before")
+    log.unlink()
+    if make == "fifo":
+        os.mkfifo(log)
+    elif make == "directory":
+        log.mkdir()
+    else:
+        log.symlink_to(tmp_path / "elsewhere")
+    for n in range(3):
+        reporter.line(f"after {n}")  # must neither block nor write anywhere
+    assert pane.getvalue().splitlines() == ["before", "after 0", "after 1", "after 2"]
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_deleted_transcript_starts_afresh(tmp_path: Path) -> None:
+    log = tmp_path / "pane.log"
+    reporter = PaneReporter(io.StringIO(), transcript=log)
+    reporter.line("old")
+    log.unlink()
+    reporter.line("new")
+    assert log.read_text() == "new\n"
+
+
+def test_warnings_are_clipped(tmp_path: Path) -> None:
+    pane = io.StringIO()
+    PaneReporter(pane).warning("x" * 50_000)
+    assert len(pane.getvalue()) < 2_200

@@ -14,6 +14,7 @@ from tests.helpers import git
 CASES: list[tuple[str, bool]] = [
     (".fractal/main.parser/setup.log", True),
     (".fractal/main.parser/supervisor.log", True),
+    (".fractal/main.parser/supervisor.log.1", True),
     (".fractal/main.parser/pane.log", True),
     (".fractal/main.parser/pane.log.1", True),
     (".fractal/main.parser/claude.err", True),

@@ -106,7 +106,17 @@ def test_is_true(value: str | None, expected: bool) -> None:
     ("---\ncheck: exit 3\non_fail: stop-iteration\n",
      ["the first line opens a --- block that never closes, so no frontmatter was read and "
       "the whole file, block included, is the prompt"]),
-    ("---\nTimeout: 1s\n---\n", ["'Timeout:' is ignored: keys are lower-case (timeout)"]),
+    ("---\nTimeout: 1s\n---\n", ["'Timeout: 1s' is ignored: write it as 'timeout: value' "
+                               "(lower-case key at the start of the line, a space after the "
+                               "colon)"]),
+    ("---\nrequires_approval:true\n---\n", ["'requires_approval:true' is ignored: write it as "
+                                           "'requires_approval: value' (lower-case key at "
+                                           "the start of the line, a space after the colon)"]),
+    ("---\n  model: x\n\"agent\": y\nNote: prose is not a key\n---\n", [
+        "'model: x' is ignored: write it as 'model: value' (lower-case key at the start of "
+        "the line, a space after the colon)",
+        "'\"agent\": y' is ignored: write it as 'agent: value' (lower-case key at the start "
+        "of the line, a space after the colon)"]),
     ("---\ntimout: 1s\n---\n",
      ["unknown key 'timout:' is ignored (known: agent, check, detached, effort, model, "
       "on_fail, provider, requires_approval, timeout)"]),
