@@ -42,6 +42,8 @@ from fractal.tree import NodePaths, parent_of
 
 log = logging.getLogger(__name__)
 
+EXIT_SWEEP_GRACE = 2.0  # seconds from TERM to KILL for what the loop leaves at its exit
+
 ABNORMAL = "Loop exited abnormally"
 
 
@@ -285,6 +287,13 @@ class Supervisor:
 
     def _on_exit(self) -> None:
         node = self.paths.branch
+        try:  # whatever the loop still has running would outlive it as an orphan: e.g. an
+            # agent spawned the instant a SIGHUP arrived, before its group was recorded
+            left = processes.sweep_descendants(grace=EXIT_SWEEP_GRACE)
+            if left:
+                log.warning("processes still alive after the exit sweep: %s", left)
+        except Exception:
+            log.exception("could not sweep the loop's leftover processes")
         try:
             self.waker.close()
             row = self.ledger.node(node)
