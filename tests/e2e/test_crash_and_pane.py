@@ -91,7 +91,9 @@ def test_a_heal_cut_short_is_done_again_by_the_next_read(tree: Tree) -> None:
 
 
 def test_killed_tmux_session_commits_and_closes_the_run(tree: Tree) -> None:
-    steps = {"01-WORK.md": "[stub:write=wip.txt:in progress] [stub:hang]"}
+    escapee = tree.repo.parent / "escapee.pid"
+    steps = {"01-WORK.md": f"[stub:write=wip.txt:in progress] [stub:setsid-child={escapee}] "
+                           "[stub:hang]"}
     tree.node("hup", steps, "--no-sync", "--max-iters", "1")
     tree.cli("node", "start", "hup")
     _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
@@ -105,6 +107,10 @@ def test_killed_tmux_session_commits_and_closes_the_run(tree: Tree) -> None:
     assert git(tree.repo, "show", "main.hup:wip.txt") == "in progress"
     subject = git(tree.repo, "log", "-1", "--format=%s", "main.hup")
     assert subject.endswith("(interrupted)")
+    pid = int(escapee.read_text())  # a process the agent started in a session of its own
+    wait_until(lambda: not psutil.pid_exists(pid) or
+               psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=10,
+               message="nothing the loop started outlives it")
 
 
 def test_pane_shows_banners_and_agent_output(tree: Tree) -> None:
