@@ -191,6 +191,16 @@ def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
     assert again.returncode == 1
 
 
+def _start_at_gate(tree: Tree, name: str) -> None:
+    """Start ``name`` (gated step A, then B; up to 3 iterations) and wait at A's gate."""
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
+             "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node(name, steps, "--no-sync", "--max-iters", "3")
+    tree.cli("node", "start", name)
+    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
+               timeout=30, message="gate pending")
+
+
 @pytest.mark.parametrize(("verb", "node_status", "run_reason", "step_reason"), [
     ("stop", "stopped", "Stopped by request", "stopped awaiting approval"),
     ("finish", "completed", "Finished by request", "finish requested awaiting approval"),
@@ -199,12 +209,7 @@ def test_stop_or_finish_ends_an_approval_wait(tree: Tree, verb: str, node_status
                                               run_reason: str, step_reason: str) -> None:
     """Both end the wait and skip the rest of the iteration; a finish still ends the run
     the way a finish does (completed), a stop the way a stop does."""
-    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
-             "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node("held", steps, "--no-sync", "--max-iters", "3")
-    tree.cli("node", "start", "held")
-    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
-               timeout=30, message="gate pending")
+    _start_at_gate(tree, "held")
     tree.cli("node", verb, "held")
     assert tree.wait_settled("held") == node_status
     assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
@@ -215,12 +220,7 @@ def test_stop_or_finish_ends_an_approval_wait(tree: Tree, verb: str, node_status
 
 
 def test_a_finish_taken_by_an_approval_wait_cannot_be_cancelled_half_way(tree: Tree) -> None:
-    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
-             "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node("fin", steps, "--no-sync", "--max-iters", "3")
-    tree.cli("node", "start", "fin")
-    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
-               timeout=30, message="gate pending")
+    _start_at_gate(tree, "fin")
     tree.cli("node", "finish", "fin")
     wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE metadata = "
                                 "'finish requested awaiting approval'"), timeout=30)

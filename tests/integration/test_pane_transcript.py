@@ -43,16 +43,21 @@ def test_the_transcript_rotates_into_one_backup(tmp_path: Path) -> None:
     assert log.read_text().splitlines()[-1] == "line 299"
 
 
-@pytest.mark.parametrize("make", ["fifo", "directory", "symlink"])
-def test_an_odd_transcript_path_is_skipped_and_the_pane_still_works(tmp_path: Path,
-                                                                     make: str) -> None:
-    log = tmp_path / "pane.log"
+def _occupy(log: Path, make: str) -> None:
+    """Put a FIFO, a directory or a symlink (to ``elsewhere`` beside it) at ``log``."""
     if make == "fifo":
         os.mkfifo(log)
     elif make == "directory":
         log.mkdir()
     else:
-        log.symlink_to(tmp_path / "elsewhere")
+        log.symlink_to(log.parent / "elsewhere")
+
+
+@pytest.mark.parametrize("make", ["fifo", "directory", "symlink"])
+def test_an_odd_transcript_path_is_skipped_and_the_pane_still_works(tmp_path: Path,
+                                                                     make: str) -> None:
+    log = tmp_path / "pane.log"
+    _occupy(log, make)
     pane = io.StringIO()
     PaneReporter(pane, transcript=log).line("still shown")
     assert pane.getvalue() == "still shown\n"
@@ -80,12 +85,7 @@ def test_a_transcript_replaced_mid_run_stops_instead_of_growing_unseen(tmp_path:
     reporter = PaneReporter(pane, transcript=log)
     reporter.line("before")
     log.unlink()
-    if make == "fifo":
-        os.mkfifo(log)
-    elif make == "directory":
-        log.mkdir()
-    else:
-        log.symlink_to(tmp_path / "elsewhere")
+    _occupy(log, make)
     for n in range(3):
         reporter.line(f"after {n}")  # must neither block nor write anywhere
     assert pane.getvalue().splitlines() == ["before", "after 0", "after 1", "after 2"]
