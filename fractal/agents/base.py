@@ -94,8 +94,24 @@ class NoticeEvent:
     retry: bool = False
 
 
+@dataclass(frozen=True)
+class WindowEvent:
+    """The CLI reported its subscription usage window (not token usage).
+
+    ``rejected`` True: the window is used up and the CLI stopped (a usage-limit stop,
+    never an ordinary failure); ``window`` names it (``five_hour``, ``seven_day``, ...)
+    and ``resets_at`` is when it reopens (epoch seconds; None when not stated).
+    ``rejected`` False: a warning that ``utilization`` (0..1) of the window is used.
+    """
+
+    rejected: bool
+    window: str = "unknown"
+    resets_at: float | None = None
+    utilization: float | None = None
+
+
 AgentEvent = (SessionEvent | TextEvent | ToolEvent | CostEvent | ModelEvent | ResultEvent
-              | UsageEvent | NoticeEvent)
+              | UsageEvent | NoticeEvent | WindowEvent)
 
 Usage = tuple[int, int, int]
 """(input_tokens, cached_input_tokens, output_tokens), as in ``UsageEvent``."""

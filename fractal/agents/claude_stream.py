@@ -14,6 +14,11 @@ What the CLI prints is in spec/agent-clis.md ("stream-json events"); the rules h
   reports that invocation's cost), so it is a CostEvent that replaces, never adds.
   Token usage comes from ``modelUsage`` (right even when ``usage`` is zeroed on a budget
   stop), else ``usage``.
+- ``rate_limit_event`` (subscriber logins only): ``status: rejected`` WITH ``resetsAt`` and
+  ``rateLimitType`` is a closed usage window — a rejected WindowEvent, and the result that
+  follows becomes a failure of kind ``usage_limit``; ``rejected`` without them is an
+  ordinary transient 429. ``allowed_warning`` carries ``utilization``: a warning
+  WindowEvent.
 - ``stream_event`` and ``system/status`` (only with ``--include-partial-messages``) and
   unknown types are ignored; a line that is not JSON is shown as text.
 """
@@ -30,9 +35,10 @@ from fractal.agents.base import (
     TextEvent,
     ToolEvent,
     UsageEvent,
+    WindowEvent,
 )
 from fractal.agents.jsonl import json_object, num, preview, short, text, whole
-from fractal.domain.agent_errors import classify_api_error
+from fractal.domain.agent_errors import USAGE_LIMIT, classify_api_error
 
 __all__ = ["SYNTHETIC_MODEL", "ClaudeParser", "tool_detail"]
 
@@ -66,6 +72,7 @@ class ClaudeParser:
         self.session: str | None = None
         self.model: str | None = None
         self.error_hint: str | None = None
+        self.window_closed: WindowEvent | None = None
 
     def feed(self, line: str) -> list[AgentEvent]:
         """One stdout line -> events."""
@@ -84,6 +91,8 @@ class ClaudeParser:
             events += self._user(data)
         elif kind == "system" and data.get("subtype") == "api_retry":
             events.append(self._retry(data))
+        elif kind == "rate_limit_event":
+            events += self._window(data)
         elif kind == "result":
             events += self._result(data)
         return events
@@ -143,6 +152,24 @@ class ClaudeParser:
             parts.append(f", next try in {delay / 1000:.1f}s")
         return NoticeEvent("".join(parts), retry=True)
 
+    def _window(self, data: dict[str, object]) -> list[AgentEvent]:
+        info = data.get("rate_limit_info")
+        if not isinstance(info, dict):
+            return []
+        status = text(info.get("status"))
+        window = text(info.get("rateLimitType"))
+        resets = num(info.get("resetsAt"))
+        if status == "rejected":
+            if not window or resets is None:
+                return []  # an ordinary transient 429: "not your usage limit"
+            self.window_closed = WindowEvent(rejected=True, window=window, resets_at=resets)
+            return [self.window_closed]
+        utilization = num(info.get("utilization"))
+        if status == "allowed_warning" and utilization is not None:
+            return [WindowEvent(rejected=False, window=window or "unknown", resets_at=resets,
+                                utilization=max(0.0, min(1.0, utilization)))]
+        return []
+
     def _result(self, data: dict[str, object]) -> list[AgentEvent]:
         events: list[AgentEvent] = []
         cost = num(data.get("total_cost_usd"))
@@ -165,6 +192,9 @@ class ClaudeParser:
             return ResultEvent(ok=False, error=message or "reached the budget",
                                budget_stopped=True)
         status = whole(data.get("api_error_status"))
+        if self.window_closed is not None:
+            return ResultEvent(ok=False, error=message or "usage limit reached",
+                               error_kind=USAGE_LIMIT, api_status=status)
         interrupted = subtype == INTERRUPTED_SUBTYPE
         if not interrupted and (status is not None or self.error_hint or "API Error" in message):
             kind = classify_api_error(status, self.error_hint, message)

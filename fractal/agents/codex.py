@@ -18,6 +18,7 @@ there). Extra words go right after ``exec``, where Codex takes its exec flags (t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 
 from fractal.agents.base import (
@@ -91,8 +92,11 @@ class CodexBackend:
         return {"CODEX_HOME": str(codex_home(request.node_dir))}
 
     def parser(self, request: LaunchRequest) -> CodexParser:
-        """A ``--json`` parser that knows the thread's usage before this launch."""
-        return CodexParser(prior=request.prior_usage if request.resume else None)
+        """A ``--json`` parser that knows the thread's usage before this launch and reads
+        the launch's rollout under the node's ``CODEX_HOME`` for usage-window facts."""
+        return CodexParser(prior=request.prior_usage if request.resume else None,
+                           sessions=codex_home(request.node_dir) / "sessions",
+                           since=time.time() - 1.0)
 
     def preflight(self, provider: str | None, env: Mapping[str, str]) -> str | None:
         """The route must be ``openrouter`` (or none), and its key must be set."""

@@ -14,6 +14,8 @@ events").
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fractal.agents.base import (
     AgentEvent,
     NoticeEvent,
@@ -24,6 +26,7 @@ from fractal.agents.base import (
     Usage,
     UsageEvent,
 )
+from fractal.agents.codex_rollout import find_rollout, read_rollout
 from fractal.agents.jsonl import json_object, preview, short, text, whole
 from fractal.domain.agent_errors import classify_api_error, status_in_message
 
@@ -49,13 +52,20 @@ class CodexParser:
     """Stateful parser for one ``codex exec --json`` launch (module docstring).
 
     ``prior`` is the thread's cumulative usage before this launch (``LaunchRequest.
-    prior_usage``).
+    prior_usage``). ``sessions`` is ``$CODEX_HOME/sessions``: when given, the end of the
+    stream reads this launch's rollout there (``since``: the launch's start, epoch s) for
+    the usage-window facts Codex does not print (``agents.codex_rollout``).
     """
 
-    def __init__(self, prior: Usage | None = None) -> None:
+    def __init__(self, prior: Usage | None = None, *, sessions: Path | None = None,
+                 since: float = 0.0) -> None:
         self.prior = prior
         self.seen_tools: set[str] = set()
         self.cumulative: Usage | None = None
+        self.sessions = sessions
+        self.since = since
+        self.thread: str | None = None
+        self.failure: ResultEvent | None = None
 
     def feed(self, line: str) -> list[AgentEvent]:
         """One stdout line -> events."""
@@ -64,7 +74,8 @@ class CodexParser:
             return [TextEvent(text(line))] if line.strip() else []
         kind = data.get("type")
         if kind == "thread.started" and text(data.get("thread_id")):
-            return [SessionEvent(text(data.get("thread_id")))]
+            self.thread = text(data.get("thread_id"))
+            return [SessionEvent(self.thread)]
         if kind in ("item.started", "item.completed"):
             item = data.get("item")
             return self._item(item, kind == "item.completed") if isinstance(item, dict) else []
@@ -76,12 +87,28 @@ class CodexParser:
         if kind == "turn.failed":
             error = data.get("error")
             raw = text(error.get("message")) if isinstance(error, dict) else ""
-            return [*self._usage(data.get("usage")), _failure(raw)]
+            self.failure = _failure(raw)
+            return [*self._usage(data.get("usage")), self.failure]
         return []
 
     def finish(self) -> list[AgentEvent]:
-        """No trailing events."""
-        return []
+        """The rollout's usage-window facts: a warning as a WindowEvent; a closed window
+        as a rejected WindowEvent followed by a ResultEvent of kind ``usage_limit`` that
+        replaces the failure ``turn.failed`` reported."""
+        if self.sessions is None:
+            return []
+        path = find_rollout(self.sessions, self.thread, self.since)
+        if path is None:
+            return []
+        facts = read_rollout(path)
+        events: list[AgentEvent] = []
+        if facts.warning is not None:
+            events.append(facts.warning)
+        if facts.limit is not None and self.failure is not None:
+            events.append(facts.limit)
+            events.append(ResultEvent(ok=False, error=self.failure.error,
+                                      error_kind="usage_limit"))
+        return events
 
     def _item(self, item: dict[str, object], completed: bool) -> list[AgentEvent]:
         kind = text(item.get("type"))

@@ -9,8 +9,15 @@ one). Output lines that are JSON objects with a known ``type`` are events:
     {"type": "model", "id": "my-model"}   the model that served it
     {"type": "text", "text": "..."}       text to show
     {"type": "tool", "name": "bash", "detail": "pytest -q"}
+    {"type": "usage_limit", "resets_at": 1796123340, "window": "five_hour"}
+                                          the subscription window is used up until
+                                          resets_at (epoch s; may be omitted): the loop
+                                          waits for it instead of counting a failure
+    {"type": "usage", "utilization": 0.96, "resets_at": 1796123340, "window": "five_hour"}
+                                          the window is 96 % used (a warning)
 
-Everything else is shown in the pane as text. Success is exit code 0.
+Everything else is shown in the pane as text. Success is exit code 0, except after a
+``usage_limit`` line: that launch is a usage-limit stop whatever its exit code.
 """
 
 from __future__ import annotations
@@ -26,11 +33,14 @@ from fractal.agents.base import (
     Invocation,
     LaunchRequest,
     ModelEvent,
+    ResultEvent,
     SessionEvent,
     TextEvent,
     ToolEvent,
+    WindowEvent,
     route_problem,
 )
+from fractal.domain.agent_errors import USAGE_LIMIT
 
 SESSION_ENV = "FRACTAL_SESSION_ID"
 
@@ -38,17 +48,25 @@ SESSION_ENV = "FRACTAL_SESSION_ID"
 class CommandParser:
     """Parses the optional JSON-lines protocol described in the module docstring."""
 
+    def __init__(self) -> None:
+        self.window_closed = False
+
     def feed(self, line: str) -> list[AgentEvent]:
         """One stdout line -> events; non-protocol lines become TextEvent."""
         stripped = line.strip()
         if stripped.startswith("{") and stripped.endswith("}"):
             event = _protocol_event(stripped)
             if event is not None:
+                if isinstance(event, WindowEvent) and event.rejected:
+                    self.window_closed = True
                 return [event]
         return [TextEvent(line)]
 
     def finish(self) -> list[AgentEvent]:
-        """No trailing state."""
+        """After a ``usage_limit`` line, the launch's verdict: a usage-limit stop."""
+        if self.window_closed:
+            return [ResultEvent(ok=False, error="usage limit reached",
+                                error_kind=USAGE_LIMIT)]
         return []
 
 
@@ -72,10 +90,37 @@ def _protocol_event(text: str) -> AgentEvent | None:
         return ModelEvent(data["id"])
     if kind == "text" and isinstance(data.get("text"), str):
         return TextEvent(data["text"])
+    if kind in ("usage_limit", "usage"):
+        return _window_event(data, rejected=kind == "usage_limit")
     if kind == "tool" and isinstance(data.get("name"), str):
         detail = data.get("detail")
         return ToolEvent(data["name"], detail if isinstance(detail, str) else "")
     return None
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _window_event(data: dict[str, object], *, rejected: bool) -> WindowEvent | None:
+    """``usage_limit`` / ``usage`` lines; a warning without a utilization in [0, 1] (or a
+    percentage above 1, taken as percent) is not an event."""
+    resets = _finite(data.get("resets_at"))
+    window = data.get("window")
+    name = window if isinstance(window, str) and window.strip() else "unknown"
+    resets_at = resets if resets is not None and resets > 0 else None
+    if rejected:
+        return WindowEvent(rejected=True, window=name, resets_at=resets_at)
+    used = _finite(data.get("utilization"))
+    if used is None or used < 0:
+        return None
+    if used > 1:
+        used = used / 100 if used <= 100 else None
+    if used is None:
+        return None
+    return WindowEvent(rejected=False, window=name, resets_at=resets_at, utilization=used)
 
 
 class CommandBackend:

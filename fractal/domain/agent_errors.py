@@ -13,6 +13,7 @@ import re
 __all__ = [
     "ERROR_KINDS",
     "TRANSIENT_KINDS",
+    "USAGE_LIMIT",
     "agent_error_text",
     "classify_api_error",
     "status_in_message",
@@ -21,6 +22,10 @@ __all__ = [
 ERROR_KINDS: tuple[str, ...] = (
     "rate_limit", "overloaded", "auth", "bad_request", "server_error", "connection", "unknown")
 """Every value ``classify_api_error`` returns."""
+USAGE_LIMIT = "usage_limit"
+"""The error kind of a stop at a closed subscription usage window. Parsers set it only
+from the CLI's structured report (never from text); it is neither retried nor a failure:
+the loop waits for the window to reopen."""
 
 TRANSIENT_KINDS: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server_error", "connection"})

@@ -11,13 +11,15 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeGuard
 
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import ConfigError, InvalidValue
+from fractal.domain.scope import normalise_scope
+from fractal.domain.usage import parse_pause_at
 
 __all__ = [
     "KEYS",
@@ -50,6 +52,8 @@ class Kind(StrEnum):
     FLAG = "flag"  # true / false
     PATHS = "paths"  # list of canonical relative paths
     COMMAND = "command"  # non-empty shell command string
+    PERCENT = "percent"  # "95%" or a fraction in (0, 1]
+    CHOICE = "choice"  # one of the words listed in CHOICES
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,14 @@ KEYS: Mapping[str, KeySpec] = _specs(
     ("exit_check", Kind.COMMAND, None, "Command run after each iteration; exit 0 completes."),
     ("check_timeout", Kind.DURATION, "10m", "Time limit of each exit check and gate command."),
     ("no_progress", Kind.COUNT, 2, "Same-signature red exit checks that end a run; null = off."),
+    ("max_failed_iters", Kind.COUNT, 3, "Consecutive failed iterations that end a run; null = off."),
+    ("on_usage_limit", Kind.CHOICE, "wait", "At a closed usage window: wait for it, or stop."),
+    ("max_usage_wait", Kind.DURATION, "12h", "Longest usage-window wait before the run exits."),
+    ("usage_pause_at", Kind.PERCENT, "95%", "Window use at which to wait early; null = off."),
 )
-NULL_DISABLES = frozenset({"no_progress"})  # explicit null = off; a missing key = the default
+NULL_DISABLES = frozenset({"no_progress", "max_failed_iters", "usage_pause_at"})
+"""Keys whose explicit null means off; a missing key takes the default."""
+CHOICES: Mapping[str, tuple[str, ...]] = {"on_usage_limit": ("wait", "stop")}
 
 _RULES: dict[Kind, str] = {
     Kind.TEXT: "must be a string",
@@ -113,6 +123,8 @@ _RULES: dict[Kind, str] = {
     Kind.FLAG: "must be true or false",
     Kind.PATHS: "must be a list of relative path strings",
     Kind.COMMAND: "must be a non-empty, single-line shell command string",
+    Kind.PERCENT: 'must be a percentage such as "95%" (above 0%, at most 100%)',
+    Kind.CHOICE: "must be one of the listed words",
 }
 
 
@@ -125,36 +137,6 @@ def default_config() -> dict[str, object]:
 def unknown_keys(raw: Mapping[str, object]) -> list[str]:
     """The keys of ``raw`` that are not in the schema, sorted. They are kept, never an error."""
     return sorted(key for key in raw if key not in KEYS)
-
-
-def normalise_scope(entries: Iterable[str]) -> tuple[str, ...]:
-    """Canonicalise scope entries: ``"./src/"`` -> ``"src"``, ``"a//b"`` -> ``"a/b"``.
-
-    Surrounding whitespace and ``.`` segments are dropped; duplicates are removed keeping the
-    first. Raises ``InvalidValue`` (key ``scope``) for an absolute path, a ``..`` segment, an
-    entry with inner whitespace (``SCOPE_DIR`` is space-joined) or one that is empty or names
-    the worktree root itself (leave scope empty instead).
-    """
-    canonical: list[str] = []
-    for entry in entries:
-        text = entry.strip()
-        if text.startswith("/"):
-            raise InvalidValue(f'scope: "{entry}" is absolute; give a path relative to the '
-                               "worktree root")
-        if any(ch.isspace() for ch in text):
-            raise InvalidValue(f'scope: "{entry}" contains whitespace; give one path per entry '
-                               "(comma-separated on the command line)")
-        segments = [seg for seg in text.split("/") if seg not in ("", ".")]
-        if ".." in segments:
-            raise InvalidValue(f'scope: "{entry}" has a ".." segment; scope must stay inside '
-                               "the worktree")
-        if not segments:
-            raise InvalidValue(f'scope: "{entry}" is empty or the worktree root; leave scope '
-                               "empty for an unscoped node")
-        path = "/".join(segments)
-        if path not in canonical:
-            canonical.append(path)
-    return tuple(canonical)
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -201,6 +183,16 @@ def _problem(spec: KeySpec, value: object) -> str | None:
         return None if 1e9 > value > 0 or (kind is Kind.USD_RESERVE and value == 0) else bad
     if kind is Kind.FLAG:
         return None if isinstance(value, bool) else bad
+    if kind is Kind.CHOICE:
+        words = CHOICES[spec.name]
+        return None if value in words else f"{spec.name}: must be one of " \
+            f"{', '.join(words)} (got {_show(value)})"
+    if kind is Kind.PERCENT:
+        try:
+            parse_pause_at(value)
+        except ValueError:
+            return bad
+        return None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return bad
     try:
@@ -303,6 +295,10 @@ class NodeConfig:
     exit_check: str | None = None
     check_timeout: int = 600
     no_progress: int | None = 2
+    max_failed_iters: int | None = 3
+    on_usage_limit: str = "wait"
+    max_usage_wait: int = 43200
+    usage_pause_at: float | None = 0.95
 
 
 def parse_config(raw: Mapping[str, object], source: str | None = None) -> NodeConfig:
@@ -326,6 +322,8 @@ def parse_config(raw: Mapping[str, object], source: str | None = None) -> NodeCo
             values[name] = parse_duration(str(value), name)
         elif spec.kind in (Kind.USD, Kind.USD_RESERVE):
             values[name] = float(value)  # type: ignore[arg-type]
+        elif spec.kind is Kind.PERCENT:
+            values[name] = parse_pause_at(value)
         elif isinstance(value, list):
             values[name] = tuple(value)
         else:
@@ -363,8 +361,10 @@ def coerce_value(key: str, text: str) -> object:
         value = _float_or_text(stripped)
     elif spec.kind is Kind.FLAG:
         value = _FLAGS.get(stripped.lower(), stripped)
-    elif spec.kind is Kind.DURATION:
+    elif spec.kind in (Kind.DURATION, Kind.CHOICE):
         value = stripped
+    elif spec.kind is Kind.PERCENT:
+        value = stripped if stripped.endswith("%") else _float_or_text(stripped)
     elif spec.kind is Kind.PATHS:
         return list(normalise_scope(stripped.split(","))) if stripped else []
     problem = _problem(spec, value)

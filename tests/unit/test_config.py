@@ -27,6 +27,7 @@ ALL_KEYS = [
     "timeout", "iter_timeout", "step_timeout", "interval", "sleep", "step_retry_backoff", "wait",
     "max_cost", "max_iter_cost", "max_step_cost", "reserve_budget",
     "sync", "detached", "local", "user", "scope", "exit_check", "check_timeout", "no_progress",
+    "max_failed_iters", "on_usage_limit", "max_usage_wait", "usage_pause_at",
 ]
 
 
@@ -47,7 +48,8 @@ def test_default_config() -> None:
     nulls = {k for k, v in config.items() if v is None}
     assert nulls == set(ALL_KEYS) - {"step_retries", "step_retry_backoff", "wait", "sync",
                                      "detached", "local", "user", "scope", "check_timeout",
-                                     "no_progress"}
+                                     "no_progress", "max_failed_iters", "on_usage_limit",
+                                     "max_usage_wait", "usage_pause_at"}
     assert (config["check_timeout"], config["no_progress"]) == ("10m", 2)
     assert validate_config(config) == []
 
@@ -361,3 +363,39 @@ def test_check_keys(raw: dict[str, Any], exit_check: str | None, check_timeout: 
     config = parse_config(raw)
     assert (config.exit_check, config.check_timeout, config.no_progress) == (
         exit_check, check_timeout, no_progress)
+
+
+@pytest.mark.parametrize(("raw", "field", "value"), [
+    ({}, "max_failed_iters", 3),
+    ({"max_failed_iters": None}, "max_failed_iters", None),
+    ({"max_failed_iters": 5}, "max_failed_iters", 5),
+    ({}, "on_usage_limit", "wait"),
+    ({"on_usage_limit": "stop"}, "on_usage_limit", "stop"),
+    ({}, "max_usage_wait", 43200),
+    ({"max_usage_wait": "30m"}, "max_usage_wait", 1800),
+    ({}, "usage_pause_at", 0.95),
+    ({"usage_pause_at": None}, "usage_pause_at", None),
+    ({"usage_pause_at": "80%"}, "usage_pause_at", 0.8),
+    ({"usage_pause_at": 0.5}, "usage_pause_at", 0.5),
+])
+def test_unattended_keys(raw: dict[str, object], field: str, value: object) -> None:
+    assert getattr(parse_config(raw), field) == value
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [
+    ({"on_usage_limit": "retry"}, "on_usage_limit: must be one of wait, stop"),
+    ({"usage_pause_at": "95"}, "usage_pause_at: must be a percentage"),
+    ({"usage_pause_at": "150%"}, "usage_pause_at: must be a percentage"),
+    ({"max_failed_iters": 0}, "max_failed_iters: must be a whole number >= 1"),
+    ({"max_usage_wait": "soon"}, "max_usage_wait"),
+])
+def test_unattended_keys_refused(raw: dict[str, object], fragment: str) -> None:
+    assert any(fragment in p for p in validate_config(raw))
+
+
+@pytest.mark.parametrize(("key", "text", "value"), [
+    ("usage_pause_at", "90%", "90%"), ("usage_pause_at", "0.9", 0.9),
+    ("usage_pause_at", "null", None), ("on_usage_limit", " stop ", "stop"),
+])
+def test_unattended_keys_from_the_command_line(key: str, text: str, value: object) -> None:
+    assert coerce_value(key, text) == value

@@ -1,0 +1,243 @@
+"""Usage-limit windows: what a closed subscription window means for the loop.
+
+A subscription (Claude Max/Pro, ChatGPT Plus/Pro) grants a number of requests per
+rolling window (five hours, seven days). When the window is used up the CLI stops at
+once and says when it reopens. Such a stop is not a failure of the agent: the loop waits
+for the reset instant and re-enters the step with its session, and every other node
+using the same credential waits too instead of finding the closed window itself.
+
+Everything here is pure: facts and instants (epoch seconds, UTC) in, values out.
+
+- ``UsageLimit``: a rejected window (``window`` such as ``five_hour``/``seven_day``,
+  ``resets_at`` or None when the CLI did not say).
+- ``UsageWarning``: a window near its end (``utilization`` in [0, 1]).
+- ``credential_key``: the fingerprint a window belongs to — backend, auth home, a hash
+  of the API key (never the key), provider route.
+- ``next_wake``: until when to wait, with bounded backoff once a stated reset has
+  passed without the window reopening (stated reset times drift).
+- ``decide``: given the shared window row of a credential, whether this node launches,
+  waits, or is the one probe that tests the reopened window for everyone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from fractal.domain.durations import format_duration
+
+__all__ = [
+    "BACKOFF_FIRST",
+    "BACKOFF_MOST",
+    "PROBE_POLL",
+    "PROBE_STALE",
+    "RELEASE_BATCH",
+    "RELEASE_GAP",
+    "RESUME_JITTER",
+    "UNKNOWN_WINDOW",
+    "Action",
+    "Decision",
+    "UsageLimit",
+    "UsageWarning",
+    "WindowRow",
+    "WindowState",
+    "backoff",
+    "credential_key",
+    "decide",
+    "limit_reason",
+    "next_wake",
+    "over_wait_reason",
+    "parse_pause_at",
+    "should_pause_early",
+    "utc_label",
+]
+
+UNKNOWN_WINDOW = "unknown"
+"""The window name recorded when the CLI named none."""
+RESUME_JITTER = 5.0
+"""Seconds past a stated reset before the probe launches (a reset is not exact)."""
+BACKOFF_FIRST = 60.0
+"""Seconds waited after a probe that hit the window again, or when no reset was stated."""
+BACKOFF_MOST = 1800.0
+"""The longest single backoff wait, seconds (doubling from ``BACKOFF_FIRST``)."""
+PROBE_STALE = 900.0
+"""Seconds after which a probe that never reported is taken as lost (its node died)."""
+
+
+@dataclass(frozen=True)
+class UsageLimit:
+    """A closed usage window: the CLI refused the request until ``resets_at``."""
+
+    window: str = UNKNOWN_WINDOW
+    resets_at: float | None = None
+
+
+@dataclass(frozen=True)
+class UsageWarning:
+    """A window close to its limit: ``utilization`` of it used (0..1)."""
+
+    utilization: float
+    window: str = UNKNOWN_WINDOW
+    resets_at: float | None = None
+
+
+class WindowState(StrEnum):
+    """The state of one credential's window row."""
+
+    CLOSED = "closed"  # a node hit the limit; everyone waits until resets_at
+    PROBING = "probing"  # the reset passed; one node (``prober``) is testing it
+    OPEN = "open"  # the probe got through; everyone launches again
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """The shared facts of one credential's window (one database row).
+
+    ``resets_at`` is the reset the CLI stated (None: it stated none); ``wake_at`` is the
+    instant the next probe may launch; ``opened_at`` is when a probe got through.
+    """
+
+    credential: str
+    window: str
+    resets_at: float | None
+    state: WindowState
+    wake_at: float
+    prober: str | None = None
+    probe_started: float | None = None
+    misses: int = 0  # probes that found the window still closed since it first closed
+    opened_at: float | None = None
+
+
+class Action(StrEnum):
+    """What a node does at a step boundary for its credential."""
+
+    LAUNCH = "launch"
+    WAIT = "wait"
+    PROBE = "probe"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action``, and for WAIT the instant (epoch s) at which to look again."""
+
+    action: Action
+    until: float | None = None
+
+
+RELEASE_BATCH = 3
+"""Nodes released together once a probe got through the reopened window."""
+RELEASE_GAP = 2.0
+"""Seconds between two release batches."""
+PROBE_POLL = 10.0
+"""Seconds a waiting node sleeps between looks while another node probes."""
+
+
+def credential_key(backend: str, auth_home: str | None, api_key: str | None,
+                   route: str | None) -> str:
+    """A 16-hex fingerprint of the credential a window belongs to.
+
+    Two nodes share a window when they use the same backend, the same auth home (where
+    a subscription login lives) and the same API key and provider route. The key enters
+    only through SHA-256, so neither the row nor a log ever holds it.
+    """
+    material = "\x1f".join((backend, auth_home or "", api_key or "", route or ""))
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def backoff(misses: int) -> float:
+    """Seconds to wait after ``misses`` (>= 1) probes that found the window still
+    closed: 60 s, 120 s, 240 s ... at most 30 min."""
+    return float(min(BACKOFF_MOST, BACKOFF_FIRST * 2.0 ** max(0, misses - 1)))
+
+
+def next_wake(resets_at: float | None, now: float, misses: int = 0) -> float:
+    """The instant the next probe may launch.
+
+    A stated reset still ahead: the reset plus ``RESUME_JITTER``. No stated reset, or
+    one already past (the window did not reopen on time): ``now`` plus the bounded
+    backoff for ``misses`` (at least one).
+    """
+    if resets_at is not None and resets_at + RESUME_JITTER > now:
+        return resets_at + RESUME_JITTER
+    return now + backoff(max(1, misses))
+
+
+def decide(row: WindowRow | None, node: str, now: float, rank: int = 0) -> Decision:
+    """What ``node`` does before its next launch, given its credential's window ``row``.
+
+    - No row: launch.
+    - Closed, before ``wake_at``: wait until it. Closed, at or past it: probe (the caller
+      claims the row with a compare-and-set, so exactly one node probes).
+    - Probing by this node: probe. By another: wait ``PROBE_POLL`` seconds and look
+      again; a probe silent for ``PROBE_STALE`` seconds is taken as lost and this node
+      probes instead.
+    - Open: launch, ``RELEASE_BATCH`` nodes at a time, ``RELEASE_GAP`` seconds apart by
+      ``rank`` (the node's place among the waiters), so a reopened window is not hit by
+      the whole tree in one instant.
+    """
+    if row is None:
+        return Decision(Action.LAUNCH)
+    if row.state is WindowState.OPEN:
+        if row.opened_at is None:
+            return Decision(Action.LAUNCH)
+        release = row.opened_at + (max(0, rank) // RELEASE_BATCH) * RELEASE_GAP
+        return Decision(Action.LAUNCH) if now >= release else Decision(Action.WAIT, release)
+    if row.state is WindowState.CLOSED:
+        if now < row.wake_at:
+            return Decision(Action.WAIT, row.wake_at)
+        return Decision(Action.PROBE)
+    if row.prober == node:
+        return Decision(Action.PROBE)
+    started = row.probe_started if row.probe_started is not None else now
+    if now - started >= PROBE_STALE:
+        return Decision(Action.PROBE)
+    return Decision(Action.WAIT, now + min(PROBE_POLL, PROBE_STALE - (now - started)))
+
+
+def parse_pause_at(value: object) -> float | None:
+    """``usage_pause_at`` as a fraction: ``"95%"`` or ``0.95`` -> 0.95; None (off) stays
+    None. Raises ValueError for anything outside (0, 100 %]."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("must be a percentage such as \"95%\", a fraction, or null")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.endswith("%"):
+            raise ValueError("must be a percentage such as \"95%\", a fraction, or null")
+        try:
+            fraction = float(text[:-1]) / 100
+        except ValueError:
+            raise ValueError("must be a percentage such as \"95%\", a fraction, or null") \
+                from None
+    elif isinstance(value, int | float):
+        fraction = float(value)
+    else:
+        raise ValueError("must be a percentage such as \"95%\", a fraction, or null")
+    if not 0 < fraction <= 1:
+        raise ValueError("must be above 0% and at most 100%")
+    return fraction
+
+
+def should_pause_early(warning: UsageWarning | None, pause_at: float | None) -> bool:
+    """True when the last step reported a window used at or above ``pause_at``."""
+    return warning is not None and pause_at is not None and warning.utilization >= pause_at
+
+
+def utc_label(instant: float | None) -> str:
+    """``2026-12-01T14:05:00Z`` for an epoch instant; ``an unstated time`` for None."""
+    if instant is None:
+        return "an unstated time"
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def limit_reason(limit: UsageLimit, until: float | None = None) -> str:
+    """The step reason of a usage-limit stop: ``usage limit (five_hour) until <UTC>``."""
+    return f"usage limit ({limit.window}) until {utc_label(until or limit.resets_at)}"
+
+
+def over_wait_reason(max_wait: int) -> str:
+    """The run reason when a window stayed closed longer than ``max_wait`` seconds."""
+    return f"usage window did not reopen within {format_duration(max_wait)}"
