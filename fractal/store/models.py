@@ -26,7 +26,7 @@ from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Message", "Node", "Run",
-           "Signal", "Step"]
+           "Signal", "Step", "UsageWindow"]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -232,3 +232,26 @@ class Check(Base):
     output_path: Mapped[str | None]
     started_at: Mapped[str]
     ended_at: Mapped[str] = mapped_column(index=True)
+
+
+class UsageWindow(Base):
+    """The shared usage window of one credential (a subscription or API key fingerprint,
+    never the key): ``state`` ``closed`` | ``probing`` | ``open``; instants are epoch
+    seconds (REAL) because the loop computes with them; ``window`` names it
+    (``five_hour``, ``seven_day``, ``unknown``); ``released`` counts the nodes let go
+    since it reopened (they launch a few at a time)."""
+
+    __tablename__ = "usage_windows"
+
+    credential: Mapped[str] = mapped_column(primary_key=True)
+    window: Mapped[str]
+    state: Mapped[str]
+    resets_at: Mapped[float | None]
+    wake_at: Mapped[float]
+    prober: Mapped[str | None]
+    probe_started: Mapped[float | None]
+    misses: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    opened_at: Mapped[float | None]
+    released: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    closed_by: Mapped[str | None]
+    updated_at: Mapped[str]

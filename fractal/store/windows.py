@@ -1,0 +1,108 @@
+"""The shared usage windows: one row per credential, written by every node's loop.
+
+A node whose agent stops at a closed usage window records it here (``close``); every
+node on that credential reads the row before each launch and waits (the decision is
+``fractal.domain.usage.decide``). Once the wake instant passes, exactly one node wins
+``claim_probe`` (a compare-and-set) and launches; if it gets through it marks the
+window ``open`` and the others are released in small batches (``release_slot``); if it
+hits the window again it ``close``\\ s it once more with one more miss, which backs the
+next wake off. Instants are epoch seconds.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.dialects.sqlite import insert
+
+from fractal.domain.usage import PROBE_STALE, WindowRow, WindowState, next_wake
+from fractal.store.models import UsageWindow
+from fractal.store.registry import Registry
+from fractal.store.timefmt import utc_now
+
+__all__ = ["Windows"]
+
+
+class Windows(Registry):
+    """Reads and writes ``usage_windows`` on the tree database. Raises StoreError."""
+
+    def window(self, credential: str) -> WindowRow | None:
+        """The credential's window row, or None when it never closed."""
+        with self._tx() as conn:
+            row = conn.execute(select(UsageWindow.__table__).where(
+                UsageWindow.credential == credential)).mappings().first()
+        if row is None:
+            return None
+        return WindowRow(credential=row["credential"], window=row["window"],
+                         resets_at=row["resets_at"], state=WindowState(row["state"]),
+                         wake_at=row["wake_at"], prober=row["prober"],
+                         probe_started=row["probe_started"], misses=row["misses"],
+                         opened_at=row["opened_at"])
+
+    def close(self, credential: str, window: str, resets_at: float | None, node: str,
+              now: float) -> WindowRow:
+        """Record that ``node`` found the window closed until ``resets_at``; return the row.
+
+        A first closing (no row, or an open one) starts with no miss. A closing by the
+        node that was probing counts one more miss (the reset passed and the window is
+        still closed), which lengthens the backoff when no new reset lies ahead. A
+        closing of a window already closed keeps the later wake instant.
+        """
+        with self._tx() as conn:
+            old = conn.execute(select(UsageWindow.__table__).where(
+                UsageWindow.credential == credential)).mappings().first()
+            misses = 0
+            wake = next_wake(resets_at, now, 0)
+            if old is not None and old["state"] == WindowState.PROBING.value:
+                misses = int(old["misses"]) + 1
+                wake = next_wake(resets_at, now, misses)
+            elif old is not None and old["state"] == WindowState.CLOSED.value:
+                misses = int(old["misses"])
+                wake = max(wake, float(old["wake_at"]))
+            values = {"window": window, "state": WindowState.CLOSED.value,
+                      "resets_at": resets_at, "wake_at": wake, "prober": None,
+                      "probe_started": None, "misses": misses, "opened_at": None,
+                      "released": 0, "closed_by": node, "updated_at": utc_now()}
+            conn.execute(insert(UsageWindow).values(credential=credential, **values)
+                         .on_conflict_do_update(index_elements=[UsageWindow.credential],
+                                                set_=values))
+        row = self.window(credential)
+        assert row is not None
+        return row
+
+    def claim_probe(self, credential: str, node: str, now: float) -> bool:
+        """Make ``node`` the one probe of a window whose wake instant has passed (or whose
+        probe went silent for ``PROBE_STALE`` seconds). True when this node holds it."""
+        stmt = (update(UsageWindow).where(
+            UsageWindow.credential == credential,
+            or_((UsageWindow.state == WindowState.CLOSED.value) & (UsageWindow.wake_at <= now),
+                (UsageWindow.state == WindowState.PROBING.value)
+                & ((UsageWindow.prober == node)
+                   | (UsageWindow.probe_started <= now - PROBE_STALE))))
+            .values(state=WindowState.PROBING.value, prober=node, probe_started=now,
+                    updated_at=utc_now()))
+        with self._tx() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def reopen(self, credential: str, node: str, now: float) -> bool:
+        """The probe ``node`` got through: the window is open from ``now``. Only the node
+        holding the probe reopens it (a step that began before the window closed and
+        ended well proves nothing). True when this call reopened it."""
+        stmt = (update(UsageWindow).where(
+            UsageWindow.credential == credential,
+            UsageWindow.state == WindowState.PROBING.value, UsageWindow.prober == node)
+            .values(state=WindowState.OPEN.value, opened_at=now, prober=None,
+                    probe_started=None, misses=0, released=0, updated_at=utc_now()))
+        with self._tx() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def release_slot(self, credential: str) -> int:
+        """This node's place (0, 1, 2 ...) among the nodes released by a reopened window;
+        -1 when the window is not open."""
+        with self._tx() as conn:
+            row = conn.execute(select(UsageWindow.state, UsageWindow.released).where(
+                UsageWindow.credential == credential)).first()
+            if row is None or row[0] != WindowState.OPEN.value:
+                return -1
+            conn.execute(update(UsageWindow).where(UsageWindow.credential == credential)
+                         .values(released=UsageWindow.released + 1))
+            return int(row[1])
