@@ -13,6 +13,14 @@ last turn is not a tool result, else the final text; every call uses the same fi
 usage, so the CLIs' own figures are deterministic. Each request is kept (``requests``) and,
 with ``--log``, appended to a JSON-lines file. It binds 127.0.0.1 only.
 
+Usage windows (subscription limits): ``close_window(until, window)`` makes every model
+call before ``until`` (epoch s) answer as a used-up window does — HTTP 429 with
+Anthropic's ``anthropic-ratelimit-unified-*`` headers (which Claude Code reads only for a
+subscriber login) or OpenAI's ``usage_limit_reached`` body with the ``x-codex-*`` headers;
+after ``until`` calls are answered normally with an ``allowed`` window. ``warn_window(u)``
+answers normally but reports ``u`` (0..1) of the window used. ``usage_answers()`` lists
+what each model call got (``rejected`` / ``allowed`` / ``warning``).
+
 Use it in-process (``MockLLM(...).start()``) or as a program::
 
     python -m tests.agents.mock_llm --port 0 --port-file PORT --log requests.jsonl \\
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+import time
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -70,6 +79,9 @@ class MockLLM:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._failed = 0
+        self.window_until: float | None = None
+        self.window_name = "five_hour"
+        self.window_use: float | None = None
         self._server = _Server(self, port)
         self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm",
                                         daemon=True)
@@ -104,6 +116,32 @@ class MockLLM:
             if self.log is not None:
                 with self.log.open("a", encoding="utf-8") as out:
                     out.write(json.dumps(entry) + "\n")
+
+    def close_window(self, until: float, window: str = "five_hour") -> None:
+        """Every model call before ``until`` (epoch s) meets a used-up usage window."""
+        with self._lock:
+            self.window_until, self.window_name = until, window
+
+    def warn_window(self, utilization: float | None) -> None:
+        """Report ``utilization`` (0..1) of the window used on each answer (None: stop)."""
+        with self._lock:
+            self.window_use = utilization
+
+    def window_state(self) -> tuple[str, float, str]:
+        """(``rejected`` | ``warning`` | ``allowed``, reset instant, window name) now."""
+        with self._lock:
+            until, name, use = self.window_until, self.window_name, self.window_use
+        now = time.time()
+        if until is not None and now < until:
+            return "rejected", until, name
+        reset = until + 5 * 3600 if until is not None else now + 5 * 3600
+        return ("warning" if use is not None else "allowed"), reset, name
+
+    def usage_answers(self) -> list[str]:
+        """What each model call got from the usage window, in order."""
+        with self._lock:
+            return [str(r["answer"].get("usage")) for r in self.requests
+                    if r["method"] == "POST" and "usage" in r["answer"]]
 
     def forced_status(self) -> int | None:
         """``--fail-status`` for the first ``--fail-count`` model calls, then None."""
@@ -167,18 +205,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _model_call(self, body: dict[str, Any], api: str, turns: list[Any]) -> None:
         mock = self.server.mock
+        state, reset, window = mock.window_state()
+        headers = window_headers(api, state, reset, window, mock.window_use)
+        if state == "rejected":
+            self._entry(body, {"status": 429, "usage": state})
+            self._send_json(429, usage_limit_body(api, reset), headers)
+            return
+        self._headers = headers
         tools = [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
         decision = decide(turns, tools, mock.options, mock.forced_status())
         model = str(body.get("model") or MODELS[0])
         summary: dict[str, Any] = {"status": decision.status, "tool": decision.tool,
                                    "arguments": decision.arguments, "text": decision.text}
+        if mock.window_until is not None or mock.window_use is not None:
+            summary["usage"] = state
         self._entry(body, summary)
         if decision.status != 200:
             error = anthropic_error if api == "messages" else openai_error
             retry = {"retry-after": "1"} if decision.status in (429, 529) else {}
             self._send_json(decision.status, error(decision.status), retry)
         elif api == "messages" and not body.get("stream"):
-            self._send_json(200, anthropic_message(decision, model, mock.options))
+            self._send_json(200, anthropic_message(decision, model, mock.options), headers)
         elif api == "messages":
             self._send_sse(anthropic_events(decision, model, mock.options), decision)
         else:
@@ -209,6 +256,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", "req_mock")
+        for key, value in getattr(self, "_headers", {}).items():
+            self.send_header(key, value)
         self.end_headers()
         try:
             for index, (name, data) in enumerate(events):
@@ -223,6 +272,47 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+
+def window_headers(api: str, state: str, reset: float, window: str,
+                   use: float | None) -> dict[str, str]:
+    """The rate-limit response headers a subscription window sends in ``state``."""
+    stamp = str(int(reset))
+    if api == "messages":
+        short = "7d" if window.startswith("seven_day") else "5h"
+        status = {"rejected": "rejected", "warning": "allowed_warning"}.get(state, "allowed")
+        headers = {"anthropic-ratelimit-unified-status": status,
+                   "anthropic-ratelimit-unified-reset": stamp,
+                   "anthropic-ratelimit-unified-representative-claim": window,
+                   "anthropic-ratelimit-unified-overage-status": "rejected",
+                   "anthropic-ratelimit-unified-overage-disabled-reason": "org_level_disabled",
+                   f"anthropic-ratelimit-unified-{short}-reset": stamp,
+                   f"anthropic-ratelimit-unified-{short}-utilization":
+                       "1" if state == "rejected" else str(use if use is not None else 0.1)}
+        if state == "warning":
+            headers[f"anthropic-ratelimit-unified-{short}-surpassed-threshold"] = "0.95"
+        return headers
+    used = 100.0 if state == "rejected" else (use or 0.1) * 100
+    return {"x-codex-plan-type": "plus", "x-codex-primary-used-percent": f"{used:g}",
+            "x-codex-primary-window-minutes": "300", "x-codex-primary-reset-at": stamp,
+            "x-codex-primary-reset-after-seconds": str(max(0, int(reset - time.time()))),
+            "x-codex-secondary-used-percent": "20", "x-codex-secondary-window-minutes": "10080",
+            "x-codex-secondary-reset-at": str(int(reset) + 3 * 86400),
+            "x-codex-credits-has-credits": "False"}
+
+
+def usage_limit_body(api: str, reset: float) -> dict[str, Any]:
+    """The 429 body of a used-up window for ``api``."""
+    if api == "messages":
+        return {"type": "error", "error": {
+            "type": "rate_limit_error",
+            "message": "This request would exceed your account's rate limit. "
+                       "Please try again later."}}
+    return {"error": {"type": "usage_limit_reached",
+                      "message": "The usage limit has been reached", "plan_type": "plus",
+                      "resets_at": int(reset),
+                      "resets_in_seconds": max(0, int(reset - time.time())),
+                      "eligible_promo": None}}
 
 
 def main(argv: list[str] | None = None) -> int:
