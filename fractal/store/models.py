@@ -25,8 +25,21 @@ from typing import Any, ClassVar
 from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Message", "Node", "Run",
-           "Signal", "Step", "UsageWindow"]
+__all__ = [
+    "NAMING_CONVENTION",
+    "Base",
+    "Check",
+    "Event",
+    "Iteration",
+    "Message",
+    "Node",
+    "Pool",
+    "PoolItem",
+    "Run",
+    "Signal",
+    "Step",
+    "UsageWindow",
+]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -255,3 +268,38 @@ class UsageWindow(Base):
     released: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     closed_by: Mapped[str | None]
     updated_at: Mapped[str]
+
+
+class Pool(Base):
+    """A worker pool: its node (``pool``, the pool node's branch), the worker brief, the
+    width, and whether its one review pass has run (0/1)."""
+
+    __tablename__ = "pools"
+
+    pool: Mapped[str] = mapped_column(primary_key=True)
+    brief: Mapped[str]
+    max_workers: Mapped[int]
+    review_done: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    created_at: Mapped[str]
+
+
+class PoolItem(Base):
+    """One item of a worker pool: ``pool`` is the pool node's branch, ``item_id`` the
+    item's branch-safe id (its worker node is ``<pool>.<item_id>``); ``status``
+    ``open`` | ``claimed`` | ``done`` | ``failed``; ``attempts`` counts claims (at most
+    2); ``result`` is one line. Written only by fractal's dispatcher."""
+
+    __tablename__ = "pool_items"
+    __table_args__ = (Index("ix_pool_items_pool_status", "pool", "status"),)
+
+    pool: Mapped[str] = mapped_column(primary_key=True)
+    item_id: Mapped[str] = mapped_column(primary_key=True)
+    position: Mapped[int]
+    input: Mapped[str]
+    status: Mapped[str]
+    worker: Mapped[str | None]
+    attempts: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    result: Mapped[str] = mapped_column(default="", server_default=text("''"))
+    created_at: Mapped[str]
+    claimed_at: Mapped[str | None]
+    ended_at: Mapped[str | None]

@@ -1,0 +1,150 @@
+"""The worker pools' state: ``pools`` and ``pool_items``, written only by fractal.
+
+Every change of an item is one ``BEGIN IMMEDIATE`` transaction that reads the row,
+applies the pure rule of ``fractal.domain.pool`` and writes the result, so two
+dispatchers racing cannot claim one item twice, count an attempt twice, or claim past
+the pool's width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from fractal.domain.pool import (
+    Item,
+    ItemStatus,
+    claim,
+    clamp_workers,
+    fail,
+    finish,
+    reject,
+    resume,
+)
+from fractal.errors import FractalError
+from fractal.store.models import Pool, PoolItem
+from fractal.store.registry import Registry
+from fractal.store.timefmt import utc_now
+
+__all__ = ["PoolStore"]
+
+
+def _item(row: Any) -> Item:
+    return Item(item_id=row["item_id"], input=row["input"], status=ItemStatus(row["status"]),
+                worker=row["worker"], attempts=int(row["attempts"]), result=row["result"])
+
+
+class PoolStore(Registry):
+    """Reads and writes one tree's pools. Raises StoreError; FractalError for an unknown
+    pool or item; PoolRefused (a ValueError) for a move the rules forbid."""
+
+    def create_pool(self, pool: str, brief: str, max_workers: int | None,
+                    items: Sequence[tuple[str, str]]) -> int:
+        """Register ``pool`` with its ``items`` ((id, input) pairs, in order), all open;
+        return the width used. Refused when the pool exists."""
+        width = clamp_workers(max_workers)
+        now = utc_now()
+        with self._tx() as conn:
+            if conn.execute(select(Pool.pool).where(Pool.pool == pool)).first() is not None:
+                raise FractalError(f"pool {pool} already exists; `fractal pool status {pool}` "
+                                   "lists its items")
+            conn.execute(insert(Pool).values(pool=pool, brief=brief, max_workers=width,
+                                             review_done=0, created_at=now))
+            for position, (item_id, value) in enumerate(items):
+                conn.execute(insert(PoolItem).values(
+                    pool=pool, item_id=item_id, position=position, input=value,
+                    status=ItemStatus.OPEN.value, worker=None, attempts=0, result="",
+                    created_at=now, claimed_at=None, ended_at=None))
+        return width
+
+    def pool(self, pool: str) -> tuple[str, int, bool] | None:
+        """(brief, max_workers, review_done) of ``pool``, or None."""
+        with self._tx() as conn:
+            row = conn.execute(select(Pool.brief, Pool.max_workers, Pool.review_done)
+                               .where(Pool.pool == pool)).first()
+        return None if row is None else (row[0], int(row[1]), bool(row[2]))
+
+    def items(self, pool: str) -> list[Item]:
+        """Every item of ``pool`` in file order."""
+        with self._tx() as conn:
+            return [_item(r) for r in conn.execute(
+                select(PoolItem.__table__).where(PoolItem.pool == pool)
+                .order_by(PoolItem.position)).mappings()]
+
+    def claim_next(self, pool: str, worker_of: Callable[[str], str]) -> Item | None:
+        """Claim the first open item for its worker (``worker_of(item_id)``) when the pool
+        has a free slot; None when it has none or no item is open."""
+        with self._tx() as conn:
+            width = conn.execute(select(Pool.max_workers).where(Pool.pool == pool)).scalar()
+            if width is None:
+                raise FractalError(f"no pool {pool}")
+            busy = conn.execute(select(func.count()).select_from(PoolItem).where(
+                PoolItem.pool == pool, PoolItem.status == ItemStatus.CLAIMED.value)).scalar()
+            if int(busy or 0) >= int(width):
+                return None
+            row = conn.execute(select(PoolItem.__table__).where(
+                PoolItem.pool == pool, PoolItem.status == ItemStatus.OPEN.value)
+                .order_by(PoolItem.position).limit(1)).mappings().first()
+            if row is None:
+                return None
+            after = claim(_item(row), worker_of(row["item_id"]))
+            self._write(conn, pool, after, claimed=True)
+            return after
+
+    def finish(self, pool: str, item_id: str, result: str) -> Item:
+        """The worker of a claimed item finished well: ``done`` with ``result``."""
+        return self._move(pool, item_id, lambda i: finish(i, result))
+
+    def fail(self, pool: str, item_id: str, error: str) -> Item:
+        """The worker of a claimed item failed: open again, or failed at 2 attempts."""
+        return self._move(pool, item_id, lambda i: fail(i, error))
+
+    def reject(self, pool: str, item_id: str, reason: str) -> Item:
+        """The review rejected a done item: open again with attempts reset to 1."""
+        return self._move(pool, item_id, lambda i: reject(i, reason))
+
+    def mark_reviewed(self, pool: str) -> bool:
+        """Record that the pool's one review pass ran; False when it had already."""
+        with self._tx() as conn:
+            return conn.execute(update(Pool).where(Pool.pool == pool, Pool.review_done == 0)
+                                .values(review_done=1)).rowcount == 1
+
+    def resume(self, pool: str, alive: Callable[[str], bool]) -> list[Item]:
+        """Return every claimed item whose worker is not ``alive`` to open (or failed
+        ``interrupted`` at 2 attempts); the items that changed."""
+        changed: list[Item] = []
+        with self._tx() as conn:
+            for row in conn.execute(select(PoolItem.__table__).where(
+                    PoolItem.pool == pool, PoolItem.status == ItemStatus.CLAIMED.value)
+                    ).mappings().all():
+                before = _item(row)
+                after = resume(before, alive(before.worker or ""))
+                if after != before:
+                    self._write(conn, pool, after)
+                    changed.append(after)
+        return changed
+
+    def _move(self, pool: str, item_id: str, rule: Callable[[Item], Item]) -> Item:
+        with self._tx() as conn:
+            row = conn.execute(select(PoolItem.__table__).where(
+                PoolItem.pool == pool, PoolItem.item_id == item_id)).mappings().first()
+            if row is None:
+                raise FractalError(f"pool {pool} has no item {item_id!r}; "
+                                   f"`fractal pool status {pool}` lists them")
+            after = rule(_item(row))
+            self._write(conn, pool, after)
+            return after
+
+    @staticmethod
+    def _write(conn: Connection, pool: str, item: Item, *, claimed: bool = False) -> None:
+        now = utc_now()
+        values: dict[str, object] = {"status": item.status.value, "worker": item.worker,
+                                     "attempts": item.attempts, "result": item.result}
+        if claimed:
+            values.update(claimed_at=now, ended_at=None)
+        elif item.status in (ItemStatus.DONE, ItemStatus.FAILED):
+            values["ended_at"] = now
+        conn.execute(update(PoolItem).where(PoolItem.pool == pool,
+                                            PoolItem.item_id == item.item_id).values(**values))
