@@ -19,7 +19,7 @@ def test_failed_iterations(outcomes: list[bool], limit: int | None, stop_at: int
                            reason: str | None) -> None:
     streak = FailStreak()
     for index, failed in enumerate(outcomes, start=1):
-        streak = advance_failures(streak, failed, "abcdef"[index - 1])
+        streak = advance_failures(streak, failed, "abcdefghij"[index - 1])
         why = failures_reason(streak, limit)
         if why is not None:
             assert (index, why) == (stop_at, reason)
