@@ -79,11 +79,17 @@ def same_process(pid: int, create_time: float) -> bool:
 
 def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], marker: str, stdin: int,
            stderr: int | IO[bytes]) -> Launched:
-    """Popen in a new session with the marker; exec-time OSErrors become SpawnError."""
+    """Popen in a new session with the marker; exec-time OSErrors become SpawnError.
+
+    ``PWD`` is set to ``cwd`` (absolute): the process starts in its own worktree, and a
+    ``PWD`` inherited from the caller (a parent node's worktree) would tell it otherwise.
+    """
     if not argv:
         raise SpawnError("cannot start an empty command; check the agent command in config.json")
     try:
-        popen = subprocess.Popen(list(argv), cwd=cwd, env={**env, LAUNCH_MARKER_ENV: marker},
+        popen = subprocess.Popen(list(argv), cwd=cwd,
+                                 env={**env, "PWD": os.path.abspath(cwd),
+                                      LAUNCH_MARKER_ENV: marker},
                                  stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
                                  start_new_session=True, close_fds=True)
     except ValueError as exc:  # e.g. an embedded NUL in an argument or the environment

@@ -19,6 +19,7 @@ from fractal.workspace.artifacts import is_runtime_artifact
 __all__ = [
     "branch_exists",
     "changed_paths",
+    "commit_files",
     "common_dir",
     "current_branch",
     "git_env",
@@ -168,6 +169,17 @@ def log_subjects(cwd: Path, ref: str, limit: int) -> list[str]:
     out = run_git(["log", f"--max-count={limit}", "--format=%s", "--end-of-options", ref, "--"],
                   cwd).stdout
     return out.splitlines()
+
+
+def commit_files(cwd: Path, sha: str) -> tuple[str, ...]:
+    """The paths commit ``sha`` changes against its first parent (every path of a root
+    commit), renames as delete plus add. A merge commit counts what it brought to the
+    branch it was made on, not zero."""
+    parents = _out(["rev-list", "--parents", "--max-count=1", sha], cwd).split()[1:]
+    base = [parents[0]] if parents else ["--root"]
+    out = run_git(["diff-tree", "-r", "--no-commit-id", "--name-only", "-z", "--no-renames",
+                   *base, sha], cwd).stdout
+    return tuple(dict.fromkeys(p for p in out.split("\0") if p))
 
 
 def has_remote(cwd: Path, name: str = "origin") -> bool:
