@@ -64,6 +64,16 @@ def _add_checks() -> None:
 _add_checks()
 
 
+def _add_merging() -> None:
+    from fractal.cli.merge import conflicts_cmd, diff_cmd, merge_cmd
+
+    for command in (merge_cmd, diff_cmd, conflicts_cmd):
+        node_group.add_command(command)
+
+
+_add_merging()
+
+
 def _init_options(func: Any) -> Any:
     specs = [
         ("--title", "A one-line title for the node."),

@@ -106,5 +106,5 @@ def pending_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> No
     from fractal.lifecycle.approve import pending
 
     rows = pending(path, node)
-    click.echo(render_rows(rows, ["branch", "step_id", "step", "step_name"],
+    click.echo(render_rows(rows, ["branch", "step_id", "step", "step_name", "diffstat"],
                            fmt=output_format(as_json, as_csv)))

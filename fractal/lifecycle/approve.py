@@ -73,8 +73,11 @@ def approve(cwd: Path, name: str, step_id: int | None = None) -> Approved:
 
 
 def pending(cwd: Path, name: str | None) -> list[dict[str, object]]:
-    """Rows ``branch, step_id, step, step_name`` for the direct children of ``name``
-    (default: the caller's node; the root's children at the root) awaiting approval."""
+    """Rows ``branch, step_id, step, step_name, diffstat`` for the direct children of
+    ``name`` (default: the caller's node; the root's children at the root) awaiting
+    approval. ``diffstat`` is what merging the child would bring now (its summary line)."""
+    from fractal.lifecycle.diff import diffstat_summary
+
     tree, top = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
     out: list[dict[str, object]] = []
@@ -83,5 +86,6 @@ def pending(cwd: Path, name: str | None) -> list[dict[str, object]]:
             continue
         for step in gated_steps(ledger, row.node):
             out.append({"branch": row.node, "step_id": step.step_id, "step": step.step,
-                        "step_name": step.step_name})
+                        "step_name": step.step_name,
+                        "diffstat": diffstat_summary(tree, row.node)})
     return out

@@ -11,6 +11,8 @@ from fractal.errors import FractalError
 from fractal.tree import NodePaths
 from fractal.workspace import git
 from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.conflict_guard import operation_in_progress
+from fractal.workspace.handback import read_note
 
 MAX_LISTED = 20
 
@@ -18,9 +20,13 @@ MAX_LISTED = 20
 def prepare_continue(paths: NodePaths, *, clean: bool) -> None:
     """Commit node-dir edits, then refuse (or, with ``clean``, discard) other changes.
 
-    Raises FractalError listing the uncommitted project files.
+    A worktree holding a conflict handed back by ``node merge --hand-back`` (its note in
+    the node dir, a merge in progress) is left exactly as it is: resolving it is the run's
+    job. Raises FractalError listing the uncommitted project files.
     """
     worktree = paths.worktree
+    if read_note(paths.node_dir) is not None and operation_in_progress(worktree) is not None:
+        return
     node_rel = f".fractal/{paths.branch}/"
     changed = git.changed_paths(worktree)
     outside = sorted(p for p in changed if not p.startswith(node_rel))

@@ -36,7 +36,13 @@ def node_status(cwd: Path, name: str | None) -> NodeStatus:
     heal_if_crashed(tree, branch)
     row = reader.node_row(tree.db_path, branch)
     status = row.status if row else "unregistered"
-    return NodeStatus(branch, status, _detail(tree.db_path, branch, status))
+    detail = _detail(tree.db_path, branch, status)
+    from fractal.lifecycle.conflicts import children_conflict_detail
+
+    clash = children_conflict_detail(tree, branch)  # `2 children conflict (calc/ops.py)`
+    if clash:
+        detail = f"{detail}; {clash}" if detail else clash
+    return NodeStatus(branch, status, detail)
 
 
 def _detail(db_path: Path, branch: str, status: str) -> str:

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Message", "Node", "Run",
-           "Signal", "Step"]
+__all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Merge", "Message", "Node",
+           "Run", "Signal", "Step"]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -232,3 +232,33 @@ class Check(Base):
     output_path: Mapped[str | None]
     started_at: Mapped[str]
     ended_at: Mapped[str] = mapped_column(index=True)
+
+
+class Merge(Base):
+    """One ``fractal node merge`` of ``child`` into ``target`` (migration 0007).
+
+    ``child_sha`` is the child's tip that was merged, ``target_sha`` the target's tip
+    before it, ``squash_sha`` the squash commit (NULL until written, and for a conflict).
+    ``files`` counts the paths the squash changes (NULL: unknown). ``status`` is
+    ``active`` while the merge is under way, ``merged`` once the target's branch contains
+    the squash commit, ``failed`` otherwise (``metadata`` says why: a conflict and its
+    files, a hand-back, an interrupted merge rolled back). ``actor`` is ``operator`` or the
+    acting node.
+    """
+
+    __tablename__ = "merges"
+    __table_args__ = (Index("ix_merges_target_status", "target", "status"),
+                      Index("ix_merges_child_created_at", "child", "created_at"))
+
+    merge_id: Mapped[int] = mapped_column(primary_key=True)
+    child: Mapped[str]
+    target: Mapped[str]
+    child_sha: Mapped[str]
+    target_sha: Mapped[str]
+    squash_sha: Mapped[str | None]
+    files: Mapped[int | None]
+    status: Mapped[str]
+    actor: Mapped[str | None]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
+    ended_at: Mapped[str | None]

@@ -30,6 +30,7 @@ __all__ = [
     "repo_root",
     "run_git",
     "toplevel",
+    "tracked_changes",
 ]
 
 
@@ -152,6 +153,13 @@ def changed_paths(cwd: Path) -> list[str]:
                 seen.add(item)
                 paths.append(item)
     return paths
+
+
+def tracked_changes(cwd: Path) -> list[str]:
+    """Like ``changed_paths``, without untracked files: what a checkout could clobber."""
+    untracked = set(run_git(["ls-files", "-z", "--others", "--exclude-standard"],
+                            cwd).stdout.split("\0"))
+    return [p for p in changed_paths(cwd) if p not in untracked]
 
 
 def is_dirty(cwd: Path) -> bool:

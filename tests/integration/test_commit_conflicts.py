@@ -19,6 +19,7 @@ from fractal.runtime.pane import RecordingReporter
 from fractal.runtime.processes import spawn_group
 from fractal.store import spend
 from fractal.store.ledger import Ledger
+from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.git import commit_files
@@ -27,10 +28,12 @@ from tests.integration.test_commit_pipeline import Node, make_node
 
 
 def snapshot(wt: Path) -> tuple[str, ...]:
-    """HEAD, the index, the status, every file's bytes and the git dir's merge state."""
+    """HEAD, the index, the status, every file's bytes (runtime artifacts such as the tree's
+    database aside) and the git dir's merge state."""
     files = []
     for path in sorted(wt.rglob("*")):
-        if ".git" in path.parts or not path.is_file():
+        if ".git" in path.parts or ".worktrees" in path.parts or not path.is_file() \
+                or is_runtime_artifact(path.relative_to(wt).as_posix()):
             continue
         files.append(f"{path.relative_to(wt)}:{hashlib.sha1(path.read_bytes()).hexdigest()}")
     merge_head = git(wt, "rev-parse", "--git-path", "MERGE_HEAD")

@@ -24,7 +24,8 @@ from fractal.store.schema import (
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks"}
+TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
+          "merges"}
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",
@@ -34,6 +35,8 @@ INDEXES = {
         ("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),
         ("iterations", "ended_at"), ("steps", "started_at"), ("steps", "ended_at"),
         ("events", "created_at"), ("checks", "ended_at"))),
+    # 0007: merges into a target by status, a child's merges by time.
+    "ix_merges_target_status", "ix_merges_child_created_at",
 }
 
 

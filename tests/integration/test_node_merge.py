@@ -1,0 +1,201 @@
+"""``fractal node merge`` on real git and a real tree database: the squash, what never
+travels, re-merges, every refusal, a conflict that leaves the target untouched, the
+hand-back, and ``node diff`` / ``node conflicts``."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fractal.errors import FractalError
+from fractal.lifecycle.conflicts import children_conflict_detail, node_conflicts
+from fractal.lifecycle.diff import node_diff
+from fractal.lifecycle.merge import MergeConflict, merge_node
+from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.steer import Refused
+from fractal.lifecycle.trees import init_tree
+from fractal.store.ledger import Ledger
+from fractal.tree import Tree
+from fractal.workspace.handback import read_note
+from tests.helpers import git, make_repo
+from tests.integration.test_commit_conflicts import snapshot
+
+
+@dataclass
+class Setup:
+    repo: Path
+    tree: Tree
+
+    def wt(self, name: str) -> Path:
+        return self.tree.worktree_of(f"main.{name}")
+
+    def write(self, where: Path, rel: str, text: str, message: str) -> None:
+        path = where / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        git(where, "add", "-A")
+        git(where, "commit", "-q", "-m", message)
+
+    def rows(self) -> list[tuple[object, ...]]:
+        con = sqlite3.connect(self.tree.db_path)
+        try:
+            return list(con.execute("SELECT child, target, status, files, actor, metadata, "
+                                    "squash_sha FROM merges ORDER BY merge_id"))
+        finally:
+            con.close()
+
+    def events(self, node: str) -> list[tuple[object, ...]]:
+        con = sqlite3.connect(self.tree.db_path)
+        try:
+            return list(con.execute("SELECT status, actor, metadata FROM events WHERE node = ? "
+                                    "AND event = 'merge' ORDER BY event_id", (node,)))
+        finally:
+            con.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "calc").mkdir()
+    (repo / "calc" / "ops.py").write_text("def add(a, b):\n    return a + b\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "calc")
+    tree = init_tree(repo).tree
+    for name in ("a", "b"):
+        init_node(repo, name, {"title": f"work {name}"})
+    return Setup(repo, tree)
+
+
+def test_a_clean_squash_lands_without_node_dirs_or_artifacts(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return b + a\n", "swap")
+    setup.write(wt, "calc/mul.py", "def mul(a, b):\n    return a * b\n", "mul")
+    (wt / "cache.db").write_text("artifact\n")
+    git(wt, "add", "-f", "cache.db")
+    git(wt, "commit", "-q", "-m", "a db by hand")
+    before = git(setup.repo, "rev-parse", "main")
+    result = merge_node(setup.repo, "a")
+    assert result.status == "merged" and result.files == 2
+    assert git(setup.repo, "rev-parse", "main") == result.squash_sha
+    assert git(setup.repo, "rev-parse", "main^") == before
+    listed = git(setup.repo, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert not [p for p in listed if p.startswith(".fractal/main.")]
+    assert "cache.db" not in listed and "calc/mul.py" in listed
+    message = git(setup.repo, "log", "-1", "--format=%B", "main")
+    assert message.startswith("main: merge main.a (work a)\n\n- a db by hand\n- mul\n- swap")
+    assert "2 files changed" in message
+    assert git(setup.repo, "status", "--porcelain") == ""
+    assert setup.rows() == [("main.a", "main", "merged", 2, "operator", "", result.squash_sha)]
+    assert setup.events("main.a")[-1][:2] == ("completed", "operator")
+    # The merge base advanced: merging again brings nothing, new work only the new work.
+    assert merge_node(setup.repo, "a").status == "nothing"
+    setup.write(wt, "calc/div.py", "def div(a, b):\n    return a / b\n", "div")
+    again = merge_node(setup.repo, "a")
+    assert again.status == "merged" and again.files == 1
+    body = git(setup.repo, "log", "-1", "--format=%b", "main")
+    assert "- div" in body and "- swap" not in body
+
+
+def test_a_conflict_leaves_the_target_exactly_as_it_was(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    (setup.repo / "notes.txt").write_text("untracked, kept\n")
+    (setup.repo / ".fractal" / "main" / "scratch.md").write_text("own node dir, dirty\n")
+    before = snapshot(setup.repo)
+    with pytest.raises(MergeConflict) as caught:
+        merge_node(setup.repo, "a")
+    assert caught.value.files == ("calc/ops.py",)
+    assert "calc/ops.py" in str(caught.value) and "--hand-back" in str(caught.value)
+    assert snapshot(setup.repo) == before
+    assert setup.rows()[-1][:3] == ("main.a", "main", "failed")
+
+
+def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    before = snapshot(setup.repo)
+    result = merge_node(setup.repo, "a", hand_back=True)
+    assert result.status == "handed-back" and result.conflicts == ("calc/ops.py",)
+    assert not result.rearmed and "start" in " ".join(result.notices)  # never ran: idle
+    assert snapshot(setup.repo) == before
+    assert "<<<<<<<" in (wt / "calc" / "ops.py").read_text()
+    note = read_note(setup.tree.node("main.a").node_dir)
+    assert note is not None and note.target == "main" and note.files == ("calc/ops.py",)
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")
+    merged = merge_node(setup.repo, "a")
+    assert merged.status == "merged"
+    assert git(setup.repo, "show", "main:calc/ops.py") == \
+        "def add(a, b):\n    return int(a) + b + 0"
+    assert read_note(setup.tree.node("main.a").node_dir) is None
+
+
+def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
+    ledger = Ledger(setup.tree.db_path)
+    setup.write(setup.wt("a"), "x.txt", "x\n", "x")
+    with pytest.raises(FractalError, match="a node merges its children"):
+        merge_node(setup.wt("a"), None)
+    (setup.repo / "README.md").write_text("dirty\n")
+    with pytest.raises(Refused, match="uncommitted changes outside its node directory"):
+        merge_node(setup.repo, "a")
+    git(setup.repo, "checkout", "--", "README.md")
+    ledger.set_node_status("main.a", "active")
+    with pytest.raises(Refused, match=r"main\.a is active"):
+        merge_node(setup.repo, "a")
+    ledger.set_node_status("main.a", "completed")
+    run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
+    ledger.close_run(run, "exited", 1, "crashed")
+    with pytest.raises(Refused, match=r"exited.*--force"):
+        merge_node(setup.repo, "a")
+    with pytest.raises(Refused, match="only its own direct children"):
+        merge_node(setup.wt("b"), "a")
+    assert merge_node(setup.repo, "a", force=True).status == "merged"
+    statuses = [e[0] for e in setup.events("main.a")]
+    assert statuses == ["failed"] * 4 + ["completed"]
+
+
+def test_a_node_merges_its_child_into_itself(setup: Setup) -> None:
+    init_node(setup.wt("a"), "c", {})
+    child_wt = setup.tree.worktree_of("main.a.c")
+    setup.write(child_wt, "calc/c.py", "c = 1\n", "c")
+    with pytest.raises(Refused, match="only into itself"):
+        merge_node(setup.wt("a"), "main.a.c", into="main")
+    result = merge_node(setup.wt("a"), "main.a.c")
+    assert result.target == "main.a" and result.status == "merged"
+    listed = git(setup.repo, "ls-tree", "-r", "--name-only", "main.a").splitlines()
+    assert "calc/c.py" in listed and not any(p.startswith(".fractal/main.a.c/") for p in listed)
+    assert setup.rows()[-1][4] == "main.a"
+
+
+def test_diff_and_conflicts(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
+    setup.write(setup.wt("b"), "calc/other.py", "o = 1\n", "o")
+    diff = node_diff(setup.repo, "b", stat=True)
+    assert "calc/other.py" in diff.text and ".fractal" not in diff.text
+    assert "+    return 1" in node_diff(setup.repo, "a").text
+    report = node_conflicts(setup.repo, None)
+    found = {(p.left, p.right): p.files for p in report.pairs}
+    assert found == {("main.a", "main"): (), ("main.b", "main"): (),
+                     ("main.a", "main.b"): ("calc/ops.py",)}
+    assert children_conflict_detail(setup.tree, "main") == ""
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 3\n", "main")
+    assert children_conflict_detail(setup.tree, "main") == "2 children conflict (calc/ops.py)"
+    with pytest.raises(Refused, match="descendants"):
+        node_diff(setup.wt("b"), "a")
+
+
+def test_the_cli_prints_the_sha_and_exits_1_on_a_conflict(setup: Setup) -> None:
+    import sys
+
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 3\n", "main")
+    proc = subprocess.run([sys.executable, "-m", "fractal", "node", "merge", "a"],
+                          cwd=setup.repo, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "calc/ops.py" in proc.stderr and proc.stdout == ""
