@@ -92,7 +92,7 @@ def test_sigkill_at_random_points_never_leaves_half_a_merge(tmp_path: Path) -> N
         assert state in ("untouched", "merged"), state
         seen.add(state)
         rerun = _fractal(repo, "node", "merge", "a")
-        out, err = rerun.communicate(timeout=60)
+        _out, err = rerun.communicate(timeout=60)
         assert rerun.returncode == 0, err
         assert _state(repo, old, expected) == "merged"
         assert _active_rows(repo) == 0
