@@ -60,3 +60,31 @@ def test_spawn_merge_conflict_hand_back_and_merge_home(tree: Tree, tmp_path: Pat
     assert not [p for p in listed if p.startswith(".fractal/main.")]
     assert git(tree.repo, "log", "-1", "--format=%s", "main") == \
         "main: merge main.lead (the lead)"
+
+
+def test_an_iteration_left_in_conflict_fails_and_commits_nothing(tree: Tree,
+                                                                  tmp_path: Path) -> None:
+    (tree.repo / "calc").mkdir()
+    (tree.repo / "calc" / "ops.py").write_text("x = 0\n")
+    git(tree.repo, "add", "calc")
+    git(tree.repo, "commit", "-q", "-m", "calc")
+    agent = tmp_path / "conflicting-agent"
+    agent.write_text("#!/bin/sh\ncat >/dev/null\nset -e\nme=$(git symbolic-ref --short HEAD)\n"
+                     "git checkout -q -b side\necho 'x = 2' > calc/ops.py\n"
+                     "git commit -qam side\ngit checkout -q \"$me\"\n"
+                     "echo 'x = 1' > calc/ops.py\ngit commit -qam ours\n"
+                     "git merge -q side || true\n")
+    agent.chmod(0o755)
+    tree.node("clash", {"01-WORK.md": "Work.\n"}, "--agent", str(agent), "--max-iters", "1",
+              "--no-sync")
+    tree.cli("node", "start", "clash")
+    tree.wait_settled("clash", timeout=90)
+    reasons = tree.sql("SELECT metadata FROM iterations WHERE node = 'main.clash'")
+    assert reasons == [("unresolved merge conflict in calc/ops.py",)]
+    wt = tree.worktree("clash")
+    assert "<<<<<<<" in (wt / "calc" / "ops.py").read_text()  # left exactly as it was
+    assert git(wt, "log", "-1", "--format=%s") == "ours"
+    activity = tree.cli("node", "activity", "clash", "--json").stdout
+    assert "unresolved merge conflict in calc/ops.py" in activity
+    pane = (tree.node_dir("clash") / "pane.log").read_text(errors="replace")
+    assert "calc/ops.py" in pane

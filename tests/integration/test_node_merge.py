@@ -199,3 +199,23 @@ def test_the_cli_prints_the_sha_and_exits_1_on_a_conflict(setup: Setup) -> None:
     proc = subprocess.run([sys.executable, "-m", "fractal", "node", "merge", "a"],
                           cwd=setup.repo, capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "calc/ops.py" in proc.stderr and proc.stdout == ""
+
+
+def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Setup) -> None:
+    from fractal.lifecycle.approve import pending
+
+    ledger = Ledger(setup.tree.db_path)
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\nm = 2\n", "new")
+    run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
+    iter_id = ledger.open_iteration("main.a", run, 1, agent=None, model=None)
+    ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2, step_name="EXECUTE",
+                     agent=None, model=None, session=None, gated=True)
+    ledger.set_node_status("main.a", "active")
+    rows = pending(setup.repo, None)
+    assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [
+        ("main.a", "EXECUTE", "1 file changed, 2 insertions(+)")]
+    ledger.close_open("main.a", "stopped", "finish requested awaiting approval")
+    ledger.set_node_status("main.a", "completed")
+    with pytest.raises(Refused, match="EXECUTE never approved"):
+        merge_node(setup.repo, "a")
+    assert merge_node(setup.repo, "a", force=True).status == "merged"
