@@ -6,13 +6,20 @@ runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from fractal.domain.cleanup import NodeFacts, is_missing
 from fractal.domain.outcome import Status
 from fractal.domain.signals import decoration
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.targets import subtree_target, target_node
+from fractal.tree import Tree
+
+if TYPE_CHECKING:
+    from fractal.store.rows import NodeRow
 
 
 @dataclass(frozen=True)
@@ -29,14 +36,50 @@ class NodeStatus:
 
 
 def node_status(cwd: Path, name: str | None) -> NodeStatus:
-    """The status of ``name`` (default: the caller's node). Raises NodeNotFound."""
+    """The status of ``name`` (default: the caller's node). Raises NodeNotFound.
+
+    A node whose worktree or branch vanished behind fractal's back reads ``missing``, with
+    the fix in the detail (``fractal node delete`` deregisters it)."""
     from fractal.store import reader
 
     tree, branch = target_node(cwd, name)
     heal_if_crashed(tree, branch)
     row = reader.node_row(tree.db_path, branch)
     status = row.status if row else "unregistered"
+    if row is not None:
+        gone = missing_parts(tree, [row]).get(branch)
+        if gone:
+            return NodeStatus(branch, MISSING, missing_detail(branch, gone))
     return NodeStatus(branch, status, _detail(tree.db_path, branch, status))
+
+
+MISSING = "missing"
+"""The status shown for a registered node whose worktree or branch is gone."""
+
+
+def missing_parts(tree: Tree, rows: Sequence[NodeRow]) -> dict[str, str]:
+    """``{branch: "worktree" | "branch"}`` for each of ``rows`` that is missing: its branch
+    is gone, or its worktree is while it is not retired (one ``git for-each-ref`` for all)."""
+    from fractal.workspace import git
+
+    if not rows:
+        return {}
+    listed = git.run_git(["for-each-ref", "--format=%(refname:short)", "refs/heads/"],
+                         tree.repo, check=False)
+    branches = set(listed.stdout.splitlines()) if listed.returncode == 0 else None
+    out: dict[str, str] = {}
+    for row in rows:
+        facts = NodeFacts(branch=row.node, status=row.status,
+                          worktree_exists=(tree.worktree_of(row.node) / ".git").exists(),
+                          branch_exists=branches is None or row.node in branches)
+        if is_missing(facts):
+            out[row.node] = "branch" if not facts.branch_exists else "worktree"
+    return out
+
+
+def missing_detail(branch: str, gone: str) -> str:
+    """The detail of a missing node: what vanished and the command that deregisters it."""
+    return f"its {gone} is gone; `fractal node delete {branch}` deregisters it"
 
 
 def _detail(db_path: Path, branch: str, status: str) -> str:
@@ -44,6 +87,12 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     ``run N`` otherwise; the last run's reason for a settled node (ref §2.2 status)."""
     from fractal.store import reader
 
+    if status == Status.RETIRED.value:  # what it was, and why it was retired
+        from fractal.store.eventlog import last_event
+
+        event = last_event(db_path, branch, "retire", "completed")
+        if event is not None:
+            return event.meta
     last = reader.last_run(db_path, branch)
     if last is None:
         return ""
@@ -63,9 +112,12 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     return last.meta
 
 
-def list_nodes(cwd: Path, name: str | None) -> list[dict[str, object]]:
+def list_nodes(cwd: Path, name: str | None, *, show: str = "live") -> list[dict[str, object]]:
     """Rows for the subtree under ``name`` (default: the caller's node; the whole tree at
-    the root), the node itself included when it is not the root. Heals crashed nodes."""
+    the root), the node itself included when it is not the root. Heals crashed nodes.
+
+    ``show`` is ``live`` (default: retired nodes hidden), ``all``, or ``retired`` (only
+    them). A node whose worktree or branch vanished is listed ``missing``."""
     from fractal.store import reader
 
     tree, top = subtree_target(cwd, name)
@@ -74,13 +126,17 @@ def list_nodes(cwd: Path, name: str | None) -> list[dict[str, object]]:
     if heal_all(tree, [b for b in members
                        if any(r.node == b and r.status == Status.ACTIVE.value for r in rows)]):
         rows = reader.node_rows(tree.db_path)
+    retired = Status.RETIRED.value
+    chosen = [r for r in sorted(rows, key=lambda r: r.node) if r.node in members and (
+        show == "all" or (r.status == retired) == (show == "retired"))]
+    gone = missing_parts(tree, chosen)
     out: list[dict[str, object]] = []
-    for row in sorted(rows, key=lambda r: r.node):
-        if row.node not in members:
-            continue
+    for row in chosen:
+        status = MISSING if row.node in gone else row.status
+        detail = missing_detail(row.node, gone[row.node]) if row.node in gone \
+            else _detail(tree.db_path, row.node, row.status)
         out.append({
-            "node": row.node, "status": row.status,
-            "detail": _detail(tree.db_path, row.node, row.status), "title": row.title or "",
+            "node": row.node, "status": status, "detail": detail, "title": row.title or "",
             "max_cost": row.max_cost, "created": row.created_at,
         })
     return out

@@ -18,6 +18,7 @@ from fractal.agents.base import binary_problem, resolve_backend, resolve_route
 from fractal.domain.config import parse_config
 from fractal.domain.outcome import SETTLED, Status
 from fractal.errors import FractalError
+from fractal.lifecycle.cleanup import refuse_if_gone
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
@@ -62,6 +63,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
     paths = tree.node(branch)
     ledger = Ledger(tree.db_path)
     heal_if_crashed(tree, branch)
+    refuse_if_gone(tree, ledger.node(branch), "start")
     _preflight(paths, tree)
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
@@ -83,7 +85,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         undo: Callable[[], None] | None = None
         try:
             if continue_mode:
-                prepare_continue(paths, clean=clean)
+                prepare_continue(paths, clean=clean, actor=actor)
                 ledger.set_node_status(branch, Status.IDLE.value)
             if max_cost is not None:  # arms the next run; undone when the launch fails
                 undo = arm_max_cost(tree, branch, max_cost)
