@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain.cleanup import NodeFacts, is_missing
-from fractal.domain.outcome import Status
+from fractal.domain.outcome import SETTLED, Status
 from fractal.domain.signals import decoration
+from fractal.domain.subtree import Unsettled, unsettled_notice
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.targets import subtree_target, target_node
 from fractal.tree import Tree
@@ -50,7 +51,23 @@ def node_status(cwd: Path, name: str | None) -> NodeStatus:
         gone = missing_parts(tree, [row]).get(branch)
         if gone:
             return NodeStatus(branch, MISSING, missing_detail(branch, gone))
-    return NodeStatus(branch, status, _detail(tree.db_path, branch, status))
+    detail = _detail(tree.db_path, branch, status)
+    if status in {s.value for s in SETTLED}:
+        below = unsettled_notice(_unsettled(tree.db_path, branch))
+        if below:
+            detail = f"{detail}; {below}" if detail else below
+    return NodeStatus(branch, status, detail)
+
+
+def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
+    """``branch``'s descendants still active or paused, marked when waiting at a gate."""
+    from fractal.store import reader
+
+    running = (Status.ACTIVE.value, Status.PAUSED.value)
+    return [Unsettled(r.node, r.status, any(
+                s.status in running for s in reader.awaiting_approval(db_path, r.node)))
+            for r in reader.node_rows(db_path)
+            if r.node.startswith(branch + ".") and r.status in running]
 
 
 MISSING = "missing"

@@ -31,6 +31,7 @@ from fractal.runtime.boot import (
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
 from fractal.runtime.context import Boot, LoopParts, RunState
+from fractal.runtime.ends import finish_reason, notify_unsettled
 from fractal.runtime.iteration import RunAbort, backstop
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
@@ -248,6 +249,9 @@ class Supervisor:
             no_progress=state.checks.stalled)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
+        end = replace(end, reason=clip_reason(
+            finish_reason(self.ledger, self.paths.branch, run_id, end.reason)))
+        notify_unsettled(self.ledger, self.paths.branch)
         self.ledger.close_run(run_id, end.run_status.value, end.exit_code, end.reason)
         if end.run_status is Status.EXITED:  # posted before the status flips: whoever
             self._notify_exit(end.reason, figures)  # sees the node settled sees the notice

@@ -269,3 +269,33 @@ def test_continue_clean_writes_a_rescue_ref_before_it_cleans(tree: Tree) -> None
     assert git(tree.repo, "show", f"{ref}:draft.txt") == "unsaved"
     assert git(tree.repo, "show", f"{ref}:README.md") == "edited"
     assert [r.operation for r in list_rescues(tree.repo)] == ["continue --clean"]
+
+
+# ---- the subtree's ends -------------------------------------------------------------
+
+
+def _gate(tree: Tree, node: str, name: str) -> int:
+    ledger = Ledger(tree.db_path)
+    ledger.set_node_status(node, "active")
+    run = ledger.open_run(node, agent=None, max_cost=None, parent_run_id=None)
+    return ledger.open_step(node=node, run_id=run, iter_id=None, step=2, step_name=name,
+                            agent=None, model=None, session=None, gated=True)
+
+
+def test_pending_at_the_root_inside_a_node_and_with_all(tree: Tree) -> None:
+    from fractal.lifecycle.approve import pending
+
+    _gate(tree, "main.a.b", "EXECUTE")
+    _gate(tree, "main.c", "SHIP")
+    assert [r["branch"] for r in pending(tree.repo, None)] == ["main.a.b", "main.c"]
+    assert [r["branch"] for r in pending(tree.repo, "a")] == ["main.a.b"]
+    assert [r["branch"] for r in pending(tree.worktree_of("main.a"), None)] == ["main.a.b"]
+    assert pending(tree.repo, "main.a.b") == []
+    assert [r["branch"] for r in pending(tree.repo, "a", whole=True)] == ["main.a.b"]
+
+
+def test_status_of_a_settled_node_names_descendants_still_running(tree: Tree) -> None:
+    Ledger(tree.db_path).set_node_status("main.a", "completed")
+    _gate(tree, "main.a.b", "EXECUTE")
+    assert node_status(tree.repo, "a").detail.endswith(
+        "ended with 1 child still running: main.a.b awaiting approval")
