@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fractal.domain.outcome import Status
+from fractal.domain.states import Status
 
 __all__ = [
     "MAX_LISTED",
@@ -33,11 +33,13 @@ __all__ = [
     "is_missing",
     "live_refusal",
     "previous_status",
+    "recovered_status",
     "restored_status",
     "retire_note",
     "retire_refusal",
     "tree_refusal",
     "unretire_refusal",
+    "vanish_note",
 ]
 
 MAX_LISTED = 20
@@ -46,6 +48,7 @@ MAX_LISTED = 20
 _LIVE = frozenset({Status.ACTIVE.value, Status.PAUSED.value})
 _RESTORABLE = frozenset({Status.IDLE.value, Status.COMPLETED.value, Status.STOPPED.value,
                          Status.EXITED.value, Status.KILLED.value})
+_RECOVERABLE = _RESTORABLE | {Status.RETIRED.value}
 
 
 class Cleanup(StrEnum):
@@ -181,6 +184,18 @@ def deepest_first(branches: Iterable[str]) -> list[str]:
     """``branches`` ordered for teardown: deepest level first, then by name (children go
     before their parents)."""
     return sorted(set(branches), key=lambda b: (-b.count("."), b))
+
+
+def vanish_note(previous: str, gone: str) -> str:
+    """The metadata of the ``orphan`` event a missing node gets: ``was <status>: its
+    <worktree|branch> is gone`` (``previous_status`` reads the status back)."""
+    return f"was {previous}: its {gone} is gone"
+
+
+def recovered_status(previous: str | None) -> str:
+    """The status a missing node gets back when its worktree and branch return: the one
+    recorded when it went missing (retired included), else ``idle``."""
+    return previous if previous in _RECOVERABLE else Status.IDLE.value
 
 
 def restored_status(previous: str | None) -> str:

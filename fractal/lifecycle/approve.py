@@ -14,7 +14,7 @@ from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
 from fractal.tree import parent_of
 
-_WAITING = (Status.ACTIVE.value, Status.PAUSED.value)
+_WAITING = (Status.ACTIVE, Status.PAUSED)
 
 
 @dataclass(frozen=True)

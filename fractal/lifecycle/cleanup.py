@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fractal import tmux
 from fractal.domain.cleanup import NodeFacts, authority_refusal, is_missing
-from fractal.domain.outcome import Status
+from fractal.domain.states import Status
 from fractal.errors import GitError
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.steer import Refused, acting_branch, actor_of

@@ -1,4 +1,4 @@
-"""Read verbs: ``node status``, ``node list``, ``node activity`` (ref §2.2).
+"""Read verbs: ``node status``, ``node list``, ``node activity``.
 
 Plain queries through ``store.reader`` (stdlib sqlite3): they never import the
 runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first.
@@ -6,21 +6,19 @@ runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.cleanup import NodeFacts, is_missing
-from fractal.domain.outcome import SETTLED, Status
 from fractal.domain.signals import decoration
+from fractal.domain.states import SETTLED, Status
 from fractal.domain.subtree import Unsettled, unsettled_notice
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
+from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.lifecycle.targets import subtree_target, target_node
-from fractal.tree import Tree
 
 if TYPE_CHECKING:
-    from fractal.store.rows import NodeRow
+    pass
 
 
 @dataclass(frozen=True)
@@ -48,9 +46,12 @@ def node_status(cwd: Path, name: str | None) -> NodeStatus:
     row = reader.node_row(tree.db_path, branch)
     status = row.status if row else "unregistered"
     if row is not None:
-        gone = missing_parts(tree, [row]).get(branch)
-        if gone:
-            return NodeStatus(branch, MISSING, missing_detail(branch, gone))
+        gone = missing_parts(tree, [row])
+        if settle_missing(tree, [row], gone):
+            row = reader.node_row(tree.db_path, branch) or row
+            status = row.status
+        if branch in gone:
+            return NodeStatus(branch, Status.MISSING.value, missing_detail(branch, gone[branch]))
     detail = _detail(tree.db_path, branch, status)
     if status in {s.value for s in SETTLED}:
         below = unsettled_notice(_unsettled(tree.db_path, branch))
@@ -70,38 +71,9 @@ def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
             if r.node.startswith(branch + ".") and r.status in running]
 
 
-MISSING = "missing"
-"""The status shown for a registered node whose worktree or branch is gone."""
-
-
-def missing_parts(tree: Tree, rows: Sequence[NodeRow]) -> dict[str, str]:
-    """``{branch: "worktree" | "branch"}`` for each of ``rows`` that is missing: its branch
-    is gone, or its worktree is while it is not retired (one ``git for-each-ref`` for all)."""
-    from fractal.workspace import git
-
-    if not rows:
-        return {}
-    listed = git.run_git(["for-each-ref", "--format=%(refname:short)", "refs/heads/"],
-                         tree.repo, check=False)
-    branches = set(listed.stdout.splitlines()) if listed.returncode == 0 else None
-    out: dict[str, str] = {}
-    for row in rows:
-        facts = NodeFacts(branch=row.node, status=row.status,
-                          worktree_exists=(tree.worktree_of(row.node) / ".git").exists(),
-                          branch_exists=branches is None or row.node in branches)
-        if is_missing(facts):
-            out[row.node] = "branch" if not facts.branch_exists else "worktree"
-    return out
-
-
-def missing_detail(branch: str, gone: str) -> str:
-    """The detail of a missing node: what vanished and the command that deregisters it."""
-    return f"its {gone} is gone; `fractal node delete {branch}` deregisters it"
-
-
 def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
-    ``run N`` otherwise; the last run's reason for a settled node (ref §2.2 status)."""
+    ``run N`` otherwise; the last run's reason for a settled node."""
     from fractal.store import reader
 
     if status == Status.RETIRED.value:  # what it was, and why it was retired
@@ -113,7 +85,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     last = reader.last_run(db_path, branch)
     if last is None:
         return ""
-    if status == Status.ACTIVE.value:
+    if status == Status.ACTIVE:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
@@ -122,9 +94,9 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "
                     f"(step {gates[-1].step_id})")
         return f"run {last.run_id}"
-    if status in (Status.IDLE.value,):
+    if status == Status.IDLE:
         return ""
-    if status == Status.PAUSED.value:
+    if status == Status.PAUSED:
         return f"run {last.run_id} parked"
     return last.meta
 
@@ -141,15 +113,18 @@ def list_nodes(cwd: Path, name: str | None, *, show: str = "live") -> list[dict[
     rows = reader.node_rows(tree.db_path)
     members = [r.node for r in rows if r.node == top or r.node.startswith(top + ".")]
     if heal_all(tree, [b for b in members
-                       if any(r.node == b and r.status == Status.ACTIVE.value for r in rows)]):
+                       if any(r.node == b and r.status is Status.ACTIVE for r in rows)]):
         rows = reader.node_rows(tree.db_path)
     retired = Status.RETIRED.value
     chosen = [r for r in sorted(rows, key=lambda r: r.node) if r.node in members and (
         show == "all" or (r.status == retired) == (show == "retired"))]
     gone = missing_parts(tree, chosen)
+    if settle_missing(tree, chosen, gone):
+        fresh = {r.node: r for r in reader.node_rows(tree.db_path)}
+        chosen = [fresh.get(r.node, r) for r in chosen]
     out: list[dict[str, object]] = []
     for row in chosen:
-        status = MISSING if row.node in gone else row.status
+        status = Status.MISSING.value if row.node in gone else row.status
         detail = missing_detail(row.node, gone[row.node]) if row.node in gone \
             else _detail(tree.db_path, row.node, row.status)
         out.append({
@@ -169,7 +144,7 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
     tree, branch = subtree_target(cwd, name)
     nodes = None if branch == tree.root else [branch]
     rows = reader.node_rows(tree.db_path)
-    heal_all(tree, [r.node for r in rows if r.status == Status.ACTIVE.value
+    heal_all(tree, [r.node for r in rows if r.status is Status.ACTIVE
                     and (nodes is None or r.node in nodes)])
     out: list[dict[str, object]] = []
     for row in reader.activity(tree.db_path, nodes, limit):

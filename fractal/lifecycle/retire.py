@@ -21,9 +21,11 @@ from fractal.domain.cleanup import (
     retire_refusal,
     unretire_refusal,
 )
-from fractal.domain.outcome import Status, clip_reason
+from fractal.domain.outcome import clip_reason
+from fractal.domain.states import Move, Status
 from fractal.lifecycle.cleanup import Scope, authorise, facts_of, inside, refuse, subtree_rows
 from fractal.lifecycle.rescuing import rescue_node
+from fractal.store.transition import EventNote
 from fractal.workspace.nodedir import file_lock
 from fractal.workspace.teardown import drop_worktree, restore_worktree
 from fractal.workspace.worktrees import set_identity
@@ -75,11 +77,10 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
             ref = None
             if fact.dirty:
                 ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=scope.actor).ref
-            if not ledger.compare_and_set_status(node, [fact.status], Status.RETIRED.value):
-                raise refuse(scope, node, "retire", f"node {node} changed status while it was "
-                             "being retired; check `fractal node status` and retry")
-            ledger.add_event(node, "retire", actor=scope.actor, status="completed",
-                             metadata=retire_note(fact.status, note))
+            moved = ledger.move(node, Move.RETIRE, event=EventNote(
+                "retire", actor=scope.actor, metadata=retire_note(fact.status, note)))
+            if not moved.ok:  # it changed status since the check (e.g. a start got in)
+                raise refuse(scope, node, "retire", moved.why)
             drop_worktree(tree.repo, tree.worktree_of(node))
             done.append(Retired(node, fact.status, Status.RETIRED.value, ref))
         return done
@@ -114,10 +115,10 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
             if not fact.worktree_exists:
                 restore_worktree(tree.repo, worktree, member.node)
             set_identity(worktree, member.node)
-            if not ledger.compare_and_set_status(member.node, [Status.RETIRED.value], status):
-                raise refuse(scope, member.node, "unretire", f"node {member.node} changed "
-                             "status while it was being unretired; check `fractal node status`")
-            ledger.add_event(member.node, "unretire", actor=scope.actor, status="completed",
-                             metadata=f"restored {status}")
+            moved = ledger.move(member.node, Move.UNRETIRE, to=Status(status),
+                                event=EventNote("unretire", actor=scope.actor,
+                                                metadata=f"restored {status}"))
+            if not moved.ok:
+                raise refuse(scope, member.node, "unretire", moved.why)
             done.append(Retired(member.node, Status.RETIRED.value, status))
         return done

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from fractal.domain.outcome import Status
+from fractal.domain.states import Status
 from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger

@@ -45,6 +45,12 @@ def _events(tree: Tree, node: str, event: str) -> list[tuple[str, str, str]]:
                             "event = ? ORDER BY event_id", (node, event)).fetchall()
 
 
+def force_status(tree: Tree, node: str, status: str) -> None:
+    """Test setup only: put a node in ``status`` directly (no loop runs in these tests)."""
+    with sqlite3.connect(tree.db_path) as conn:
+        conn.execute("UPDATE nodes SET status = ? WHERE node = ?", (status, node))
+
+
 def _status(tree: Tree, node: str) -> str | None:
     row = Ledger(tree.db_path).node(node)
     return None if row is None else row.status
@@ -60,9 +66,8 @@ def _commit(worktree: Path, name: str, text: str = "work\n") -> None:
 
 
 def test_retire_hides_the_subtree_and_unretire_restores_each_status(tree: Tree) -> None:
-    ledger = Ledger(tree.db_path)
-    ledger.set_node_status("main.a", "completed")
-    ledger.set_node_status("main.a.b", "stopped")
+    force_status(tree, "main.a", "completed")
+    force_status(tree, "main.a.b", "stopped")
     done = retire(tree.repo, "a", reason="shipped")
     assert [(r.branch, r.before) for r in done] == [("main.a.b", "stopped"),
                                                     ("main.a", "completed")]
@@ -91,7 +96,7 @@ def test_retire_hides_the_subtree_and_unretire_restores_each_status(tree: Tree) 
 
 @pytest.mark.parametrize("status", ["active", "paused"])
 def test_retire_refuses_a_live_node_anywhere_in_the_subtree(tree: Tree, status: str) -> None:
-    Ledger(tree.db_path).set_node_status("main.a.b", status)
+    force_status(tree, "main.a.b", status)
     with pytest.raises(Refused, match=rf"main\.a\.b is {status}"):
         retire(tree.repo, "a")
     assert _status(tree, "main.a") == "idle" and tree.worktree_of("main.a").is_dir()
@@ -149,7 +154,7 @@ def test_a_squash_merged_branch_deletes_without_force(tree: Tree) -> None:
 
 
 def test_delete_refuses_a_live_node_even_with_force(tree: Tree) -> None:
-    Ledger(tree.db_path).set_node_status("main.a.b", "paused")
+    force_status(tree, "main.a.b", "paused")
     with pytest.raises(Refused, match=r"main\.a\.b is paused"):
         delete(tree.repo, "a", force=True)
     assert _status(tree, "main.a.b") == "paused" and tree.worktree_of("main.a.b").is_dir()
@@ -212,6 +217,9 @@ def test_a_vanished_worktree_reads_missing_with_the_fix(tree: Tree) -> None:
     assert "fractal node delete main.c" in status.detail
     row = next(r for r in list_nodes(tree.repo, None) if r["node"] == "main.c")
     assert row["status"] == "missing"
+    assert _status(tree, "main.c") == "missing"  # a VANISH move, recorded once
+    assert _events(tree, "main.c", "orphan") == [
+        ("completed", None, "was idle: its worktree is gone")]
     with pytest.raises(FractalError, match="is missing") as refused:
         start_node(tree.repo, "c")
     assert "config.json" not in str(refused.value)
@@ -232,10 +240,10 @@ def test_a_vanished_branch_reads_missing(tree: Tree) -> None:
 
 
 def test_reset_refuses_while_live_then_removes_every_node(tree: Tree) -> None:
-    Ledger(tree.db_path).set_node_status("main.c", "active")
+    force_status(tree, "main.c", "active")
     with pytest.raises(Refused, match=r"main.c \(active\)"):
         reset(tree.repo)
-    Ledger(tree.db_path).set_node_status("main.c", "exited")
+    force_status(tree, "main.c", "exited")
     done = reset(tree.repo)
     assert [d.branch for d in done.nodes] == ["main.a.b", "main.a", "main.c"]
     assert Ledger(tree.db_path).nodes() == []
@@ -275,8 +283,8 @@ def test_continue_clean_writes_a_rescue_ref_before_it_cleans(tree: Tree) -> None
 
 
 def _gate(tree: Tree, node: str, name: str) -> int:
+    force_status(tree, node, "active")
     ledger = Ledger(tree.db_path)
-    ledger.set_node_status(node, "active")
     run = ledger.open_run(node, agent=None, max_cost=None, parent_run_id=None)
     return ledger.open_step(node=node, run_id=run, iter_id=None, step=2, step_name=name,
                             agent=None, model=None, session=None, gated=True)
@@ -295,7 +303,19 @@ def test_pending_at_the_root_inside_a_node_and_with_all(tree: Tree) -> None:
 
 
 def test_status_of_a_settled_node_names_descendants_still_running(tree: Tree) -> None:
-    Ledger(tree.db_path).set_node_status("main.a", "completed")
+    force_status(tree, "main.a", "completed")
     _gate(tree, "main.a.b", "EXECUTE")
     assert node_status(tree.repo, "a").detail.endswith(
         "ended with 1 child still running: main.a.b awaiting approval")
+
+
+def test_a_missing_node_recovers_its_status_when_its_worktree_returns(tree: Tree) -> None:
+    force_status(tree, "main.c", "completed")
+    wt = tree.worktree_of("main.c")
+    moved = wt.with_name("elsewhere")
+    wt.rename(moved)
+    assert node_status(tree.repo, "c").status == "missing"
+    moved.rename(wt)
+    assert node_status(tree.repo, "c").status == "completed"
+    assert _status(tree, "main.c") == "completed"
+    assert _events(tree, "main.c", "recover")[0][2].endswith("restored completed")

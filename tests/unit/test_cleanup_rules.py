@@ -142,3 +142,15 @@ def test_previous_status_of_a_foreign_note() -> None:
     from fractal.domain.cleanup import previous_status
 
     assert previous_status("refused: x") is None and previous_status("was ") is None
+
+
+@pytest.mark.parametrize(("previous", "recovered"), [
+    ("completed", "completed"), ("retired", "retired"), ("idle", "idle"), (None, "idle"),
+    ("active", "idle"), ("missing", "idle"),
+])
+def test_vanish_note_and_recovered_status(previous: str | None, recovered: str) -> None:
+    from fractal.domain.cleanup import previous_status, recovered_status, vanish_note
+
+    if previous is not None:
+        assert previous_status(vanish_note(previous, "worktree")) == previous
+    assert recovered_status(previous) == recovered
