@@ -21,15 +21,23 @@ PATH_OPTION = click.option(
 @click.option("--hand-back", "hand_back", is_flag=True,
               help="On a conflict, hand it to the node: merge the target into its branch "
                    "(markers left) and start it again to resolve them.")
+@click.option("--retire", "retire", is_flag=True,
+              help="Once merged, retire NODE (and its subtree).")
+@click.option("--delete", "delete", is_flag=True,
+              help="Once merged, delete NODE (and its subtree).")
 @click.option("--force", is_flag=True,
               help="Merge even when the node's last run exited or left a gate unapproved.")
 @PATH_OPTION
-def merge_cmd(node: str | None, into: str | None, hand_back: bool, force: bool,
-              path: Path) -> None:
+def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
+              delete: bool, force: bool, path: Path) -> None:
     """Squash-merge NODE's work into its target (its base, else its parent)."""
-    from fractal.lifecycle.merge import merge_node
+    from fractal.lifecycle.merge import merge_then_clean
 
-    result = merge_node(path, node, into=into, hand_back=hand_back, force=force)
+    if retire and delete:
+        raise click.UsageError("--retire and --delete exclude each other")
+    then = "retire" if retire else "delete" if delete else None
+    result = merge_then_clean(path, node, into=into, hand_back=hand_back, force=force,
+                              then=then)
     for notice in result.notices:
         click.echo(f"notice: {notice}", err=True)
     if result.status == "merged":

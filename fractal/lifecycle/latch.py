@@ -43,9 +43,9 @@ def pausing(ledger: Ledger, branch: str) -> bool:
     row = ledger.node(branch)
     if row is None:
         return False
-    if row.status == Status.PAUSED.value:
+    if row.status is Status.PAUSED:
         return True
-    if row.status != Status.ACTIVE.value:
+    if row.status is not Status.ACTIVE:
         return False
     run = ledger.open_run_of(branch)
     return run is not None and any(s.signal == Signal.PAUSE.value for s in ledger.signals(run.run_id))

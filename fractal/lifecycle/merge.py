@@ -48,7 +48,7 @@ from fractal.workspace.conflict_guard import operation_in_progress
 from fractal.workspace.handback import HandBack, clear_note, write_note
 from fractal.workspace.nodedir import read_config
 
-__all__ = ["MergeConflict", "MergeResult", "merge_node"]
+__all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean"]
 
 
 class MergeConflict(FractalError):
@@ -242,6 +242,14 @@ def _recover(tree: Tree, book: MergeBook, ledger: Ledger, target: str,
         restored: list[str] = []
         if squash and git.head_sha(target_wt) == row.target_sha:
             clear_index_lock(target_wt)
+            if git.changed_paths(target_wt):  # save what the roll-back may overwrite
+                from fractal.domain.cleanup import Cleanup
+                from fractal.lifecycle.rescuing import rescue_node
+
+                saved = rescue_node(tree, target, Cleanup.MERGE_RESTORE.value,
+                                    actor=row.actor or "operator", worktree=target_wt)
+                notices.append(f"saved {target}'s worktree on {saved.ref} before the "
+                               "roll-back")
             restored = gitmerge.roll_back(target_wt, row.target_sha, squash)
         book.settle_merge(row.merge_id, "failed",
                           f"interrupted before {target} moved; {len(restored)} file(s) "
@@ -299,3 +307,30 @@ def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: s
                        f"{exc}; start it with `fractal node start {child} --continue`")
     return MergeResult(child, target, "handed-back", conflicts=note.files, rearmed=rearmed,
                        notices=tuple(notices))
+
+
+def merge_then_clean(cwd: Path, name: str | None, *, into: str | None = None,
+                     hand_back: bool = False, force: bool = False,
+                     then: str | None = None) -> MergeResult:
+    """``merge_node``, then, once the target holds all of the child's work (``merged`` or
+    ``nothing``), ``then`` = ``retire`` (reason ``merged into <target>``) or ``delete``
+    the child and its subtree; their refusals are raised as they are (the merge stands).
+    """
+    result = merge_node(cwd, name, into=into, hand_back=hand_back, force=force)
+    if then is None or result.status not in ("merged", "nothing"):
+        return result
+    if then == "retire":
+        from fractal.lifecycle.retire import retire
+
+        retire(cwd, result.child, reason=f"merged into {result.target}")
+        done = f"retired {result.child}"
+    elif then == "delete":
+        from fractal.lifecycle.delete import delete
+
+        removed = delete(cwd, result.child)
+        done = "deleted " + ", ".join(d.branch for d in removed)
+    else:
+        raise FractalError(f"unknown clean-up {then!r} after a merge: use retire or delete")
+    return MergeResult(result.child, result.target, result.status, result.squash_sha,
+                       result.files, result.conflicts, result.rearmed,
+                       (*result.notices, done))

@@ -29,14 +29,14 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
         row = ledger.node(branch)
         status = row.status if row else "unregistered"
         run = ledger.open_run_of(branch)
-        if status == Status.ACTIVE.value and run is not None and any(
+        if status is Status.ACTIVE and run is not None and any(
                 s.signal == Signal.PAUSE.value for s in ledger.signals(run.run_id)):
             ledger.delete_signals(run.run_id, Signal.PAUSE.value)
             ledger.add_event(branch, "resume", actor=actor, status="completed",
                              metadata="pending pause withdrawn", run_id=run.run_id)
             touch_wake(paths.node_dir)
             return Signalled(branch, True, f"withdrew the pending pause of {branch}")
-        if status != Status.PAUSED.value or run is None:
+        if status is not Status.PAUSED or run is None:
             why = f"node {branch} is {status}; resume needs a paused node"
             ledger.add_event(branch, "resume", actor=actor, status="failed",
                              metadata=f"refused: {why}")
@@ -49,7 +49,7 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
             return Signalled(branch, False, str(exc))
         ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
     try:
-        await_boot(paths, ledger, hosted, from_status=Status.PAUSED.value)
+        await_boot(paths, ledger, hosted, from_status=Status.PAUSED)
     except FractalError:
         if _parked_again(ledger, branch, run.run_id) is None:
             raise
@@ -63,7 +63,7 @@ def _parked_again(ledger: Ledger, branch: str, run_id: int) -> str | None:
     """Why a resumed run parked straight away (a broken config, a missing agent...), when
     it did: the newest ``parked`` event written after the verb's ``resume`` event."""
     row = ledger.node(branch)
-    if row is None or row.status != Status.PAUSED.value:
+    if row is None or row.status is not Status.PAUSED:
         return None
     events = ledger.events_of(branch, run_id, ("pause", "resume"))
     last = events[-1] if events else None
@@ -89,10 +89,10 @@ def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[
     if top != tree.root:
         members = [top, *members]
     rows = {r.node: r.status for r in ledger.nodes()}
-    wanted = [b for b in members if rows.get(b) in (Status.PAUSED.value, Status.ACTIVE.value)]
+    wanted = [b for b in members if rows.get(b) in (Status.PAUSED, Status.ACTIVE)]
     results: list[Signalled] = []
     for branch in sorted(wanted, key=lambda b: -b.count(".")):
-        if rows.get(branch) == Status.ACTIVE.value and not _pause_pending(ledger, branch):
+        if rows.get(branch) is Status.ACTIVE and not _pause_pending(ledger, branch):
             continue
         result = resume_node(tree, ledger, branch, actor=actor)
         results.append(result)

@@ -70,7 +70,7 @@ def signal_node(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, acto
     (or parked, with ``include_paused``: the signal then waits for the resume).
     """
     reason = clip_reason(reason) if reason else ""
-    allowed = {Status.ACTIVE.value} | ({Status.PAUSED.value} if include_paused else set())
+    allowed = {Status.ACTIVE} | ({Status.PAUSED} if include_paused else set())
     with file_lock(tree.lock_path):
         heal_if_crashed(tree, branch)
         row = ledger.node(branch)
@@ -92,7 +92,7 @@ def signal_node(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, acto
 
 def _active(ledger: Ledger, branches: list[str]) -> list[str]:
     rows = {r.node: r.status for r in ledger.nodes()}
-    return [b for b in branches if rows.get(b) == Status.ACTIVE.value]
+    return [b for b in branches if rows.get(b) is Status.ACTIVE]
 
 
 def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None) -> list[Signalled]:

@@ -139,7 +139,7 @@ def brake_reason(paths: NodePaths, ledger: Ledger, *, fresh: bool) -> str | None
             run = ledger.open_run_of(parent)
             pending = run is not None and any(
                 s.signal == "pause" for s in ledger.signals(run.run_id))
-            if row is not None and (row.status == Status.PAUSED.value or pending):
+            if row is not None and (row.status is Status.PAUSED or pending):
                 return f"ancestor {parent} is paused"
             parent = parent_of(parent)
     return None

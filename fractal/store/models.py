@@ -1,8 +1,9 @@
 """Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
 
-Eight tables: the node registry and the execution ledger (runs > iterations > steps),
-plus events, signals, messages (a node's outbox notices; migration 0003) and checks
-(exit checks and gate steps run by the loop; migration 0004). The ``activity`` view is
+Nine tables: the node registry and the execution ledger (runs > iterations > steps),
+plus events, signals, messages (a node's outbox notices; migration 0003), checks
+(exit checks and gate steps run by the loop; migration 0004) and rescues (the rescue
+refs written before a destructive verb; migration 0006). The ``activity`` view is
 not a model: migration 0001 creates it with raw SQL, 0004 recreates it with check rows.
 Shapes come from the issue and ref §3:
 
@@ -26,7 +27,7 @@ from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Merge", "Message", "Node",
-           "Run", "Signal", "Step"]
+           "Rescue", "Run", "Signal", "Step"]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -232,6 +233,29 @@ class Check(Base):
     output_path: Mapped[str | None]
     started_at: Mapped[str]
     ended_at: Mapped[str] = mapped_column(index=True)
+
+
+class Rescue(Base):
+    """One rescue ref written before a destructive verb (migration 0006).
+
+    ``ref`` is the full ref name (``refs/fractal/rescue/<branch>/<stamp>``), ``sha`` the
+    rescue commit, ``tip`` the branch tip it extends, ``files`` a JSON array of the
+    repo-relative paths it saved beyond the tip, ``operation`` the verb (``delete``,
+    ``reset``, ``destroy``, ``retire``, ``continue --clean``, ``merge restore``),
+    ``actor`` the caller branch or ``operator``; ``created_at`` is the rescue's instant.
+    """
+
+    __tablename__ = "rescues"
+
+    rescue_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(index=True)
+    operation: Mapped[str]
+    ref: Mapped[str] = mapped_column(unique=True)
+    sha: Mapped[str]
+    tip: Mapped[str]
+    files: Mapped[str] = mapped_column(default="[]", server_default=text("'[]'"))
+    actor: Mapped[str | None]
+    created_at: Mapped[str]
 
 
 class Merge(Base):

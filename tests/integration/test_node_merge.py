@@ -40,6 +40,14 @@ class Setup:
         git(where, "add", "-A")
         git(where, "commit", "-q", "-m", message)
 
+    def set_status(self, node: str, status: str) -> None:
+        con = sqlite3.connect(self.tree.db_path)
+        try:
+            with con:
+                con.execute("UPDATE nodes SET status = ? WHERE node = ?", (status, node))
+        finally:
+            con.close()
+
     def rows(self) -> list[tuple[object, ...]]:
         con = sqlite3.connect(self.tree.db_path)
         try:
@@ -145,10 +153,10 @@ def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
     with pytest.raises(Refused, match="uncommitted changes outside its node directory"):
         merge_node(setup.repo, "a")
     git(setup.repo, "checkout", "--", "README.md")
-    ledger.set_node_status("main.a", "active")
+    setup.set_status("main.a", "active")
     with pytest.raises(Refused, match=r"main\.a is active"):
         merge_node(setup.repo, "a")
-    ledger.set_node_status("main.a", "completed")
+    setup.set_status("main.a", "completed")
     run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
     ledger.close_run(run, "exited", 1, "crashed")
     with pytest.raises(Refused, match=r"exited.*--force"):
@@ -210,12 +218,25 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     iter_id = ledger.open_iteration("main.a", run, 1, agent=None, model=None)
     ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2, step_name="EXECUTE",
                      agent=None, model=None, session=None, gated=True)
-    ledger.set_node_status("main.a", "active")
+    setup.set_status("main.a", "active")
     rows = pending(setup.repo, None)
     assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [
         ("main.a", "EXECUTE", "1 file changed, 2 insertions(+)")]
     ledger.close_open("main.a", "stopped", "finish requested awaiting approval")
-    ledger.set_node_status("main.a", "completed")
+    setup.set_status("main.a", "completed")
     with pytest.raises(Refused, match="EXECUTE never approved"):
         merge_node(setup.repo, "a")
     assert merge_node(setup.repo, "a", force=True).status == "merged"
+
+
+@pytest.mark.parametrize(("then", "status"), [("retire", "retired"), ("delete", None)])
+def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str | None) -> None:
+    from fractal.lifecycle.merge import merge_then_clean
+
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
+    result = merge_then_clean(setup.repo, "a", then=then)
+    assert result.status == "merged" and result.notices[-1].startswith(then[:-1])
+    row = Ledger(setup.tree.db_path).node("main.a")
+    assert (row.status if row else None) == status
+    assert not setup.wt("a").exists()
+    assert "calc/new.py" in git(setup.repo, "ls-tree", "-r", "--name-only", "main")
