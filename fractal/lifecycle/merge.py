@@ -202,6 +202,12 @@ def merge_node(cwd: Path, name: str | None, *, into: str | None = None,
                              f"{exc}") from exc
         notices.extend(_settle(tree, book, ledger, merge_id, child, target, plan.child_sha,
                                squash, len(plan.files), actor))
+    child_wt = tree.node(child).worktree
+    left = [p for p in git.changed_paths(child_wt)
+            if not p.startswith(_own_dir_prefix(child))] if child_wt.is_dir() else []
+    if left:
+        notices.append(f"{child} has {len(left)} uncommitted file(s) that did not travel "
+                       f"({', '.join(left[:5])}); commit them there and merge again")
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
 

@@ -240,3 +240,43 @@ def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str |
     assert (row.status if row else None) == status
     assert not setup.wt("a").exists()
     assert "calc/new.py" in git(setup.repo, "ls-tree", "-r", "--name-only", "main")
+
+
+def _interrupted(setup: Setup) -> tuple[int, str, str]:
+    """A merge of ``a`` booked active with its squash written, the target not moved yet."""
+    from fractal.store.merges import MergeBook
+    from fractal.workspace.merge import plan_squash, write_squash_commit
+
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
+    plan = plan_squash(setup.repo, "main.a", "main")
+    squash = write_squash_commit(setup.repo, plan, "main: merge main.a (work a)")
+    merge_id = MergeBook(setup.tree.db_path).book_merge(
+        child="main.a", target="main", child_sha=plan.child_sha, target_sha=plan.target_sha,
+        squash_sha=squash, files=len(plan.files), actor="operator")
+    return merge_id, plan.target_sha, squash
+
+
+def test_a_merge_cut_short_before_the_target_moved_is_rolled_back(setup: Setup) -> None:
+    from fractal.workspace.commit_lock import index_lock_path
+
+    _interrupted(setup)
+    (setup.repo / "calc" / "new.py").write_text("n = 1\n")  # half a checkout
+    index_lock_path(setup.repo).write_text("")  # and the lock a killed git left
+    result = merge_node(setup.repo, "a")
+    assert result.status == "merged"
+    assert any("rolled back (1 file(s) restored)" in n for n in result.notices)
+    assert any("rescue" in n for n in result.notices)
+    assert [r[2] for r in setup.rows()] == ["failed", "merged"]
+    assert git(setup.repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert git(setup.repo, "for-each-ref", "--format=%(refname)", "refs/fractal/rescue/")
+
+
+def test_a_merge_cut_short_after_the_target_moved_is_finished(setup: Setup) -> None:
+    _merge_id, _old, squash = _interrupted(setup)
+    git(setup.repo, "merge", "-q", "--ff-only", squash)
+    result = merge_node(setup.repo, "a")
+    assert result.status == "nothing"
+    assert any("finished the interrupted merge" in n for n in result.notices)
+    assert setup.rows() == [("main.a", "main", "merged", 1, "operator",
+                             " (finished after an interruption)", squash)]
+    assert git(setup.repo, "merge-base", "--is-ancestor", squash, "main.a") == ""
