@@ -22,6 +22,7 @@ untouched or fully merged; the next merge into it settles the row.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,7 +175,7 @@ def merge_node(cwd: Path, name: str | None, *, into: str | None = None,
         plan = gitmerge.plan_squash(target_wt, child, target)
         if plan.conflicts:
             return _conflict(tree, ledger, book, child, target, plan, actor, hand_back,
-                             notices)
+                             notices, refuse)
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
                            "work")
@@ -267,7 +268,7 @@ def _recover(tree: Tree, book: MergeBook, ledger: Ledger, target: str,
 
 def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: str,
               plan: gitmerge.SquashPlan, actor: str, hand_back: bool,
-              notices: list[str]) -> MergeResult:
+              notices: list[str], refuse: Callable[[str], Refused]) -> MergeResult:
     files = plan.conflicts
     shown = ", ".join(files)
     if not hand_back:
@@ -283,14 +284,14 @@ def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: s
                             f"{child}'s loop", files)
     child_wt = tree.node(child).worktree
     if not child_wt.is_dir():
-        raise Refused(f"{child} has no worktree to resolve the conflict in; restore it first")
+        raise refuse(f"{child} has no worktree to resolve the conflict in; restore it first")
     if operation_in_progress(child_wt) is Operation.MERGE:
-        raise Refused(f"{child}'s worktree already has a merge in progress; let it conclude "
+        raise refuse(f"{child}'s worktree already has a merge in progress; let it conclude "
                       "it (or `git merge --abort` there) and merge again")
     dirty = [p for p in git.changed_paths(child_wt)
              if not p.startswith(_own_dir_prefix(child))]
     if dirty:
-        raise Refused(f"{child}'s worktree has uncommitted changes ({', '.join(dirty[:10])}); "
+        raise refuse(f"{child}'s worktree has uncommitted changes ({', '.join(dirty[:10])}); "
                       "commit them there before handing a conflict back")
     left = gitmerge.hand_back_merge(
         child_wt, plan.target_sha, f"{child}: merge {target} ({plan.target_sha[:10]}) to "
