@@ -280,3 +280,30 @@ def test_a_merge_cut_short_after_the_target_moved_is_finished(setup: Setup) -> N
     assert setup.rows() == [("main.a", "main", "merged", 1, "operator",
                              " (finished after an interruption)", squash)]
     assert git(setup.repo, "merge-base", "--is-ancestor", squash, "main.a") == ""
+
+
+def test_the_read_commands_through_the_cli(setup: Setup) -> None:
+    import json
+    import sys
+
+    from fractal.lifecycle.reads import node_status
+
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=setup.repo,
+                              capture_output=True, text=True, check=False)
+
+    report = json.loads(cli("node", "conflicts", "--json").stdout)
+    assert report["node"] == "main"
+    assert {(p["left"], p["right"]): p["files"] for p in report["pairs"]} == {
+        ("main.a", "main"): [], ("main.b", "main"): [], ("main.a", "main.b"): ["calc/ops.py"]}
+    stat = cli("node", "diff", "a", "--stat")
+    assert stat.returncode == 0 and "calc/ops.py" in stat.stdout and ".fractal" not in stat.stdout
+    init_node(setup.wt("a"), "c", {})
+    setup.write(setup.tree.worktree_of("main.a.c"), "calc/ops.py",
+                "def add(a, b):\n    return 3\n", "c")
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 4\n", "a again")
+    assert node_status(setup.repo, "a").line == "idle (1 child conflicts (calc/ops.py))"
+    assert "1 child conflicts (calc/ops.py)" in cli("node", "status", "a").stdout
