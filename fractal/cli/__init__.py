@@ -23,6 +23,9 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "pause": ("fractal.cli.tree", "pause_cmd"),
     "resume": ("fractal.cli.tree", "resume_cmd"),
     "radio": ("fractal.cli.radio", "radio_group"),
+    "rescue": ("fractal.cli.rescue", "rescue_group"),
+    "reset": ("fractal.cli.cleanup", "reset_cmd"),
+    "destroy": ("fractal.cli.cleanup", "destroy_cmd"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -32,6 +35,9 @@ _SHORT_HELP: dict[str, str] = {
     "pause": "Brake the whole tree: pause every node, block starts and spawns.",
     "resume": "Lift the tree-wide brake and resume parked nodes.",
     "radio": "Read the notices nodes post (e.g. why a run exited).",
+    "rescue": "List and restore the rescue refs saved before destructive verbs.",
+    "reset": "Remove every node of the tree (history and rescue refs stay).",
+    "destroy": "Undo `fractal init` for the tree, database included.",
 }
 
 

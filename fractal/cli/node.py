@@ -64,6 +64,26 @@ def _add_checks() -> None:
 _add_checks()
 
 
+def _add_merging() -> None:
+    from fractal.cli.merge import conflicts_cmd, diff_cmd, merge_cmd
+
+    for command in (merge_cmd, diff_cmd, conflicts_cmd):
+        node_group.add_command(command)
+
+
+_add_merging()
+
+
+def _add_cleanup() -> None:
+    from fractal.cli import cleanup
+
+    for command in (cleanup.retire_cmd, cleanup.unretire_cmd, cleanup.delete_cmd):
+        node_group.add_command(command)
+
+
+_add_cleanup()
+
+
 def _init_options(func: Any) -> Any:
     specs = [
         ("--title", "A one-line title for the node."),
@@ -188,13 +208,19 @@ def status_cmd(node: str | None, path: Path) -> None:
 
 @node_group.command("list")
 @click.argument("node", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Include retired nodes.")
+@click.option("--retired", "only_retired", is_flag=True, help="Only retired nodes.")
 @format_options
 @PATH_OPTION
-def list_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
-    """List NODE and its descendants (the whole tree from the root)."""
+def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_json: bool,
+             as_csv: bool, path: Path) -> None:
+    """List NODE and its descendants (the whole tree from the root); retired ones hidden."""
     from fractal.lifecycle.reads import list_nodes
 
-    rows = list_nodes(path, node)
+    if show_all and only_retired:
+        raise click.UsageError("--all and --retired are mutually exclusive")
+    rows = list_nodes(path, node, show="all" if show_all else
+                      "retired" if only_retired else "live")
     columns = ["node", "status", "detail", "title", "max_cost", "created"]
     click.echo(render_rows(rows, columns, fmt=output_format(as_json, as_csv)))
 

@@ -99,12 +99,15 @@ def approve_cmd(node: str, step_id: int | None, path: Path) -> None:
 
 @click.command("pending")
 @click.argument("node", required=False)
+@click.option("--all", "whole", is_flag=True, help="Every gate of NODE's whole subtree.")
 @format_options
 @PATH_OPTION
-def pending_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
-    """List the steps of NODE's children awaiting approval."""
+def pending_cmd(node: str | None, whole: bool, as_json: bool, as_csv: bool,
+                path: Path) -> None:
+    """List gated steps awaiting approval: NODE's children's (every gate of the tree at
+    the root; NODE's whole subtree with --all)."""
     from fractal.lifecycle.approve import pending
 
-    rows = pending(path, node)
-    click.echo(render_rows(rows, ["branch", "step_id", "step", "step_name"],
+    rows = pending(path, node, whole=whole)
+    click.echo(render_rows(rows, ["branch", "step_id", "step", "step_name", "diffstat"],
                            fmt=output_format(as_json, as_csv)))

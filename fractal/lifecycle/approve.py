@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.control import touch_wake
 from fractal.domain.outcome import Status
 from fractal.lifecycle.steer import Refused, acting_branch, actor_of
 from fractal.lifecycle.targets import subtree_target, target_node
-from fractal.runtime.waker import touch_wake
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
 from fractal.tree import parent_of
 
-_WAITING = (Status.ACTIVE.value, Status.PAUSED.value)
+_WAITING = (Status.ACTIVE, Status.PAUSED)
 
 
 @dataclass(frozen=True)
@@ -72,16 +72,25 @@ def approve(cwd: Path, name: str, step_id: int | None = None) -> Approved:
     return Approved(branch, target.step_id, target.step_name)
 
 
-def pending(cwd: Path, name: str | None) -> list[dict[str, object]]:
-    """Rows ``branch, step_id, step, step_name`` for the direct children of ``name``
-    (default: the caller's node; the root's children at the root) awaiting approval."""
+def pending(cwd: Path, name: str | None, *, whole: bool = False) -> list[dict[str, object]]:
+    """Rows ``branch, step_id, step, step_name, diffstat`` of gated steps awaiting approval,
+    by branch. ``diffstat`` is what merging the child would bring now (its summary line).
+
+    Whose: with ``whole``, every node below ``name`` (default: the caller's node); without
+    it, the direct children of ``name``, or, for the operator at the root with no
+    ``name``, every gate of the tree (the operator may approve any of them)."""
+    from fractal.lifecycle.diff import diffstat_summary
+
     tree, top = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
+    everywhere = whole or (name is None and top == tree.root)
     out: list[dict[str, object]] = []
-    for row in ledger.nodes():
-        if parent_of(row.node) != top:
+    for row in sorted(ledger.nodes(), key=lambda r: r.node):
+        below = row.node.startswith(top + ".") if everywhere else parent_of(row.node) == top
+        if not below:
             continue
         for step in gated_steps(ledger, row.node):
             out.append({"branch": row.node, "step_id": step.step_id, "step": step.step,
-                        "step_name": step.step_name})
+                        "step_name": step.step_name,
+                        "diffstat": diffstat_summary(tree, row.node)})
     return out

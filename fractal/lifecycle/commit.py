@@ -1,10 +1,13 @@
 """``fractal commit``: resolve the node, label the commit, run the pipeline, record the event.
 
-Seed: "`fractal commit`"; reference §4.12 and §2.1 (a user node only accepts ``--init``).
-The subject is ``<branch>: iteration <run>.<iter> (<message>)``, or ``<branch>: init
-(<message>)`` with ``--init``. The run and iteration come from the loop variables the agent
-inherits (``RUN_ID``, ``ITER``, ``ITER_ID``, ``STEP_ID``; used only when ``NODE_BRANCH``, if
-set, names this node), otherwise from the node's latest run and its last iteration. The
+A user node (the tree's root) only accepts ``--init``. The subject is ``<branch>: iteration
+<run>.<iter> (<message>)``, or ``<branch>: init (<message>)`` with ``--init``. The run and
+iteration come from the loop variables the agent inherits (``RUN_ID``, ``ITER``,
+``ITER_ID``, ``STEP_ID``; used only when ``NODE_BRANCH``, if set, names this node),
+otherwise from the node's open run and its last iteration. An operator committing by hand
+while no run is open is not the agent: the subject is ``<branch>: operator (<message>)``
+and the event carries no run. ``--init`` is the baseline: once the branch has one, a second
+``--init`` with something to commit is refused (with nothing to commit it stays a no-op). The
 pipeline itself lives in ``fractal.workspace.commit``; this module only reads config and
 lineage and writes the ``commit`` event row (sha in its metadata).
 """
@@ -43,6 +46,8 @@ class Lineage:
     iter_id: int | None = None
     step_id: int | None = None
     actor: str = "operator"
+    #: The node has run, but no run is open: an operator's hand commit between runs.
+    between_runs: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,13 @@ def validate_message(message: str | None, branch: str) -> str:
 
 
 def compose_subject(branch: str, message: str, *, init: bool, run_id: int | None,
-                    iteration: int | None) -> str:
-    """``<branch>: init (<message>)`` or ``<branch>: iteration <run>.<iter> (<message>)``."""
+                    iteration: int | None, operator: bool = False) -> str:
+    """``<branch>: init (<message>)``, ``<branch>: operator (<message>)`` (a hand commit
+    outside any run) or ``<branch>: iteration <run>.<iter> (<message>)``."""
     if init:
         return f"{branch}: init ({message})"
+    if operator:
+        return f"{branch}: operator ({message})"
     return f"{branch}: iteration {run_id}.{iteration if iteration is not None else 0} ({message})"
 
 
@@ -110,7 +118,8 @@ def resolve_lineage(tree: Tree, branch: str, env: Mapping[str, str]) -> Lineage:
     """The caller's lineage: the exported loop variables, else the node's latest run.
 
     Loop variables count only when ``RUN_ID`` is set and ``NODE_BRANCH`` (if set) is
-    ``branch``. Returns a Lineage with ``run_id`` None when the node never ran.
+    ``branch``. Returns a Lineage with ``run_id`` None when the node never ran, and one
+    with ``between_runs`` (no run) when its runs are all closed.
     """
     run_id = _int(env, "RUN_ID")
     if run_id is not None and env.get("NODE_BRANCH", branch) in ("", branch):
@@ -123,6 +132,8 @@ def resolve_lineage(tree: Tree, branch: str, env: Mapping[str, str]) -> Lineage:
     run = reader.last_run(tree.db_path, branch)
     if run is None:
         return Lineage()
+    if run.ended_at is not None:
+        return Lineage(between_runs=True)
     iteration, iter_id = _last_iteration(tree, branch, run.run_id)
     return Lineage(run.run_id, iteration, iter_id)
 
@@ -154,6 +165,32 @@ def _target(cwd: Path) -> tuple[Tree, NodePaths]:
                            f"(branch {branch or '(detached)'}); run `fractal commit` in a "
                            "node's worktree or pass --path")
     return tree, tree.node(branch)
+
+
+SEED_SUBJECT = "init (node seed)"
+"""How the commit a spawn makes ends (``<branch>: init (node seed)``): not a baseline."""
+
+
+def has_baseline(worktree: Path, branch: str) -> bool:
+    """Tell whether ``branch`` already holds a baseline commit: one whose subject is
+    ``<branch>: init (...)``, the spawn's own seed commit aside."""
+    prefix = f"{branch}: init ("
+    out = git.run_git(["log", "--format=%s", "--fixed-strings", f"--grep={prefix}",
+                       "--max-count=50", branch, "--"], worktree, check=False).stdout
+    return any(line.startswith(prefix) and line != f"{branch}: {SEED_SUBJECT}"
+               for line in out.splitlines())
+
+
+def _refuse_second_baseline(paths: NodePaths) -> None:
+    """Refuse ``--init`` when the branch has its baseline and there is work to commit."""
+    worktree = paths.worktree
+    if not git.changed_paths(worktree) and git.run_git(
+            ["diff", "--cached", "--quiet"], worktree, check=False).returncode == 0:
+        return  # nothing to commit: the pipeline's no-op says so
+    if has_baseline(worktree, paths.branch):
+        raise FractalError(f"{paths.branch} already has its baseline commit (`git log --grep "
+                           f"'{paths.branch}: init ('` shows it); commit further work without "
+                           "--init (`fractal commit MESSAGE`)")
 
 
 def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
@@ -188,12 +225,16 @@ def commit_work(cwd: Path, message: str | None, *, mode: CommitMode = CommitMode
     if mode is not CommitMode.CHECK:
         text = validate_message(message, branch)
         lineage = resolve_lineage(tree, branch, environ)
-        if mode is not CommitMode.INIT and lineage.run_id is None:
+        if mode is CommitMode.INIT:
+            _refuse_second_baseline(paths)
+        if mode is not CommitMode.INIT and lineage.run_id is None \
+                and not lineage.between_runs:
             raise FractalError(f"{branch} has no run yet, so there is no iteration to label "
                                "this commit with; start the node, or make a baseline commit "
                                "with `fractal commit --init MESSAGE`")
         subject = compose_subject(branch, text, init=mode is CommitMode.INIT,
-                                  run_id=lineage.run_id, iteration=lineage.iteration)
+                                  run_id=lineage.run_id, iteration=lineage.iteration,
+                                  operator=lineage.between_runs)
     script_env = {**environ, "NODE_DIR": str(paths.node_dir),
                   "WORKTREE_DIR": str(paths.worktree), "NODE_BRANCH": branch,
                   "_NODE": str(paths.node_dir)}

@@ -1,4 +1,4 @@
-"""Read verbs: ``node status``, ``node list``, ``node activity`` (ref §2.2).
+"""Read verbs: ``node status``, ``node list``, ``node activity``.
 
 Plain queries through ``store.reader`` (stdlib sqlite3): they never import the
 runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first.
@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fractal.domain.outcome import Status
 from fractal.domain.signals import decoration
+from fractal.domain.states import SETTLED, Status
+from fractal.domain.subtree import Unsettled, unsettled_notice
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
+from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.lifecycle.targets import subtree_target, target_node
+
+if TYPE_CHECKING:
+    pass
 
 
 @dataclass(frozen=True)
@@ -29,25 +35,62 @@ class NodeStatus:
 
 
 def node_status(cwd: Path, name: str | None) -> NodeStatus:
-    """The status of ``name`` (default: the caller's node). Raises NodeNotFound."""
+    """The status of ``name`` (default: the caller's node). Raises NodeNotFound.
+
+    A node whose worktree or branch vanished behind fractal's back reads ``missing``, with
+    the fix in the detail (``fractal node delete`` deregisters it)."""
     from fractal.store import reader
 
     tree, branch = target_node(cwd, name)
     heal_if_crashed(tree, branch)
     row = reader.node_row(tree.db_path, branch)
     status = row.status if row else "unregistered"
-    return NodeStatus(branch, status, _detail(tree.db_path, branch, status))
+    if row is not None:
+        gone = missing_parts(tree, [row])
+        if settle_missing(tree, [row], gone):
+            row = reader.node_row(tree.db_path, branch) or row
+            status = row.status
+        if branch in gone:
+            return NodeStatus(branch, Status.MISSING.value, missing_detail(branch, gone[branch]))
+    detail = _detail(tree.db_path, branch, status)
+    if status in {s.value for s in SETTLED}:
+        below = unsettled_notice(_unsettled(tree.db_path, branch))
+        if below:
+            detail = f"{detail}; {below}" if detail else below
+    from fractal.lifecycle.conflicts import children_conflict_detail
+
+    clash = children_conflict_detail(tree, branch)  # `2 children conflict (calc/ops.py)`
+    if clash:
+        detail = f"{detail}; {clash}" if detail else clash
+    return NodeStatus(branch, status, detail)
+
+
+def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
+    """``branch``'s descendants still active or paused, marked when waiting at a gate."""
+    from fractal.store import reader
+
+    running = (Status.ACTIVE.value, Status.PAUSED.value)
+    return [Unsettled(r.node, r.status, any(
+                s.status in running for s in reader.awaiting_approval(db_path, r.node)))
+            for r in reader.node_rows(db_path)
+            if r.node.startswith(branch + ".") and r.status in running]
 
 
 def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
-    ``run N`` otherwise; the last run's reason for a settled node (ref §2.2 status)."""
+    ``run N`` otherwise; the last run's reason for a settled node."""
     from fractal.store import reader
 
+    if status == Status.RETIRED.value:  # what it was, and why it was retired
+        from fractal.store.eventlog import last_event
+
+        event = last_event(db_path, branch, "retire", "completed")
+        if event is not None:
+            return event.meta
     last = reader.last_run(db_path, branch)
     if last is None:
         return ""
-    if status == Status.ACTIVE.value:
+    if status == Status.ACTIVE:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
@@ -56,31 +99,41 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "
                     f"(step {gates[-1].step_id})")
         return f"run {last.run_id}"
-    if status in (Status.IDLE.value,):
+    if status == Status.IDLE:
         return ""
-    if status == Status.PAUSED.value:
+    if status == Status.PAUSED:
         return f"run {last.run_id} parked"
     return last.meta
 
 
-def list_nodes(cwd: Path, name: str | None) -> list[dict[str, object]]:
+def list_nodes(cwd: Path, name: str | None, *, show: str = "live") -> list[dict[str, object]]:
     """Rows for the subtree under ``name`` (default: the caller's node; the whole tree at
-    the root), the node itself included when it is not the root. Heals crashed nodes."""
+    the root), the node itself included when it is not the root. Heals crashed nodes.
+
+    ``show`` is ``live`` (default: retired nodes hidden), ``all``, or ``retired`` (only
+    them). A node whose worktree or branch vanished is listed ``missing``."""
     from fractal.store import reader
 
     tree, top = subtree_target(cwd, name)
     rows = reader.node_rows(tree.db_path)
     members = [r.node for r in rows if r.node == top or r.node.startswith(top + ".")]
     if heal_all(tree, [b for b in members
-                       if any(r.node == b and r.status == Status.ACTIVE.value for r in rows)]):
+                       if any(r.node == b and r.status is Status.ACTIVE for r in rows)]):
         rows = reader.node_rows(tree.db_path)
+    retired = Status.RETIRED.value
+    chosen = [r for r in sorted(rows, key=lambda r: r.node) if r.node in members and (
+        show == "all" or (r.status == retired) == (show == "retired"))]
+    gone = missing_parts(tree, chosen)
+    if settle_missing(tree, chosen, gone):
+        fresh = {r.node: r for r in reader.node_rows(tree.db_path)}
+        chosen = [fresh.get(r.node, r) for r in chosen]
     out: list[dict[str, object]] = []
-    for row in sorted(rows, key=lambda r: r.node):
-        if row.node not in members:
-            continue
+    for row in chosen:
+        status = Status.MISSING.value if row.node in gone else row.status
+        detail = missing_detail(row.node, gone[row.node]) if row.node in gone \
+            else _detail(tree.db_path, row.node, row.status)
         out.append({
-            "node": row.node, "status": row.status,
-            "detail": _detail(tree.db_path, row.node, row.status), "title": row.title or "",
+            "node": row.node, "status": status, "detail": detail, "title": row.title or "",
             "max_cost": row.max_cost, "created": row.created_at,
         })
     return out
@@ -96,7 +149,7 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
     tree, branch = subtree_target(cwd, name)
     nodes = None if branch == tree.root else [branch]
     rows = reader.node_rows(tree.db_path)
-    heal_all(tree, [r.node for r in rows if r.status == Status.ACTIVE.value
+    heal_all(tree, [r.node for r in rows if r.status is Status.ACTIVE
                     and (nodes is None or r.node in nodes)])
     out: list[dict[str, object]] = []
     for row in reader.activity(tree.db_path, nodes, limit):

@@ -165,6 +165,10 @@ def update_node(cwd: Path, name: str | None, values: Mapping[str, str | None]) -
     and the registry row. Raises ConfigError, InvalidValue, NodeNotFound.
     """
     tree, branch = target_node(cwd, name)
+    from fractal.lifecycle.cleanup import refuse_if_gone
+    from fractal.store import reader
+
+    refuse_if_gone(tree, reader.node_row(tree.db_path, branch), "update")  # no stray config
     given = {k: v for k, v in values.items() if v is not None}
     unknown = sorted(set(given) - set(UPDATE_KEYS))
     if unknown:

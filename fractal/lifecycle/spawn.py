@@ -7,6 +7,7 @@ exists rolls the worktree, branch and registry row back, so nothing is left behi
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +72,17 @@ def build_config(settings: Mapping[str, object], *, root: str, parent: str,
 
 def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
               parent: str | None = None, reserve: str | None = None,
-              actor: str | None = None) -> NodeInit:
+              actor: str | None = None, start_point: str | None = None) -> NodeInit:
     """Create node ``<parent>.<name>``: branch, worktree, seeded data dir, registry row.
 
     ``parent`` defaults to the node whose worktree holds ``cwd`` (the root outside any
-    node). Raises InvalidValue, ConfigError, NodeNotFound, FractalError (exists),
-    GitError.
+    node). The branch forks from ``start_point`` (a commit sha: ``fractal rescue restore
+    --as``) when given, else from the base branch's tip. A name may be used again once its
+    node is deleted: a node directory of the same branch that the fork already carries (a
+    deleted namesake's, brought in by a plain ``git merge``) is replaced by fresh seeds, so
+    the new node never inherits the old task; only a fork from ``start_point`` keeps it
+    (restoring a rescued node is meant to). Raises InvalidValue, ConfigError,
+    NodeNotFound, FractalError (exists), GitError.
     """
     from fractal.store.ledger import Ledger
 
@@ -106,11 +112,13 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
         check_caps(tree, ledger, branch)
         check_child_budget(tree, ledger, branch, _usd(config.get("max_cost")))
         ensure_exclude_block(git.common_dir(tree.repo))
-        fork_sha = git.head_sha(tree.repo, base_ref)
+        fork_sha = git.head_sha(tree.repo, start_point or base_ref)
         add_worktree(tree.repo, branch, paths.worktree, fork_sha)
         registered = False
         try:
             set_identity(paths.worktree, branch)
+            if start_point is None:
+                drop_inherited_node_dir(paths)
             seed_node_dir(paths.node_dir)
             exit_check = config.get("exit_check")
             if isinstance(exit_check, str):  # issue 7: the CHECK gate before REVIEW
@@ -133,6 +141,20 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
             remove_worktree(tree.repo, paths.worktree, branch)
             raise
     return NodeInit(paths=paths, parent=parent_branch, fork_sha=fork_sha)
+
+
+def drop_inherited_node_dir(paths: NodePaths) -> bool:
+    """Remove ``.fractal/<branch>/`` from a fresh worktree whose fork already carried one
+    (a deleted namesake's files, merged into the base by hand); True when one was there.
+
+    The removal is staged, so the seed commit that follows records it. Raises GitError.
+    """
+    if not paths.node_dir.exists():
+        return False
+    rel = f".fractal/{paths.branch}"
+    git.run_git(["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel], paths.worktree)
+    shutil.rmtree(paths.node_dir, ignore_errors=True)
+    return True
 
 
 def _usd(value: object) -> float | None:

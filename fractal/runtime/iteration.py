@@ -27,6 +27,7 @@ from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
 from fractal.store.timefmt import utc_now
 from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.commit_types import UnresolvedConflict
 
 log = logging.getLogger(__name__)
 
@@ -289,9 +290,16 @@ def backstop(worktree: Path, subject: str, body: str, reporter: Reporter, *,
     """Commit whatever the agent left (seed: Backstop commits).
 
     Returns (sha or None, problem or None); a failure is shown and returned, never raised.
+    A worktree holding a conflict is not committed: the problem is then exactly
+    ``unresolved merge conflict in <paths>`` (the reason the iteration fails with).
     """
     try:
         sha = backstop_commit(worktree, subject=subject, body=body, branch=branch)
+    except UnresolvedConflict as exc:
+        problem = clip_reason(exc.reason)
+        reporter.warning(f"nothing committed: {exc}")
+        log.error("%s", problem)
+        return None, problem
     except FractalError as exc:
         problem = clip_reason(f"backstop commit failed: {exc}")
         reporter.warning(problem)

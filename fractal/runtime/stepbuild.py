@@ -21,6 +21,7 @@ from fractal.runtime.context import Boot, RunState, monotonic_to_epoch, static_f
 from fractal.runtime.costing import LaunchBudget, PricedBackend
 from fractal.runtime.launch import Attempt
 from fractal.store.ledger import Ledger
+from fractal.workspace.handback import read_note, resolve_document
 
 # Variables of the supervisor's own host that must not leak into an agent.
 _SCRUB = ("TMUX", "TMUX_PANE", "CLAUDE_EFFORT", "CLAUDE_CODE_EFFORT_LEVEL")
@@ -121,13 +122,18 @@ class StepBuilder:
         return Launch(attempt, key, detached, prior, env_for)
 
     def modes(self) -> list[str]:
-        """The mode documents active for this step (seed: What the agent sees each step)."""
+        """The mode documents active for this step, RESOLVE (with its files) while a
+        hand-back note sits in the node directory."""
         boot, state = self.boot, self.state
         names = [n for n, on in (("CONTINUE", boot.continue_mode),
                                  ("RESUME", state.resume_iteration),
                                  ("RESERVE", state.reserve),
                                  ("DETACHED", boot.detached), ("META", boot.meta)) if on]
-        return [mode_text(n) for n in names]
+        texts = [mode_text(n) for n in names]
+        note = read_note(boot.paths.node_dir)  # a conflict handed back by `node merge`
+        if note is not None:
+            texts.append(resolve_document(note))
+        return texts
 
     def facts(self, label: str, limit: float | None, model: str | None,
               step_detached: bool, budget: LaunchBudget | None = None) -> StepFacts:

@@ -1,8 +1,9 @@
 """Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
 
-Eight tables: the node registry and the execution ledger (runs > iterations > steps),
-plus events, signals, messages (a node's outbox notices; migration 0003) and checks
-(exit checks and gate steps run by the loop; migration 0004). The ``activity`` view is
+Nine tables: the node registry and the execution ledger (runs > iterations > steps),
+plus events, signals, messages (a node's outbox notices; migration 0003), checks
+(exit checks and gate steps run by the loop; migration 0004) and rescues (the rescue
+refs written before a destructive verb; migration 0006). The ``activity`` view is
 not a model: migration 0001 creates it with raw SQL, 0004 recreates it with check rows.
 Shapes come from the issue and ref §3:
 
@@ -31,10 +32,12 @@ __all__ = [
     "Check",
     "Event",
     "Iteration",
+    "Merge",
     "Message",
     "Node",
     "Pool",
     "PoolItem",
+    "Rescue",
     "Run",
     "Signal",
     "Step",
@@ -302,4 +305,56 @@ class PoolItem(Base):
     result: Mapped[str] = mapped_column(default="", server_default=text("''"))
     created_at: Mapped[str]
     claimed_at: Mapped[str | None]
+
+
+class Rescue(Base):
+    """One rescue ref written before a destructive verb (migration 0006).
+
+    ``ref`` is the full ref name (``refs/fractal/rescue/<branch>/<stamp>``), ``sha`` the
+    rescue commit, ``tip`` the branch tip it extends, ``files`` a JSON array of the
+    repo-relative paths it saved beyond the tip, ``operation`` the verb (``delete``,
+    ``reset``, ``destroy``, ``retire``, ``continue --clean``, ``merge restore``),
+    ``actor`` the caller branch or ``operator``; ``created_at`` is the rescue's instant.
+    """
+
+    __tablename__ = "rescues"
+
+    rescue_id: Mapped[int] = mapped_column(primary_key=True)
+    node: Mapped[str] = mapped_column(index=True)
+    operation: Mapped[str]
+    ref: Mapped[str] = mapped_column(unique=True)
+    sha: Mapped[str]
+    tip: Mapped[str]
+    files: Mapped[str] = mapped_column(default="[]", server_default=text("'[]'"))
+    actor: Mapped[str | None]
+    created_at: Mapped[str]
+
+
+class Merge(Base):
+    """One ``fractal node merge`` of ``child`` into ``target`` (migration 0007).
+
+    ``child_sha`` is the child's tip that was merged, ``target_sha`` the target's tip
+    before it, ``squash_sha`` the squash commit (NULL until written, and for a conflict).
+    ``files`` counts the paths the squash changes (NULL: unknown). ``status`` is
+    ``active`` while the merge is under way, ``merged`` once the target's branch contains
+    the squash commit, ``failed`` otherwise (``metadata`` says why: a conflict and its
+    files, a hand-back, an interrupted merge rolled back). ``actor`` is ``operator`` or the
+    acting node.
+    """
+
+    __tablename__ = "merges"
+    __table_args__ = (Index("ix_merges_target_status", "target", "status"),
+                      Index("ix_merges_child_created_at", "child", "created_at"))
+
+    merge_id: Mapped[int] = mapped_column(primary_key=True)
+    child: Mapped[str]
+    target: Mapped[str]
+    child_sha: Mapped[str]
+    target_sha: Mapped[str]
+    squash_sha: Mapped[str | None]
+    files: Mapped[int | None]
+    status: Mapped[str]
+    actor: Mapped[str | None]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
     ended_at: Mapped[str | None]

@@ -4,7 +4,8 @@ iteration or a step (seed: "Cost ceilings"; ref §4.7).
 A run's spend is its own steps plus every descendant run chained to it through
 ``runs.parent_run_id`` (a recursive CTE); history rows outlive their nodes, so deleted
 nodes still count. NULL costs count as zero in the sums but are counted apart: a launched
-step (one whose process group was recorded) without a cost is *unpriced*. Stdlib
+step (one whose process group was recorded) that ended without a cost is *unpriced*; a
+step still in flight has simply not reported yet and is neither priced nor unpriced. Stdlib
 ``sqlite3`` through the read-only connections of ``reader``: the CLI's ``node cost`` and
 the supervisor's budget probes both read here.
 """
@@ -24,7 +25,8 @@ __all__ = ["NodeSpend", "Spend", "iteration_spend", "last_iteration_id", "last_s
 # Per group: the sum, priced launched steps, unpriced launched steps, all steps.
 _SUMS = ("COALESCE(SUM(s.cost), 0.0), "
          "COALESCE(SUM(CASE WHEN s.cost IS NOT NULL AND s.pgid IS NOT NULL THEN 1 END), 0), "
-         "COALESCE(SUM(CASE WHEN s.cost IS NULL AND s.pgid IS NOT NULL THEN 1 END), 0), "
+         "COALESCE(SUM(CASE WHEN s.cost IS NULL AND s.pgid IS NOT NULL "
+         "AND s.ended_at IS NOT NULL THEN 1 END), 0), "
          "COUNT(*)")
 _SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT ?, 0 UNION "
             "SELECT r.run_id, sub.depth + 1 FROM runs r JOIN sub ON r.parent_run_id = sub.run_id "

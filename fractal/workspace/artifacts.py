@@ -33,6 +33,7 @@ RUNTIME_ARTIFACTS: tuple[str, ...] = (
     ".fractal/*/.wake",
     ".fractal/*/.launch-env",
     ".fractal/*/config.json.lock",
+    ".fractal/*/.handback",  # a conflict handed back by `node merge --hand-back`
     ".fractal/*/.claude/",  # agent homes (workspace.agenthomes): settings, sessions, auth link
     ".fractal/*/.codex/",
     # Anywhere in a worktree.

@@ -4,7 +4,12 @@ The loop calls this after each iteration (``auto``), at run end (``final``) and 
 paths. It bypasses hooks and lint by design (``--no-verify``) and folds a capped diffstat
 into the body so the save describes itself in git history alone (reference 4.12). Staging
 uses the shared runtime-artifact excludes, so an artifact is never committed even when
-``info/exclude`` is stale or empty (reference bug ledger #4).
+``info/exclude`` is stale or empty.
+
+A backstop never commits a conflict: while the worktree has a merge, rebase, cherry-pick or
+revert in progress, unmerged index entries, or a file to be saved holding conflict-marker
+lines, it raises ``UnresolvedConflict`` (reason ``unresolved merge conflict in <paths>``)
+and leaves the worktree, index and git dir exactly as they were.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from pathlib import Path
 from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
-from fractal.workspace.git import current_branch, head_sha, run_git
+from fractal.workspace.commit_scope import covered
+from fractal.workspace.commit_stage import add_paths
+from fractal.workspace.conflict_guard import check_no_conflict
+from fractal.workspace.git import changed_paths, current_branch, head_sha, run_git
 
 __all__ = ["STAT_LINES", "backstop_commit"]
 
@@ -51,13 +59,30 @@ def _stage(worktree: Path, paths: Sequence[str]) -> None:
     if odd:
         log.warning("not committing %d special file(s) git cannot add: %s", len(odd),
                     ", ".join(odd[:5]))
-    skip = [f":(exclude,literal){rel}" for rel in odd]
-    run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip], worktree)
+    if _whole(paths):
+        skip = [f":(exclude,literal){rel}" for rel in odd]
+        run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip], worktree)
+    else:  # named one by one: see commit_stage.add_paths
+        add_paths(worktree, [p for p in _candidates(worktree, paths) if p not in odd])
     # Never commit an artifact, even one somebody staged by hand earlier.
     staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
     artifacts = [p for p in staged.split("\0") if p and is_runtime_artifact(p)]
     if artifacts:
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
+
+
+def _whole(paths: Sequence[str]) -> bool:
+    return any(p.strip("/") in ("", ".") for p in paths)
+
+
+def _candidates(worktree: Path, paths: Sequence[str]) -> list[str]:
+    """The changed paths (artifacts aside) under ``paths``, plus what is staged already."""
+    roots = [p.strip("/") for p in paths]
+    changed = changed_paths(worktree)
+    if not _whole(paths):
+        changed = [p for p in changed if covered(p, roots)]
+    staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
+    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))]))
 
 
 def _diffstat(worktree: Path) -> str:
@@ -71,6 +96,7 @@ def _diffstat(worktree: Path) -> str:
 
 
 def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str]) -> str | None:
+    check_no_conflict(worktree, _candidates(worktree, paths))
     _stage(worktree, paths)
     if run_git(["diff", "--cached", "--quiet"], worktree, check=False).returncode == 0:
         return None
@@ -95,7 +121,9 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     agent switched branches), nothing is committed and GitError says so. An
     ``index.lock`` with no live git process in the worktree is removed and the attempt
     retried once; while a git process holds it, GitError/IndexLocked is raised. A
-    ``fractal commit`` running in the worktree is waited for (``commit_turn``).
+    ``fractal commit`` running in the worktree is waited for (``commit_turn``). Raises
+    UnresolvedConflict, committing and changing nothing, while the worktree holds a
+    conflict (see the module docstring).
     """
     if branch is not None:
         head = current_branch(worktree)

@@ -1,7 +1,8 @@
 """The ``fractal commit`` pipeline (seed: "The commit pipeline"; reference §4.12).
 
-In order: clear a stale ``index.lock`` (or refuse while a git process holds it), check
-scope, run ``scripts/lint.sh``, stage the allowed roots without runtime artifacts, warn about
+In order: clear a stale ``index.lock`` (or refuse while a git process holds it), refuse a
+conflict (a merge, rebase, cherry-pick or revert in progress, unmerged entries, or a file to
+be staged holding conflict markers: ``conflict_guard``), check scope, run ``scripts/lint.sh``, stage the allowed roots without runtime artifacts, warn about
 ignored and large files, commit (one retry after pre-commit hooks rewrote files), report the
 new sha to the caller (who records the ``commit`` event), then push ``origin <branch>``
 unless the node is ``local``. A worktree with nothing to commit is a tolerated no-op.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from fractal.workspace.commit_hooks import HooksPlan, commit_index, plan_hooks
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
-from fractal.workspace.commit_scope import allowed_roots, check_scope
+from fractal.workspace.commit_scope import allowed_roots, check_scope, covered
 from fractal.workspace.commit_stage import (
     ignored_warning,
     large_files_warning,
@@ -34,7 +35,8 @@ from fractal.workspace.commit_types import (
     UncommittedChanges,
     listing,
 )
-from fractal.workspace.git import changed_paths, git_env, has_remote, run_git
+from fractal.workspace.conflict_guard import check_no_conflict
+from fractal.workspace.git import changed_paths, commit_files, git_env, has_remote, run_git
 from fractal.workspace.worktrees import set_identity
 
 __all__ = ["LINT_TIMEOUT", "PUSH_TIMEOUT", "check_clean", "ensure_identity", "push_branch",
@@ -137,12 +139,6 @@ def ensure_identity(worktree: Path, name: str) -> str | None:
     return f"commits in {worktree} are now authored as {name} (per-worktree identity)"
 
 
-def _files(worktree: Path, sha: str) -> tuple[str, ...]:
-    out = run_git(["diff-tree", "-r", "--root", "--no-commit-id", "--name-only", "-z",
-                   "--no-renames", sha], worktree).stdout
-    return tuple(p for p in out.split("\0") if p)
-
-
 def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
                  on_commit: Callable[[str], None] | None = None) -> CommitOutcome:
     """Run the whole pipeline for ``request``; return what it did.
@@ -151,7 +147,8 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
     once the commit has landed and before the push (the caller records its ``commit`` event
     there). Commits in one worktree take turns (``commit_turn``; ``--check`` only reads and
     skips it). Raises UncommittedChanges (``--check``), IndexLocked, ScopeViolation,
-    LintFailed, CommitFailed, GitError; on any of them nothing has been committed.
+    LintFailed, CommitFailed, UnresolvedConflict, GitError; on any of them nothing has been
+    committed.
     """
     worktree, mode = request.worktree, request.mode
     notes = _Notes()
@@ -171,6 +168,9 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
     whole = mode in (CommitMode.IGNORE_SCOPE, CommitMode.FORCE)
     node_rel = request.node_dir.resolve().relative_to(worktree.resolve()).as_posix()
     roots = None if whole else allowed_roots(request.scope, node_rel)
+    changed = changed_paths(worktree)
+    check_no_conflict(worktree, [p for p in changed if roots is None or covered(p, roots)]
+                      + _staged_now(worktree))
     check_scope(worktree, request.branch, roots)
     if not changed_paths(worktree) and nothing_staged(worktree):
         notes.notice("nothing to commit (the work may be committed already)")
@@ -207,4 +207,10 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
                                               runner=runner)
         notes.notice(notice)
         notes.warn(warning)
-    return notes.outcome(request.subject, attempt.sha, _files(worktree, attempt.sha), pushed)
+    return notes.outcome(request.subject, attempt.sha, commit_files(worktree, attempt.sha),
+                         pushed)
+
+
+def _staged_now(worktree: Path) -> list[str]:
+    out = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
+    return [p for p in out.split("\0") if p]

@@ -1,14 +1,19 @@
 """Scoped staging and the never-blocking warnings of ``fractal commit`` (seed: "Stages", "Warns").
 
-Staging adds the allowed roots (the whole worktree when unscoped) with the shared runtime
-artifact excludes (``artifacts.exclude_pathspecs``: one definition with the backstop), then
-unstages any artifact somebody staged by hand. The warnings name paths that tracked ignore
+Staging adds the whole worktree (unscoped) with the shared runtime artifact excludes
+(``artifacts.exclude_pathspecs``: one definition with the backstop), or, for a scoped node,
+each changed path under an allowed root by name (``add_paths``: git skips new files inside
+an untracked directory when a directory pathspec is combined with the ``**/.``-style
+exclude pathspecs, so naming the files is the reliable way). Any artifact somebody staged
+by hand is unstaged again. The warnings name paths that tracked ignore
 rules keep out of the commit and staged files of LARGE_FILE bytes or more.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from fractal.workspace.git import changed_paths, run_git
 
 __all__ = [
     "LARGE_FILE",
+    "add_paths",
     "ignored_warning",
     "large_files_warning",
     "nothing_staged",
@@ -39,19 +45,33 @@ def _literal(path: str) -> str:
     return f":(top,literal){path}"
 
 
+def add_paths(worktree: Path, paths: Sequence[str]) -> None:
+    """``git add --all`` exactly ``paths`` (repo-relative, taken literally; a deleted path
+    stages its removal). The list goes through a temporary pathspec file, so any number of
+    paths fits. Raises GitError."""
+    if not paths:
+        return
+    fd, name = tempfile.mkstemp(prefix="fractal-add-", suffix=".lst")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"\0".join(p.encode("utf-8", errors="surrogateescape")
+                                    for p in paths))
+        run_git(["--literal-pathspecs", "add", "--all", f"--pathspec-from-file={name}",
+                 "--pathspec-file-nul"], worktree)
+    finally:
+        os.unlink(name)
+
+
 def stage(worktree: Path, roots: Sequence[str] | None) -> None:
     """Stage every change under ``roots`` (None: the whole worktree), never an artifact.
 
-    Only roots that hold a change are named to ``git add`` (a pathspec matching nothing is
-    an error there). Artifacts already in the index are unstaged again. Raises GitError.
+    Scoped, the changed paths under the roots are named one by one (``add_paths``). Artifacts
+    already in the index are unstaged again. Raises GitError.
     """
     if roots is None:
-        specs = _WHOLE
+        run_git(["add", "--all", "--", *_WHOLE, *exclude_pathspecs()], worktree)
     else:
-        changed = changed_paths(worktree)
-        specs = [_literal(root) for root in roots if any(covered(p, (root,)) for p in changed)]
-    if specs:
-        run_git(["add", "--all", "--", *specs, *exclude_pathspecs()], worktree)
+        add_paths(worktree, [p for p in changed_paths(worktree) if covered(p, roots)])
     artifacts = [p for p in staged_paths(worktree) if is_runtime_artifact(p)]
     if artifacts:
         run_git(["reset", "--quiet", "--", *map(_literal, artifacts)], worktree)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fractal.domain.conflicts import Operation, operation_reason
 from fractal.errors import FractalError
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ScopeViolation",
     "ScriptRunner",
     "UncommittedChanges",
+    "UnresolvedConflict",
     "listing",
 ]
 
@@ -126,6 +128,38 @@ class UncommittedChanges(CommitError):
 
     def __init__(self, message: str, paths: Sequence[str]) -> None:
         self.paths = tuple(paths)
+        super().__init__(message)
+
+
+class UnresolvedConflict(CommitError):
+    """The worktree holds a conflict (a half-done merge, rebase, cherry-pick or revert,
+    unmerged index entries, or files with conflict markers); nothing was committed.
+
+    ``reason`` is ``unresolved merge conflict in <paths>`` (what an iteration fails with),
+    ``paths`` the conflicting files, ``operation`` the half-done git operation or None.
+    The message adds the next step.
+    """
+
+    def __init__(self, reason: str, paths: Sequence[str],
+                 operation: Operation | None = None) -> None:
+        self.reason = reason
+        self.paths = tuple(paths)
+        self.operation = operation
+        if paths:
+            step = ("edit each file to keep the right lines and drop every `<<<<<<<`, "
+                    "`=======` and `>>>>>>>` line, `git add` it")
+            if operation is not None:
+                step += f", then conclude the {operation.value} with `git commit --no-edit`"
+                if operation is Operation.REBASE:
+                    step = step.replace("`git commit --no-edit`", "`git rebase --continue`")
+                step += f" (or abandon it with `{operation.abort_hint}`)"
+            else:
+                step += " and commit again"
+            message = f"{reason}; nothing was committed: {step}"
+        elif operation is not None:
+            message = f"{reason}; nothing was committed: {operation_reason(operation)}"
+        else:
+            message = f"{reason}; nothing was committed"
         super().__init__(message)
 
 

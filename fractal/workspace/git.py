@@ -19,6 +19,7 @@ from fractal.workspace.artifacts import is_runtime_artifact
 __all__ = [
     "branch_exists",
     "changed_paths",
+    "commit_files",
     "common_dir",
     "current_branch",
     "git_env",
@@ -29,6 +30,7 @@ __all__ = [
     "repo_root",
     "run_git",
     "toplevel",
+    "tracked_changes",
 ]
 
 
@@ -153,6 +155,13 @@ def changed_paths(cwd: Path) -> list[str]:
     return paths
 
 
+def tracked_changes(cwd: Path) -> list[str]:
+    """Like ``changed_paths``, without untracked files: what a checkout could clobber."""
+    untracked = set(run_git(["ls-files", "-z", "--others", "--exclude-standard"],
+                            cwd).stdout.split("\0"))
+    return [p for p in changed_paths(cwd) if p not in untracked]
+
+
 def is_dirty(cwd: Path) -> bool:
     """Tell whether the worktree has any change that is not a runtime artifact."""
     return bool(changed_paths(cwd))
@@ -168,6 +177,17 @@ def log_subjects(cwd: Path, ref: str, limit: int) -> list[str]:
     out = run_git(["log", f"--max-count={limit}", "--format=%s", "--end-of-options", ref, "--"],
                   cwd).stdout
     return out.splitlines()
+
+
+def commit_files(cwd: Path, sha: str) -> tuple[str, ...]:
+    """The paths commit ``sha`` changes against its first parent (every path of a root
+    commit), renames as delete plus add. A merge commit counts what it brought to the
+    branch it was made on, not zero."""
+    parents = _out(["rev-list", "--parents", "--max-count=1", sha], cwd).split()[1:]
+    base = [parents[0]] if parents else ["--root"]
+    out = run_git(["diff-tree", "-r", "--no-commit-id", "--name-only", "-z", "--no-renames",
+                   *base, sha], cwd).stdout
+    return tuple(dict.fromkeys(p for p in out.split("\0") if p))
 
 
 def has_remote(cwd: Path, name: str = "origin") -> bool:

@@ -212,8 +212,10 @@ def test_stop_or_finish_ends_an_approval_wait(tree: Tree, verb: str, node_status
     _start_at_gate(tree, "held")
     tree.cli("node", verb, "held")
     assert tree.wait_settled("held") == node_status
+    # A finish over a gate nobody approved says so on the run (not on the iteration).
+    ended = f"{run_reason}; A never approved" if verb == "finish" else run_reason
     assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
-        (node_status, 0, run_reason)]
+        (node_status, 0, ended)]
     assert tree.sql("SELECT status, metadata FROM iterations") == [("stopped", run_reason)]
     assert tree.sql("SELECT step_name, status, metadata FROM steps") == [
         ("A", "stopped", step_reason)]
@@ -227,7 +229,7 @@ def test_a_finish_taken_by_an_approval_wait_cannot_be_cancelled_half_way(tree: T
     tree.cli("node", "finish", "fin", "--cancel", check=False)  # too late either way
     assert tree.wait_settled("fin") == "completed"
     assert tree.sql("SELECT COUNT(*) FROM iterations") == [(1,)]
-    assert tree.sql("SELECT metadata FROM runs") == [("Finished by request",)]
+    assert tree.sql("SELECT metadata FROM runs") == [("Finished by request; A never approved",)]
 
 
 def test_approval_wait_burns_the_clock(tree: Tree) -> None:

@@ -25,16 +25,19 @@ from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
-          "usage_windows", "pools", "pool_items"}
+          "usage_windows", "pools", "pool_items", "rescues", "merges"}
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",
     "ix_checks_node", "ix_checks_run_id", "ix_pool_items_pool_status",
+    "ix_rescues_node",  # 0006
     # 0005: every timestamp the activity view sorts by, alone and after the node.
     *(f"ix_{table}_{prefix}{column}" for prefix in ("", "node_") for table, column in (
         ("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),
         ("iterations", "ended_at"), ("steps", "started_at"), ("steps", "ended_at"),
         ("events", "created_at"), ("checks", "ended_at"))),
+    # 0007: merges into a target by status, a child's merges by time.
+    "ix_merges_target_status", "ix_merges_child_created_at",
 }
 
 

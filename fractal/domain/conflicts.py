@@ -1,0 +1,154 @@
+"""Merge conflicts as values: conflict-marker lines, the refusal reason, merge-tree output.
+
+Pure: text and strings in, values out. A file "holds conflict markers" when it has, in this
+order, a line starting ``<<<<<<<`` followed by a space or the end of the line, a line that
+is exactly ``=======``, and a line starting ``>>>>>>>`` the same way: the three lines git
+writes around each conflicting hunk. A lone ``=======`` (a reStructuredText rule, a
+Markdown setext heading) is not a conflict. A file whose first 8000 bytes hold a NUL is
+binary and never counts (git's own binary test).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "BINARY_PROBE",
+    "REASON_CAP",
+    "ConflictPair",
+    "MergeTree",
+    "Operation",
+    "conflict_reason",
+    "has_conflict_markers",
+    "is_binary",
+    "operation_reason",
+    "parse_merge_tree",
+]
+
+BINARY_PROBE = 8000
+"""Bytes looked at for a NUL to call a file binary (git's heuristic)."""
+REASON_CAP = 10
+"""Most paths a conflict reason names before ``... and N more``."""
+_OPEN, _MIDDLE, _CLOSE = "<<<<<<<", "=======", ">>>>>>>"
+
+
+class Operation(enum.Enum):
+    """A multi-step git operation that can be left half done in a worktree."""
+
+    MERGE = "merge"
+    REBASE = "rebase"
+    CHERRY_PICK = "cherry-pick"
+    REVERT = "revert"
+
+    @property
+    def abort_hint(self) -> str:
+        """The command that abandons the operation (``git merge --abort`` ...)."""
+        return f"git {self.value} --abort"
+
+
+def is_binary(data: bytes) -> bool:
+    """Tell whether ``data`` looks binary: a NUL byte among its first BINARY_PROBE bytes."""
+    return b"\0" in data[:BINARY_PROBE]
+
+
+def _fence(line: str, marker: str) -> bool:
+    return line.startswith(marker) and (len(line) == len(marker) or line[len(marker)] in " \t")
+
+
+def has_conflict_markers(data: bytes) -> bool:
+    """Tell whether the file content ``data`` holds a conflict hunk (see the module rule).
+
+    Binary content is never a conflict. Line ends may be ``\\n`` or ``\\r\\n``.
+    """
+    if is_binary(data):
+        return False
+    expect = _OPEN
+    for raw in data.decode("utf-8", errors="replace").splitlines():
+        line = raw.rstrip("\r")
+        if expect == _OPEN and _fence(line, _OPEN):
+            expect = _MIDDLE
+        elif expect == _MIDDLE and line == _MIDDLE:
+            expect = _CLOSE
+        elif expect == _CLOSE and _fence(line, _CLOSE):
+            return True
+    return False
+
+
+def _capped(paths: Sequence[str], cap: int) -> str:
+    shown = ", ".join(paths[:cap])
+    return shown if len(paths) <= cap else f"{shown} ... and {len(paths) - cap} more"
+
+
+def conflict_reason(paths: Sequence[str], operation: Operation | None = None,
+                    cap: int = REASON_CAP) -> str:
+    """The reason an iteration (or commit) fails on: ``unresolved merge conflict in a, b``.
+
+    ``paths`` are the conflicting files (unmerged entries, files with markers), at most
+    ``cap`` named. With no path but an ``operation`` in progress, the reason names the
+    operation instead (``unresolved merge in progress``).
+    """
+    unique = list(dict.fromkeys(paths))
+    if unique:
+        return f"unresolved merge conflict in {_capped(unique, cap)}"
+    what = operation.value if operation is not None else "merge"
+    return f"unresolved {what} in progress"
+
+
+def operation_reason(operation: Operation) -> str:
+    """What to do about a half-done ``operation`` with every conflict already resolved."""
+    conclude = "git commit --no-edit" if operation in (Operation.MERGE, Operation.REVERT,
+                                                       Operation.CHERRY_PICK) \
+        else "git rebase --continue"
+    return (f"a {operation.value} is in progress: resolve every conflict, `git add` the files "
+            f"and conclude it with `{conclude}`, or abandon it with `{operation.abort_hint}`")
+
+
+@dataclass(frozen=True)
+class MergeTree:
+    """What ``git merge-tree --write-tree`` computed: the result ``tree`` and the paths
+    that conflict (empty: a clean merge)."""
+
+    tree: str
+    conflicts: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return not self.conflicts
+
+
+def parse_merge_tree(output: str, *, ignore: Iterable[str] = ()) -> MergeTree:
+    """Parse ``git merge-tree --write-tree --name-only --no-messages -z`` output.
+
+    The output is ``<tree>\\0<path>\\0<path>\\0...``; each conflicting path appears once
+    (duplicates are folded). Paths equal to or below a prefix in ``ignore`` (e.g.
+    ``.fractal``) are dropped: they never travel, so their conflicts do not count.
+    Raises ValueError on output with no tree id.
+    """
+    fields = [f for f in output.split("\0") if f != ""]
+    if not fields or not fields[0].strip():
+        raise ValueError("git merge-tree printed no tree id")
+    prefixes = tuple(p.rstrip("/") for p in ignore)
+    paths: list[str] = []
+    for path in fields[1:]:
+        path = path.strip("\n")
+        if not path or any(path == p or path.startswith(p + "/") for p in prefixes):
+            continue
+        if path not in paths:
+            paths.append(path)
+    return MergeTree(fields[0].strip(), tuple(paths))
+
+
+@dataclass(frozen=True)
+class ConflictPair:
+    """Whether ``left`` and ``right`` (a child and its target, or two siblings) would
+    conflict if merged now, and on which ``files`` (empty: they merge cleanly)."""
+
+    left: str
+    right: str
+    files: tuple[str, ...] = ()
+
+    @property
+    def conflicts(self) -> bool:
+        return bool(self.files)

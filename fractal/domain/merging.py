@@ -1,0 +1,167 @@
+"""The rules of ``fractal node merge``: who may merge what, when it is refused, what travels,
+and how the squash commit reads. Pure: facts in, a refusal (or text) out.
+
+What travels: a path travels onto the target unless it lies under ``.fractal/`` (every
+node directory: the merged nodes' own and their children's never land, and the target's
+own stays exactly as the target has it) or is a runtime artifact (decided by the caller,
+which owns that list).
+
+Who may merge: the operator (acting at the tree's root) any node; a node, from inside its
+loop or its worktree, only its own direct children, and only into itself.
+
+When it is refused (each with the next step): the target's worktree with tracked changes
+outside its node directory (untracked files stay where they are, unless the merge would
+write over one), or a merge/rebase/cherry-pick/revert in progress there; the node active or
+paused; the target active or paused, unless the caller is the target's own loop (its agent
+merging a settled child from inside a step); with ``force`` unset, the node's last run
+ended ``exited`` or left a gated step never approved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "BODY_SUBJECTS",
+    "LIVE",
+    "NODE_DIRS",
+    "MergeFacts",
+    "authorisation_refusal",
+    "merge_body",
+    "merge_refusal",
+    "merge_subject",
+    "travels_by_place",
+    "view_refusal",
+]
+
+NODE_DIRS = ".fractal"
+"""The top-level directory holding every node directory; nothing under it travels."""
+BODY_SUBJECTS = 50
+"""Most child commit subjects a squash commit's body lists."""
+STAT_LINES = 20
+"""Most diffstat file lines a squash commit's body carries."""
+LIVE = frozenset({"active", "paused"})
+"""Statuses of a node whose loop is (or may come back) running."""
+
+
+def travels_by_place(path: str) -> bool:
+    """Tell whether repo-relative ``path`` may land on a target (not under ``.fractal/``)."""
+    clean = path.strip("/")
+    return not (clean == NODE_DIRS or clean.startswith(NODE_DIRS + "/"))
+
+
+def authorisation_refusal(*, caller: str, root: str, child: str, child_parent: str | None,
+                          target: str, verb: str = "merge") -> str | None:
+    """Why ``caller`` may not ``verb`` ``child`` into ``target``, or None when it may.
+
+    The root (the operator) may act on any node. A node may act only on its own direct
+    children (``child_parent == caller``), and for a merge only into itself.
+    """
+    if caller == root:
+        return None
+    if child_parent != caller:
+        return (f"{caller} may {verb} only its own direct children, and {child} is not one "
+                f"(its parent is {child_parent or 'the root'}); its parent or the operator "
+                f"at the root may {verb} it")
+    if verb == "merge" and target != caller:
+        return (f"{caller} may merge its children only into itself, not into {target}; the "
+                "operator at the root may merge anywhere")
+    return None
+
+
+def view_refusal(*, caller: str, root: str, node: str, verb: str = "diff") -> str | None:
+    """Why ``caller`` may not look at ``node``'s pending merge (``node diff``, ``node
+    conflicts``), or None: the operator at the root sees every node, a node only itself
+    (``conflicts`` of its own children) and its descendants."""
+    if caller == root or node == caller or node.startswith(caller + "."):
+        return None
+    return (f"{caller} may {verb} only its own descendants, and {node} is not one; the "
+            f"operator at the root may {verb} any node")
+
+
+@dataclass(frozen=True)
+class MergeFacts:
+    """What the merge refusal rules look at.
+
+    ``child_status`` and ``target_status`` are registry statuses (``target_status`` None
+    for the root or a plain branch); ``last_run_status`` is the child's newest run's status
+    (None: never ran); ``unapproved_gate`` names a gated step that run left waiting;
+    ``target_dirty`` lists the target worktree's changed paths outside its node directory;
+    ``target_operation`` is a git operation in progress there; ``caller_is_target_loop``
+    is True when the target's own loop (its agent) runs the merge.
+    """
+
+    child: str
+    target: str
+    child_status: str
+    target_status: str | None
+    last_run_status: str | None
+    unapproved_gate: str | None
+    target_dirty: Sequence[str] = ()
+    target_operation: str | None = None
+    caller_is_target_loop: bool = False
+    force: bool = False
+
+
+def _listing(paths: Sequence[str], cap: int = 10) -> str:
+    shown = ", ".join(paths[:cap])
+    return shown if len(paths) <= cap else f"{shown} ... and {len(paths) - cap} more"
+
+
+def merge_refusal(facts: MergeFacts) -> str | None:
+    """The first rule (see the module docstring) that refuses the merge, or None."""
+    child, target = facts.child, facts.target
+    if facts.child_status in LIVE:
+        return (f"{child} is {facts.child_status}; merge a settled node: finish or stop it "
+                f"first (`fractal node finish {child}`) and merge once it has ended")
+    if facts.target_status in LIVE and not facts.caller_is_target_loop:
+        return (f"the target {target} is {facts.target_status}; only its own loop may merge "
+                "into it while it runs: let its agent run the merge, or stop it first")
+    if facts.target_operation is not None:
+        return (f"a {facts.target_operation} is in progress in {target}'s worktree; conclude "
+                f"it or abandon it (`git {facts.target_operation} --abort`) and merge again")
+    if facts.target_dirty:
+        return (f"{target}'s worktree has uncommitted changes outside its node directory: "
+                f"{_listing(facts.target_dirty)}; commit them (`fractal commit MESSAGE` in a "
+                "node, git at the root) or stash them, then merge again")
+    if facts.force:
+        return None
+    if facts.last_run_status == "exited":
+        return (f"{child}'s last run ended exited (it broke down, its work may be half "
+                f"done); look at `fractal node activity {child}`, then merge with --force "
+                "to take it anyway")
+    if facts.unapproved_gate is not None:
+        return (f"{child}'s last run ended with {facts.unapproved_gate} never approved; "
+                "review it (`fractal node diff " + child + "`), then merge with --force "
+                "to take it anyway")
+    return None
+
+
+def merge_subject(target: str, child: str, title: str | None) -> str:
+    """``<target>: merge <child> (<title>)`` (the child's short name when it has no title)."""
+    label = (title or "").strip().splitlines()[0] if (title or "").strip() else \
+        child.rsplit(".", 1)[-1]
+    return f"{target}: merge {child} ({label})"
+
+
+def merge_body(subjects: Sequence[str], diffstat: Sequence[str],
+               cap: int = BODY_SUBJECTS, stat_cap: int = STAT_LINES) -> str:
+    """The squash commit's body: the child's commit subjects (newest first, at most
+    ``cap``), a blank line, the diffstat (at most ``stat_cap`` file lines plus its summary).
+
+    ``diffstat`` is ``git diff --stat`` output split in lines, its summary line last.
+    """
+    parts: list[str] = []
+    if subjects:
+        lines = [f"- {s}" for s in subjects[:cap]]
+        if len(subjects) > cap:
+            lines.append(f"- ... and {len(subjects) - cap} more commits")
+        parts.append("\n".join(lines))
+    stat = [line.rstrip() for line in diffstat if line.strip()]
+    if stat:
+        files, summary = stat[:-1], stat[-1:]
+        if len(files) > stat_cap:
+            files = [*files[:stat_cap], f" ... {len(files) - stat_cap} more files"]
+        parts.append("\n".join(files + summary))
+    return "\n\n".join(parts)

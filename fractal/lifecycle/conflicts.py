@@ -1,0 +1,94 @@
+"""``fractal node conflicts``: would a node's children collide, with its tip or each other?
+
+For each direct child of the node: the child against its merge target's current tip, then
+every pair of siblings, each computed with ``git merge-tree --write-tree`` (the object store
+alone: no worktree, index or ref is touched). Conflicts under ``.fractal/`` do not count
+(node directories never travel). The operator may ask about any node, a node about itself
+and its descendants.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+from fractal.domain.conflicts import ConflictPair
+from fractal.errors import FractalError
+from fractal.lifecycle.mergetarget import merge_target
+from fractal.lifecycle.targets import subtree_target
+from fractal.tree import Tree, parent_of
+from fractal.workspace import git
+from fractal.workspace import merge as gitmerge
+
+__all__ = ["ConflictReport", "children_conflict_detail", "node_conflicts", "pair_conflicts"]
+
+
+@dataclass(frozen=True)
+class ConflictReport:
+    """The pairs compared for ``node`` (children against targets first, then siblings)
+    and the milliseconds each comparison took, in the same order."""
+
+    node: str
+    pairs: tuple[ConflictPair, ...]
+    elapsed_ms: tuple[float, ...] = ()
+
+
+def _children(tree: Tree, node: str) -> list[str]:
+    from fractal.store import reader
+
+    return sorted(row.node for row in reader.node_rows(tree.db_path)
+                  if parent_of(row.node) == node and git.branch_exists(tree.repo, row.node))
+
+
+def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
+                   ) -> tuple[list[ConflictPair], list[float]]:
+    """Compare each child with its target's tip (and, with ``siblings``, each pair)."""
+    pairs: list[ConflictPair] = []
+    took: list[float] = []
+
+    def compare(left: str, right: str) -> None:
+        started = time.perf_counter()
+        try:
+            files = gitmerge.merge_tree(tree.repo, right, left).conflicts
+        except FractalError:
+            files = ("(git could not merge these branches)",)
+        took.append((time.perf_counter() - started) * 1000.0)
+        pairs.append(ConflictPair(left, right, files))
+
+    for child in children:
+        target = merge_target(tree, child, None)
+        if git.branch_exists(tree.repo, target):
+            compare(child, target)
+    if siblings:
+        for left, right in combinations(children, 2):
+            compare(left, right)
+    return pairs, took
+
+
+def node_conflicts(cwd: Path, name: str | None) -> ConflictReport:
+    """The conflict report for ``name`` (default: the caller's node; the root's children
+    at the root). Raises Refused, NodeNotFound."""
+    from fractal.lifecycle.diff import authorise_view
+
+    tree, node = subtree_target(cwd, name)
+    authorise_view(tree, cwd, node, "conflicts")
+    pairs, took = pair_conflicts(tree, _children(tree, node))
+    return ConflictReport(node, tuple(pairs), tuple(took))
+
+
+def children_conflict_detail(tree: Tree, node: str) -> str:
+    """``2 children conflict (calc/ops.py)`` when children of ``node`` would conflict with
+    their target's tip; empty when none does (or it has no children)."""
+    try:
+        pairs, _ = pair_conflicts(tree, _children(tree, node), siblings=False)
+    except FractalError:
+        return ""
+    hit = [p for p in pairs if p.conflicts]
+    if not hit:
+        return ""
+    files = list(dict.fromkeys(f for p in hit for f in p.files))
+    shown = ", ".join(files[:3]) + (f" ... and {len(files) - 3} more" if len(files) > 3 else "")
+    noun = "child conflicts" if len(hit) == 1 else "children conflict"
+    return f"{len(hit)} {noun} ({shown})"

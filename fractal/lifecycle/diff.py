@@ -1,0 +1,86 @@
+"""``fractal node diff``: what merging a node would bring into its target now.
+
+Computed like the merge itself (``workspace.merge.plan_squash``), in the object store
+alone: nothing under ``.fractal/`` is shown, since it never travels. When the merge would
+conflict, the node's own changes since the merge base are shown instead, with a notice
+naming the conflicting files. Readable by the operator for any node and by a node for its
+descendants; any other caller is refused and the refusal recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.merging import view_refusal
+from fractal.domain.outcome import clip_reason
+from fractal.lifecycle.mergetarget import merge_target, resolve_child
+from fractal.lifecycle.steer import Refused, acting_branch, actor_of
+from fractal.tree import Tree, find_tree
+from fractal.workspace import git
+from fractal.workspace import merge as gitmerge
+
+__all__ = ["NodeDiff", "diffstat_summary", "node_diff"]
+
+
+@dataclass(frozen=True)
+class NodeDiff:
+    """The diff text (patch or diffstat; empty: nothing new), the target it is against,
+    the paths that would conflict, and notices for stderr."""
+
+    node: str
+    target: str
+    text: str
+    conflicts: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+
+
+def authorise_view(tree: Tree, cwd: Path, node: str, verb: str) -> None:
+    """Refuse (recording a ``failed`` event) unless the caller may look at ``node``."""
+    caller = acting_branch(cwd, tree)
+    why = view_refusal(caller=caller, root=tree.root, node=node, verb=verb)
+    if why is not None:
+        from fractal.store.ledger import Ledger
+
+        Ledger(tree.db_path).add_event(node, verb, actor=actor_of(cwd, tree), status="failed",
+                                       metadata=clip_reason(f"refused: {why}"))
+        raise Refused(why)
+
+
+def node_diff(cwd: Path, name: str, *, stat: bool = False) -> NodeDiff:
+    """What merging ``name`` into its target would bring now. Raises Refused,
+    NodeNotFound, FractalError, GitError."""
+    tree = find_tree(cwd)
+    child = resolve_child(cwd, name, tree)
+    authorise_view(tree, cwd, child, "diff")
+    target = merge_target(tree, child, None)
+    if not git.branch_exists(tree.repo, target):
+        raise Refused(f"{child}'s target {target} is not a branch; nothing to diff against")
+    plan = gitmerge.plan_squash(tree.repo, child, target)
+    if plan.tree is not None:
+        text = gitmerge.diff_text(tree.repo, plan.target_sha, plan.tree, stat=stat)
+        notices = () if plan.files else (f"nothing new: {target} holds all of {child}'s work",)
+        return NodeDiff(child, target, text, notices=notices)
+    base = git.run_git(["merge-base", plan.target_sha, plan.child_sha], tree.repo).stdout.strip()
+    text = gitmerge.diff_text(tree.repo, base, plan.child_sha, stat=stat)
+    notice = (f"merging {child} into {target} now would conflict in "
+              f"{', '.join(plan.conflicts)}; shown: {child}'s own changes since they parted")
+    return NodeDiff(child, target, text, plan.conflicts, (notice,))
+
+
+def diffstat_summary(tree: Tree, child: str) -> str:
+    """One line for listings: ``2 files changed, 3 insertions(+)``, ``conflicts: a, b``,
+    ``nothing new``, or ``?`` when git cannot tell."""
+    from fractal.errors import FractalError
+
+    target = merge_target(tree, child, None)
+    try:
+        plan = gitmerge.plan_squash(tree.repo, child, target)
+        if plan.tree is None:
+            return "conflicts: " + ", ".join(plan.conflicts)
+        if not plan.files:
+            return "nothing new"
+        lines = gitmerge.diffstat_lines(tree.repo, plan.target_sha, plan.tree)
+        return lines[-1].strip() if lines else f"{len(plan.files)} file(s)"
+    except FractalError:
+        return "?"

@@ -1,0 +1,141 @@
+"""Rescues as a verb: write a node's rescue ref and book it, list them, restore one.
+
+``rescue_node`` is what every destructive path calls first (``node delete --force``,
+``reset``, ``destroy``, ``start --continue --clean``, a merge's restore, ``retire
+--force``): it saves the branch tip plus the worktree's unsaved files on a rescue ref
+(``fractal.workspace.rescue``), then books a ``rescues`` row and a ``rescue`` event. The
+ref is written before the row, so a crash in between leaves a ref without a row (still
+listed, by ``fractal rescue list``), never a row without a ref.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.tree import Tree, find_tree
+from fractal.workspace.rescue import (
+    RESCUE_PREFIX,
+    Rescue,
+    list_rescue_refs,
+    rescue,
+    rescue_branch,
+    restore_branch,
+)
+
+__all__ = ["RescueListing", "Restored", "list_rescues", "record_rescue", "rescue_node",
+           "restore_rescue"]
+
+
+@dataclass(frozen=True)
+class RescueListing:
+    """One rescue ref as ``fractal rescue list`` shows it.
+
+    ``operation``, ``files`` (count) and ``created_at`` come from the ``rescues`` row; they
+    are None when the ref has no row (the database was destroyed, or the row was never
+    booked).
+    """
+
+    ref: str
+    sha: str
+    node: str
+    stamp: str
+    operation: str | None
+    files: int | None
+    created_at: str | None
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What ``fractal rescue restore`` made: a branch at the rescue commit, and the node
+    registered from it when ``--as`` was given (None otherwise)."""
+
+    ref: str
+    sha: str
+    branch: str
+    node: str | None
+
+
+def record_rescue(tree: Tree, saved: Rescue, *, actor: str) -> int:
+    """Book ``saved`` in the tree's database: a ``rescues`` row and a completed ``rescue``
+    event on the node (metadata: the ref). Returns the rescue_id. Raises StoreError."""
+    from fractal.store.ledger import Ledger
+    from fractal.store.rescues import RescueBook
+    from fractal.store.timefmt import format_ts
+
+    rescue_id = RescueBook(tree.db_path).record_rescue(
+        node=saved.branch, operation=saved.operation, ref=saved.ref, sha=saved.sha,
+        tip=saved.tip, files=saved.files, actor=actor, created_at=format_ts(saved.instant))
+    Ledger(tree.db_path).add_event(saved.branch, "rescue", actor=actor, status="completed",
+                                   metadata=f"{saved.operation}: {saved.ref} "
+                                            f"({len(saved.files)} file(s))")
+    return rescue_id
+
+
+def rescue_node(tree: Tree, branch: str, operation: str, *, actor: str,
+                worktree: Path | None = None) -> Rescue:
+    """Write and book the rescue ref of ``branch`` before ``operation`` destroys anything.
+
+    The worktree saved is ``worktree`` when given, else the node's own (the main checkout
+    for the root); when it no longer exists, the branch tip alone is saved. Raises GitError
+    when the branch is gone too, StoreError when the row cannot be booked (the ref is
+    written already).
+    """
+    checkout = worktree if worktree is not None else tree.worktree_of(branch)
+    if checkout.is_dir():
+        saved = rescue(checkout, branch, operation)
+    else:
+        saved = rescue_branch(tree.repo, branch, operation)
+    record_rescue(tree, saved, actor=actor)
+    return saved
+
+
+def list_rescues(cwd: Path) -> list[RescueListing]:
+    """Every rescue ref of the repository, oldest first, with its booked row when the
+    tree's database still has one. Raises NotATree, GitError."""
+    from fractal.store.rescues import RescueBook
+
+    tree = find_tree(cwd)
+    rows = {r.ref: r for r in RescueBook(tree.db_path).rescues()} \
+        if tree.db_path.exists() else {}
+    out: list[RescueListing] = []
+    for ref in list_rescue_refs(tree.repo):
+        row = rows.get(ref.ref)
+        out.append(RescueListing(
+            ref=ref.ref, sha=ref.sha, node=ref.branch, stamp=ref.stamp,
+            operation=row.operation if row else None,
+            files=len(row.files) if row else None,
+            created_at=row.created_at if row else None))
+    return out
+
+
+def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
+                   branch: str | None = None) -> Restored:
+    """Make a branch from the rescue ``ref``, and with ``as_name`` a fresh node from it.
+
+    Without ``as_name`` the branch is ``branch`` or ``rescued/<node>/<stamp>`` (outside
+    the tree's dotted names, so no node claims it). With ``as_name``, a node
+    ``<caller>.<as_name>`` is spawned like ``fractal node init`` but forked from the rescue
+    commit (its node directory kept when the rescued node had the same branch name), and
+    the branch is the node's. Raises FractalError when the ref is unknown or the branch
+    exists, and whatever ``node init`` raises.
+    """
+    tree = find_tree(cwd)
+    full = ref if ref.startswith(RESCUE_PREFIX) else RESCUE_PREFIX + ref
+    if as_name is not None:
+        from fractal.lifecycle.spawn import init_node
+        from fractal.workspace.git import head_sha
+
+        try:
+            sha = head_sha(tree.repo, full)
+        except Exception:
+            from fractal.errors import FractalError
+
+            raise FractalError(f"no rescue ref {full}; list them with "
+                               "`fractal rescue list`") from None
+        made = init_node(cwd, as_name, {}, start_point=sha)
+        return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch)
+    rest = full[len(RESCUE_PREFIX):]
+    name = branch or f"rescued/{rest}"
+    sha = restore_branch(tree.repo, full, name)
+    return Restored(ref=full, sha=sha, branch=name, node=None)

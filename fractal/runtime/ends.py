@@ -1,0 +1,57 @@
+"""What a run's end says about its subtree (the loop's side of ``domain/subtree.py``).
+
+``finish_reason`` names the gates a finish ended before they were approved, so a parent
+(or ``node merge``) can tell that run from approved work. ``notify_unsettled`` posts an
+outbox notice naming the descendants still running when the run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fractal.domain.states import Status
+from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
+from fractal.errors import FractalError
+from fractal.store.ledger import Ledger
+
+__all__ = ["UNSETTLED_PRIORITY", "finish_reason", "notify_unsettled", "unsettled_below"]
+
+log = logging.getLogger(__name__)
+
+UNSETTLED_PRIORITY = 6
+"""Priority of the "ended with N children still running" notice (0-10)."""
+
+_RUNNING = (Status.ACTIVE.value, Status.PAUSED.value)
+
+
+def finish_reason(ledger: Ledger, node: str, run_id: int, reason: str) -> str:
+    """``reason``, plus ``; <STEP> never approved`` when it is a finish and run ``run_id``
+    of ``node`` still has gated steps nobody approved."""
+    gates = [s.step_name for s in ledger.pending_approvals(node) if s.run_id == run_id]
+    return never_approved(reason, gates)
+
+
+def unsettled_below(ledger: Ledger, node: str) -> list[Unsettled]:
+    """``node``'s descendants that are active or paused, each marked when it waits at an
+    approval gate, by branch."""
+    out: list[Unsettled] = []
+    for row in ledger.nodes():
+        if not row.node.startswith(node + ".") or row.status not in _RUNNING:
+            continue
+        waiting = any(s.status in _RUNNING for s in ledger.pending_approvals(row.node))
+        out.append(Unsettled(row.node, row.status, waiting))
+    return sorted(out, key=lambda u: u.branch)
+
+
+def notify_unsettled(ledger: Ledger, node: str) -> str | None:
+    """Post ``ended with N children still running: ...`` to ``node``'s outbox when some of
+    its descendants still run; return the notice (None when none does). A failed post is
+    logged, never raised: the run's end must not fail over a notice."""
+    try:
+        notice = unsettled_notice(unsettled_below(ledger, node))
+        if notice is not None:
+            ledger.post_message(node, notice, notice, priority=UNSETTLED_PRIORITY)
+        return notice
+    except FractalError as exc:
+        log.warning("could not post the unsettled-children notice: %s", exc)
+        return None

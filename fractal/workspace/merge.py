@@ -1,0 +1,307 @@
+"""The git side of ``fractal node merge``: compute a squash without touching any worktree,
+land it on the target by fast-forward, advance the child's merge base, hand a conflict back.
+
+The squash is computed in the object store alone: ``git merge-tree --write-tree`` merges
+the child's tip with the target's tip; the result is then filtered in a temporary index
+(nothing under ``.fractal/`` travels: that subtree is put back exactly as the target has
+it; runtime artifacts are put back too), written as a tree and committed with
+``git commit-tree`` on top of the target's tip. Only then is the target's worktree touched,
+by one ``git merge --ff-only`` to that commit: git checks the whole update before it writes
+anything, so a refusal (an untracked file in the way) leaves the target as it was. A
+conflict is found before any of that, so the target is never touched by one.
+
+The merge base advances without a worktree either: a commit with the child's own tree and
+the parents (child tip, squash) — what ``git merge -s ours`` makes — moved onto the child's
+branch by a compare-and-swap ``update-ref``. The child's files never change, so it works
+whether the child's worktree is clean, dirty or gone.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.conflicts import MergeTree, parse_merge_tree
+from fractal.domain.merging import NODE_DIRS, travels_by_place
+from fractal.errors import GitError
+from fractal.workspace.artifacts import is_runtime_artifact
+from fractal.workspace.git import changed_paths, head_sha, run_git
+
+__all__ = [
+    "SquashPlan",
+    "advance_base",
+    "contains",
+    "diff_names",
+    "diff_text",
+    "diffstat_lines",
+    "fast_forward",
+    "hand_back_merge",
+    "merge_tree",
+    "plan_squash",
+    "roll_back",
+    "subjects_since_merge",
+    "untracked_in_the_way",
+    "worktree_of_branch",
+    "write_squash_commit",
+]
+
+@dataclass(frozen=True)
+class SquashPlan:
+    """A computed merge of ``child_sha`` into ``target_sha``.
+
+    ``conflicts`` lists conflicting paths (then ``tree`` is None); otherwise ``tree`` is the
+    filtered result and ``files`` the paths it changes against the target (empty: nothing
+    new to merge).
+    """
+
+    child_sha: str
+    target_sha: str
+    tree: str | None
+    files: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+
+
+def merge_tree(repo: Path, left: str, right: str) -> MergeTree:
+    """``git merge-tree --write-tree`` of two commits: the result tree and the conflicting
+    paths outside ``.fractal/`` (whose changes never travel). Touches no worktree. Raises
+    GitError when git cannot merge them at all (unrelated histories, an unknown ref)."""
+    proc = run_git(["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z",
+                    left, right], repo, check=False)
+    if proc.returncode not in (0, 1) or not proc.stdout:
+        detail = proc.stderr.strip() or "(no output)"
+        raise GitError(f"git merge-tree {left} {right} failed in {repo} "
+                       f"(exit {proc.returncode}): {detail}")
+    return parse_merge_tree(proc.stdout, ignore=(NODE_DIRS,))
+
+
+@contextmanager
+def _scratch_index() -> Iterator[dict[str, str]]:
+    """A temporary index file, as the env entry that points git at it."""
+    handle, name = tempfile.mkstemp(prefix="fractal-merge-", suffix=".index")
+    os.close(handle)
+    os.unlink(name)  # git creates it; an empty file is not a valid index
+    try:
+        yield {"GIT_INDEX_FILE": name}
+    finally:
+        for leftover in (name, name + ".lock"):
+            with suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+def diff_names(repo: Path, old: str, new: str) -> tuple[str, ...]:
+    """Paths that differ between two tree-ishes (renames as delete plus add)."""
+    out = run_git(["diff", "--name-only", "-z", "--no-renames", old, new], repo).stdout
+    return tuple(p for p in out.split("\0") if p)
+
+
+def _entry(repo: Path, commit: str, path: str) -> str | None:
+    """``<mode> <sha>`` of ``path`` in ``commit``, or None when it is absent."""
+    out = run_git(["ls-tree", "-z", commit, "--", f":(literal){path}"], repo).stdout
+    for record in filter(None, out.split("\0")):
+        meta, _, name = record.partition("\t")
+        if name == path:
+            mode, _kind, sha = meta.split()
+            return f"{mode} {sha}"
+    return None
+
+
+def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
+    """``merged_tree`` with ``.fractal/`` and runtime artifacts as ``target_sha`` has them."""
+    with _scratch_index() as env:
+        run_git(["read-tree", merged_tree], repo, env=env)
+        run_git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", NODE_DIRS], repo,
+                env=env)
+        if _entry(repo, target_sha, NODE_DIRS) is not None:
+            run_git(["read-tree", f"--prefix={NODE_DIRS}/", f"{target_sha}:{NODE_DIRS}"], repo,
+                    env=env)
+        tree = run_git(["write-tree"], repo, env=env).stdout.strip()
+        artifacts = [p for p in diff_names(repo, target_sha, tree) if is_runtime_artifact(p)]
+        if not artifacts:
+            return tree
+        for path in artifacts:
+            entry = _entry(repo, target_sha, path)
+            if entry is None:
+                run_git(["update-index", "--force-remove", "--", path], repo, env=env)
+            else:
+                mode, sha = entry.split()
+                run_git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"],
+                        repo, env=env)
+        return run_git(["write-tree"], repo, env=env).stdout.strip()
+
+
+def plan_squash(repo: Path, child: str, target: str) -> SquashPlan:
+    """Compute the squash of branch ``child`` into branch ``target`` (see the module
+    docstring). Touches no worktree and no ref. Raises GitError."""
+    child_sha, target_sha = head_sha(repo, child), head_sha(repo, target)
+    merged = merge_tree(repo, target_sha, child_sha)
+    if not merged.clean:
+        return SquashPlan(child_sha, target_sha, None, conflicts=merged.conflicts)
+    tree = _filter(repo, merged.tree, target_sha)
+    files = tuple(p for p in diff_names(repo, target_sha, tree) if travels_by_place(p))
+    return SquashPlan(child_sha, target_sha, tree, files)
+
+
+def diff_text(repo: Path, old: str, new: str, *, stat: bool) -> str:
+    """The patch (or, with ``stat``, the diffstat) from ``old`` to ``new``, nothing under
+    ``.fractal/``."""
+    shape = ["--stat=100"] if stat else ["--patch"]
+    return run_git(["diff", *shape, "--no-color", "--no-ext-diff", old, new, "--", ".",
+                    f":(exclude){NODE_DIRS}"], repo).stdout.rstrip("\n")
+
+
+def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
+    """``git diff --stat`` between two tree-ishes, one line per file plus the summary."""
+    out = run_git(["diff", "--stat=100", "--no-color", "--no-ext-diff", old, new], repo).stdout
+    return [line.rstrip() for line in out.splitlines() if line.strip()]
+
+
+def _is_advance(repo: Path, commit: str, target_sha: str) -> bool:
+    """A merge whose tree is its first parent's and whose second parent the target holds:
+    a merge-base advance (``merge -s ours``), not real work."""
+    parents = run_git(["rev-list", "--parents", "--max-count=1", commit], repo).stdout.split()
+    if len(parents) < 3:
+        return False
+    same = run_git(["rev-parse", f"{commit}^{{tree}}", f"{parents[1]}^{{tree}}"],
+                   repo).stdout.split()
+    return len(same) == 2 and same[0] == same[1] and contains(repo, target_sha, parents[2])
+
+
+def subjects_since_merge(repo: Path, child_sha: str, target_sha: str,
+                         limit: int) -> list[str]:
+    """Subjects of the child's own commits not yet merged, newest first (at most ``limit``
+    + 1, so the caller can tell there are more). Commits before the newest merge-base
+    advance already travelled; merge commits are left out."""
+    exclude = [f"^{target_sha}"]
+    merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
+                      f"^{target_sha}"], repo).stdout.split()
+    for commit in merges:
+        if _is_advance(repo, commit, target_sha):
+            exclude.append(f"^{commit}")
+            break
+    out = run_git(["log", "--no-merges", f"--max-count={limit + 1}", "--format=%s",
+                   child_sha, *exclude, "--"], repo).stdout
+    return out.splitlines()
+
+
+def write_squash_commit(repo: Path, plan: SquashPlan, message: str) -> str:
+    """Commit ``plan.tree`` on top of the target's tip (no ref moves); return its sha."""
+    if plan.tree is None:
+        raise GitError("a conflicting merge has no squash commit to write")
+    with tempfile.NamedTemporaryFile("w", prefix="fractal-merge-", suffix=".msg",
+                                     encoding="utf-8", delete=False) as out:
+        out.write(message.rstrip() + "\n")
+    try:
+        return run_git(["commit-tree", plan.tree, "-p", plan.target_sha, "-F", out.name],
+                       repo).stdout.strip()
+    finally:
+        os.unlink(out.name)
+
+
+def contains(repo: Path, branch_or_sha: str, sha: str) -> bool:
+    """Tell whether commit ``sha`` is reachable from ``branch_or_sha``."""
+    return run_git(["merge-base", "--is-ancestor", sha, branch_or_sha], repo,
+                   check=False).returncode == 0
+
+
+def fast_forward(worktree: Path, squash_sha: str) -> None:
+    """Move the branch checked out in ``worktree`` to ``squash_sha`` (a child of its tip),
+    updating its index and files. Raises GitError, leaving the worktree as it was, when
+    git refuses (an untracked file in the way, a moved tip)."""
+    run_git(["-c", f"core.hooksPath={os.devnull}", "merge", "--ff-only", "--quiet",
+             "--no-edit", squash_sha], worktree)
+
+
+def roll_back(worktree: Path, old_sha: str, squash_sha: str) -> list[str]:
+    """Undo a fast-forward to ``squash_sha`` that was cut short (HEAD still ``old_sha``):
+    the paths the squash changes go back to ``old_sha``'s content in the index and on
+    disk. Safe because a merge starts only from a worktree clean outside ``.fractal/``,
+    which the squash never changes. Returns the paths it restored."""
+    paths = list(diff_names(worktree, old_sha, squash_sha))
+    dirty = set(changed_paths(worktree)) | set(_index_changes(worktree))
+    touched = [p for p in paths if p in dirty]
+    if not touched:
+        return []
+    present = [p for p in touched if _entry(worktree, old_sha, p) is not None]
+    added = [p for p in touched if p not in present]
+    if present:
+        run_git(["--literal-pathspecs", "checkout", old_sha, "--", *present], worktree)
+    if added:
+        run_git(["--literal-pathspecs", "rm", "-q", "-f", "--cached", "--ignore-unmatch",
+                 "--", *added], worktree)
+        for rel in added:
+            with suppress(FileNotFoundError):
+                (worktree / rel).unlink()
+    return touched
+
+
+def _index_changes(worktree: Path) -> list[str]:
+    out = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
+    return [p for p in out.split("\0") if p]
+
+
+def advance_base(repo: Path, child: str, child_sha: str, squash_sha: str,
+                 message: str) -> str | None:
+    """Record on branch ``child`` that ``squash_sha`` holds its work up to ``child_sha``:
+    a commit with the child's tree and parents (child tip, squash), moved onto the branch
+    only if it still points at ``child_sha``. Returns the new tip, or None when the branch
+    moved meanwhile (new work: the next merge simply carries it) or already holds it."""
+    if contains(repo, child, squash_sha):
+        return None
+    with tempfile.NamedTemporaryFile("w", prefix="fractal-merge-", suffix=".msg",
+                                     encoding="utf-8", delete=False) as out:
+        out.write(message.rstrip() + "\n")
+    try:
+        commit = run_git(["commit-tree", f"{child_sha}^{{tree}}", "-p", child_sha, "-p",
+                          squash_sha, "-F", out.name], repo).stdout.strip()
+    finally:
+        os.unlink(out.name)
+    proc = run_git(["update-ref", "-m", "fractal: merge base advance", f"refs/heads/{child}",
+                    commit, child_sha], repo, check=False)
+    return commit if proc.returncode == 0 else None
+
+
+def hand_back_merge(worktree: Path, target_sha: str, message: str) -> list[str]:
+    """Merge ``target_sha`` into the branch checked out in ``worktree``, leaving the
+    conflicts there (markers in the files, ``MERGE_HEAD`` set) for the node to resolve.
+    Returns the conflicting paths (outside ``.fractal/``); an empty list means git merged
+    cleanly (the merge is then left staged, uncommitted, for the node to conclude).
+    Raises GitError when git refuses to start (local changes in the way)."""
+    proc = run_git(["-c", f"core.hooksPath={os.devnull}", "merge", "--no-ff", "--no-commit",
+                    "-m", message, target_sha], worktree, check=False)
+    out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout
+    conflicts = [p for p in out.split("\0") if p and travels_by_place(p)]
+    if proc.returncode != 0 and not conflicts and not _merging(worktree):
+        detail = proc.stderr.strip() or proc.stdout.strip() or "(no output)"
+        raise GitError(f"git merge {target_sha[:10]} refused in {worktree}: {detail}")
+    return conflicts
+
+
+def _merging(worktree: Path) -> bool:
+    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "MERGE_HEAD"],
+                  worktree).stdout.strip()
+    return Path(raw).exists()
+
+
+def worktree_of_branch(repo: Path, branch: str) -> Path | None:
+    """The worktree that has ``branch`` checked out (``git worktree list``), or None."""
+    out = run_git(["worktree", "list", "--porcelain"], repo).stdout
+    for block in out.split("\n\n"):
+        lines = block.splitlines()
+        path = next((ln[len("worktree "):] for ln in lines if ln.startswith("worktree ")), None)
+        if path and f"branch refs/heads/{branch}" in lines:
+            return Path(path)
+    return None
+
+
+def untracked_in_the_way(worktree: Path, paths: Sequence[str]) -> list[str]:
+    """The ``paths`` that exist in ``worktree`` as untracked files (a fast-forward that
+    adds them would be refused)."""
+    if not paths:
+        return []
+    out = run_git(["ls-files", "-z", "--others", "--", *(f":(literal){p}" for p in paths)],
+                  worktree).stdout
+    return [p for p in out.split("\0") if p]

@@ -1,0 +1,309 @@
+"""``fractal node merge`` on real git and a real tree database: the squash, what never
+travels, re-merges, every refusal, a conflict that leaves the target untouched, the
+hand-back, and ``node diff`` / ``node conflicts``."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fractal.errors import FractalError
+from fractal.lifecycle.conflicts import children_conflict_detail, node_conflicts
+from fractal.lifecycle.diff import node_diff
+from fractal.lifecycle.merge import MergeConflict, merge_node
+from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.steer import Refused
+from fractal.lifecycle.trees import init_tree
+from fractal.store.ledger import Ledger
+from fractal.tree import Tree
+from fractal.workspace.handback import read_note
+from tests.helpers import git, make_repo
+from tests.integration.test_commit_conflicts import snapshot
+
+
+@dataclass
+class Setup:
+    repo: Path
+    tree: Tree
+
+    def wt(self, name: str) -> Path:
+        return self.tree.worktree_of(f"main.{name}")
+
+    def write(self, where: Path, rel: str, text: str, message: str) -> None:
+        path = where / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        git(where, "add", "-A")
+        git(where, "commit", "-q", "-m", message)
+
+    def set_status(self, node: str, status: str) -> None:
+        con = sqlite3.connect(self.tree.db_path)
+        try:
+            with con:
+                con.execute("UPDATE nodes SET status = ? WHERE node = ?", (status, node))
+        finally:
+            con.close()
+
+    def rows(self) -> list[tuple[object, ...]]:
+        con = sqlite3.connect(self.tree.db_path)
+        try:
+            return list(con.execute("SELECT child, target, status, files, actor, metadata, "
+                                    "squash_sha FROM merges ORDER BY merge_id"))
+        finally:
+            con.close()
+
+    def events(self, node: str) -> list[tuple[object, ...]]:
+        con = sqlite3.connect(self.tree.db_path)
+        try:
+            return list(con.execute("SELECT status, actor, metadata FROM events WHERE node = ? "
+                                    "AND event = 'merge' ORDER BY event_id", (node,)))
+        finally:
+            con.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "calc").mkdir()
+    (repo / "calc" / "ops.py").write_text("def add(a, b):\n    return a + b\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "calc")
+    tree = init_tree(repo).tree
+    for name in ("a", "b"):
+        init_node(repo, name, {"title": f"work {name}"})
+    return Setup(repo, tree)
+
+
+def test_a_clean_squash_lands_without_node_dirs_or_artifacts(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return b + a\n", "swap")
+    setup.write(wt, "calc/mul.py", "def mul(a, b):\n    return a * b\n", "mul")
+    (wt / "cache.db").write_text("artifact\n")
+    git(wt, "add", "-f", "cache.db")
+    git(wt, "commit", "-q", "-m", "a db by hand")
+    before = git(setup.repo, "rev-parse", "main")
+    result = merge_node(setup.repo, "a")
+    assert result.status == "merged" and result.files == 2
+    assert git(setup.repo, "rev-parse", "main") == result.squash_sha
+    assert git(setup.repo, "rev-parse", "main^") == before
+    listed = git(setup.repo, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert not [p for p in listed if p.startswith(".fractal/main.")]
+    assert "cache.db" not in listed and "calc/mul.py" in listed
+    message = git(setup.repo, "log", "-1", "--format=%B", "main")
+    assert message.startswith("main: merge main.a (work a)\n\n- a db by hand\n- mul\n- swap")
+    assert "2 files changed" in message
+    assert git(setup.repo, "status", "--porcelain") == ""
+    assert setup.rows() == [("main.a", "main", "merged", 2, "operator", "", result.squash_sha)]
+    assert setup.events("main.a")[-1][:2] == ("completed", "operator")
+    # The merge base advanced: merging again brings nothing, new work only the new work.
+    assert merge_node(setup.repo, "a").status == "nothing"
+    setup.write(wt, "calc/div.py", "def div(a, b):\n    return a / b\n", "div")
+    again = merge_node(setup.repo, "a")
+    assert again.status == "merged" and again.files == 1
+    body = git(setup.repo, "log", "-1", "--format=%b", "main")
+    assert "- div" in body and "- swap" not in body
+
+
+def test_a_conflict_leaves_the_target_exactly_as_it_was(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    (setup.repo / "notes.txt").write_text("untracked, kept\n")
+    (setup.repo / ".fractal" / "main" / "scratch.md").write_text("own node dir, dirty\n")
+    before = snapshot(setup.repo)
+    with pytest.raises(MergeConflict) as caught:
+        merge_node(setup.repo, "a")
+    assert caught.value.files == ("calc/ops.py",)
+    assert "calc/ops.py" in str(caught.value) and "--hand-back" in str(caught.value)
+    assert snapshot(setup.repo) == before
+    assert setup.rows()[-1][:3] == ("main.a", "main", "failed")
+
+
+def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    before = snapshot(setup.repo)
+    result = merge_node(setup.repo, "a", hand_back=True)
+    assert result.status == "handed-back" and result.conflicts == ("calc/ops.py",)
+    assert not result.rearmed and "start" in " ".join(result.notices)  # never ran: idle
+    assert snapshot(setup.repo) == before
+    assert "<<<<<<<" in (wt / "calc" / "ops.py").read_text()
+    note = read_note(setup.tree.node("main.a").node_dir)
+    assert note is not None and note.target == "main" and note.files == ("calc/ops.py",)
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")
+    merged = merge_node(setup.repo, "a")
+    assert merged.status == "merged"
+    assert git(setup.repo, "show", "main:calc/ops.py") == \
+        "def add(a, b):\n    return int(a) + b + 0"
+    assert read_note(setup.tree.node("main.a").node_dir) is None
+
+
+def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
+    ledger = Ledger(setup.tree.db_path)
+    setup.write(setup.wt("a"), "x.txt", "x\n", "x")
+    with pytest.raises(FractalError, match="a node merges its children"):
+        merge_node(setup.wt("a"), None)
+    (setup.repo / "README.md").write_text("dirty\n")
+    with pytest.raises(Refused, match="uncommitted changes outside its node directory"):
+        merge_node(setup.repo, "a")
+    git(setup.repo, "checkout", "--", "README.md")
+    setup.set_status("main.a", "active")
+    with pytest.raises(Refused, match=r"main\.a is active"):
+        merge_node(setup.repo, "a")
+    setup.set_status("main.a", "completed")
+    run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
+    ledger.close_run(run, "exited", 1, "crashed")
+    with pytest.raises(Refused, match=r"exited.*--force"):
+        merge_node(setup.repo, "a")
+    with pytest.raises(Refused, match="only its own direct children"):
+        merge_node(setup.wt("b"), "a")
+    assert merge_node(setup.repo, "a", force=True).status == "merged"
+    statuses = [e[0] for e in setup.events("main.a")]
+    assert statuses == ["failed"] * 4 + ["completed"]
+
+
+def test_a_node_merges_its_child_into_itself(setup: Setup) -> None:
+    init_node(setup.wt("a"), "c", {})
+    child_wt = setup.tree.worktree_of("main.a.c")
+    setup.write(child_wt, "calc/c.py", "c = 1\n", "c")
+    with pytest.raises(Refused, match="only into itself"):
+        merge_node(setup.wt("a"), "main.a.c", into="main")
+    result = merge_node(setup.wt("a"), "main.a.c")
+    assert result.target == "main.a" and result.status == "merged"
+    listed = git(setup.repo, "ls-tree", "-r", "--name-only", "main.a").splitlines()
+    assert "calc/c.py" in listed and not any(p.startswith(".fractal/main.a.c/") for p in listed)
+    assert setup.rows()[-1][4] == "main.a"
+
+
+def test_diff_and_conflicts(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
+    setup.write(setup.wt("b"), "calc/other.py", "o = 1\n", "o")
+    diff = node_diff(setup.repo, "b", stat=True)
+    assert "calc/other.py" in diff.text and ".fractal" not in diff.text
+    assert "+    return 1" in node_diff(setup.repo, "a").text
+    report = node_conflicts(setup.repo, None)
+    found = {(p.left, p.right): p.files for p in report.pairs}
+    assert found == {("main.a", "main"): (), ("main.b", "main"): (),
+                     ("main.a", "main.b"): ("calc/ops.py",)}
+    assert children_conflict_detail(setup.tree, "main") == ""
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 3\n", "main")
+    assert children_conflict_detail(setup.tree, "main") == "2 children conflict (calc/ops.py)"
+    with pytest.raises(Refused, match="descendants"):
+        node_diff(setup.wt("b"), "a")
+
+
+def test_the_cli_prints_the_sha_and_exits_1_on_a_conflict(setup: Setup) -> None:
+    import sys
+
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 3\n", "main")
+    proc = subprocess.run([sys.executable, "-m", "fractal", "node", "merge", "a"],
+                          cwd=setup.repo, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "calc/ops.py" in proc.stderr and proc.stdout == ""
+
+
+def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Setup) -> None:
+    from fractal.lifecycle.approve import pending
+
+    ledger = Ledger(setup.tree.db_path)
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\nm = 2\n", "new")
+    run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
+    iter_id = ledger.open_iteration("main.a", run, 1, agent=None, model=None)
+    ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2, step_name="EXECUTE",
+                     agent=None, model=None, session=None, gated=True)
+    setup.set_status("main.a", "active")
+    rows = pending(setup.repo, None)
+    assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [
+        ("main.a", "EXECUTE", "1 file changed, 2 insertions(+)")]
+    ledger.close_open("main.a", "stopped", "finish requested awaiting approval")
+    setup.set_status("main.a", "completed")
+    with pytest.raises(Refused, match="EXECUTE never approved"):
+        merge_node(setup.repo, "a")
+    assert merge_node(setup.repo, "a", force=True).status == "merged"
+
+
+@pytest.mark.parametrize(("then", "status"), [("retire", "retired"), ("delete", None)])
+def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str | None) -> None:
+    from fractal.lifecycle.merge import merge_then_clean
+
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
+    result = merge_then_clean(setup.repo, "a", then=then)
+    assert result.status == "merged" and result.notices[-1].startswith(then[:-1])
+    row = Ledger(setup.tree.db_path).node("main.a")
+    assert (row.status if row else None) == status
+    assert not setup.wt("a").exists()
+    assert "calc/new.py" in git(setup.repo, "ls-tree", "-r", "--name-only", "main")
+
+
+def _interrupted(setup: Setup) -> tuple[int, str, str]:
+    """A merge of ``a`` booked active with its squash written, the target not moved yet."""
+    from fractal.store.merges import MergeBook
+    from fractal.workspace.merge import plan_squash, write_squash_commit
+
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
+    plan = plan_squash(setup.repo, "main.a", "main")
+    squash = write_squash_commit(setup.repo, plan, "main: merge main.a (work a)")
+    merge_id = MergeBook(setup.tree.db_path).book_merge(
+        child="main.a", target="main", child_sha=plan.child_sha, target_sha=plan.target_sha,
+        squash_sha=squash, files=len(plan.files), actor="operator")
+    return merge_id, plan.target_sha, squash
+
+
+def test_a_merge_cut_short_before_the_target_moved_is_rolled_back(setup: Setup) -> None:
+    from fractal.workspace.commit_lock import index_lock_path
+
+    _interrupted(setup)
+    (setup.repo / "calc" / "new.py").write_text("n = 1\n")  # half a checkout
+    index_lock_path(setup.repo).write_text("")  # and the lock a killed git left
+    result = merge_node(setup.repo, "a")
+    assert result.status == "merged"
+    assert any("rolled back (1 file(s) restored)" in n for n in result.notices)
+    assert any("rescue" in n for n in result.notices)
+    assert [r[2] for r in setup.rows()] == ["failed", "merged"]
+    assert git(setup.repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert git(setup.repo, "for-each-ref", "--format=%(refname)", "refs/fractal/rescue/")
+
+
+def test_a_merge_cut_short_after_the_target_moved_is_finished(setup: Setup) -> None:
+    _merge_id, _old, squash = _interrupted(setup)
+    git(setup.repo, "merge", "-q", "--ff-only", squash)
+    result = merge_node(setup.repo, "a")
+    assert result.status == "nothing"
+    assert any("finished the interrupted merge" in n for n in result.notices)
+    assert setup.rows() == [("main.a", "main", "merged", 1, "operator",
+                             " (finished after an interruption)", squash)]
+    assert git(setup.repo, "merge-base", "--is-ancestor", squash, "main.a") == ""
+
+
+def test_the_read_commands_through_the_cli(setup: Setup) -> None:
+    import json
+    import sys
+
+    from fractal.lifecycle.reads import node_status
+
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=setup.repo,
+                              capture_output=True, text=True, check=False)
+
+    report = json.loads(cli("node", "conflicts", "--json").stdout)
+    assert report["node"] == "main"
+    assert {(p["left"], p["right"]): p["files"] for p in report["pairs"]} == {
+        ("main.a", "main"): [], ("main.b", "main"): [], ("main.a", "main.b"): ["calc/ops.py"]}
+    stat = cli("node", "diff", "a", "--stat")
+    assert stat.returncode == 0 and "calc/ops.py" in stat.stdout and ".fractal" not in stat.stdout
+    init_node(setup.wt("a"), "c", {})
+    setup.write(setup.tree.worktree_of("main.a.c"), "calc/ops.py",
+                "def add(a, b):\n    return 3\n", "c")
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 4\n", "a again")
+    assert node_status(setup.repo, "a").line == "idle (1 child conflicts (calc/ops.py))"
+    assert "1 child conflicts (calc/ops.py)" in cli("node", "status", "a").stdout
