@@ -31,7 +31,7 @@ _SHORT_HELP: dict[str, str] = {
     "node": "Create, start, watch, steer and inspect nodes.",
     "pause": "Brake the whole tree: pause every node, block starts and spawns.",
     "resume": "Lift the tree-wide brake and resume parked nodes.",
-    "radio": "Read the notices nodes post (e.g. why a run exited).",
+    "radio": "Message other nodes; read the loop's notices (run ends, gates, merges).",
 }
 
 

@@ -32,6 +32,7 @@ from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
 from fractal.runtime.context import Boot, LoopParts, RunState
 from fractal.runtime.iteration import RunAbort, backstop
+from fractal.runtime.notices import post_run_end
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.steering import Park, Steering
@@ -249,8 +250,8 @@ class Supervisor:
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         self.ledger.close_run(run_id, end.run_status.value, end.exit_code, end.reason)
-        if end.run_status is Status.EXITED:  # posted before the status flips: whoever
-            self._notify_exit(end.reason, figures)  # sees the node settled sees the notice
+        post_run_end(self.ledger, self.paths.branch, run_id, end.run_status.value, end.reason,
+                     figures)  # before the status flips: who sees it settled sees the notice
         self.ledger.set_node_status(self.paths.branch, end.node_status.value)
         self.reporter.banner_open(f"Run {run_id} {end.run_status.value} (exit {end.exit_code}): "
                                   f"{end.reason}", major=True)

@@ -1,63 +1,61 @@
-"""Messages: notices a node posts to its channels (issue 4: every exited run posts
-``run exited: <reason>`` with priority 7 to its outbox)."""
+"""Notices: what the loop posts to a node's ``outbox`` so the node's ancestors see it in
+their radio feed. Each is priority 7 and sent by the node itself: every run's end
+(``run completed|stopped|exited: <reason>``, with the run's spend), every approval gate
+that starts waiting (the approve command and a diffstat), a merge and a hand-back. The
+texts are composed by ``domain.radio``; the rows are ``store.radio`` messages.
+"""
 
 from __future__ import annotations
 
-import uuid
-
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from fractal.domain.outcome import clip_reason
-from fractal.store.models import Message
-from fractal.store.registry import Registry, new_id
-from fractal.store.rows import MessageRow
-from fractal.store.timefmt import utc_now
+from fractal.domain.radio import NOTICE_PRIORITY, Channel, run_end_notice
+from fractal.store.radio import Draft, Radio, insert_message
 
-OUTBOX = "outbox"
-EXIT_NOTICE_PRIORITY = 7  # issue 4: every exited run posts to the node's outbox
+OUTBOX = Channel.OUTBOX.value
+EXIT_NOTICE_PRIORITY = NOTICE_PRIORITY  # every exited run posts to the node's outbox
+
+__all__ = ["EXIT_NOTICE_PRIORITY", "OUTBOX", "Outbox", "insert_exit_notice", "insert_notice"]
 
 
-class Outbox(Registry):
-    """Posting and reading channel messages on the tree database."""
+class Outbox(Radio):
+    """Posting the loop's notices (and, inherited, every radio read and write)."""
 
-    def post_message(self, node: str, subject: str, data: str = "", *,
-                     channel: str = OUTBOX, sender: str | None = None,
-                     priority: int = 5) -> str:
-        """Post a message to ``node``'s ``channel``; return its 8-hex uuid.
-
-        ``priority`` is clamped to 0-10 (10 most urgent).
-        """
+    def post_notice(self, node: str, subject: str, body: str = "") -> str:
+        """Post a notice (priority 7, subject clipped like a reason) to ``node``'s outbox;
+        return its 8-hex id."""
         with self._tx() as conn:
-            return insert_message(conn, node, subject, data, channel=channel, sender=sender,
-                                  priority=priority)
+            return insert_notice(conn, node, subject, body)
 
     def post_exit_notice(self, node: str, reason: str, figures: str = "") -> str:
-        """Post ``run exited: <reason>`` (priority 7; the subject clipped like a reason) to
-        ``node``'s outbox; ``figures`` (a capped run's spend) join the body. Returns the
-        uuid (issue 4: every ``exited`` run posts a notice)."""
+        """Post ``run exited: <reason>`` to ``node``'s outbox (``figures``, a capped run's
+        spend, join the body); return its id."""
         with self._tx() as conn:
             return insert_exit_notice(conn, node, reason, figures)
 
-    def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
-        """The channel's messages, newest first."""
-        return self._all(MessageRow, select(Message.__table__).where(
-            Message.node == node, Message.channel == channel)
-            .order_by(Message.message_id.desc()))
+    def post_run_end_notice(self, node: str, run_id: int, status: str, reason: str,
+                            figures: str = "") -> str:
+        """Post ``run <status>: <reason>`` to ``node``'s outbox, its body naming the run's
+        spend (USD over the run's subtree; ``unknown`` when no step recorded a cost) and a
+        capped run's ``figures``; return its id."""
+        from fractal.store.spend import run_spend
+
+        spend = run_spend(self.db_path, run_id)
+        subject, body = run_end_notice(status, reason, run_id=run_id,
+                                       spend=None if spend.untracked else spend.usd,
+                                       unpriced=spend.unpriced, figures=figures)
+        return self.post_notice(node, subject, body)
 
 
-def insert_message(conn: Connection, node: str, subject: str, data: str, *, channel: str,
-                   sender: str | None, priority: int) -> str:
-    """Insert one message inside the caller's transaction; return its 8-hex uuid."""
-    mid = uuid.uuid4().hex[:8]
-    new_id(conn, Message, {
-        "message_uuid": mid, "node": node, "channel": channel, "sender": sender or node,
-        "priority": max(0, min(10, priority)), "subject": subject, "data": data,
-        "created_at": utc_now()})
-    return mid
+def insert_notice(conn: Connection, node: str, subject: str, body: str) -> str:
+    """``post_notice`` inside the caller's transaction."""
+    return insert_message(conn, Draft(host=node, channel=OUTBOX, sender=node,
+                                      subject=clip_reason(subject), data=body,
+                                      priority=NOTICE_PRIORITY))
 
 
 def insert_exit_notice(conn: Connection, node: str, reason: str, figures: str = "") -> str:
     """``post_exit_notice`` inside the caller's transaction."""
-    return insert_message(conn, node, clip_reason(f"run exited: {reason}"),
-                          f"{reason}\n{figures}" if figures else reason, channel=OUTBOX,
-                          sender=None, priority=EXIT_NOTICE_PRIORITY)
+    return insert_notice(conn, node, f"run exited: {reason}",
+                         f"{reason}\n{figures}" if figures else reason)

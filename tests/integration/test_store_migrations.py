@@ -24,11 +24,12 @@ from fractal.store.schema import (
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks"}
+TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
+          "reads", "saves"}  # 0008: the radio's read receipts and saved messages
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",
-    "ix_checks_node", "ix_checks_run_id",
+    "ix_checks_node", "ix_checks_run_id", "ix_messages_parent_message_uuid",
     # 0005: every timestamp the activity view sorts by, alone and after the node.
     *(f"ix_{table}_{prefix}{column}" for prefix in ("", "node_") for table, column in (
         ("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),

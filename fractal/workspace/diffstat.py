@@ -1,0 +1,35 @@
+"""A node's changes as a diffstat: what it changed since it forked from its parent.
+
+Used by the notice a gate posts when it starts waiting, so the parent sees what it is
+asked to approve without opening the worktree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fractal.errors import GitError
+from fractal.workspace.git import run_git
+
+__all__ = ["STAT_LINES", "fork_diffstat"]
+
+STAT_LINES = 20
+"""Most file lines a diffstat keeps (the rest are counted on one line)."""
+
+
+def fork_diffstat(worktree: Path, parent_ref: str) -> str:
+    """``git diff --stat`` of ``worktree`` (committed and uncommitted tracked changes)
+    against its merge base with ``parent_ref``, at most STAT_LINES file lines plus the
+    summary. Returns '' when nothing changed, or a one-line explanation when git cannot
+    say (never raises for a git failure)."""
+    try:
+        base = run_git(["merge-base", "HEAD", parent_ref], worktree).stdout.strip()
+        out = run_git(["diff", "--stat=120", "--no-color", "--no-ext-diff", base],
+                      worktree).stdout
+    except GitError as exc:
+        return f"(no diffstat: {exc})"
+    lines = [line.rstrip() for line in out.splitlines() if line.strip()]
+    files, summary = lines[:-1], lines[-1:]
+    if len(files) > STAT_LINES:
+        files = [*files[:STAT_LINES], f" ... {len(files) - STAT_LINES} more files"]
+    return "\n".join(files + summary)
