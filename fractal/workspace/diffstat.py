@@ -6,9 +6,12 @@ asked to approve without opening the worktree.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from fractal.errors import GitError
+from fractal.workspace.artifacts import exclude_pathspecs
 from fractal.workspace.git import run_git
 
 __all__ = ["STAT_LINES", "fork_diffstat"]
@@ -18,15 +21,25 @@ STAT_LINES = 20
 
 
 def fork_diffstat(worktree: Path, parent_ref: str) -> str:
-    """``git diff --stat`` of ``worktree`` (committed and uncommitted tracked changes)
-    against its merge base with ``parent_ref``, at most STAT_LINES file lines plus the
+    """``git diff --stat`` of ``worktree`` (commits, uncommitted edits and new files, as a
+    commit of everything would hold them; runtime artifacts and ignored files aside)
+    against its merge base with ``parent_ref``, node data directories (``.fractal/``)
+    left out; the real index is left alone, at most STAT_LINES file lines plus the
     summary. Returns '' when nothing changed, or a one-line explanation when git cannot
     say (never raises for a git failure)."""
     try:
         base = run_git(["merge-base", "HEAD", parent_ref], worktree).stdout.strip()
-        out = run_git(["diff", "--stat=120", "--no-color", "--no-ext-diff", base],
-                      worktree).stdout
-    except GitError as exc:
+        index = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
+                             worktree).stdout.strip())
+        with tempfile.TemporaryDirectory(prefix="fractal-stat-") as scratch:
+            temp_index = Path(scratch) / "index"
+            if index.is_file():
+                shutil.copyfile(index, temp_index)
+            env = {"GIT_INDEX_FILE": str(temp_index)}  # the real index is never touched
+            run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree, env=env)
+            out = run_git(["diff", "--cached", "--stat=120", "--no-color", "--no-ext-diff",
+                           base, "--", ".", ":(exclude).fractal"], worktree, env=env).stdout
+    except (GitError, OSError) as exc:
         return f"(no diffstat: {exc})"
     lines = [line.rstrip() for line in out.splitlines() if line.strip()]
     files, summary = lines[:-1], lines[-1:]
