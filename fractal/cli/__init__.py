@@ -23,6 +23,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "pause": ("fractal.cli.tree", "pause_cmd"),
     "resume": ("fractal.cli.tree", "resume_cmd"),
     "radio": ("fractal.cli.radio", "radio_group"),
+    "plan": ("fractal.cli.plan", "plan_group"),
+    "wiki": ("fractal.cli.wiki", "wiki_group"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -32,6 +34,8 @@ _SHORT_HELP: dict[str, str] = {
     "pause": "Brake the whole tree: pause every node, block starts and spawns.",
     "resume": "Lift the tree-wide brake and resume parked nodes.",
     "radio": "Message other nodes; read the loop's notices (run ends, gates, merges).",
+    "plan": "Create and list the node's plan files.",
+    "wiki": "Regenerate the project and memory wikis' indexes.",
 }
 
 
