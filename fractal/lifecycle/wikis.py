@@ -14,7 +14,7 @@ def update_wikis(cwd: Path, directory: Path | None = None) -> list[WikiUpdate]:
     the node whose worktree holds ``cwd``. Raises MalformedPage naming every malformed
     page, FractalError when ``cwd`` is in no tree and no directory was given."""
     if directory is not None:
-        return [update_wiki(directory)]
+        return [update_wiki(directory.resolve())]
     from fractal.lifecycle.steer import acting_branch
     from fractal.tree import find_tree
 
