@@ -1,4 +1,4 @@
-"""``fractal node init``: spawn a node (see ``docs/tree.md``).
+"""``fractal node init``: spawn a node (see ``docs/cli.md``).
 
 Every value is validated before anything is written; a failure after the worktree
 exists rolls the worktree, branch and registry row back, so nothing is left behind.
