@@ -74,7 +74,7 @@ def _blocks(rows: Sequence[dict[str, object]], as_json: bool, empty: str) -> Non
 @PATH_OPTION
 def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, subject: str,
              priority: int, path: Path) -> None:
-    """Send DATA (``-``: standard input) to a node's inbox; print the message id."""
+    """Send DATA (`-` reads standard input) to a node's inbox; print the message id."""
     from fractal.lifecycle.radio import send
 
     click.echo(send(path, _data(data), node=node, to_parent=to_parent, channel=channel,
@@ -92,7 +92,7 @@ def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, 
 @PATH_OPTION
 def post_cmd(data: str, node: str | None, channel: str | None, subject: str | None,
              priority: int, path: Path) -> None:
-    """Publish DATA (``-``: standard input) to your outbox; print the message id."""
+    """Publish DATA (`-` reads standard input) to your outbox; print the message id."""
     from fractal.lifecycle.radio import post
 
     click.echo(post(path, _data(data), node=node, channel=channel, subject=subject,
@@ -115,7 +115,7 @@ def messages_cmd(node: str | None, channel: str | None, state: str | None, limit
                  path: Path) -> None:
     """List a channel's messages you have not read yet, newest first."""
     from fractal.lifecycle.radio import messages
-    from fractal.store.radio import ReadState
+    from fractal.store.radio_reads import ReadState
 
     rows = messages(path, node=node, channel=channel, state=ReadState(state or "unread"),
                     limit=limit, since=since)
@@ -143,7 +143,7 @@ def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_j
               help="0-10 (default: the original's).")
 @PATH_OPTION
 def reply_cmd(uuid: str, data: str, priority: int | None, path: Path) -> None:
-    """Answer message UUID with DATA (``-``: standard input); print the reply's id."""
+    """Answer message UUID with DATA (`-` reads standard input); print the reply's id."""
     from fractal.lifecycle.radio import reply
 
     click.echo(reply(path, uuid, _data(data), priority=priority))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError, InvalidValue
@@ -31,11 +32,14 @@ from fractal.domain.radio import (
     route_post,
     route_send,
 )
-from fractal.store.outbox import Outbox
-from fractal.store.radio import Draft, ReadState
+from fractal.store import radio_reads as reads
+from fractal.store.radio_reads import ReadState
 from fractal.store.rows import MessageRow
 from fractal.store.timefmt import format_ts, parse_ts
 from fractal.tree import Tree, find_tree, resolve_node
+
+if TYPE_CHECKING:
+    from fractal.store.outbox import Outbox
 
 __all__ = ["Actor", "feed", "message_dict", "messages", "notify_handed_back", "notify_merged",
            "post", "read", "reply", "save", "send", "sent", "thread", "unsend"]
@@ -45,17 +49,29 @@ _SUBJECT_MAX = 120  # characters of a post's first line used as its subject
 
 @dataclass(frozen=True)
 class Actor:
-    """Who is acting (``branch``) in which ``tree``, with its store."""
+    """Who is acting (``branch``) in which ``tree``. Reads go through
+    ``store.radio_reads`` (no SQLAlchemy); ``store`` opens the writing store."""
 
     tree: Tree
     branch: str
-    store: Outbox
+
+    @property
+    def db(self) -> Path:
+        return self.tree.db_path
+
+    @property
+    def store(self) -> Outbox:
+        from fractal.store.outbox import Outbox
+
+        return Outbox(self.tree.db_path)
 
     def node(self, name: str | None) -> str:
         """The node ``name`` names (the actor itself when None); raise NodeNotFound."""
         if name is None:
             return self.branch
-        known = [row.node for row in self.store.nodes()]
+        from fractal.store.reader import node_rows
+
+        known = [row.node for row in node_rows(self.db)]
         return resolve_node(name, [*known, self.tree.root], self.tree)
 
 
@@ -64,7 +80,7 @@ def actor(cwd: Path) -> Actor:
     from fractal.lifecycle.steer import acting_branch
 
     tree = find_tree(cwd)
-    return Actor(tree, acting_branch(cwd, tree), Outbox(tree.db_path))
+    return Actor(tree, acting_branch(cwd, tree))
 
 
 def message_dict(m: MessageRow) -> dict[str, object]:
@@ -89,6 +105,8 @@ def _channel(name: str | None) -> Channel | None:
 
 def _store(who: Actor, route: Route, data: str, subject: str, priority: int,
            parent: str | None = None) -> str:
+    from fractal.store.radio import Draft
+
     return who.store.post(Draft(host=route.host, channel=route.channel.value,
                                 sender=who.branch, subject=subject, data=data,
                                 priority=check_priority(priority), parent=parent))
@@ -152,14 +170,14 @@ def messages(cwd: Path, *, node: str | None, channel: str | None, state: ReadSta
     chosen = _channel(channel)
     stamp = since_stamp(since)
     if state is ReadState.SAVED and chosen is None:
-        rows = who.store.listing(who.branch, hosts=None, channels=CHANNELS, state=state,
-                                 since=stamp, limit=limit)
+        rows = reads.listing(who.db, who.branch, hosts=None, channels=CHANNELS, state=state,
+                             since=stamp, limit=limit)
         return [message_dict(m) for m in rows]
     host = who.node(node)
     chosen = chosen or Channel.INBOX
     _refuse_read(who, host, chosen)
-    rows = who.store.listing(who.branch, hosts=[host], channels=[chosen.value], state=state,
-                             since=stamp, limit=limit)
+    rows = reads.listing(who.db, who.branch, hosts=[host], channels=[chosen.value],
+                         state=state, since=stamp, limit=limit)
     return [message_dict(m) for m in rows]
 
 
@@ -167,7 +185,7 @@ def _visible(who: Actor, uuid: str) -> MessageRow:
     """The message ``uuid`` when the actor may see it (it can read its channel, or sent
     it); raise InvalidValue otherwise, the same way for a hidden and a missing one."""
     mid = check_message_id(uuid)
-    row = who.store.message(mid)
+    row = reads.message(who.db, mid)
     if row is None or row.unsent_at is not None or not (
             row.sender == who.branch or can_read(who.branch, row.node, Channel(row.channel))):
         raise InvalidValue(f"no message {mid} that {who.branch} can read; list them with "
@@ -186,9 +204,8 @@ def read(cwd: Path, uuids: tuple[str, ...], *, node: str | None = None,
     else:
         host, chosen = who.node(node), _channel(channel) or Channel.INBOX
         _refuse_read(who, host, chosen)
-        rows = list(reversed(who.store.listing(who.branch, hosts=[host],
-                                               channels=[chosen.value],
-                                               state=ReadState.UNREAD)))
+        rows = list(reversed(reads.listing(who.db, who.branch, hosts=[host],
+                                           channels=[chosen.value], state=ReadState.UNREAD)))
     who.store.mark_read(who.branch, [m.message_id for m in rows])
     return [message_dict(m) for m in rows]
 
@@ -213,7 +230,7 @@ def thread(cwd: Path, uuid: str) -> list[dict[str, object]]:
     see (those it can read or sent). Raises InvalidValue when ``uuid`` is not visible."""
     who = actor(cwd)
     _visible(who, uuid)
-    rows = who.store.thread(check_message_id(uuid))
+    rows = reads.thread(who.db, check_message_id(uuid))
     return [message_dict(m) for m in rows
             if m.sender == who.branch or can_read(who.branch, m.node, Channel(m.channel))]
 
@@ -225,10 +242,10 @@ def feed(cwd: Path, *, node: str | None, limit: int | None,
     history outlives its nodes."""
     who = actor(cwd)
     base = who.node(node)
-    hosts = [h for h in who.store.hosts() if is_descendant(h, base, who.tree.root)]
-    rows = who.store.listing(who.branch, hosts=hosts,
-                             channels=[Channel.PUBLIC.value, Channel.OUTBOX.value],
-                             since=since_stamp(since), limit=limit)
+    hosts = [h for h in reads.hosts(who.db) if is_descendant(h, base, who.tree.root)]
+    rows = reads.listing(who.db, who.branch, hosts=hosts,
+                         channels=[Channel.PUBLIC.value, Channel.OUTBOX.value],
+                         since=since_stamp(since), limit=limit)
     return [message_dict(m) for m in rows]
 
 
@@ -236,10 +253,10 @@ def sent(cwd: Path, *, limit: int | None, since: str | None) -> list[dict[str, o
     """What the actor sent or posted (not withdrawn), newest first, each with ``read_by``:
     who has read it."""
     who = actor(cwd)
-    rows = who.store.listing(who.branch, hosts=None, channels=CHANNELS, sender=who.branch,
-                             since=since_stamp(since), limit=limit)
-    return [{**message_dict(m), "read_by": " ".join(who.store.readers(m.message_id))}
-            for m in rows]
+    rows = reads.listing(who.db, who.branch, hosts=None, channels=CHANNELS,
+                         sender=who.branch, since=since_stamp(since), limit=limit)
+    by = reads.readers(who.db, [m.message_id for m in rows])
+    return [{**message_dict(m), "read_by": " ".join(by[m.message_id])} for m in rows]
 
 
 def unsend(cwd: Path, uuid: str, *, force: bool) -> dict[str, object]:
@@ -250,7 +267,8 @@ def unsend(cwd: Path, uuid: str, *, force: bool) -> dict[str, object]:
     if row.sender != who.branch:
         raise InvalidValue(f"{who.branch} did not send {row.message_uuid} ({row.sender} "
                            "did): only its sender can withdraw a message")
-    others = [r for r in who.store.readers(row.message_id) if r != who.branch]
+    others = [r for r in reads.readers(who.db, [row.message_id])[row.message_id]
+              if r != who.branch]
     if others and not force:
         raise InvalidValue(f"{row.message_uuid} was read already by {', '.join(others)}; "
                            "withdraw it anyway with `fractal radio unsend --force "
@@ -272,6 +290,8 @@ def notify_merged(tree: Tree, child: str, into: str, sha: str | None,
     """Post ``<child> merged into <into> (<sha>)`` (``detail``, e.g. a diffstat, as the
     body) to ``child``'s outbox, so the merge shows in every ancestor's feed; return the
     notice's id. Raises StoreError."""
+    from fractal.store.outbox import Outbox
+
     subject, body = merge_notice("merged", child, into, sha, detail)
     return Outbox(tree.db_path).post_notice(child, subject, body)
 
@@ -280,5 +300,7 @@ def notify_handed_back(tree: Tree, child: str, parent: str, sha: str | None,
                        detail: str = "") -> str:
     """Post ``<child> handed back into <parent> (<sha>)`` (``detail`` as the body) to
     ``child``'s outbox; return the notice's id. Raises StoreError."""
+    from fractal.store.outbox import Outbox
+
     subject, body = merge_notice("handed back", child, parent, sha, detail)
     return Outbox(tree.db_path).post_notice(child, subject, body)

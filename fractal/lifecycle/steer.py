@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.domain.outcome import Status, clip_reason
 from fractal.domain.signals import Signal, fanout_reason
@@ -19,9 +20,11 @@ from fractal.errors import FractalError
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.targets import subtree_target
 from fractal.runtime.waker import touch_wake
-from fractal.store.ledger import Ledger
 from fractal.tree import Tree, caller_branch
 from fractal.workspace.nodedir import file_lock
+
+if TYPE_CHECKING:  # imported where used: `acting_branch` alone stays free of SQLAlchemy
+    from fractal.store.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
     At the root it is a tree-wide broadcast with no self signal. Raises Refused when the
     named node itself is refused; refused descendants are skipped.
     """
+    from fractal.store.ledger import Ledger
+
     tree, top = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
     actor = actor_of(cwd, tree)
@@ -136,6 +141,8 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
 
 def cancel_finish(cwd: Path, name: str | None) -> Signalled:
     """Withdraw ``name``'s own pending finish (ref §2.2 ``finish --cancel``)."""
+    from fractal.store.ledger import Ledger
+
     tree, branch = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
     actor = actor_of(cwd, tree)

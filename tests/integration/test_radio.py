@@ -16,9 +16,10 @@ from fractal.domain.errors import FractalError, InvalidValue
 from fractal.lifecycle import radio
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
+from fractal.store import radio_reads
 from fractal.store.ledger import Ledger
 from fractal.store.outbox import Outbox
-from fractal.store.radio import ReadState
+from fractal.store.radio_reads import ReadState
 from fractal.tree import Tree, find_tree
 from tests.helpers import make_repo
 
@@ -65,10 +66,10 @@ def test_send_to_parent_lands_in_its_inbox_unread_until_read(nodes: Nodes) -> No
     sent = radio.sent(nodes.div, limit=None, since=None)
     assert [(r["uuid"], r["read_by"]) for r in sent] == [(mid, "main.lead")]
     radio.read(nodes.lead, (mid,))  # reading again keeps the first receipt
-    store = Outbox(nodes.tree.db_path)
-    message = store.message(mid)
+    message = radio_reads.message(nodes.tree.db_path, mid)
     assert message is not None
-    assert store.readers(message.message_id) == ["main.lead"]
+    assert radio_reads.readers(nodes.tree.db_path, [message.message_id]) == {
+        message.message_id: ["main.lead"]}
 
 
 def test_channel_permissions_on_a_real_tree(nodes: Nodes) -> None:
@@ -101,8 +102,7 @@ def test_inside_a_loop_the_actor_is_the_loops_node_whatever_the_path(
         nodes: Nodes, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("_NODE", str(nodes.tree.node("main.lead.div").node_dir))
     mid = radio.post(nodes.lead, "posing?", node=None, channel=None, subject=None, priority=5)
-    store = Outbox(nodes.tree.db_path)
-    row = store.message(mid)
+    row = radio_reads.message(nodes.tree.db_path, mid)
     assert row is not None
     assert (row.node, row.channel, row.sender) == ("main.lead.div", "outbox", "main.lead.div")
 
@@ -116,8 +116,7 @@ def test_reply_and_thread(nodes: Nodes) -> None:
     assert [(r["uuid"], r["node"], r["sender"]) for r in
             radio.messages(nodes.div, node=None, channel=None, state=ReadState.ALL,
                            limit=None, since=None)] == [(answer, "main.lead.div", "main.lead")]
-    store = Outbox(nodes.tree.db_path)
-    reply_row = store.message(answer)
+    reply_row = radio_reads.message(nodes.tree.db_path, answer)
     assert reply_row is not None
     assert (reply_row.subject, reply_row.parent_message_uuid, reply_row.priority) == \
         ("Re: parser", question, 4)
@@ -163,7 +162,7 @@ def test_unsend_keeps_the_row_but_lists_it_nowhere(nodes: Nodes) -> None:
     assert radio.messages(nodes.lead, node=None, channel=None, state=ReadState.ALL,
                           limit=None, since=None) == []
     assert radio.sent(nodes.div, limit=None, since=None) == []
-    row = Outbox(nodes.tree.db_path).message(mid)
+    row = radio_reads.message(nodes.tree.db_path, mid)
     assert row is not None and row.unsent_at is not None and row.data == "oops"
 
 
