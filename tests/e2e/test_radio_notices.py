@@ -4,6 +4,7 @@ reach the root's radio feed (the operator learns of them without polling)."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.e2e.conftest import Tree
 from tests.helpers import wait_until
@@ -28,7 +29,7 @@ def test_gate_and_run_end_notices_reach_the_roots_feed(tree: Tree) -> None:
     assert [(r["node"], r["channel"], r["sender"], r["priority"], r["subject"]) for r in gate] \
         == [("main.gated", "outbox", "main.gated", 7,
              f"A awaits approval: fractal node approve main.gated {step_id}")]
-    assert "a.txt | 1 +" in str(gate[0]["data"])
+    assert re.search(r"^ a\.txt +\| 1 \+$", str(gate[0]["data"]), re.MULTILINE)
     tree.cli("node", "approve", "gated")
     assert tree.wait_settled("gated") == "completed"
     ends = [r for r in _feed(tree) if str(r["subject"]).startswith("run ")]
