@@ -215,3 +215,35 @@ def test_twenty_parallel_senders_lose_no_message(nodes: Nodes) -> None:
                           limit=None, since=None)
     assert {r["uuid"] for r in rows} == ids
     assert sorted(str(r["subject"]) for r in rows) == sorted(f"msg {i}" for i in range(20))
+
+
+def _cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "_NODE"}
+    return subprocess.run([sys.executable, "-m", "fractal", "radio", *args], cwd=cwd, env=env,
+                          input=stdin, text=True, capture_output=True, timeout=120, check=False)
+
+
+def test_the_cli_surface(nodes: Nodes) -> None:
+    sent = _cli(nodes.div, "send", "-", "--parent", "--subject", "from stdin", "--priority",
+                "3", stdin="line one\nline two\n")
+    assert sent.returncode == 0, sent.stderr
+    mid = sent.stdout.strip()
+    listed = _cli(nodes.lead, "messages", "--csv", "--body")
+    assert listed.stdout.splitlines()[0] == \
+        "created_at,node,channel,sender,priority,subject,uuid,data"
+    shown = _cli(nodes.lead, "read")
+    assert shown.stdout.splitlines()[:5] == [
+        shown.stdout.splitlines()[0], "Subject: from stdin", "", "line one", "line two"]
+    assert shown.stdout.startswith(f"[{mid}] ") and "from main.lead.div to main.lead inbox" \
+        in shown.stdout
+    assert _cli(nodes.lead, "read").stderr.strip() == "no unread messages"
+    assert _cli(nodes.lead, "save", mid).stderr.strip() == f"saved {mid}"
+    unknown = _cli(nodes.lead, "messages", "--channel", "nope")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert "unknown channel 'nope'" in unknown.stderr
+    missing = _cli(nodes.div, "send", "x", "--parent", "--priority", "3")
+    assert missing.returncode == 2 and "--subject" in missing.stderr
+    loud = _cli(nodes.div, "send", "x", "--parent", "--subject", "s", "--priority", "11")
+    assert loud.returncode == 2
+    bad_id = _cli(nodes.lead, "thread", "xyz")
+    assert bad_id.returncode == 1 and "8 hex characters" in bad_id.stderr
