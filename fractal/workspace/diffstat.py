@@ -36,9 +36,11 @@ def fork_diffstat(worktree: Path, parent_ref: str) -> str:
             if index.is_file():
                 shutil.copyfile(index, temp_index)
             env = {"GIT_INDEX_FILE": str(temp_index)}  # the real index is never touched
-            run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree, env=env)
-            out = run_git(["diff", "--cached", "--stat=120", "--no-color", "--no-ext-diff",
-                           base, "--", ".", ":(exclude).fractal"], worktree, env=env).stdout
+            # new files only as intent-to-add: nothing is written to the object store
+            run_git(["add", "--all", "--intent-to-add", "--", ".", *exclude_pathspecs()],
+                    worktree, env=env)
+            out = run_git(["diff", "--stat=120", "--no-color", "--no-ext-diff", base, "--",
+                           ".", ":(exclude).fractal"], worktree, env=env).stdout
     except (GitError, OSError) as exc:
         return f"(no diffstat: {exc})"
     lines = [line.rstrip() for line in out.splitlines() if line.strip()]
