@@ -24,7 +24,7 @@ from fractal.domain.radio import (
     can_read,
     check_message_id,
     check_priority,
-    is_descendant,
+    feed_hosts,
     merge_notice,
     parse_channel,
     reply_route,
@@ -242,7 +242,7 @@ def feed(cwd: Path, *, node: str | None, limit: int | None,
     history outlives its nodes."""
     who = actor(cwd)
     base = who.node(node)
-    hosts = [h for h in reads.hosts(who.db) if is_descendant(h, base, who.tree.root)]
+    hosts = feed_hosts(base, reads.hosts(who.db), who.tree.root)
     rows = reads.listing(who.db, who.branch, hosts=hosts,
                          channels=[Channel.PUBLIC.value, Channel.OUTBOX.value],
                          since=since_stamp(since), limit=limit)
