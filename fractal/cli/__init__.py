@@ -26,6 +26,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "rescue": ("fractal.cli.rescue", "rescue_group"),
     "reset": ("fractal.cli.cleanup", "reset_cmd"),
     "destroy": ("fractal.cli.cleanup", "destroy_cmd"),
+
+
+    "plan": ("fractal.cli.plan", "plan_group"),
+    "wiki": ("fractal.cli.wiki", "wiki_group"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -34,10 +38,12 @@ _SHORT_HELP: dict[str, str] = {
     "node": "Create, start, watch, steer and inspect nodes.",
     "pause": "Brake the whole tree: pause every node, block starts and spawns.",
     "resume": "Lift the tree-wide brake and resume parked nodes.",
-    "radio": "Read the notices nodes post (e.g. why a run exited).",
     "rescue": "List and restore the rescue refs saved before destructive verbs.",
     "reset": "Remove every node of the tree (history and rescue refs stay).",
     "destroy": "Undo `fractal init` for the tree, database included.",
+    "radio": "Message other nodes; read the loop's notices (run ends, gates, merges).",
+    "plan": "Create and list the node's plan files.",
+    "wiki": "Regenerate the project and memory wikis' indexes.",
 }
 
 

@@ -127,13 +127,34 @@ def _init_options(func: Any) -> Any:
 @node_group.command("init")
 @click.argument("name")
 @click.option("--parent", default=None, help="Parent node (default: the caller's node).")
+@click.option("--task", default=None, metavar="TEXT", help="The task: NODE.md's Instructions.")
+@click.option("--task-file", default=None, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read the task from FILE.")
+@click.option("--gate", "gates", multiple=True, metavar="STEP",
+              help="Make STEP (name, file or number) wait for approval; repeatable.")
+@click.option("--inherit", default=None, metavar="SURFACES",
+              help="Copy from the parent: steps,scripts,config or all (config: preferences, "
+                   "never budgets).")
 @_init_options
 @PATH_OPTION
-def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
+def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | None,
+             gates: tuple[str, ...], inherit: str | None, path: Path, **values: Any) -> None:
     """Create node NAME: a branch, a worktree and a seeded data directory."""
     from fractal.domain.config import coerce_value, default_config, validate_config
     from fractal.domain.errors import ConfigError, FractalError
-    from fractal.lifecycle.spawn import init_node
+    from fractal.domain.nodeinit import parse_inherit
+    from fractal.lifecycle.spawn import NodeSeed, init_node
+
+    if task is not None and task_file is not None:
+        raise click.UsageError("--task and --task-file are mutually exclusive")
+    if task_file is not None:
+        try:
+            task = task_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {task_file}: {exc}",
+                                     param_hint="--task-file") from None
+    seed = NodeSeed(task=task, gates=gates, inherit=parse_inherit(inherit))
 
     settings: dict[str, object] = {}
     problems: list[str] = []
@@ -152,12 +173,16 @@ def init_cmd(name: str, parent: str | None, path: Path, **values: Any) -> None:
         merged = {**default_config(), **settings}
         problems += [p for p in validate_config(merged) if p not in problems]
         raise ConfigError(problems)
-    result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"))
+    result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"),
+                       seed=seed)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if all(settings.get(k) is None for k in ("max_cost", "max_iters", "exit_check")):
         click.echo("warning: none of --max-cost, --max-iters, --exit-check is set; the node "
                    "will run until stopped", err=True)
     click.echo(result.paths.branch)
-    click.echo(f"created {result.paths.branch} at {result.paths.worktree}; write its task in "
+    todo = "its task is in" if task is not None else "write its task in"
+    click.echo(f"created {result.paths.branch} at {result.paths.worktree}; {todo} "
                f"{result.paths.node_md}, then `fractal node start {name}`", err=True)
 
 

@@ -1,35 +1,218 @@
-"""``fractal radio messages``: read the notices nodes post to their outbox."""
+"""``fractal radio ...``: send, post, list, read, answer and withdraw messages between
+nodes (see ``docs/radio.md``). The verbs are ``fractal.lifecycle.radio``'s; this module
+parses options and renders: listings as a table, CSV or JSON, read messages as text."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from fractal.cli.format import format_options, output_format, render_rows
 
+PATH_OPTION = click.option(
+    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+    help="A directory inside the caller's worktree (default: the current one).")
+PRIORITY = click.IntRange(min=0, max=10)
+LIMIT = click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
+                     help="At most N messages.")
+SINCE = click.option("--since", default=None, metavar="WHEN",
+                     help="Only messages this recent: a duration (30m, 2h) or a UTC time.")
+COLUMNS = ["created_at", "node", "channel", "sender", "priority", "subject", "uuid"]
+
 
 @click.group("radio")
 def radio_group() -> None:
-    """Read the notices nodes post (every exited run posts one to its outbox)."""
+    """Message other nodes and read the notices the loop posts (run ends, gates, merges)."""
+
+
+def _data(text: str) -> str:
+    """DATA as given, or standard input for ``-``."""
+    return sys.stdin.read() if text == "-" else text
+
+
+def _listing(rows: Sequence[dict[str, object]], as_json: bool, as_csv: bool, body: bool,
+             extra: Sequence[str] = ()) -> None:
+    fmt = output_format(as_json, as_csv)
+    columns = [*COLUMNS, *extra]
+    if body or fmt == "json":  # JSON always carries each body (``data``)
+        columns.append("data")
+    click.echo(render_rows(rows, columns, fmt=fmt))
+
+
+def _blocks(rows: Sequence[dict[str, object]], as_json: bool, empty: str) -> None:
+    """Messages as text, one block each (or JSON)."""
+    if as_json:
+        click.echo(render_rows(rows, [*COLUMNS, "reply_to", "data"], fmt="json"))
+        return
+    if not rows:
+        click.echo(empty, err=True)
+        return
+    for i, m in enumerate(rows):
+        if i:
+            click.echo("")
+        answer = f", re {m['reply_to']}" if m.get("reply_to") else ""
+        click.echo(f"[{m['uuid']}] {m['created_at']} from {m['sender']} to {m['node']} "
+                   f"{m['channel']} (priority {m['priority']}{answer})")
+        click.echo(f"Subject: {m['subject']}")
+        data = str(m.get("data") or "")
+        if data:
+            click.echo("")
+            click.echo(data.rstrip("\n"))
+
+
+@radio_group.command("send")
+@click.argument("data")
+@click.option("--node", default=None, help="Deliver to this node.")
+@click.option("--parent", "to_parent", is_flag=True, help="Deliver to the caller's parent.")
+@click.option("--channel", default=None, help="The target's channel (default inbox).")
+@click.option("--subject", required=True, help="A one-line subject.")
+@click.option("--priority", type=PRIORITY, required=True, help="0 (lowest) to 10 (most urgent).")
+@PATH_OPTION
+def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, subject: str,
+             priority: int, path: Path) -> None:
+    """Send DATA (`-` reads standard input) to a node's inbox; print the message id."""
+    from fractal.lifecycle.radio import send
+
+    click.echo(send(path, _data(data), node=node, to_parent=to_parent, channel=channel,
+                    subject=subject, priority=priority))
+
+
+@radio_group.command("post")
+@click.argument("data")
+@click.option("--node", default=None, help="Post to this node's public channel.")
+@click.option("--channel", default=None,
+              help="The channel (default: your outbox, or the node's public).")
+@click.option("--subject", default=None, help="A one-line subject (default: DATA's first line).")
+@click.option("--priority", type=PRIORITY, default=5, show_default=True,
+              help="0 (lowest) to 10 (most urgent).")
+@PATH_OPTION
+def post_cmd(data: str, node: str | None, channel: str | None, subject: str | None,
+             priority: int, path: Path) -> None:
+    """Publish DATA (`-` reads standard input) to your outbox; print the message id."""
+    from fractal.lifecycle.radio import post
+
+    click.echo(post(path, _data(data), node=node, channel=channel, subject=subject,
+                    priority=priority))
 
 
 @radio_group.command("messages")
-@click.option("--node", "node", default=None, help="Only this node's messages.")
-@click.option("--channel", default="outbox", show_default=True, help="The channel to read.")
-@click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
-              help="At most N messages.")
+@click.option("--node", default=None, help="Read this node's channel (default: your own).")
+@click.option("--channel", default=None, help="public, private, inbox (default) or outbox.")
+@click.option("--all", "state", flag_value="all", help="Read and unread messages.")
+@click.option("--read", "state", flag_value="read", help="Only messages you have read.")
+@click.option("--saved", "state", flag_value="saved", help="Only messages you saved.")
+@LIMIT
+@SINCE
 @format_options
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the repository (default: the current one).")
-def messages_cmd(node: str | None, channel: str, limit: int | None, as_json: bool,
-                 as_csv: bool, path: Path) -> None:
-    """List messages, newest first (--json adds each message's body, ``data``)."""
-    from fractal.lifecycle.reads import messages
+@click.option("--body", is_flag=True, help="Add each message's body (data).")
+@PATH_OPTION
+def messages_cmd(node: str | None, channel: str | None, state: str | None, limit: int | None,
+                 since: str | None, as_json: bool, as_csv: bool, body: bool,
+                 path: Path) -> None:
+    """List a channel's messages you have not read yet, newest first."""
+    from fractal.lifecycle.radio import messages
+    from fractal.store.radio_reads import ReadState
 
-    rows = messages(path, node, channel, limit)
-    fmt = output_format(as_json, as_csv)
-    columns = ["created_at", "node", "channel", "priority", "subject", "uuid"]
-    if fmt == "json":  # the body (e.g. a budget notice's spend figures) only here
-        columns.append("data")
-    click.echo(render_rows(rows, columns, fmt=fmt))
+    rows = messages(path, node=node, channel=channel, state=ReadState(state or "unread"),
+                    limit=limit, since=since)
+    _listing(rows, as_json, as_csv, body)
+
+
+@radio_group.command("read")
+@click.argument("uuids", nargs=-1)
+@click.option("--node", default=None, help="Read this node's channel (default: your own).")
+@click.option("--channel", default=None, help="Without UUIDs: the channel (default inbox).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@PATH_OPTION
+def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_json: bool,
+             path: Path) -> None:
+    """Show messages with their bodies and mark them read (no UUID: every unread one)."""
+    from fractal.lifecycle.radio import read
+
+    _blocks(read(path, uuids, node=node, channel=channel), as_json, "no unread messages")
+
+
+@radio_group.command("reply")
+@click.argument("uuid")
+@click.argument("data")
+@click.option("--priority", type=PRIORITY, default=None,
+              help="0-10 (default: the original's).")
+@PATH_OPTION
+def reply_cmd(uuid: str, data: str, priority: int | None, path: Path) -> None:
+    """Answer message UUID with DATA (`-` reads standard input); print the reply's id."""
+    from fractal.lifecycle.radio import reply
+
+    click.echo(reply(path, uuid, _data(data), priority=priority))
+
+
+@radio_group.command("thread")
+@click.argument("uuid")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@PATH_OPTION
+def thread_cmd(uuid: str, as_json: bool, path: Path) -> None:
+    """Show the thread message UUID belongs to, oldest first."""
+    from fractal.lifecycle.radio import thread
+
+    _blocks(thread(path, uuid), as_json, "no messages")
+
+
+@radio_group.command("feed")
+@click.option("--node", default=None, help="Whose descendants (default: yours).")
+@LIMIT
+@SINCE
+@format_options
+@click.option("--body", is_flag=True, help="Add each message's body (data).")
+@PATH_OPTION
+def feed_cmd(node: str | None, limit: int | None, since: str | None, as_json: bool,
+             as_csv: bool, body: bool, path: Path) -> None:
+    """The public and outbox posts of every node below yours (at the root: the tree's)."""
+    from fractal.lifecycle.radio import feed
+
+    _listing(feed(path, node=node, limit=limit, since=since), as_json, as_csv, body)
+
+
+@radio_group.command("sent")
+@LIMIT
+@SINCE
+@format_options
+@click.option("--body", is_flag=True, help="Add each message's body (data).")
+@PATH_OPTION
+def sent_cmd(limit: int | None, since: str | None, as_json: bool, as_csv: bool, body: bool,
+             path: Path) -> None:
+    """What you sent or posted, newest first, with who has read each."""
+    from fractal.lifecycle.radio import sent
+
+    _listing(sent(path, limit=limit, since=since), as_json, as_csv, body, extra=["read_by"])
+
+
+@radio_group.command("unsend")
+@click.argument("uuid")
+@click.option("-f", "--force", is_flag=True, help="Withdraw it even though it was read.")
+@PATH_OPTION
+def unsend_cmd(uuid: str, force: bool, path: Path) -> None:
+    """Withdraw a message you sent (kept in the database, listed nowhere)."""
+    from fractal.lifecycle.radio import unsend
+
+    row = unsend(path, uuid, force=force)
+    click.echo(f"withdrew {row['uuid']} ({row['subject']})", err=True)
+
+
+def _mark(saved: bool) -> Any:
+    def command(uuid: str, path: Path) -> None:
+        from fractal.lifecycle.radio import save
+
+        changed = save(path, uuid, saved=saved)
+        state = "saved" if saved else "unsaved"
+        click.echo(f"{state} {uuid}" if changed else f"{uuid} was {state} already", err=True)
+
+    return command
+
+
+radio_group.command("save", help="Keep message UUID at hand (`messages --saved`).")(
+    click.argument("uuid")(PATH_OPTION(_mark(True))))
+radio_group.command("unsave", help="Drop message UUID from your saved messages.")(
+    click.argument("uuid")(PATH_OPTION(_mark(False))))

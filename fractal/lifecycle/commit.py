@@ -211,6 +211,7 @@ def commit_work(cwd: Path, message: str | None, *, mode: CommitMode = CommitMode
     commit with), InvalidValue (message), ConfigError, and the pipeline's CommitError family.
     """
     from fractal.workspace.commit import run_pipeline
+    from fractal.workspace.wiki import refresh_wikis
 
     environ = os.environ if env is None else env
     tree, paths = _target(cwd)
@@ -255,6 +256,7 @@ def commit_work(cwd: Path, message: str | None, *, mode: CommitMode = CommitMode
         except FractalError as exc:
             problems.append(f"the commit landed but its event was not recorded: {exc}")
 
+    refresh_wikis(paths.worktree, paths.node_dir, mode)  # the wiki step: before lint
     outcome = run_pipeline(request, runner=_runner, on_commit=record)
     if problems:
         outcome = CommitOutcome(outcome.sha, outcome.subject, outcome.files, outcome.pushed,

@@ -165,16 +165,3 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
             "actor": row.actor,
         })
     return out
-
-
-def messages(cwd: Path, name: str | None, channel: str,
-             limit: int | None) -> list[dict[str, object]]:
-    """Messages on ``channel`` of node ``name`` (every node when None), newest first."""
-    from fractal.store import reader
-
-    tree, branch = subtree_target(cwd, name)
-    node = None if name is None else branch
-    return [{"created_at": m.created_at, "node": m.node, "channel": m.channel,
-             "priority": m.priority, "subject": m.subject, "uuid": m.message_uuid,
-             "data": m.data}
-            for m in reader.messages(tree.db_path, node, channel, limit)]

@@ -1,4 +1,4 @@
-"""``fractal node init``: spawn a node (ref §1.5, issue: "Trees and nodes").
+"""``fractal node init``: spawn a node (see ``docs/cli.md``).
 
 Every value is validated before anything is written; a failure after the worktree
 exists rolls the worktree, branch and registry row back, so nothing is left behind.
@@ -14,11 +14,12 @@ from pathlib import Path
 
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
+from fractal.domain.nodeinit import inherited_preferences, uncommitted_warning
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps
 from fractal.lifecycle.costcaps import check_child_budget
 from fractal.lifecycle.latch import refuse_if_braked
-from fractal.tree import NodePaths, caller_branch, find_tree, resolve_node, validate_name
+from fractal.tree import NodePaths, Tree, caller_branch, find_tree, resolve_node, validate_name
 from fractal.workspace import git
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.backstop import backstop_commit
@@ -26,9 +27,13 @@ from fractal.workspace.checkseed import seed_check_gate
 from fractal.workspace.nodedir import (
     ensure_exclude_block,
     file_lock,
+    inherit_dir,
+    read_config,
     seed_node_dir,
+    seed_task_and_gates,
     write_atomic,
 )
+from fractal.workspace.wiki import PROJECT_TITLE, WIKI_DIRNAME, ensure_wiki
 from fractal.workspace.worktrees import add_worktree, remove_worktree, set_identity
 
 DEFAULT_RESERVE = "10%"
@@ -36,11 +41,25 @@ DEFAULT_RESERVE = "10%"
 
 @dataclass(frozen=True)
 class NodeInit:
-    """The node that was created: its paths and the commit it forked from."""
+    """The node that was created: its paths, the commit it forked from, and warnings for
+    the caller to show (e.g. the parent's uncommitted changes the child does not get)."""
 
     paths: NodePaths
     parent: str
     fork_sha: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeSeed:
+    """What ``node init`` writes into the new node beyond the packaged seeds: ``task``
+    (NODE.md's Instructions; None keeps the template), ``gates`` (step names, file names
+    or numbers that get ``requires_approval: true``) and ``inherit`` (the surfaces of
+    ``domain.nodeinit.INHERIT_SURFACES`` copied from the parent)."""
+
+    task: str | None = None
+    gates: tuple[str, ...] = ()
+    inherit: frozenset[str] = frozenset()
 
 
 def build_config(settings: Mapping[str, object], *, root: str, parent: str,
@@ -72,17 +91,21 @@ def build_config(settings: Mapping[str, object], *, root: str, parent: str,
 
 def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
               parent: str | None = None, reserve: str | None = None,
-              actor: str | None = None, start_point: str | None = None) -> NodeInit:
-    """Create node ``<parent>.<name>``: branch, worktree, seeded data dir, registry row.
+              actor: str | None = None, start_point: str | None = None,
+              seed: NodeSeed | None = None) -> NodeInit:
+    """Create node ``<parent>.<name>``: branch, worktree, seeded data dir (its plans
+    directory and memory wiki included), registry row.
 
     ``parent`` defaults to the node whose worktree holds ``cwd`` (the root outside any
     node). The branch forks from ``start_point`` (a commit sha: ``fractal rescue restore
-    --as``) when given, else from the base branch's tip. A name may be used again once its
-    node is deleted: a node directory of the same branch that the fork already carries (a
-    deleted namesake's, brought in by a plain ``git merge``) is replaced by fresh seeds, so
-    the new node never inherits the old task; only a fork from ``start_point`` keeps it
-    (restoring a rescued node is meant to). Raises InvalidValue, ConfigError,
-    NodeNotFound, FractalError (exists), GitError.
+    --as``) when given, else from the base branch's committed tip. A name may be used
+    again once its node is deleted: a node directory of the same branch that the fork
+    already carries (a deleted namesake's, brought in by a plain ``git merge``) is
+    replaced by fresh seeds, so the new node never inherits the old task; only a fork from
+    ``start_point`` keeps it (restoring a rescued node is meant to). ``seed`` adds the
+    task, gates and inherited surfaces (``--inherit config`` copies the parent's
+    preferences under the explicit ``settings``). Raises InvalidValue, ConfigError,
+    NodeNotFound, FractalError (exists; nothing to inherit), GitError.
     """
     from fractal.store.ledger import Ledger
 
@@ -99,6 +122,13 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
     if parent_branch != tree.root and parent_branch not in known:
         raise NodeNotFound(f"parent {parent_branch} is not a registered node")
     branch = f"{parent_branch}.{name}"
+    seed = seed or NodeSeed()
+    if seed.inherit & {"steps", "scripts"} and parent_branch == tree.root:
+        raise FractalError(f"{tree.root} is the tree's root: it has no committed steps or "
+                           "scripts to inherit; drop --inherit steps/scripts (or use config)")
+    if "config" in seed.inherit:
+        settings = {**inherited_preferences(read_config(tree.node(parent_branch).config_path),
+                                            settings), **settings}
     config = build_config(settings, root=tree.root, parent=parent_branch, reserve=reserve)
     base = config.get("base")
     base_ref = base if isinstance(base, str) else parent_branch
@@ -113,6 +143,7 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
         check_child_budget(tree, ledger, branch, _usd(config.get("max_cost")))
         ensure_exclude_block(git.common_dir(tree.repo))
         fork_sha = git.head_sha(tree.repo, start_point or base_ref)
+        warnings = _unsaved(tree, parent_branch, base_ref, fork_sha)
         add_worktree(tree.repo, branch, paths.worktree, fork_sha)
         registered = False
         try:
@@ -120,9 +151,15 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
             if start_point is None:
                 drop_inherited_node_dir(paths)
             seed_node_dir(paths.node_dir)
+            for surface in sorted(seed.inherit & {"steps", "scripts"}):
+                inherit_dir(paths.worktree / ".fractal" / parent_branch, paths.node_dir,
+                            surface)
             exit_check = config.get("exit_check")
             if isinstance(exit_check, str):  # issue 7: the CHECK gate before REVIEW
                 seed_check_gate(paths.node_dir, exit_check)
+            seed_task_and_gates(paths.node_dir, seed.task, seed.gates)
+            ensure_wiki(paths.memory_dir, f"Memory of {branch}")
+            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE)
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             backstop_commit(paths.worktree, subject=f"{branch}: init (node seed)")
@@ -140,7 +177,24 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
                 ledger.delete_node(branch)
             remove_worktree(tree.repo, paths.worktree, branch)
             raise
-    return NodeInit(paths=paths, parent=parent_branch, fork_sha=fork_sha)
+    return NodeInit(paths=paths, parent=parent_branch, fork_sha=fork_sha,
+                    warnings=tuple(warnings))
+
+
+def _unsaved(tree: Tree, parent: str, base_ref: str, fork_sha: str) -> list[str]:
+    """A warning when the child forks from the parent's tip while the parent's node
+    directory holds uncommitted edits to its NODE.md, steps or scripts (the child's
+    worktree, and ``--inherit``, get the committed versions only)."""
+    if base_ref != parent or parent == tree.root:
+        return []
+    prefix = f".fractal/{parent}/"
+    watched = (prefix + "NODE.md", prefix + "steps/", prefix + "scripts/")
+    try:
+        changed = [p for p in git.changed_paths(tree.worktree_of(parent))
+                   if p == watched[0] or p.startswith(watched[1:])]
+    except FractalError:
+        return []
+    return [uncommitted_warning(parent, fork_sha, changed)] if changed else []
 
 
 def drop_inherited_node_dir(paths: NodePaths) -> bool:

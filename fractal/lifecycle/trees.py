@@ -10,6 +10,7 @@ from fractal.errors import FractalError
 from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace.nodedir import ensure_exclude_block, seed_root_dir, update_config
+from fractal.workspace.wiki import PROJECT_TITLE, ensure_wiki
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class TreeInit:
 def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     """Make the branch checked out at ``cwd`` the root (user node) of a tree.
 
-    Creates ``.fractal/<branch>/`` (config.json with ``user: true``, the database) and
-    the ``.git/info/exclude`` block. Idempotent: a second call repairs what is missing
+    Creates ``.fractal/<branch>/`` (config.json with ``user: true``, the database), the
+    ``.git/info/exclude`` block and the project wiki ``wiki/`` (with its ``_index.md``). Idempotent: a second call repairs what is missing
     and keeps the rest. Refuses a detached HEAD, a branch containing ``/``, and a
     working directory inside a node worktree. Raises FractalError / GitError.
     """
@@ -52,6 +53,7 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
         updates["agent"] = agent
     update_config(tree.config_path, updates)
     ensure_exclude_block(git.common_dir(top))
+    ensure_wiki(tree.wiki_dir, PROJECT_TITLE)  # the shared project wiki, committed with --init
     from fractal.store.ledger import Ledger
 
     ledger = Ledger(tree.db_path)

@@ -14,12 +14,10 @@ from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 
-__all__ = ["UNSETTLED_PRIORITY", "finish_reason", "notify_unsettled", "unsettled_below"]
+__all__ = ["finish_reason", "notify_unsettled", "unsettled_below"]
 
 log = logging.getLogger(__name__)
 
-UNSETTLED_PRIORITY = 6
-"""Priority of the "ended with N children still running" notice (0-10)."""
 
 _RUNNING = (Status.ACTIVE.value, Status.PAUSED.value)
 
@@ -50,7 +48,7 @@ def notify_unsettled(ledger: Ledger, node: str) -> str | None:
     try:
         notice = unsettled_notice(unsettled_below(ledger, node))
         if notice is not None:
-            ledger.post_message(node, notice, notice, priority=UNSETTLED_PRIORITY)
+            ledger.post_notice(node, notice, notice)
         return notice
     except FractalError as exc:
         log.warning("could not post the unsettled-children notice: %s", exc)

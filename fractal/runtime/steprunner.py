@@ -31,6 +31,7 @@ from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval
 from fractal.runtime.launch import AttemptResult, run_attempt
+from fractal.runtime.notices import post_gate_waiting
 from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
 
@@ -123,6 +124,7 @@ class StepRunner(LoopPart):
         (seed: Approval gates; ref §4.6). Raises Park on a pause."""
         self.reporter.notice(f"{plan.file.name} awaits approval "
                              f"(fractal node approve {self.boot.paths.branch} {step_id})")
+        post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
         deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
                         if d is not None], default=None)
         end = await_approval(self.ledger, step_id, steering=self.steering, waker=self.waker,

@@ -37,6 +37,7 @@ from fractal.runtime.checkrestore import restore_track
 from fractal.runtime.context import Boot, LoopParts, RunState
 from fractal.runtime.ends import finish_reason, notify_unsettled
 from fractal.runtime.iteration import RunAbort, backstop
+from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.steering import Park, Steering
@@ -246,16 +247,17 @@ class Supervisor:
             no_progress=state.checks.stalled)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
-        """Close the run with the matrix's verdict: the run row, the exit notice of an
-        exited run (``figures``: a capped run's spend) and the node's status, one move.
-        A finish that ended an unapproved gate says so in the reason; descendants still
-        running get an outbox notice naming them."""
+        """Close the run with the matrix's verdict: the run row, its end notice (status,
+        reason and spend; ``figures``: a capped run's budget figures) and the node's
+        status, one move. A finish that ended an unapproved gate says so in the reason;
+        descendants still running get an outbox notice naming them."""
         end = replace(end, reason=clip_reason(
             finish_reason(self.ledger, self.paths.branch, run_id, end.reason)))
         notify_unsettled(self.ledger, self.paths.branch)
+        notice = run_end_draft(self.ledger, run_id, end.run_status.value, end.reason, figures)
         closed = self.ledger.move(self.paths.branch, Move.END, to=end.node_status,
                                   run_id=run_id, exit_code=end.exit_code, reason=end.reason,
-                                  figures=figures)
+                                  figures=figures, notice=notice)
         if not closed.ok:
             self.reporter.warning(f"cannot close run {run_id}: {closed.why}")
             return

@@ -4,6 +4,12 @@ Nine tables: the node registry and the execution ledger (runs > iterations > ste
 plus events, signals, messages (a node's outbox notices; migration 0003), checks
 (exit checks and gate steps run by the loop; migration 0004) and rescues (the rescue
 refs written before a destructive verb; migration 0006). The ``activity`` view is
+
+
+Ten tables: the node registry and the execution ledger (runs > iterations > steps),
+plus events, signals, messages (a node's channels; migration 0003), checks (exit checks
+and gate steps run by the loop; migration 0004) and the radio's read receipts and saved
+messages (``reads``, ``saves``; migration 0008). The ``activity`` view is
 not a model: migration 0001 creates it with raw SQL, 0004 recreates it with check rows.
 Shapes come from the issue and ref §3:
 
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
+from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -34,6 +40,8 @@ __all__ = [
     "Iteration",
     "Merge",
     "Message",
+    "MessageRead",
+    "MessageSave",
     "Node",
     "Pool",
     "PoolItem",
@@ -203,9 +211,12 @@ class Signal(Base):
 
 
 class Message(Base):
-    """A notice posted to a node's channel (e.g. ``outbox``: ``run exited: <reason>``).
+    """A message on a node's channel (``node`` hosts it; ``sender`` wrote it), e.g. the
+    ``outbox`` notice ``run exited: <reason>``.
 
-    ``message_uuid`` is 8 hex characters; ``priority`` 0-10 (10 most urgent).
+    ``message_uuid`` is 8 hex characters; ``priority`` 0-10 (10 most urgent);
+    ``parent_message_uuid`` is the message it replies to (NULL: it starts a thread);
+    ``unsent_at`` is set when its sender withdrew it (the row is kept).
     """
 
     __tablename__ = "messages"
@@ -220,6 +231,34 @@ class Message(Base):
     subject: Mapped[str]
     data: Mapped[str]
     meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
+    parent_message_uuid: Mapped[str | None] = mapped_column(index=True)
+    unsent_at: Mapped[str | None]
+
+
+class MessageRead(Base):
+    """A read receipt: ``node`` read message ``message_id`` at ``created_at`` (migration
+    0008). One per (message, reader)."""
+
+    __tablename__ = "reads"
+    __table_args__ = (UniqueConstraint("message_id", "node"),)
+
+    read_id: Mapped[int] = mapped_column(primary_key=True)
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.message_id"))
+    node: Mapped[str]
+    created_at: Mapped[str]
+
+
+class MessageSave(Base):
+    """A saved message: ``node`` keeps ``message_id`` at hand (``radio messages --saved``;
+    migration 0008). One per (message, node)."""
+
+    __tablename__ = "saves"
+    __table_args__ = (UniqueConstraint("message_id", "node"),)
+
+    save_id: Mapped[int] = mapped_column(primary_key=True)
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.message_id"))
+    node: Mapped[str]
     created_at: Mapped[str]
 
 

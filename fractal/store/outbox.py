@@ -1,59 +1,67 @@
-"""Messages: notices a node posts to its channels. Every run that ends ``exited`` posts
-``run exited: <reason>`` with priority 7 to its node's outbox, in the same transaction as
-the move that exits it (``insert_exit_notice``, called by ``Transitions.move``)."""
+"""Notices: what the loop posts to a node's ``outbox`` so the node's ancestors see it in
+their radio feed. Each is priority 7 and sent by the node itself: every run's end
+(``run completed|stopped|exited: <reason>``, with the run's spend), every approval gate
+that starts waiting (the approve command and a diffstat), a merge and a hand-back. The
+texts are composed by ``domain.radio``; the rows are ``store.radio`` messages.
+"""
 
 from __future__ import annotations
 
-import uuid
-
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from fractal.domain.outcome import clip_reason
-from fractal.store.models import Message
-from fractal.store.registry import Registry, new_id
-from fractal.store.rows import MessageRow
-from fractal.store.timefmt import utc_now
+from fractal.domain.radio import NOTICE_PRIORITY, Channel, run_end_notice
+from fractal.store.radio import Draft, Radio, insert_message
 
-OUTBOX = "outbox"
-EXIT_NOTICE_PRIORITY = 7  # the priority of the notice every exited run posts
+OUTBOX = Channel.OUTBOX.value
+EXIT_NOTICE_PRIORITY = NOTICE_PRIORITY  # every exited run posts to the node's outbox
+
+__all__ = ["EXIT_NOTICE_PRIORITY", "OUTBOX", "Outbox", "insert_exit_notice", "insert_notice"]
 
 
-class Outbox(Registry):
-    """Posting and reading channel messages on the tree database."""
+class Outbox(Radio):
+    """Posting the loop's notices (and, inherited, every radio read and write)."""
 
-    def post_message(self, node: str, subject: str, data: str = "", *,
-                     channel: str = OUTBOX, sender: str | None = None,
-                     priority: int = 5) -> str:
-        """Post a message to ``node``'s ``channel``; return its 8-hex uuid.
-
-        ``priority`` is clamped to 0-10 (10 most urgent).
-        """
+    def post_notice(self, node: str, subject: str, body: str = "") -> str:
+        """Post a notice (priority 7, subject clipped like a reason) to ``node``'s outbox;
+        return its 8-hex id."""
         with self._tx() as conn:
-            return insert_message(conn, node, subject, data, channel=channel, sender=sender,
-                                  priority=priority)
+            return insert_notice(conn, node, subject, body)
 
-    def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
-        """The channel's messages, newest first."""
-        return self._all(MessageRow, select(Message.__table__).where(
-            Message.node == node, Message.channel == channel)
-            .order_by(Message.message_id.desc()))
+    def post_exit_notice(self, node: str, reason: str, figures: str = "") -> str:
+        """Post ``run exited: <reason>`` to ``node``'s outbox (``figures``, a capped run's
+        spend, join the body); return its id."""
+        with self._tx() as conn:
+            return insert_exit_notice(conn, node, reason, figures)
+
+    def post_run_end_notice(self, node: str, run_id: int, status: str, reason: str,
+                            figures: str = "") -> str:
+        """Post ``run <status>: <reason>`` to ``node``'s outbox, its body naming the run's
+        spend (USD over the run's subtree; ``unknown`` when no step recorded a cost) and a
+        capped run's ``figures``; return its id."""
+        subject, body = self.run_end_draft(run_id, status, reason, figures)
+        return self.post_notice(node, subject, body)
+
+    def run_end_draft(self, run_id: int, status: str, reason: str,
+                      figures: str = "") -> tuple[str, str]:
+        """The (subject, body) of a run's end notice, spend included, for a move that
+        posts it in the same transaction as the status flip (``Ledger.move(notice=)``)."""
+        from fractal.store.spend import run_spend
+
+        spend = run_spend(self.db_path, run_id)
+        return run_end_notice(status, reason, run_id=run_id,
+                              spend=None if spend.untracked else spend.usd,
+                              unpriced=spend.unpriced, figures=figures)
 
 
-def insert_message(conn: Connection, node: str, subject: str, data: str, *, channel: str,
-                   sender: str | None, priority: int) -> str:
-    """Insert one message inside the caller's transaction; return its 8-hex uuid."""
-    mid = uuid.uuid4().hex[:8]
-    new_id(conn, Message, {
-        "message_uuid": mid, "node": node, "channel": channel, "sender": sender or node,
-        "priority": max(0, min(10, priority)), "subject": subject, "data": data,
-        "created_at": utc_now()})
-    return mid
+def insert_notice(conn: Connection, node: str, subject: str, body: str) -> str:
+    """``post_notice`` inside the caller's transaction."""
+    return insert_message(conn, Draft(host=node, channel=OUTBOX, sender=node,
+                                      subject=clip_reason(subject), data=body,
+                                      priority=NOTICE_PRIORITY))
 
 
 def insert_exit_notice(conn: Connection, node: str, reason: str, figures: str = "") -> str:
-    """Insert ``run exited: <reason>`` (priority 7; the subject clipped like a reason) into
-    ``node``'s outbox inside the caller's transaction; ``figures`` (a capped run's spend)
-    join the body. Returns the 8-hex uuid."""
-    return insert_message(conn, node, clip_reason(f"run exited: {reason}"),
-                          f"{reason}\n{figures}" if figures else reason, channel=OUTBOX,
-                          sender=None, priority=EXIT_NOTICE_PRIORITY)
+    """``post_exit_notice`` inside the caller's transaction."""
+    return insert_notice(conn, node, f"run exited: {reason}",
+                         f"{reason}\n{figures}" if figures else reason)

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fractal.errors import StoreError
-from fractal.store.rows import ActivityRow, MessageRow, NodeRow, RunRow, StepRow, build
+from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "awaiting_approval", "last_run", "messages",
+__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "awaiting_approval", "last_run",
            "node_row", "node_rows",
            "open_steps", "pending_signals"]
 
@@ -173,21 +173,6 @@ def pending_signals(db_path: Path, node: str) -> set[str]:
             "SELECT DISTINCT s.signal FROM signals s JOIN runs r ON r.run_id = s.run_id "
             "WHERE r.node = ? AND r.ended_at IS NULL", (node,)).fetchall()
     return {str(row[0]) for row in rows}
-
-
-def messages(db_path: Path, node: str | None, channel: str, limit: int | None) -> list[MessageRow]:
-    """Messages on ``channel`` of ``node`` (every node when None), newest first."""
-    sql = "SELECT * FROM messages WHERE channel = ?"
-    params: list[object] = [channel]
-    if node is not None:
-        sql += " AND node = ?"
-        params.append(node)
-    sql += " ORDER BY message_id DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(max(limit, 0))
-    with _connect(db_path) as conn:
-        return [build(MessageRow, row) for row in conn.execute(sql, params)]
 
 
 def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:

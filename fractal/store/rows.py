@@ -161,7 +161,8 @@ class EventRow:
 
 @dataclass(frozen=True)
 class MessageRow:
-    """A notice on a node's channel (``outbox``)."""
+    """A message on ``node``'s ``channel`` (e.g. an ``outbox`` notice); see
+    ``models.Message``."""
 
     message_id: int
     message_uuid: str
@@ -173,6 +174,8 @@ class MessageRow:
     data: str
     meta: str
     created_at: str
+    parent_message_uuid: str | None = None
+    unsent_at: str | None = None
 
 
 @dataclass(frozen=True)

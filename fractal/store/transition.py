@@ -27,7 +27,7 @@ from fractal.domain.states import (
 from fractal.errors import NodeNotFound
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.models import Event, Node, Run, Signal, Step
-from fractal.store.outbox import Outbox, insert_exit_notice
+from fractal.store.outbox import Outbox, insert_exit_notice, insert_notice
 from fractal.store.registry import new_id
 from fractal.store.timefmt import utc_now
 
@@ -92,7 +92,8 @@ class Transitions(Outbox):
              exit_code: int | None = 1, run_id: int | None = None, step_id: int | None = None,
              figures: str = "", event: EventNote | None = None,
              signal: SignalNote | None = None,
-             supervisor: tuple[int, float | None] | None = None) -> Moved:
+             supervisor: tuple[int, float | None] | None = None,
+             notice: tuple[str, str] | None = None) -> Moved:
         """Perform ``move`` on ``node`` in one transaction; see the module docstring.
 
         ``to`` picks the landing status among the rule's targets (default: its first).
@@ -101,7 +102,9 @@ class Transitions(Outbox):
         status; OPEN_ROWS closes every open row of the node with the landing status (an
         unpriced step gets ``; unpriced``; ``exit_code`` None stands for 1). Every close is fenced: a row someone else
         closed first keeps their values. A landing on ``exited`` with a run open posts
-        ``run exited: <reason>`` (``figures`` join its body). ``supervisor`` is the
+        ``run exited: <reason>`` (``figures`` join its body); ``notice`` (subject, body),
+        when given, is posted to the node's outbox instead, whatever the landing (a run's
+        end notice with its spend). ``supervisor`` is the
         (pid, create time in epoch s) a RECORD rule stores. Never raises for an illegal
         move (the result says so); raises StoreError when the database fails, and
         ValueError for a RUN move without ``run_id`` or a RECORD move without
@@ -124,9 +127,11 @@ class Transitions(Outbox):
             had_run = _has_open_run(conn, node)
             closed = _close(conn, rule.closes, node, after, reason, exit_code, run_id,
                             step_id, now)
-            notice = None
-            if after is Status.EXITED and had_run:
-                notice = insert_exit_notice(conn, node, reason, figures)
+            posted = None
+            if notice is not None:
+                posted = insert_notice(conn, node, *notice)
+            elif after is Status.EXITED and had_run:
+                posted = insert_exit_notice(conn, node, reason, figures)
             if event is not None:
                 new_id(conn, Event, {
                     "node": node, "event": event.event, "actor": event.actor,
@@ -143,7 +148,7 @@ class Transitions(Outbox):
                 values.update(supervisor_pid=None, supervisor_started=None)
             conn.execute(update(Node).where(Node.node == node, Node.status == before.value)
                          .values(**values))
-            return Moved(move, node, before, after, closed=closed, notice=notice)
+            return Moved(move, node, before, after, closed=closed, notice=posted)
 
     def park_step(self, step_id: int, node: str, exit_code: int | None, reason: str) -> bool:
         """Close a step ``paused`` and park its node in one PARK move, so a supervisor

@@ -37,6 +37,7 @@ from fractal.workspace.commit_types import (
 )
 from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import changed_paths, commit_files, git_env, has_remote, run_git
+from fractal.workspace.wiki import guard_generated, node_wikis, snapshot_generated
 from fractal.workspace.worktrees import set_identity
 
 __all__ = ["LINT_TIMEOUT", "PUSH_TIMEOUT", "check_clean", "ensure_identity", "push_branch",
@@ -190,9 +191,14 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
     hooks = HooksPlan() if force else plan_hooks(worktree)
     notes.notice(hooks.notice)
     notes.warn(hooks.warning)
+    generated = snapshot_generated(node_wikis(worktree, request.node_dir))
+
+    def restage() -> None:  # a hook's rewrite of a generated wiki index fails the commit
+        guard_generated(generated, worktree)
+        stage(worktree, roots)
+
     attempt = commit_index(worktree, request.subject, no_verify=force, git_args=hooks.git_args,
-                           restage=lambda: stage(worktree, roots),
-                           nothing_staged=lambda: nothing_staged(worktree))
+                           restage=restage, nothing_staged=lambda: nothing_staged(worktree))
     for text in attempt.notices:
         notes.notice(text)
     if attempt.sha is None:

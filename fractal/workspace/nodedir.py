@@ -14,7 +14,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from fractal.assets import asset_root
@@ -27,9 +27,11 @@ __all__ = [
     "ensure_exclude_block",
     "file_lock",
     "flock_held",
+    "inherit_dir",
     "read_config",
     "seed_node_dir",
     "seed_root_dir",
+    "seed_task_and_gates",
     "update_config",
     "write_atomic",
 ]
@@ -241,7 +243,7 @@ def seed_node_dir(node_dir: Path) -> None:
     """Fill a node data dir with the packaged seeds; never overwrite an existing file.
 
     Copies ``NODE.md``, ``steps/*.md``, ``scripts/*.sh`` (mode 0755) and creates an empty
-    ``plans/.gitkeep`` (seed: the default steps 00-PREPARE .. 04-COMMIT). Creates
+    ``plans/.gitkeep`` (``PLANS_DIR``; the default steps are 00-PREPARE .. 04-COMMIT). Creates
     ``node_dir`` if needed. ``config.json`` is not written here. Raises OSError on I/O errors.
     """
     root = asset_root()
@@ -267,3 +269,32 @@ def seed_root_dir(data_dir: Path) -> None:
     ignore = data_dir / ".gitignore"
     if not ignore.exists():
         write_atomic(ignore, "*\n")
+
+
+def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
+    """Replace ``<node_dir>/<surface>`` (``steps`` or ``scripts``) with a copy of the
+    parent's (its committed tip, as the new worktree holds it; file modes kept). Raises
+    FractalError when the parent has none, OSError on I/O errors."""
+    source = parent_node_dir / surface
+    if not source.is_dir():
+        raise FractalError(f"cannot inherit {surface}: {source} does not exist at the "
+                           "parent's committed tip; commit the parent's node directory first")
+    target = node_dir / surface
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, symlinks=True)
+
+
+def seed_task_and_gates(node_dir: Path, task: str | None, gates: Sequence[str]) -> None:
+    """Write ``task`` into NODE.md's Instructions section (None: keep the template) and
+    mark each step of ``gates`` (a name, file name or number) ``requires_approval:
+    true``. Raises InvalidValue for an empty task or a gate naming no single step."""
+    from fractal.domain.nodeinit import fill_instructions, match_step, with_approval_gate
+
+    if task is not None:
+        node_md = node_dir / "NODE.md"
+        write_atomic(node_md, fill_instructions(node_md.read_text(encoding="utf-8"), task))
+    steps = node_dir / "steps"
+    names = sorted(p.name for p in steps.iterdir() if p.is_file()) if steps.is_dir() else []
+    for gate in gates:
+        step = steps / match_step(names, gate)
+        write_atomic(step, with_approval_gate(step.read_text(encoding="utf-8")))

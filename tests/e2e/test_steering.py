@@ -367,10 +367,13 @@ def test_every_exited_run_posts_a_notice(tree: Tree) -> None:
               "--step-retries", "0")
     tree.cli("node", "start", "sad")
     assert tree.wait_settled("sad") == "exited"
-    rows = json.loads(tree.cli("radio", "messages", "--node", "sad", "--json").stdout)
+    rows = json.loads(tree.cli("radio", "messages", "--node", "sad", "--channel", "outbox",
+                               "--json").stdout)
     assert [(r["priority"], r["subject"]) for r in rows] == [
         (7, "run exited: Reached max iterations (1); final iteration failed")]
-    assert rows[0]["data"] == "Reached max iterations (1); final iteration failed"
+    reason, spend = rows[0]["data"].splitlines()[:2]
+    assert reason == "Reached max iterations (1); final iteration failed"
+    assert spend.startswith("run 1 spent ")
 
 
 def test_killed_tmux_server_is_healed(tree: Tree) -> None:

@@ -23,7 +23,9 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
     assert config["user"] is True and config["root"] == "main" and config["agent"] == "claude"
     exclude = (repo / ".git" / "info" / "exclude").read_text()
     assert exclude.count("# >>> fractal >>>") == 1 and "/.worktrees/" in exclude
-    assert git(repo, "status", "--porcelain") == ""  # nothing of fractal's shows up in git
+    # nothing of fractal's runtime shows up in git; the project wiki is for committing
+    assert git(repo, "status", "--porcelain") == "?? wiki/"
+    assert "fractal commit --init" in first.stderr
 
 
 def test_init_warns_about_an_agent_that_cannot_launch_yet(tmp_path: Path) -> None:

@@ -167,7 +167,7 @@ def test_a_node_that_never_ran_takes_only_init(tmp_path: Path) -> None:
 
 
 def test_the_root_only_takes_the_baseline_commit(node: Node) -> None:
-    (node.repo / "wiki").mkdir()
+    (node.repo / "wiki").mkdir(exist_ok=True)  # `fractal init` made the project wiki
     (node.repo / "wiki" / "_index.md").write_text("# wiki\n")
     with pytest.raises(FractalError, match="root"):
         commit_work(node.repo, "add wiki")
@@ -204,9 +204,10 @@ def test_out_of_scope_changes_are_listed_and_nothing_is_staged(scoped: Node) -> 
 def test_node_dir_and_wiki_are_always_in_scope(scoped: Node) -> None:
     scoped.write("src/a.py")
     scoped.write(".fractal/main.a/plans/p.md")
-    scoped.write("wiki/page.md")
+    scoped.write("wiki/page.md", "# Page\n\nx\n")
     files = scoped.commit("add plan and page").outcome.files
-    assert set(files) == {"src/a.py", ".fractal/main.a/plans/p.md", "wiki/page.md"}
+    assert set(files) == {"src/a.py", ".fractal/main.a/plans/p.md", "wiki/page.md",
+                          "wiki/_index.md"}  # the wiki step indexed the new page
 
 
 def test_scope_matches_whole_segments(scoped: Node) -> None:

@@ -25,12 +25,14 @@ from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
-          "usage_windows", "pools", "pool_items", "rescues", "merges"}
+          "usage_windows", "pools", "pool_items", "rescues", "merges",
+          "reads", "saves"}  # 0008: the radio's read receipts and saved messages
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",
     "ix_checks_node", "ix_checks_run_id", "ix_pool_items_pool_status",
     "ix_rescues_node",  # 0006
+    "ix_messages_parent_message_uuid",  # 0008
     # 0005: every timestamp the activity view sorts by, alone and after the node.
     *(f"ix_{table}_{prefix}{column}" for prefix in ("", "node_") for table, column in (
         ("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),

@@ -1,0 +1,29 @@
+"""``fractal wiki update``: regenerate the wikis' ``_index.md`` files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group("wiki")
+def wiki_group() -> None:
+    """Maintain the project wiki (wiki/) and the node's memory wiki (memory/)."""
+
+
+@wiki_group.command("update")
+@click.argument("directory", required=False,
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+              help="A directory inside the caller's worktree (default: the current one).")
+def update_cmd(directory: Path | None, path: Path) -> None:
+    """Regenerate DIRECTORY's index (default: the project and memory wikis of the node
+    whose worktree holds --path); print each index path that changed."""
+    from fractal.lifecycle.wikis import update_wikis
+
+    for result in update_wikis(path, directory):
+        state = "updated" if result.changed else "up to date"
+        click.echo(f"{result.index}: {state} ({result.pages} page(s))", err=True)
+        if result.changed:
+            click.echo(result.index)
