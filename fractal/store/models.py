@@ -344,6 +344,7 @@ class PoolItem(Base):
     result: Mapped[str] = mapped_column(default="", server_default=text("''"))
     created_at: Mapped[str]
     claimed_at: Mapped[str | None]
+    ended_at: Mapped[str | None]
 
 
 class Rescue(Base):

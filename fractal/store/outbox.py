@@ -7,11 +7,13 @@ texts are composed by ``domain.radio``; the rows are ``store.radio`` messages.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
 from fractal.domain.outcome import clip_reason
 from fractal.domain.radio import NOTICE_PRIORITY, Channel, run_end_notice
+from fractal.store.models import Message
 from fractal.store.radio import Draft, Radio, insert_message
+from fractal.store.rows import MessageRow
 
 OUTBOX = Channel.OUTBOX.value
 EXIT_NOTICE_PRIORITY = NOTICE_PRIORITY  # every exited run posts to the node's outbox
@@ -41,6 +43,12 @@ class Outbox(Radio):
         capped run's ``figures``; return its id."""
         subject, body = self.run_end_draft(run_id, status, reason, figures)
         return self.post_notice(node, subject, body)
+
+    def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
+        """``node``'s messages on ``channel``, newest first (unsent ones included)."""
+        return self._all(MessageRow, select(Message.__table__).where(
+            Message.node == node, Message.channel == channel)
+            .order_by(Message.message_id.desc()))
 
     def run_end_draft(self, run_id: int, status: str, reason: str,
                       figures: str = "") -> tuple[str, str]:
