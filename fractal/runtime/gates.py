@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
+from fractal.control import Steering
 from fractal.domain.outcome import Status
 from fractal.domain.signals import Signal
-from fractal.runtime.steering import Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 

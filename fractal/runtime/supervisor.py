@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from fractal.control import Steering
 from fractal.domain.config import NodeConfig
 from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
@@ -40,7 +41,7 @@ from fractal.runtime.iteration import RunAbort, backstop
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
-from fractal.runtime.steering import Park, Steering
+from fractal.runtime.steering import Park
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
