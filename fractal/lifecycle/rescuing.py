@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.errors import FractalError, GitError
 from fractal.tree import Tree, find_tree
 from fractal.workspace.rescue import (
     RESCUE_PREFIX,
@@ -128,9 +129,7 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
 
         try:
             sha = head_sha(tree.repo, full)
-        except Exception:
-            from fractal.errors import FractalError
-
+        except GitError:
             raise FractalError(f"no rescue ref {full}; list them with "
                                "`fractal rescue list`") from None
         made = init_node(cwd, as_name, {}, start_point=sha)

@@ -23,7 +23,7 @@ from fractal.domain.cleanup import (
 )
 from fractal.domain.outcome import clip_reason
 from fractal.domain.states import Move, Status
-from fractal.lifecycle.cleanup import Scope, authorise, facts_of, inside, refuse, subtree_rows
+from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.store.transition import EventNote
 from fractal.workspace.nodedir import file_lock
@@ -53,12 +53,12 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
     directory is inside one of the worktrees, and when a worktree has uncommitted files
     unless ``force`` (each such worktree is saved on a rescue ref first). Raises Refused.
     """
-    scope = Scope(cwd)
-    tree, ledger = scope.tree, scope.ledger
+    caller = Caller.at(cwd)
+    tree, ledger = caller.tree, caller.ledger
     note = clip_reason(reason) if reason else None
     with file_lock(tree.lock_path):
-        branch = scope.resolve(name)
-        authorise(scope, branch, "retire")
+        branch = caller.resolve(name)
+        authorise(caller, branch, "retire")
         rows = subtree_rows(ledger, branch)
         named = next(r for r in rows if r.node == branch)
         members = [named, *[r for r in rows if r.node != branch
@@ -70,17 +70,17 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
                 why = (f"the current directory is inside {member.node}'s worktree; run the "
                        "command from elsewhere (e.g. the repository root)")
             if why:
-                raise refuse(scope, member.node, "retire", why)
+                raise refuse(caller, member.node, "retire", why)
         done: list[Retired] = []
         for node in deepest_first(facts):
             fact = facts[node]
             ref = None
             if fact.dirty:
-                ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=scope.actor).ref
+                ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=caller.actor).ref
             moved = ledger.move(node, Move.RETIRE, event=EventNote(
-                "retire", actor=scope.actor, metadata=retire_note(fact.status, note)))
+                "retire", actor=caller.actor, metadata=retire_note(fact.status, note)))
             if not moved.ok:  # it changed status since the check (e.g. a start got in)
-                raise refuse(scope, node, "retire", moved.why)
+                raise refuse(caller, node, "retire", moved.why)
             drop_worktree(tree.repo, tree.worktree_of(node))
             done.append(Retired(node, fact.status, Status.RETIRED.value, ref))
         return done
@@ -93,17 +93,17 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
     act on it, it is not retired, or its branch is gone. Raises Refused, GitError."""
     from fractal.store.eventlog import last_event
 
-    scope = Scope(cwd)
-    tree, ledger = scope.tree, scope.ledger
+    caller = Caller.at(cwd)
+    tree, ledger = caller.tree, caller.ledger
     with file_lock(tree.lock_path):
-        branch = scope.resolve(name)
-        authorise(scope, branch, "unretire")
+        branch = caller.resolve(name)
+        authorise(caller, branch, "unretire")
         rows = subtree_rows(ledger, branch)
         members = [r for r in rows if r.node == branch or r.status == Status.RETIRED.value]
         facts = {r.node: facts_of(tree, r) for r in members}
         why = unretire_refusal(facts[branch])
         if why:
-            raise refuse(scope, branch, "unretire", why)
+            raise refuse(caller, branch, "unretire", why)
         done: list[Retired] = []
         for member in members:
             fact = facts[member.node]
@@ -116,9 +116,9 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
                 restore_worktree(tree.repo, worktree, member.node)
             set_identity(worktree, member.node)
             moved = ledger.move(member.node, Move.UNRETIRE, to=Status(status),
-                                event=EventNote("unretire", actor=scope.actor,
+                                event=EventNote("unretire", actor=caller.actor,
                                                 metadata=f"restored {status}"))
             if not moved.ok:
-                raise refuse(scope, member.node, "unretire", moved.why)
+                raise refuse(caller, member.node, "unretire", moved.why)
             done.append(Retired(member.node, Status.RETIRED.value, status))
         return done
