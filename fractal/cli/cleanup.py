@@ -36,6 +36,9 @@ def unretire_cmd(node: str, path: Path) -> None:
     from fractal.lifecycle.retire import unretire
 
     for item in unretire(path, node):
+        if item.note:
+            click.echo(f"kept {item.branch} retired: {item.note}", err=True)
+            continue
         click.echo(item.branch)
         click.echo(f"unretired {item.branch} ({item.after})", err=True)
 

@@ -23,6 +23,8 @@ from fractal.domain.cleanup import (
 )
 from fractal.domain.outcome import clip_reason
 from fractal.domain.states import Move, Status
+from fractal.errors import FractalError
+from fractal.lifecycle.caps import check_caps
 from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.store.transition import EventNote
@@ -42,6 +44,8 @@ class Retired:
     before: str
     after: str
     rescue_ref: str | None = None
+    note: str = ""
+    """Why a descendant stayed retired (an ancestor's spawn cap), else empty."""
 
 
 def retire(cwd: Path, name: str, *, reason: str | None = None,
@@ -89,8 +93,11 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
 def unretire(cwd: Path, name: str) -> list[Retired]:
     """Bring retired node ``name`` back, with its retired descendants, shallowest first:
     each worktree is checked out again from its branch and the status recorded at retire
-    time is restored (``idle`` when none was). Refused (recorded) when the caller may not
-    act on it, it is not retired, or its branch is gone. Raises Refused, GitError."""
+    time is restored (``idle`` when none was). A node restored ``idle`` takes a spawn slot
+    back, so its ancestors' caps are checked first; a descendant they refuse stays
+    retired (its ``note`` says why). Refused (recorded) when the caller may not act on
+    it, it is not retired, its branch is gone, or (idle) a cap refuses it. Raises
+    Refused, GitError."""
     from fractal.store.eventlog import last_event
 
     caller = Caller.at(cwd)
@@ -111,6 +118,15 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
                 continue  # a descendant whose branch is gone stays retired (and missing)
             event = last_event(tree.db_path, member.node, "retire", "completed")
             status = restored_status(previous_status(event.meta) if event else None)
+            if status == Status.IDLE:  # an idle node takes a spawn slot back: caps apply
+                try:
+                    check_caps(tree, ledger, member.node)
+                except FractalError as exc:
+                    if member.node == branch:
+                        raise refuse(caller, branch, "unretire", str(exc)) from None
+                    done.append(Retired(member.node, Status.RETIRED.value,
+                                        Status.RETIRED.value, note=str(exc)))
+                    continue
             worktree = tree.worktree_of(member.node)
             if not fact.worktree_exists:
                 restore_worktree(tree.repo, worktree, member.node)

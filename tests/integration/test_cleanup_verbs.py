@@ -319,3 +319,14 @@ def test_a_missing_node_recovers_its_status_when_its_worktree_returns(tree: Tree
     assert node_status(tree.repo, "c").status == "completed"
     assert _status(tree, "main.c") == "completed"
     assert _events(tree, "main.c", "recover")[0][2].endswith("restored completed")
+
+
+def test_an_idle_unretire_takes_its_spawn_slot_back_only_under_the_caps(tree: Tree) -> None:
+    init_node(tree.repo, "p", {"max_children": 1}, actor="operator")
+    init_node(tree.repo, "x", {}, parent="p", actor="operator")
+    retire(tree.repo, "main.p.x")  # frees p's one child slot
+    init_node(tree.repo, "y", {}, parent="p", actor="operator")
+    with pytest.raises(Refused, match="max_children 1"):
+        unretire(tree.repo, "main.p.x")
+    assert _status(tree, "main.p.x") == "retired"
+    assert _events(tree, "main.p.x", "unretire")[0][0] == "failed"
