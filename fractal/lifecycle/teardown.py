@@ -3,7 +3,8 @@
 ``reset`` removes every node (worktrees, branches, registry rows) and keeps the root, the
 database with its history, and the rescue refs. ``destroy`` is the inverse of ``fractal
 init`` for the tree: it resets it, then removes the root's data directory (the database
-and the tree's config). Both write a rescue ref of every node's branch first, refuse
+and the tree's config; for the last tree of the repository, also the exclude block
+``init`` wrote). Both write a rescue ref of every node's branch first, refuse
 while any node is live, and refuse when the caller's directory is inside a worktree
 they would remove. The root branch and its checkout are never touched.
 """
@@ -18,7 +19,10 @@ from pathlib import Path
 from fractal.domain.cleanup import Cleanup, deepest_first, tree_refusal
 from fractal.lifecycle.cleanup import Caller, facts_of, inside, refuse
 from fractal.lifecycle.delete import Deleted, remove_node
+from fractal.tree import trees_in
+from fractal.workspace import git
 from fractal.workspace.nodedir import file_lock
+from fractal.workspace.teardown import remove_exclude_block
 
 __all__ = ["TornDown", "destroy", "plan", "reset"]
 
@@ -64,6 +68,8 @@ def destroy(cwd: Path) -> TornDown:
         tree.data_dir.parent.rmdir()
     if not any(p for p in tree.worktrees_dir.glob("*") if not p.name.startswith(".")):
         shutil.rmtree(tree.worktrees_dir, ignore_errors=True)  # only lock files were left
+    if not trees_in(tree.repo):  # the last tree of the repository: init's exclude block too
+        remove_exclude_block(git.common_dir(tree.repo))
     return TornDown(root=done.root, nodes=done.nodes, data_dir=tree.data_dir)
 
 

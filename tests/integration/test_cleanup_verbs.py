@@ -261,6 +261,7 @@ def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     refs = {r.branch: r.ref for r in list_rescue_refs(tree.repo)}
     assert git(tree.repo, "show", f"{refs['main.a']}:unsaved.txt") == "x"
     assert (tree.repo / "README.md").is_file()
+    assert "fractal" not in (tree.repo / ".git" / "info" / "exclude").read_text()
     init_tree(tree.repo)  # and the tree can be made again
     assert init_node(tree.repo, "a", {}, actor="operator").paths.branch == "main.a"
 
