@@ -262,6 +262,9 @@ def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     assert git(tree.repo, "show", f"{refs['main.a']}:unsaved.txt") == "x"
     assert (tree.repo / "README.md").is_file()
     assert "fractal" not in (tree.repo / ".git" / "info" / "exclude").read_text()
+    assert {r.node for r in list_rescues(tree.repo)} == {"main.a", "main.a.b", "main.c"}
+    back = restore_rescue(tree.repo, refs["main.a"])  # no tree needed for a branch
+    assert git(tree.repo, "show", f"{back.branch}:unsaved.txt") == "x"
     init_tree(tree.repo)  # and the tree can be made again
     assert init_node(tree.repo, "a", {}, actor="operator").paths.branch == "main.a"
 
