@@ -54,9 +54,10 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
     the next read. Returns whether this call healed it."""
     if not crashed(tree, branch):
         return False
+    from fractal.control import heal_lock_path
     from fractal.workspace.nodedir import file_lock
 
-    with file_lock(tree.worktrees_dir / f".heal-{branch}.lock", timeout=60.0):
+    with file_lock(heal_lock_path(tree, branch), timeout=60.0):
         if not crashed(tree, branch):
             return False  # healed while we waited for the lock
         return _heal(tree, branch)
@@ -65,7 +66,7 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
 def _heal(tree: Tree, branch: str) -> bool:
     """The heal itself, under the node's heal lock (see ``heal_if_crashed``)."""
     from fractal.domain.markers import launch_marker
-    from fractal.runtime.processes import GroupHandle, kill_group
+    from fractal.runtime.processes import GroupHandle, Reap, grace, kill_group
     from fractal.store.ledger import Ledger
 
     ledger = Ledger(tree.db_path)
@@ -75,7 +76,7 @@ def _heal(tree: Tree, branch: str) -> bool:
             continue
         handle = GroupHandle(pid=step.pgid, pgid=step.pgid, create_time=step.pgid_started,
                              marker=launch_marker(str(tree.db_path), step.step_id))
-        kill_group(handle, grace=2.0)
+        kill_group(handle, grace=grace(Reap.HEAL))
         ledger.add_event(branch, "orphan", actor="operator", status="completed",
                          metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
                          step_id=step.step_id)
@@ -93,13 +94,14 @@ def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
 
 
 def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]) -> None:
-    """Stop ``leftovers`` still alive (TERM, 2 s, KILL); an ``orphan`` event names them."""
-    from fractal.runtime.processes import stop_processes
+    """Stop ``leftovers`` still alive (TERM, the heal grace, KILL); an ``orphan`` event
+    names them."""
+    from fractal.runtime.processes import Reap, grace, stop_processes
 
     alive = [p for p in leftovers if _running(p)]
     if not alive:
         return
-    stop_processes(alive, grace=2.0)
+    stop_processes(alive, grace=grace(Reap.HEAL))
     run = ledger.open_run_of(branch)
     pids = ", ".join(str(p.pid) for p in alive[:10])
     ledger.add_event(branch, "orphan", actor="operator", status="completed",

@@ -97,8 +97,3 @@ def await_boot(paths: NodePaths, ledger: Ledger, hosted: Hosted, *,
                                f"see {paths.supervisor_log}")
         time.sleep(0.05)
 
-
-def is_settled(status: str) -> bool:
-    """True for completed, stopped, exited and killed."""
-    return status in {Status.COMPLETED.value, Status.STOPPED.value, Status.EXITED.value,
-                      Status.KILLED.value}

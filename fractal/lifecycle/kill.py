@@ -22,13 +22,11 @@ from fractal.domain.states import Move, Status
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
 from fractal.lifecycle.targets import subtree_target
-from fractal.runtime.processes import GroupHandle, group_of, kill_group
+from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_group
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.store.transition import EventNote, SignalNote
 from fractal.tree import Tree
-
-KILL_GRACE = 5.0  # seconds between TERM and KILL for a kill verb (ref §1.4)
 
 
 def killable(row: NodeRow) -> bool:
@@ -93,7 +91,7 @@ def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
     """Stop the groups of ``batch``, then kill the panes and close the open rows ``killed``.
 
     Every supervisor first, then every agent group, each wave in one shared TERM ->
-    KILL_GRACE -> KILL window: a tree of agents ignoring TERM costs one grace, not one
+    grace (``Reap.KILL``) -> KILL window: a tree of agents ignoring TERM costs one grace, not one
     per node, and no loop is alive to see its agent die and book the step itself.
     """
     _stop_all([c.supervisor for c in batch if c.supervisor is not None])
@@ -115,7 +113,7 @@ def _stop_all(handles: list[GroupHandle]) -> None:
     """``kill_group`` on each of ``handles`` concurrently (threads: each mostly waits)."""
     if handles:
         with ThreadPoolExecutor(max_workers=min(32, len(handles))) as pool:
-            list(pool.map(lambda h: kill_group(h, grace=KILL_GRACE), handles))
+            list(pool.map(lambda h: kill_group(h, grace=grace(Reap.KILL)), handles))
 
 
 def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,

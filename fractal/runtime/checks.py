@@ -16,9 +16,8 @@ from fractal.domain.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, clip_reason
 from fractal.domain.render import iter_ref
 from fractal.domain.signature import CheckSummary, summarise
 from fractal.errors import FractalError, SpawnError
-from fractal.runtime import commands
+from fractal.runtime import commands, processes
 from fractal.runtime.context import Boot, RunState
-from fractal.runtime.launch import kill_grace
 from fractal.runtime.pane import Reporter
 from fractal.store.checkbook import CheckBook
 from fractal.store.timefmt import utc_now
@@ -91,7 +90,8 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter,
         code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
                                  env=check_env(boot, state, request.kind),
                                  log_path=request.log_path, echo=reporter.raw_output,
-                                 grace=kill_grace(), timeout=request.limit)
+                                 grace=processes.grace(processes.Reap.STEP),
+                                 timeout=request.limit)
     except SpawnError as exc:
         request.log_path.write_text(f"{exc}\n", encoding="utf-8")
         code = EXIT_CANNOT_EXEC

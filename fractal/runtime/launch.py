@@ -63,19 +63,9 @@ def trace(point: str, step_id: int, at_ns: int | None = None) -> None:
         fh.write(f"{point} {ns} {step_id}\n")
 
 
-MAX_KILL_GRACE = 60.0  # seconds: an override can shorten the grace, never make it unbounded
-
-
 def kill_grace() -> float:
-    """Seconds between SIGTERM and SIGKILL (seed: 10 s); ``FRACTAL_KILL_GRACE`` overrides,
-    clamped to 0.1-60 s (a non-number or a non-finite value falls back to 10)."""
-    try:
-        value = float(os.environ.get("FRACTAL_KILL_GRACE", "10"))
-    except ValueError:
-        return 10.0
-    if value != value or value in (float("inf"), float("-inf")):
-        return 10.0
-    return max(0.1, min(MAX_KILL_GRACE, value))
+    """Seconds between SIGTERM and SIGKILL for a step (``processes.grace``)."""
+    return processes.grace(processes.Reap.STEP)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,6 @@ from fractal.tree import NodePaths, parent_of
 
 log = logging.getLogger(__name__)
 
-EXIT_SWEEP_GRACE = 2.0  # seconds from TERM to KILL for what the loop leaves at its exit
 
 
 class Supervisor:
@@ -102,7 +101,7 @@ class Supervisor:
         launch_env = load_launch_env(self.paths.launch_env_path)
         os.environ.update(launch_env)  # the run behaves as if started from the caller's shell
         # Every child of the loop (setup, checks, agents, hooks) inherits it: crash healing
-        # finds a dead loop's leftovers by it (ref §1.3: the loop sets _NODE).
+        # finds a dead loop's leftovers by it.
         os.environ["_NODE"] = launch_env["_NODE"] = str(self.paths.node_dir)
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
@@ -297,7 +296,7 @@ class Supervisor:
         node = self.paths.branch
         try:  # whatever the loop still has running would outlive it as an orphan: e.g. an
             # agent spawned the instant a SIGHUP arrived, before its group was recorded
-            left = processes.sweep_descendants(grace=EXIT_SWEEP_GRACE)
+            left = processes.sweep_descendants(grace=processes.grace(processes.Reap.EXIT))
             if left:
                 log.warning("processes still alive after the exit sweep: %s", left)
         except Exception:

@@ -4,7 +4,8 @@ Every wait point in the loop (the agent's run, backoff, pacing) blocks on one
 ``Waker``. Anything that might change what the loop should do calls ``wake()``: the
 agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), or
 the periodic database poll. A wake carries no data: the waiter re-reads the real
-state every time it wakes (STYLE 9).
+state every time it wakes. The wake file and its touch belong to the control plane
+(``fractal.control``), which the verbs share.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from fractal.control import WAKE_FILE
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ class Waker:
         self._event.clear()
         return woken
 
-    def watch(self, directory: Path, filename: str = ".wake") -> bool:
+    def watch(self, directory: Path, filename: str = WAKE_FILE) -> bool:
         """Start a watchdog observer that wakes on any change to ``directory/filename``.
 
         Returns False (and polling carries on alone) when the observer cannot start.
@@ -80,8 +82,3 @@ class Waker:
                 self._observer.stop()
             self._observer = None
 
-
-def touch_wake(node_dir: Path) -> None:
-    """Nudge a node's supervisor (used by the verbs after writing a signal row)."""
-    with contextlib.suppress(OSError):  # the supervisor's database poll still sees it
-        (node_dir / ".wake").write_text(f"{time.time():.6f}\n")
