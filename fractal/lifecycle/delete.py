@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.control import heal_lock_path
 from fractal.domain.cleanup import Cleanup, deepest_first, delete_refusal, is_missing
 from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
 from fractal.lifecycle.rescuing import rescue_node
@@ -85,7 +86,6 @@ def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
     ref = rescue_node(tree, node, operation, actor=actor).ref if has_branch else None
     drop_worktree(tree.repo, tree.worktree_of(node))
     delete_branch(tree.repo, node)
-    for stale in (tree.worktrees_dir / f".heal-{node}.lock",):
-        stale.unlink(missing_ok=True)
+    heal_lock_path(tree, node).unlink(missing_ok=True)
     Ledger(tree.db_path).delete_node(node)
     return ref
