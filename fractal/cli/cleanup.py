@@ -36,6 +36,9 @@ def unretire_cmd(node: str, path: Path) -> None:
     from fractal.lifecycle.retire import unretire
 
     for item in unretire(path, node):
+        if item.note:
+            click.echo(f"kept {item.branch} retired: {item.note}", err=True)
+            continue
         click.echo(item.branch)
         click.echo(f"unretired {item.branch} ({item.after})", err=True)
 
@@ -99,4 +102,4 @@ def destroy_cmd(force: bool, path: Path) -> None:
     for item in done.nodes:
         click.echo(item.branch)
     click.echo(f"destroyed the tree {done.root}: {len(done.nodes)} node(s) and {done.data_dir} "
-               "removed; rescue refs kept (`git for-each-ref refs/fractal/rescue`)", err=True)
+               "removed; rescue refs kept (`fractal rescue list`)", err=True)

@@ -9,6 +9,7 @@ it names, with the rule as its metadata.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
@@ -23,19 +24,27 @@ from fractal.tree import Tree, find_tree, parent_of, resolve_node
 from fractal.workspace import git
 from fractal.workspace.teardown import unmerged_commits
 
-__all__ = ["Scope", "authorise", "facts_of", "inside", "refuse", "refuse_if_gone", "subtree_rows",
+__all__ = ["Caller", "authorise", "facts_of", "inside", "refuse", "refuse_if_gone", "subtree_rows",
            "target_of"]
 
 
-class Scope:
-    """The tree a cleanup verb runs in, its ledger, the acting branch and the actor label."""
+@dataclass(frozen=True)
+class Caller:
+    """The tree a cleanup verb runs in, its ledger, the acting branch and the actor label
+    (``at(cwd)`` builds it from the caller's directory)."""
 
-    def __init__(self, cwd: Path) -> None:
-        self.cwd = cwd
-        self.tree = find_tree(cwd)
-        self.ledger = Ledger(self.tree.db_path)
-        self.caller = acting_branch(cwd, self.tree)
-        self.actor = actor_of(cwd, self.tree)
+    cwd: Path
+    tree: Tree
+    ledger: Ledger
+    branch: str
+    actor: str
+
+    @classmethod
+    def at(cls, cwd: Path) -> Caller:
+        """The caller of a verb run from ``cwd``. Raises NotATree, GitError."""
+        tree = find_tree(cwd)
+        return cls(cwd=cwd, tree=tree, ledger=Ledger(tree.db_path),
+                   branch=acting_branch(cwd, tree), actor=actor_of(cwd, tree))
 
     def resolve(self, name: str) -> str:
         """The registered branch ``name`` names. Raises NodeNotFound; FractalError for the
@@ -48,20 +57,20 @@ class Scope:
         return branch
 
 
-def refuse(scope: Scope, branch: str, verb: str, why: str) -> Refused:
+def refuse(caller: Caller, branch: str, verb: str, why: str) -> Refused:
     """Record a ``failed`` ``verb`` event on ``branch`` (metadata: the rule) and return the
     Refused error to raise."""
-    scope.ledger.add_event(branch, verb, actor=scope.actor, status="failed",
+    caller.ledger.add_event(branch, verb, actor=caller.actor, status="failed",
                            metadata=f"refused: {why}"[:1000])
     return Refused(why)
 
 
-def authorise(scope: Scope, branch: str, verb: str) -> None:
+def authorise(caller: Caller, branch: str, verb: str) -> None:
     """Raise (and record) Refused unless the caller is the operator at the root or an
     ancestor of ``branch``."""
-    why = authority_refusal(scope.caller, branch, scope.tree.root, verb)
+    why = authority_refusal(caller.branch, branch, caller.tree.root, verb)
     if why:
-        raise refuse(scope, branch, verb, why)
+        raise refuse(caller, branch, verb, why)
 
 
 def subtree_rows(ledger: Ledger, branch: str) -> list[NodeRow]:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.control import heal_lock_path
 from fractal.domain.cleanup import Cleanup, deepest_first, delete_refusal, is_missing
-from fractal.lifecycle.cleanup import Scope, authorise, facts_of, inside, refuse, subtree_rows
+from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.lifecycle.steer import Refused
 from fractal.tree import Tree
@@ -45,11 +46,11 @@ def delete(cwd: Path, name: str, *, force: bool = False) -> list[Deleted]:
     lists them. A node whose worktree or branch vanished is simply deregistered.
     Raises Refused, GitError, StoreError.
     """
-    scope = Scope(cwd)
-    tree, ledger = scope.tree, scope.ledger
+    caller = Caller.at(cwd)
+    tree, ledger = caller.tree, caller.ledger
     with file_lock(tree.lock_path):
-        branch = scope.resolve(name)
-        authorise(scope, branch, "delete")
+        branch = caller.resolve(name)
+        authorise(caller, branch, "delete")
         rows = subtree_rows(ledger, branch)
         facts = {r.node: facts_of(tree, r, with_unmerged=True) for r in rows}
         refusals: dict[str, str] = {}
@@ -62,14 +63,14 @@ def delete(cwd: Path, name: str, *, force: bool = False) -> list[Deleted]:
                 refusals[node] = why
         if refusals:  # every node's reason at once: the operator fixes them in one go
             for node, why in refusals.items():
-                refused = refuse(scope, node, "delete", why)
+                refused = refuse(caller, node, "delete", why)
             raise refused if len(refusals) == 1 else Refused("\n".join(refusals.values()))
         done: list[Deleted] = []
         for node in deepest_first(facts):
             fact = facts[node]
-            ref = remove_node(tree, node, operation=Cleanup.DELETE.value, actor=scope.actor,
+            ref = remove_node(tree, node, operation=Cleanup.DELETE.value, actor=caller.actor,
                               has_branch=fact.branch_exists)
-            ledger.add_event(node, "delete", actor=scope.actor, status="completed",
+            ledger.add_event(node, "delete", actor=caller.actor, status="completed",
                              metadata=f"rescued on {ref}" if ref else "branch already gone")
             done.append(Deleted(node, ref, is_missing(fact)))
         return done
@@ -85,7 +86,6 @@ def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
     ref = rescue_node(tree, node, operation, actor=actor).ref if has_branch else None
     drop_worktree(tree.repo, tree.worktree_of(node))
     delete_branch(tree.repo, node)
-    for stale in (tree.worktrees_dir / f".heal-{node}.lock",):
-        stale.unlink(missing_ok=True)
+    heal_lock_path(tree, node).unlink(missing_ok=True)
     Ledger(tree.db_path).delete_node(node)
     return ref

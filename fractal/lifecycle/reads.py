@@ -1,14 +1,14 @@
 """Read verbs: ``node status``, ``node list``, ``node activity``.
 
 Plain queries through ``store.reader`` (stdlib sqlite3): they never import the
-runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first.
+runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first, and a
+node whose worktree or branch vanished is moved to ``missing`` (``lifecycle/missing.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fractal.domain.signals import decoration
 from fractal.domain.states import SETTLED, Status
@@ -16,9 +16,6 @@ from fractal.domain.subtree import Unsettled, unsettled_notice
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.lifecycle.targets import subtree_target, target_node
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

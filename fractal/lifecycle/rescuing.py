@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.errors import FractalError, GitError, NotATree
 from fractal.tree import Tree, find_tree
 from fractal.workspace.rescue import (
     RESCUE_PREFIX,
@@ -90,16 +91,29 @@ def rescue_node(tree: Tree, branch: str, operation: str, *, actor: str,
     return saved
 
 
+def _repo(cwd: Path) -> tuple[Path, Tree | None]:
+    """The repository of ``cwd`` and its tree, None when there is none (any more: rescue
+    refs outlive ``fractal destroy``). Raises GitError outside a repository."""
+    from fractal.workspace.git import repo_root, toplevel
+
+    try:
+        tree = find_tree(cwd)
+    except NotATree:
+        return repo_root(toplevel(cwd)), None
+    return tree.repo, tree
+
+
 def list_rescues(cwd: Path) -> list[RescueListing]:
     """Every rescue ref of the repository, oldest first, with its booked row when the
-    tree's database still has one. Raises NotATree, GitError."""
+    tree's database still has one (after ``destroy`` there is none, and the refs are
+    listed alone). Raises GitError."""
     from fractal.store.rescues import RescueBook
 
-    tree = find_tree(cwd)
+    repo, tree = _repo(cwd)
     rows = {r.ref: r for r in RescueBook(tree.db_path).rescues()} \
-        if tree.db_path.exists() else {}
+        if tree is not None and tree.db_path.exists() else {}
     out: list[RescueListing] = []
-    for ref in list_rescue_refs(tree.repo):
+    for ref in list_rescue_refs(repo):
         row = rows.get(ref.ref)
         out.append(RescueListing(
             ref=ref.ref, sha=ref.sha, node=ref.branch, stamp=ref.stamp,
@@ -120,22 +134,21 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
     the branch is the node's. Raises FractalError when the ref is unknown or the branch
     exists, and whatever ``node init`` raises.
     """
-    tree = find_tree(cwd)
+    repo, _tree = _repo(cwd)
     full = ref if ref.startswith(RESCUE_PREFIX) else RESCUE_PREFIX + ref
     if as_name is not None:
+        tree = find_tree(cwd)  # a node needs a tree
         from fractal.lifecycle.spawn import init_node
         from fractal.workspace.git import head_sha
 
         try:
             sha = head_sha(tree.repo, full)
-        except Exception:
-            from fractal.errors import FractalError
-
+        except GitError:
             raise FractalError(f"no rescue ref {full}; list them with "
                                "`fractal rescue list`") from None
         made = init_node(cwd, as_name, {}, start_point=sha)
         return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch)
     rest = full[len(RESCUE_PREFIX):]
     name = branch or f"rescued/{rest}"
-    sha = restore_branch(tree.repo, full, name)
+    sha = restore_branch(repo, full, name)
     return Restored(ref=full, sha=sha, branch=name, node=None)

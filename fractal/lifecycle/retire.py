@@ -23,7 +23,9 @@ from fractal.domain.cleanup import (
 )
 from fractal.domain.outcome import clip_reason
 from fractal.domain.states import Move, Status
-from fractal.lifecycle.cleanup import Scope, authorise, facts_of, inside, refuse, subtree_rows
+from fractal.errors import FractalError
+from fractal.lifecycle.caps import check_caps
+from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.store.transition import EventNote
 from fractal.workspace.nodedir import file_lock
@@ -42,6 +44,8 @@ class Retired:
     before: str
     after: str
     rescue_ref: str | None = None
+    note: str = ""
+    """Why a descendant stayed retired (an ancestor's spawn cap), else empty."""
 
 
 def retire(cwd: Path, name: str, *, reason: str | None = None,
@@ -53,12 +57,12 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
     directory is inside one of the worktrees, and when a worktree has uncommitted files
     unless ``force`` (each such worktree is saved on a rescue ref first). Raises Refused.
     """
-    scope = Scope(cwd)
-    tree, ledger = scope.tree, scope.ledger
+    caller = Caller.at(cwd)
+    tree, ledger = caller.tree, caller.ledger
     note = clip_reason(reason) if reason else None
     with file_lock(tree.lock_path):
-        branch = scope.resolve(name)
-        authorise(scope, branch, "retire")
+        branch = caller.resolve(name)
+        authorise(caller, branch, "retire")
         rows = subtree_rows(ledger, branch)
         named = next(r for r in rows if r.node == branch)
         members = [named, *[r for r in rows if r.node != branch
@@ -70,17 +74,17 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
                 why = (f"the current directory is inside {member.node}'s worktree; run the "
                        "command from elsewhere (e.g. the repository root)")
             if why:
-                raise refuse(scope, member.node, "retire", why)
+                raise refuse(caller, member.node, "retire", why)
         done: list[Retired] = []
         for node in deepest_first(facts):
             fact = facts[node]
             ref = None
             if fact.dirty:
-                ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=scope.actor).ref
+                ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=caller.actor).ref
             moved = ledger.move(node, Move.RETIRE, event=EventNote(
-                "retire", actor=scope.actor, metadata=retire_note(fact.status, note)))
+                "retire", actor=caller.actor, metadata=retire_note(fact.status, note)))
             if not moved.ok:  # it changed status since the check (e.g. a start got in)
-                raise refuse(scope, node, "retire", moved.why)
+                raise refuse(caller, node, "retire", moved.why)
             drop_worktree(tree.repo, tree.worktree_of(node))
             done.append(Retired(node, fact.status, Status.RETIRED.value, ref))
         return done
@@ -89,21 +93,24 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
 def unretire(cwd: Path, name: str) -> list[Retired]:
     """Bring retired node ``name`` back, with its retired descendants, shallowest first:
     each worktree is checked out again from its branch and the status recorded at retire
-    time is restored (``idle`` when none was). Refused (recorded) when the caller may not
-    act on it, it is not retired, or its branch is gone. Raises Refused, GitError."""
+    time is restored (``idle`` when none was). A node restored ``idle`` takes a spawn slot
+    back, so its ancestors' caps are checked first; a descendant they refuse stays
+    retired (its ``note`` says why). Refused (recorded) when the caller may not act on
+    it, it is not retired, its branch is gone, or (idle) a cap refuses it. Raises
+    Refused, GitError."""
     from fractal.store.eventlog import last_event
 
-    scope = Scope(cwd)
-    tree, ledger = scope.tree, scope.ledger
+    caller = Caller.at(cwd)
+    tree, ledger = caller.tree, caller.ledger
     with file_lock(tree.lock_path):
-        branch = scope.resolve(name)
-        authorise(scope, branch, "unretire")
+        branch = caller.resolve(name)
+        authorise(caller, branch, "unretire")
         rows = subtree_rows(ledger, branch)
         members = [r for r in rows if r.node == branch or r.status == Status.RETIRED.value]
         facts = {r.node: facts_of(tree, r) for r in members}
         why = unretire_refusal(facts[branch])
         if why:
-            raise refuse(scope, branch, "unretire", why)
+            raise refuse(caller, branch, "unretire", why)
         done: list[Retired] = []
         for member in members:
             fact = facts[member.node]
@@ -111,14 +118,23 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
                 continue  # a descendant whose branch is gone stays retired (and missing)
             event = last_event(tree.db_path, member.node, "retire", "completed")
             status = restored_status(previous_status(event.meta) if event else None)
+            if status == Status.IDLE:  # an idle node takes a spawn slot back: caps apply
+                try:
+                    check_caps(tree, ledger, member.node)
+                except FractalError as exc:
+                    if member.node == branch:
+                        raise refuse(caller, branch, "unretire", str(exc)) from None
+                    done.append(Retired(member.node, Status.RETIRED.value,
+                                        Status.RETIRED.value, note=str(exc)))
+                    continue
             worktree = tree.worktree_of(member.node)
             if not fact.worktree_exists:
                 restore_worktree(tree.repo, worktree, member.node)
             set_identity(worktree, member.node)
             moved = ledger.move(member.node, Move.UNRETIRE, to=Status(status),
-                                event=EventNote("unretire", actor=scope.actor,
+                                event=EventNote("unretire", actor=caller.actor,
                                                 metadata=f"restored {status}"))
             if not moved.ok:
-                raise refuse(scope, member.node, "unretire", moved.why)
+                raise refuse(caller, member.node, "unretire", moved.why)
             done.append(Retired(member.node, Status.RETIRED.value, status))
         return done

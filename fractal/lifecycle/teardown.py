@@ -3,7 +3,8 @@
 ``reset`` removes every node (worktrees, branches, registry rows) and keeps the root, the
 database with its history, and the rescue refs. ``destroy`` is the inverse of ``fractal
 init`` for the tree: it resets it, then removes the root's data directory (the database
-and the tree's config). Both write a rescue ref of every node's branch first, refuse
+and the tree's config; for the last tree of the repository, also the exclude block
+``init`` wrote). Both write a rescue ref of every node's branch first, refuse
 while any node is live, and refuse when the caller's directory is inside a worktree
 they would remove. The root branch and its checkout are never touched.
 """
@@ -16,9 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.cleanup import Cleanup, deepest_first, tree_refusal
-from fractal.lifecycle.cleanup import Scope, facts_of, inside, refuse
+from fractal.lifecycle.cleanup import Caller, facts_of, inside, refuse
 from fractal.lifecycle.delete import Deleted, remove_node
+from fractal.tree import trees_in
+from fractal.workspace import git
 from fractal.workspace.nodedir import file_lock
+from fractal.workspace.teardown import remove_exclude_block
 
 __all__ = ["TornDown", "destroy", "plan", "reset"]
 
@@ -35,8 +39,8 @@ class TornDown:
 
 def plan(cwd: Path) -> list[str]:
     """The nodes ``reset``/``destroy`` would remove, in teardown order (for the prompt)."""
-    scope = Scope(cwd)
-    return deepest_first(r.node for r in scope.ledger.nodes() if r.node != scope.tree.root)
+    caller = Caller.at(cwd)
+    return deepest_first(r.node for r in caller.ledger.nodes() if r.node != caller.tree.root)
 
 
 def reset(cwd: Path) -> TornDown:
@@ -46,7 +50,7 @@ def reset(cwd: Path) -> TornDown:
     on the root) while any node is live or when the caller is inside a node's worktree.
     Raises Refused, GitError, StoreError.
     """
-    return _teardown(Scope(cwd), Cleanup.RESET)
+    return _teardown(Caller.at(cwd), Cleanup.RESET)
 
 
 def destroy(cwd: Path) -> TornDown:
@@ -55,44 +59,46 @@ def destroy(cwd: Path) -> TornDown:
     refusals as ``reset``. Raises Refused, GitError, StoreError, OSError."""
     from fractal.store.engine import close_engines
 
-    scope = Scope(cwd)
-    done = _teardown(scope, Cleanup.DESTROY)
-    tree = scope.tree
+    caller = Caller.at(cwd)
+    done = _teardown(caller, Cleanup.DESTROY)
+    tree = caller.tree
     close_engines()
     shutil.rmtree(tree.data_dir)
     with contextlib.suppress(OSError):  # .fractal/, unless another tree's data lives there
         tree.data_dir.parent.rmdir()
     if not any(p for p in tree.worktrees_dir.glob("*") if not p.name.startswith(".")):
         shutil.rmtree(tree.worktrees_dir, ignore_errors=True)  # only lock files were left
+    if not trees_in(tree.repo):  # the last tree of the repository: init's exclude block too
+        remove_exclude_block(git.common_dir(tree.repo))
     return TornDown(root=done.root, nodes=done.nodes, data_dir=tree.data_dir)
 
 
-def _teardown(scope: Scope, verb: Cleanup) -> TornDown:
-    tree, ledger = scope.tree, scope.ledger
-    if scope.caller != tree.root:
-        raise refuse(scope, tree.root, verb.value, f"only the operator at the root may "
-                     f"{verb.value} the tree; {scope.caller} may delete its own descendants "
+def _teardown(caller: Caller, verb: Cleanup) -> TornDown:
+    tree, ledger = caller.tree, caller.ledger
+    if caller.branch != tree.root:
+        raise refuse(caller, tree.root, verb.value, f"only the operator at the root may "
+                     f"{verb.value} the tree; {caller.branch} may delete its own descendants "
                      "(`fractal node delete NODE`)")
     with file_lock(tree.lock_path):
         rows = [r for r in ledger.nodes() if r.node != tree.root]
         facts = {r.node: facts_of(tree, r) for r in rows}
         why = tree_refusal(facts.values(), verb.value)
         if why is None:
-            where = next((n for n in facts if inside(scope.cwd, tree.worktree_of(n))), None)
+            where = next((n for n in facts if inside(caller.cwd, tree.worktree_of(n))), None)
             if where:
                 why = (f"the current directory is inside {where}'s worktree; run the command "
                        f"from the repository root {tree.repo}")
         if why:
-            raise refuse(scope, tree.root, verb.value, why)
+            raise refuse(caller, tree.root, verb.value, why)
         done: list[Deleted] = []
         for node in deepest_first(facts):
             fact = facts[node]
-            ref = remove_node(tree, node, operation=verb.value, actor=scope.actor,
+            ref = remove_node(tree, node, operation=verb.value, actor=caller.actor,
                               has_branch=fact.branch_exists)
-            ledger.add_event(node, "delete", actor=scope.actor, status="completed",
+            ledger.add_event(node, "delete", actor=caller.actor, status="completed",
                              metadata=f"{verb.value}; rescued on {ref}" if ref
                              else f"{verb.value}; branch already gone")
             done.append(Deleted(node, ref, not fact.branch_exists))
-        ledger.add_event(tree.root, verb.value, actor=scope.actor, status="completed",
+        ledger.add_event(tree.root, verb.value, actor=caller.actor, status="completed",
                          metadata=f"{len(done)} node(s) removed")
         return TornDown(root=tree.root, nodes=tuple(done))

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fractal.errors import FractalError, GitError
-from fractal.workspace.git import common_dir, head_sha, run_git
+from fractal.workspace.git import head_sha, run_git
 
 __all__ = [
     "RESCUE_PREFIX",
@@ -180,7 +180,7 @@ def _worktree_tree(worktree: Path) -> str:
     a temporary index (the real index is copied, never written)."""
     real = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
                         worktree).stdout.strip())
-    scratch_dir = Path(tempfile.mkdtemp(prefix="fractal-rescue-", dir=common_dir(worktree)))
+    scratch_dir = Path(tempfile.mkdtemp(prefix="fractal-rescue-"))  # never inside .git
     try:
         index = scratch_dir / "index"
         env = {"GIT_INDEX_FILE": str(index)}
@@ -231,7 +231,7 @@ def _commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(message + "\n")
-        argv = ["commit-tree", tree, "-F", name]
+        argv = ["commit-tree", "--no-gpg-sign", tree, "-F", name]  # no signing prompt
         for parent in parents:
             argv += ["-p", parent]
         return run_git(argv, cwd, env=_IDENTITY).stdout.strip()

@@ -14,8 +14,10 @@ import shutil
 from pathlib import Path
 
 from fractal.workspace.git import branch_exists, run_git
+from fractal.workspace.nodedir import BLOCK_BEGIN, BLOCK_END, write_atomic
 
-__all__ = ["delete_branch", "drop_worktree", "restore_worktree", "unmerged_commits"]
+__all__ = ["delete_branch", "drop_worktree", "remove_exclude_block", "restore_worktree",
+           "unmerged_commits"]
 
 _OUTSIDE_NODE_DIRS = (".", ":(exclude).fractal")
 """Pathspecs of everything but node directories (``.fractal/<branch>/``)."""
@@ -76,3 +78,27 @@ def unmerged_commits(repo: Path, branch: str, target: str) -> tuple[str, ...]:
     log = run_git(["log", f"--max-count={MAX_SUBJECTS}", "--format=%s", "--end-of-options",
                    f"{target}..{branch}", "--", *_OUTSIDE_NODE_DIRS], repo)
     return tuple(line for line in log.stdout.splitlines())
+
+
+def remove_exclude_block(common_dir: Path) -> bool:
+    """Remove fractal's block (``# >>> fractal >>>`` .. ``# <<< fractal <<<``) from
+    ``<common_dir>/info/exclude``, keeping every other line; True when one was there.
+    The inverse of ``ensure_exclude_block``, for the last tree of a repository."""
+    exclude = common_dir / "info" / "exclude"
+    try:
+        old = exclude.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return False
+    kept: list[str] = []
+    inside = found = False
+    for line in old.splitlines():
+        if line.strip() == BLOCK_BEGIN:
+            inside = found = True
+        elif inside and line.strip() == BLOCK_END:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    if found:
+        write_atomic(exclude, ("\n".join(kept) + "\n" if kept else "").encode(
+            "utf-8", errors="surrogateescape"))
+    return found

@@ -261,6 +261,10 @@ def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     refs = {r.branch: r.ref for r in list_rescue_refs(tree.repo)}
     assert git(tree.repo, "show", f"{refs['main.a']}:unsaved.txt") == "x"
     assert (tree.repo / "README.md").is_file()
+    assert "fractal" not in (tree.repo / ".git" / "info" / "exclude").read_text()
+    assert {r.node for r in list_rescues(tree.repo)} == {"main.a", "main.a.b", "main.c"}
+    back = restore_rescue(tree.repo, refs["main.a"])  # no tree needed for a branch
+    assert git(tree.repo, "show", f"{back.branch}:unsaved.txt") == "x"
     init_tree(tree.repo)  # and the tree can be made again
     assert init_node(tree.repo, "a", {}, actor="operator").paths.branch == "main.a"
 
@@ -319,3 +323,14 @@ def test_a_missing_node_recovers_its_status_when_its_worktree_returns(tree: Tree
     assert node_status(tree.repo, "c").status == "completed"
     assert _status(tree, "main.c") == "completed"
     assert _events(tree, "main.c", "recover")[0][2].endswith("restored completed")
+
+
+def test_an_idle_unretire_takes_its_spawn_slot_back_only_under_the_caps(tree: Tree) -> None:
+    init_node(tree.repo, "p", {"max_children": 1}, actor="operator")
+    init_node(tree.repo, "x", {}, parent="p", actor="operator")
+    retire(tree.repo, "main.p.x")  # frees p's one child slot
+    init_node(tree.repo, "y", {}, parent="p", actor="operator")
+    with pytest.raises(Refused, match="max_children 1"):
+        unretire(tree.repo, "main.p.x")
+    assert _status(tree, "main.p.x") == "retired"
+    assert _events(tree, "main.p.x", "unretire")[0][0] == "failed"

@@ -136,3 +136,11 @@ def test_stamp_is_ref_safe_and_sorts_in_time() -> None:
     assert stamp_of(INSTANT) == "20261201T101503.123Z"
     assert stamp_of(datetime(2026, 12, 1, 10, 15, 3)) == "20261201T101503.000Z"
     assert stamp_of(datetime(2027, 1, 1, tzinfo=UTC)) > stamp_of(INSTANT)
+
+
+def test_a_signing_policy_never_blocks_a_rescue(node: Path, repo: Path) -> None:
+    git(repo, "config", "commit.gpgsign", "true")
+    git(repo, "config", "gpg.program", "false")  # any signing attempt would fail
+    (node / "x.txt").write_text("x\n")
+    saved = rescue(node, "main.a", "delete", instant=INSTANT)
+    assert _show(node, saved.ref, "x.txt") == "x"
