@@ -1,13 +1,12 @@
-"""Run one check command the way the loop runs everything: a process group from the
-worktree root, under a time limit, teed to a log and the pane, then summarised and
-booked as a ``checks`` row (issue 7: exit checks and gate steps).
+"""Run one check command (an exit check or a gate step) the way the loop runs everything:
+a process group from the worktree root, under a time limit, teed to a log and the pane,
+then summarised and booked as a ``checks`` row.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from fractal.domain.render import iter_ref
 from fractal.domain.signature import CheckSummary, summarise
 from fractal.errors import FractalError, SpawnError
 from fractal.runtime import commands
+from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.launch import kill_grace
 from fractal.runtime.pane import Reporter
@@ -75,8 +75,8 @@ def read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def run_check(boot: Boot, state: RunState, reporter: Reporter,
-              request: CheckRequest) -> CheckResult:
+def run_check(boot: Boot, state: RunState, reporter: Reporter, request: CheckRequest,
+              clock: Clock) -> CheckResult:
     """Run ``request`` to completion, book its ``checks`` row, and return the result.
 
     Output goes to ``request.log_path`` and the pane. A check that reaches its limit is
@@ -86,7 +86,7 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter,
     """
     paths = boot.paths
     request.log_path.parent.mkdir(parents=True, exist_ok=True)
-    started_at, started = utc_now(), time.monotonic()
+    started_at, started = utc_now(), clock.monotonic()
     try:
         code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
                                  env=check_env(boot, state, request.kind),
@@ -95,7 +95,7 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter,
     except SpawnError as exc:
         request.log_path.write_text(f"{exc}\n", encoding="utf-8")
         code = EXIT_CANNOT_EXEC
-    seconds = time.monotonic() - started
+    seconds = clock.monotonic() - started
     output = read_log(request.log_path)
     limit = request.limit
     timed_out = code == EXIT_TIMEOUT and limit is not None and seconds >= limit

@@ -1,4 +1,4 @@
-"""The node's exit check after each iteration (issue 7: "Exit check", "No-progress stop").
+"""The node's exit check after each iteration, and the no-progress stop.
 
 The loop calls ``run_exit_check`` once per finished iteration, after its backstop
 commit. A green check ends the run ``completed``; a red one is remembered (its output
@@ -8,12 +8,12 @@ no-progress streak, which may end the run ``exited``.
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
 
 from fractal.domain.checks import CheckKind
 from fractal.domain.walls import effective_step_limit
 from fractal.runtime.checks import CheckRequest, outcome_text, run_check
+from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.pane import Reporter
 
@@ -29,7 +29,7 @@ class CheckVerdict(StrEnum):
     STALLED = "stalled"  # red the same way no_progress times in a row: the run ends
 
 
-def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, *,
+def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, clock: Clock, *,
                    steps_ran: bool) -> CheckVerdict:
     """Run the live ``exit_check`` for the iteration that just ended and fold it into
     ``state.checks``.
@@ -45,7 +45,7 @@ def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, *,
     if not steps_ran:
         reporter.notice("exit check skipped: no step ran in this iteration")
         return CheckVerdict.NONE
-    limit = effective_step_limit(time.monotonic(), state.run_deadline, None,
+    limit = effective_step_limit(clock.monotonic(), state.run_deadline, None,
                                  state.live.check_timeout)
     if limit is not None and limit <= 0:
         reporter.notice("exit check skipped: the run wall has been reached")
@@ -53,7 +53,7 @@ def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, *,
     log_path = boot.paths.tmp_dir / "checks" / f"{state.run_id}-{state.iteration}.log"
     reporter.banner_open(f"Exit check ({command})")
     result = run_check(boot, state, reporter,
-                       CheckRequest(CheckKind.EXIT, command, limit, log_path))
+                       CheckRequest(CheckKind.EXIT, command, limit, log_path), clock)
     state.checks = state.checks.after_exit_check(result, state.live.no_progress)
     reporter.banner_close("Exit check", outcome_text(result), result.seconds)
     if result.passed:

@@ -1,5 +1,5 @@
-"""Gate steps (issue 7): a step file whose frontmatter has ``check: <command>`` runs that
-command instead of an agent, books a step row like any other, and is never retried.
+"""Gate steps: a step file whose frontmatter has ``check: <command>`` runs that command
+instead of an agent, books a step row like any other, and is never retried.
 
 The result joins the prompts of the later steps of the iteration and of the next
 iteration (the CHECK_* variables). ``on_fail: continue`` (the default) lets the
@@ -9,8 +9,6 @@ iteration go on after a red gate; ``on_fail: stop-iteration`` fails the iteratio
 
 from __future__ import annotations
 
-import time
-
 from fractal.domain.checks import CheckKind, OnFail, gate_command, gate_on_fail
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
@@ -18,6 +16,7 @@ from fractal.domain.outcome import EXIT_TIMEOUT, Status, StepOutcome
 from fractal.domain.steps import banner_label
 from fractal.domain.walls import effective_step_limit
 from fractal.runtime.checks import CheckRequest, outcome_text, run_check
+from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steprunner import StepPlan, StepResult
@@ -31,7 +30,8 @@ def is_gate(plan: StepPlan) -> bool:
     return gate_command(plan.frontmatter.fields) is not None
 
 
-def _limit(state: RunState, fields: dict[str, str], reporter: Reporter) -> float | None:
+def _limit(state: RunState, fields: dict[str, str], reporter: Reporter,
+           clock: Clock) -> float | None:
     """The gate's limit: its ``timeout:`` frontmatter, else ``check_timeout``, bounded by the
     run and iteration walls (a malformed ``timeout:`` warns and falls back)."""
     seconds: int | None = state.live.check_timeout
@@ -40,11 +40,11 @@ def _limit(state: RunState, fields: dict[str, str], reporter: Reporter) -> float
             seconds = parse_duration(fields["timeout"], "timeout")
         except FractalError as exc:
             reporter.warning(f"{exc}; using check_timeout instead")
-    return effective_step_limit(time.monotonic(), state.run_deadline, state.iter_deadline,
+    return effective_step_limit(clock.monotonic(), state.run_deadline, state.iter_deadline,
                                 seconds)
 
 
-def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
+def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, clock: Clock,
              plan: StepPlan) -> StepResult:
     """Run the gate ``plan`` and book its step row (cost 0.0): ``completed``/0 when the
     command passed, else ``failed``/N with reason ``check failed (exit N)``.
@@ -64,7 +64,7 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
     banner = banner_label(plan.file)
     reporter.banner_open(f"{banner}: check {command}")
     node, position = boot.paths.branch, plan.file.position
-    limit = _limit(state, fields, reporter)
+    limit = _limit(state, fields, reporter, clock)
     if limit is not None and limit <= 0:
         ledger.book_closed_step(node=node, run_id=state.run_id, iter_id=state.iter_id,
                                 step=position, step_name=plan.file.name,
@@ -77,7 +77,7 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
                                session=None)
     log_path = boot.paths.tmp_dir / "checks" / f"{state.run_id}-{state.iteration}-{position}.log"
     result = run_check(boot, state, reporter,
-                       CheckRequest(CheckKind.GATE, command, limit, log_path, step_id))
+                       CheckRequest(CheckKind.GATE, command, limit, log_path, step_id), clock)
     state.checks = state.checks.after_gate(result)
     if result.passed:
         outcome = StepOutcome(Status.COMPLETED, 0, "")

@@ -1,6 +1,7 @@
-"""Build one launch: the prompt, the environment, the session to resume, and the
-``Attempt`` (seed: "What the agent sees each step", "Template variables", "The agent's
-environment", "Continuous and detached modes")."""
+"""Build one launch: the prompt (NODE.md, the step body, the active mode documents, the
+template variables filled in), the agent's environment, the session to resume (continuous
+mode keeps one per agent setting; detached mode and ``detached:`` steps start fresh), and
+the ``Attempt``."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile
 from fractal.domain.variables import StepFacts, agent_environment, prompt_variables
 from fractal.domain.walls import time_budget_label
-from fractal.runtime.context import Boot, RunState, monotonic_to_epoch, static_facts
+from fractal.runtime.clock import Clock, monotonic_to_epoch
+from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend
-from fractal.runtime.launch import Attempt
+from fractal.runtime.launch import Attempt, RowPolicy
 from fractal.store.ledger import Ledger
 
 # Variables of the supervisor's own host that must not leak into an agent.
@@ -59,7 +61,8 @@ class StepBuilder:
     """Builds attempts for the current iteration of ``state``."""
 
     def __init__(self, boot: Boot, state: RunState, ledger: Ledger,
-                 session_usage: dict[str, Usage]) -> None:
+                 session_usage: dict[str, Usage], clock: Clock) -> None:
+        self.clock = clock
         self.boot = boot
         self.state = state
         self.ledger = ledger
@@ -72,7 +75,7 @@ class StepBuilder:
               lenient: bool = False, budget: LaunchBudget | None = None) -> Launch:
         """The attempt for ``file`` (or a SYNC named ``name``) with ``limit`` seconds.
 
-        ``budget`` (seed: The per-step budget) reaches an enforcing agent as its budget flag,
+        ``budget`` (the per-step budget) reaches an enforcing agent as its budget flag,
         and the prompt and environment as COST_BUDGET / STEP_BUDGET; its ``rates`` price a
         token-priced backend's usage.
         """
@@ -90,7 +93,7 @@ class StepBuilder:
                                                                                 resume)
         model = fm.get("model") or state.live.model
         facts = self.facts(label, limit, model, detached, budget)
-        checks = check_variables(visible_check(state.checks, state.iteration))  # issue 7
+        checks = check_variables(visible_check(state.checks, state.iteration))
         prompt = render(assemble_prompt(node_md, body, self.modes()),
                         {**prompt_variables(static_facts(paths, state.live), facts), **checks})
         request = LaunchRequest(prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir,
@@ -105,8 +108,9 @@ class StepBuilder:
             step_name=name or file.name, backend=backend, request=request, limit=limit,
             err_path=paths.agent_err(backend.name),
             err_snapshot=paths.err_dir / f"{ref}{snapshot_suffix}.err",
-            retry=retry_number > 1, gated=gated, should_pause=should_pause, hold_open=gated,
-            lenient=lenient)
+            retry=retry_number > 1, should_pause=should_pause,
+            row=RowPolicy.HOLD_OPEN if gated else RowPolicy.LENIENT if lenient
+            else RowPolicy.CLOSE)
 
         def env_for(step_id: int) -> dict[str, str]:
             env = dict(boot.launch_env or os.environ)
@@ -121,10 +125,11 @@ class StepBuilder:
         return Launch(attempt, key, detached, prior, env_for)
 
     def modes(self) -> list[str]:
-        """The mode documents active for this step (seed: What the agent sees each step)."""
+        """The mode documents active for this step, in order: CONTINUE, RESUME (the
+        re-entered iteration of a resumed run), RESERVE, DETACHED, META."""
         boot, state = self.boot, self.state
         names = [n for n, on in (("CONTINUE", boot.continue_mode),
-                                 ("RESUME", state.resume_iteration),
+                                 ("RESUME", state.reentry is not None),
                                  ("RESERVE", state.reserve),
                                  ("DETACHED", boot.detached), ("META", boot.meta)) if on]
         return [mode_text(n) for n in names]
@@ -139,13 +144,13 @@ class StepBuilder:
             iter_ref=iter_ref(state.run_id, state.iteration), iter_timestamp=state.iter_timestamp,
             time_budget=time_budget_label(boot.run_timeout, boot.iter_timeout, live.step_timeout),
             cost_budget=budget.label if budget is not None else "no limit",
-            continue_mode=boot.continue_mode, resume_mode=state.resume_iteration,
+            continue_mode=boot.continue_mode, resume_mode=state.reentry is not None,
             reserve_mode=state.reserve, detached_mode=boot.detached, meta_mode=boot.meta,
             agent_command=boot.agent_setting, max_cost=live.max_cost,
             max_iter_cost=live.max_iter_cost, max_step_cost=live.max_step_cost,
             step_budget=budget.usd if budget is not None else None,
             run_timeout=boot.run_timeout, iter_timeout=boot.iter_timeout,
             step_timeout=live.step_timeout, interval=boot.interval, step_limit=limit,
-            run_end_epoch=monotonic_to_epoch(state.run_deadline),
-            iter_end_epoch=monotonic_to_epoch(state.iter_deadline),
+            run_end_epoch=monotonic_to_epoch(self.clock, state.run_deadline),
+            iter_end_epoch=monotonic_to_epoch(self.clock, state.iter_deadline),
             step_model=model, step_detached=step_detached)

@@ -4,7 +4,8 @@ Every wait point in the loop (the agent's run, backoff, pacing) blocks on one
 ``Waker``. Anything that might change what the loop should do calls ``wake()``: the
 agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), or
 the periodic database poll. A wake carries no data: the waiter re-reads the real
-state every time it wakes (STYLE 9).
+state every time it wakes: the database is the truth, a wake only says "look now".
+Waits block in the run's ``Clock``, so a fake clock turns them into instant advances.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fractal.runtime.clock import Clock, SystemClock
+
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # the database-poll fallback: no wait ever sleeps longer than this
@@ -24,7 +27,8 @@ POLL_SECONDS = 1.0  # the database-poll fallback: no wait ever sleeps longer tha
 class Waker:
     """A resettable wake-up flag shared by the waits of one supervisor."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
         self._event = threading.Event()
         self._observer: Any = None
 
@@ -39,7 +43,7 @@ class Waker:
         every return whatever the result.
         """
         limit = POLL_SECONDS if timeout is None else max(0.0, min(timeout, POLL_SECONDS))
-        woken = self._event.wait(limit)
+        woken = self.clock.wait(self._event, limit)
         self._event.clear()
         return woken
 
