@@ -346,11 +346,15 @@ class LoopTree:
 
     # -- runs ---------------------------------------------------------------------------
 
-    def run(self, name: str, *, resume: bool = False) -> int:
+    def run(self, name: str, *, resume: bool = False, parked_for: float = 0.0) -> int:
         """Run node ``name``'s supervisor in this process until the run ends or parks.
         ``resume`` records the operator's resume (as ``fractal node resume`` does before
-        it relaunches the loop) and adopts the parked run."""
+        it relaunches the loop) and adopts the parked run; ``parked_for`` seconds pass on
+        the clock first, and the resume row is dated that much after the park."""
+        from datetime import UTC, datetime
+
         from fractal.store.ledger import Ledger
+        from fractal.store.timefmt import format_ts, to_epoch
         from fractal.tree import find_tree
 
         tree = find_tree(self.repo)
@@ -361,6 +365,15 @@ class LoopTree:
             assert run is not None, f"main.{name} has no parked run"
             ledger.add_event(paths.branch, "resume", actor="operator", status="completed",
                              run_id=run.run_id)
+            if parked_for:
+                self.clock.now += parked_for
+                ((parked,),) = self.sql("SELECT created_at FROM events WHERE node = ? AND "
+                                        "event = 'pause' ORDER BY event_id DESC LIMIT 1",
+                                        paths.branch)
+                at = datetime.fromtimestamp(to_epoch(str(parked)) + parked_for, UTC)
+                self.sql_write("UPDATE events SET created_at = ? WHERE event_id = (SELECT "
+                               "MAX(event_id) FROM events WHERE node = ? AND event = "
+                               "'resume')", format_ts(at), paths.branch)
         pane = PaneReporter(stream=io.StringIO())
         self.panes.append(pane)
         supervisor = Supervisor(paths, RunOptions(resume_mode=resume), pane,
@@ -381,6 +394,16 @@ class LoopTree:
         con = sqlite3.connect(self.db)
         try:
             return list(con.execute(query, params))
+        finally:
+            con.close()
+
+    def sql_write(self, query: str, *params: object) -> None:
+        import sqlite3
+
+        con = sqlite3.connect(self.db)
+        try:
+            with con:
+                con.execute(query, params)
         finally:
             con.close()
 
