@@ -23,9 +23,9 @@ from fractal.domain.steps import discover_steps
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.runtime import commands
+from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.gates import WaitEnd, drain_children
-from fractal.runtime.gatestep import is_gate, run_gate
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner

@@ -15,8 +15,8 @@ from fractal.domain.config import parse_config
 from fractal.domain.errors import FractalError
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
+from fractal.runtime.checks import CheckVerdict, run_exit_check
 from fractal.runtime.context import LoopPart, LoopParts
-from fractal.runtime.exitcheck import CheckVerdict, run_exit_check
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.iteration import IterationRunner
 from fractal.runtime.steering import Park

@@ -1,4 +1,4 @@
-"""Bad input ends in a clear error or a recorded, explained state (issue 2, section 7)."""
+"""Bad input ends in a clear error or a recorded, explained state."""
 
 from __future__ import annotations
 

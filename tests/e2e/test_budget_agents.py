@@ -1,6 +1,6 @@
-"""Budgets with the claude- and codex-style fakes (an enforcing budget flag, token pricing,
-refusals, the price-table preflight) and live retuning of a running node (issue 5; seed:
-"The per-step budget", "Pricing and untracked spend", "Steering a running loop")."""
+"""Budgets with the claude- and codex-style fakes: an enforcing budget flag, token pricing,
+refusals, the price-table preflight. Live retuning of a running node is tested in-process
+(tests/unit/test_loop_budgets.py)."""
 
 from __future__ import annotations
 

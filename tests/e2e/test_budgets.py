@@ -1,5 +1,7 @@
-"""Cost ceilings end to end with the stub agent reporting cost (issue 5; seed: "Cost
-ceilings", "The per-step budget", "Reserve mode and how a budget ends a run")."""
+"""Cost ceilings end to end with the stub agent reporting cost: the budget landing and
+``--continue``, a ceiling over a parent and its child, and the cost a kill or a SIGKILLed
+supervisor leaves. Reserve mode and the warnings are tested in-process
+(tests/unit/test_loop_budgets.py)."""
 
 from __future__ import annotations
 

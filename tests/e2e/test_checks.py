@@ -1,5 +1,6 @@
-"""Checks run by fractal itself (issue 7): the exit check ends a run when green, stops it
-when it makes no progress, and gate steps feed their diagnostics into later prompts."""
+"""Checks run by fractal itself, end to end: a hanging exit check is stopped at
+check_timeout, and ``node init --exit-check`` seeds the gate and the keys. What the exit
+check and gate steps do to a run is tested in-process (tests/unit/test_loop_checks.py)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def test_node_runs_iterations_and_records_every_row(tree: Tree) -> None:
     author = git(tree.repo, "log", "-1", "--format=%an", "main.worker")
     assert author == "main.worker"
 
-    # The agent saw the seed's variables in its prompt and environment.
+    # The agent saw the loop's variables in its prompt and environment.
     call = json.loads((capture / "call-1.json").read_text())
     env = call["env"]
     assert env["STEP_LABEL"] == "step 2 of 2 (CHECK)"

@@ -1,5 +1,6 @@
-"""Steering a live tree through the CLI: stop, finish, pause/resume, kill, approval gates,
-fan-out, the tree-wide brake, --continue, SYNC and exit notices (issue 4)."""
+"""Steering a live tree through the CLI: pause/resume, kill, an approval gate, fan-out, the
+tree-wide brake and --continue. Stop, finish, SYNC and the approval waits' other ends
+are tested in-process (tests/unit/test_loop_steering.py)."""
 
 from __future__ import annotations
 
