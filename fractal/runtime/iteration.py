@@ -139,6 +139,7 @@ class IterationRunner(LoopPart):
     # -- the body ---------------------------------------------------------------------
 
     def _body(self) -> IterationResult:
+        """Setup, step discovery, then each step in order; the backstop commit closes it."""
         setup_error = self._setup()
         if setup_error is not None:
             self._backstop("setup failed", setup_error)
@@ -156,46 +157,65 @@ class IterationRunner(LoopPart):
         for index, plan in enumerate(plans):
             if plan.file.position < start:
                 continue  # done before the pause (a resume re-enters where it stopped)
-            signal = self.steering.check(allow_finish=False, allow_stop=index > 0)
-            if signal is Signal.PAUSE:
-                raise Park(f"before {plan.file.name}")
-            if signal is Signal.STOP:
-                self._backstop("stopped", f"Stopped before {plan.file.name}.")
-                return IterationResult(True, "Stopped by request", stopped=True)
-            over = self.budget.before_step(first=index == 0,
-                                                 finish_pending=self.steering.finish_requested)
-            if over is not None:
-                return self._over_budget(plans[index:], over)
-            if reentry is not None and reentry.gate is not None and plan.file.position == start:
-                result = self.steps.resume_gate(plan, node_md)
-            else:
-                if index == len(plans) - 1 and self.steering.finish_requested \
-                        and not self._drain(node_md):
-                    self._backstop("stopped", "Stopped while draining children.")
-                    return IterationResult(True, "Stopped by request", stopped=True)
-                gate = is_gate(plan)  # a `check:` step runs its command, no agent
-                if self.boot.sync and not gate:
-                    sync = self.steps.run_sync(plan, node_md)
-                    if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
-                        return self._fail(plans[index:], "SYNC", sync)
-                result = (run_gate(self.boot, self.state, self.ledger, self.reporter, self.clock,
-                                   plan)
-                          if gate else self.steps.run_step(plan, node_md))
-            if result.finished:
-                self._backstop("finished", f"Finish requested while {plan.file.name} "
-                                           "awaited approval.")
-                return IterationResult(True, "Finished by request", finished=True)
-            if result.stopped:
-                self._backstop("stopped", f"Stopped while {plan.file.name} awaited approval.")
-                return IterationResult(True, "Stopped by request", stopped=True)
-            if result.outcome.reason == OVER_BUDGET:
-                return self._over_budget(plans[index + 1:], self.budget.spent_out())
-            if result.outcome.status is not Status.COMPLETED:
-                return self._fail(plans[index + 1:], plan.file.name, result)
+            parked_gate = (reentry is not None and reentry.gate is not None
+                           and plan.file.position == start)
+            ended = self._step(plans, index, node_md, parked_gate=parked_gate)
+            if ended is not None:
+                return ended
         problem = self._backstop("auto", "")
         if problem is not None:  # the work is still on disk, but not on the branch
             return IterationResult(False, problem)
         return IterationResult(True, "")
+
+    def _step(self, plans: list[StepPlan], index: int, node_md: str, *,
+              parked_gate: bool) -> IterationResult | None:
+        """Run ``plans[index]`` after its checkpoint (a pause parks, a stop ends the
+        iteration, a crossed ceiling queues no more steps). Returns how the iteration ends
+        when this step ends it, else None. ``parked_gate``: wait again at a gate a resume
+        re-entered unapproved instead of running the step."""
+        plan = plans[index]
+        signal = self.steering.check(allow_finish=False, allow_stop=index > 0)
+        if signal is Signal.PAUSE:
+            raise Park(f"before {plan.file.name}")
+        if signal is Signal.STOP:
+            self._backstop("stopped", f"Stopped before {plan.file.name}.")
+            return IterationResult(True, "Stopped by request", stopped=True)
+        over = self.budget.before_step(first=index == 0,
+                                       finish_pending=self.steering.finish_requested)
+        if over is not None:
+            return self._over_budget(plans[index:], over)
+        if parked_gate:
+            result = self.steps.resume_gate(plan, node_md)
+        else:
+            if index == len(plans) - 1 and self.steering.finish_requested \
+                    and not self._drain(node_md):
+                self._backstop("stopped", "Stopped while draining children.")
+                return IterationResult(True, "Stopped by request", stopped=True)
+            gate = is_gate(plan)  # a `check:` step runs its command, no agent
+            if self.boot.sync and not gate:
+                sync = self.steps.run_sync(plan, node_md)
+                if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
+                    return self._fail(plans[index:], "SYNC", sync)
+            result = (run_gate(self.boot, self.state, self.ledger, self.reporter, self.clock,
+                               plan) if gate else self.steps.run_step(plan, node_md))
+        return self._after_step(plans, index, result)
+
+    def _after_step(self, plans: list[StepPlan], index: int,
+                    result: StepResult) -> IterationResult | None:
+        """How the iteration ends after ``plans[index]`` ended as ``result`` (None: go on):
+        a finish or stop taken by its approval wait, a spent budget, a failure."""
+        name = plans[index].file.name
+        if result.finished:
+            self._backstop("finished", f"Finish requested while {name} awaited approval.")
+            return IterationResult(True, "Finished by request", finished=True)
+        if result.stopped:
+            self._backstop("stopped", f"Stopped while {name} awaited approval.")
+            return IterationResult(True, "Stopped by request", stopped=True)
+        if result.outcome.reason == OVER_BUDGET:
+            return self._over_budget(plans[index + 1:], self.budget.spent_out())
+        if result.outcome.status is not Status.COMPLETED:
+            return self._fail(plans[index + 1:], name, result)
+        return None
 
     def _warn_frontmatter(self, plans: list[StepPlan]) -> None:
         """Show each file's frontmatter warnings once per run (the files are re-read every

@@ -18,7 +18,7 @@ from fractal.domain.walls import pacing_delay
 from fractal.runtime.checks import CheckVerdict, run_exit_check
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.gates import WaitEnd, drain_children
-from fractal.runtime.iteration import IterationRunner
+from fractal.runtime.iteration import IterationResult, IterationRunner
 from fractal.runtime.steering import Park
 from fractal.workspace.nodedir import read_config
 
@@ -36,48 +36,61 @@ class RunLoop(LoopPart):
         """Run iterations until max_iters, the run wall, a stop, a finish, the budget, the
         exit check or a crash loop ends the run. A resume re-enters ``state.reentry``
         first, without the checks at an iteration's top (it is not a new iteration)."""
-        state = self.state
         while True:
             self.refresh_live()
-            fresh = state.reentry is None
-            if fresh and self.budget.iteration_top():
-                self._wind_down()
+            if self.state.reentry is None and self._ends_at_top():
                 return
-            if fresh and self._checkpoint(allow_finish=True):
-                return
-            if fresh and self._gates_closed():
-                return
-            result = self.runner.run()
-            state.last_iter_ok = result.ok
-            if result.stopped:
-                state.stopped = True
-                return
-            if result.finished:  # the approval wait took the finish: a later --cancel
-                if self._drain():  # cannot undo the iteration it already cut short
-                    state.finish_drained = True
-                return
-            state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
-            state.discovery_failures = (state.discovery_failures + 1
-                                        if result.discovery_failed else 0)
-            if state.discovery_failures >= CRASH_LOOP:
-                state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
-            if state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP:
-                return
-            verdict = run_exit_check(self.boot, state, self.reporter, self.clock, steps_ran=not (
-                result.setup_failed or result.discovery_failed))
-            if verdict is CheckVerdict.PASSED:
-                return  # a passed exit check outranks every other end (domain.stopcause)
-            if verdict is CheckVerdict.FAILED:
-                state.last_iter_ok = False  # the node's own test of done is still red
-            if verdict is CheckVerdict.STALLED:
-                self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
-                return
-            if self.budget.at_boundary():
-                self._wind_down()
-                return
-            if self._checkpoint(allow_finish=True):
+            if self._ends_after(self.runner.run()):
                 return
             self._pace()
+
+    def _ends_at_top(self) -> bool:
+        """The checks before a new iteration, in order: the budget boundary (the run winds
+        down), a pending signal, the run wall, max_iters. True when the run ends here."""
+        if self.budget.iteration_top():
+            self._wind_down()
+            return True
+        return self._checkpoint(allow_finish=True) or self._gates_closed()
+
+    def _ends_after(self, result: IterationResult) -> bool:
+        """Fold the iteration's ``result`` into the run's facts, then the checks after it:
+        a stop or finish it took, a crash loop, the exit check, the budget boundary, a
+        pending signal. True when the run ends here."""
+        state = self.state
+        state.last_iter_ok = result.ok
+        if result.stopped:
+            state.stopped = True
+            return True
+        if result.finished:  # the approval wait took the finish: a later --cancel
+            if self._drain():  # cannot undo the iteration it already cut short
+                state.finish_drained = True
+            return True
+        if self._crash_loop(result):
+            return True
+        verdict = run_exit_check(self.boot, state, self.reporter, self.clock, steps_ran=not (
+            result.setup_failed or result.discovery_failed))
+        if verdict is CheckVerdict.PASSED:
+            return True  # a passed exit check outranks every other end (domain.stopcause)
+        if verdict is CheckVerdict.FAILED:
+            state.last_iter_ok = False  # the node's own test of done is still red
+        if verdict is CheckVerdict.STALLED:
+            self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
+            return True
+        if self.budget.at_boundary():
+            self._wind_down()
+            return True
+        return self._checkpoint(allow_finish=True)
+
+    def _crash_loop(self, result: IterationResult) -> bool:
+        """Count failed setups and failed step discoveries in a row; CRASH_LOOP of either
+        ends the run (a discovery loop names its reason, ``<reason> x3``)."""
+        state = self.state
+        state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
+        state.discovery_failures = (state.discovery_failures + 1
+                                    if result.discovery_failed else 0)
+        if state.discovery_failures >= CRASH_LOOP:
+            state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
+        return state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP
 
     def refresh_live(self) -> None:
         """Re-read config.json; a malformed edit warns and keeps the previous values."""
