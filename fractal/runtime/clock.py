@@ -5,7 +5,9 @@ pacing sleep, an approval wait, the final-event grace) is a ``Clock.monotonic()`
 in seconds, every wall-clock instant a ``Clock.time()`` value in epoch seconds, and every
 wait blocks in ``Clock.wait``. The supervisor builds the loop with ``SystemClock``; a test
 builds it with a fake whose ``wait`` advances its own time, so a run of hours takes
-milliseconds. No other module of the loop reads ``time.monotonic()`` or ``time.time()``.
+milliseconds. No other module of the loop reads ``time.monotonic()`` or ``time.time()``;
+only the process plumbing (``processes.py``, ``commands.py``) times real processes with
+the system clock, since a real process runs in real time.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import contextlib
 import os
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Protocol
 
-__all__ = ["TRACE_ENV", "Clock", "SystemClock", "monotonic_to_epoch", "trace"]
+from fractal.store.timefmt import format_ts
+
+__all__ = ["TRACE_ENV", "Clock", "SystemClock", "monotonic_to_epoch", "stamp", "trace",
+           "trace_now"]
 
 TRACE_ENV = "FRACTAL_TRACE"  # names a file: append timing points to it (make bench)
 
@@ -58,6 +64,11 @@ def monotonic_to_epoch(clock: Clock, deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return clock.time() + (deadline - clock.monotonic())
+
+
+def stamp(clock: Clock) -> str:
+    """The clock's wall time in the ledger's format (``YYYY-MM-DDTHH:MM:SS.mmmZ``, UTC)."""
+    return format_ts(datetime.fromtimestamp(clock.time(), UTC))
 
 
 def trace(point: str, step_id: int, at_ns: int | None = None) -> None:

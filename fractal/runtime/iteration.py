@@ -24,12 +24,12 @@ from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.runtime import commands
 from fractal.runtime.checks import is_gate, run_gate
+from fractal.runtime.clock import stamp
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
-from fractal.store.timefmt import utc_now
 from fractal.workspace.backstop import backstop_commit
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class IterationRunner(LoopPart):
         if reentry is None:
             state.iteration += 1
             state.iter_started = self.clock.monotonic()
-            state.iter_timestamp = utc_now()
+            state.iter_timestamp = stamp(self.clock)
             state.iter_deadline = iteration_deadline(state.iter_started, boot.iter_timeout,
                                                      boot.interval)
             if not boot.detached:
@@ -117,7 +117,7 @@ class IterationRunner(LoopPart):
             state.iter_deadline = reentry.deadline
         title = f"Iteration {iter_label(state.iteration, state.live.max_iters)}"
         resumed = " (resumed)" if reentry is not None else ""
-        self.reporter.banner_open(f"{title}{resumed} at {utc_now()}", major=True)
+        self.reporter.banner_open(f"{title}{resumed} at {stamp(self.clock)}", major=True)
         try:
             result = self._body()
         except RunAbort as exc:
