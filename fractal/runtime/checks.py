@@ -241,12 +241,7 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, cl
     node, position = boot.paths.branch, plan.file.position
     limit = _limit(state, fields, reporter, clock)
     if limit is not None and limit <= 0:
-        ledger.book_closed_step(node=node, run_id=state.run_id, iter_id=state.iter_id,
-                                step=position, step_name=plan.file.name,
-                                status=Status.EXITED.value, exit_code=EXIT_TIMEOUT,
-                                reason="timed out", cost=0.0)
-        reporter.banner_close(banner, f"timed out (exit {EXIT_TIMEOUT}, limit 0s)", 0.0)
-        return StepResult(StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out"), limit, False)
+        return _no_time(node, state, ledger, reporter, plan, banner, limit)
     step_id = ledger.open_step(node=node, run_id=state.run_id, iter_id=state.iter_id,
                                step=position, step_name=plan.file.name, agent=None, model=None,
                                session=None)
@@ -265,3 +260,15 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, cl
     if result.passed or on_fail is OnFail.CONTINUE:
         return StepResult(StepOutcome(Status.COMPLETED, 0, ""), limit, True)
     return StepResult(outcome, limit, True)
+
+
+def _no_time(node: str, state: RunState, ledger: Ledger, reporter: Reporter, plan: StepPlan,
+             banner: str, limit: float) -> StepResult:
+    """The walls left a gate no time: book it ``exited``/124 ``timed out`` (cost 0.0),
+    nothing run."""
+    ledger.book_closed_step(node=node, run_id=state.run_id,
+                            iter_id=state.iter_id, step=plan.file.position,
+                            step_name=plan.file.name, status=Status.EXITED.value,
+                            exit_code=EXIT_TIMEOUT, reason="timed out", cost=0.0)
+    reporter.banner_close(banner, f"timed out (exit {EXIT_TIMEOUT}, limit 0s)", 0.0)
+    return StepResult(StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out"), limit, False)

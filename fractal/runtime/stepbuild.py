@@ -86,7 +86,6 @@ class StepBuilder:
         key = session_key(boot, fm)
         detached = boot.detached or is_true(fm.get("detached"))
         resume = None if detached else state.sessions.get(key)
-        new_session = None if (resume or backend.mints_session) else str(uuid.uuid4())
         prior = None
         if resume:  # the run's own figures, else the record (an adopted run starts empty)
             prior = self.session_usage.get(resume) or self.ledger.session_usage(paths.branch,
@@ -96,12 +95,12 @@ class StepBuilder:
         checks = check_variables(visible_check(state.checks, state.iteration))
         prompt = render(assemble_prompt(node_md, body, self.modes()),
                         {**prompt_variables(static_facts(paths, state.live), facts), **checks})
-        request = LaunchRequest(prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir,
-                                model=model, effort=fm.get("effort") or state.live.effort,
-                                resume=resume, new_session=new_session,
-                                provider=step_route(boot, backend, fm), prior_usage=prior,
-                                budget_usd=budget.usd if budget is not None
-                                and backend.enforces_budget else None)
+        request = LaunchRequest(
+            prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir, model=model,
+            effort=fm.get("effort") or state.live.effort, resume=resume,
+            new_session=None if (resume or backend.mints_session) else str(uuid.uuid4()),
+            provider=step_route(boot, backend, fm), prior_usage=prior,
+            budget_usd=budget.usd if budget is not None and backend.enforces_budget else None)
         ref = f"{state.run_id}-{state.iteration}-{file.position}"
         attempt = Attempt(
             node=paths.branch, run_id=state.run_id, iter_id=state.iter_id, step=file.position,
@@ -111,6 +110,13 @@ class StepBuilder:
             retry=retry_number > 1, should_pause=should_pause,
             row=RowPolicy.HOLD_OPEN if gated else RowPolicy.LENIENT if lenient
             else RowPolicy.CLOSE)
+        return Launch(attempt, key, detached, prior, self._env_builder(facts, checks))
+
+    def _env_builder(self, facts: StepFacts,
+                     checks: Mapping[str, str]) -> Callable[[int], dict[str, str]]:
+        """The agent's environment once its step row exists: the launch environment minus
+        the supervisor's own host variables, plus the loop's variables and CHECK_*."""
+        boot, paths = self.boot, self.boot.paths
 
         def env_for(step_id: int) -> dict[str, str]:
             env = dict(boot.launch_env or os.environ)
@@ -122,7 +128,7 @@ class StepBuilder:
             # Values come from agents, checks and operators: a NUL would make exec fail.
             return {k: v.replace("\0", "") for k, v in env.items() if "\0" not in k}
 
-        return Launch(attempt, key, detached, prior, env_for)
+        return env_for
 
     def modes(self) -> list[str]:
         """The mode documents active for this step, in order: CONTINUE, RESUME (the
