@@ -5,8 +5,9 @@ repository, the real CLI (through click's runner, in this process).
 ``FakeClock`` never sleeps: a wait advances its time to the timeout (or to the first timer
 due before it), so an hour of walls, backoffs and approval waits takes milliseconds.
 ``ScriptedLauncher`` plays each agent attempt from the ``[stub:...]`` markers in its prompt
-(the same vocabulary as ``tests/stubs/agent_stub.py``, so a step file says what its agent
-does) and records every call. The fakes record; they never assert that they were called.
+(the vocabulary of ``tests/stubs/agent_stub.py``, so a step file says what its agent does,
+plus ``[stub:fail-first=N]``: fail the first N attempts of the step) and records every
+call. The fakes record; they never assert that they were called.
 """
 
 from __future__ import annotations
@@ -222,6 +223,10 @@ class FakeAgent:
                 return
             elif key == "hang":
                 return
+            elif key == "fail-first" and self.launcher.attempts(self.call) <= int(value):
+                self._stderr(f"stub agent failing attempt {self.launcher.attempts(self.call)}")
+                self._exit(1)
+                return
             elif key == "fail" or (key == "sync-fail" and sync):
                 self._stderr(f"stub agent failing with exit {value}")
                 self._exit(int(value))
@@ -256,6 +261,10 @@ class ScriptedLauncher:
         for action in list(self.on_spawn):
             action(call)
         return agent
+
+    def attempts(self, call: FakeCall) -> int:
+        """How many attempts of ``call``'s step (its STEP_LABEL) were played so far."""
+        return sum(1 for c in self.calls if c.label == call.label)
 
     def work_calls(self) -> list[FakeCall]:
         """The calls that were not SYNC pseudo-steps."""
