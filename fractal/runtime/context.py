@@ -123,10 +123,11 @@ class RunState:
     """Mutable state of the current run. Deadlines and ``iter_started`` are clock seconds.
 
     One writer each: ``run_deadline`` is fixed when the supervisor builds the state; the
-    ``iter_*`` fields belong to the iteration runner (it opens, re-enters and drains
-    iterations); the end facts (``timed_out``, ``stopped``, ``finish_drained``,
-    ``crash_reason``, ``last_iter_ok``, the failure counts) to the run loop; ``budget`` and
-    ``reserve`` to the run's one ``BudgetGuard``; ``checks`` to the exit check and gates.
+    ``iter_*`` fields belong to the iteration runner, which opens, re-enters and drains
+    iterations (a resume only names the parked ``iter_id`` and its ``reentry``); the end
+    facts (``timed_out``, ``stopped``, ``finish_drained``, ``crash_reason``,
+    ``last_iter_ok``, the failure counts) belong to the run loop; ``budget`` and ``reserve``
+    to the run's one ``BudgetGuard``; ``checks`` to the exit check and gates.
     """
 
     run_id: int

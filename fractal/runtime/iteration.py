@@ -283,7 +283,6 @@ class IterationRunner(LoopPart):
                                   log_path=paths.setup_log, echo=self.reporter.raw_output)
         took = self.clock.monotonic() - started
         if code == 0:
-            self.state.setup_failures = 0
             self.reporter.banner_close("Setup", "done", took)
             return None
         tail = _tail(paths.setup_log)

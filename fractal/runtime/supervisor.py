@@ -198,6 +198,7 @@ class Supervisor:
                                     paused_seconds(plan.spans, plan.run_started, now))
         state.run_deadline = None if run_end is None else mono + (run_end - now)
         if plan.iter_id is not None and plan.iter_started is not None:
+            state.iter_id = plan.iter_id  # a park before the re-entry still names it
             iter_end = credited_deadline(plan.iter_started, boot.iter_timeout or boot.interval,
                                          paused_seconds(plan.spans, plan.iter_started, now))
             state.reentry = Reentry(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 from fractal.assets import mode_text
+from fractal.domain.outcome import EXIT_BUDGET_SKIP
+from fractal.runtime.steprunner import OVER_BUDGET
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
 __all__ = ["loop_tree"]
@@ -167,3 +169,17 @@ def test_live_retune_of_max_iters_by_a_direct_edit(loop_tree: LoopTree) -> None:
     t.run("tune")
     assert t.status("tune") == "completed"
     assert t.sql("SELECT metadata FROM runs") == [("Reached max iterations (2)",)]
+
+
+def test_a_spent_budget_books_the_steps_it_will_not_pay_for(loop_tree: LoopTree) -> None:
+    """Past the ceiling no step is queued: each is booked stopped, exit 125, cost 0.0."""
+    t = loop_tree
+    t.node("spent", {"01-A.md": "a [stub:cost=1.5]", "02-B.md": "b", "03-C.md": "c"},
+           "--max-cost", "1", "--no-sync", "--step-timeout", "1m")
+    t.run("spent")
+    assert t.sql("SELECT step_name, status, exit_code, metadata, cost FROM steps ORDER BY "
+                 "step_id") == [("A", "completed", 0, "", 1.5),
+                                ("B", "stopped", EXIT_BUDGET_SKIP, OVER_BUDGET, 0.0),
+                                ("C", "stopped", EXIT_BUDGET_SKIP, OVER_BUDGET, 0.0)]
+    assert [c.label for c in t.launcher.calls] == ["step 1 of 3 (A)"]
+    assert t.iterations("spent")[0][1] == "stopped"

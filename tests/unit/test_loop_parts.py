@@ -16,6 +16,7 @@ from fractal.runtime.gates import WaitEnd, await_approval, drain_children
 from fractal.runtime.iteration import RunAbort, load_plans
 from fractal.runtime.pane import PaneReporter
 from fractal.runtime.steering import Steering
+from fractal.runtime.stepbuild import session_key
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
@@ -136,3 +137,22 @@ def test_the_clock_converts_deadlines_and_stamps() -> None:
     epoch = monotonic_to_epoch(real, real.monotonic())
     assert epoch is not None and abs(epoch - real.time()) < 1.0
     assert PaneReporter(stream=io.StringIO())  # the pane needs no terminal
+
+
+def test_sessions_are_kept_per_agent_setting(loop_tree: LoopTree) -> None:
+    """A step's ``agent:`` override runs under its own session key; every other step
+    shares the node's agent setting (two commands never share a session)."""
+    t = loop_tree
+    t.node("s", {"01-A.md": "a", "02-B.md": f"---\nagent: {t.agent} --other\n---\nb",
+                 "03-C.md": "c"}, "--no-sync", "--max-iters", "1")
+    t.run("s")
+    a, b, c = t.launcher.calls
+    assert a.env["FRACTAL_SESSION_ID"] == ""  # the first launch opens the node's session
+    assert b.env["FRACTAL_SESSION_ID"] == ""  # the override opens its own
+    assert c.env["FRACTAL_SESSION_ID"] != "" and c.env["FRACTAL_SESSION_ID"] != \
+        b.env.get("FRACTAL_SESSION_ID")
+
+    class _Boot:
+        agent_setting = "claude"
+    assert session_key(_Boot(), {}) == "claude"  # type: ignore[arg-type]
+    assert session_key(_Boot(), {"agent": "codex"}) == "codex"  # type: ignore[arg-type]

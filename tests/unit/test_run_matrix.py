@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from fractal.runtime.runloop import CRASH_LOOP
 from tests.helpers import git
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
@@ -85,9 +86,10 @@ MATRIX: dict[str, End] = {
                             iterations=2),
     "run wall": End({"01-SLOW.md": "[stub:sleep=30]"}, ("--timeout", "2s"),
                     ("exited", 1, "Timed out at iteration 1.1 (2s total)"), iterations=1),
-    "setup crash loop": End(ONE, (), ("exited", 1, "setup failed x3"), prepare=_setup_fails,
-                            iterations=3),
-    "no step files": End({}, (), ("exited", 1, "no step files x3"), iterations=3),
+    "setup crash loop": End(ONE, (), ("exited", 1, f"setup failed x{CRASH_LOOP}"),
+                            prepare=_setup_fails, iterations=CRASH_LOOP),
+    "no step files": End({}, (), ("exited", 1, f"no step files x{CRASH_LOOP}"),
+                         iterations=CRASH_LOOP),
     "step file not UTF-8": End({"01-A.md": "ok"}, (),
                                ("exited", 1, "step file 02-B.md is not valid UTF-8 (byte 3: "
                                 "invalid continuation byte)"), prepare=_not_utf8, exit_code=1,
