@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -36,6 +37,7 @@ from fractal.runtime.pane import PaneReporter
 from fractal.runtime.supervisor import Supervisor
 from tests.helpers import git, make_repo
 
+STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
 FAKE_LIMIT = 10 * 24 * 3600.0  # fake seconds a test may run before it is declared stuck
 
 
@@ -281,15 +283,19 @@ class LoopTree:
     launcher and returns its exit code.
     """
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, real: bool = False) -> None:
         self.repo = make_repo(tmp_path / "repo")
         bindir = tmp_path / "bin"
         bindir.mkdir()
-        self.agent = bindir / "fake-agent"  # exists for the preflight; never executed
-        self.agent.write_text("#!/bin/sh\nexit 0\n")
+        self.agent = bindir / "fake-agent"  # the scripted launcher never executes it
+        self.agent.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{STUB}' \"$@\"\n"
+                              if real else "#!/bin/sh\nexit 0\n")
         self.agent.chmod(0o755)
         self.clock = FakeClock()
         self.launcher = ScriptedLauncher(self.clock)
+        #: ``real``: the system clock and real agent processes (``tests/stubs/agent_stub.py``
+        #: behind ``agent``), for what only a real process shows.
+        self.real = real
         self.panes: list[PaneReporter] = []
         self.cli("init", "--agent", str(self.agent))
 
@@ -385,8 +391,11 @@ class LoopTree:
                                "'resume')", format_ts(at), paths.branch)
         pane = PaneReporter(stream=io.StringIO())
         self.panes.append(pane)
-        supervisor = Supervisor(paths, RunOptions(resume_mode=resume), pane,
-                                clock=self.clock, launcher=self.launcher)
+        if self.real:
+            supervisor = Supervisor(paths, RunOptions(resume_mode=resume), pane)
+        else:
+            supervisor = Supervisor(paths, RunOptions(resume_mode=resume), pane,
+                                    clock=self.clock, launcher=self.launcher)
         return supervisor.run(own_process=False)
 
     def pane(self) -> str:
@@ -442,6 +451,22 @@ def loop_tree(tmp_path: Path) -> Iterator[LoopTree]:
     saved = dict(os.environ)
     try:
         yield LoopTree(tmp_path)
+    finally:
+        from fractal.store.engine import close_engines
+
+        close_engines()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture
+def real_loop_tree(tmp_path: Path) -> Iterator[LoopTree]:
+    """An in-process tree whose agents are real stub processes under the system clock
+    (a 1 s kill grace); the process environment is restored."""
+    saved = dict(os.environ)
+    os.environ["FRACTAL_KILL_GRACE"] = "1"
+    try:
+        yield LoopTree(tmp_path, real=True)
     finally:
         from fractal.store.engine import close_engines
 
