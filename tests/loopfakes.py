@@ -12,6 +12,7 @@ call. The fakes record; they never assert that they were called.
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import io
 import itertools
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -275,6 +277,42 @@ class ScriptedLauncher:
 
 # -- the tree harness ----------------------------------------------------------------------
 
+_TEMPLATES: dict[bool, Path] = {}
+
+
+def _template(real: bool) -> Path:
+    """A repository with a tree rooted at ``main`` (``fractal init --agent``), made once per
+    test process and copied for each test: creating the database costs more than a run."""
+    if real not in _TEMPLATES:
+        from fractal.store.engine import close_engines
+
+        base = Path(tempfile.mkdtemp(prefix="fx-loop-"))
+        atexit.register(shutil.rmtree, base, True)
+        make_repo(base / "repo")
+        bindir = base / "bin"
+        bindir.mkdir()
+        agent = bindir / "fake-agent"
+        agent.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{STUB}' \"$@\"\n"
+                         if real else "#!/bin/sh\nexit 0\n")
+        agent.chmod(0o755)
+        _cli(base / "repo", "init", "--agent", str(agent))
+        close_engines()
+        _TEMPLATES[real] = base
+    return _TEMPLATES[real]
+
+
+def _cli(cwd: Path, *args: str) -> Result:
+    """``fractal ARGS`` in this process from ``cwd``."""
+    from fractal.cli import cli
+
+    saved = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=True)
+    finally:
+        os.chdir(saved)
+
+
 class LoopTree:
     """A tree rooted at ``main`` in ``repo`` whose nodes run in this process.
 
@@ -284,35 +322,27 @@ class LoopTree:
     """
 
     def __init__(self, tmp_path: Path, *, real: bool = False) -> None:
-        self.repo = make_repo(tmp_path / "repo")
-        bindir = tmp_path / "bin"
-        bindir.mkdir()
-        self.agent = bindir / "fake-agent"  # the scripted launcher never executes it
-        self.agent.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{STUB}' \"$@\"\n"
-                              if real else "#!/bin/sh\nexit 0\n")
-        self.agent.chmod(0o755)
+        template = _template(real)
+        self.repo = tmp_path / "repo"
+        shutil.copytree(template / "repo", self.repo, symlinks=True)
+        #: The tree's agent: a real stub behind a wrapper when ``real``, else a script the
+        #: scripted launcher never executes (it exists for the preflight).
+        self.agent = template / "bin" / "fake-agent"
         self.clock = FakeClock()
         self.launcher = ScriptedLauncher(self.clock)
         #: ``real``: the system clock and real agent processes (``tests/stubs/agent_stub.py``
         #: behind ``agent``), for what only a real process shows.
         self.real = real
         self.panes: list[PaneReporter] = []
-        self.cli("init", "--agent", str(self.agent))
 
     # -- the CLI ------------------------------------------------------------------------
 
     def cli(self, *args: str, check: bool = True, cwd: Path | None = None) -> Result:
         """``fractal ARGS`` in this process, from ``cwd`` (the repository by default). A
         refusal (``FractalError``) comes back as exit 1 with its message in ``output``."""
-        from fractal.cli import cli
         from fractal.domain.errors import FractalError
 
-        saved = Path.cwd()
-        os.chdir(cwd or self.repo)
-        try:
-            result = CliRunner().invoke(cli, list(args), catch_exceptions=True)
-        finally:
-            os.chdir(saved)
+        result = _cli(cwd or self.repo, *args)
         if isinstance(result.exception, FractalError):
             result.exit_code = 1
             result.output_bytes += f"Error: {result.exception}\n".encode()
