@@ -3,7 +3,8 @@
 A tree is rooted at a user node: the branch checked out when ``fractal init`` ran.
 Its data dir ``<repo>/.fractal/<root>/`` holds the central database. A node
 ``<root>.a.b`` lives on that branch, in the worktree ``<repo>/.worktrees/<branch>/``,
-with its data dir ``<worktree>/.fractal/<branch>/`` (DESIGN: "What the product is").
+with its data dir ``<worktree>/.fractal/<branch>/``. The control plane's files (``.wake``,
+``.paused``, the heal locks) are named in ``fractal.control``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ DB_NAME = "fractal.db"
 def validate_name(name: str) -> str:
     """Return ``name`` if it is a legal node name (letters, digits, ``_``; 1-64 chars).
 
-    Raises InvalidValue naming the rule otherwise (ref §1.1: ``.`` separates levels).
+    Raises InvalidValue naming the rule otherwise (``.`` separates levels of the tree, so
+    it never appears inside a name).
     """
     if name.lower() == "lock":  # git refuses a ref component ending in ".lock"
         raise InvalidValue(f"invalid node name {name!r}: git reserves names ending in '.lock'")
@@ -98,10 +100,6 @@ class NodePaths:
         return self.node_dir / "memory"
 
     @property
-    def wake_path(self) -> Path:
-        return self.node_dir / ".wake"
-
-    @property
     def launch_env_path(self) -> Path:
         return self.node_dir / ".launch-env"
 
@@ -110,7 +108,7 @@ class NodePaths:
         return self.node_dir / ".session"
 
     def agent_err(self, agent: str) -> Path:
-        """``<node_dir>/<agent>.err``: live stderr of the latest launch (seed: Observing)."""
+        """``<node_dir>/<agent>.err``: live stderr of the latest launch, for watching a run."""
         return self.node_dir / f"{agent}.err"
 
 
@@ -139,7 +137,8 @@ class Tree:
 
     @property
     def lock_path(self) -> Path:
-        """The tree-wide lock taken around spawns and starts (ref §1.5)."""
+        """The tree-wide lock taken around spawns, starts and the signal verbs: cap checks
+        and status checks made under it cannot interleave."""
         return self.worktrees_dir / ".lock"
 
     @property
@@ -184,7 +183,7 @@ def find_tree(cwd: Path) -> Tree:
     """The tree the working directory belongs to.
 
     The caller's branch picks the tree whose root it is or descends from; with a single
-    tree in the repo any branch uses it; otherwise the choice is refused (ref §1.1).
+    tree in the repo any branch uses it; otherwise the choice is refused.
     Raises NotATree when no tree exists, and GitError outside a git repository.
     """
     from fractal.workspace import git
@@ -221,7 +220,7 @@ def resolve_node(name: str, known: Sequence[str], tree: Tree) -> str:
 
     Accepts the full branch, the branch relative to the root (``parser.lexer``), or a
     unique trailing segment run (``lexer``). Raises NodeNotFound naming the candidates
-    when the name is ambiguous or unknown (ref §2: short names).
+    when the name is ambiguous or unknown.
     """
     if name in known:
         return name

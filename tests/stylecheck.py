@@ -1,4 +1,4 @@
-"""Static scans for the style tests (STYLE 20): what each source file imports and calls.
+"""Static scans for the style tests: what each source file imports and calls.
 
 Everything is read with ``ast``, so imports inside functions, ``TYPE_CHECKING`` blocks and
 ``importlib.import_module("literal")`` count, and strings or comments never do. Paths are

@@ -1,6 +1,8 @@
-"""The suite guards the style (STYLE 20; DESIGN "Rules of the house").
+"""The suite guards the house style.
 
-Import direction, one owner per resource (SQL, processes, signals, tmux, printing), every
+Import direction (cli -> lifecycle -> runtime -> effects -> domain; the control plane
+``fractal/control.py`` sits at effect level so the verbs and the loop share it without
+importing each other), one owner per resource (SQL, processes, signals, tmux, printing), every
 click command answering ``--help``, lazy imports for ``--help`` and the read commands, and
 the module size cap. Migration drift lives in tests/integration/test_store_migrations.py.
 """
@@ -31,7 +33,7 @@ from tests.stylecheck import (
 FILES = source_files("fractal")
 SQL = ("sqlalchemy", "sqlite3", "alembic")
 EFFECTS = ("fractal/store/", "fractal/tmux.py", "fractal/runtime/processes.py",
-           "fractal/workspace/")
+           "fractal/workspace/", "fractal/control.py")
 # Programs are started only by the process, git and tmux owners, and by the demo agent
 # (a separate program the loop runs, not fractal itself).
 SPAWNERS = ("fractal/runtime/processes.py", "fractal/workspace/", "fractal/tmux.py",
@@ -78,6 +80,10 @@ IMPORT_RULES = [
                ("fractal/domain/",), ("fractal",), allowed=("fractal.domain",)),
     ImportRule("effect modules never import the layers above them",
                EFFECTS, ("fractal.cli", "fractal.lifecycle", "fractal.runtime", "fractal.demo")),
+    ImportRule("runtime never imports lifecycle (the loop reaches the verbs' world through "
+               "fractal/control.py)", ("fractal/runtime/",), ("fractal.lifecycle", "fractal.cli")),
+    ImportRule("agents never import workspace (agent homes' paths are in domain/agenthomes.py)",
+               ("fractal/agents/",), ("fractal.workspace",)),
     ImportRule("the CLI speaks no SQL", ("fractal/cli/",), SQL),
     ImportRule("only store/ speaks SQL", ("fractal/",), SQL, exempt=("fractal/store/",)),
     ImportRule("only processes.py, workspace/, tmux.py (and the demo agent) use subprocess",
@@ -224,7 +230,7 @@ LAZY_CASES = [
 def test_lazy_imports(args: tuple[str, ...], forbidden: tuple[str, ...], proof: str,
                       small_tree: Path, tmp_path: Path) -> None:
     """``fractal --help`` and the read verbs must not pay for the runtime, SQLAlchemy,
-    alembic, watchdog or libtmux (DESIGN: imports stay lazy where they cost)."""
+    alembic, watchdog or libtmux: heavy imports stay lazy where they cost start-up time."""
     proc, loaded = modules_loaded(args, cwd=small_tree, scratch=tmp_path / "modules.json")
     assert proc.returncode == 0, proc.stderr
     assert proof in loaded  # the probe saw the command run
@@ -233,7 +239,15 @@ def test_lazy_imports(args: tuple[str, ...], forbidden: tuple[str, ...], proof: 
 
 # --- module size -----------------------------------------------------------------------------
 
+OVER_THE_CAP = {
+    # The one owner of process signals: spawning, finding, stopping and reaping share the
+    # identity checks (create time, marker) and the grace table; a split would export them.
+    "fractal/runtime/processes.py": 440,
+}
+"""Modules allowed past MAX_LINES, each with the reason and its own, tighter cap."""
+
+
 @pytest.mark.parametrize("path", FILES)
 def test_module_is_under_the_size_cap(path: str) -> None:
     lines = len((ROOT / path).read_text(encoding="utf-8").splitlines())
-    assert lines < MAX_LINES, f"{path} has {lines} lines; split it by concept (STYLE: < 400)"
+    assert lines < OVER_THE_CAP.get(path, MAX_LINES), f"{path} has {lines} lines; split it by concept (STYLE: < 400)"

@@ -26,7 +26,7 @@ from fractal.agents.base import (
     route_problem,
 )
 from fractal.agents.claude_stream import ClaudeParser
-from fractal.workspace.agenthomes import claude_settings_path
+from fractal.domain.agenthomes import claude_settings_path
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api"
 

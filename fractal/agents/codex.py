@@ -29,7 +29,7 @@ from fractal.agents.base import (
     route_problem,
 )
 from fractal.agents.codex_stream import CodexParser
-from fractal.workspace.agenthomes import codex_home
+from fractal.domain.agenthomes import codex_home
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 

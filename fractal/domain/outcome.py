@@ -1,18 +1,20 @@
-"""Status vocabulary, exit-code sentinels, and the two outcome decisions.
+"""Exit-code sentinels, reason clipping, and the two outcome decisions.
 
-``classify_launch`` names what one agent launch ended as (ref §4.3 step 10; seed: What gets
-recorded); ``decide_run_end`` is the terminal matrix that closes a run (seed: How a run ends;
-ref §4.11). Both are pure: facts in, a frozen value out.
+``classify_launch`` names what one agent launch ended as; ``decide_run_end`` is the
+terminal matrix that closes a run. Both are pure: facts in, a frozen value out. The
+status vocabulary lives in ``fractal.domain.states`` (re-exported here as ``Status``,
+``SETTLED`` and ``UNSETTLED``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
+from fractal.domain.states import SETTLED, UNSETTLED, Status
 from fractal.domain.stopcause import StopCause, first_cause
 
 __all__ = [
+    "ABNORMAL_EXIT",
     "EXIT_BUDGET_SKIP",
     "EXIT_CANNOT_EXEC",
     "EXIT_TIMEOUT",
@@ -32,39 +34,18 @@ __all__ = [
 ]
 
 
-class Status(StrEnum):
-    """Every status a node or a run/iteration/step row can hold (ref §3 vocabulary).
-
-    ``idle`` and ``retired`` are node-only; ``failed`` is row-only (a run never fails, it
-    exits).
-    """
-
-    ACTIVE = "active"
-    PAUSED = "paused"
-    IDLE = "idle"
-    COMPLETED = "completed"
-    STOPPED = "stopped"
-    EXITED = "exited"
-    KILLED = "killed"
-    FAILED = "failed"
-    RETIRED = "retired"
-
-
-SETTLED: frozenset[Status] = frozenset(
-    {Status.COMPLETED, Status.STOPPED, Status.EXITED, Status.KILLED})
-"""Terminal statuses: the node no longer holds a spawn slot."""
-
-UNSETTLED: frozenset[Status] = frozenset({Status.ACTIVE, Status.PAUSED, Status.IDLE})
-"""Live statuses: the node holds a spawn slot."""
+ABNORMAL_EXIT = "Loop exited abnormally"
+"""The reason on rows a loop left open when it ended without closing them: stamped by the
+loop's own exit path, by a crash heal, and on stranded rows when the next run opens."""
 
 EXIT_TIMEOUT = 124
-"""Exit code recorded when the step hit its time limit (seed: How a run ends)."""
+"""Exit code recorded when the step hit its time limit (what ``timeout`` returns)."""
 EXIT_BUDGET_SKIP = 125
 """Exit code recorded when the step was skipped for budget and never launched."""
 EXIT_CANNOT_EXEC = 127
 """Exit code recorded when the agent binary could not be executed."""
 REASON_LIMIT = 250
-"""Recorded reasons are collapsed to one line and capped at this many characters (ref §3)."""
+"""Recorded reasons are collapsed to one line and capped at this many characters."""
 
 
 def signal_exit_code(signum: int) -> int:
@@ -113,7 +94,7 @@ class StepOutcome:
 def classify_launch(*, returncode: int | None, timed_out: bool, paused: bool,
                     budget_stopped: bool, stream_error: str | None, agent_error: str | None,
                     stderr_tail: str) -> StepOutcome:
-    """Attribute a finished launch (ref §4.3 step 10; seed: What gets recorded).
+    """Attribute a finished launch: the step row's status, exit code and reason.
 
     ``returncode`` is ``Popen.returncode`` (negative for a signal death) or None when no
     exit status exists (the process could not be started: recorded as 127). First match:
@@ -160,7 +141,7 @@ class RunFacts:
     ``crash_reason`` names what ended an otherwise unexplained run (e.g. step discovery
     failing three times in a row), replacing the generic ``Exited at iteration R.I``.
     ``exit_check_passed`` is the exit-check command that passed, ``no_progress`` the
-    signature that stalled the run (issue 7); None when they did not happen.
+    signature that stalled the run; None when they did not happen.
     """
 
     run_id: int
@@ -194,7 +175,7 @@ def _end(status: Status, exit_code: int, reason: str) -> RunEnd:
 
 
 def decide_run_end(facts: RunFacts) -> RunEnd:
-    """The terminal matrix (seed: How a run ends; ref §4.11), first match wins.
+    """The terminal matrix that closes a run, first match wins.
 
     budget -> exited/0 (the budget reason); setup abort -> exited/1 ``setup failed x<N>``;
     finish drained -> completed/0 ``Finished by request``; run timeout -> exited/1
@@ -203,7 +184,7 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     ``Reached max iterations (N)``, or failed -> exited/1 ``...; final iteration failed``;
     otherwise exited/1 ``Exited at iteration R.I``. Node and run statuses are equal.
 
-    Issue 7 first ranks the conditions that hold by ``stopcause`` precedence: when the
+    The conditions that hold are first ranked by ``stopcause`` precedence: when the
     winner is a passed exit check -> completed/0 ``exit check passed (<command>)``; when
     it is no progress (no stop or finish outranks it) -> exited/1 ``no progress:
     <signature>``; otherwise the matrix above decides, unchanged.

@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.control import touch_wake
 from fractal.domain.outcome import Status
 from fractal.lifecycle.steer import Refused, acting_branch, actor_of
 from fractal.lifecycle.targets import subtree_target, target_node
-from fractal.runtime.waker import touch_wake
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
 from fractal.tree import parent_of
 
-_WAITING = (Status.ACTIVE.value, Status.PAUSED.value)
+_WAITING = (Status.ACTIVE, Status.PAUSED)
 
 
 @dataclass(frozen=True)

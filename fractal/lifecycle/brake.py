@@ -1,4 +1,4 @@
-"""``fractal pause`` / ``fractal resume``: the tree-wide brake (ref §1.4, §2.1).
+"""``fractal pause`` / ``fractal resume``: the tree-wide brake.
 
 ``pause`` writes the latch first, so no start or spawn slips through, then pauses every
 active node parent-first. ``resume`` lifts the latch, withdraws pauses still pending,
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fractal.control import clear_latch, set_latch
 from fractal.domain.signals import Signal
 from fractal.errors import FractalError
-from fractal.lifecycle.latch import clear_latch, set_latch
 from fractal.lifecycle.resume import resume
 from fractal.lifecycle.steer import Signalled, send
 from fractal.tree import Tree, find_tree, trees_in

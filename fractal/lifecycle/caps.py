@@ -1,20 +1,18 @@
-"""Spawn caps: ``max_children``, ``max_depth``, ``max_descendants`` (ref §1.5).
+"""Spawn caps: ``max_children``, ``max_depth``, ``max_descendants``.
 
 Counted over unsettled nodes (active, paused, idle), with crashed nodes healed first,
 and checked under the tree lock right before registration, so concurrent spawns can
-never pass a cap together (bug ledger #25).
+never pass a cap together.
 """
 
 from __future__ import annotations
 
-from fractal.domain.outcome import UNSETTLED
+from fractal.domain.states import UNSETTLED, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.heal import heal_all
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.tree import Tree, parent_of
-
-_UNSETTLED = {s.value for s in UNSETTLED}
 
 
 def ancestors(branch: str, tree: Tree) -> list[str]:
@@ -52,10 +50,10 @@ def check_caps(tree: Tree, ledger: Ledger, new_branch: str) -> None:
     Call with the tree lock held.
     """
     rows = ledger.nodes()
-    heal_all(tree, [r.node for r in rows if r.status == "active"])
+    heal_all(tree, [r.node for r in rows if r.status is Status.ACTIVE])
     rows = ledger.nodes()
     by_name: dict[str, NodeRow] = {r.node: r for r in rows}
-    live = [r.node for r in rows if r.status in _UNSETTLED]
+    live = [r.node for r in rows if r.status in UNSETTLED]
     parent = parent_of(new_branch)
     for ancestor in ancestors(new_branch, tree):
         row = _live_caps(tree, by_name.get(ancestor))

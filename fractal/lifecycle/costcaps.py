@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fractal.domain import budget
 from fractal.domain.config import parse_config
+from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 from fractal.store.rows import RunRow
@@ -87,7 +88,7 @@ def refuse_budget_landing(tree: Tree, branch: str, last: RunRow | None) -> None:
     """Refuse a bare ``start --continue`` after a budget landing (the last run ended
     ``exited`` with exit code 0), naming the figures (seed: "pass --max-cost to arm the next
     run explicitly"). Raises FractalError."""
-    if last is None or last.status != "exited" or last.exit_code != 0:
+    if last is None or last.status is not Status.EXITED or last.exit_code != 0:
         return
     spent = budget.usd4(run_spent(tree.db_path, last.run_id))
     cap = f" of {budget.usd(last.max_cost)} max" if last.max_cost is not None else ""

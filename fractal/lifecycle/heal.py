@@ -1,5 +1,5 @@
 """Crash healing: a node recorded ``active`` whose supervisor is provably gone is
-closed out on the next read or verb (ref §1.9; issue: "Crash healing").
+closed out on the next read or verb (the HEAL move).
 
 Provably gone means the tmux probe on the recorded socket says GONE *and* the recorded
 supervisor process is not alive. An inconclusive probe heals nothing, a node's own
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal import tmux
-from fractal.domain.outcome import Status
+from fractal.domain.outcome import ABNORMAL_EXIT
+from fractal.domain.states import Move, Status
 from fractal.tree import Tree
 
 if TYPE_CHECKING:
@@ -21,15 +22,13 @@ if TYPE_CHECKING:
 
     from fractal.store.ledger import Ledger
 
-HEAL_REASON = "Loop exited abnormally"
-
 
 def crashed(tree: Tree, branch: str) -> bool:
     """True when ``branch`` is recorded active but its supervisor is provably gone."""
     from fractal.store import reader
 
     row = reader.node_row(tree.db_path, branch)
-    if row is None or row.status != Status.ACTIVE.value:
+    if row is None or row.status is not Status.ACTIVE:
         return False
     from fractal.runtime.processes import same_process
 
@@ -46,18 +45,19 @@ def crashed(tree: Tree, branch: str) -> bool:
 
 def heal_if_crashed(tree: Tree, branch: str) -> bool:
     """Heal ``branch`` if it crashed: reap the process groups of its open steps and every
-    other process of the node (``_leftovers``), then in one transaction close every open
-    row ``exited`` (HEAL_REASON), post the exit notice when a run was open (issue 4: every
-    exited run posts one) and set the node ``exited`` (``Ledger.settle_crashed``).
+    other process of the node (``_leftovers``), then in one HEAL move close every open
+    row ``exited`` (ABNORMAL_EXIT), post the exit notice when a run was open (every
+    exited run posts one), clear the supervisor and set the node ``exited``.
 
     Healers of one node take turns on a lock file; the node stays ``active`` until the
     last step, so a heal cut short (the reading command killed) is simply done again by
     the next read. Returns whether this call healed it."""
     if not crashed(tree, branch):
         return False
+    from fractal.control import heal_lock_path
     from fractal.workspace.nodedir import file_lock
 
-    with file_lock(tree.worktrees_dir / f".heal-{branch}.lock", timeout=60.0):
+    with file_lock(heal_lock_path(tree, branch), timeout=60.0):
         if not crashed(tree, branch):
             return False  # healed while we waited for the lock
         return _heal(tree, branch)
@@ -66,7 +66,7 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
 def _heal(tree: Tree, branch: str) -> bool:
     """The heal itself, under the node's heal lock (see ``heal_if_crashed``)."""
     from fractal.domain.markers import launch_marker
-    from fractal.runtime.processes import GroupHandle, kill_group
+    from fractal.runtime.processes import GroupHandle, Reap, grace, kill_group
     from fractal.store.ledger import Ledger
 
     ledger = Ledger(tree.db_path)
@@ -76,31 +76,32 @@ def _heal(tree: Tree, branch: str) -> bool:
             continue
         handle = GroupHandle(pid=step.pgid, pgid=step.pgid, create_time=step.pgid_started,
                              marker=launch_marker(str(tree.db_path), step.step_id))
-        kill_group(handle, grace=2.0)
+        kill_group(handle, grace=grace(Reap.HEAL))
         ledger.add_event(branch, "orphan", actor="operator", status="completed",
                          metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
                          step_id=step.step_id)
     _reap_leftovers(branch, ledger, leftovers)
-    return ledger.settle_crashed(branch, HEAL_REASON)
+    return ledger.move(branch, Move.HEAL, reason=ABNORMAL_EXIT).ok
 
 
 def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
     """What the dead supervisor started that no open step row records — a ``setup.sh``
     still running, a hook, an escapee — found by the ``_NODE=<node_dir>`` entry every child
-    of the loop inherits (issue 8: no process of the tree is left running)."""
+    of the loop inherits (no process of the tree is left running)."""
     from fractal.runtime.processes import environ_processes
 
     return environ_processes(f"_NODE={tree.node(branch).node_dir}")
 
 
 def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]) -> None:
-    """Stop ``leftovers`` still alive (TERM, 2 s, KILL); an ``orphan`` event names them."""
-    from fractal.runtime.processes import stop_processes
+    """Stop ``leftovers`` still alive (TERM, the heal grace, KILL); an ``orphan`` event
+    names them."""
+    from fractal.runtime.processes import Reap, grace, stop_processes
 
     alive = [p for p in leftovers if _running(p)]
     if not alive:
         return
-    stop_processes(alive, grace=2.0)
+    stop_processes(alive, grace=grace(Reap.HEAL))
     run = ledger.open_run_of(branch)
     pids = ", ".join(str(p.pid) for p in alive[:10])
     ledger.add_event(branch, "orphan", actor="operator", status="completed",

@@ -77,7 +77,8 @@ def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
     return hosted
 
 
-def await_boot(paths: NodePaths, ledger: Ledger, hosted: Hosted, *, from_status: str) -> None:
+def await_boot(paths: NodePaths, ledger: Ledger, hosted: Hosted, *,
+               from_status: Status) -> None:
     """Wait until the supervisor has moved the node off ``from_status``.
 
     Raises FractalError when the session vanished first (the supervisor failed to boot).
@@ -86,18 +87,13 @@ def await_boot(paths: NodePaths, ledger: Ledger, hosted: Hosted, *, from_status:
     deadline = time.monotonic() + BOOT_WAIT
     while time.monotonic() < deadline:
         row = ledger.node(paths.branch)
-        if row is not None and row.status != from_status:
+        if row is not None and row.status is not from_status:
             return
         if tmux.probe(hosted.session, hosted.socket) is tmux.Liveness.GONE:
             row = ledger.node(paths.branch)
-            if row is not None and row.status != from_status:
+            if row is not None and row.status is not from_status:
                 return
             raise FractalError(f"the supervisor of {paths.branch} exited before it started; "
                                f"see {paths.supervisor_log}")
         time.sleep(0.05)
 
-
-def is_settled(status: str) -> bool:
-    """True for completed, stopped, exited and killed."""
-    return status in {Status.COMPLETED.value, Status.STOPPED.value, Status.EXITED.value,
-                      Status.KILLED.value}

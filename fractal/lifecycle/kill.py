@@ -1,9 +1,11 @@
-"""``fractal node kill``: an immediate reap of a node and its subtree (ref §1.4).
+"""``fractal node kill``: an immediate reap of a node and its subtree.
 
-TERM to the supervisor's group, the agent groups of open steps and the pane, a grace,
-then KILL; open rows close ``killed`` with the attribution ``killed by <actor>[: reason]``.
+The KILL move comes first (the ``kill`` event, the kill signal and the status
+``killed``, one transaction), so the dying loop cannot relabel the node; then TERM to the
+supervisor's group, the agent groups of open steps and the pane, a grace, KILL; then
+the open rows close ``killed`` with the attribution ``killed by <actor>[: reason]``.
 Descendants go first and are re-enumerated to a fixpoint, so a child booting during the
-sweep is caught (bug ledger #7).
+sweep is caught.
 """
 
 from __future__ import annotations
@@ -14,24 +16,24 @@ from pathlib import Path
 
 from fractal import tmux
 from fractal.domain.markers import launch_marker
-from fractal.domain.outcome import Status, clip_reason
+from fractal.domain.outcome import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
+from fractal.domain.states import Move, Status
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
 from fractal.lifecycle.targets import subtree_target
-from fractal.runtime.processes import GroupHandle, group_of, kill_group
+from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_group
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
+from fractal.store.transition import EventNote, SignalNote
 from fractal.tree import Tree
-
-KILL_GRACE = 5.0  # seconds between TERM and KILL for a kill verb (ref §1.4)
 
 
 def killable(row: NodeRow) -> bool:
     """Active, paused, or idle with a live session (a supervisor still booting)."""
-    if row.status in (Status.ACTIVE.value, Status.PAUSED.value):
+    if row.status in (Status.ACTIVE, Status.PAUSED):
         return True
-    if row.status == Status.IDLE.value and row.tmux_session:
+    if row.status is Status.IDLE and row.tmux_session:
         socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
         return tmux.probe(row.tmux_session, socket) is tmux.Liveness.ALIVE
     return False
@@ -51,8 +53,9 @@ class _Condemned:
 
 def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
              reason: str | None) -> _Condemned | Signalled:
-    """Record the kill of one node (event, signal, status ``killed``) and list its groups:
-    the supervisor's and each open step's agent group. A refusal is a Signalled(ok=False)."""
+    """Record the kill of one node (event, signal, status ``killed``: one KILL move) and
+    list its groups: the supervisor's and each open step's agent group. A refusal is a
+    Signalled(ok=False)."""
     heal_if_crashed(tree, branch)
     row = ledger.node(branch)
     if row is None or not killable(row):
@@ -64,11 +67,14 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     note = clip_reason(attribution("kill", actor, reason))
     run = ledger.open_run_of(branch)
     # Recorded complete up front: the caller may be inside the node and die with it.
-    ledger.add_event(branch, Signal.KILL.value, actor=actor, status="completed",
-                     metadata=note, run_id=run.run_id if run else None)
-    if run is not None:
-        ledger.add_signal(branch, run.run_id, Signal.KILL.value, note)
-    ledger.set_node_status(branch, Status.KILLED.value)  # the dying loop must not relabel it
+    killed = ledger.move(branch, Move.KILL, event=EventNote(
+        Signal.KILL.value, actor=actor, metadata=note, run_id=run.run_id if run else None),
+        signal=SignalNote(run.run_id, Signal.KILL.value, note) if run is not None else None)
+    if not killed.ok:  # it settled since it was read
+        why = f"node {branch} is {killed.before or 'unregistered'}; nothing to kill"
+        ledger.add_event(branch, Signal.KILL.value, actor=actor, status="failed",
+                         metadata=f"refused: {why}")
+        return Signalled(branch, False, why)
     supervisor = None
     if row.supervisor_pid and row.supervisor_started:
         supervisor = group_of(row.supervisor_pid, row.supervisor_started)
@@ -85,7 +91,7 @@ def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
     """Stop the groups of ``batch``, then kill the panes and close the open rows ``killed``.
 
     Every supervisor first, then every agent group, each wave in one shared TERM ->
-    KILL_GRACE -> KILL window: a tree of agents ignoring TERM costs one grace, not one
+    grace (``Reap.KILL``) -> KILL window: a tree of agents ignoring TERM costs one grace, not one
     per node, and no loop is alive to see its agent die and book the step itself.
     """
     _stop_all([c.supervisor for c in batch if c.supervisor is not None])
@@ -107,7 +113,7 @@ def _stop_all(handles: list[GroupHandle]) -> None:
     """``kill_group`` on each of ``handles`` concurrently (threads: each mostly waits)."""
     if handles:
         with ThreadPoolExecutor(max_workers=min(32, len(handles))) as pool:
-            list(pool.map(lambda h: kill_group(h, grace=KILL_GRACE), handles))
+            list(pool.map(lambda h: kill_group(h, grace=grace(Reap.KILL)), handles))
 
 
 def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,

@@ -1,68 +1,20 @@
-"""The tree-wide brake (``fractal pause`` / ``fractal resume``) and the checks that keep a
-start or a spawn from slipping under a paused tree or a paused (or pausing) ancestor
-(ref §1.3, §1.4)."""
+"""The checks that keep a start or a spawn from slipping under a braked tree or a paused
+(or pausing) ancestor. The latch itself and the pause reads are the control plane's
+(``fractal.control``), shared with the loop's own boot-time brake."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from fractal.domain.outcome import Status
-from fractal.domain.signals import Signal
+from fractal.control import latched, paused_ancestor
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
-from fractal.tree import Tree, parent_of
-from fractal.workspace.nodedir import write_atomic
+from fractal.tree import Tree
 
-
-def latch_path(tree: Tree) -> Path:
-    """``<root data dir>/.paused``: present while the whole tree is braked."""
-    return tree.data_dir / ".paused"
-
-
-def latched(tree: Tree) -> bool:
-    """True while the tree-wide brake is on."""
-    return latch_path(tree).exists()
-
-
-def set_latch(tree: Tree, reason: str) -> None:
-    """Put the brake on (atomically)."""
-    write_atomic(latch_path(tree), (reason or "paused") + "\n")
-
-
-def clear_latch(tree: Tree) -> bool:
-    """Take the brake off; returns whether it was on."""
-    try:
-        latch_path(tree).unlink()
-        return True
-    except FileNotFoundError:
-        return False
-
-
-def pausing(ledger: Ledger, branch: str) -> bool:
-    """True when ``branch`` is paused, or active with a pause signal still pending."""
-    row = ledger.node(branch)
-    if row is None:
-        return False
-    if row.status == Status.PAUSED.value:
-        return True
-    if row.status != Status.ACTIVE.value:
-        return False
-    run = ledger.open_run_of(branch)
-    return run is not None and any(s.signal == Signal.PAUSE.value for s in ledger.signals(run.run_id))
-
-
-def paused_ancestor(tree: Tree, ledger: Ledger, branch: str) -> str | None:
-    """The nearest ancestor of ``branch`` (root excluded) that is paused or pausing."""
-    parent = parent_of(branch)
-    while parent is not None and parent != tree.root:
-        if pausing(ledger, parent):
-            return parent
-        parent = parent_of(parent)
-    return None
+__all__ = ["refuse_if_braked"]
 
 
 def refuse_if_braked(tree: Tree, ledger: Ledger, branch: str, verb: str) -> None:
-    """Raise FractalError when the tree is latched or an ancestor of ``branch`` is paused."""
+    """Raise FractalError when the tree is latched or an ancestor of ``branch`` is paused
+    or pausing; ``verb`` names what is refused (``start``, ``spawn``)."""
     if latched(tree):
         raise FractalError(f"the tree {tree.root} is paused (`fractal resume` lifts it); "
                            f"refusing to {verb} {branch}")

@@ -1,4 +1,4 @@
-"""Read verbs: ``node status``, ``node list``, ``node activity`` (ref §2.2).
+"""Read verbs: ``node status``, ``node list``, ``node activity``.
 
 Plain queries through ``store.reader`` (stdlib sqlite3): they never import the
 runtime or SQLAlchemy, so they answer fast. A node found crashed is healed first.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.outcome import Status
 from fractal.domain.signals import decoration
+from fractal.domain.states import Status
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.targets import subtree_target, target_node
 
@@ -41,13 +41,13 @@ def node_status(cwd: Path, name: str | None) -> NodeStatus:
 
 def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
-    ``run N`` otherwise; the last run's reason for a settled node (ref §2.2 status)."""
+    ``run N`` otherwise; the last run's reason for a settled node."""
     from fractal.store import reader
 
     last = reader.last_run(db_path, branch)
     if last is None:
         return ""
-    if status == Status.ACTIVE.value:
+    if status == Status.ACTIVE:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
@@ -56,9 +56,9 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "
                     f"(step {gates[-1].step_id})")
         return f"run {last.run_id}"
-    if status in (Status.IDLE.value,):
+    if status == Status.IDLE:
         return ""
-    if status == Status.PAUSED.value:
+    if status == Status.PAUSED:
         return f"run {last.run_id} parked"
     return last.meta
 
@@ -72,7 +72,7 @@ def list_nodes(cwd: Path, name: str | None) -> list[dict[str, object]]:
     rows = reader.node_rows(tree.db_path)
     members = [r.node for r in rows if r.node == top or r.node.startswith(top + ".")]
     if heal_all(tree, [b for b in members
-                       if any(r.node == b and r.status == Status.ACTIVE.value for r in rows)]):
+                       if any(r.node == b and r.status is Status.ACTIVE for r in rows)]):
         rows = reader.node_rows(tree.db_path)
     out: list[dict[str, object]] = []
     for row in sorted(rows, key=lambda r: r.node):
@@ -96,7 +96,7 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
     tree, branch = subtree_target(cwd, name)
     nodes = None if branch == tree.root else [branch]
     rows = reader.node_rows(tree.db_path)
-    heal_all(tree, [r.node for r in rows if r.status == Status.ACTIVE.value
+    heal_all(tree, [r.node for r in rows if r.status is Status.ACTIVE
                     and (nodes is None or r.node in nodes)])
     out: list[dict[str, object]] = []
     for row in reader.activity(tree.db_path, nodes, limit):

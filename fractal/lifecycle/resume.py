@@ -1,4 +1,4 @@
-"""``fractal node resume``: relaunch parked loops, deepest first (ref §1.4, §4.9).
+"""``fractal node resume``: relaunch parked loops, deepest first.
 
 The relaunched supervisor adopts the open run: same run id, iteration count and
 budgets, re-entering the interrupted step. A node still parking (active with a pause
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.outcome import Status
+from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
 from fractal.domain.signals import Signal
+from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.host import await_boot, host
-from fractal.lifecycle.latch import latched, paused_ancestor
-from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
+from fractal.lifecycle.steer import Refused, Signalled, actor_of
 from fractal.lifecycle.targets import subtree_target
-from fractal.runtime.waker import touch_wake
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
@@ -29,14 +28,13 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
         row = ledger.node(branch)
         status = row.status if row else "unregistered"
         run = ledger.open_run_of(branch)
-        if status == Status.ACTIVE.value and run is not None and any(
-                s.signal == Signal.PAUSE.value for s in ledger.signals(run.run_id)):
+        if run is not None and pause_pending(ledger, branch):
             ledger.delete_signals(run.run_id, Signal.PAUSE.value)
             ledger.add_event(branch, "resume", actor=actor, status="completed",
                              metadata="pending pause withdrawn", run_id=run.run_id)
             touch_wake(paths.node_dir)
             return Signalled(branch, True, f"withdrew the pending pause of {branch}")
-        if status != Status.PAUSED.value or run is None:
+        if status is not Status.PAUSED or run is None:
             why = f"node {branch} is {status}; resume needs a paused node"
             ledger.add_event(branch, "resume", actor=actor, status="failed",
                              metadata=f"refused: {why}")
@@ -49,7 +47,7 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
             return Signalled(branch, False, str(exc))
         ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
     try:
-        await_boot(paths, ledger, hosted, from_status=Status.PAUSED.value)
+        await_boot(paths, ledger, hosted, from_status=Status.PAUSED)
     except FractalError:
         if _parked_again(ledger, branch, run.run_id) is None:
             raise
@@ -63,7 +61,7 @@ def _parked_again(ledger: Ledger, branch: str, run_id: int) -> str | None:
     """Why a resumed run parked straight away (a broken config, a missing agent...), when
     it did: the newest ``parked`` event written after the verb's ``resume`` event."""
     row = ledger.node(branch)
-    if row is None or row.status != Status.PAUSED.value:
+    if row is None or row.status is not Status.PAUSED:
         return None
     events = ledger.events_of(branch, run_id, ("pause", "resume"))
     last = events[-1] if events else None
@@ -85,14 +83,14 @@ def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[
         ancestor = paused_ancestor(tree, ledger, top)
         if ancestor is not None:
             raise Refused(f"ancestor {ancestor} is paused; resume it instead")
-    members = descendants(ledger, top, tree)
+    members = subtree(ledger, top, tree)
     if top != tree.root:
         members = [top, *members]
     rows = {r.node: r.status for r in ledger.nodes()}
-    wanted = [b for b in members if rows.get(b) in (Status.PAUSED.value, Status.ACTIVE.value)]
+    wanted = [b for b in members if rows.get(b) in (Status.PAUSED, Status.ACTIVE)]
     results: list[Signalled] = []
     for branch in sorted(wanted, key=lambda b: -b.count(".")):
-        if rows.get(branch) == Status.ACTIVE.value and not _pause_pending(ledger, branch):
+        if rows.get(branch) is Status.ACTIVE and not pause_pending(ledger, branch):
             continue
         result = resume_node(tree, ledger, branch, actor=actor)
         results.append(result)
@@ -104,8 +102,3 @@ def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[
         raise Refused(why)
     return results
 
-
-def _pause_pending(ledger: Ledger, branch: str) -> bool:
-    run = ledger.open_run_of(branch)
-    return run is not None and any(s.signal == Signal.PAUSE.value
-                                   for s in ledger.signals(run.run_id))

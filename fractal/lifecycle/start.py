@@ -1,4 +1,4 @@
-"""``fractal node start`` and ``attach``: host a node's supervisor in tmux (ref §1.3).
+"""``fractal node start`` and ``attach``: host a node's supervisor in tmux.
 
 The environment of the ``start`` command reaches the supervisor through a 0600 file
 in the node dir that the supervisor reads and deletes at boot, so API keys never sit
@@ -16,7 +16,7 @@ from pathlib import Path
 from fractal import tmux
 from fractal.agents.base import binary_problem, resolve_backend, resolve_route
 from fractal.domain.config import parse_config
-from fractal.domain.outcome import SETTLED, Status
+from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
@@ -51,8 +51,8 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
 
     A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node, but
     refuses one whose last run landed on its budget unless ``max_cost`` (USD text) arms
-    the next run explicitly; that ceiling is rolled back when the launch fails (seed:
-    Reserve mode). Waits until the supervisor has taken the node (status leaves ``idle``).
+    the next run explicitly; that ceiling is rolled back when the launch fails. The re-arm
+    (REARM) is undone (DISARM) when the supervisor never takes the node. Waits until the supervisor has taken the node (status leaves ``idle``).
     Raises FractalError (wrong status, budget landing, invalid config, missing agent,
     already running), ConfigError, TmuxError.
     """
@@ -65,15 +65,15 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
     _preflight(paths, tree)
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
-        status = row.status if row else "unregistered"
+        status = row.status if row else None
+        shown = status or "unregistered"
         if continue_mode:
-            if status not in {s.value for s in SETTLED}:
-                raise FractalError(f"node {branch} is {status}; --continue needs a settled node "
+            if status not in SETTLED:
+                raise FractalError(f"node {branch} is {shown}; --continue needs a settled node "
                                    "(completed, stopped, exited or killed)")
-        elif status != Status.IDLE.value:
-            hint = " (use --continue to start a new run)" if status in {s.value for s in SETTLED} \
-                else ""
-            raise FractalError(f"node {branch} is {status}, not idle{hint}")
+        elif status is not Status.IDLE:
+            hint = " (use --continue to start a new run)" if status in SETTLED else ""
+            raise FractalError(f"node {branch} is {shown}, not idle{hint}")
         refuse_if_braked(tree, ledger, branch, "start")
         last = ledger.last_run(branch)
         previous = last.run_id if last else 0
@@ -84,7 +84,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         try:
             if continue_mode:
                 prepare_continue(paths, clean=clean)
-                ledger.set_node_status(branch, Status.IDLE.value)
+                ledger.move(branch, Move.REARM).raise_if_refused()
             if max_cost is not None:  # arms the next run; undone when the launch fails
                 undo = arm_max_cost(tree, branch, max_cost)
             hosted = host(paths, ledger, continue_mode=continue_mode)
@@ -92,7 +92,7 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
             if undo is not None:
                 undo()
             if continue_mode:
-                ledger.set_node_status(branch, status)
+                ledger.move(branch, Move.DISARM, to=status)
             raise
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
@@ -100,7 +100,8 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
         run_id = _await_boot(paths, ledger, hosted.session, hosted.socket, previous)
     except FractalError:
         paths.launch_env_path.unlink(missing_ok=True)
-        ledger.compare_and_set_status(branch, {Status.IDLE.value}, status)  # undo the re-arm
+        if continue_mode:  # undo the re-arm, unless the supervisor took the node after all
+            ledger.move(branch, Move.DISARM, to=status)
         if undo is not None:
             undo()
         raise
@@ -134,7 +135,7 @@ def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path,
         last = ledger.last_run(paths.branch)
         if last is not None and last.run_id > previous:
             return last.run_id
-        if row is not None and row.status != Status.IDLE.value:
+        if row is not None and row.status is not Status.IDLE:
             return None
         if tmux.probe(session, socket) is tmux.Liveness.GONE:
             last = ledger.last_run(paths.branch)
@@ -156,7 +157,7 @@ def attach_node(cwd: Path, name: str | None) -> None:
     tree, branch = target_node(cwd, name)
     heal_if_crashed(tree, branch)
     row = reader.node_row(tree.db_path, branch)
-    if row is None or row.status != Status.ACTIVE.value or not row.tmux_session:
+    if row is None or row.status is not Status.ACTIVE or not row.tmux_session:
         status = row.status if row else "unregistered"
         transcript = tree.node(branch).pane_log
         seen = f"; what its pane showed is in {transcript}" if transcript.is_file() else ""

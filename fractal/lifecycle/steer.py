@@ -1,36 +1,31 @@
-"""The signal verbs: ``node stop``, ``finish`` (``--cancel``) and ``pause`` (ref §1.4).
+"""The signal verbs: ``node stop``, ``finish`` (``--cancel``) and ``pause``.
 
-A verb writes a signal row on the target's open run (the database is the source of
-truth), then touches ``<node_dir>/.wake`` so the supervisor reacts at once; the
-supervisor also polls the database at least once a second. Fan-out order: stop and
-finish signal descendants first (deepest first), then the node; pause signals the node
-first, then descendants shallowest-first, re-enumerating until none is left unsignalled.
+A verb takes the tree lock, heals the target if it crashed, then writes the signal
+through the control plane (``fractal.control.write_signal``: the signal row on the
+target's open run and its event, then a touch of ``<node_dir>/.wake`` so the supervisor
+reacts at once; the supervisor also polls the database at least once a second).
+Fan-out order: stop and finish signal descendants first (deepest first), then the node;
+pause signals the node first, then descendants shallowest-first, re-enumerating until
+none is left unsignalled.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.outcome import Status, clip_reason
+from fractal.control import Signalled, subtree, touch_wake, write_signal
 from fractal.domain.signals import Signal, fanout_reason
+from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.targets import subtree_target
-from fractal.runtime.waker import touch_wake
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree, caller_branch
 from fractal.workspace.nodedir import file_lock
 
-
-@dataclass(frozen=True)
-class Signalled:
-    """What a verb did to one node: ``ok`` False carries the refusal in ``message``."""
-
-    branch: str
-    ok: bool
-    message: str
+__all__ = ["Refused", "Signalled", "acting_branch", "actor_of", "cancel_finish",
+           "descendants", "send", "signal_node"]
 
 
 class Refused(FractalError):
@@ -55,44 +50,24 @@ def actor_of(cwd: Path, tree: Tree) -> str:
     return "operator" if branch == tree.root else branch
 
 
-def descendants(ledger: Ledger, branch: str, tree: Tree) -> list[str]:
-    """Registered descendants of ``branch`` (every node when it is the root), shallowest first."""
-    prefix = "" if branch == tree.root else branch + "."
-    found = [r.node for r in ledger.nodes() if r.node != branch and r.node.startswith(prefix)]
-    return sorted(found, key=lambda b: (b.count("."), b))
+descendants = subtree
+"""Registered descendants of a node, shallowest first (``fractal.control.subtree``)."""
 
 
 def signal_node(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, actor: str,
                 reason: str, include_paused: bool = False) -> Signalled:
-    """Write ``signal`` for ``branch``'s open run and wake its supervisor.
-
-    Refused (recorded as a ``failed`` event) unless the node is active with an open run
-    (or parked, with ``include_paused``: the signal then waits for the resume).
-    """
-    reason = clip_reason(reason) if reason else ""
-    allowed = {Status.ACTIVE.value} | ({Status.PAUSED.value} if include_paused else set())
+    """The verb's signal: under the tree lock, heal ``branch`` if it crashed, then
+    ``fractal.control.write_signal`` (refused, as a ``failed`` event, unless the node is
+    active with an open run, or parked with ``include_paused``)."""
     with file_lock(tree.lock_path):
         heal_if_crashed(tree, branch)
-        row = ledger.node(branch)
-        run = ledger.open_run_of(branch)
-        if row is None or row.status not in allowed or run is None:
-            status = row.status if row else "unregistered"
-            why = f"node {branch} is {status}; {signal.value} needs an active node"
-            ledger.add_event(branch, signal.value, actor=actor, status="failed",
-                             metadata=f"refused: {why}", run_id=run.run_id if run else None)
-            return Signalled(branch, False, why)
-        ledger.add_signal(branch, run.run_id, signal.value, reason)
-        # Recorded complete before the wake: the caller may be the node's own agent, which
-        # a pause ends at once.
-        ledger.add_event(branch, signal.value, actor=actor, status="completed",
-                         metadata=reason, run_id=run.run_id)
-    touch_wake(tree.node(branch).node_dir)
-    return Signalled(branch, True, f"{signal.value} sent to {branch}")
+        return write_signal(tree, ledger, branch, signal, actor=actor, reason=reason,
+                            include_paused=include_paused)
 
 
 def _active(ledger: Ledger, branches: list[str]) -> list[str]:
     rows = {r.node: r.status for r in ledger.nodes()}
-    return [b for b in branches if rows.get(b) == Status.ACTIVE.value]
+    return [b for b in branches if rows.get(b) is Status.ACTIVE]
 
 
 def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None) -> list[Signalled]:
@@ -135,7 +110,8 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
 
 
 def cancel_finish(cwd: Path, name: str | None) -> Signalled:
-    """Withdraw ``name``'s own pending finish (ref §2.2 ``finish --cancel``)."""
+    """Withdraw ``name``'s own pending finish (``finish --cancel``); its descendants'
+    finishes stay. Raises Refused when the node has no open run."""
     tree, branch = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
     actor = actor_of(cwd, tree)

@@ -52,9 +52,9 @@ def resume_position(steps: list[StepRow]) -> tuple[int, StepRow | None]:
     for step in steps:
         if step.step_name == "SYNC":
             continue
-        if step.status == Status.COMPLETED.value:
+        if step.status is Status.COMPLETED:
             done = max(done, step.step)
-        elif step.status == Status.PAUSED.value and step.meta.startswith(AWAITING_APPROVAL):
+        elif step.status is Status.PAUSED and step.meta.startswith(AWAITING_APPROVAL):
             if step.approved:
                 done = max(done, step.step)
                 gate = None

@@ -1,6 +1,5 @@
 """Boot-time pieces of the supervisor: how it was launched, the environment it inherits,
-the preflight that resolves the agent, and the brakes that park a run before it starts
-(ref §4.1, §4.9)."""
+the preflight that resolves the agent, and the brakes that park a run before it starts."""
 
 from __future__ import annotations
 
@@ -14,16 +13,17 @@ from pathlib import Path
 from types import FrameType
 
 from fractal.agents.base import Backend, binary_problem, resolve_backend, resolve_route
+from fractal.control import latched, paused_ancestor
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
-from fractal.domain.outcome import Status, clip_reason
+from fractal.domain.outcome import clip_reason
 from fractal.pricing import PricingError
 from fractal.runtime.context import Boot
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import RunAbort, load_plans
 from fractal.runtime.steprunner import StepPlan
 from fractal.store.ledger import Ledger
-from fractal.tree import NodePaths, parent_of
+from fractal.tree import NodePaths
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.nodedir import read_config
 
@@ -53,8 +53,8 @@ def raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 def load_launch_env(path: Path) -> dict[str, str]:
     """The environment ``fractal node start`` snapshotted for this run, then deleted.
 
-    Falls back to this process's environment when there is none (ref: keys never sit
-    in the argv of a long-lived process).
+    Falls back to this process's environment when there is none. (The file exists so
+    API keys never sit in the argv of a long-lived process.)
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -77,8 +77,8 @@ def read_boot_config(paths: NodePaths) -> tuple[NodeConfig | None, str]:
 
 def preflight(paths: NodePaths, options: RunOptions, config: NodeConfig,
               launch_env: dict[str, str], warn: Callable[[str], None]) -> Boot:
-    """Resolve the agent and check its binary, route, step files and price table (ref
-    §4.1); returns what the run pins at boot. Raises RunAbort naming the problem."""
+    """Resolve the agent and check its binary, route, step files and price table; returns
+    what the run pins at boot. Raises RunAbort naming the problem."""
     setting = config.agent or str(paths.tree.root_config().get("agent") or "") or None
     try:
         backend = resolve_backend(setting, paths.worktree)
@@ -91,7 +91,7 @@ def preflight(paths: NodePaths, options: RunOptions, config: NodeConfig,
     plans: list[StepPlan] = []
     with contextlib.suppress(StepFileError):  # a broken steps dir fails iterations, loudly
         plans = load_plans(paths.steps_dir)
-    try:  # the price table, when some launch is priced from tokens (ref §4.1)
+    try:  # the price table, when some launch is priced from tokens
         pricing = check_pricing(config.model, backend, provider,
                                 [p.frontmatter.fields for p in plans], paths.worktree, warn)
     except PricingError as exc:
@@ -107,7 +107,7 @@ def route(paths: NodePaths, backend: Backend, config: NodeConfig, env: dict[str,
     """The node's provider route, checked against ``env``; seeds the agent homes.
 
     The node's own ``provider`` must be supported; the tree's is dropped when the
-    backend does not support it (issue 3: Provider routes). Raises RunAbort naming
+    backend does not support it. Raises RunAbort naming
     the problem (an unsupported route, a missing key).
     """
     inherited = paths.tree.root_config().get("provider")
@@ -129,17 +129,12 @@ def route(paths: NodePaths, backend: Backend, config: NodeConfig, env: dict[str,
 def brake_reason(paths: NodePaths, ledger: Ledger, *, fresh: bool) -> str | None:
     """Why this run must park before it starts: the tree-wide latch, or (on a fresh
     boot) an ancestor that is paused or pausing — a child that booted while its parent's
-    pause swept the subtree parks itself (ref §4.9: a resume boot skips that walk)."""
-    if (paths.tree.data_dir / ".paused").exists():
+    pause swept the subtree parks itself (a resume boot skips that walk: the resume
+    verb already refused it under a paused ancestor)."""
+    if latched(paths.tree):
         return "the tree is paused (fractal resume lifts it)"
     if fresh:
-        parent = parent_of(paths.branch)
-        while parent is not None and parent != paths.tree.root:
-            row = ledger.node(parent)
-            run = ledger.open_run_of(parent)
-            pending = run is not None and any(
-                s.signal == "pause" for s in ledger.signals(run.run_id))
-            if row is not None and (row.status == Status.PAUSED.value or pending):
-                return f"ancestor {parent} is paused"
-            parent = parent_of(parent)
+        ancestor = paused_ancestor(paths.tree, ledger, paths.branch)
+        if ancestor is not None:
+            return f"ancestor {ancestor} is paused"
     return None

@@ -333,19 +333,8 @@ def _config_now(path: Path) -> NodeConfig | None:
 
 def send_budget_finish(boot: Boot, ledger: Ledger, reason: str) -> None:
     """Write a finish carrying ``reason`` to every running descendant of the node (deepest
-    first, each attributed ``(via finish of <node>)``), then to the node's own run: a
-    tripped ceiling winds the whole subtree down."""
-    from fractal.domain.signals import fanout_reason
-    from fractal.lifecycle.steer import descendants, signal_node
+    first, each attributed ``(via finish of <node>)``), then to the node's own run: the
+    control plane's recursive finish, which neither heals nor takes the tree lock."""
+    from fractal.control import finish_subtree
 
-    tree, branch = boot.paths.tree, boot.paths.branch
-    rows = {r.node: r.status for r in ledger.nodes()}
-    # A paused child gets it too: its parked run keeps the signal, so a resume winds down
-    # instead of spending past the ancestor's ceiling.
-    below = [b for b in descendants(ledger, branch, tree)
-             if rows.get(b) in ("active", "paused")]
-    for child in reversed(below):
-        signal_node(tree, ledger, child, Signal.FINISH, actor=branch,
-                    reason=fanout_reason(reason, Signal.FINISH.value, branch),
-                    include_paused=True)
-    signal_node(tree, ledger, branch, Signal.FINISH, actor="loop", reason=reason)
+    finish_subtree(boot.paths.tree, ledger, boot.paths.branch, reason)

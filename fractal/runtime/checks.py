@@ -35,10 +35,9 @@ from fractal.domain.signature import CheckSummary, summarise
 from fractal.domain.steps import banner_label
 from fractal.domain.walls import effective_step_limit
 from fractal.errors import FractalError, SpawnError
-from fractal.runtime import commands
+from fractal.runtime import commands, processes
 from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
-from fractal.runtime.launch import kill_grace
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steprunner import StepPlan, StepResult
 from fractal.store.checkbook import CheckBook
@@ -114,7 +113,8 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter, request: CheckReq
         code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
                                  env=check_env(boot, state, request.kind),
                                  log_path=request.log_path, echo=reporter.raw_output,
-                                 grace=kill_grace(), timeout=request.limit)
+                                 grace=processes.grace(processes.Reap.STEP),
+                                 timeout=request.limit)
     except SpawnError as exc:
         request.log_path.write_text(f"{exc}\n", encoding="utf-8")
         code = EXIT_CANNOT_EXEC

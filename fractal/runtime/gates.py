@@ -73,7 +73,7 @@ def live_descendants(ledger: Ledger, node: str) -> list[str]:
     waited for: it got no finish, and nothing would ever end it."""
     prefix = node + "."
     return [r.node for r in ledger.nodes() if r.node.startswith(prefix)
-            and r.status == Status.ACTIVE.value]
+            and r.status is Status.ACTIVE]
 
 
 def drain_children(ledger: Ledger, node: str, *, steering: Steering, waker: Waker,

@@ -35,6 +35,7 @@ from fractal.domain.outcome import (
     retry_reason,
 )
 from fractal.errors import SpawnError
+from fractal.runtime import processes
 from fractal.runtime.agentstream import Collector
 from fractal.runtime.clock import Clock, trace, trace_now
 from fractal.runtime.launcher import AgentRun, Launcher, Spawn
@@ -46,20 +47,11 @@ log = logging.getLogger(__name__)
 
 FINAL_EVENT_GRACE = 5.0  # seconds an agent may linger after its final event
 SOFT_INTERRUPT_GRACE = 3.0  # seconds to flush a final event after a soft interrupt
-MAX_KILL_GRACE = 60.0  # seconds: an override can shorten the grace, never make it unbounded
-DEFAULT_KILL_GRACE = 10.0  # seconds from SIGTERM to SIGKILL
 
 
 def kill_grace() -> float:
-    """Seconds between SIGTERM and SIGKILL (10 s); ``FRACTAL_KILL_GRACE`` overrides,
-    clamped to 0.1-60 s (a non-number or a non-finite value falls back to 10)."""
-    try:
-        value = float(os.environ.get("FRACTAL_KILL_GRACE", str(DEFAULT_KILL_GRACE)))
-    except ValueError:
-        return DEFAULT_KILL_GRACE
-    if value != value or value in (float("inf"), float("-inf")):
-        return DEFAULT_KILL_GRACE
-    return max(0.1, min(MAX_KILL_GRACE, value))
+    """Seconds between SIGTERM and SIGKILL for a step (``processes.grace``)."""
+    return processes.grace(processes.Reap.STEP)
 
 
 class RowPolicy(StrEnum):

@@ -1,13 +1,16 @@
 """Process groups: spawn, stream, stop and reap (the only module that sends signals).
 
 Every child fractal starts (an agent attempt, ``setup.sh``) runs in a new session (pid ==
-pgid) with ``FRACTAL_LAUNCH_ID=<marker>`` in its environment. One stop sequence serves all
-(seed: Time limits): snapshot targets, TERM, wait the grace, KILL survivors, report who is left.
+pgid) with ``FRACTAL_LAUNCH_ID=<marker>`` in its environment. One stop sequence serves all:
+snapshot targets, TERM, wait the grace (``GRACES``), KILL survivors, report who is left.
 Targets are found three ways, each covering another's blind spot: the process group (misses a
 ``setsid`` descendant), the leader's descendants (miss orphans reparented away), the marker
 (misses a process that scrubbed its environment). A handle records the leader's create time;
 when its pid now names another process (recycled), nothing is signalled by pid or pgid, only
 by marker. Per-process signals go through ``psutil.Process``, which re-checks identity. Linux.
+
+Over 400 lines on purpose: it is the one module that sends signals, and spawning, finding,
+stopping and reaping share its identity checks and its grace table.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 import uuid
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import IO
 
@@ -31,7 +35,34 @@ import psutil
 from fractal.errors import SpawnError
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
-DEFAULT_GRACE = 10.0  # seconds from TERM to KILL when no grace is configured (seed: Time limits)
+
+
+class Reap(StrEnum):
+    """Why fractal stops a group of processes; each reason has its grace in ``GRACES``."""
+
+    STEP = "step"  # an agent, check or setup command past its wall, or stopped by the loop
+    KILL = "kill"  # `fractal node kill`: one shared window for a whole subtree
+    HEAL = "heal"  # a crash heal reaping what a dead loop left running
+    EXIT = "exit"  # the supervisor's own exit sweep of whatever it still has running
+
+
+GRACES: Mapping[Reap, float] = {Reap.STEP: 10.0, Reap.KILL: 5.0, Reap.HEAL: 2.0,
+                                Reap.EXIT: 2.0}
+"""Seconds from SIGTERM to SIGKILL per reason (``grace`` applies the STEP override)."""
+GRACE_ENV, MAX_GRACE = "FRACTAL_KILL_GRACE", 60.0  # the STEP override, clamped to 0.1-60 s
+DEFAULT_GRACE = GRACES[Reap.STEP]  # when a caller configures none
+
+
+def grace(reason: Reap) -> float:
+    """The TERM-to-KILL grace in seconds for ``reason``. For STEP, ``FRACTAL_KILL_GRACE``
+    overrides it, clamped to 0.1-60 s (a non-number or non-finite value keeps 10)."""
+    default = GRACES[reason]
+    try:
+        value = float(os.environ.get(GRACE_ENV, default)) if reason is Reap.STEP else default
+    except ValueError:
+        return default
+    return max(0.1, min(MAX_GRACE, value)) if abs(value) != float("inf") and value == value \
+        else default
 
 _POLL = 0.05  # seconds between liveness polls while waiting out a grace
 _KILL_SETTLE = 2.0  # seconds to wait for SIGKILLed processes to disappear
@@ -294,7 +325,7 @@ def kill_group(handle: GroupHandle, *, grace: float, soft_signal: int | None = N
     Targets: the group ∪ the leader's descendants ∪ processes with the handle's marker, never
     the caller or its group; only the marker if the leader's pid was recycled. ``soft_signal``
     (e.g. SIGINT to pause) goes to the group first, which gets ``soft_grace`` s to exit. Then
-    TERM, ``grace`` s (config; seed: Time limits), re-snapshot for late forks, KILL, <= 2 s wait.
+    TERM, ``grace`` s (see ``grace``), re-snapshot for late forks, KILL, <= 2 s wait.
     """
     return _stop(handle.marker, *_trusted(handle), grace, soft_signal, soft_grace)
 

@@ -1,5 +1,5 @@
 """What the operator asked of the running loop: the signal rows of this run, read at
-every checkpoint and every wake (seed: "The shape of one iteration"; ref §1.4).
+every checkpoint and every wake.
 
 The database is the source of truth; the waker only makes the loop look sooner.
 """
@@ -56,11 +56,6 @@ class Steering:
     def check(self, *, allow_finish: bool = True, allow_stop: bool = True) -> Signal | None:
         """The signal that acts here (pause > finish > stop), or None."""
         return winning(self.pending(), allow_finish=allow_finish, allow_stop=allow_stop)
-
-    def park_if_paused(self, where: str) -> None:
-        """Raise Park when a pause is pending."""
-        if self.pause_pending():
-            raise Park(where)
 
     def clear_pause(self) -> None:
         """Drop this run's pause rows (a resume boot consumed them)."""

@@ -1,6 +1,11 @@
 """The supervisor: the long-running process in a node's tmux pane that runs one run
 of the iteration loop — boot, preflight, iterate, finalize — and records how it ended.
 
+Every change of the node's status here is one ``Ledger.move`` (``fractal.domain.states``):
+taking the node (START or RESUME, the pid recorded with it), parking (PARK), the run's
+end (END), an abort or an exit without a close (ABORT). Each is one transaction with the
+rows it closes and the exit notice it posts.
+
 The loop is built here from its parts (``context.LoopParts``): one clock, one launcher,
 one waker, one steering reader and one budget guard per run. The pane's entry point uses
 the system clock and real process groups; an in-process test passes a fake clock and a
@@ -17,9 +22,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from fractal.domain.config import NodeConfig
-from fractal.domain.errors import FractalError
-from fractal.domain.outcome import RunEnd, RunFacts, Status, clip_reason, decide_run_end
+from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
+from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
 from fractal.runtime import processes
 from fractal.runtime.adopt import adopt, save_sessions
@@ -44,13 +49,11 @@ from fractal.runtime.steering import Park, Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
+from fractal.store.transition import EventNote
 from fractal.tree import NodePaths, parent_of
 
 log = logging.getLogger(__name__)
 
-EXIT_SWEEP_GRACE = 2.0  # seconds from TERM to KILL for what the loop leaves at its exit
-
-ABNORMAL = "Loop exited abnormally"
 
 
 class Supervisor:
@@ -84,10 +87,13 @@ class Supervisor:
         exports the launch environment; an in-process run (a test) does none of that.
         """
         node = self.paths.branch
-        expected = Status.PAUSED if self.options.resume_mode else Status.IDLE
-        if not self.ledger.compare_and_set_status(node, {expected.value}, Status.ACTIVE.value):
-            row = self.ledger.node(node)
-            self.reporter.warning(f"node {node} is {row.status if row else 'unregistered'}, "
+        resume = self.options.resume_mode
+        expected = Status.PAUSED if resume else Status.IDLE
+        pid = os.getpid()
+        taken = self.ledger.move(node, Move.RESUME if resume else Move.START,
+                                 supervisor=(pid, processes.process_create_time(pid)))
+        if not taken.ok:
+            self.reporter.warning(f"node {node} is {taken.before or 'unregistered'}, "
                                   f"not {expected.value}; this supervisor will not run it")
             return 1
         self.own_process = own_process
@@ -95,8 +101,6 @@ class Supervisor:
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 signal.signal(sig, raise_interrupted)
             processes.become_subreaper()
-        self.ledger.set_supervisor(node, os.getpid(), processes.process_create_time(os.getpid()))
-        if own_process:
             self.waker.watch(self.paths.node_dir)
         try:
             return self._run()
@@ -107,7 +111,7 @@ class Supervisor:
             return 128 + exc.signum
         except Exception as exc:
             log.exception("supervisor crashed")
-            self.crash = clip_reason(f"{ABNORMAL}: {type(exc).__name__}: {exc}")
+            self.crash = clip_reason(f"{ABNORMAL_EXIT}: {type(exc).__name__}: {exc}")
             self.reporter.warning(f"supervisor crashed: {type(exc).__name__}: {exc}")
             self._save_on_crash()
             return 1
@@ -170,11 +174,12 @@ class Supervisor:
         """Adopt the parked run: same run id, iteration count and budgets; the open
         iteration is re-entered at its interrupted step, and the parked time is credited
         back to the run and iteration walls. A preflight failure parks it again, so a fixed
-        environment can resume once more."""
+        environment can resume once more; with no open run to adopt the node exits (no
+        notice: no run)."""
         plan = adopt(self.ledger, self.paths.branch, self.paths.session_path)
         if plan is None:
             self.reporter.warning("no parked run to resume")
-            self.ledger.set_node_status(self.paths.branch, Status.EXITED.value)
+            self.ledger.move(self.paths.branch, Move.ABORT, reason="no parked run to resume")
             return 1
         self.reporter.banner_open(f"Run {plan.run_id} of {self.paths.branch} resumed at "
                                   f"{self._now()}", major=True)
@@ -184,7 +189,7 @@ class Supervisor:
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
                          sessions=dict(plan.sessions))
         state.checks = restore_track(self.paths.tree.db_path, self.paths.branch, plan.run_id,
-                                     config.no_progress)  # diagnostics and streak
+                                     config.no_progress)  # the check diagnostics, the streak
         self.state = state
         try:
             boot = preflight(self.paths, self.options, config, launch_env,
@@ -218,16 +223,17 @@ class Supervisor:
 
     def _park(self, where: str) -> int:
         """Park the run (a pause is not an end): rows stay open, nothing is committed, the
-        node is ``paused``, the pane exits."""
+        node is ``paused`` and its ``pause`` event written in one move, the pane exits."""
         state = self.state
         if state is not None:
             save_sessions(self.paths.session_path, state.sessions)
         run = self.ledger.open_run_of(self.paths.branch)
-        self.ledger.set_node_status(self.paths.branch, Status.PAUSED.value)
-        self.ledger.add_event(self.paths.branch, "pause", actor="loop", status="completed",
-                              metadata=f"parked {where}"[:250],
-                              run_id=run.run_id if run else None,
-                              iter_id=state.iter_id if state else None)
+        parked = self.ledger.move(self.paths.branch, Move.PARK, event=EventNote(
+            "pause", actor="loop", metadata=f"parked {where}"[:250],
+            run_id=run.run_id if run else None, iter_id=state.iter_id if state else None))
+        if not parked.ok:
+            self.reporter.warning(f"cannot park the run: {parked.why}")
+            return 1
         self.reporter.banner_open(f"Run paused {where}; `fractal node resume "
                                   f"{self.paths.branch}` continues it", major=True)
         return 0
@@ -235,21 +241,12 @@ class Supervisor:
     # -- boot ---------------------------------------------------------------------------
 
     def _abort(self, run_id: int, reason: str) -> int:
+        """The run cannot go on: one move closes every open row ``exited``/1 with
+        ``reason``, posts the exit notice and settles the node ``exited``."""
         reason = clip_reason(reason)
         self.reporter.warning(f"run {run_id} cannot go on: {reason}")
-        self.ledger.close_run(run_id, Status.EXITED.value, 1, reason)
-        self.ledger.close_open(self.paths.branch, Status.EXITED.value, reason)
-        self._notify_exit(reason)
-        self.ledger.set_node_status(self.paths.branch, Status.EXITED.value)
+        self.ledger.move(self.paths.branch, Move.ABORT, reason=reason)
         return 1
-
-    def _notify_exit(self, reason: str, figures: str = "") -> None:
-        """Every exited run posts ``run exited: <reason>`` (priority 7) to the outbox; a
-        capped run's body adds its spend ``figures``."""
-        try:
-            self.ledger.post_exit_notice(self.paths.branch, reason, figures)
-        except FractalError as exc:
-            log.warning("could not post the exit notice: %s", exc)
 
     # -- the end ------------------------------------------------------------------------
 
@@ -259,7 +256,7 @@ class Supervisor:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} (final)",
                      "", self.reporter, branch=self.paths.branch)
-        land = guard.landing()  # a budget landing, or a finish's overshoot
+        land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
         end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
         if land.note is not None:
             end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
@@ -278,10 +275,14 @@ class Supervisor:
             no_progress=state.checks.stalled)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
-        self.ledger.close_run(run_id, end.run_status.value, end.exit_code, end.reason)
-        if end.run_status is Status.EXITED:  # posted before the status flips: whoever
-            self._notify_exit(end.reason, figures)  # sees the node settled sees the notice
-        self.ledger.set_node_status(self.paths.branch, end.node_status.value)
+        """Close the run with the matrix's verdict: the run row, the exit notice of an
+        exited run (``figures``: a capped run's spend) and the node's status, one move."""
+        closed = self.ledger.move(self.paths.branch, Move.END, to=end.node_status,
+                                  run_id=run_id, exit_code=end.exit_code, reason=end.reason,
+                                  figures=figures)
+        if not closed.ok:
+            self.reporter.warning(f"cannot close run {run_id}: {closed.why}")
+            return
         self.reporter.banner_open(f"Run {run_id} {end.run_status.value} (exit {end.exit_code}): "
                                   f"{end.reason}", major=True)
 
@@ -319,19 +320,15 @@ class Supervisor:
         node = self.paths.branch
         try:  # whatever the loop still has running would outlive it as an orphan: e.g. an
             # agent spawned the instant a SIGHUP arrived, before its group was recorded
-            left = processes.sweep_descendants(grace=EXIT_SWEEP_GRACE)
+            left = processes.sweep_descendants(grace=processes.grace(processes.Reap.EXIT))
             if left:
                 log.warning("processes still alive after the exit sweep: %s", left)
         except Exception:
             log.exception("could not sweep the loop's leftover processes")
         try:
             self.waker.close()
-            row = self.ledger.node(node)
-            if row is not None and row.status == Status.ACTIVE.value:
-                reason = self.crash or ABNORMAL
-                self.ledger.close_open(node, Status.EXITED.value, reason)
-                self._notify_exit(reason)
-                self.ledger.set_node_status(node, Status.EXITED.value)
+            # Still active: the loop ended without closing its run (refused otherwise).
+            self.ledger.move(node, Move.ABORT, reason=self.crash or ABNORMAL_EXIT)
             self.ledger.set_supervisor(node, None, None)
             self.ledger.checkpoint()
         except Exception:

@@ -5,7 +5,9 @@ Every wait point in the loop (the agent's run, backoff, pacing) blocks on one
 agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), or
 the periodic database poll. A wake carries no data: the waiter re-reads the real
 state every time it wakes: the database is the truth, a wake only says "look now".
-Waits block in the run's ``Clock``, so a fake clock turns them into instant advances.
+Waits block in the run's ``Clock``, so a fake clock turns them into instant advances. The
+wake file and its touch belong to the control plane (``fractal.control``), which the verbs
+share.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
+from fractal.control import WAKE_FILE
 from fractal.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,7 @@ class Waker:
         self._event.clear()
         return woken
 
-    def watch(self, directory: Path, filename: str = ".wake") -> bool:
+    def watch(self, directory: Path, filename: str = WAKE_FILE) -> bool:
         """Start a watchdog observer that wakes on any change to ``directory/filename``.
 
         Returns False (and polling carries on alone) when the observer cannot start.
@@ -84,8 +86,3 @@ class Waker:
                 self._observer.stop()
             self._observer = None
 
-
-def touch_wake(node_dir: Path) -> None:
-    """Nudge a node's supervisor (used by the verbs after writing a signal row)."""
-    with contextlib.suppress(OSError):  # the supervisor's database poll still sees it
-        (node_dir / ".wake").write_text(f"{time.time():.6f}\n")

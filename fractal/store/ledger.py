@@ -3,10 +3,11 @@
 Each method is one short ``BEGIN IMMEDIATE`` transaction (never held across an agent
 run) and returns plain values or frozen rows (``fractal.store.rows``), never ORM
 objects. Terminal writes are fenced, ``UPDATE ... WHERE ended_at IS NULL``, and the
-row count is the verdict: the first writer wins and later closes return False
-(issue; ref §1.8). Statuses are plain strings from the ref §3 vocabulary. Reasons are
-stored as given; callers clip them to 250 characters. The node registry, the
-transaction helpers and WAL maintenance come from ``Registry``.
+row count is the verdict: the first writer wins and later closes return False.
+Row statuses are ``fractal.domain.states.Status`` values. Reasons are stored as given;
+callers clip them to 250 characters. A node's status changes only through ``move``
+(``Transitions``); the node registry, the transaction helpers and WAL maintenance come
+from ``Registry``.
 """
 
 from __future__ import annotations
@@ -15,20 +16,18 @@ from collections.abc import Sequence
 
 from sqlalchemy import delete, func, select, update
 
+from fractal.domain.outcome import ABNORMAL_EXIT
 from fractal.store.fence import close_open_rows, fenced_close
-from fractal.store.models import Event, Iteration, Node, Run, Signal, Step
-from fractal.store.outbox import Outbox, insert_exit_notice
+from fractal.store.models import Event, Iteration, Run, Signal, Step
 from fractal.store.registry import CAP_KEYS, new_id
 from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
 from fractal.store.timefmt import utc_now
+from fractal.store.transition import Transitions
 
-__all__ = ["CAP_KEYS", "STRANDED_REASON", "Ledger"]
-
-STRANDED_REASON = "Loop exited abnormally"
-"""Reason stamped on rows a crashed loop left open, when the next run opens (ref §3)."""
+__all__ = ["CAP_KEYS", "Ledger"]
 
 
-class Ledger(Outbox):
+class Ledger(Transitions):
     """Writes and point reads on the tree database at ``db_path`` (created on first use).
 
     ``Ledger(db_path)``; every method raises StoreError when the database cannot be
@@ -42,12 +41,13 @@ class Ledger(Outbox):
         """Open an ``active`` run of ``node``; return its run_id.
 
         In the same transaction, closes the node's stranded open steps, iterations and
-        runs as ``exited``/1 with reason STRANDED_REASON (ref §1.9). ``max_cost`` is
+        runs as ``exited``/1 with reason ABNORMAL_EXIT (the loop that opened them died
+        without closing them). ``max_cost`` is
         the USD cap armed at launch; ``parent_run_id`` the parent's active run.
         """
         with self._tx() as conn:
             now = utc_now()
-            close_open_rows(conn, node, "exited", STRANDED_REASON, exit_code=1, now=now)
+            close_open_rows(conn, node, "exited", ABNORMAL_EXIT, exit_code=1, now=now)
             return new_id(conn, Run, {
                 "node": node, "agent": agent, "max_cost": max_cost,
                 "parent_run_id": parent_run_id, "status": "active", "started_at": now})
@@ -126,7 +126,7 @@ class Ledger(Outbox):
                   "step_name": step_name, "agent": agent, "model": model, "session": session,
                   "status": "active", "approved": "" if gated else None}
         with self._tx() as conn:
-            if gated:  # an older pending twin of this iteration step is voided (ref §4.6)
+            if gated:  # an older pending twin of this iteration step is voided
                 conn.execute(update(Step).where(
                     Step.node == node, Step.iter_id == iter_id, Step.step == step,
                     Step.approved == "").values(approved=None))
@@ -143,16 +143,6 @@ class Ledger(Outbox):
         with self._tx() as conn:
             return fenced_close(conn, Step, Step.step_id, step_id, status, exit_code,
                                 reason, **extra)
-
-    def park_step(self, step_id: int, node: str, exit_code: int | None, reason: str) -> bool:
-        """Close a step ``paused`` and mark its node ``paused`` in ONE transaction, so a
-        supervisor killed while it parks leaves a parked node, never an active node around
-        a paused step (fenced like every close; True when this call closed the step)."""
-        with self._tx() as conn:
-            won = fenced_close(conn, Step, Step.step_id, step_id, "paused", exit_code, reason)
-            conn.execute(update(Node).where(Node.node == node, Node.status == "active")
-                         .values(status="paused", updated_at=utc_now()))
-            return won
 
     def book_closed_step(self, *, node: str, run_id: int, iter_id: int | None, step: int,
                          step_name: str, status: str, exit_code: int | None, reason: str,
@@ -240,33 +230,13 @@ class Ledger(Outbox):
         """Close every open step, iteration and run of ``node`` in one transaction.
 
         Fenced like every terminal write. Steps that have a session but no cost get
-        ``; unpriced`` appended to ``reason`` (seed: What gets recorded). Returns the
-        number of rows closed.
+        ``; unpriced`` appended to ``reason`` (they plausibly spent money nobody
+        recorded). Returns the number of rows closed. The node's status is untouched:
+        a move that closes rows is ``move``.
         """
         with self._tx() as conn:
             return close_open_rows(conn, node, status, reason, exit_code=exit_code,
                                    now=utc_now())
-
-    def settle_crashed(self, node: str, reason: str) -> bool:
-        """Close a crashed node out in one transaction: every open row ``exited`` with
-        ``reason``, the exit notice when a run was open, the supervisor cleared, and the
-        status ``active`` -> ``exited`` last. False (nothing written) when the node is no
-        longer ``active``: another healer finished first. Atomic, so a reader that sees
-        the node settled sees its rows closed and its notice, and an interrupted heal
-        leaves the node ``active`` for the next read to heal again (issue 4, issue 8)."""
-        with self._tx() as conn:
-            still = conn.execute(select(Node.status).where(Node.node == node)).scalar()
-            if still != "active":
-                return False
-            had_run = conn.execute(select(Run.run_id).where(
-                Run.node == node, Run.ended_at.is_(None)).limit(1)).first() is not None
-            close_open_rows(conn, node, "exited", reason, exit_code=1, now=utc_now())
-            if had_run:
-                insert_exit_notice(conn, node, reason)
-            conn.execute(update(Node).where(Node.node == node).values(
-                status="exited", supervisor_pid=None, supervisor_started=None,
-                updated_at=utc_now()))
-            return True
 
     # ---- events and signals ------------------------------------------------------
 
@@ -300,6 +270,18 @@ class Ledger(Outbox):
         values = {"node": node, "run_id": run_id, "signal": signal, "meta": metadata}
         with self._tx() as conn:
             return new_id(conn, Signal, {**values, "created_at": utc_now()})
+
+    def signal_run(self, node: str, run_id: int, signal: str, *, actor: str | None,
+                   reason: str) -> int:
+        """Queue ``signal`` on ``run_id`` and record its ``completed`` event (metadata
+        ``reason``) in one transaction; return the signal_id."""
+        with self._tx() as conn:
+            now = utc_now()
+            new_id(conn, Event, {"node": node, "event": signal, "actor": actor,
+                                 "status": "completed", "meta": reason, "run_id": run_id,
+                                 "created_at": now})
+            return new_id(conn, Signal, {"node": node, "run_id": run_id, "signal": signal,
+                                         "meta": reason, "created_at": now})
 
     def signals(self, run_id: int) -> list[SignalRow]:
         """The run's pending signals, oldest first."""

@@ -1,5 +1,6 @@
-"""Messages: notices a node posts to its channels (issue 4: every exited run posts
-``run exited: <reason>`` with priority 7 to its outbox)."""
+"""Messages: notices a node posts to its channels. Every run that ends ``exited`` posts
+``run exited: <reason>`` with priority 7 to its node's outbox, in the same transaction as
+the move that exits it (``insert_exit_notice``, called by ``Transitions.move``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fractal.store.rows import MessageRow
 from fractal.store.timefmt import utc_now
 
 OUTBOX = "outbox"
-EXIT_NOTICE_PRIORITY = 7  # issue 4: every exited run posts to the node's outbox
+EXIT_NOTICE_PRIORITY = 7  # the priority of the notice every exited run posts
 
 
 class Outbox(Registry):
@@ -30,13 +31,6 @@ class Outbox(Registry):
         with self._tx() as conn:
             return insert_message(conn, node, subject, data, channel=channel, sender=sender,
                                   priority=priority)
-
-    def post_exit_notice(self, node: str, reason: str, figures: str = "") -> str:
-        """Post ``run exited: <reason>`` (priority 7; the subject clipped like a reason) to
-        ``node``'s outbox; ``figures`` (a capped run's spend) join the body. Returns the
-        uuid (issue 4: every ``exited`` run posts a notice)."""
-        with self._tx() as conn:
-            return insert_exit_notice(conn, node, reason, figures)
 
     def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
         """The channel's messages, newest first."""
@@ -57,7 +51,9 @@ def insert_message(conn: Connection, node: str, subject: str, data: str, *, chan
 
 
 def insert_exit_notice(conn: Connection, node: str, reason: str, figures: str = "") -> str:
-    """``post_exit_notice`` inside the caller's transaction."""
+    """Insert ``run exited: <reason>`` (priority 7; the subject clipped like a reason) into
+    ``node``'s outbox inside the caller's transaction; ``figures`` (a capped run's spend)
+    join the body. Returns the 8-hex uuid."""
     return insert_message(conn, node, clip_reason(f"run exited: {reason}"),
                           f"{reason}\n{figures}" if figures else reason, channel=OUTBOX,
                           sender=None, priority=EXIT_NOTICE_PRIORITY)

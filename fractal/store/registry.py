@@ -2,14 +2,15 @@
 
 ``Registry`` owns the short-transaction helpers every store write goes through (one
 ``BEGIN IMMEDIATE`` transaction per call, DBAPI errors turned into StoreError), the
-registry rows, and WAL maintenance. ``Ledger`` (``fractal.store.ledger``) extends it
-with the run > iteration > step ledger; callers use ``Ledger``.
+registry rows, and WAL maintenance. ``Outbox`` adds the channel messages,
+``Transitions`` the node-status moves and ``Ledger`` the run > iteration > step ledger;
+callers use ``Ledger``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -123,17 +124,6 @@ class Registry:
         """Every registered node, in registration order."""
         return self._all(NodeRow, select(Node.__table__).order_by(Node.node_id))
 
-    def set_node_status(self, node: str, status: str) -> None:
-        """Set the node's status unconditionally. Raises NodeNotFound when unregistered."""
-        self._set_node(node, status=status)
-
-    def compare_and_set_status(self, node: str, expected: Collection[str], new: str) -> bool:
-        """Set status to ``new`` only if it is one of ``expected``; True when it was set."""
-        stmt = (update(Node).where(Node.node == node, Node.status.in_(list(expected)))
-                .values(status=new, updated_at=utc_now()))
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount == 1
-
     def set_tmux(self, node: str, session: str | None, socket: str | None) -> None:
         """Record the node's tmux session name and socket path (None clears them)."""
         self._set_node(node, tmux_session=session, tmux_socket=socket)
@@ -143,7 +133,7 @@ class Registry:
         self._set_node(node, supervisor_pid=pid, supervisor_started=started)
 
     def delete_node(self, node: str) -> None:
-        """Remove the registry row only; history rows stay (ref §3). Idempotent."""
+        """Remove the registry row only; history rows stay. Idempotent."""
         with self._tx() as conn:
             conn.execute(delete(Node).where(Node.node == node))
 

@@ -3,13 +3,17 @@
 Field names follow the SQL column names, except the SQL ``metadata`` column, which is
 ``meta`` here as on the models (``metadata`` is reserved by SQLAlchemy). Timestamps are
 the stored ISO-8601 UTC text (see ``timefmt``); costs are USD with ``None`` meaning
-unknown, never zero. Stdlib only: the fast read path imports this module.
+unknown, never zero. Node, run, iteration and step rows carry their ``status`` as a
+``Status`` member. Stdlib and ``fractal.domain`` only: the fast read path imports this
+module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from fractal.domain.states import Status
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -45,7 +49,7 @@ class NodeRow:
     node: str
     parent: str | None
     title: str | None
-    status: str
+    status: Status
     worktree: str | None
     max_cost: float | None
     max_depth: int | None
@@ -68,7 +72,7 @@ class RunRow:
     parent_run_id: int | None
     agent: str | None
     max_cost: float | None
-    status: str
+    status: Status
     exit_code: int | None
     meta: str
     started_at: str
@@ -86,7 +90,7 @@ class IterationRow:
     agent: str | None
     model: str | None
     session: str | None
-    status: str
+    status: Status
     exit_code: int | None
     meta: str
     started_at: str
@@ -112,7 +116,7 @@ class StepRow:
     agent: str | None
     model: str | None
     session: str | None
-    status: str
+    status: Status
     exit_code: int | None
     cost: float | None
     approved: str | None
@@ -204,7 +208,14 @@ def build(cls: type[R], mapping: Keyed) -> R:
     """Build the row dataclass ``cls`` from a column-name mapping.
 
     ``mapping`` is keyed by SQL column names (a ``sqlite3.Row`` or a SQLAlchemy
-    ``RowMapping``); extra keys are ignored. Raises KeyError naming a missing column.
+    ``RowMapping``); extra keys are ignored. Raises KeyError naming a missing column and
+    ValueError for a status outside the ``Status`` vocabulary.
     """
     values = {f.name: mapping[_SQL_NAME.get(f.name, f.name)] for f in fields(cls)}
+    if cls in _STATUS_ROWS:
+        values["status"] = Status(values["status"])
     return cls(**values)
+
+
+_STATUS_ROWS: frozenset[type[Any]] = frozenset({NodeRow, RunRow, IterationRow, StepRow})
+"""Row classes whose ``status`` column is read into a ``Status`` member."""

@@ -1,6 +1,6 @@
 """Per-node agent homes: the files a real agent CLI reads from the node directory.
 
-Issue 3 ("Per-node agent home"; ref §5.5): Claude Code gets a settings file,
+Each node gets its own agent home. Claude Code gets a settings file,
 ``<node_dir>/.claude/settings.json``, passed with ``--settings``; Codex gets its whole home,
 ``<node_dir>/.codex/`` as ``CODEX_HOME``, where it keeps sessions and sqlite files, with
 ``auth.json`` symlinked to the user's login (never copied, so a token refresh is seen by
@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from fractal.domain.agenthomes import CLAUDE_DIR, CODEX_DIR, claude_settings_path, codex_home
 from fractal.workspace.nodedir import write_atomic
 
 __all__ = [
@@ -31,9 +32,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CLAUDE_DIR = ".claude"
-CODEX_DIR = ".codex"
-
 DEFAULT_CLAUDE_SETTINGS: dict[str, object] = {
     # Headless runs cannot answer permission prompts: allow the working tools up front
     # (a narrower list than bypassPermissions, which Claude Code refuses as root).
@@ -44,16 +42,6 @@ DEFAULT_CLAUDE_SETTINGS: dict[str, object] = {
     "includeCoAuthoredBy": False,
 }
 """The seeded ``settings.json``; edit the node's copy to change what the agent may do."""
-
-
-def claude_settings_path(node_dir: Path) -> Path:
-    """``<node_dir>/.claude/settings.json``: the file passed to ``claude --settings``."""
-    return node_dir / CLAUDE_DIR / "settings.json"
-
-
-def codex_home(node_dir: Path) -> Path:
-    """``<node_dir>/.codex``: the node's ``CODEX_HOME``."""
-    return node_dir / CODEX_DIR
 
 
 def user_codex_auth(environ: Mapping[str, str]) -> Path:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from fractal.domain.outcome import ABNORMAL_EXIT as STRANDED_REASON
+from fractal.domain.states import Move
 from fractal.errors import NodeNotFound, StoreError
 from fractal.store.engine import close_engines
-from fractal.store.ledger import STRANDED_REASON, Ledger
+from fractal.store.ledger import Ledger
 from fractal.store.timefmt import to_epoch
 
 NODE = "main.parser"
@@ -65,7 +67,7 @@ def test_unknown_cap_key_is_refused(ledger: Ledger) -> None:
 
 def test_node_setters(ledger: Ledger) -> None:
     ledger.register_node(NODE, parent="main", title=None, worktree=None)
-    ledger.set_node_status(NODE, "active")
+    ledger.move(NODE, Move.START, supervisor=(1, 1.0)).raise_if_refused()
     ledger.set_tmux(NODE, "fx-main-parser", "/tmp/sock")
     ledger.set_supervisor(NODE, 4242, 1700000000.25)
     ledger.set_caps(NODE, {"max_cost": 2.5, "max_descendants": None})
@@ -81,7 +83,7 @@ def test_node_setters(ledger: Ledger) -> None:
 
 
 @pytest.mark.parametrize("call", [
-    lambda lg: lg.set_node_status("main.ghost", "active"),
+    lambda lg: lg.move("main.ghost", Move.START, supervisor=(1, 1.0)).raise_if_refused(),
     lambda lg: lg.set_tmux("main.ghost", "s", None),
     lambda lg: lg.set_supervisor("main.ghost", 1, 1.0),
     lambda lg: lg.set_caps("main.ghost", {"max_cost": 1}),
@@ -92,21 +94,21 @@ def test_setters_on_an_unregistered_node_raise(ledger: Ledger,
         call(ledger)
 
 
-@pytest.mark.parametrize(("current", "expected", "new", "won", "after"), [
-    ("idle", {"idle", "exited"}, "active", True, "active"),
-    ("paused", {"idle", "exited"}, "active", False, "paused"),
-    ("exited", {"exited"}, "idle", True, "idle"),
+@pytest.mark.parametrize(("current", "move", "won", "after"), [
+    ("idle", Move.START, True, "active"),
+    ("paused", Move.START, False, "paused"),
+    ("exited", Move.REARM, True, "idle"),
 ])
-def test_compare_and_set_status(ledger: Ledger, current: str, expected: set[str], new: str,
-                                won: bool, after: str) -> None:
+def test_compare_and_set_status(ledger: Ledger, current: str, move: Move, won: bool,
+                                after: str) -> None:
     ledger.register_node(NODE, parent=None, title=None, worktree=None, status=current)
-    assert ledger.compare_and_set_status(NODE, expected, new) is won
+    assert ledger.move(NODE, move, supervisor=(1, 1.0)).ok is won
     row = ledger.node(NODE)
     assert row is not None and row.status == after
 
 
 def test_compare_and_set_on_missing_node_is_false(ledger: Ledger) -> None:
-    assert ledger.compare_and_set_status("main.ghost", {"idle"}, "active") is False
+    assert ledger.move("main.ghost", Move.START, supervisor=(1, 1.0)).ok is False
 
 
 def test_delete_node_keeps_history(ledger: Ledger) -> None:

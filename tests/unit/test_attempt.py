@@ -68,6 +68,7 @@ CASES: dict[str, Case] = {
 def test_an_attempt_ends(loop_tree: LoopTree, name: str) -> None:
     case, t = CASES[name], loop_tree
     t.node("n", {"01-A.md": "a"})
+    t.sql_write("UPDATE nodes SET status = 'active' WHERE node = 'main.n'")  # a run is on
     ledger = Ledger(t.db)
     run_id = ledger.open_run("main.n", agent=None, max_cost=None, parent_run_id=None)
     iter_id = ledger.open_iteration("main.n", run_id, 1, agent=None, model=None)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fractal.domain.errors import StepFileError
+from fractal.domain.states import Status
 from fractal.runtime.adopt import AWAITING_APPROVAL, resume_position
 from fractal.runtime.clock import SystemClock, monotonic_to_epoch, stamp
 from fractal.runtime.gates import WaitEnd, await_approval, drain_children
@@ -29,7 +30,7 @@ __all__ = ["loop_tree"]
 def _row(step: int, status: str, meta: str = "", approved: str | None = None,
          name: str = "X") -> StepRow:
     return StepRow(step_id=step * 10, node="main.n", iter_id=1, run_id=1, step=step,
-                   step_name=name, agent=None, model=None, session=None, status=status,
+                   step_name=name, agent=None, model=None, session=None, status=Status(status),
                    exit_code=0, cost=None, approved=approved, pgid=None, pgid_started=None,
                    meta=meta, started_at="", ended_at=None, input_tokens=None,
                    cached_input_tokens=None, output_tokens=None)
@@ -84,7 +85,7 @@ def test_an_approval_wait_ends_on_the_verb(loop_tree: LoopTree, verb: str,
                                            end: WaitEnd) -> None:
     t = loop_tree
     ledger, steering, waker, step_id = _gate(t)
-    ledger.set_node_status("main.n", "active")
+    t.sql_write("UPDATE nodes SET status = 'active' WHERE node = 'main.n'")
     t.clock.after(7.5, lambda: t.cli("node", verb, "n"))
     assert await_approval(ledger, step_id, steering=steering, waker=waker, deadline=None,
                           window=600.0, sync=None) is end

@@ -1,0 +1,198 @@
+"""The control plane below the loop: how the verbs and a running loop reach each other.
+
+One effect-level module used by both the verbs (``fractal.lifecycle``) and the loop
+(``fractal.runtime``), so neither has to import the other:
+
+- its files: ``<node_dir>/.wake``, touched after a signal row is written so the node's
+  supervisor looks at once (it also polls the database at least once a second); the
+  tree-wide latch ``<root data dir>/.paused``, present while ``fractal pause`` brakes the
+  tree; the per-node heal lock beside the tree lock (``Tree.lock_path``);
+- signals: ``write_signal`` queues a signal row on a node's open run together with its
+  event (one transaction) and touches the wake file; ``finish_subtree`` is the loop's
+  recursive finish (a budget bound tripped);
+- reads: ``subtree`` lists a node's registered descendants; ``pause_pending``,
+  ``pausing`` and ``paused_ancestor`` answer whether a pause is on its way.
+
+Nothing here heals a crashed node or takes the tree lock: a verb does both first
+(``fractal.lifecycle.steer.signal_node``) and then calls in here; the loop calls in
+directly, so a budget check never waits on the tree lock nor reaps a child's processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fractal.domain.outcome import clip_reason
+from fractal.domain.signals import Signal, fanout_reason
+from fractal.domain.states import Status
+from fractal.tree import Tree, parent_of
+from fractal.workspace.nodedir import write_atomic
+
+if TYPE_CHECKING:  # the callers hold a Ledger; importing SQLAlchemy here would slow reads
+    from fractal.store.ledger import Ledger
+
+__all__ = [
+    "LATCH_FILE",
+    "WAKE_FILE",
+    "Signalled",
+    "clear_latch",
+    "finish_subtree",
+    "heal_lock_path",
+    "latch_path",
+    "latched",
+    "pause_pending",
+    "paused_ancestor",
+    "pausing",
+    "set_latch",
+    "subtree",
+    "touch_wake",
+    "wake_path",
+    "write_signal",
+]
+
+WAKE_FILE = ".wake"
+"""The file in a node dir whose change wakes that node's supervisor."""
+
+LATCH_FILE = ".paused"
+"""The file in the root data dir that brakes the whole tree while it exists."""
+
+
+@dataclass(frozen=True)
+class Signalled:
+    """What a verb did to one node: ``ok`` False carries the refusal in ``message``."""
+
+    branch: str
+    ok: bool
+    message: str
+
+
+# ---- files ------------------------------------------------------------------------------
+
+
+def wake_path(node_dir: Path) -> Path:
+    """``<node_dir>/.wake``."""
+    return node_dir / WAKE_FILE
+
+
+def touch_wake(node_dir: Path) -> None:
+    """Nudge a node's supervisor. Never raises: its database poll sees the change anyway."""
+    with contextlib.suppress(OSError):
+        wake_path(node_dir).write_text(f"{time.time():.6f}\n")
+
+
+def latch_path(tree: Tree) -> Path:
+    """``<root data dir>/.paused``: present while the whole tree is braked."""
+    return tree.data_dir / LATCH_FILE
+
+
+def latched(tree: Tree) -> bool:
+    """True while the tree-wide brake is on."""
+    return latch_path(tree).exists()
+
+
+def set_latch(tree: Tree, reason: str) -> None:
+    """Put the brake on (atomically); the file holds ``reason``."""
+    write_atomic(latch_path(tree), (reason or "paused") + "\n")
+
+
+def clear_latch(tree: Tree) -> bool:
+    """Take the brake off; returns whether it was on."""
+    try:
+        latch_path(tree).unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def heal_lock_path(tree: Tree, branch: str) -> Path:
+    """The lock file healers of ``branch`` take turns on."""
+    return tree.worktrees_dir / f".heal-{branch}.lock"
+
+
+# ---- reads ------------------------------------------------------------------------------
+
+
+def subtree(ledger: Ledger, branch: str, tree: Tree) -> list[str]:
+    """Registered descendants of ``branch`` (every node when it is the root), shallowest
+    first, then by name."""
+    prefix = "" if branch == tree.root else branch + "."
+    found = [r.node for r in ledger.nodes() if r.node != branch and r.node.startswith(prefix)]
+    return sorted(found, key=lambda b: (b.count("."), b))
+
+
+def pause_pending(ledger: Ledger, branch: str) -> bool:
+    """True when ``branch`` is active and a pause signal waits on its open run."""
+    row = ledger.node(branch)
+    if row is None or row.status is not Status.ACTIVE:
+        return False
+    run = ledger.open_run_of(branch)
+    return run is not None and any(s.signal == Signal.PAUSE.value
+                                   for s in ledger.signals(run.run_id))
+
+
+def pausing(ledger: Ledger, branch: str) -> bool:
+    """True when ``branch`` is paused, or active with a pause still pending."""
+    row = ledger.node(branch)
+    return row is not None and (row.status is Status.PAUSED or pause_pending(ledger, branch))
+
+
+def paused_ancestor(tree: Tree, ledger: Ledger, branch: str) -> str | None:
+    """The nearest ancestor of ``branch`` (the root excluded) that is paused or pausing."""
+    parent = parent_of(branch)
+    while parent is not None and parent != tree.root:
+        if pausing(ledger, parent):
+            return parent
+        parent = parent_of(parent)
+    return None
+
+
+# ---- signals ----------------------------------------------------------------------------
+
+
+def write_signal(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, actor: str,
+                 reason: str, include_paused: bool = False) -> Signalled:
+    """Queue ``signal`` on ``branch``'s open run with its ``completed`` event (one
+    transaction), then touch the node's wake file.
+
+    Refused, and recorded as a ``failed`` event, unless the node is active with an open
+    run (or parked, with ``include_paused``: the signal then waits for the resume).
+    ``reason`` is clipped to 250 characters. Raises StoreError.
+    """
+    reason = clip_reason(reason) if reason else ""
+    allowed = {Status.ACTIVE} | ({Status.PAUSED} if include_paused else set())
+    row = ledger.node(branch)
+    run = ledger.open_run_of(branch)
+    if row is None or row.status not in allowed or run is None:
+        status = row.status if row else "unregistered"
+        why = f"node {branch} is {status}; {signal.value} needs an active node"
+        ledger.add_event(branch, signal.value, actor=actor, status="failed",
+                         metadata=f"refused: {why}", run_id=run.run_id if run else None)
+        return Signalled(branch, False, why)
+    # Recorded complete before the wake: the caller may be the node's own agent, which a
+    # pause ends at once.
+    ledger.signal_run(branch, run.run_id, signal.value, actor=actor, reason=reason)
+    touch_wake(tree.node(branch).node_dir)
+    return Signalled(branch, True, f"{signal.value} sent to {branch}")
+
+
+def finish_subtree(tree: Tree, ledger: Ledger, branch: str, reason: str) -> list[Signalled]:
+    """The loop's recursive finish: a finish carrying ``reason`` to every active or paused
+    descendant of ``branch`` (deepest first, each attributed ``(via finish of
+    <branch>)``, actor ``branch``), then to ``branch``'s own run (actor ``loop``).
+
+    A paused descendant gets it too: its parked run keeps the signal, so a resume winds
+    down instead of spending past the ancestor's ceiling. Raises StoreError.
+    """
+    rows = {r.node: r.status for r in ledger.nodes()}
+    below = [b for b in subtree(ledger, branch, tree)
+             if rows.get(b) in (Status.ACTIVE, Status.PAUSED)]
+    sent = [write_signal(tree, ledger, child, Signal.FINISH, actor=branch,
+                         reason=fanout_reason(reason, Signal.FINISH.value, branch),
+                         include_paused=True)
+            for child in reversed(below)]
+    sent.append(write_signal(tree, ledger, branch, Signal.FINISH, actor="loop", reason=reason))
+    return sent
