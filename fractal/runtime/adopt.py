@@ -1,5 +1,5 @@
-"""Resume adoption: pick up a parked run where it stopped (seed: "How a run ends" — a
-pause is not an end; ref §4.9).
+"""Resume adoption: pick up a parked run where it stopped (a pause is not an end: the
+run's rows stay open until a resume continues it).
 
 The resumed supervisor keeps the run id, the iteration count and the budgets, re-enters
 the interrupted step of the open iteration (or starts the next iteration when the park
@@ -45,7 +45,7 @@ def resume_position(steps: list[StepRow]) -> tuple[int, StepRow | None]:
     """(first position to run, a gate parked while awaiting approval and still unapproved).
 
     Completed work steps count as done; a gate parked ``awaiting approval`` counts as
-    done when it was approved while parked (ref §4.6); SYNC rows never count.
+    done when it was approved while parked; SYNC rows never count.
     """
     done = 0
     gate: StepRow | None = None
@@ -103,7 +103,7 @@ def adopt(ledger: Ledger, node: str, session_path: Path) -> Adoption | None:
 
 def pause_spans(ledger: Ledger, node: str, run_id: int) -> list[PauseSpan]:
     """Parked spans of a run: each ``pause`` event the loop wrote when parking (metadata
-    ``parked``) up to the next completed ``resume`` event (ref §4.8)."""
+    ``parked``) up to the next completed ``resume`` event; an open span runs to now."""
     spans: list[PauseSpan] = []
     start: float | None = None
     for event in ledger.events_of(node, run_id, ("pause", "resume")):

@@ -3,15 +3,14 @@
 ``StreamPump`` reads stdout line by line with a bounded buffer (a multi-megabyte line is
 skipped, invalid UTF-8 is replaced) and feeds the backend's parser; ``Collector`` shows
 each event in the pane and flushes cost, token usage, session and model to the step row
-as they arrive, so a killed step keeps the last figure (seed: What gets recorded). stderr
-never comes here: it goes to ``<agent>.err`` (issue 3: never parsed as events).
+as they arrive, so a killed step keeps the last figure. stderr never comes here: it goes
+to ``<agent>.err`` and is never parsed as events.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import IO
 
@@ -26,6 +25,7 @@ from fractal.agents.base import (
     Usage,
     UsageEvent,
 )
+from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.pane import Reporter
 from fractal.store.ledger import Ledger
 
@@ -94,10 +94,12 @@ class Collector:
 
     Keeps the last figures: ``cost`` (USD; a CostEvent replaces, never adds), ``usage``
     (this invocation's tokens), ``session``, ``model``, the ``result`` event and when it
-    arrived (``result_at``, monotonic seconds), and ``retries`` (API retries announced).
+    arrived (``result_at``, ``clock`` seconds), and ``retries`` (API retries announced).
     """
 
-    def __init__(self, ledger: Ledger, reporter: Reporter, step_id: int) -> None:
+    def __init__(self, ledger: Ledger, reporter: Reporter, step_id: int,
+                 clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
         self.ledger = ledger
         self.reporter = reporter
         self.step_id = step_id
@@ -108,7 +110,7 @@ class Collector:
         self.result: ResultEvent | None = None
         self.result_at: float | None = None
         self.retries = 0
-        self._flushed_at = 0.0  # monotonic time of the last cost/usage write
+        self._flushed_at = -FLUSH_INTERVAL  # clock time of the last cost/usage write
         self._dirty = False
 
     def __call__(self, event: AgentEvent) -> None:
@@ -135,9 +137,9 @@ class Collector:
                 self.retries += 1
             elif isinstance(event, ResultEvent):
                 self.result = event
-                self.result_at = time.monotonic()
+                self.result_at = self.clock.monotonic()
                 self.flush()
-            if self._dirty and time.monotonic() - self._flushed_at >= FLUSH_INTERVAL:
+            if self._dirty and self.clock.monotonic() - self._flushed_at >= FLUSH_INTERVAL:
                 self.flush()
         except Exception as exc:  # a contended write must not lose the stream
             log.warning("could not record %s on step %s: %s", type(event).__name__,
@@ -150,7 +152,7 @@ class Collector:
         if not self._dirty:
             return
         self._dirty = False
-        self._flushed_at = time.monotonic()
+        self._flushed_at = self.clock.monotonic()
         if self.cost is not None:
             self.ledger.set_step_cost(self.step_id, self.cost)
         if self.usage is not None:

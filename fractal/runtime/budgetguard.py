@@ -1,17 +1,18 @@
 """The loop's cost guard: spend probes, reserve mode, the per-step budget, the budget finish,
-advisory warnings and the budget landing (seed: "Cost ceilings", "The per-step budget",
-"Reserve mode and how a budget ends a run", "Pricing and untracked spend"; ref §4.2, §4.7).
+advisory warnings and the budget landing.
 
-A ``BudgetGuard`` is a view over the run's state: the loop, the iteration and the step
-runner each hold one, and what must persist (the bound tripped, the last good spend reads,
-warnings given) lives in ``RunState.budget``. Caps are read from the live config, so a
-retune lands at the next probe.
+A run has one ``BudgetGuard``, shared by the run loop, the iteration runner, the step
+runner and the supervisor's finalize; what it remembers (the bound tripped, the last good
+spend reads, the warnings given) is ``RunState.budget``, and ``RunState.reserve`` says
+whether the rest of the iteration runs in reserve mode. Caps are read from the live config
+(config.json as it is on disk now), so a retune lands at the next probe. A spend that
+reaches the ceiling (or drains into the reserve between iterations) sends a finish down
+the subtree, and the run ends ``exited`` with exit 0 once the children drained.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from fractal.domain.errors import FractalError
 from fractal.domain.outcome import clip_reason
 from fractal.domain.signals import Signal
 from fractal.pricing import Freshness, refresh, token_priced
+from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.costing import LaunchBudget, rates_for, unpriceable
 from fractal.runtime.pane import Reporter
@@ -42,7 +44,9 @@ BUDGET_EVENT = "budget"
 class BudgetGuard:
     """Cost decisions for the run in ``state``; see the module docstring."""
 
-    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter) -> None:
+    def __init__(self, boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter,
+                 clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
         self.boot = boot
         self.state = state
         self.ledger = ledger
@@ -52,8 +56,8 @@ class BudgetGuard:
 
     @property
     def caps(self) -> Caps:
-        """The caps as config.json says now (seed: "the budget probes also read the caps
-        live"); the iteration top's values when the file cannot be read or is invalid."""
+        """The caps as config.json says now (every probe reads them live); the iteration
+        top's values when the file cannot be read or is invalid."""
         live = _config_now(self.boot.paths.config_path) or self.state.live
         return budget.caps_of(live.max_cost, live.max_iter_cost, live.max_step_cost,
                               live.reserve_budget)
@@ -63,7 +67,7 @@ class BudgetGuard:
         the last launch ended, in this iteration, under FRESH_FOR seconds ago (children
         spend concurrently). Returns False when the read failed (the last good figures stay
         in place; warned once)."""
-        figures, now = self.state.budget, time.monotonic()
+        figures, now = self.state.budget, self.clock.monotonic()
         if (figures.read_at is not None and now - figures.read_at < FRESH_FOR
                 and figures.read_iter == self.state.iter_id):
             return True
@@ -85,7 +89,7 @@ class BudgetGuard:
 
     def run_spent(self) -> float:
         """USD spent by the run's subtree; the last good reading (0 if none) when a read fails,
-        never "nothing spent" after a good one (ref §4.7)."""
+        never "nothing spent" after a good one."""
         self._read()
         return self.state.budget.run_spent or 0.0
 
@@ -222,7 +226,7 @@ class BudgetGuard:
 
     def refusal(self, backend: Backend, model: str | None, provider: str | None) -> str | None:
         """Why a launch cannot honour the armed cost caps (its spend cannot be priced), or
-        None (ref §4.3 check 6)."""
+        None."""
         if not self.caps.armed or not token_priced(backend.name, provider):
             return None
         return unpriceable(backend.name, model, provider)

@@ -1,4 +1,4 @@
-"""Rebuild a run's check memory when a parked run is resumed (issue 7).
+"""Rebuild a run's check memory (exit checks and gate steps) when a parked run is resumed.
 
 A resume starts a fresh supervisor, so the newest check result (the diagnostics of the
 next prompts) and the no-progress streak are read back from the run's ``checks`` rows.

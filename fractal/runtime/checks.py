@@ -1,30 +1,53 @@
-"""Run one check command the way the loop runs everything: a process group from the
-worktree root, under a time limit, teed to a log and the pane, then summarised and
-booked as a ``checks`` row (issue 7: exit checks and gate steps).
+"""Check commands in the loop: the runner, the exit check after each iteration, and gate
+steps.
+
+``run_check`` runs one command the way the loop runs everything: a process group from the
+worktree root, under a time limit, teed to a log and the pane, then summarised and booked
+as a ``checks`` row. ``run_exit_check`` runs the node's ``exit_check`` once per finished
+iteration, after its backstop commit: green ends the run ``completed``; red is remembered
+(its output feeds the next prompts as the CHECK_* variables) and advances the no-progress
+streak, which may end the run ``exited``. ``run_gate`` runs a step file whose frontmatter
+has ``check: <command>`` instead of an agent: it books a step row like any other and is
+never retried; ``on_fail: continue`` (the default) lets the iteration go on after a red
+gate, ``on_fail: stop-iteration`` fails the iteration there.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
-from fractal.domain.checks import CheckKind, CheckResult, output_tail
-from fractal.domain.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, clip_reason
+from fractal.domain.checks import (
+    CheckKind,
+    CheckResult,
+    OnFail,
+    gate_command,
+    gate_on_fail,
+    output_tail,
+)
+from fractal.domain.durations import parse_duration
+from fractal.domain.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, Status, StepOutcome, clip_reason
 from fractal.domain.render import iter_ref
 from fractal.domain.signature import CheckSummary, summarise
+from fractal.domain.steps import banner_label
+from fractal.domain.walls import effective_step_limit
 from fractal.errors import FractalError, SpawnError
 from fractal.runtime import commands, processes
+from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.pane import Reporter
+from fractal.runtime.steprunner import StepPlan, StepResult
 from fractal.store.checkbook import CheckBook
+from fractal.store.ledger import Ledger
 from fractal.store.timefmt import utc_now
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CheckRequest", "check_env", "outcome_text", "read_log", "run_check"]
+__all__ = ["CheckRequest", "CheckVerdict", "check_env", "is_gate", "outcome_text", "read_log",
+           "run_check", "run_exit_check", "run_gate"]
 
 _HOST_ONLY = ("TMUX", "TMUX_PANE")  # the supervisor's own host, never a child's
 _HEAD, _TAIL = 1 << 20, 3 << 20  # bytes of a huge log read for the summary (start, end)
@@ -74,8 +97,8 @@ def read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def run_check(boot: Boot, state: RunState, reporter: Reporter,
-              request: CheckRequest) -> CheckResult:
+def run_check(boot: Boot, state: RunState, reporter: Reporter, request: CheckRequest,
+              clock: Clock) -> CheckResult:
     """Run ``request`` to completion, book its ``checks`` row, and return the result.
 
     Output goes to ``request.log_path`` and the pane. A check that reaches its limit is
@@ -85,7 +108,7 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter,
     """
     paths = boot.paths
     request.log_path.parent.mkdir(parents=True, exist_ok=True)
-    started_at, started = utc_now(), time.monotonic()
+    started_at, started = utc_now(), clock.monotonic()
     try:
         code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
                                  env=check_env(boot, state, request.kind),
@@ -95,7 +118,7 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter,
     except SpawnError as exc:
         request.log_path.write_text(f"{exc}\n", encoding="utf-8")
         code = EXIT_CANNOT_EXEC
-    seconds = time.monotonic() - started
+    seconds = clock.monotonic() - started
     output = read_log(request.log_path)
     limit = request.limit
     timed_out = code == EXIT_TIMEOUT and limit is not None and seconds >= limit
@@ -125,3 +148,127 @@ def outcome_text(result: CheckResult) -> str:
     count = result.summary.failures
     counted = f", {count} failing" if count is not None else ""
     return clip_reason(f"failed (exit {result.exit_code}{counted}): {result.summary.signature}")
+
+
+# -- the exit check ----------------------------------------------------------------------
+
+class CheckVerdict(StrEnum):
+    """What the exit check says about the run after an iteration."""
+
+    NONE = "none"  # no exit check configured, or it did not run
+    PASSED = "passed"  # green: the run ends completed
+    FAILED = "failed"  # red: the run goes on, the output feeds the next iteration
+    STALLED = "stalled"  # red the same way no_progress times in a row: the run ends
+
+
+def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, clock: Clock, *,
+                   steps_ran: bool) -> CheckVerdict:
+    """Run the live ``exit_check`` for the iteration that just ended and fold it into
+    ``state.checks``.
+
+    Skipped (NONE) when the node has no exit check, when no step ran (``steps_ran`` False:
+    a failed setup or a broken step-file set changed nothing to check), or when the run
+    wall leaves no time. Its limit is ``check_timeout``, bounded by the run wall; the log
+    is ``<node_dir>/tmp/checks/<run>-<iter>.log``.
+    """
+    command = state.live.exit_check
+    if command is None:
+        return CheckVerdict.NONE
+    if not steps_ran:
+        reporter.notice("exit check skipped: no step ran in this iteration")
+        return CheckVerdict.NONE
+    limit = effective_step_limit(clock.monotonic(), state.run_deadline, None,
+                                 state.live.check_timeout)
+    if limit is not None and limit <= 0:
+        reporter.notice("exit check skipped: the run wall has been reached")
+        return CheckVerdict.NONE
+    log_path = boot.paths.tmp_dir / "checks" / f"{state.run_id}-{state.iteration}.log"
+    reporter.banner_open(f"Exit check ({command})")
+    result = run_check(boot, state, reporter,
+                       CheckRequest(CheckKind.EXIT, command, limit, log_path), clock)
+    state.checks = state.checks.after_exit_check(result, state.live.no_progress)
+    reporter.banner_close("Exit check", outcome_text(result), result.seconds)
+    if result.passed:
+        return CheckVerdict.PASSED
+    streak = state.checks.streak
+    if state.checks.stalled is not None and streak is not None:
+        reporter.notice(f"no progress: the exit check failed the same way {streak.count} "
+                        "times in a row")
+        return CheckVerdict.STALLED
+    return CheckVerdict.FAILED
+
+
+# -- gate steps --------------------------------------------------------------------------
+
+def is_gate(plan: StepPlan) -> bool:
+    """True when ``plan`` is a gate step (its frontmatter has a non-empty ``check:``)."""
+    return gate_command(plan.frontmatter.fields) is not None
+
+
+def _limit(state: RunState, fields: dict[str, str], reporter: Reporter,
+           clock: Clock) -> float | None:
+    """The gate's limit: its ``timeout:`` frontmatter, else ``check_timeout``, bounded by the
+    run and iteration walls (a malformed ``timeout:`` warns and falls back)."""
+    seconds: int | None = state.live.check_timeout
+    if "timeout" in fields:
+        try:
+            seconds = parse_duration(fields["timeout"], "timeout")
+        except FractalError as exc:
+            reporter.warning(f"{exc}; using check_timeout instead")
+    return effective_step_limit(clock.monotonic(), state.run_deadline, state.iter_deadline,
+                                seconds)
+
+
+def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, clock: Clock,
+             plan: StepPlan) -> StepResult:
+    """Run the gate ``plan`` and book its step row (cost 0.0): ``completed``/0 when the
+    command passed, else ``failed``/N with reason ``check failed (exit N)``.
+
+    Returns a completed StepResult when the iteration may go on (a pass, or ``on_fail:
+    continue``), the failed outcome for ``on_fail: stop-iteration``, and a timed-out one
+    (exit 124, nothing run) when the walls left no time.
+    """
+    fields = dict(plan.frontmatter.fields)
+    command = gate_command(fields)
+    assert command is not None, "run_gate called on an agent step"
+    try:
+        on_fail = gate_on_fail(fields)
+    except FractalError as exc:
+        reporter.warning(str(exc))
+        on_fail = OnFail.CONTINUE
+    banner = banner_label(plan.file)
+    reporter.banner_open(f"{banner}: check {command}")
+    node, position = boot.paths.branch, plan.file.position
+    limit = _limit(state, fields, reporter, clock)
+    if limit is not None and limit <= 0:
+        return _no_time(node, state, ledger, reporter, plan, banner, limit)
+    step_id = ledger.open_step(node=node, run_id=state.run_id, iter_id=state.iter_id,
+                               step=position, step_name=plan.file.name, agent=None, model=None,
+                               session=None)
+    log_path = boot.paths.tmp_dir / "checks" / f"{state.run_id}-{state.iteration}-{position}.log"
+    result = run_check(boot, state, reporter,
+                       CheckRequest(CheckKind.GATE, command, limit, log_path, step_id), clock)
+    state.checks = state.checks.after_gate(result)
+    if result.passed:
+        outcome = StepOutcome(Status.COMPLETED, 0, "")
+    else:
+        outcome = StepOutcome(Status.FAILED, result.exit_code,
+                              f"check failed (exit {result.exit_code})")
+    ledger.close_step(step_id, outcome.status.value, outcome.exit_code, outcome.reason,
+                      cost=0.0)
+    reporter.banner_close(banner, outcome_text(result), result.seconds)
+    if result.passed or on_fail is OnFail.CONTINUE:
+        return StepResult(StepOutcome(Status.COMPLETED, 0, ""), limit, True)
+    return StepResult(outcome, limit, True)
+
+
+def _no_time(node: str, state: RunState, ledger: Ledger, reporter: Reporter, plan: StepPlan,
+             banner: str, limit: float) -> StepResult:
+    """The walls left a gate no time: book it ``exited``/124 ``timed out`` (cost 0.0),
+    nothing run."""
+    ledger.book_closed_step(node=node, run_id=state.run_id,
+                            iter_id=state.iter_id, step=plan.file.position,
+                            step_name=plan.file.name, status=Status.EXITED.value,
+                            exit_code=EXIT_TIMEOUT, reason="timed out", cost=0.0)
+    reporter.banner_close(banner, f"timed out (exit {EXIT_TIMEOUT}, limit 0s)", 0.0)
+    return StepResult(StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out"), limit, False)

@@ -73,8 +73,8 @@ def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
 def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path,
              echo: Callable[[bytes], None] | None = None, grace: float = DEFAULT_GRACE,
              timeout: float | None = None) -> int:
-    """Run ``argv`` to completion (no limit by default; seed: setup.sh is unbounded); return
-    its exit code. With ``timeout`` (s; issue 7: check commands) the group is stopped then
+    """Run ``argv`` to completion (no limit by default: setup.sh is unbounded); return its
+    exit code. With ``timeout`` (seconds; check commands have one) the group is stopped then
     and the code is EXIT_TIMEOUT (124).
 
     New session, stdin /dev/null, stdout+stderr merged; each chunk (raw bytes) goes to

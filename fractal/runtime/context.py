@@ -1,26 +1,32 @@
 """The supervisor's state: what is pinned at boot, and what changes as the run goes.
 
-Seed: "Steering a running loop" — the agent, detached, meta, sync, the run and
-iteration timeouts, the pacing keys and the retry keys are pinned for the run;
-max_iters, step_timeout, wait and the cost caps are re-read at each iteration top (a
-malformed edit warns and keeps the previous value).
+The agent, detached, meta, sync, the run and iteration timeouts, the pacing keys and the
+retry keys are pinned for the run (``Boot``); max_iters, step_timeout, wait and the cost
+caps are re-read at each iteration top into ``RunState.live`` (a malformed edit warns and
+keeps the previous value). ``LoopParts`` is the wiring every part of one run's loop
+shares: one clock, one launcher, one budget guard.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.agents.base import Backend
 from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
 from fractal.domain.variables import StaticFacts
+from fractal.runtime.clock import Clock
+from fractal.runtime.launcher import Launcher
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
+
+if TYPE_CHECKING:
+    from fractal.runtime.budgetguard import BudgetGuard
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,7 @@ class Boot:
 
 @dataclass
 class BudgetState:
-    """Cost bookkeeping of the run (seed: Cost ceilings). ``reason`` is the bound this run
+    """Cost bookkeeping of the run, kept by its ``BudgetGuard``. ``reason`` is the bound this run
     tripped (a budget landing); ``run_spent``/``iter_spent`` the last good spend reads (USD),
     kept when a read fails; ``run_priced``/``run_unpriced`` the launched steps with and
     without a cost at that read; ``read_at`` (monotonic s; None: stale) and ``read_iter``
@@ -94,9 +100,35 @@ class BudgetState:
     warned: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class Reentry:
+    """The parked iteration a resume re-enters (its prompts carry the RESUME mode).
+
+    ``position`` is the first step position to run (1: all of them); ``gate`` the step_id
+    of an approval gate parked mid-wait and still unapproved (wait again, don't rerun it);
+    ``started``/``deadline`` are clock seconds with the parked time credited back
+    (``deadline`` None: no iteration wall); ``timestamp`` is when the iteration began (UTC).
+    """
+
+    iter_id: int
+    position: int
+    gate: int | None
+    started: float
+    timestamp: str
+    deadline: float | None
+
+
 @dataclass
 class RunState:
-    """Mutable state of the current run. Deadlines are ``time.monotonic()`` seconds."""
+    """Mutable state of the current run. Deadlines and ``iter_started`` are clock seconds.
+
+    One writer each: ``run_deadline`` is fixed when the supervisor builds the state; the
+    ``iter_*`` fields belong to the iteration runner, which opens, re-enters and drains
+    iterations (a resume only names the parked ``iter_id`` and its ``reentry``); the end
+    facts (``timed_out``, ``stopped``, ``finish_drained``, ``crash_reason``,
+    ``last_iter_ok``, the failure counts) belong to the run loop; ``budget`` and ``reserve``
+    to the run's one ``BudgetGuard``; ``checks`` to the exit check and gates.
+    """
 
     run_id: int
     live: NodeConfig
@@ -110,28 +142,16 @@ class RunState:
     setup_failures: int = 0
     discovery_failures: int = 0
     last_iter_ok: bool = True
-    timed_out: bool = False
-    max_iters_reached: bool = False
-    reserve: bool = False  # reserve mode for this iteration (seed: Reserve mode)
+    timed_out: bool = False  # a time wall ended the run
+    reserve: bool = False  # the rest of this iteration runs in reserve mode
     stopped: bool = False  # a stop signal ended the run
     finish_drained: bool = False  # a finish signal ended the run, children drained
     crash_reason: str | None = None  # what ended a run that no other rule explains
-    #: The iteration a resume re-enters: RESUME.md joins its prompts (seed: modes).
-    resume_iteration: bool = False
-    #: First step position to run in the re-entered iteration (1: all of them).
-    resume_position: int = 1
-    #: step_id of a gate parked mid-wait and still unapproved: wait again, don't rerun.
-    resume_gate: int | None = None
+    #: The parked iteration a resume re-enters first (None once it ran, or on a fresh run).
+    reentry: Reentry | None = None
     budget: BudgetState = field(default_factory=BudgetState)
-    #: The run's exit checks and gates: newest result, no-progress streak (issue 7).
+    #: The run's exit checks and gates: newest result, no-progress streak.
     checks: CheckTrack = field(default_factory=CheckTrack)
-
-
-def monotonic_to_epoch(deadline: float | None) -> float | None:
-    """Translate a monotonic deadline to wall-clock epoch seconds (for *_END_EPOCH)."""
-    if deadline is None:
-        return None
-    return time.time() + (deadline - time.monotonic())
 
 
 def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
@@ -164,6 +184,9 @@ class LoopParts:
     reporter: Reporter
     waker: Waker
     steering: Steering
+    clock: Clock
+    launcher: Launcher
+    budget: BudgetGuard
 
 
 class LoopPart:
@@ -173,3 +196,4 @@ class LoopPart:
         self.parts = parts
         self.boot, self.state, self.ledger = parts.boot, parts.state, parts.ledger
         self.reporter, self.waker, self.steering = parts.reporter, parts.waker, parts.steering
+        self.clock, self.budget = parts.clock, parts.budget

@@ -1,5 +1,5 @@
 """Pricing a launch: what a token-priced backend's spend costs, and when a cost cap cannot
-be honoured (seed: "Pricing and untracked spend"; ref §4.1 preflight, §4.3 check 6, §5.4).
+be honoured (a token-priced launch under armed caps needs a model the price table prices).
 
 ``PricedBackend`` wraps a backend so that every token-usage report of its stream is followed
 by a cost report priced from the LiteLLM table: the cost then flows through the loop like
@@ -155,8 +155,7 @@ def rates_for(provider: str | None, path: Path | None = None) -> RatesFor:
 
 
 def unpriceable(backend: str, model: str | None, provider: str | None) -> str | None:
-    """Why a cost cap cannot be honoured for a token-priced launch, or None (ref §4.3 check 6):
-    no model (``a cost cap requires a model``) or a model the table does not price."""
+    """Why a cost cap cannot be honoured for a token-priced launch, or None: no model (``a cost cap requires a model``) or a model the table does not price."""
     if not model:
         return (f"a cost cap requires a model: the {backend} agent reports token usage only, "
                 "so set `model` (config or step frontmatter) to a model in the price table")
@@ -193,8 +192,8 @@ def _step_needs(config_model: str | None, backend: Backend, provider: str | None
 def check_pricing(config_model: str | None, backend: Backend, provider: str | None,
                   fields: Sequence[Mapping[str, str]], worktree: Path,
                   warn: Callable[[str], None]) -> bool:
-    """The preflight (ref §4.1 steps 2-3): when any launch is priced from tokens, refresh the
-    price table. Returns whether pricing is needed.
+    """The pricing preflight: when any launch is priced from tokens, refresh the price
+    table. Returns whether pricing is needed.
 
     A stale copy is used with a warning; no copy and a failed fetch raises PricingError (the
     caller aborts the run).

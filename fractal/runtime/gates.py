@@ -1,14 +1,13 @@
-"""The loop's two waits: an approval gate and a finish drain (seed: "Approval gates",
-"The SYNC step", "Time limits"; ref §4.4, §4.6).
+"""The loop's two waits: an approval gate and a finish drain.
 
 Both poll the database on every wake (at least once a second), run a SYNC every
 ``wait`` window when a SYNC callback is given, and end on the first of: released
-(approved / drained), paused, stopped (approval only), or the deadline.
+(approved / drained), paused, stopped, finished (approval only), or the deadline. Time
+is the waker's clock: an approval wait burns the iteration and run walls like a step.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -32,7 +31,8 @@ class WaitEnd(StrEnum):
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: float | None, window: float, sync: Callable[[], None] | None,
           finish_ends_it: bool) -> WaitEnd:
-    next_sync = time.monotonic() + window
+    clock = waker.clock
+    next_sync = clock.monotonic() + window
     while True:
         if released():
             return WaitEnd.RELEASED
@@ -43,12 +43,12 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
             return WaitEnd.FINISHED
         if signal is Signal.STOP:
             return WaitEnd.STOPPED
-        now = time.monotonic()
+        now = clock.monotonic()
         if deadline is not None and now >= deadline:
             return WaitEnd.TIMED_OUT
         if sync is not None and now >= next_sync:
             sync()
-            next_sync = time.monotonic() + window
+            next_sync = clock.monotonic() + window
             continue
         limits = [next_sync - now] + ([deadline - now] if deadline is not None else [])
         waker.wait(max(0.0, min(limits)))
@@ -58,8 +58,8 @@ def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: W
                    deadline: float | None, window: float,
                    sync: Callable[[], None] | None) -> WaitEnd:
     """Wait until step ``step_id`` is approved. A stop (STOPPED) or a finish (FINISHED)
-    ends the wait cleanly; ``deadline`` is monotonic seconds (approval waits burn the
-    clock; ref §4.2: finish is polled in approval waits, not in drains)."""
+    ends the wait cleanly; ``deadline`` is clock seconds (approval waits burn the clock).
+    A finish is acted on in an approval wait, never in a drain (a drain is a finish)."""
     def approved() -> bool:
         row = ledger.step(step_id)
         return row is not None and bool(row.approved)

@@ -1,12 +1,16 @@
 """One iteration: setup, step discovery, the steps in order (each preceded by SYNC when
-enabled), and the backstop commit (seed: "The shape of one iteration").
+enabled), and the backstop commit of whatever the agent left.
+
+The iteration runner is the one writer of the ``iter_*`` fields of ``RunState``: it opens
+an iteration (number, start, timestamp, the iteration wall), re-enters a parked one on a
+resume (``RunState.reentry``, consumed here), and lifts the iteration wall for a finish
+drain.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +23,13 @@ from fractal.domain.steps import discover_steps
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.runtime import commands
+from fractal.runtime.checks import is_gate, run_gate
+from fractal.runtime.clock import stamp
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.gates import WaitEnd, drain_children
-from fractal.runtime.gatestep import is_gate, run_gate
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
-from fractal.store.timefmt import utc_now
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
 
@@ -53,7 +57,7 @@ class IterationResult:
 
 
 def load_plans(steps_dir: Path) -> list[StepPlan]:
-    """Discover and parse the step files (seed: Step files).
+    """Discover and parse the step files (``NN-NAME.md``, run in order of NN).
 
     Raises StepFileError for a broken filename contract, RunAbort for a file that is
     not valid UTF-8 (the run ends exited, naming the file).
@@ -91,14 +95,15 @@ class IterationRunner(LoopPart):
         self.steps = StepRunner(parts)
         self._warned: set[tuple[str, str]] = set()  # frontmatter warnings shown this run
 
-    def run(self, adopted_iter_id: int | None = None) -> IterationResult:
-        """Open (or, on a resume, re-enter ``adopted_iter_id``), run and close the next
-        iteration. Raises Park, RunAbort."""
+    def run(self) -> IterationResult:
+        """Open the next iteration (or, on a resume, re-enter ``state.reentry``), run and
+        close it. Raises Park, RunAbort."""
         boot, state = self.boot, self.state
-        if adopted_iter_id is None:
+        reentry = state.reentry
+        if reentry is None:
             state.iteration += 1
-            state.iter_started = time.monotonic()
-            state.iter_timestamp = utc_now()
+            state.iter_started = self.clock.monotonic()
+            state.iter_timestamp = stamp(self.clock)
             state.iter_deadline = iteration_deadline(state.iter_started, boot.iter_timeout,
                                                      boot.interval)
             if not boot.detached:
@@ -107,19 +112,20 @@ class IterationRunner(LoopPart):
                 boot.paths.branch, state.run_id, state.iteration, agent=boot.agent_setting,
                 model=state.live.model)
         else:
-            state.iter_id = adopted_iter_id
+            state.iter_id = reentry.iter_id
+            state.iter_started = reentry.started
+            state.iter_timestamp = reentry.timestamp
+            state.iter_deadline = reentry.deadline
         title = f"Iteration {iter_label(state.iteration, state.live.max_iters)}"
-        resumed = " (resumed)" if adopted_iter_id is not None else ""
-        self.reporter.banner_open(f"{title}{resumed} at {utc_now()}", major=True)
+        resumed = " (resumed)" if reentry is not None else ""
+        self.reporter.banner_open(f"{title}{resumed} at {stamp(self.clock)}", major=True)
         try:
             result = self._body()
         except RunAbort as exc:
             self.ledger.close_iteration(state.iter_id, Status.FAILED.value, 1, clip_reason(str(exc)))
             raise
         finally:
-            state.resume_iteration = False
-            state.resume_position = 1
-            state.resume_gate = None
+            state.reentry = None
         if result.stopped or result.budget or result.finished:
             status, code = Status.STOPPED, 0
         else:
@@ -127,12 +133,14 @@ class IterationRunner(LoopPart):
         self.ledger.close_iteration(state.iter_id, status.value, code, clip_reason(result.reason))
         outcome = {Status.COMPLETED: "completed", Status.STOPPED: "stopped"}.get(
             status, f"failed: {result.reason}")
-        self.reporter.banner_close(title, outcome, time.monotonic() - state.iter_started, major=True)
+        self.reporter.banner_close(title, outcome, self.clock.monotonic() - state.iter_started,
+                                  major=True)
         return result
 
     # -- the body ---------------------------------------------------------------------
 
     def _body(self) -> IterationResult:
+        """Setup, step discovery, then each step in order; the backstop commit closes it."""
         setup_error = self._setup()
         if setup_error is not None:
             self._backstop("setup failed", setup_error)
@@ -145,49 +153,70 @@ class IterationRunner(LoopPart):
             return IterationResult(False, str(exc), discovery_failed=True)
         self._warn_frontmatter(plans)
         node_md = self._node_md()
-        start = self.state.resume_position
+        reentry = self.state.reentry
+        start = reentry.position if reentry is not None else 1
         for index, plan in enumerate(plans):
             if plan.file.position < start:
                 continue  # done before the pause (a resume re-enters where it stopped)
-            signal = self.steering.check(allow_finish=False, allow_stop=index > 0)
-            if signal is Signal.PAUSE:
-                raise Park(f"before {plan.file.name}")
-            if signal is Signal.STOP:
-                self._backstop("stopped", f"Stopped before {plan.file.name}.")
-                return IterationResult(True, "Stopped by request", stopped=True)
-            over = self.steps.budget.before_step(first=index == 0,
-                                                 finish_pending=self.steering.finish_requested)
-            if over is not None:
-                return self._over_budget(plans[index:], over)
-            if self.state.resume_gate is not None and plan.file.position == start:
-                result = self.steps.resume_gate(plan, node_md)
-            else:
-                if index == len(plans) - 1 and self.steering.finish_requested \
-                        and not self._drain(node_md):
-                    self._backstop("stopped", "Stopped while draining children.")
-                    return IterationResult(True, "Stopped by request", stopped=True)
-                gate = is_gate(plan)  # issue 7: a `check:` step runs its command, no agent
-                if self.boot.sync and not gate:
-                    sync = self.steps.run_sync(plan, node_md)
-                    if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
-                        return self._fail(plans[index:], "SYNC", sync)
-                result = (run_gate(self.boot, self.state, self.ledger, self.reporter, plan)
-                          if gate else self.steps.run_step(plan, node_md))
-            if result.finished:
-                self._backstop("finished", f"Finish requested while {plan.file.name} "
-                                           "awaited approval.")
-                return IterationResult(True, "Finished by request", finished=True)
-            if result.stopped:
-                self._backstop("stopped", f"Stopped while {plan.file.name} awaited approval.")
-                return IterationResult(True, "Stopped by request", stopped=True)
-            if result.outcome.reason == OVER_BUDGET:
-                return self._over_budget(plans[index + 1:], self.steps.budget.spent_out())
-            if result.outcome.status is not Status.COMPLETED:
-                return self._fail(plans[index + 1:], plan.file.name, result)
+            parked_gate = (reentry is not None and reentry.gate is not None
+                           and plan.file.position == start)
+            ended = self._step(plans, index, node_md, parked_gate=parked_gate)
+            if ended is not None:
+                return ended
         problem = self._backstop("auto", "")
         if problem is not None:  # the work is still on disk, but not on the branch
             return IterationResult(False, problem)
         return IterationResult(True, "")
+
+    def _step(self, plans: list[StepPlan], index: int, node_md: str, *,
+              parked_gate: bool) -> IterationResult | None:
+        """Run ``plans[index]`` after its checkpoint (a pause parks, a stop ends the
+        iteration, a crossed ceiling queues no more steps). Returns how the iteration ends
+        when this step ends it, else None. ``parked_gate``: wait again at a gate a resume
+        re-entered unapproved instead of running the step."""
+        plan = plans[index]
+        signal = self.steering.check(allow_finish=False, allow_stop=index > 0)
+        if signal is Signal.PAUSE:
+            raise Park(f"before {plan.file.name}")
+        if signal is Signal.STOP:
+            self._backstop("stopped", f"Stopped before {plan.file.name}.")
+            return IterationResult(True, "Stopped by request", stopped=True)
+        over = self.budget.before_step(first=index == 0,
+                                       finish_pending=self.steering.finish_requested)
+        if over is not None:
+            return self._over_budget(plans[index:], over)
+        if parked_gate:
+            result = self.steps.resume_gate(plan, node_md)
+        else:
+            if index == len(plans) - 1 and self.steering.finish_requested \
+                    and not self._drain(node_md):
+                self._backstop("stopped", "Stopped while draining children.")
+                return IterationResult(True, "Stopped by request", stopped=True)
+            gate = is_gate(plan)  # a `check:` step runs its command, no agent
+            if self.boot.sync and not gate:
+                sync = self.steps.run_sync(plan, node_md)
+                if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
+                    return self._fail(plans[index:], "SYNC", sync)
+            result = (run_gate(self.boot, self.state, self.ledger, self.reporter, self.clock,
+                               plan) if gate else self.steps.run_step(plan, node_md))
+        return self._after_step(plans, index, result)
+
+    def _after_step(self, plans: list[StepPlan], index: int,
+                    result: StepResult) -> IterationResult | None:
+        """How the iteration ends after ``plans[index]`` ended as ``result`` (None: go on):
+        a finish or stop taken by its approval wait, a spent budget, a failure."""
+        name = plans[index].file.name
+        if result.finished:
+            self._backstop("finished", f"Finish requested while {name} awaited approval.")
+            return IterationResult(True, "Finished by request", finished=True)
+        if result.stopped:
+            self._backstop("stopped", f"Stopped while {name} awaited approval.")
+            return IterationResult(True, "Stopped by request", stopped=True)
+        if result.outcome.reason == OVER_BUDGET:
+            return self._over_budget(plans[index + 1:], self.budget.spent_out())
+        if result.outcome.status is not Status.COMPLETED:
+            return self._fail(plans[index + 1:], name, result)
+        return None
 
     def _warn_frontmatter(self, plans: list[StepPlan]) -> None:
         """Show each file's frontmatter warnings once per run (the files are re-read every
@@ -204,8 +233,7 @@ class IterationRunner(LoopPart):
 
     def _drain(self, node_md: str) -> bool:
         """A finish drains the children before the last step; the iteration deadline is
-        cleared for it, the run wall still bounds it (seed: Time limits). False when a
-        stop ended the drain."""
+        lifted for it, the run wall still bounds it. False when a stop ended the drain."""
         self.state.iter_deadline = None
         self.reporter.notice("finish requested: waiting for the children to finish")
         end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
@@ -248,15 +276,14 @@ class IterationRunner(LoopPart):
         if not script.exists():
             return None
         self.reporter.banner_open("Setup (scripts/setup.sh)")
-        started = time.monotonic()
+        started = self.clock.monotonic()
         env = dict(self.boot.launch_env)
         env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
                     "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
         code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
                                   log_path=paths.setup_log, echo=self.reporter.raw_output)
-        took = time.monotonic() - started
+        took = self.clock.monotonic() - started
         if code == 0:
-            self.state.setup_failures = 0
             self.reporter.banner_close("Setup", "done", took)
             return None
         tail = _tail(paths.setup_log)
@@ -287,7 +314,7 @@ class IterationRunner(LoopPart):
 
 def backstop(worktree: Path, subject: str, body: str, reporter: Reporter, *,
              branch: str | None = None) -> tuple[str | None, str | None]:
-    """Commit whatever the agent left (seed: Backstop commits).
+    """Commit whatever the agent left on the node branch (the backstop commit).
 
     Returns (sha or None, problem or None); a failure is shown and returned, never raised.
     A worktree holding a conflict is not committed: the problem is then exactly

@@ -1,22 +1,24 @@
-"""One launch attempt: book the step row, spawn the agent's process group, stream its
-output into events, enforce the step's time limit, and record how it ended.
+"""One launch attempt: book the step row, start the agent, stream its output into the
+row, enforce the step's time limit, and record how it ended.
 
-Seed: "Time limits" (SIGTERM to the whole group, a 10 s grace, SIGKILL to every
-survivor), "What gets recorded" (a row per attempt; cost flushed as reported),
-"Observing progress" (``<agent>.err``, ``tmp/err/`` snapshots). Ref §4.3 gives the
-attribution order, implemented by ``domain.outcome.classify_launch``.
+The attempt runs in phases: ``_open_row`` books the row; ``_start`` asks the launcher for
+the agent (or ends the attempt unstarted: no time left, a spawn failure); ``_supervise``
+waits for the end (the agent exits; the limit passes: TERM to the whole group, the kill
+grace, KILL to every survivor; the agent lingers after its final event; a pause ends its
+group); ``_judge`` turns that ``Ending`` into a ``StepOutcome`` (``domain.outcome
+.classify_launch`` gives the attribution order); ``_close_row`` records it under the
+attempt's ``RowPolicy``. Each attempt has its own row; the cost is flushed as reported;
+stderr goes to ``<agent>.err`` and, for a failed attempt, a snapshot in ``tmp/err/``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from fractal.agents.base import Backend, LaunchRequest, ResultEvent, Usage
@@ -34,7 +36,9 @@ from fractal.domain.outcome import (
 )
 from fractal.errors import SpawnError
 from fractal.runtime import processes
-from fractal.runtime.agentstream import Collector, StreamPump
+from fractal.runtime.agentstream import Collector
+from fractal.runtime.clock import Clock, trace, trace_now
+from fractal.runtime.launcher import AgentRun, Launcher, Spawn
 from fractal.runtime.pane import Reporter
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
@@ -43,29 +47,35 @@ log = logging.getLogger(__name__)
 
 FINAL_EVENT_GRACE = 5.0  # seconds an agent may linger after its final event
 SOFT_INTERRUPT_GRACE = 3.0  # seconds to flush a final event after a soft interrupt
-TRACE_ENV = "FRACTAL_TRACE"  # names a file: append timing points to it (make bench)
-
-
-def trace(point: str, step_id: int, at_ns: int | None = None) -> None:
-    """Append ``<point> <monotonic ns> <step_id>`` to the file named by ``$FRACTAL_TRACE``.
-
-    A benchmark hook (``scripts/bench.py``, docs/benchmarks.md). Points: ``open`` (just
-    before the step row is booked; ``at_ns`` carries that earlier time), ``spawn`` (the
-    agent's process exists), ``exit`` (the waiter saw it exit), ``closed`` (the row is
-    closed). Unset, it costs one environment lookup. Never raises: an unwritable trace
-    file is skipped.
-    """
-    path = os.environ.get(TRACE_ENV)
-    if not path:
-        return
-    ns = time.monotonic_ns() if at_ns is None else at_ns
-    with contextlib.suppress(OSError), open(path, "a", encoding="ascii") as fh:
-        fh.write(f"{point} {ns} {step_id}\n")
 
 
 def kill_grace() -> float:
     """Seconds between SIGTERM and SIGKILL for a step (``processes.grace``)."""
     return processes.grace(processes.Reap.STEP)
+
+
+class RowPolicy(StrEnum):
+    """How an attempt's step row is closed."""
+
+    CLOSE = "close"  # closed with the outcome (the usual step)
+    HOLD_OPEN = "hold open"  # a success stays open: an approval gate closes it after the wait
+    LENIENT = "lenient"  # a waiting SYNC: a failure is recorded completed, named in the reason
+
+
+class Ending(StrEnum):
+    """How an attempt ended, before it is judged."""
+
+    NO_TIME = "no time"  # the walls left no time: never started (exit 124)
+    SPAWN_FAILED = "spawn failed"  # the program could not start (exit 127)
+    EXITED = "exited"  # the agent exited by itself
+    TIMED_OUT = "timed out"  # the step limit passed: the group was ended
+    LINGERED = "lingered"  # it printed its final event but did not exit: the group was ended
+    PAUSED = "paused"  # a pause ended the group (the row is parked, not closed)
+
+    @property
+    def started(self) -> bool:
+        """True when an agent process ran."""
+        return self not in (Ending.NO_TIME, Ending.SPAWN_FAILED)
 
 
 @dataclass(frozen=True)
@@ -83,18 +93,19 @@ class Attempt:
     err_path: Path
     err_snapshot: Path
     retry: bool = False
-    gated: bool = False
-    #: Asked on every wake while the agent runs; True aborts it as a pause (seed: pause).
+    row: RowPolicy = RowPolicy.CLOSE
+    #: Asked on every wake while the agent runs; True ends it as a pause.
     should_pause: Callable[[], bool] | None = None
-    #: Leave a successful row open (an approval gate closes it after the wait).
-    hold_open: bool = False
-    #: A waiting SYNC: a failure is recorded ``completed``, named in the metadata.
-    lenient: bool = False
+
+    @property
+    def gated(self) -> bool:
+        """The row is an approval gate's (booked gated, held open on success)."""
+        return self.row is RowPolicy.HOLD_OPEN
 
 
 @dataclass(frozen=True)
 class AttemptResult:
-    """How an attempt ended. ``cost`` None means unknown; ``seconds`` is wall time;
+    """How an attempt ended. ``cost`` None means unknown; ``seconds`` is the time it took;
     ``usage`` is this attempt's own token usage (None: unreported)."""
 
     step_id: int
@@ -105,6 +116,18 @@ class AttemptResult:
     seconds: float
     launched: bool
     usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class LaunchKit:
+    """What every attempt of a run uses: the ledger, the pane, the waker and clock its
+    waits block on, and the launcher that starts the agent."""
+
+    ledger: Ledger
+    reporter: Reporter
+    waker: Waker
+    clock: Clock
+    launcher: Launcher
 
 
 EnvBuilder = Callable[[int], dict[str, str]]
@@ -134,115 +157,155 @@ def _snapshot(src: Path, dest: Path) -> None:
         log.warning("could not save stderr snapshot %s: %s", dest, exc)
 
 
-def run_attempt(attempt: Attempt, *, ledger: Ledger, reporter: Reporter, waker: Waker,
-                env_for: EnvBuilder) -> AttemptResult:
-    """Run ``attempt`` to its end and close its step row.
+def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> AttemptResult:
+    """Run ``attempt`` to its end and close (or park, or hold open) its step row.
 
     ``env_for(step_id)`` returns the full environment for the agent. Never raises for
-    agent misbehaviour: every end (no spawn, failed spawn, crash, timeout, hang after
-    the final event) is a recorded StepOutcome. Process groups are always reaped.
+    agent misbehaviour: every end (no time, failed spawn, crash, timeout, hang after the
+    final event, pause) is a recorded StepOutcome. The process group is always reaped,
+    also when the supervisor is torn down mid-attempt (the exception then propagates).
     """
-    started = time.monotonic()
-    opened_ns = time.monotonic_ns()
-    backend = attempt.backend
+    started = kit.clock.monotonic()
+    step_id = _open_row(attempt, kit.ledger)
+    if attempt.limit is not None and attempt.limit <= 0:
+        outcome = _judge(attempt, Ending.NO_TIME, None, None, None)
+        return _close_row(attempt, kit, step_id, outcome, None, False, started)
+    agent, failure = _start(attempt, kit, step_id, env_for)
+    if agent is None:
+        _snapshot(attempt.err_path, attempt.err_snapshot)
+        outcome = StepOutcome(Status.FAILED, EXIT_CANNOT_EXEC,
+                              clip_reason(f"agent could not start: {failure}"))
+        return _close_row(attempt, kit, step_id, outcome, None, False, started)
+    collector = Collector(kit.ledger, kit.reporter, step_id, kit.clock)
+    agent.start(attempt.backend.parser(attempt.request), collector, kit.waker.wake)
+    try:
+        ending = _supervise(attempt, agent, collector, kit, started)
+    except BaseException:
+        # The supervisor is being torn down (a signal, a bug): never leave the group behind.
+        agent.stop(grace=kill_grace())
+        raise
+    stream_error = agent.settle()
+    outcome = _judge(attempt, ending, agent.returncode(), collector, stream_error)
+    return _close_row(attempt, kit, step_id, outcome, collector, True, started)
+
+
+def _open_row(attempt: Attempt, ledger: Ledger) -> int:
+    """Book the attempt's step row (running); returns its step_id."""
+    opened_ns = trace_now()
     request = attempt.request
     step_id = ledger.open_step(
         node=attempt.node, run_id=attempt.run_id, iter_id=attempt.iter_id, step=attempt.step,
-        step_name=attempt.step_name, agent=backend.name, model=request.model,
+        step_name=attempt.step_name, agent=attempt.backend.name, model=request.model,
         session=request.resume or request.new_session, gated=attempt.gated)
     trace("open", step_id, opened_ns)
+    return step_id
 
-    def finish(outcome: StepOutcome, collector: Collector | None, launched: bool) -> AttemptResult:
-        if attempt.lenient and outcome.status in (Status.FAILED, Status.EXITED):
-            outcome = StepOutcome(Status.COMPLETED, outcome.exit_code,
-                                  f"sync failed (exit {outcome.exit_code})")
-        reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
-        cost = collector.cost if collector else None
-        if (outcome.status in (Status.FAILED, Status.EXITED) and collector is not None
-                and collector.session and cost is None):
-            reason = unpriced_reason(reason)  # it talked to a model; its spend is unknown
-        outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
-        if collector is not None:
-            try:
-                collector.flush()  # the last figures, before the row closes
-            except Exception as exc:
-                log.warning("could not flush the cost of step %s: %s", step_id, exc)
-        if outcome.status is Status.PAUSED:
-            ledger.park_step(step_id, attempt.node, outcome.exit_code, reason)
-        elif not (attempt.hold_open and outcome.status is Status.COMPLETED):
-            ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
-                              cost=0.0 if not launched and cost is None else None)
-        trace("closed", step_id)
-        if outcome.status in (Status.FAILED, Status.EXITED) and launched:
-            _snapshot(attempt.err_path, attempt.err_snapshot)
-        if collector is not None and collector.retries:
-            reporter.notice(f"the agent retried its API call {collector.retries} time(s)")
-        return AttemptResult(step_id, outcome, collector.session if collector else None,
-                             cost, collector.model if collector else None,
-                             time.monotonic() - started, launched,
-                             collector.usage if collector else None)
 
-    if attempt.limit is not None and attempt.limit <= 0:
-        return finish(StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out"), None, False)
-
+def _start(attempt: Attempt, kit: LaunchKit, step_id: int,
+           env_for: EnvBuilder) -> tuple[AgentRun | None, str]:
+    """Build the environment and start the agent: (the agent, "") or (None, why not)."""
+    backend, request = attempt.backend, attempt.request
     invocation = backend.invocation(request)
     env = env_for(step_id)
     _overlay(env, invocation.env)
-    _overlay(env, backend.env(request, env))  # reserved keys last (ref §4.13)
-    marker = launch_marker(str(ledger.db_path), step_id)
+    _overlay(env, backend.env(request, env))  # the backend's reserved keys win
+    spawn = Spawn(step_id=step_id, request=request, invocation=invocation, env=env,
+                  err_path=attempt.err_path, marker=launch_marker(str(kit.ledger.db_path),
+                                                                  step_id))
     try:
-        attempt.err_path.parent.mkdir(parents=True, exist_ok=True)
-        launched = processes.spawn_group(
-            invocation.argv, cwd=request.worktree, env=env, stdin_data=invocation.stdin,
-            stderr_path=attempt.err_path, marker=marker)
-        trace("spawn", step_id)
+        agent = kit.launcher.spawn(spawn, grace=kill_grace())
     except (SpawnError, OSError, ValueError) as exc:
-        _snapshot(attempt.err_path, attempt.err_snapshot)
-        return finish(StepOutcome(Status.FAILED, EXIT_CANNOT_EXEC,
-                                  clip_reason(f"agent could not start: {exc}")), None, False)
-
-    handle = launched.handle
+        return None, str(exc)
     try:
-        ledger.set_step_process(step_id, handle.pgid, handle.create_time)
+        kit.ledger.set_step_process(step_id, agent.pgid, agent.create_time)
     except Exception as exc:
         log.warning("could not record the process group of step %s: %s", step_id, exc)
-    collector = Collector(ledger, reporter, step_id)
-    assert launched.popen.stdout is not None
-    pump = StreamPump(launched.popen.stdout, backend.parser(request), collector)
-    pump.start()
-    exited = threading.Event()
+    return agent, ""
 
-    def _wait_exit() -> None:
-        launched.popen.wait()
-        trace("exit", step_id)
-        exited.set()
-        waker.wake()
 
-    threading.Thread(target=_wait_exit, daemon=True, name="fractal-wait").start()
-    try:
-        timed_out, lingered, paused = _supervise(attempt, launched, collector, exited, waker,
-                                                 started)
-    except BaseException:
-        # The supervisor is being torn down (a signal, a bug): never leave the group behind.
-        processes.kill_group(handle, grace=kill_grace())
-        raise
-    exited.wait(2.0)  # the group is gone; let the waiter collect the exit status
-    _drain(pump, marker, step_id)
-    if paused:  # ref §4.4: a pause that races the deadline is still a pause
-        code = launched.popen.returncode
-        outcome = StepOutcome(Status.PAUSED, 0 if code is None else exit_code_from_returncode(code),
-                              "")
-    else:
-        outcome = judge_launch(backend, collector.result, launched.popen.returncode,
-                               timed_out=timed_out, lingered=lingered,
-                               stream_error=pump.stream_error,
-                               stderr_tail=_stderr_tail(attempt.err_path))
-    return finish(outcome, collector, True)
+def _supervise(attempt: Attempt, agent: AgentRun, collector: Collector, kit: LaunchKit,
+               started: float) -> Ending:
+    """Wait for the agent's end, enforcing the step limit, the final-event grace and a
+    pause (a pause that races the deadline is still a pause: it is checked first)."""
+    clock = kit.clock
+    deadline = None if attempt.limit is None else started + attempt.limit
+    grace = kill_grace()
+    soft = attempt.backend.soft_interrupt
+    while not agent.exited():
+        if attempt.should_pause is not None and attempt.should_pause():
+            kit.reporter.notice("pause requested: ending the agent's process group")
+            agent.stop(grace=grace, soft_signal=soft, soft_grace=SOFT_INTERRUPT_GRACE)
+            return Ending.PAUSED
+        now = clock.monotonic()
+        if deadline is not None and now >= deadline:
+            agent.stop(grace=grace, soft_signal=soft, soft_grace=SOFT_INTERRUPT_GRACE)
+            return Ending.TIMED_OUT
+        if collector.result_at is not None and now - collector.result_at >= FINAL_EVENT_GRACE:
+            kit.reporter.notice("agent printed its final event but did not exit; ending its "
+                                "group")
+            agent.stop(grace=grace)
+            return Ending.LINGERED
+        waits = [t for t in (None if deadline is None else deadline - now,
+                             None if collector.result_at is None
+                             else collector.result_at + FINAL_EVENT_GRACE - now) if t is not None]
+        kit.waker.wait(min(waits) if waits else None)
+    return Ending.EXITED
+
+
+def _judge(attempt: Attempt, ending: Ending, returncode: int | None,
+           collector: Collector | None, stream_error: str | None) -> StepOutcome:
+    """The outcome of an attempt that ended as ``ending``."""
+    if ending is Ending.NO_TIME:
+        return StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out")
+    if ending is Ending.PAUSED:
+        code = 0 if returncode is None else exit_code_from_returncode(returncode)
+        return StepOutcome(Status.PAUSED, code, "")
+    assert collector is not None
+    return judge_launch(attempt.backend, collector.result, returncode,
+                        timed_out=ending is Ending.TIMED_OUT,
+                        lingered=ending is Ending.LINGERED, stream_error=stream_error,
+                        stderr_tail=_stderr_tail(attempt.err_path))
+
+
+def _close_row(attempt: Attempt, kit: LaunchKit, step_id: int, outcome: StepOutcome,
+               collector: Collector | None, launched: bool, started: float) -> AttemptResult:
+    """Record ``outcome`` on the row under the attempt's RowPolicy (a pause parks it) and
+    return the AttemptResult. A failed attempt that talked to a model and recorded no
+    cost gets ``; unpriced``; a retry gets ``; retry``."""
+    if attempt.row is RowPolicy.LENIENT and outcome.status in (Status.FAILED, Status.EXITED):
+        outcome = StepOutcome(Status.COMPLETED, outcome.exit_code,
+                              f"sync failed (exit {outcome.exit_code})")
+    reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
+    cost = collector.cost if collector else None
+    if (outcome.status in (Status.FAILED, Status.EXITED) and collector is not None
+            and collector.session and cost is None):
+        reason = unpriced_reason(reason)  # it talked to a model; its spend is unknown
+    outcome = StepOutcome(outcome.status, outcome.exit_code, reason)
+    if collector is not None:
+        try:
+            collector.flush()  # the last figures, before the row closes
+        except Exception as exc:
+            log.warning("could not flush the cost of step %s: %s", step_id, exc)
+    if outcome.status is Status.PAUSED:
+        kit.ledger.park_step(step_id, attempt.node, outcome.exit_code, reason)
+    elif not (attempt.row is RowPolicy.HOLD_OPEN and outcome.status is Status.COMPLETED):
+        kit.ledger.close_step(step_id, outcome.status.value, outcome.exit_code, reason,
+                              cost=0.0 if not launched and cost is None else None)
+    trace("closed", step_id)
+    if outcome.status in (Status.FAILED, Status.EXITED) and launched:
+        _snapshot(attempt.err_path, attempt.err_snapshot)
+    if collector is not None and collector.retries:
+        kit.reporter.notice(f"the agent retried its API call {collector.retries} time(s)")
+    return AttemptResult(step_id, outcome, collector.session if collector else None,
+                         cost, collector.model if collector else None,
+                         kit.clock.monotonic() - started, launched,
+                         collector.usage if collector else None)
 
 
 def unpriced_reason(reason: str) -> str:
-    """Append ``; unpriced`` (seed: an abnormally ended step with a session and no
-    recorded cost), keeping the whole reason within the 250-character cap."""
+    """Append ``; unpriced`` (a step that ended abnormally after opening a session and
+    recorded no cost may have spent money nobody saw), keeping the whole reason within
+    the 250-character cap."""
     suffix = "; unpriced"
     return clip_reason(reason, 250 - len(suffix)) + suffix if reason else suffix.lstrip("; ")
 
@@ -250,7 +313,7 @@ def unpriced_reason(reason: str) -> str:
 def judge_launch(backend: Backend, result: ResultEvent | None, returncode: int | None, *,
                  timed_out: bool, lingered: bool, stream_error: str | None,
                  stderr_tail: str) -> StepOutcome:
-    """How a launch that ran is recorded (ref §4.3 step 10, plus issue 3's failure modes).
+    """How a launch that ran is recorded.
 
     ``returncode`` is ``Popen.returncode`` (None: unknown). A group we ended after its final
     event (``lingered``) counts as exit 0 when that event was a success. A backend that
@@ -282,54 +345,3 @@ def _overlay(env: dict[str, str], changes: Mapping[str, str | None]) -> None:
             env.pop(key, None)
         else:
             env[key] = value
-
-
-def _supervise(attempt: Attempt, launched: processes.Launched, collector: Collector,
-               exited: threading.Event, waker: Waker,
-               started: float) -> tuple[bool, bool, bool]:
-    """Wait for the agent to exit, enforcing the step limit, the final-event grace and a
-    pause.
-
-    Returns (timed_out, lingered, paused): lingered means we ended a group that had
-    already printed its final event, so the step is recorded by that event; paused that
-    a pause aborted it (only its group is ended; seed: pause).
-    """
-    handle = launched.handle
-    deadline = None if attempt.limit is None else started + attempt.limit
-    grace = kill_grace()
-    while not exited.is_set():
-        if attempt.should_pause is not None and attempt.should_pause():
-            collector.reporter.notice("pause requested: ending the agent's process group")
-            processes.kill_group(handle, grace=grace, soft_signal=attempt.backend.soft_interrupt,
-                                 soft_grace=SOFT_INTERRUPT_GRACE)
-            return False, False, True
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            processes.kill_group(handle, grace=grace, soft_signal=attempt.backend.soft_interrupt,
-                                 soft_grace=SOFT_INTERRUPT_GRACE)
-            return True, False, False
-        if collector.result_at is not None and now - collector.result_at >= FINAL_EVENT_GRACE:
-            collector.reporter.notice(
-                "agent printed its final event but did not exit; ending its group")
-            processes.kill_group(handle, grace=grace)
-            return False, True, False
-        waits = [t for t in (None if deadline is None else deadline - now,
-                             None if collector.result_at is None
-                             else collector.result_at + FINAL_EVENT_GRACE - now) if t is not None]
-        waker.wait(min(waits) if waits else None)
-    return False, False, False
-
-
-def _drain(pump: StreamPump, marker: str, step_id: int) -> None:
-    """Let the stream pump finish, then reap every process that carries the launch marker."""
-    grace = kill_grace()
-    pump.join(2.0)
-    if pump.is_alive():  # an escaped descendant holds stdout open
-        processes.sweep_marker(marker, grace=grace)
-        pump.join(5.0)
-    survivors = processes.sweep_marker(marker, grace=grace)
-    # An escapee that dropped the marker (`env -i`) is still our descendant: the
-    # supervisor is a subreaper and starts nothing else while no step runs.
-    survivors += processes.sweep_descendants(grace=grace)
-    if survivors:
-        log.error("processes survived the sweep of step %s: %s", step_id, survivors)

@@ -1,7 +1,7 @@
-"""Human rendering of the loop for the tmux pane (seed: Observing progress).
+"""Human rendering of the loop for the tmux pane.
 
 The supervisor never prints: it calls a ``Reporter``. ``PaneReporter`` writes the
-seed's banners and the agent's events, readably, to a text stream (the pane), and the
+run, iteration and step banners and the agent's events, readably, to a text stream (the pane), and the
 same text to a transcript file (``<node_dir>/pane.log``) that outlives the pane: the
 tmux session ends with its run, and a user back from a night away still reads what
 the agent said. The transcript rotates at TRANSCRIPT_BYTES into one ``pane.log.1``.

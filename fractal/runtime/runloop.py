@@ -1,24 +1,28 @@
-"""The iteration loop of one run, with its signal checkpoints, pacing and finish drains
-(seed: "The shape of one iteration", "Pacing and loop keys", "How a run ends"; ref §4.2).
+"""The iteration loop of one run, with its signal checkpoints, pacing and finish drains.
+
+Between iterations the loop checks, in order: the budget boundary, the pending signals
+(pause parks, finish drains the children then ends the run, stop ends it), the run wall
+and ``max_iters``. After each iteration it counts crash loops (setup or step discovery
+failing CRASH_LOOP times in a row ends the run), runs the exit check, and paces the next
+iteration (``interval`` from the last start, or ``sleep`` after the last end, never past
+the run wall, cut short by any signal). The facts it leaves in ``RunState`` decide the
+run's end (``domain.outcome.decide_run_end``).
 """
 
 from __future__ import annotations
-
-import time
 
 from fractal.domain.config import parse_config
 from fractal.domain.errors import FractalError
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
-from fractal.runtime.budgetguard import BudgetGuard
+from fractal.runtime.checks import CheckVerdict, run_exit_check
 from fractal.runtime.context import LoopPart, LoopParts
-from fractal.runtime.exitcheck import CheckVerdict, run_exit_check
 from fractal.runtime.gates import WaitEnd, drain_children
-from fractal.runtime.iteration import IterationRunner
+from fractal.runtime.iteration import IterationResult, IterationRunner
 from fractal.runtime.steering import Park
 from fractal.workspace.nodedir import read_config
 
-CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run (seed: setup)
+CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run
 
 
 class RunLoop(LoopPart):
@@ -27,54 +31,66 @@ class RunLoop(LoopPart):
     def __init__(self, parts: LoopParts) -> None:
         super().__init__(parts)
         self.runner = IterationRunner(parts)
-        self.budget = BudgetGuard(self.boot, self.state, self.ledger, self.reporter)
 
-    def run(self, adopted_iter_id: int | None = None) -> None:
-        """Run iterations until max_iters, the run wall, a stop, a finish, or a crash
-        loop ends the run. ``adopted_iter_id`` re-enters a parked iteration first."""
-        state = self.state
-        adopted = adopted_iter_id
+    def run(self) -> None:
+        """Run iterations until max_iters, the run wall, a stop, a finish, the budget, the
+        exit check or a crash loop ends the run. A resume re-enters ``state.reentry``
+        first, without the checks at an iteration's top (it is not a new iteration)."""
         while True:
             self.refresh_live()
-            if adopted is None and self.budget.iteration_top():
-                self._wind_down()
+            if self.state.reentry is None and self._ends_at_top():
                 return
-            if adopted is None and self._checkpoint(allow_finish=True):
-                return
-            if adopted is None and self._gates_closed():
-                return
-            result = self.runner.run(adopted)
-            adopted = None
-            state.last_iter_ok = result.ok
-            if result.stopped:
-                state.stopped = True
-                return
-            if result.finished:  # the approval wait took the finish: a later --cancel
-                if self._drain():  # cannot undo the iteration it already cut short
-                    state.finish_drained = True
-                return
-            state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
-            state.discovery_failures = (state.discovery_failures + 1
-                                        if result.discovery_failed else 0)
-            if state.discovery_failures >= CRASH_LOOP:
-                state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
-            if state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP:
-                return
-            verdict = run_exit_check(self.boot, state, self.reporter, steps_ran=not (
-                result.setup_failed or result.discovery_failed))  # issue 7
-            if verdict is CheckVerdict.PASSED:
-                return  # a passed exit check outranks every other end (domain.stopcause)
-            if verdict is CheckVerdict.FAILED:
-                state.last_iter_ok = False  # the node's own test of done is still red
-            if verdict is CheckVerdict.STALLED:
-                self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
-                return
-            if self.budget.at_boundary():
-                self._wind_down()
-                return
-            if self._checkpoint(allow_finish=True):
+            if self._ends_after(self.runner.run()):
                 return
             self._pace()
+
+    def _ends_at_top(self) -> bool:
+        """The checks before a new iteration, in order: the budget boundary (the run winds
+        down), a pending signal, the run wall, max_iters. True when the run ends here."""
+        if self.budget.iteration_top():
+            self._wind_down()
+            return True
+        return self._checkpoint(allow_finish=True) or self._gates_closed()
+
+    def _ends_after(self, result: IterationResult) -> bool:
+        """Fold the iteration's ``result`` into the run's facts, then the checks after it:
+        a stop or finish it took, a crash loop, the exit check, the budget boundary, a
+        pending signal. True when the run ends here."""
+        state = self.state
+        state.last_iter_ok = result.ok
+        if result.stopped:
+            state.stopped = True
+            return True
+        if result.finished:  # the approval wait took the finish: a later --cancel
+            if self._drain():  # cannot undo the iteration it already cut short
+                state.finish_drained = True
+            return True
+        if self._crash_loop(result):
+            return True
+        verdict = run_exit_check(self.boot, state, self.reporter, self.clock, steps_ran=not (
+            result.setup_failed or result.discovery_failed))
+        if verdict is CheckVerdict.PASSED:
+            return True  # a passed exit check outranks every other end (domain.stopcause)
+        if verdict is CheckVerdict.FAILED:
+            state.last_iter_ok = False  # the node's own test of done is still red
+        if verdict is CheckVerdict.STALLED:
+            self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
+            return True
+        if self.budget.at_boundary():
+            self._wind_down()
+            return True
+        return self._checkpoint(allow_finish=True)
+
+    def _crash_loop(self, result: IterationResult) -> bool:
+        """Count failed setups and failed step discoveries in a row; CRASH_LOOP of either
+        ends the run (a discovery loop names its reason, ``<reason> x3``)."""
+        state = self.state
+        state.setup_failures = state.setup_failures + 1 if result.setup_failed else 0
+        state.discovery_failures = (state.discovery_failures + 1
+                                    if result.discovery_failed else 0)
+        if state.discovery_failures >= CRASH_LOOP:
+            state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
+        return state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP
 
     def refresh_live(self) -> None:
         """Re-read config.json; a malformed edit warns and keeps the previous values."""
@@ -87,12 +103,10 @@ class RunLoop(LoopPart):
     def _gates_closed(self) -> bool:
         """The max_iters and run-wall gates at the top of an iteration."""
         state = self.state
-        if state.run_deadline is not None and time.monotonic() >= state.run_deadline:
-            state.timed_out = True  # the run wall outranks max_iters (seed: the matrix)
+        if state.run_deadline is not None and self.clock.monotonic() >= state.run_deadline:
+            state.timed_out = True  # the run wall outranks max_iters
             return True
-        if state.live.max_iters is not None and state.iteration >= state.live.max_iters:
-            state.max_iters_reached = True
-            return True
+        return state.live.max_iters is not None and state.iteration >= state.live.max_iters
         return False
 
     def _checkpoint(self, *, allow_finish: bool) -> bool:
@@ -112,7 +126,7 @@ class RunLoop(LoopPart):
 
     def _wind_down(self) -> None:
         """A budget bound ended the run (the subtree got a finish): a pending pause still
-        parks; otherwise wait for the children, then end (seed: Reserve mode)."""
+        parks; otherwise wait for the children, then end."""
         if self.steering.check(allow_finish=False, allow_stop=False) is Signal.PAUSE:
             raise Park("between iterations")
         if self._drain():
@@ -137,13 +151,14 @@ class RunLoop(LoopPart):
         """Sleep before the next iteration (interval or sleep), never past the run wall,
         waking for signals; a signal cuts the sleep short (the top checkpoint acts)."""
         state = self.state
-        delay = pacing_delay(time.monotonic(), state.iter_started, self.boot.interval,
+        clock = self.clock
+        delay = pacing_delay(clock.monotonic(), state.iter_started, self.boot.interval,
                              self.boot.sleep, state.run_deadline)
         if delay <= 0:
             return
         self.reporter.notice(f"sleeping {round(delay)}s before the next iteration")
-        end = time.monotonic() + delay
-        while (left := end - time.monotonic()) > 0:
+        end = clock.monotonic() + delay
+        while (left := end - clock.monotonic()) > 0:
             if self.steering.check() is not None:
                 return
             self.waker.wait(left)

@@ -1,6 +1,7 @@
-"""Build one launch: the prompt, the environment, the session to resume, and the
-``Attempt`` (seed: "What the agent sees each step", "Template variables", "The agent's
-environment", "Continuous and detached modes")."""
+"""Build one launch: the prompt (NODE.md, the step body, the active mode documents, the
+template variables filled in), the agent's environment, the session to resume (continuous
+mode keeps one per agent setting; detached mode and ``detached:`` steps start fresh), and
+the ``Attempt``."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile
 from fractal.domain.variables import StepFacts, agent_environment, prompt_variables
 from fractal.domain.walls import time_budget_label
-from fractal.runtime.context import Boot, RunState, monotonic_to_epoch, static_facts
+from fractal.runtime.clock import Clock, monotonic_to_epoch
+from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend
-from fractal.runtime.launch import Attempt
+from fractal.runtime.launch import Attempt, RowPolicy
 from fractal.store.ledger import Ledger
 from fractal.workspace.handback import read_note, resolve_document
 
@@ -60,7 +62,8 @@ class StepBuilder:
     """Builds attempts for the current iteration of ``state``."""
 
     def __init__(self, boot: Boot, state: RunState, ledger: Ledger,
-                 session_usage: dict[str, Usage]) -> None:
+                 session_usage: dict[str, Usage], clock: Clock) -> None:
+        self.clock = clock
         self.boot = boot
         self.state = state
         self.ledger = ledger
@@ -73,7 +76,7 @@ class StepBuilder:
               lenient: bool = False, budget: LaunchBudget | None = None) -> Launch:
         """The attempt for ``file`` (or a SYNC named ``name``) with ``limit`` seconds.
 
-        ``budget`` (seed: The per-step budget) reaches an enforcing agent as its budget flag,
+        ``budget`` (the per-step budget) reaches an enforcing agent as its budget flag,
         and the prompt and environment as COST_BUDGET / STEP_BUDGET; its ``rates`` price a
         token-priced backend's usage.
         """
@@ -84,30 +87,37 @@ class StepBuilder:
         key = session_key(boot, fm)
         detached = boot.detached or is_true(fm.get("detached"))
         resume = None if detached else state.sessions.get(key)
-        new_session = None if (resume or backend.mints_session) else str(uuid.uuid4())
         prior = None
         if resume:  # the run's own figures, else the record (an adopted run starts empty)
             prior = self.session_usage.get(resume) or self.ledger.session_usage(paths.branch,
                                                                                 resume)
         model = fm.get("model") or state.live.model
         facts = self.facts(label, limit, model, detached, budget)
-        checks = check_variables(visible_check(state.checks, state.iteration))  # issue 7
+        checks = check_variables(visible_check(state.checks, state.iteration))
         prompt = render(assemble_prompt(node_md, body, self.modes()),
                         {**prompt_variables(static_facts(paths, state.live), facts), **checks})
-        request = LaunchRequest(prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir,
-                                model=model, effort=fm.get("effort") or state.live.effort,
-                                resume=resume, new_session=new_session,
-                                provider=step_route(boot, backend, fm), prior_usage=prior,
-                                budget_usd=budget.usd if budget is not None
-                                and backend.enforces_budget else None)
+        request = LaunchRequest(
+            prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir, model=model,
+            effort=fm.get("effort") or state.live.effort, resume=resume,
+            new_session=None if (resume or backend.mints_session) else str(uuid.uuid4()),
+            provider=step_route(boot, backend, fm), prior_usage=prior,
+            budget_usd=budget.usd if budget is not None and backend.enforces_budget else None)
         ref = f"{state.run_id}-{state.iteration}-{file.position}"
         attempt = Attempt(
             node=paths.branch, run_id=state.run_id, iter_id=state.iter_id, step=file.position,
             step_name=name or file.name, backend=backend, request=request, limit=limit,
             err_path=paths.agent_err(backend.name),
             err_snapshot=paths.err_dir / f"{ref}{snapshot_suffix}.err",
-            retry=retry_number > 1, gated=gated, should_pause=should_pause, hold_open=gated,
-            lenient=lenient)
+            retry=retry_number > 1, should_pause=should_pause,
+            row=RowPolicy.HOLD_OPEN if gated else RowPolicy.LENIENT if lenient
+            else RowPolicy.CLOSE)
+        return Launch(attempt, key, detached, prior, self._env_builder(facts, checks))
+
+    def _env_builder(self, facts: StepFacts,
+                     checks: Mapping[str, str]) -> Callable[[int], dict[str, str]]:
+        """The agent's environment once its step row exists: the launch environment minus
+        the supervisor's own host variables, plus the loop's variables and CHECK_*."""
+        boot, paths = self.boot, self.boot.paths
 
         def env_for(step_id: int) -> dict[str, str]:
             env = dict(boot.launch_env or os.environ)
@@ -119,14 +129,15 @@ class StepBuilder:
             # Values come from agents, checks and operators: a NUL would make exec fail.
             return {k: v.replace("\0", "") for k, v in env.items() if "\0" not in k}
 
-        return Launch(attempt, key, detached, prior, env_for)
+        return env_for
 
     def modes(self) -> list[str]:
-        """The mode documents active for this step, RESOLVE (with its files) while a
-        hand-back note sits in the node directory."""
+        """The mode documents active for this step, in order: CONTINUE, RESUME (the
+        re-entered iteration of a resumed run), RESERVE, DETACHED, META, and RESOLVE (with
+        its files) while a hand-back note sits in the node directory."""
         boot, state = self.boot, self.state
         names = [n for n, on in (("CONTINUE", boot.continue_mode),
-                                 ("RESUME", state.resume_iteration),
+                                 ("RESUME", state.reentry is not None),
                                  ("RESERVE", state.reserve),
                                  ("DETACHED", boot.detached), ("META", boot.meta)) if on]
         texts = [mode_text(n) for n in names]
@@ -145,13 +156,13 @@ class StepBuilder:
             iter_ref=iter_ref(state.run_id, state.iteration), iter_timestamp=state.iter_timestamp,
             time_budget=time_budget_label(boot.run_timeout, boot.iter_timeout, live.step_timeout),
             cost_budget=budget.label if budget is not None else "no limit",
-            continue_mode=boot.continue_mode, resume_mode=state.resume_iteration,
+            continue_mode=boot.continue_mode, resume_mode=state.reentry is not None,
             reserve_mode=state.reserve, detached_mode=boot.detached, meta_mode=boot.meta,
             agent_command=boot.agent_setting, max_cost=live.max_cost,
             max_iter_cost=live.max_iter_cost, max_step_cost=live.max_step_cost,
             step_budget=budget.usd if budget is not None else None,
             run_timeout=boot.run_timeout, iter_timeout=boot.iter_timeout,
             step_timeout=live.step_timeout, interval=boot.interval, step_limit=limit,
-            run_end_epoch=monotonic_to_epoch(state.run_deadline),
-            iter_end_epoch=monotonic_to_epoch(state.iter_deadline),
+            run_end_epoch=monotonic_to_epoch(self.clock, state.run_deadline),
+            iter_end_epoch=monotonic_to_epoch(self.clock, state.iter_deadline),
             step_model=model, step_detached=step_detached)

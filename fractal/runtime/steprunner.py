@@ -1,12 +1,13 @@
-"""Run one step of an iteration: launch it, retry a failed launch, hold an approval
-gate, and run SYNC pseudo-steps (seed: "Retries and backoff", "Approval gates", "The
-SYNC step"). Building each launch is ``stepbuild``'s job.
+"""Run one step of an iteration: launch it, retry a failed launch (``step_retries`` more
+attempts, ``step_retry_backoff`` seconds apart, each its own row), hold an approval gate
+(a ``requires_approval`` step's row stays open until the parent approves it), and run the
+SYNC pseudo-steps (before each step, and every ``wait`` window while waiting). Building
+each launch is ``stepbuild``'s job; running it is ``launch.run_attempt``'s.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,18 +27,18 @@ from fractal.domain.outcome import (
 from fractal.domain.signals import Signal
 from fractal.domain.steps import StepFile, banner_label, step_label
 from fractal.domain.walls import effective_step_limit
-from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval
-from fractal.runtime.launch import AttemptResult, run_attempt
+from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
 from fractal.runtime.notices import post_gate_waiting
 from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
 
 AWAITING_APPROVAL = "awaiting approval"
 OVER_BUDGET = "over budget"
-"""Reason of a launch skipped because the per-step budget is spent (seed: What gets recorded)."""
+"""Reason of a launch skipped because the per-step budget is spent (booked ``stopped``,
+exit 125, cost 0.0)."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,13 @@ class StepRunner(LoopPart):
 
     def __init__(self, parts: LoopParts) -> None:
         super().__init__(parts)
-        boot, state, ledger, reporter = self.boot, self.state, self.ledger, self.reporter
         # Token usage of each session so far, by session id: a CLI that reports cumulative
         # thread usage (codex) turns it into per-launch figures (LaunchRequest.prior_usage).
         self.session_usage: dict[str, Usage] = {}
-        self.builder = StepBuilder(boot, state, ledger, self.session_usage)
-        self.budget = BudgetGuard(boot, state, ledger, reporter)
+        self.builder = StepBuilder(self.boot, self.state, self.ledger, self.session_usage,
+                                   self.clock)
+        self.kit = LaunchKit(self.ledger, self.reporter, self.waker, self.clock,
+                             parts.launcher)
 
     # -- work steps ---------------------------------------------------------------------
 
@@ -83,7 +85,7 @@ class StepRunner(LoopPart):
         fm = plan.frontmatter.fields
         banner = banner_label(plan.file)
         self.reporter.banner_open(banner)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         refused = self._refusal(fm)
         if refused is not None:
             code, refusal = refused
@@ -121,7 +123,8 @@ class StepRunner(LoopPart):
     def hold_gate(self, plan: StepPlan, step_id: int, limit: float | None,
                   node_md: str) -> StepResult:
         """Wait for the parent's approval of ``step_id`` and close its row accordingly
-        (seed: Approval gates; ref §4.6). Raises Park on a pause."""
+        (released: completed; stopped or finished: stopped; past the walls: exited 124).
+        Raises Park on a pause (the row is parked ``awaiting approval``)."""
         self.reporter.notice(f"{plan.file.name} awaits approval "
                              f"(fractal node approve {self.boot.paths.branch} {step_id})")
         post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
@@ -155,7 +158,7 @@ class StepRunner(LoopPart):
             model=self.state.live.model, session=None, gated=True)
         banner = banner_label(plan.file)
         self.reporter.banner_open(f"{banner}, resumed {AWAITING_APPROVAL}")
-        started = time.monotonic()
+        started = self.clock.monotonic()
         result = self.hold_gate(plan, step_id, None, node_md)
         self._close_banner(banner, result.outcome, None, started)
         return result
@@ -173,10 +176,10 @@ class StepRunner(LoopPart):
 
     def run_sync(self, before: StepPlan, node_md: str) -> StepResult:
         """The strict SYNC before ``before``: a failure is non-fatal, a timeout fatal (the
-        caller decides), a pause parks. Never retried (seed: The SYNC step)."""
+        caller decides), a pause parks. Never retried."""
         banner = f"SYNC (before {before.file.name})"
         self.reporter.banner_open(banner)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         limit = self._limit({})
         result = self._run(before.file, mode_text("SYNC"), {}, node_md, limit, 1,
                            label=f"SYNC before {step_label(before.file)}", suffix="-sync",
@@ -192,7 +195,7 @@ class StepRunner(LoopPart):
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
         what = f"awaiting {target.name}" if file else "draining children"
         self.reporter.banner_open(f"SYNC ({what})")
-        started = time.monotonic()
+        started = self.clock.monotonic()
         limit = self._limit({})
         result = self._run(target, mode_text("SYNC"), {}, node_md, limit, 1,
                            label=f"SYNC while {what}", suffix="-sync", name="SYNC", lenient=True)
@@ -216,8 +219,7 @@ class StepRunner(LoopPart):
                                     label=label, snapshot_suffix=suffix, name=name, gated=gated,
                                     should_pause=self.steering.pause_pending, lenient=lenient,
                                     budget=cost)
-        result = run_attempt(launch.attempt, ledger=self.ledger, reporter=self.reporter,
-                             waker=self.waker, env_for=launch.env_for)
+        result = run_attempt(launch.attempt, self.kit, launch.env_for)
         self.budget.after_launch(launch.attempt.backend, name or file.name, result.cost,
                                  result.launched)
         resume = launch.attempt.request.resume
@@ -259,8 +261,10 @@ class StepRunner(LoopPart):
         return AttemptResult(step_id, outcome, None, 0.0, None, 0.0, False)
 
     def _refusal(self, fm: Mapping[str, str]) -> tuple[int, str] | None:
-        """(exit code, reason) when the step cannot launch, checked before any attempt
-        (ref §4.3 checks 1-2; issue 3: a bad override fails the step, never the run)."""
+        """(exit code, reason) when the step cannot launch, checked before any attempt: a
+        ``detached:`` key in a detached node, a bad agent or provider override, a missing
+        binary, a route without its key, an unpriceable launch under armed cost caps. A bad
+        override fails the step, never the run."""
         if self.boot.detached and fm.get("detached"):
             return 1, "detached: frontmatter is not allowed in a detached node"
         try:
@@ -289,15 +293,15 @@ class StepRunner(LoopPart):
                 step_timeout = parse_duration(fm["timeout"], "timeout")
             except FractalError as exc:
                 self.reporter.warning(f"{exc}; using the node's step_timeout instead")
-        return effective_step_limit(time.monotonic(), self.state.run_deadline,
+        return effective_step_limit(self.clock.monotonic(), self.state.run_deadline,
                                     self.state.iter_deadline, step_timeout)
 
     def _backoff(self, seconds: int) -> bool:
         """Sleep before a retry, reacting to signals at every wake (1 s ticks at most).
 
         Raises Park on a pause; returns False when a stop (or finish) cut it short."""
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
+        end = self.clock.monotonic() + seconds
+        while (left := end - self.clock.monotonic()) > 0:
             signal = self.steering.check(allow_finish=False)
             if signal is Signal.PAUSE:
                 raise Park("during a retry backoff")
@@ -308,7 +312,7 @@ class StepRunner(LoopPart):
 
     def _close_banner(self, banner: str, outcome: StepOutcome, limit: float | None,
                       started: float) -> None:
-        took = time.monotonic() - started
+        took = self.clock.monotonic() - started
         if outcome.status is Status.COMPLETED:
             text = "done" if not outcome.reason else f"done ({outcome.reason})"
         elif outcome.reason.startswith("timed out"):

@@ -1,10 +1,15 @@
 """The supervisor: the long-running process in a node's tmux pane that runs one run
-of the iteration loop — boot, preflight, iterate, finalize.
+of the iteration loop — boot, preflight, iterate, finalize — and records how it ended.
 
 Every change of the node's status here is one ``Ledger.move`` (``fractal.domain.states``):
 taking the node (START or RESUME, the pid recorded with it), parking (PARK), the run's
 end (END), an abort or an exit without a close (ABORT). Each is one transaction with the
 rows it closes and the exit notice it posts.
+
+The loop is built here from its parts (``context.LoopParts``): one clock, one launcher,
+one waker, one steering reader and one budget guard per run. The pane's entry point uses
+the system clock and real process groups; an in-process test passes a fake clock and a
+scripted launcher and runs the same code.
 """
 
 from __future__ import annotations
@@ -35,9 +40,11 @@ from fractal.runtime.boot import (
 )
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
-from fractal.runtime.context import Boot, LoopParts, RunState
+from fractal.runtime.clock import Clock, SystemClock
+from fractal.runtime.context import Boot, LoopParts, Reentry, RunState
 from fractal.runtime.ends import finish_reason, notify_unsettled
 from fractal.runtime.iteration import RunAbort, backstop
+from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
@@ -53,22 +60,35 @@ log = logging.getLogger(__name__)
 
 
 class Supervisor:
-    """Runs one run of a node's loop. ``run()`` returns the process exit code."""
+    """Runs one run of a node's loop. ``run()`` returns the process exit code.
 
-    def __init__(self, paths: NodePaths, options: RunOptions, reporter: Reporter) -> None:
+    ``clock`` (default: the system clock) is the time every wall, wait and backoff of the
+    run reads; ``launcher`` (default: real process groups) starts each agent attempt.
+    """
+
+    def __init__(self, paths: NodePaths, options: RunOptions, reporter: Reporter, *,
+                 clock: Clock | None = None, launcher: Launcher | None = None) -> None:
         self.paths = paths
         self.options = options
         self.reporter = reporter
+        self.clock: Clock = clock or SystemClock()
+        self.launcher: Launcher = launcher or ProcessLauncher()
         self.ledger = Ledger(paths.tree.db_path)
-        self.waker = Waker()
+        self.waker = Waker(self.clock)
         self.state: RunState | None = None
         self.steering: Steering | None = None
         self.crash: str | None = None  # the reason recorded when the loop itself failed
+        self.own_process = True
 
     # -- entry --------------------------------------------------------------------------
 
-    def run(self) -> int:
-        """Boot, run iterations until the run ends (or parks), finalize. Never raises."""
+    def run(self, *, own_process: bool = True) -> int:
+        """Boot, run iterations until the run ends (or parks), finalize. Never raises.
+
+        ``own_process`` (the pane's supervisor) also installs the signal handlers, makes
+        this process the subreaper of what it starts, watches ``<node_dir>/.wake`` and
+        exports the launch environment; an in-process run (a test) does none of that.
+        """
         node = self.paths.branch
         resume = self.options.resume_mode
         expected = Status.PAUSED if resume else Status.IDLE
@@ -79,10 +99,12 @@ class Supervisor:
             self.reporter.warning(f"node {node} is {taken.before or 'unregistered'}, "
                                   f"not {expected.value}; this supervisor will not run it")
             return 1
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, raise_interrupted)
-        processes.become_subreaper()
-        self.waker.watch(self.paths.node_dir)
+        self.own_process = own_process
+        if own_process:
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(sig, raise_interrupted)
+            processes.become_subreaper()
+            self.waker.watch(self.paths.node_dir)
         try:
             return self._run()
         except Park as exc:
@@ -101,10 +123,11 @@ class Supervisor:
 
     def _run(self) -> int:
         launch_env = load_launch_env(self.paths.launch_env_path)
-        os.environ.update(launch_env)  # the run behaves as if started from the caller's shell
-        # Every child of the loop (setup, checks, agents, hooks) inherits it: crash healing
-        # finds a dead loop's leftovers by it.
-        os.environ["_NODE"] = launch_env["_NODE"] = str(self.paths.node_dir)
+        # Every child of the loop (setup, checks, agents, hooks) inherits _NODE: crash
+        # healing finds a dead loop's leftovers by it.
+        launch_env["_NODE"] = str(self.paths.node_dir)
+        if self.own_process:  # the run behaves as if started from the caller's shell
+            os.environ.update(launch_env)
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)
@@ -113,8 +136,7 @@ class Supervisor:
         run_id = self.ledger.open_run(self.paths.branch, agent=self._agent_of(config),
                                       max_cost=config.max_cost if config else None,
                                       parent_run_id=parent_run)
-        self.reporter.banner_open(f"Run {run_id} of {self.paths.branch} at "
-                                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
+        self.reporter.banner_open(f"Run {run_id} of {self.paths.branch} at {self._now()}",
                                   major=True)
         self.state = RunState(run_id=run_id, live=config) if config else None
         try:
@@ -127,35 +149,43 @@ class Supervisor:
         assert self.state is not None
         state = self.state
         if boot.run_timeout is not None:
-            state.run_deadline = time.monotonic() + boot.run_timeout
-        return self._loop(boot, state, None)
+            state.run_deadline = self.clock.monotonic() + boot.run_timeout
+        return self._loop(boot, state)
 
-    def _loop(self, boot: Boot, state: RunState, adopted_iter_id: int | None) -> int:
+    def _now(self) -> str:
+        """The clock's wall time as ``YYYY-MM-DDTHH:MM:SSZ`` (for the pane's banners)."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock.time()))
+
+    def _loop(self, boot: Boot, state: RunState) -> int:
+        """Build the run's loop from its parts, run it, and finalize."""
         steering = Steering(self.ledger, state.run_id)
         self.steering = steering
-        braked = brake_reason(self.paths, self.ledger, fresh=adopted_iter_id is None and not self.options.resume_mode)
+        braked = brake_reason(self.paths, self.ledger, fresh=not self.options.resume_mode)
         if braked is not None:
             raise Park(braked)
-        loop = RunLoop(LoopParts(boot, state, self.ledger, self.reporter, self.waker, steering))
+        budget = BudgetGuard(boot, state, self.ledger, self.reporter, self.clock)
+        loop = RunLoop(LoopParts(boot, state, self.ledger, self.reporter, self.waker, steering,
+                                 self.clock, self.launcher, budget))
         try:
-            loop.run(adopted_iter_id)
+            loop.run()
         except RunAbort as exc:
             return self._abort(state.run_id, str(exc))
-        self._finalize(boot, state)
+        self._finalize(state, budget)
         return 0
 
     def _resume(self, config: NodeConfig | None, problem: str, launch_env: dict[str, str]) -> int:
-        """Adopt the parked run: same run id, iteration count and budgets, re-entering the
-        interrupted step. A preflight failure parks it again, so a fixed environment can
-        resume once more; with no open run to adopt the node exits (no notice: no run)."""
+        """Adopt the parked run: same run id, iteration count and budgets; the open
+        iteration is re-entered at its interrupted step, and the parked time is credited
+        back to the run and iteration walls. A preflight failure parks it again, so a fixed
+        environment can resume once more; with no open run to adopt the node exits (no
+        notice: no run)."""
         plan = adopt(self.ledger, self.paths.branch, self.paths.session_path)
         if plan is None:
             self.reporter.warning("no parked run to resume")
             self.ledger.move(self.paths.branch, Move.ABORT, reason="no parked run to resume")
             return 1
         self.reporter.banner_open(f"Run {plan.run_id} of {self.paths.branch} resumed at "
-                                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
-                                  major=True)
+                                  f"{self._now()}", major=True)
         Steering(self.ledger, plan.run_id).clear_pause()
         if config is None:
             raise Park(f"again: {problem}")
@@ -170,22 +200,22 @@ class Supervisor:
         except RunAbort as exc:
             self.reporter.warning(f"cannot resume: {exc}")
             raise Park(f"again: {exc}") from None
-        now = time.time()
+        clock = self.clock
+        now, mono = clock.time(), clock.monotonic()
         run_end = credited_deadline(plan.run_started, boot.run_timeout,
                                     paused_seconds(plan.spans, plan.run_started, now))
-        state.run_deadline = None if run_end is None else time.monotonic() + (run_end - now)
+        state.run_deadline = None if run_end is None else mono + (run_end - now)
         if plan.iter_id is not None and plan.iter_started is not None:
-            state.iter_id = plan.iter_id
-            state.resume_iteration = True
-            state.resume_position = plan.resume_position
-            state.resume_gate = plan.pending_gate.step_id if plan.pending_gate else None
+            state.iter_id = plan.iter_id  # a park before the re-entry still names it
             iter_end = credited_deadline(plan.iter_started, boot.iter_timeout or boot.interval,
                                          paused_seconds(plan.spans, plan.iter_started, now))
-            state.iter_deadline = None if iter_end is None else \
-                time.monotonic() + (iter_end - now)
-            state.iter_started = time.monotonic() - (now - plan.iter_started)
-            state.iter_timestamp = format_ts(datetime.fromtimestamp(plan.iter_started, UTC))
-        return self._loop(boot, state, plan.iter_id)
+            state.reentry = Reentry(
+                iter_id=plan.iter_id, position=plan.resume_position,
+                gate=plan.pending_gate.step_id if plan.pending_gate else None,
+                started=mono - (now - plan.iter_started),
+                timestamp=format_ts(datetime.fromtimestamp(plan.iter_started, UTC)),
+                deadline=None if iter_end is None else mono + (iter_end - now))
+        return self._loop(boot, state)
 
     def _agent_of(self, config: NodeConfig | None) -> str | None:
         """The agent setting the run uses: the node's, else the tree's default."""
@@ -223,12 +253,12 @@ class Supervisor:
 
     # -- the end ------------------------------------------------------------------------
 
-    def _finalize(self, boot: Boot, state: RunState) -> None:
+    def _finalize(self, state: RunState, guard: BudgetGuard) -> None:
+        boot = guard.boot
         if state.iteration:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} (final)",
                      "", self.reporter, branch=self.paths.branch)
-        guard = BudgetGuard(boot, state, self.ledger, self.reporter)
         land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
         end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
         if land.note is not None:

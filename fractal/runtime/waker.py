@@ -4,8 +4,10 @@ Every wait point in the loop (the agent's run, backoff, pacing) blocks on one
 ``Waker``. Anything that might change what the loop should do calls ``wake()``: the
 agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), or
 the periodic database poll. A wake carries no data: the waiter re-reads the real
-state every time it wakes. The wake file and its touch belong to the control plane
-(``fractal.control``), which the verbs share.
+state every time it wakes: the database is the truth, a wake only says "look now".
+Waits block in the run's ``Clock``, so a fake clock turns them into instant advances. The
+wake file and its touch belong to the control plane (``fractal.control``), which the verbs
+share.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fractal.control import WAKE_FILE
+from fractal.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,8 @@ POLL_SECONDS = 1.0  # the database-poll fallback: no wait ever sleeps longer tha
 class Waker:
     """A resettable wake-up flag shared by the waits of one supervisor."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
         self._event = threading.Event()
         self._observer: Any = None
 
@@ -41,7 +45,7 @@ class Waker:
         every return whatever the result.
         """
         limit = POLL_SECONDS if timeout is None else max(0.0, min(timeout, POLL_SECONDS))
-        woken = self._event.wait(limit)
+        woken = self.clock.wait(self._event, limit)
         self._event.clear()
         return woken
 

@@ -42,7 +42,7 @@ def test_node_runs_iterations_and_records_every_row(tree: Tree) -> None:
     author = git(tree.repo, "log", "-1", "--format=%an", "main.worker")
     assert author == "main.worker"
 
-    # The agent saw the seed's variables in its prompt and environment.
+    # The agent saw the loop's variables in its prompt and environment.
     call = json.loads((capture / "call-1.json").read_text())
     env = call["env"]
     assert env["STEP_LABEL"] == "step 2 of 2 (CHECK)"
@@ -72,31 +72,3 @@ def test_node_runs_iterations_and_records_every_row(tree: Tree) -> None:
     assert f"Run {run_id} completed (exit 0): Reached max iterations (2)" in transcript
     tracked = git(tree.repo, "ls-tree", "-r", "--name-only", "main.worker").splitlines()
     assert not any(name.endswith("pane.log") for name in tracked)
-
-
-def test_failed_step_fails_iteration_and_books_the_rest(tree: Tree) -> None:
-    steps = {
-        "01-A.md": "[stub:write=work.txt:partial]\n",
-        "02-B.md": "[stub:fail=3]\n",
-        "03-C.md": "never runs\n",
-    }
-    tree.node("flaky", steps, "--max-iters", "1", "--no-sync", "--step-retries", "1",
-              "--step-retry-backoff", "1s")
-    tree.cli("node", "start", "flaky")
-    assert tree.wait_settled("flaky") == "exited"
-    rows = tree.sql("SELECT step_name, status, exit_code, metadata FROM steps ORDER BY step_id")
-    assert rows[0] == ("A", "completed", 0, "")
-    assert rows[1][:3] == ("B", "failed", 3) and rows[1][3].startswith("agent error (exit 3)")
-    assert rows[2][:3] == ("B", "failed", 3) and rows[2][3].endswith("; retry; unpriced")
-    assert rows[3] == ("C", "stopped", 0, "failed on B")
-    run = tree.sql("SELECT status, exit_code, metadata FROM runs")[0]
-    assert run == ("exited", 1, "Reached max iterations (1); final iteration failed")
-    it = tree.sql("SELECT status, exit_code, metadata FROM iterations")[0]
-    assert it[:2] == ("failed", 1) and it[2].startswith("failed on B")
-    # stderr snapshots for both attempts; the partial work was committed.
-    err_dir = tree.node_dir("flaky") / "tmp" / "err"
-    names = sorted(p.name for p in err_dir.iterdir())
-    assert len(names) == 2 and names[1].endswith("-2.err")
-    assert git(tree.repo, "show", "main.flaky:work.txt") == "partial"
-    body = git(tree.repo, "log", "-1", "--format=%B", "main.flaky")
-    assert "Steps not run: C" in body

@@ -1,5 +1,6 @@
-"""Steering a live tree through the CLI: stop, finish, pause/resume, kill, approval gates,
-fan-out, the tree-wide brake, --continue, SYNC and exit notices (issue 4)."""
+"""Steering a live tree through the CLI: pause/resume, kill, an approval gate, fan-out, the
+tree-wide brake and --continue. Stop, finish, SYNC and the approval waits' other ends
+are tested in-process (tests/unit/test_loop_steering.py)."""
 
 from __future__ import annotations
 
@@ -56,55 +57,6 @@ def _group_alive(pgid: int) -> bool:
 def _calls(capture: Path) -> list[dict[str, object]]:
     return [json.loads((capture / f"call-{n}.json").read_text())
             for n in range(1, len(list(capture.glob("call-*.json"))) + 1)]
-
-
-def test_stop_ends_the_run_after_the_current_step(tree: Tree) -> None:
-    release = tree.repo.parent / "release-stop"
-    steps = {"01-A.md": f"[stub:write=a.txt:a] [stub:wait-file={release}]",
-             "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node("stopper", steps, "--no-sync", "--max-iters", "5")
-    tree.cli("node", "start", "stopper")
-    _wait_running(tree, "stopper", "A")
-    tree.cli("node", "stop", "stopper", "--reason", "enough")
-    assert tree.status("stopper") == "active"
-    status = tree.cli("node", "status", "stopper").stdout
-    assert "stopping" in status, (status, tree.sql("SELECT step_name, status, metadata, "
-                                                   "started_at, ended_at FROM steps"))
-    release.touch()
-    assert tree.wait_settled("stopper") == "stopped"
-    assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
-        ("stopped", 0, "Stopped by request")]
-    assert tree.sql("SELECT step_name, status FROM steps") == [("A", "completed")]
-    assert tree.sql("SELECT status FROM iterations") == [("stopped",)]
-    assert git(tree.repo, "show", "main.stopper:a.txt") == "a"
-
-
-def test_finish_ends_the_run_after_the_current_iteration(tree: Tree) -> None:
-    release = tree.repo.parent / "release-finish"
-    steps = {"01-A.md": f"[stub:wait-file={release}]", "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node("finisher", steps, "--no-sync", "--max-iters", "5")
-    tree.cli("node", "start", "finisher")
-    _wait_running(tree, "finisher", "A")
-    tree.cli("node", "finish", "finisher")
-    release.touch()
-    assert tree.wait_settled("finisher") == "completed"
-    assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
-        ("completed", 0, "Finished by request")]
-    assert tree.sql("SELECT step_name, status FROM steps ORDER BY step_id") == [
-        ("A", "completed"), ("B", "completed")]
-    assert tree.sql("SELECT COUNT(*) FROM iterations") == [(1,)]
-
-
-def test_finish_cancel_withdraws_it(tree: Tree) -> None:
-    release = tree.repo.parent / "release-cancel"
-    tree.node("undo", {"01-A.md": f"[stub:wait-file={release}]"}, "--no-sync", "--max-iters", "2")
-    tree.cli("node", "start", "undo")
-    _wait_running(tree, "undo", "A")
-    tree.cli("node", "finish", "undo")
-    tree.cli("node", "finish", "undo", "--cancel")
-    release.touch()
-    assert tree.wait_settled("undo") == "completed"
-    assert tree.sql("SELECT metadata FROM runs") == [("Reached max iterations (2)",)]
 
 
 def test_pause_parks_and_resume_adopts_the_run(tree: Tree) -> None:
@@ -191,75 +143,6 @@ def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
     assert again.returncode == 1
 
 
-def _start_at_gate(tree: Tree, name: str) -> None:
-    """Start ``name`` (gated step A, then B; up to 3 iterations) and wait at A's gate."""
-    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
-             "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node(name, steps, "--no-sync", "--max-iters", "3")
-    tree.cli("node", "start", name)
-    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout),
-               timeout=30, message="gate pending")
-
-
-@pytest.mark.parametrize(("verb", "node_status", "run_reason", "step_reason"), [
-    ("stop", "stopped", "Stopped by request", "stopped awaiting approval"),
-    ("finish", "completed", "Finished by request", "finish requested awaiting approval"),
-])
-def test_stop_or_finish_ends_an_approval_wait(tree: Tree, verb: str, node_status: str,
-                                              run_reason: str, step_reason: str) -> None:
-    """Both end the wait and skip the rest of the iteration; a finish still ends the run
-    the way a finish does (completed), a stop the way a stop does."""
-    _start_at_gate(tree, "held")
-    tree.cli("node", verb, "held")
-    assert tree.wait_settled("held") == node_status
-    # A finish over a gate nobody approved says so on the run (not on the iteration).
-    ended = f"{run_reason}; A never approved" if verb == "finish" else run_reason
-    assert tree.sql("SELECT status, exit_code, metadata FROM runs") == [
-        (node_status, 0, ended)]
-    assert tree.sql("SELECT status, metadata FROM iterations") == [("stopped", run_reason)]
-    assert tree.sql("SELECT step_name, status, metadata FROM steps") == [
-        ("A", "stopped", step_reason)]
-
-
-def test_a_finish_taken_by_an_approval_wait_cannot_be_cancelled_half_way(tree: Tree) -> None:
-    _start_at_gate(tree, "fin")
-    tree.cli("node", "finish", "fin")
-    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE metadata = "
-                                "'finish requested awaiting approval'"), timeout=30)
-    tree.cli("node", "finish", "fin", "--cancel", check=False)  # too late either way
-    assert tree.wait_settled("fin") == "completed"
-    assert tree.sql("SELECT COUNT(*) FROM iterations") == [(1,)]
-    assert tree.sql("SELECT metadata FROM runs") == [("Finished by request; A never approved",)]
-
-
-def test_approval_wait_burns_the_clock(tree: Tree) -> None:
-    steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork"}
-    tree.node("late", steps, "--no-sync", "--max-iters", "1", "--iter-timeout", "2s")
-    tree.cli("node", "start", "late")
-    assert tree.wait_settled("late", timeout=30) == "exited"
-    (status, code, meta), = tree.sql("SELECT status, exit_code, metadata FROM steps")
-    assert (status, code, meta) == ("exited", 124, "timed out awaiting approval")
-    assert tree.sql("SELECT metadata FROM iterations")[0][0].startswith("A timed out")
-
-
-def test_pause_while_awaiting_approval_then_approve_while_parked(tree: Tree) -> None:
-    steps = {"01-A.md": "---\nrequires_approval: true\n---\n[stub:write=a.txt:a]",
-             "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node("pg", steps, "--no-sync", "--max-iters", "1")
-    tree.cli("node", "start", "pg")
-    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout), timeout=30)
-    tree.cli("node", "pause", "pg")
-    assert tree.wait_settled_or("pg", {"paused"}) == "paused"
-    assert tree.sql("SELECT status, metadata FROM steps") == [("paused", "awaiting approval")]
-    assert json.loads(tree.cli("node", "pending", "--json").stdout)  # still listed
-    tree.cli("node", "approve", "pg")
-    wait_until(lambda: not _session_alive(tree, "pg"), timeout=10)
-    tree.cli("node", "resume", "pg")
-    assert tree.wait_settled("pg") == "completed"
-    assert tree.sql("SELECT step_name, status FROM steps ORDER BY step_id") == [
-        ("A", "paused"), ("B", "completed")]
-
-
 def test_fan_out_orders_and_a_child_under_a_paused_parent(tree: Tree) -> None:
     release = tree.repo.parent / "release-fan"
     step = {"01-A.md": f"[stub:wait-file={release}]"}
@@ -339,41 +222,6 @@ def test_continue_commits_node_edits_and_refuses_project_dirt(tree: Tree) -> Non
     last = _calls(capture)[-1]
     assert "A sharper task." in str(last["prompt"])
     assert mode_text("CONTINUE").strip().splitlines()[0] in str(last["prompt"])
-
-
-def test_sync_rows_failures_and_timeouts(tree: Tree) -> None:
-    steps = {"01-A.md": "[stub:write=a.txt:a]", "02-B.md": "[stub:write=b.txt:b]"}
-    tree.node("syncer", steps, "--max-iters", "1",
-              node_md="# Task\n\n[stub:sync-fail=4]\n")
-    tree.cli("node", "start", "syncer")
-    assert tree.wait_settled("syncer") == "completed"
-    rows = tree.sql("SELECT step, step_name, status, exit_code FROM steps ORDER BY step_id")
-    assert rows == [(1, "SYNC", "failed", 4), (1, "A", "completed", 0),
-                    (2, "SYNC", "failed", 4), (2, "B", "completed", 0)]
-    tree.node("slowsync", steps, "--max-iters", "1", "--step-timeout", "1s",
-              node_md="# Task\n\n[stub:sync-sleep=30]\n")
-    tree.cli("node", "start", "slowsync", env={**__import__("os").environ,
-                                               "FRACTAL_KILL_GRACE": "1"})
-    assert tree.wait_settled("slowsync", timeout=60) == "exited"
-    it = tree.sql("SELECT status, metadata FROM iterations WHERE node = 'main.slowsync'")
-    assert it == [("failed", "SYNC timed out (1s)")]
-    assert tree.sql("SELECT step_name, status, metadata FROM steps WHERE node = "
-                    "'main.slowsync' ORDER BY step_id")[1:] == [
-        ("A", "stopped", "failed on SYNC"), ("B", "stopped", "failed on SYNC")]
-
-
-def test_every_exited_run_posts_a_notice(tree: Tree) -> None:
-    tree.node("sad", {"01-A.md": "[stub:fail=2]"}, "--no-sync", "--max-iters", "1",
-              "--step-retries", "0")
-    tree.cli("node", "start", "sad")
-    assert tree.wait_settled("sad") == "exited"
-    rows = json.loads(tree.cli("radio", "messages", "--node", "sad", "--channel", "outbox",
-                               "--json").stdout)
-    assert [(r["priority"], r["subject"]) for r in rows] == [
-        (7, "run exited: Reached max iterations (1); final iteration failed")]
-    reason, spend = rows[0]["data"].splitlines()[:2]
-    assert reason == "Reached max iterations (1); final iteration failed"
-    assert spend.startswith("run 1 spent ")
 
 
 def test_killed_tmux_server_is_healed(tree: Tree) -> None:

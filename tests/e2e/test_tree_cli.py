@@ -138,17 +138,6 @@ def test_start_refuses_unless_idle_and_attach_refuses_unless_active(tree: Tree) 
         (runs[0][0], 1), (runs[1][0], 1)]
 
 
-def test_live_retune_of_max_iters(tree: Tree) -> None:
-    tree.node("tune", {"01-A.md": "[stub:sleep=1]"}, "--no-sync", "--max-iters", "50")
-    tree.cli("node", "start", "tune")
-    cfg = tree.node_dir("tune") / "config.json"
-    data = json.loads(cfg.read_text())
-    data["max_iters"] = 2
-    cfg.write_text(json.dumps(data))
-    assert tree.wait_settled("tune", timeout=60) == "completed"
-    assert tree.sql("SELECT metadata FROM runs") == [("Reached max iterations (2)",)]
-
-
 def test_sleep_paces_iterations(tree: Tree) -> None:
     tree.node("paced", {"01-A.md": "x"}, "--no-sync", "--max-iters", "2", "--sleep", "2s")
     tree.cli("node", "start", "paced")
