@@ -251,6 +251,9 @@ OVER_THE_CAP = {
     # The one owner of process signals: spawning, finding, stopping and reaping share the
     # identity checks (create time, marker) and the grace table; a split would export them.
     "fractal/runtime/processes.py": 440,
+    # The whole schema in one metadata: Alembic's autogenerate and the drift check read it
+    # from one module, and each class is one table's contract.
+    "fractal/store/models.py": 520,
 }
 """Modules allowed past MAX_LINES, each with the reason and its own, tighter cap."""
 

@@ -1,21 +1,21 @@
 """Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
 
-Nine tables: the node registry and the execution ledger (runs > iterations > steps),
-plus events, signals, messages (a node's outbox notices; migration 0003), checks
-(exit checks and gate steps run by the loop; migration 0004) and rescues (the rescue
-refs written before a destructive verb; migration 0006). The ``activity`` view is
+Longer than the house's 400 lines on purpose: this is the whole schema in one place,
+the one ``metadata`` Alembic's autogenerate and the drift check read; each class is a
+table's contract, and splitting them would scatter the schema across modules.
 
+The tables: the node registry and the execution ledger (runs > iterations > steps),
+events, signals, messages (a node's channels; 0003) with the radio's read receipts and
+saved messages (``reads``, ``saves``; 0008), checks (exit checks and gate steps; 0004),
+rescues (the rescue refs written before a destructive verb; 0006), merges (0007), usage
+windows (one shared window per credential; 0010) and worker pools with their items
+(0011). The ``activity`` view is not a model: migration 0001 creates it with raw SQL,
+0004 recreates it with check rows.
 
-Ten tables: the node registry and the execution ledger (runs > iterations > steps),
-plus events, signals, messages (a node's channels; migration 0003), checks (exit checks
-and gate steps run by the loop; migration 0004) and the radio's read receipts and saved
-messages (``reads``, ``saves``; migration 0008). The ``activity`` view is
-not a model: migration 0001 creates it with raw SQL, 0004 recreates it with check rows.
-Shapes come from the issue and ref §3:
-
-- timestamps are TEXT in the ``timefmt`` format; durations are never stored;
-- statuses are plain strings from the ref §3 vocabulary (``active``, ``paused``,
-  ``idle``, ``completed``, ``stopped``, ``exited``, ``killed``, ``failed``, ``retired``);
+- timestamps are TEXT in the ``timefmt`` format, except the usage windows' instants,
+  which are epoch seconds (REAL) because the loop computes with them; durations are
+  never stored;
+- statuses are plain strings of the status vocabulary (``fractal.domain.states``);
 - ``cost`` is REAL USD and NULL means unknown (never coerced to 0);
 - history rows carry the owning ``node`` as text, with no foreign key to ``nodes``,
   so deleting a node keeps its history.

@@ -76,7 +76,9 @@ def test_budget_landing_books_the_rest_over_budget_and_notices_the_spend(
     # iteration 1.2's second step ran in reserve: $0.1000 was left, inside the $0.1 reserve
     assert any("inside the $0.1 reserve" in e for e in _budget_events(t, "land"))
     notice = t.sql("SELECT subject, data FROM messages WHERE node = 'main.land'")
-    assert notice == [(f"run exited: {reason}", f"{reason}\nspent $1.2000 of $1 max")]
+    # the run's end notice: the reason, the run's spend, the capped run's figures
+    assert notice == [(f"run exited: {reason}",
+                       f"{reason}\nrun 1 spent $1.2000\nspent $1.2000 of $1 max")]
     assert t.cli("node", "cost", "spent", "land").output.strip() == "$1.2000"
 
 

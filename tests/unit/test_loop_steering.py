@@ -162,8 +162,10 @@ def test_stop_or_finish_ends_an_approval_wait(loop_tree: LoopTree, verb: str,
     _start_at_gate(t, "held", lambda: t.cli("node", verb, "held"))
     t.run("held")
     assert t.status("held") == node_status
+    # A finish over a gate nobody approved says so on the run (not on the iteration).
+    ended = f"{run_reason}; A never approved" if verb == "finish" else run_reason
     assert t.sql("SELECT status, exit_code, metadata FROM runs") == [
-        (node_status, 0, run_reason)]
+        (node_status, 0, ended)]
     assert t.sql("SELECT status, metadata FROM iterations") == [("stopped", run_reason)]
     assert t.sql("SELECT step_name, status, metadata FROM steps") == [
         ("A", "stopped", step_reason)]
@@ -191,7 +193,7 @@ def test_a_finish_taken_by_an_approval_wait_cannot_be_cancelled_half_way(
     assert t.status("fin") == "completed"
     assert t.sql("SELECT COUNT(*) FROM iterations WHERE node = 'main.fin'") == [(1,)]
     assert t.sql("SELECT metadata FROM runs WHERE node = 'main.fin'") == [
-        ("Finished by request",)]
+        ("Finished by request; A never approved",)]
 
 
 def test_approval_wait_burns_the_clock(loop_tree: LoopTree) -> None:

@@ -147,11 +147,11 @@ def test_how_a_run_ends(loop_tree: LoopTree, case: str) -> None:
     assert t.status("n") == (end.node or expected_status)
     if end.iterations is not None:
         assert len(t.iterations("n")) == end.iterations
-    # every run leaves no open row behind, and every exited run posts its notice
+    # every run leaves no open row behind, and every run posts its end notice
     assert t.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
     assert t.sql("SELECT COUNT(*) FROM iterations WHERE ended_at IS NULL") == [(0,)]
     notices = [s[:80] for (s,) in t.sql("SELECT subject FROM messages WHERE node = 'main.n'")]
-    assert notices == ([f"run exited: {reason}"[:80]] if status == "exited" else [])
+    assert notices == [f"run {status}: {reason}"[:80]]
 
 
 def test_a_crash_of_the_loop_itself_is_recorded_and_still_commits(loop_tree: LoopTree) -> None:
@@ -238,10 +238,13 @@ def test_every_exited_run_posts_a_notice(loop_tree: LoopTree) -> None:
     assert t.status("sad") == "exited"
     import json
 
-    rows = json.loads(t.cli("radio", "messages", "--node", "sad", "--json").output)
+    rows = json.loads(t.cli("radio", "messages", "--node", "sad", "--channel", "outbox",
+                            "--json").output)
     assert [(r["priority"], r["subject"]) for r in rows] == [
         (7, "run exited: Reached max iterations (1); final iteration failed")]
-    assert rows[0]["data"] == "Reached max iterations (1); final iteration failed"
+    reason, spend = rows[0]["data"].splitlines()[:2]
+    assert reason == "Reached max iterations (1); final iteration failed"
+    assert spend.startswith("run 1 spent ")
 
 
 def test_setup_crash_loop_ends_the_run(loop_tree: LoopTree) -> None:
