@@ -1,22 +1,30 @@
-"""Hermetic test environment (STYLE 16).
+"""Hermetic test environment and per-test guards.
 
 Every test session gets its own HOME, XDG dirs and ``TMUX_TMPDIR`` (so a private tmux
 server), and loses any inherited ``TMUX``, ``FRACTAL_*`` and loop variables, so a suite
 run inside a live node can never touch that node's database or tmux server. At the end
 of the session the private tmux server is killed.
+
+Every test also runs under three guards (``tests/guards.py``): it fails when it leaves a
+process, a non-daemon thread or a tmux server behind; it may connect only to loopback
+and Unix sockets (tests marked ``agents`` are exempt: they install from npm); and the
+process's cached database engines are disposed after it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.guards import LeakGuard, loopback_only
 from tests.helpers import make_repo
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
@@ -55,7 +63,7 @@ def hermetic_session() -> Iterator[Path]:
         "TMUX_TMPDIR": str(tmux_dir),
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C.UTF-8",
-        # The price table comes from a fixture file, never the network (issue 5).
+        # The price table comes from a fixture file, never the network.
         "FRACTAL_PRICING_URL": PRICES_FIXTURE.as_uri(),
     })
     try:
@@ -75,3 +83,46 @@ def hermetic_session() -> Iterator[Path]:
 def repo(tmp_path: Path) -> Path:
     """A fresh git repository on branch ``main`` with one commit and a local identity."""
     return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture(autouse=True)
+def _leak_guard(request: pytest.FixtureRequest, hermetic_session: Path) -> Iterator[None]:
+    """Fail the test if it leaves a process, a non-daemon thread or a tmux server behind.
+
+    Set up before and torn down after every other function-scoped fixture, so a fixture's
+    own cleanup (``tree`` killing its tmux sessions) counts as the test's.
+    """
+    guard = LeakGuard.begin(os.environ["HOME"], (hermetic_session / "t",))
+    yield
+    tmp = getattr(request.node, "funcargs", {}).get("tmp_path")
+    if tmp is not None:  # known only now: the test's fixtures are set up after this one
+        guard.marks = (str(tmp),)
+    left = guard.check()
+    if left:
+        message = left.describe()
+        guard.clean(left)
+        pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse connections outside loopback, except in the ``agents`` tier (npm installs)."""
+    if request.node.get_closest_marker("agents") is not None:
+        return
+    monkeypatch.setattr(socket.socket, "connect", loopback_only(socket.socket.connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", loopback_only(socket.socket.connect_ex))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_engines() -> Iterator[None]:
+    """Dispose the process's cached database engines after every test.
+
+    ``store.engine.open_engine`` keeps one engine per database path for the life of the
+    process; without this a test's pooled connections outlive its ``tmp_path``. The module
+    is looked up, not imported, so tests that never touch the store stay free of
+    SQLAlchemy.
+    """
+    yield
+    engine = sys.modules.get("fractal.store.engine")
+    if engine is not None:
+        engine.close_engines()

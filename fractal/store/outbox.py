@@ -20,17 +20,6 @@ EXIT_NOTICE_PRIORITY = 7  # issue 4: every exited run posts to the node's outbox
 class Outbox(Registry):
     """Posting and reading channel messages on the tree database."""
 
-    def post_message(self, node: str, subject: str, data: str = "", *,
-                     channel: str = OUTBOX, sender: str | None = None,
-                     priority: int = 5) -> str:
-        """Post a message to ``node``'s ``channel``; return its 8-hex uuid.
-
-        ``priority`` is clamped to 0-10 (10 most urgent).
-        """
-        with self._tx() as conn:
-            return insert_message(conn, node, subject, data, channel=channel, sender=sender,
-                                  priority=priority)
-
     def post_exit_notice(self, node: str, reason: str, figures: str = "") -> str:
         """Post ``run exited: <reason>`` (priority 7; the subject clipped like a reason) to
         ``node``'s outbox; ``figures`` (a capped run's spend) join the body. Returns the

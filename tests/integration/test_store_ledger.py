@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fractal.errors import NodeNotFound, StoreError
-from fractal.store.engine import close_engines
 from fractal.store.ledger import STRANDED_REASON, Ledger
 from fractal.store.timefmt import to_epoch
 
@@ -17,9 +16,8 @@ NODE = "main.parser"
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    yield Ledger(tmp_path / "tree" / "fractal.db")
-    close_engines()
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "tree" / "fractal.db")
 
 
 def _run(ledger: Ledger, node: str = NODE) -> int:
