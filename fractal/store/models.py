@@ -4,10 +4,10 @@ Eight tables: the node registry and the execution ledger (runs > iterations > st
 plus events, signals, messages (a node's outbox notices; migration 0003) and checks
 (exit checks and gate steps run by the loop; migration 0004). The ``activity`` view is
 not a model: migration 0001 creates it with raw SQL, 0004 recreates it with check rows.
-Shapes come from the issue and ref §3:
+Shapes:
 
 - timestamps are TEXT in the ``timefmt`` format; durations are never stored;
-- statuses are plain strings from the ref §3 vocabulary (``active``, ``paused``,
+- statuses are plain strings from one fixed vocabulary (``active``, ``paused``,
   ``idle``, ``completed``, ``stopped``, ``exited``, ``killed``, ``failed``, ``retired``);
 - ``cost`` is REAL USD and NULL means unknown (never coerced to 0);
 - history rows carry the owning ``node`` as text, with no foreign key to ``nodes``,
@@ -208,7 +208,7 @@ class Message(Base):
 
 
 class Check(Base):
-    """One check command the loop ran itself (issue 7): the node's exit check after an
+    """One check command the loop ran itself: the node's exit check after an
     iteration (``kind`` 'exit'), or a gate step (``kind`` 'gate', ``step_id`` its row).
 
     ``signature`` is '' when the check passed; ``failures`` and ``passed`` are the counts

@@ -1,6 +1,6 @@
 """Per-node agent homes: the files a real agent CLI reads from the node directory.
 
-Issue 3 ("Per-node agent home"; ref §5.5): Claude Code gets a settings file,
+See docs/agents.md ("Agent homes"). Claude Code gets a settings file,
 ``<node_dir>/.claude/settings.json``, passed with ``--settings``; Codex gets its whole home,
 ``<node_dir>/.codex/`` as ``CODEX_HOME``, where it keeps sessions and sqlite files, with
 ``auth.json`` symlinked to the user's login (never copied, so a token refresh is seen by
