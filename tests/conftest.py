@@ -105,12 +105,20 @@ def _leak_guard(request: pytest.FixtureRequest, hermetic_session: Path) -> Itera
 
 
 @pytest.fixture(autouse=True)
-def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refuse connections outside loopback, except in the ``agents`` tier (npm installs)."""
+def _loopback_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Refuse connections outside loopback, except in the ``agents`` tier (npm installs).
+
+    A private MonkeyPatch, not the ``monkeypatch`` fixture: requesting that here would set
+    it up before every test's own fixtures and so undo a test's patches (its PATH) only
+    after those fixtures' teardowns have run under them.
+    """
     if request.node.get_closest_marker("agents") is not None:
+        yield
         return
-    monkeypatch.setattr(socket.socket, "connect", loopback_only(socket.socket.connect))
-    monkeypatch.setattr(socket.socket, "connect_ex", loopback_only(socket.socket.connect_ex))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", loopback_only(socket.socket.connect))
+        patch.setattr(socket.socket, "connect_ex", loopback_only(socket.socket.connect_ex))
+        yield
 
 
 @pytest.fixture(autouse=True)
