@@ -9,6 +9,11 @@ Every test also runs under three guards (``tests/guards.py``): it fails when it 
 process, a non-daemon thread or a tmux server behind; it may connect only to loopback
 and Unix sockets (tests marked ``agents`` are exempt: they install from npm); and the
 process's cached database engines are disposed after it.
+
+A database this process creates from nothing is a copy of one migrated to head once per
+session (``_schema_from_template``) instead of a fresh Alembic run; an existing file is
+still migrated for real, and a module that tests migrations themselves sets
+``REAL_MIGRATIONS = True``. Subprocesses (the CLI) always migrate for real.
 """
 
 from __future__ import annotations
@@ -16,16 +21,19 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from fractal.store import schema
 from tests.guards import LeakGuard, loopback_only
-from tests.helpers import make_repo
+from tests.helpers import TEMPLATES_ENV, make_repo
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
 """A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""
@@ -54,6 +62,7 @@ def hermetic_session() -> Iterator[Path]:
     home.mkdir()
     tmux_dir = base / "t"
     tmux_dir.mkdir(mode=0o700)
+    (base / "templates").mkdir()
     _strip_env()
     os.environ.update({
         "HOME": str(home),
@@ -65,6 +74,7 @@ def hermetic_session() -> Iterator[Path]:
         "LC_ALL": "C.UTF-8",
         # The price table comes from a fixture file, never the network.
         "FRACTAL_PRICING_URL": PRICES_FIXTURE.as_uri(),
+        TEMPLATES_ENV: str(base / "templates"),  # make_repo's session templates
     })
     try:
         yield base
@@ -134,3 +144,40 @@ def _fresh_engines() -> Iterator[None]:
     engine = sys.modules.get("fractal.store.engine")
     if engine is not None:
         engine.close_engines()
+
+
+_TEMPLATE_LOCK = threading.Lock()
+
+
+def _upgrade_from_template(real: Callable[[Path], None], template: Path
+                           ) -> Callable[[Path], None]:
+    """``schema._upgrade`` that copies ``template`` (migrated on first use) to a new file."""
+
+    def upgrade(db_path: Path) -> None:
+        if db_path.exists() and db_path.stat().st_size > 0:
+            real(db_path)  # a database with content: the real migration path
+            return
+        with _TEMPLATE_LOCK:
+            if not template.exists():
+                real(template)
+                con = sqlite3.connect(template)
+                try:
+                    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    con.close()
+        shutil.copyfile(template, db_path)
+
+    return upgrade
+
+
+@pytest.fixture(autouse=True)
+def _schema_from_template(request: pytest.FixtureRequest,
+                          hermetic_session: Path) -> Iterator[None]:
+    """New databases of this process are copies of one migrated once (see module docstring)."""
+    if getattr(request.module, "REAL_MIGRATIONS", False):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema, "_upgrade", _upgrade_from_template(
+            schema._upgrade, hermetic_session / f"head-{schema.HEAD_REVISION}.db"))
+        yield

@@ -24,6 +24,7 @@ from fractal.store.schema import (
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+REAL_MIGRATIONS = True  # tests/conftest.py: these tests run Alembic on every new database
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks"}
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
