@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from fractal.store import schema
-from tests.guards import LeakGuard, loopback_only
+from tests.guards import LeakGuard, count_spawns, loopback_only
 from tests.helpers import TEMPLATES_ENV, make_repo
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
@@ -50,6 +50,10 @@ def _strip_env() -> None:
             del os.environ[key]
     for key in _LOOP_VARS:
         os.environ.pop(key, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    count_spawns()  # the leak guard reads the process table only after a launch
 
 
 @pytest.fixture(scope="session", autouse=True)

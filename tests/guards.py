@@ -14,9 +14,10 @@ the test that is still alive:
 Leftovers get ``GRACE`` seconds (times ``FRACTAL_TEST_TIMEOUT_SCALE``) to go away on
 their own, since a killed tmux session's supervisor takes a moment to finish. What is
 still there then fails the test, and the guard kills the leaked processes and servers so
-the next test starts clean. The check is cheap when a test starts no process: the
-kernel's last allocated pid (``/proc/loadavg``) is compared first, and only processes
-created during the test are read.
+the next test starts clean. The check costs nothing for a test that starts no process:
+``count_spawns`` counts every ``subprocess`` launch and ``fork`` of this process, and the
+process table is read only when that count moved, and then only the processes created
+during the test.
 
 ``loopback_only`` refuses ``connect`` to anything but 127.0.0.0/8, ::1 and Unix sockets.
 """
@@ -45,6 +46,29 @@ GRACE = 10.0
 
 _PROC_TICK = 0.011
 """Slack for /proc start times, which are truncated to clock ticks (10 ms)."""
+
+
+_SPAWNS = [0]
+"""Processes this interpreter has started (``subprocess`` launches and forks)."""
+
+
+def _count_spawn() -> None:
+    _SPAWNS[0] += 1
+
+
+def count_spawns() -> None:
+    """Start counting this process's launches (idempotent; call once per session)."""
+    if getattr(subprocess.Popen, "_fractal_counted", False):
+        return
+    real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def _execute_child(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        _count_spawn()
+        real(self, *args, **kwargs)
+
+    subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]
+    subprocess.Popen._fractal_counted = True  # type: ignore[attr-defined]
+    os.register_at_fork(before=_count_spawn)
 
 
 def _now_in_proc_frame() -> float:
@@ -130,6 +154,7 @@ class LeakGuard:
     marks: tuple[str, ...] = ()
     started: float = field(default_factory=_now_in_proc_frame)
     last_pid: int = field(default_factory=_last_pid)
+    spawns: int = field(default_factory=lambda: _SPAWNS[0])
     threads: frozenset[threading.Thread] = field(
         default_factory=lambda: frozenset(threading.enumerate()))
     servers: frozenset[Path] = frozenset()
@@ -144,6 +169,8 @@ class LeakGuard:
 
     def _new_processes(self) -> list[psutil.Process]:
         """Processes created since ``begin`` that belong to this test (alive, not zombies)."""
+        if _SPAWNS[0] == self.spawns:
+            return []  # nothing here started a process since the test began
         if self.last_pid != -1 and _last_pid() == self.last_pid:
             return []  # the kernel handed out no pid since the test began
         me = os.getpid()
@@ -177,6 +204,8 @@ class LeakGuard:
                 if t not in self.threads and not t.daemon and t.is_alive()]
 
     def _new_servers(self) -> list[Path]:
+        if _SPAWNS[0] == self.spawns:
+            return []  # a tmux server is only ever started by a process of ours
         return sorted(tmux_servers(self.socket_dirs) - self.servers)
 
     # -- the check ----------------------------------------------------------------------
