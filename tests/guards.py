@@ -71,9 +71,14 @@ def count_spawns() -> None:
     os.register_at_fork(before=_count_spawn)
 
 
+_BOOT: list[float] = []
+
+
 def _now_in_proc_frame() -> float:
     """Now, in the frame of psutil's ``create_time`` (boot time plus time since boot)."""
-    return psutil.boot_time() + time.clock_gettime(time.CLOCK_BOOTTIME)
+    if not _BOOT:
+        _BOOT.append(psutil.boot_time())
+    return _BOOT[0] + time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def _last_pid() -> int:
