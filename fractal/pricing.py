@@ -1,5 +1,5 @@
-"""The price-table cache: a local copy of LiteLLM's public price table (seed: "Pricing and
-untracked spend"; ref §5.4).
+"""The price-table cache: a local copy of LiteLLM's public price table
+(docs/budgets.md, "Pricing token-priced agents").
 
 The copy lives at ``~/.fractal/pricing.json`` (``FRACTAL_PRICING_FILE`` moves it) and is
 fetched from ``FRACTAL_PRICING_URL`` (default: LiteLLM's raw file on GitHub; ``file://``
@@ -77,7 +77,7 @@ class Refresh:
 
 
 def token_priced(backend: str, provider: str | None) -> bool:
-    """True when a backend's spend must be priced from token usage (ref §5.1 needs_pricing):
+    """True when a backend's spend must be priced from token usage:
     ``codex`` always (it reports tokens only), ``claude`` on a provider route (its own
     figure is at Anthropic's list price). Other backends report dollars or nothing."""
     return backend == "codex" or (backend == "claude" and bool(provider))

@@ -66,7 +66,7 @@ def session_name(repo: Path, branch: str) -> str:
 
     Characters outside ``[A-Za-z0-9_-]`` become ``-`` (tmux rewrites ``.`` and ``:``, which
     would break exact matching); the hash of the resolved repo path and branch keeps two
-    repositories with the same basename apart (reference: shared repo basename).
+    repositories with the same basename apart.
     """
     digest = hashlib.sha1(f"{repo.resolve()}\0{branch}".encode()).hexdigest()[:6]
     return _UNSAFE.sub("-", f"fx-{repo.name}-{branch}") + f"-{digest}"

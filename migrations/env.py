@@ -1,4 +1,4 @@
-"""Alembic environment for fractal's central database, driven from code (STYLE 11).
+"""Alembic environment for fractal's central database, driven from code (no ``alembic.ini``).
 
 ``fractal.store.schema`` passes an open SQLAlchemy connection in
 ``config.attributes["connection"]`` and owns its transaction; a developer running

@@ -1,23 +1,39 @@
-"""Hermetic test environment (STYLE 16).
+"""Hermetic test environment and per-test guards.
 
 Every test session gets its own HOME, XDG dirs and ``TMUX_TMPDIR`` (so a private tmux
 server), and loses any inherited ``TMUX``, ``FRACTAL_*`` and loop variables, so a suite
 run inside a live node can never touch that node's database or tmux server. At the end
 of the session the private tmux server is killed.
+
+Every test also runs under three guards (``tests/guards.py``): it fails when it leaves a
+process, a non-daemon thread or a tmux server behind; it may connect only to loopback
+and Unix sockets (tests marked ``agents`` are exempt: they install from npm); and the
+process's cached database engines are disposed after it.
+
+A database this process creates from nothing is a copy of one migrated to head once per
+session (``_schema_from_template``) instead of a fresh Alembic run; an existing file is
+still migrated for real, and a module that tests migrations themselves sets
+``REAL_MIGRATIONS = True``. Subprocesses (the CLI) always migrate for real.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
+import sqlite3
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_repo
+from fractal.store import schema
+from tests.guards import LeakGuard, count_spawns, loopback_only
+from tests.helpers import TEMPLATES_ENV, make_repo
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
 """A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""
@@ -36,6 +52,10 @@ def _strip_env() -> None:
         os.environ.pop(key, None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    count_spawns()  # the leak guard reads the process table only after a launch
+
+
 @pytest.fixture(scope="session", autouse=True)
 def hermetic_session() -> Iterator[Path]:
     """Move HOME, XDG dirs and the tmux socket dir to a private temp tree for the session."""
@@ -46,6 +66,7 @@ def hermetic_session() -> Iterator[Path]:
     home.mkdir()
     tmux_dir = base / "t"
     tmux_dir.mkdir(mode=0o700)
+    (base / "templates").mkdir()
     _strip_env()
     os.environ.update({
         "HOME": str(home),
@@ -55,8 +76,9 @@ def hermetic_session() -> Iterator[Path]:
         "TMUX_TMPDIR": str(tmux_dir),
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C.UTF-8",
-        # The price table comes from a fixture file, never the network (issue 5).
+        # The price table comes from a fixture file, never the network.
         "FRACTAL_PRICING_URL": PRICES_FIXTURE.as_uri(),
+        TEMPLATES_ENV: str(base / "templates"),  # make_repo's session templates
     })
     try:
         yield base
@@ -75,3 +97,91 @@ def hermetic_session() -> Iterator[Path]:
 def repo(tmp_path: Path) -> Path:
     """A fresh git repository on branch ``main`` with one commit and a local identity."""
     return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture(autouse=True)
+def _leak_guard(request: pytest.FixtureRequest, hermetic_session: Path) -> Iterator[None]:
+    """Fail the test if it leaves a process, a non-daemon thread or a tmux server behind.
+
+    Set up before and torn down after every other function-scoped fixture, so a fixture's
+    own cleanup (``tree`` killing its tmux sessions) counts as the test's.
+    """
+    guard = LeakGuard.begin(os.environ["HOME"], (hermetic_session / "t",))
+    yield
+    tmp = getattr(request.node, "funcargs", {}).get("tmp_path")
+    if tmp is not None:  # known only now: the test's fixtures are set up after this one
+        guard.marks = (str(tmp),)
+    left = guard.check()
+    if left:
+        message = left.describe()
+        guard.clean(left)
+        pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Refuse connections outside loopback, except in the ``agents`` tier (npm installs).
+
+    A private MonkeyPatch, not the ``monkeypatch`` fixture: requesting that here would set
+    it up before every test's own fixtures and so undo a test's patches (its PATH) only
+    after those fixtures' teardowns have run under them.
+    """
+    if request.node.get_closest_marker("agents") is not None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", loopback_only(socket.socket.connect))
+        patch.setattr(socket.socket, "connect_ex", loopback_only(socket.socket.connect_ex))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_engines() -> Iterator[None]:
+    """Dispose the process's cached database engines after every test.
+
+    ``store.engine.open_engine`` keeps one engine per database path for the life of the
+    process; without this a test's pooled connections outlive its ``tmp_path``. The module
+    is looked up, not imported, so tests that never touch the store stay free of
+    SQLAlchemy.
+    """
+    yield
+    engine = sys.modules.get("fractal.store.engine")
+    if engine is not None:
+        engine.close_engines()
+
+
+_TEMPLATE_LOCK = threading.Lock()
+
+
+def _upgrade_from_template(real: Callable[[Path], None], template: Path
+                           ) -> Callable[[Path], None]:
+    """``schema._upgrade`` that copies ``template`` (migrated on first use) to a new file."""
+
+    def upgrade(db_path: Path) -> None:
+        if db_path.exists() and db_path.stat().st_size > 0:
+            real(db_path)  # a database with content: the real migration path
+            return
+        with _TEMPLATE_LOCK:
+            if not template.exists():
+                real(template)
+                con = sqlite3.connect(template)
+                try:
+                    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    con.close()
+        shutil.copyfile(template, db_path)
+
+    return upgrade
+
+
+@pytest.fixture(autouse=True)
+def _schema_from_template(request: pytest.FixtureRequest,
+                          hermetic_session: Path) -> Iterator[None]:
+    """New databases of this process are copies of one migrated once (see module docstring)."""
+    if getattr(request.module, "REAL_MIGRATIONS", False):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema, "_upgrade", _upgrade_from_template(
+            schema._upgrade, hermetic_session / f"head-{schema.HEAD_REVISION}.db"))
+        yield

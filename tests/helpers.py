@@ -1,13 +1,19 @@
 """Shared test helpers: bounded waits and small git fixtures.
 
-Waits are conditions with deadlines, never bare sleeps (STYLE 17). Every timeout is
-multiplied by ``FRACTAL_TEST_TIMEOUT_SCALE`` (default 1) for slow machines.
+Waits are conditions with deadlines, never bare sleeps. Every timeout is multiplied by
+``FRACTAL_TEST_TIMEOUT_SCALE`` (default 1) for slow machines.
+
+``make_repo`` builds a repository once per branch name and session and copies it after
+that (``TEMPLATES_ENV`` names the session's template directory; without it every call
+runs git).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +22,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 SCALE = float(os.environ.get("FRACTAL_TEST_TIMEOUT_SCALE", "1"))
+
+TEMPLATES_ENV = "FRACTAL_TEST_TEMPLATES"
+"""Environment variable naming the directory of this session's template repositories."""
 
 
 class WaitTimeout(AssertionError):
@@ -47,7 +56,28 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def make_repo(path: Path, branch: str = "main") -> Path:
-    """Create a git repository at ``path`` with one commit on ``branch`` and a local identity."""
+    """Create a git repository at ``path`` with one commit on ``branch`` and a local identity.
+
+    The repository holds ``README.md`` committed as "initial commit" by Test User. Within a
+    test session it is a copy of a template built the first time ``branch`` is asked for.
+    """
+    templates = os.environ.get(TEMPLATES_ENV)
+    if not templates:
+        return _build_repo(path, branch)
+    template = Path(templates) / f"repo-{branch}"
+    if not template.exists():
+        staging = Path(tempfile.mkdtemp(dir=templates))
+        _build_repo(staging / "repo", branch)
+        try:
+            (staging / "repo").rename(template)
+        except OSError:  # another thread won the race: its template is as good
+            shutil.rmtree(staging, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(template, path, symlinks=True, dirs_exist_ok=True)
+    return path
+
+
+def _build_repo(path: Path, branch: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", branch)
     git(path, "config", "user.name", "Test User")

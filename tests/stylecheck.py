@@ -9,6 +9,7 @@ ending in ``/`` covers a whole package.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -76,8 +77,16 @@ def dotted(expr: ast.expr) -> str:
 
 
 def _parse(path: str, source: str | None) -> ast.Module:
-    text = (ROOT / path).read_text(encoding="utf-8") if source is None else source
-    return ast.parse(text, filename=path)
+    """The syntax tree of ``source``, or of the file at ``path`` (parsed once per process:
+    every rule walks the same files, and the walks only read the trees)."""
+    if source is not None:
+        return ast.parse(source, filename=path)
+    return _parse_file(path)
+
+
+@functools.cache
+def _parse_file(path: str) -> ast.Module:
+    return ast.parse((ROOT / path).read_text(encoding="utf-8"), filename=path)
 
 
 def imports(path: str, source: str | None = None) -> list[Site]:
@@ -87,6 +96,17 @@ def imports(path: str, source: str | None = None) -> list[Site]:
 
     ``source`` replaces the file's text (for testing the scanner itself).
     """
+    if source is None:
+        return list(_file_imports(path))
+    return _imports(path, source)
+
+
+@functools.cache
+def _file_imports(path: str) -> tuple[Site, ...]:
+    return tuple(_imports(path, None))
+
+
+def _imports(path: str, source: str | None) -> list[Site]:
     sites: list[Site] = []
     for node in ast.walk(_parse(path, source)):
         if isinstance(node, ast.Import):
@@ -105,6 +125,17 @@ def imports(path: str, source: str | None = None) -> list[Site]:
 def calls(path: str, source: str | None = None) -> list[Site]:
     """Every call in ``path``, named by its callee (``print``, ``os.killpg``, ``proc.send_signal``,
     ``*.send_signal`` when the receiver is an expression)."""
+    if source is None:
+        return list(_file_calls(path))
+    return _calls(path, source)
+
+
+@functools.cache
+def _file_calls(path: str) -> tuple[Site, ...]:
+    return tuple(_calls(path, None))
+
+
+def _calls(path: str, source: str | None) -> list[Site]:
     return sorted((Site(path, node.lineno, dotted(node.func))
                    for node in ast.walk(_parse(path, source)) if isinstance(node, ast.Call)),
                   key=lambda s: (s.line, s.name))

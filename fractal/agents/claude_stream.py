@@ -1,6 +1,6 @@
 """Claude Code's ``--output-format stream-json --verbose`` stream, line by line, as events.
 
-What the CLI prints is in spec/agent-clis.md ("stream-json events"); the rules here:
+The events are those the pinned CLI prints (docs/agents.md, "Claude Code"); the rules here:
 
 - ``session_id`` (on every line) names the session: SessionEvent when first seen or changed.
 - ``assistant``: text and tool use for the pane; ``message.model`` of a top-level message

@@ -1,5 +1,5 @@
-"""Codex's ``exec --json`` stream, line by line, as events (spec/agent-clis.md, "--json
-events").
+"""Codex's ``exec --json`` stream, line by line, as events (the pinned CLI's ``--json``
+events; docs/agents.md, "Codex").
 
 - ``thread.started``: ``thread_id`` is the session (pass it to ``resume``).
 - ``item.started``/``item.completed``: a ``command_execution`` (or file change, MCP call,

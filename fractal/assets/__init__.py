@@ -1,7 +1,7 @@
 """Packaged node seeds: NODE.md, steps/, scripts/ (copied into a node dir) and modes/.
 
-Mode documents are read from here on every use and never copied into a node (seed: "Mode
-documents always come from the installed package, never a per-node copy"). The package is
+Mode documents are read from here on every use and never copied into a node: a mode
+document always comes from the installed package, never a per-node copy. The package is
 expected to be installed unpacked (a normal wheel install), so its files are plain paths.
 """
 

@@ -1,5 +1,5 @@
 """``fractal demo``: build the sample project, a tree and a node, run the node in tmux,
-and follow it to the end (issue: "Agents and the demo")."""
+and follow it to the end (docs/getting-started.md, "The demo")."""
 
 from __future__ import annotations
 

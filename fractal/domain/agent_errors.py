@@ -1,4 +1,4 @@
-"""Classify an agent CLI's API failure and word it for the step row (issue 3: Failure modes).
+"""Classify an agent CLI's API failure and word it for the step row.
 
 A failed step's reason names the failure class, the HTTP status when the CLI gave one and
 the CLI's message, so later work can tell a transient failure (rate limit, overload,

@@ -1,7 +1,7 @@
 """Cost-ceiling arithmetic: caps, the per-step budget, reserve mode, labels and reasons.
 
-Seed: "Cost ceilings", "The per-step budget", "Reserve mode and how a budget ends a run";
-ref §4.7 and §4.11. Pure: spend figures (USD, as recorded) in, decisions and strings out.
+The user-facing rules are in docs/budgets.md (the keys, the per-step budget, reserve mode,
+how a budget ends a run). Pure: spend figures (USD, as recorded) in, decisions and strings out.
 Money is rounded to 4 decimal places wherever it is compared or shown.
 """
 
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 RESERVE_SHARE = 0.10
-"""The default reserve: 10% of ``max_cost`` (seed: Cost ceilings)."""
+"""The default reserve: 10% of ``max_cost``."""
 
 RESERVE_STEM = "cost budget reserve reached"
 SUBTREE_STEM = "subtree cost budget reached"
@@ -44,7 +44,7 @@ ANCESTOR_STEM = "ancestor cost budget reached"
 WINDDOWN_STEM = "cost budget exceeded in finish wind-down"
 
 # A budget reason is one of the stems followed by its figures: "<stem> (spent $1.2345 ...".
-# Free text that merely mentions a budget never matches (ref §4.7: classify by shape).
+# Free text that merely mentions a budget never matches: reasons are classified by shape, not by words.
 _BUDGET_SHAPE = re.compile(
     rf"^(?:{re.escape(RESERVE_STEM)}|{re.escape(SUBTREE_STEM)}|{re.escape(ANCESTOR_STEM)})"
     r" \(spent \$\d+(?:\.\d+)? ")
@@ -68,7 +68,7 @@ def usd4(amount: float) -> str:
 
 
 def default_reserve(max_cost: float) -> float:
-    """10% of ``max_cost``, rounded to 4 dp (seed: ``reserve_budget`` default)."""
+    """10% of ``max_cost``, rounded to 4 dp: the ``reserve_budget`` default."""
     return round_usd(max_cost * RESERVE_SHARE)
 
 
@@ -104,7 +104,7 @@ def run_remaining(caps: Caps, run_spent: float) -> float | None:
 
 
 def step_budget(caps: Caps, run_spent: float, iter_spent: float) -> float | None:
-    """The per-step budget in USD, or None when no cap applies (seed: The per-step budget).
+    """The per-step budget in USD, or None when no cap applies.
 
     The minimum of: the run remaining minus the reserve (inside the reserve window, where
     that is <= 0, the full run remaining instead: wind-down steps may spend the reserve,
@@ -128,7 +128,7 @@ def step_budget(caps: Caps, run_spent: float, iter_spent: float) -> float | None
 
 def reserve_cause(caps: Caps, run_spent: float, iter_spent: float,
                   cascaded: bool) -> str | None:
-    """Why the rest of this iteration runs in reserve mode, or None (seed: Reserve mode).
+    """Why the rest of this iteration runs in reserve mode, or None.
 
     First match: an ancestor's budget finish cascaded down (``cascaded``); the iteration's
     spend reached ``max_iter_cost``; the run's remaining budget drained into the reserve.
@@ -149,7 +149,7 @@ def cost_budget_label(caps: Caps, run_spent: float, enforcing: bool) -> str:
     """``COST_BUDGET``: ``$87.6543 remaining of $100 (max $10/iter) (warn $1/step)``.
 
     The step cap reads ``max`` for an agent that enforces it in flight (``enforcing``),
-    ``warn`` otherwise; ``no limit`` when no ``max_cost`` is set (seed: Template variables).
+    ``warn`` otherwise; ``no limit`` when no ``max_cost`` is set.
     """
     remaining = run_remaining(caps, run_spent)
     if remaining is None or caps.max_cost is None:
@@ -170,7 +170,7 @@ def ceiling_reason(caps: Caps, run_spent: float) -> str | None:
 
 
 def boundary_reason(caps: Caps, run_spent: float) -> str | None:
-    """Why the run ends at this iteration boundary, or None (seed: Reserve mode).
+    """Why the run ends at this iteration boundary, or None.
 
     Past the ceiling: the subtree reason; inside the reserve window:
     ``cost budget reserve reached (spent $X >= $Y max - $Z reserve)``.
@@ -185,7 +185,7 @@ def boundary_reason(caps: Caps, run_spent: float) -> str | None:
 
 
 def ancestor_reason(run_spent: float, finish_reason: str) -> str:
-    """A cascaded budget landing, relabelled with this run's own figures (ref §4.11):
+    """A cascaded budget landing, relabelled with this run's own figures:
     ``ancestor cost budget reached (spent $X by this run; via main.a)``."""
     match = _VIA.search(finish_reason)
     via = f"; via {match.group(1)}" if match else ""
@@ -211,7 +211,8 @@ class Landing:
 
 def landing(*, own_reason: str | None, finish_reasons: Iterable[str], finished: bool,
             caps: Caps, run_spent: float) -> Landing:
-    """Classify a run's end by budget (seed: "a budget end always lands exited/0"; ref §4.11).
+    """Classify a run's end by budget; a budget end always lands ``exited`` with
+    exit code 0.
 
     ``own_reason`` is the bound this run itself tripped; ``finish_reasons`` the metadata of
     its finish signals; ``finished`` whether a finish ended the run. A deliberate finish

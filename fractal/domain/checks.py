@@ -1,4 +1,4 @@
-"""Checks run by the loop itself: exit checks and gate steps (issue 7).
+"""Checks run by the loop itself: exit checks and gate steps (docs/checks.md).
 
 Pure values and decisions: what one finished check is (``CheckResult``), what the run
 remembers about its checks (``CheckTrack``), which result the prompts of a step see,

@@ -1,6 +1,6 @@
 """The node ``config.json`` schema: keys, defaults, validation and CLI coercion.
 
-Seed: "Pacing and loop keys", "Time limits", "Retries", "Cost ceilings"; reference §2.2. Every
+The keys are listed in docs/configuration.md (pacing, time walls, retries, cost ceilings). Every
 key is written to the file; ``null`` means unset and reads as the key's default. Validation
 returns every problem at once so one edit can fix them all.
 """
@@ -210,7 +210,7 @@ def validate_config(raw: Mapping[str, object]) -> list[str]:
 
     Missing keys and ``null`` values take defaults; unknown keys are ignored (see
     ``unknown_keys``). Per-key rules follow ``KEYS``; ``bool`` is not a number; ints are
-    accepted as USD. Cross-key rules (seed: Pacing, Time limits, Cost ceilings): ``interval``
+    accepted as USD. Cross-key rules: ``interval``
     and ``sleep`` are mutually exclusive; ``iter_timeout`` may not exceed ``interval``; caps are
     ordered ``max_step_cost <= max_iter_cost <= max_cost``; ``max_iter_cost``,
     ``max_step_cost`` and ``reserve_budget`` require ``max_cost``; ``reserve_budget`` must be
@@ -259,7 +259,7 @@ class NodeConfig:
     """A validated node configuration; durations are whole seconds, money is USD.
 
     Built by ``parse_config``. ``None`` means unset/unlimited; ``reserve_budget`` None means
-    "derive 10% of max_cost" (seed: Cost ceilings).
+    "derive 10% of max_cost".
     """
 
     title: str | None = None
@@ -381,8 +381,8 @@ def _float_or_text(text: str) -> object:
 
 
 def resolve_reserve(text: str, max_cost: float | None) -> float:
-    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount (seed: Cost
-    ceilings). InvalidValue unless a finite number >= 0 (a % needs max_cost); the 99% rule is
+    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount.
+    InvalidValue unless a finite number >= 0 (a % needs max_cost); the 99% rule is
     ``validate_config``'s."""
     stripped = text.strip()
     percent = stripped.endswith("%")

@@ -1,6 +1,6 @@
 """Durations as written in config and frontmatter: ``<number><unit>`` <-> whole seconds.
 
-Seed: "Time limits" — every duration is a number followed by ``s``, ``m``, ``h`` or ``d``;
+Every duration is a number followed by ``s``, ``m``, ``h`` or ``d``;
 bare numbers are refused, values truncate to whole seconds, and a duration that truncates
 to zero is refused.
 """
@@ -32,7 +32,7 @@ def _refuse(key: str, text: str, rule: str) -> InvalidValue:
 
 
 def parse_duration(text: str, key: str = "duration") -> int:
-    """Parse ``"30s"``, ``"10m"``, ``"1.5h"`` or ``"2d"`` into whole seconds (seed: Time limits).
+    """Parse ``"30s"``, ``"10m"``, ``"1.5h"`` or ``"2d"`` into whole seconds.
 
     ``text`` may carry surrounding whitespace; ``key`` names the setting in error messages.
     Returns a positive ``int`` number of seconds, truncated (``"1.9s"`` -> 1).

@@ -32,7 +32,8 @@ class ConfigError(FractalError):
 
 
 class StepFileError(FractalError):
-    """The steps directory broke the filename contract (seed: Step files).
+    """The steps directory broke the filename contract: at least one
+    ``*.md`` file, every one named ``<digits>-<NAME>.md``, all digit prefixes one width.
 
     ``reason`` is the recorded vocabulary (``no step files`` or ``invalid step files``);
     ``detail`` names the offending files.

@@ -1,4 +1,4 @@
-"""The flat ``---`` frontmatter block that may open a step file (seed: Step frontmatter).
+"""The flat ``---`` frontmatter block that may open a step file (docs/loop.md, "Step frontmatter").
 
 Deliberately not YAML: one ``key: value`` per line, lower-case keys, non-empty values,
 nothing nests, quotes are kept literally, other lines are ignored, and the first
@@ -41,7 +41,7 @@ def normalise_newlines(text: str) -> str:
 
 
 def parse_frontmatter(text: str) -> Frontmatter:
-    """Split ``text`` into its frontmatter fields and body (seed: Step frontmatter).
+    """Split ``text`` into its frontmatter fields and body.
 
     The text is normalised first (``normalise_newlines``). A block opens only when the very
     first line is ``---`` (trailing spaces or tabs tolerated) and closes at the next line that
@@ -79,7 +79,7 @@ def _fields(lines: list[str]) -> dict[str, str]:
 
 
 def is_true(value: str | None) -> bool:
-    """Return True only for exactly ``"true"`` (seed: Step frontmatter).
+    """Return True only for exactly ``"true"``.
 
     ``None``, ``"yes"``, ``"True"``, ``"1"`` and every other value are False.
     """
@@ -88,8 +88,8 @@ def is_true(value: str | None) -> bool:
 
 STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effort", "timeout",
                        "detached", "check", "on_fail"})
-"""Every key a step's frontmatter may set (seed: Step frontmatter; ``check`` and
-``on_fail`` from issue 7)."""
+"""Every key a step's frontmatter may set; ``check`` and ``on_fail`` make it a gate
+step (docs/checks.md, "Gate steps")."""
 
 _LOOSE = re.compile(r"[ \t]*[\"']?([A-Za-z][A-Za-z0-9_-]*)[\"']?[ \t]*:(.*)")
 _FLAGS = ("requires_approval", "detached")

@@ -1,6 +1,6 @@
 """Token prices: reading the LiteLLM price table, finding a model in it, pricing usage.
 
-Seed: "Pricing and untracked spend"; ref §5.3-5.4. The table is LiteLLM's public
+How token-priced agents are charged is in docs/budgets.md ("Pricing token-priced agents"). The table is LiteLLM's public
 ``model_prices_and_context_window.json``: an object mapping model names to entries with
 ``input_cost_per_token``, ``output_cost_per_token`` and, optionally,
 ``cache_read_input_token_cost`` (USD per token). Pure: parsed JSON in, numbers out.
@@ -33,7 +33,7 @@ def _rate(value: object) -> float | None:
 def parse_table(data: Mapping[str, object]) -> dict[str, Rates]:
     """The priced models of a parsed price table.
 
-    An entry without both an input and an output rate is unpriced and left out (ref §5.4),
+    An entry without both an input and an output rate is unpriced and left out,
     as are non-object entries (LiteLLM's ``sample_spec`` documents the format).
     """
     table: dict[str, Rates] = {}

@@ -1,4 +1,4 @@
-"""The no-progress rule of the exit check (issue 7: "No-progress stop").
+"""The no-progress rule of the exit check (docs/checks.md, "The no-progress stop").
 
 Each red exit check extends or restarts a *streak*: the same signature as the previous
 red check extends it by one; a different signature restarts it at 1; so does the same

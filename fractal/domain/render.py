@@ -1,6 +1,6 @@
 """What the agent sees each step: prompt assembly and envsubst-style rendering.
 
-Seed: "What the agent sees each step" — NODE.md, the step body and the active mode documents
+NODE.md, the step body and the active mode documents
 are joined in order, then rendered in one pass with ``$VAR`` / ``${VAR}`` substitution that
 matches GNU ``envsubst`` restricted to a known variable set.
 """
@@ -17,7 +17,7 @@ _PLACEHOLDER = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0
 
 
 def render(template: str, variables: Mapping[str, str]) -> str:
-    """Substitute known variables in ``template`` in one pass (seed: What the agent sees).
+    """Substitute known variables in ``template`` in one pass (docs/loop.md, "Rendering").
 
     ``$NAME`` and ``${NAME}`` (NAME = ``[A-Za-z_][A-Za-z0-9_]*``, read greedily) are replaced
     by ``variables[NAME]`` when NAME is a key. Everything else passes through verbatim: unknown

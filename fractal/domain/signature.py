@@ -1,4 +1,4 @@
-"""The failure signature of a check's output, and its failure/pass counts (issue 7).
+"""The failure signature of a check's output, and its failure/pass counts (docs/checks.md).
 
 A signature is a short, stable string that stays the same when a check fails the same
 way twice, and changes when the failure changes. The rule, first match wins:

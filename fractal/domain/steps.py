@@ -1,4 +1,4 @@
-"""Step-file discovery over a list of file names (seed: Step files).
+"""Step-file discovery over a list of file names (docs/loop.md, "Step files").
 
 The contract is strict: at least one ``*.md`` file; every one named ``<digits>-<NAME>.md``;
 all digit prefixes the same width. A violation fails the iteration loudly, recorded as
@@ -35,7 +35,7 @@ class StepFile:
 
 
 def discover_steps(filenames: Iterable[str]) -> list[StepFile]:
-    """Turn the names found in ``steps/`` into ordered steps (seed: Step files).
+    """Turn the names found in ``steps/`` into ordered steps.
 
     ``filenames`` are bare names (no directories). Names not ending ``.md`` and hidden names
     (leading ``.``) are ignored; the rest are sorted lexicographically (by code point).

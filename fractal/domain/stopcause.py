@@ -1,4 +1,6 @@
-"""Which run-ending condition names the end when several hold at one boundary (issue 7).
+"""Which run-ending condition names the end when several hold at one boundary.
+
+See docs/checks.md ("When several endings hold at once").
 
 The precedence, highest first:
 

@@ -1,6 +1,7 @@
 """The template variables a prompt sees and the environment an agent gets.
 
-Seed: "Template variables" and "The agent's environment". Static variables are pinned
+The user-facing table is docs/loop.md, "Template variables and the environment".
+Static variables are pinned
 at boot in the exported environment, but re-derived per step from live config in the
 prompt (only DETACHED_MODE and META_MODE stay boot-pinned there too). Run-scoped
 variables are refreshed for every step. The lineage ids (RUN_ID, ITER, ITER_ID,
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class StaticFacts:
-    """Paths and node-level settings: the static variables (seed: Template variables).
+    """Paths and node-level settings: the static variables (the table is in
+    docs/loop.md, "Template variables and the environment").
 
     ``scope`` holds absolute scope roots; ``max_*`` are None when unlimited.
     """

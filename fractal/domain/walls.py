@@ -1,6 +1,7 @@
 """Time walls: deadlines, the effective step limit, pacing and the ``TIME_BUDGET`` label.
 
-Seed: "Time limits" and "Pacing and loop keys". All instants are float seconds on one clock
+The user-facing rules are in docs/loop.md ("Time walls") and docs/configuration.md
+("Loop and pacing"). All instants are float seconds on one clock
 that the caller reads and passes in; durations are whole seconds (``int``) as parsed from
 config. Nothing here reads a clock.
 """
@@ -21,7 +22,7 @@ def iteration_deadline(started: float, iter_timeout: int | None,
                        interval: int | None) -> float | None:
     """The instant an iteration that began at ``started`` must end, or None for no wall.
 
-    ``iter_timeout`` when set; otherwise ``interval`` doubles as the deadline (seed: Pacing);
+    ``iter_timeout`` when set; otherwise ``interval`` doubles as the deadline;
     otherwise None. Seconds in, instant (same clock as ``started``) out.
     """
     span = iter_timeout if iter_timeout is not None else interval
@@ -35,7 +36,7 @@ def effective_step_limit(now: float, run_deadline: float | None, iter_deadline: 
     The minimum of the time left on the run wall, the time left on the iteration wall and
     the step timeout (the frontmatter ``timeout:`` when present, else ``step_timeout``; the
     caller picks). The result may be <= 0: a deadline already passed, so the step is
-    recorded timed out and nothing is spawned (seed: Time limits).
+    recorded timed out and nothing is spawned (docs/loop.md, "Time walls").
     """
     limits: list[float] = [deadline - now for deadline in (run_deadline, iter_deadline)
                            if deadline is not None]
@@ -46,7 +47,7 @@ def effective_step_limit(now: float, run_deadline: float | None, iter_deadline: 
 
 def pacing_delay(now: float, iter_started: float, interval: int | None, sleep: int | None,
                  run_deadline: float | None) -> float:
-    """Seconds to sleep before the next iteration (seed: Pacing and loop keys).
+    """Seconds to sleep before the next iteration.
 
     With ``interval``: what remains of it since ``iter_started`` (the next iteration starts
     ``interval`` after the previous one began). Else with ``sleep``: that fixed gap. Else 0.

@@ -9,7 +9,6 @@ the agent said. The transcript rotates at TRANSCRIPT_BYTES into one ``pane.log.1
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import stat
@@ -183,17 +182,3 @@ class PaneReporter:
         text = data.decode("utf-8", errors="replace")
         with self._lock:
             self._emit(text)
-
-
-class RecordingReporter(PaneReporter):
-    """Keeps everything in memory: for tests and for callers without a pane."""
-
-    def __init__(self) -> None:
-        super().__init__(stream=io.StringIO())
-
-    @property
-    def lines(self) -> list[str]:
-        """Every line written so far."""
-        stream = self.stream
-        assert isinstance(stream, io.StringIO)
-        return stream.getvalue().splitlines()

@@ -1,4 +1,4 @@
-"""Booking check rows (issue 7): one short ``BEGIN IMMEDIATE`` insert per finished check."""
+"""Booking check rows: one short ``BEGIN IMMEDIATE`` insert per finished check."""
 
 from __future__ import annotations
 

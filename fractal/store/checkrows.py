@@ -1,4 +1,4 @@
-"""Check rows (issue 7): the frozen row value and the fast, read-only query behind
+"""Check rows (exit checks and gate steps): the frozen row value and the fast, read-only query behind
 ``fractal node checks``. Stdlib only, like ``reader``: read commands never import
 SQLAlchemy.
 """

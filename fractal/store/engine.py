@@ -5,7 +5,7 @@ Every new DBAPI connection gets ``busy_timeout=30000``, ``journal_mode=WAL``,
 off and every SQLAlchemy ``begin`` emits ``BEGIN IMMEDIATE`` instead (the SQLAlchemy
 SQLite-dialect recipe): a transaction takes the write lock up front, so two writers
 queue on the busy timeout instead of failing a read-to-write upgrade with "database is
-locked" (issue; STYLE 10). Callers keep transactions short and never hold one across
+locked". Callers keep transactions short and never hold one across
 an agent run.
 """
 

@@ -263,7 +263,7 @@ class MessageSave(Base):
 
 
 class Check(Base):
-    """One check command the loop ran itself (issue 7): the node's exit check after an
+    """One check command the loop ran itself: the node's exit check after an
     iteration (``kind`` 'exit'), or a gate step (``kind`` 'gate', ``step_id`` its row).
 
     ``signature`` is '' when the check passed; ``failures`` and ``passed`` are the counts

@@ -1,8 +1,8 @@
 """The fast read path: stdlib ``sqlite3`` only, read-only connections, frozen rows.
 
 CLI read commands (``status``, ``activity``, listings) must start in well under 200 ms,
-and importing SQLAlchemy alone costs about 250 ms, so this module never imports it
-(DESIGN: reads are plain queries). Each call opens one read-only connection
+and importing SQLAlchemy alone costs about 250 ms, so this module never imports it:
+reads are plain queries. Each call opens one read-only connection
 (``mode=ro``) with a short busy timeout; WAL lets it read while a loop writes. When the
 file is missing or not at ``HEAD_REVISION`` the schema is first brought to head
 (``ensure_schema``, which imports Alembic only then).

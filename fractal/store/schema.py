@@ -2,8 +2,8 @@
 
 The check is cheap on purpose: a stdlib ``sqlite3`` read of ``alembic_version``. Only
 when that is not ``HEAD_REVISION`` is Alembic imported and run, under an exclusive
-``flock`` on ``<db>.lock`` so processes racing the first use queue up and all succeed
-(issue: "created and upgraded to head automatically on first use"). Stdlib only at
+``flock`` on ``<db>.lock`` so processes racing the first use queue up and all succeed:
+a database is created and upgraded to head automatically on first use. Stdlib only at
 import time: the fast read path (``reader``) imports this module.
 """
 

@@ -1,5 +1,5 @@
 """Spend reads: recorded step costs summed over a run's subtree, a node's subtree, an
-iteration or a step (seed: "Cost ceilings"; ref §4.7).
+iteration or a step (what counts as spend: docs/budgets.md).
 
 A run's spend is its own steps plus every descendant run chained to it through
 ``runs.parent_run_id`` (a recursive CTE); history rows outlive their nodes, so deleted

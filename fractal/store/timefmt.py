@@ -2,7 +2,7 @@
 
 Every instant the store writes looks like ``2026-01-01T00:00:00.123Z``. The format
 sorts lexically in time order and SQLite's ``julianday()`` reads it, so durations are
-derived from start and end instants and never stored (ref §3). Stdlib only: the fast
+derived from start and end instants and never stored. Stdlib only: the fast
 read path imports this module.
 """
 

@@ -1,7 +1,7 @@
 """The one definition of a runtime artifact: files the loop writes that git must never see.
 
-Three consumers share this list so they can never drift apart (reference bug ledger #4:
-"Backstop commits share the staging excludes with the commit pipeline"):
+Three consumers share this list so they can never drift apart (backstop commits and
+the commit pipeline stage with the same excludes):
 
 * ``nodedir.ensure_exclude_block`` writes it into ``<common_dir>/info/exclude``;
 * ``exclude_pathspecs()`` turns it into ``git add`` exclude pathspecs (commit pipeline and

@@ -1,4 +1,4 @@
-"""Seed the CHECK gate step into a node created with ``--exit-check`` (issue 7).
+"""Seed the CHECK gate step into a node created with ``--exit-check`` (docs/checks.md).
 
 The gate goes right before the REVIEW step, and the steps from REVIEW on move up one
 number so the filename contract (one prefix width, sorted order) still holds: the seeds

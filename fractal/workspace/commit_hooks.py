@@ -9,7 +9,7 @@ exists nowhere, a warning reports that no hook will run. Nothing is skipped sile
 
 ``commit_index`` commits the index. When the commit fails and the worktree holds a
 ``.pre-commit-config.yaml`` (formatters rewrite files and exit 1), the hooks' edits are
-re-staged and the commit retried once (seed: "Recovers from hooks").
+re-staged and the commit retried once (docs/commit.md, "Hooks in node worktrees").
 """
 
 from __future__ import annotations

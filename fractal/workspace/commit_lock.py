@@ -1,4 +1,4 @@
-"""The worktree's ``index.lock``: tell a live holder from a stale leftover (issue 6, robustness).
+"""The worktree's ``index.lock``: tell a live holder from a stale leftover.
 
 A git process killed mid-write leaves ``index.lock`` behind and every later git write in that
 worktree fails. The lock is removed only when no git process for the worktree is alive (one

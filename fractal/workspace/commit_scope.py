@@ -1,4 +1,4 @@
-"""The scope check of ``fractal commit`` (seed: "Checks scope").
+"""The scope check of ``fractal commit`` (docs/commit.md).
 
 Every changed path (working tree, index and untracked; runtime artifacts and ignored files
 aside) must fall under a scope root, the node's data directory or the shared project wiki
@@ -19,7 +19,7 @@ from fractal.workspace.git import changed_paths
 __all__ = ["WIKI_ROOT", "allowed_roots", "check_scope", "covered", "out_of_scope"]
 
 WIKI_ROOT = "wiki"
-"""The shared project wiki, always inside every node's scope (seed: Checks scope)."""
+"""The shared project wiki, always inside every node's scope."""
 
 
 def allowed_roots(scope: Sequence[str], node_dir: str) -> tuple[str, ...] | None:

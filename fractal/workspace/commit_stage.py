@@ -1,4 +1,4 @@
-"""Scoped staging and the never-blocking warnings of ``fractal commit`` (seed: "Stages", "Warns").
+"""Scoped staging and the never-blocking warnings of ``fractal commit``.
 
 Staging adds the whole worktree (unscoped) with the shared runtime artifact excludes
 (``artifacts.exclude_pathspecs``: one definition with the backstop), or, for a scoped node,
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 LARGE_FILE = 10 * 1024 * 1024
-"""Bytes from which a staged file draws a warning (10 MB; seed: "Warns")."""
+"""Bytes from which a staged file draws a warning (10 MiB)."""
 WARN_CAP = 10
 """Most paths one warning names."""
 _CHECK_CAP = 500  # most ignored entries handed to `git check-ignore` in one call

@@ -1,4 +1,4 @@
-"""Values and errors of the ``fractal commit`` pipeline (seed: "The commit pipeline").
+"""Values and errors of the ``fractal commit`` pipeline (docs/commit.md).
 
 The pipeline (``workspace.commit``) takes one ``CommitRequest`` and returns one
 ``CommitOutcome``; every refusal is a ``CommitError`` (a ``FractalError``: the CLI prints
@@ -63,8 +63,8 @@ class CommitRequest:
     absolute). ``subject`` is the finished subject line. ``scope`` holds canonical scope roots
     relative to the worktree (``()`` = unscoped: every path is allowed). ``local`` True never
     pushes. ``script_env`` is the environment ``scripts/lint.sh`` runs with. ``author``, when
-    set, is the per-worktree ``user.name`` written if the worktree has none yet (reference
-    §1.6: commits in a node's worktree carry the branch as author).
+    set, is the per-worktree ``user.name`` written if the worktree has none yet, so
+    commits in a node's worktree carry the branch as author.
     """
 
     worktree: Path

@@ -130,7 +130,7 @@ def changed_paths(cwd: Path) -> list[str]:
     Paths are repo-relative posix strings in ``git status`` order, each once; both sides of a
     rename or copy are listed. Ignored files and runtime artifacts
     (``artifacts.is_runtime_artifact``) are left out, so a worktree holding only artifacts
-    reads as clean (reference bug ledger #4).
+    reads as clean.
     """
     out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd).stdout
     fields = out.split("\0")

@@ -1,8 +1,8 @@
 """Node data directories: seeding, atomic writes, file locks, config.json, the exclude block.
 
 Every file the loop writes that others read goes through ``write_atomic`` (temp + fsync +
-rename), and every shared read-modify-write takes ``file_lock`` (DESIGN: rules of the house;
-reference bug ledger #19: a torn ``config.json``).
+rename), and every shared read-modify-write takes ``file_lock``, so no reader ever sees a torn
+``config.json``.
 """
 
 from __future__ import annotations
@@ -262,8 +262,8 @@ def seed_node_dir(node_dir: Path) -> None:
 def seed_root_dir(data_dir: Path) -> None:
     """Create the root ("user") node's data dir with a self-ignoring ``.gitignore`` (``*``).
 
-    The directory holds the database and the user config and is never committed (reference
-    1.7). An existing ``.gitignore`` is left alone. Raises OSError on I/O errors.
+    The directory holds the database and the user config and is never committed.
+    An existing ``.gitignore`` is left alone. Raises OSError on I/O errors.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     ignore = data_dir / ".gitignore"

@@ -2,7 +2,7 @@
 
 A node ``main.parser`` is the branch ``main.parser`` checked out at
 ``R/.worktrees/main.parser/``. Commits made there carry the branch name as author
-(reference 1.6: ``extensions.worktreeConfig`` with a per-worktree ``user.name``).
+(``extensions.worktreeConfig`` with a per-worktree ``user.name``).
 """
 
 from __future__ import annotations

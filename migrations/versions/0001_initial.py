@@ -6,7 +6,7 @@ Create Date: 2026-11-30
 
 Creates the six tables of ``fractal.store.models`` with their indexes, and the
 ``activity`` view (a UNION ALL of run, iteration and step starts and ends plus
-events; ref §3). When a later revision becomes the newest, bump
+events). When a later revision becomes the newest, bump
 ``fractal.store.schema.HEAD_REVISION``.
 """
 

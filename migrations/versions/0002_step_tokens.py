@@ -6,7 +6,7 @@ Create Date: 2026-12-01
 
 Adds three nullable INTEGER columns to ``steps``: ``input_tokens`` (cached ones
 included), ``cached_input_tokens`` (the cached subset) and ``output_tokens``, the
-per-invocation token usage an agent CLI reported (issue 3: codex reports tokens, not
+per-invocation token usage an agent CLI reported (codex reports tokens, not
 dollars). NULL means the agent reported none. ``fractal.store.schema.HEAD_REVISION``
 names the newest revision.
 """

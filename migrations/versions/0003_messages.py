@@ -4,8 +4,8 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-12-01
 
-Issue 4: "Every exited run posts a notice (priority 7, subject ``run exited:
-<reason>``) to the node's outbox." One row per message; ``message_uuid`` is 8 hex
+Every exited run posts a notice (priority 7, subject ``run exited: <reason>``) to
+the node's outbox. One row per message; ``message_uuid`` is 8 hex
 characters; ``priority`` 0-10.
 """
 

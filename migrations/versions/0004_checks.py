@@ -4,9 +4,9 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02
 
-Issue 7: "A ``checks`` table: run, iteration, step, command, exit code, duration,
-signature, failures count, passed count when parseable, output path", and "``fractal
-node activity`` shows check rows". The duration is derived from ``started_at`` and
+A ``checks`` table (run, iteration, step, command, exit code, duration, signature,
+failure count, passed count when parseable, output path), and check rows in
+``fractal node activity``. The duration is derived from ``started_at`` and
 ``ended_at`` like every other row's. The ``activity`` view is dropped and recreated with
 one ``check`` row per check; downgrade restores the view of revision 0001.
 """

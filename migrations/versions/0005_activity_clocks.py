@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-01
 
-Issue 8: ``fractal node activity --limit 50`` must answer in under 300 ms on 100,000
+``fractal node activity --limit 50`` should answer in under 300 ms on 100,000
 step rows. The view is a UNION ALL that SQLite cannot sort lazily, so the reader first
 finds the newest ``limit`` instants from these indexes (each read backwards, a few
 rows deep; the (node, column) ones when the listing is one node's) and only then asks the view for rows at or after the oldest of them, which

@@ -1,4 +1,4 @@
-"""A large synthetic ledger for timing the cost reads (issue 5: ``fractal node cost spent``
+"""A large synthetic ledger for timing the cost reads (``fractal node cost spent``
 on 100,000 step rows across 50 nodes, target under 300 ms).
 
 Rows are written straight into the sandbox's database with ``sqlite3``: a node ``cost`` with

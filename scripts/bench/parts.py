@@ -1,5 +1,5 @@
 """The bench's later sections, each in a sandbox of its own: verb-to-reaction latency, the
-read commands on a 100,000-step ledger, and 20 nodes started at once (issue 8; what each
+read commands on a 100,000-step ledger, and 20 nodes started at once (what each
 number means: docs/benchmarks.md). Each returns table rows and footer lines.
 """
 

@@ -9,7 +9,6 @@ registry cannot be reached.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,7 @@ import pytest
 
 from tests.agents.install import Unavailable, ensure_installed
 from tests.agents.mock_llm import MockLLM
-from tests.e2e.conftest import Tree, run_cli
-from tests.helpers import make_repo
+from tests.trees import Tree, init_tree
 
 # The caller's environment, read at collection time, before the hermetic session fixture
 # moves HOME: npm needs the user's own .npmrc (registry, CA file) and cache.
@@ -54,17 +52,12 @@ def mock_llm() -> Iterator[MockLLM]:
 @pytest.fixture
 def real_tree(tmp_path: Path, agent_bin: Path) -> Iterator[Tree]:
     """A repository with a tree (``fractal init``) for nodes that run the real CLIs."""
-    repo = make_repo(tmp_path / "repo")
-    run_cli(["init"], repo)
-    tree = Tree(repo=repo, agent=agent_bin / "claude")
+    init_tree(tmp_path / "repo", None)
+    tree = Tree(repo=tmp_path / "repo", agent=agent_bin / "claude")
     try:
         yield tree
     finally:
-        if tree.db.exists():
-            for session, socket in tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
-                                            "WHERE tmux_session IS NOT NULL"):
-                subprocess.run(["tmux", "-S", str(socket), "kill-session", "-t", f"={session}"],
-                               capture_output=True, check=False)
+        tree.kill_sessions()
 
 
 def start_env(home: Path, agent_bin: Path, mock: MockLLM, **extra: str) -> dict[str, str]:

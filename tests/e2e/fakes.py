@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Tree
 from tests.helpers import wait_until
+from tests.trees import Tree
 
 STUBS = Path(__file__).resolve().parent.parent / "stubs"
 

@@ -5,7 +5,6 @@ and over-long lines never break parsing (runtime.agentstream)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,16 @@ from fractal.agents.base import StreamParser
 from fractal.agents.claude_stream import ClaudeParser
 from fractal.agents.codex_stream import CodexParser
 from fractal.runtime.agentstream import MAX_LINE_BYTES, Collector, StreamPump
-from fractal.runtime.pane import RecordingReporter
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
+from tests.fakes import RecordingReporter
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"
 NODE = "main.agent"
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    yield Ledger(tmp_path / "fractal.db")
-    close_engines()
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "fractal.db")
 
 
 def _pump(ledger: Ledger, parser: StreamParser, data: bytes) -> tuple[Collector, int,

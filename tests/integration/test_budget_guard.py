@@ -3,7 +3,6 @@ launch budget and the landing (seed: "Cost ceilings"; ref §4.7, bug ledger #13)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,11 @@ from fractal.domain.budget import Landing
 from fractal.domain.config import NodeConfig
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.context import Boot, RunState
-from fractal.runtime.pane import RecordingReporter
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, Tree
+from tests.fakes import RecordingReporter
 
 NODE = "main.g"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines() -> Iterator[None]:
-    yield
-    close_engines()
 
 
 def _guard(tmp_path: Path, config: NodeConfig, *, enforcing: bool = False

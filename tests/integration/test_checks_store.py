@@ -4,7 +4,6 @@ iteration and gate step), listed by ``node_checks`` with its trend, and shown in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from fractal.lifecycle.checkreport import TrendPoint, failing_trend
 from fractal.store import reader
 from fractal.store.checkbook import CheckBook
 from fractal.store.checkrows import CheckRow, checks
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import utc_now
 
@@ -21,9 +19,8 @@ NODE = "main.fixer"
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path / "tree" / "fractal.db"
-    close_engines()
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "tree" / "fractal.db"
 
 
 def _book(book: CheckBook, run: int, it: int | None, step_id: int | None, code: int,

@@ -5,7 +5,6 @@ arming and rolling back a ceiling, and a child's max_cost against its parent (se
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,9 @@ from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.retune import arm_max_cost, config_get, config_set, update_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.tree import find_tree
 from tests.helpers import make_repo
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines() -> Iterator[None]:
-    yield
-    close_engines()
 
 
 @pytest.fixture

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fractal.store import reader
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.rows import ActivityRow
 
@@ -17,9 +15,8 @@ NODE = "main.lexer"
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    yield Ledger(tmp_path / "fractal.db")
-    close_engines()
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "fractal.db")
 
 
 def _key(row: ActivityRow) -> tuple[str, str, int | None]:

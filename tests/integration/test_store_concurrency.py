@@ -7,23 +7,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "main.busy"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines() -> Iterator[None]:
-    yield
-    close_engines()
 
 
 def _count(db: Path, table: str) -> int:

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fractal.errors import StoreError
-from fractal.store.engine import close_engines, open_engine
+from fractal.store.engine import open_engine
 from fractal.store.ledger import Ledger
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines() -> Iterator[None]:
-    yield
-    close_engines()
 
 
 @pytest.mark.parametrize(

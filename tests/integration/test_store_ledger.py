@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,6 @@ import pytest
 from fractal.domain.outcome import ABNORMAL_EXIT as STRANDED_REASON
 from fractal.domain.states import Move
 from fractal.errors import NodeNotFound, StoreError
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import to_epoch
 
@@ -19,9 +18,8 @@ NODE = "main.parser"
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    yield Ledger(tmp_path / "tree" / "fractal.db")
-    close_engines()
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "tree" / "fractal.db")
 
 
 def _run(ledger: Ledger, node: str = NODE) -> int:

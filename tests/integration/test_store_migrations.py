@@ -24,6 +24,7 @@ from fractal.store.schema import (
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+REAL_MIGRATIONS = True  # tests/conftest.py: these tests run Alembic on every new database
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
           "usage_windows", "pools", "pool_items", "rescues", "merges",
           "reads", "saves"}  # 0008: the radio's read receipts and saved messages

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,12 @@ from alembic import command
 
 from fractal.errors import StoreError
 from fractal.store import reader
-from fractal.store.engine import close_engines, open_engine
+from fractal.store.engine import open_engine
 from fractal.store.ledger import Ledger
 from fractal.store.schema import HEAD_REVISION, alembic_config, current_revision
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "main.reader"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines() -> Iterator[None]:
-    yield
-    close_engines()
 
 
 def test_reads_never_import_sqlalchemy_or_alembic(tmp_path: Path) -> None:

@@ -3,21 +3,13 @@ counts (seed: "Cost ceilings"; ref §4.7)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fractal.errors import StoreError
 from fractal.store import spend
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-
-
-@pytest.fixture(autouse=True)
-def _fresh_engines() -> Iterator[None]:
-    yield
-    close_engines()
 
 
 def _step(ledger: Ledger, node: str, run: int, iter_id: int | None, cost: float | None, *,

@@ -4,14 +4,12 @@ written on open and closed rows alike, readable by the ledger and the fast reade
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from alembic import command
 
 from fractal.store import reader
-from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.schema import alembic_config, current_revision
 
@@ -19,9 +17,8 @@ NODE = "main.codex"
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    yield Ledger(tmp_path / "tree" / "fractal.db")
-    close_engines()
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / "tree" / "fractal.db")
 
 
 def _step(ledger: Ledger) -> int:

@@ -14,49 +14,39 @@ import contextlib
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-import psutil
-
-from tests.e2e.conftest import run_cli
-from tests.helpers import git, make_repo, wait_until
+from tests.helpers import wait_until
 from tests.soak.invariants import tree_processes
+from tests.trees import SETTLED, Tree, agent_wrapper, init_tree
 
 AGENT = Path(__file__).resolve().parent / "agent.py"
-SETTLED = frozenset({"completed", "stopped", "exited", "killed"})
+
+__all__ = ["AGENT", "SETTLED", "SoakTree"]
 
 
-@dataclass
-class SoakTree:
-    """A tree rooted at ``main`` whose default agent is the soak agent."""
+@dataclass(kw_only=True)
+class SoakTree(Tree):
+    """A tree rooted at ``main`` whose default agent is the soak agent (``tests.trees.Tree``
+    plus the journal, a tmux server of its own and the faults it must undo)."""
 
     base: Path
     env: dict[str, str]
     mounts: list[Path] = field(default_factory=list)
     frozen: list[Path] = field(default_factory=list)
 
-    @property
-    def repo(self) -> Path:
-        return self.base / "repo"
-
-    @property
-    def db(self) -> Path:
-        return self.repo / ".fractal" / "main" / "fractal.db"
+    cli_timeout: ClassVar[float] = 90
+    node_md: ClassVar[str] = "# Task\n\nSoak.\n"
 
     @property
     def journal(self) -> Path:
         return self.base / "journal.jsonl"
-
-    @property
-    def socket(self) -> Path:
-        return Path(self.env["TMUX_TMPDIR"]) / f"tmux-{os.getuid()}" / "default"
 
     @classmethod
     def create(cls, seed: str, extra_env: Mapping[str, str] | None = None) -> SoakTree:
@@ -66,107 +56,14 @@ class SoakTree:
         env = {**os.environ, "TMUX_TMPDIR": str(base / "t"), "FRACTAL_KILL_GRACE": "1",
                "SOAK_JOURNAL": str(base / "journal.jsonl"), "SOAK_SEED": seed,
                **(extra_env or {})}
-        box = cls(base=base, env=env)
+        box = cls(repo=base / "repo", agent=base / "soak-agent", base=base, env=env)
         try:
-            agent = base / "soak-agent"
-            agent.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{AGENT}' \"$@\"\n")
-            agent.chmod(0o755)
-            make_repo(box.repo)
-            box.cli("init", "--agent", str(agent))
+            agent_wrapper(box.agent, AGENT)
+            init_tree(box.repo, box.agent, env=env, timeout=cls.cli_timeout)
         except BaseException:
             box.close()
             raise
         return box
-
-    # -- the CLI and the record -----------------------------------------------------------
-
-    def cli(self, *args: str, check: bool = True, cwd: Path | None = None,
-            env: Mapping[str, str] | None = None,
-            timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        """``fractal ARGS`` as a subprocess with this tree's environment (plus ``env``)."""
-        return run_cli(list(args), cwd or self.repo, env={**self.env, **(env or {})},
-                       check=check, timeout=timeout)
-
-    def worktree(self, name: str) -> Path:
-        return self.repo / ".worktrees" / f"main.{name}"
-
-    def node_dir(self, name: str) -> Path:
-        return self.worktree(name) / ".fractal" / f"main.{name}"
-
-    def gitdir(self, name: str) -> Path:
-        """The worktree's private git dir (where its ``index.lock`` lives)."""
-        return self.repo / ".git" / "worktrees" / f"main.{name}"
-
-    def node(self, name: str, steps: Mapping[str, str], *opts: str,
-             setup: str | None = None) -> Path:
-        """``fractal node init NAME OPTS``; replace its steps (and setup.sh); commit."""
-        self.cli("node", "init", name, *opts)
-        ndir = self.node_dir(name)
-        shutil.rmtree(ndir / "steps")
-        (ndir / "steps").mkdir()
-        for filename, body in steps.items():
-            (ndir / "steps" / filename).write_text(body)
-        if setup is not None:
-            (ndir / "scripts" / "setup.sh").write_text(setup)
-        (ndir / "NODE.md").write_text("# Task\n\nSoak.\n")
-        git(self.worktree(name), "add", "-A")
-        git(self.worktree(name), "commit", "-q", "-m", "soak setup", "--no-verify")
-        return ndir
-
-    def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
-        con = sqlite3.connect(self.db, timeout=30.0)
-        try:
-            return list(con.execute(query, params))
-        finally:
-            con.close()
-
-    def status(self, name: str) -> str:
-        rows = self.sql("SELECT status FROM nodes WHERE node = ?", f"main.{name}")
-        return str(rows[0][0]) if rows else "missing"
-
-    def wait_status(self, name: str, wanted: frozenset[str] | set[str] = SETTLED,
-                    timeout: float = 60) -> str:
-        return str(wait_until(lambda: (s := self.status(name)) in wanted and s,
-                              timeout=timeout, message=f"node {name} to reach {sorted(wanted)}"))
-
-    def supervisor(self, name: str) -> psutil.Process:
-        """The node's running supervisor (waits for it to record itself)."""
-        def find() -> psutil.Process | None:
-            rows = self.sql("SELECT supervisor_pid, supervisor_started FROM nodes "
-                            "WHERE node = ?", f"main.{name}")
-            if not rows or rows[0][0] is None:
-                return None
-            with contextlib.suppress(psutil.Error):
-                proc = psutil.Process(int(str(rows[0][0])))
-                if abs(proc.create_time() - float(str(rows[0][1]))) < 0.05:
-                    return proc
-            return None
-        found = wait_until(find, timeout=30, message=f"supervisor of {name}")
-        assert found is not None
-        return found
-
-    def running_step(self, name: str, step_name: str | None = None) -> tuple[int, int] | None:
-        """(step_id, pgid) of the node's open step with a process group, if any."""
-        query = ("SELECT step_id, pgid FROM steps WHERE node = ? AND ended_at IS NULL "
-                 "AND pgid IS NOT NULL")
-        params: list[object] = [f"main.{name}"]
-        if step_name is not None:
-            query += " AND step_name = ?"
-            params.append(step_name)
-        rows = self.sql(query + " ORDER BY step_id DESC LIMIT 1", *params)
-        return (int(str(rows[0][0])), int(str(rows[0][1]))) if rows else None
-
-    def wait_running(self, name: str, step_name: str | None = None,
-                     timeout: float = 30) -> tuple[int, int]:
-        found = wait_until(lambda: self.running_step(name, step_name), timeout=timeout,
-                           message=f"{name} step {step_name or '*'} running")
-        assert found is not None
-        return found
-
-    def session_alive(self, name: str) -> bool:
-        proc = subprocess.run(["tmux", "-S", str(self.socket), "has-session", "-t",
-                               f"=main.{name}"], capture_output=True, check=False)
-        return proc.returncode == 0
 
     def heal(self) -> str:
         """``fractal node list`` (it heals crashed nodes); returns its CSV."""

@@ -1,0 +1,217 @@
+"""The one tree harness of the end-to-end and soak tiers: a real repository, the real CLI.
+
+``Tree`` wraps a repository holding a tree rooted at ``main``: ``cli`` runs ``fractal`` as
+a subprocess, ``node`` creates a node with chosen step files, ``sql`` reads the tree
+database with plain ``sqlite3``, and the ``wait_*`` helpers poll a node's row with a
+deadline (``tests.helpers.wait_until``). ``init_tree`` builds one: a fresh repository, a
+wrapper script that runs a Python agent, ``fractal init --agent <wrapper>``.
+
+``tests/e2e/conftest.py`` builds its ``tree`` fixture from it (agent:
+``tests/stubs/agent_stub.py``); ``tests/soak/harness.py`` derives ``SoakTree`` (agent:
+``tests/soak/agent.py``, a tmux server of its own, fault undoing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import psutil
+
+from tests.helpers import git, make_repo, wait_until
+
+STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
+"""The e2e agent: speaks the command backend's protocol, obeys ``[stub:...]`` markers."""
+
+SETTLED = frozenset({"completed", "stopped", "exited", "killed"})
+"""Node statuses after a run has ended."""
+
+
+def run_cli(args: list[str], cwd: Path, env: Mapping[str, str] | None = None,
+            check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``fractal ARGS`` in ``cwd`` as a real subprocess (``env`` defaults to ours).
+
+    With ``check``, a nonzero exit raises AssertionError showing both streams.
+    """
+    proc = subprocess.run([sys.executable, "-m", "fractal", *args], cwd=cwd, text=True,
+                          capture_output=True, env=dict(env or os.environ), timeout=timeout,
+                          check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"fractal {' '.join(args)} exited {proc.returncode}\n"
+                             f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
+    return proc
+
+
+def agent_wrapper(path: Path, script: Path) -> Path:
+    """Write an executable ``path`` that runs ``script`` with this Python; return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{script}' \"$@\"\n")
+    path.chmod(0o755)
+    return path
+
+
+@dataclass
+class Tree:
+    """A tree rooted at ``main`` in ``repo`` whose default agent is ``agent``.
+
+    ``env`` is the environment every ``cli`` call gets (None: this process's own, read at
+    call time); a call's own ``env`` replaces it.
+    """
+
+    repo: Path
+    agent: Path
+    env: dict[str, str] | None = None
+
+    cli_timeout: ClassVar[float] = 60
+    """Seconds one ``fractal`` call may take."""
+    node_md: ClassVar[str] = "# Task\n\nDo the step.\n"
+    """The NODE.md ``node`` writes unless told otherwise."""
+
+    # -- paths ----------------------------------------------------------------------------
+
+    @property
+    def db(self) -> Path:
+        return self.repo / ".fractal" / "main" / "fractal.db"
+
+    def worktree(self, name: str) -> Path:
+        return self.repo / ".worktrees" / f"main.{name}"
+
+    def node_dir(self, name: str) -> Path:
+        return self.worktree(name) / ".fractal" / f"main.{name}"
+
+    def gitdir(self, name: str) -> Path:
+        """The worktree's private git dir (where its ``index.lock`` lives)."""
+        return self.repo / ".git" / "worktrees" / f"main.{name}"
+
+    @property
+    def socket(self) -> Path:
+        """The tmux socket nodes of this tree start on (from ``TMUX_TMPDIR``)."""
+        tmpdir = (self.env if self.env is not None else os.environ).get("TMUX_TMPDIR")
+        return Path(tmpdir or "/tmp") / f"tmux-{os.getuid()}" / "default"
+
+    # -- the CLI --------------------------------------------------------------------------
+
+    def cli(self, *args: str, check: bool = True, cwd: Path | None = None,
+            env: Mapping[str, str] | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """``fractal ARGS`` in ``cwd`` (default: the repository) as a subprocess."""
+        return run_cli(list(args), cwd or self.repo, env=env if env is not None else self.env,
+                       check=check, timeout=timeout or self.cli_timeout)
+
+    def node(self, name: str, steps: Mapping[str, str] | None = None, *opts: str,
+             node_md: str | None = None, setup: str | None = None) -> Path:
+        """``fractal node init NAME OPTS``; replace its steps (and ``setup.sh``) when given,
+        write NODE.md, commit; return the node dir."""
+        self.cli("node", "init", name, *opts)
+        ndir = self.node_dir(name)
+        if steps is not None:
+            shutil.rmtree(ndir / "steps")
+            (ndir / "steps").mkdir()
+            for filename, body in steps.items():
+                (ndir / "steps" / filename).write_text(body)
+        if setup is not None:
+            (ndir / "scripts" / "setup.sh").write_text(setup)
+        (ndir / "NODE.md").write_text(self.node_md if node_md is None else node_md)
+        git(self.worktree(name), "add", "-A")
+        git(self.worktree(name), "commit", "-q", "-m", "test setup", "--no-verify")
+        return ndir
+
+    def config(self, name: str) -> dict[str, object]:
+        data = json.loads((self.node_dir(name) / "config.json").read_text())
+        assert isinstance(data, dict)
+        return data
+
+    # -- the record -----------------------------------------------------------------------
+
+    def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
+        """Rows of ``query`` on the tree database (plain sqlite3, 30 s busy timeout)."""
+        con = sqlite3.connect(self.db, timeout=30.0)
+        try:
+            return list(con.execute(query, params))
+        finally:
+            con.close()
+
+    def status(self, name: str) -> str:
+        rows = self.sql("SELECT status FROM nodes WHERE node = ?", f"main.{name}")
+        return str(rows[0][0]) if rows else "missing"
+
+    def wait_status(self, name: str, wanted: frozenset[str] | set[str] = SETTLED,
+                    timeout: float = 60) -> str:
+        """Wait until the node's status is one of ``wanted``; return it."""
+        return str(wait_until(lambda: (s := self.status(name)) in wanted and s,
+                              timeout=timeout, message=f"node {name} to reach {sorted(wanted)}"))
+
+    def wait_settled(self, name: str, timeout: float = 60) -> str:
+        return self.wait_status(name, SETTLED, timeout)
+
+    def wait_settled_or(self, name: str, also: set[str], timeout: float = 60) -> str:
+        """Wait until the node is settled (or in one of ``also``); return its status."""
+        return self.wait_status(name, SETTLED | also, timeout)
+
+    def running_step(self, name: str, step_name: str | None = None) -> tuple[int, int] | None:
+        """(step_id, pgid) of the node's open step with a process group, if any."""
+        query = ("SELECT step_id, pgid FROM steps WHERE node = ? AND ended_at IS NULL "
+                 "AND pgid IS NOT NULL")
+        params: list[object] = [f"main.{name}"]
+        if step_name is not None:
+            query += " AND step_name = ?"
+            params.append(step_name)
+        rows = self.sql(query + " ORDER BY step_id DESC LIMIT 1", *params)
+        return (int(str(rows[0][0])), int(str(rows[0][1]))) if rows else None
+
+    def wait_running(self, name: str, step_name: str | None = None,
+                     timeout: float = 30) -> tuple[int, int]:
+        found = wait_until(lambda: self.running_step(name, step_name), timeout=timeout,
+                           message=f"{name} step {step_name or '*'} running")
+        assert found is not None
+        return found
+
+    def supervisor(self, name: str) -> psutil.Process:
+        """The node's running supervisor (waits for it to record itself)."""
+        def find() -> psutil.Process | None:
+            rows = self.sql("SELECT supervisor_pid, supervisor_started FROM nodes "
+                            "WHERE node = ?", f"main.{name}")
+            if not rows or rows[0][0] is None:
+                return None
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(int(str(rows[0][0])))
+                if abs(proc.create_time() - float(str(rows[0][1]))) < 0.05:
+                    return proc
+            return None
+        found = wait_until(find, timeout=30, message=f"supervisor of {name}")
+        assert found is not None
+        return found
+
+    # -- tmux -----------------------------------------------------------------------------
+
+    def session_alive(self, name: str) -> bool:
+        proc = subprocess.run(["tmux", "-S", str(self.socket), "has-session", "-t",
+                               f"=main.{name}"], capture_output=True, check=False)
+        return proc.returncode == 0
+
+    def kill_sessions(self) -> None:
+        """Kill every node's recorded tmux session (the teardown of a test's tree)."""
+        if not self.db.exists():
+            return
+        for session, sock in self.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                                      "WHERE tmux_session IS NOT NULL"):
+            subprocess.run(["tmux", "-S", str(sock), "kill-session", "-t", f"={session}"],
+                           capture_output=True, check=False)
+
+
+def init_tree(repo: Path, agent: Path | None, env: Mapping[str, str] | None = None,
+              timeout: float = 60) -> None:
+    """A fresh repository at ``repo`` (``tests.helpers.make_repo``) with a tree in it:
+    ``fractal init``, plus ``--agent AGENT`` when given."""
+    make_repo(repo)
+    run_cli(["init", *(["--agent", str(agent)] if agent is not None else [])], repo,
+            env=env, timeout=timeout)
