@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "pause": ("fractal.cli.tree", "pause_cmd"),
     "resume": ("fractal.cli.tree", "resume_cmd"),
     "radio": ("fractal.cli.radio", "radio_group"),
+    "inbox": ("fractal.cli.inbox", "inbox_group"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -32,6 +33,7 @@ _SHORT_HELP: dict[str, str] = {
     "pause": "Brake the whole tree: pause every node, block starts and spawns.",
     "resume": "Lift the tree-wide brake and resume parked nodes.",
     "radio": "Read the notices nodes post (e.g. why a run exited).",
+    "inbox": "Everything in the tree that waits for a human, with the command to resolve it.",
 }
 
 

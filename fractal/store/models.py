@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "Iteration", "Message", "Node", "Run",
-           "Signal", "Step"]
+__all__ = ["NAMING_CONVENTION", "Base", "Check", "Event", "InboxAck", "Iteration", "Message",
+           "Node", "Notification", "Run", "Signal", "Step"]
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -232,3 +232,42 @@ class Check(Base):
     output_path: Mapped[str | None]
     started_at: Mapped[str]
     ended_at: Mapped[str] = mapped_column(index=True)
+
+
+class InboxAck(Base):
+    """An attention item the operator acknowledged (``fractal inbox ack``; migration 0009).
+
+    ``item_key`` names the item (kind, node and the row it is about); ``fingerprint`` its
+    state when acknowledged: the item stays hidden while the two still match.
+    """
+
+    __tablename__ = "inbox_acks"
+
+    ack_id: Mapped[int] = mapped_column(primary_key=True)
+    item_key: Mapped[str] = mapped_column(unique=True)
+    fingerprint: Mapped[str]
+    created_at: Mapped[str]
+
+
+class Notification(Base):
+    """One attention event handed to the root config's ``notify`` command (migration 0009).
+
+    The row is claimed (inserted) before the command runs, so an event is notified at
+    most once; ``batch`` groups the events one run of the command carried; ``status``
+    is ``pending`` until the command ends ``completed``, ``failed`` or ``skipped`` (a
+    kind ``notify_events`` leaves out); ``meta`` the reason of a failure.
+    """
+
+    __tablename__ = "notifications"
+
+    notification_id: Mapped[int] = mapped_column(primary_key=True)
+    item_key: Mapped[str] = mapped_column(unique=True)
+    fingerprint: Mapped[str]
+    kind: Mapped[str]
+    node: Mapped[str]
+    batch: Mapped[str]
+    status: Mapped[str]
+    exit_code: Mapped[int | None]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
+    ended_at: Mapped[str | None]

@@ -24,7 +24,8 @@ from fractal.store.schema import (
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks"}
+TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
+          "inbox_acks", "notifications"}  # 0009: the inbox's acknowledgements, notify deliveries
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",

@@ -1,0 +1,52 @@
+"""``fractal inbox``: everything in the tree that waits for a human."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+PATH_OPTION = click.option(
+    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+    help="A directory inside the repository (default: the current one).")
+
+
+@click.group("inbox", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.option("--all", "include_acked", is_flag=True,
+              help="Include acknowledged items (marked).")
+@PATH_OPTION
+@click.pass_context
+def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Path) -> None:
+    """List what waits for a human, oldest first, each with the command that resolves it:
+    pending gates, exited runs, budget landings, no-progress stops, interrupted and
+    paused nodes, stalls."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from fractal.lifecycle.inbox import inbox
+
+    entries = inbox(path, include_acked=include_acked)
+    if as_json:
+        click.echo(json.dumps([e.as_row() for e in entries], indent=2))
+        return
+    if not entries:
+        click.echo("nothing waits for you", err=True)
+        return
+    for entry in entries:
+        row = entry.as_row()
+        mark = " (acked)" if entry.acked else ""
+        click.echo(f"{row['id']}  {row['since']}  {row['kind']:<11} {row['node']}{mark}\n"
+                   f"    {row['summary']}\n    -> {row['command']}")
+
+
+@inbox_group.command("ack")
+@click.argument("item_id", metavar="ID")
+@PATH_OPTION
+def ack_cmd(item_id: str, path: Path) -> None:
+    """Hide item ID until its state changes (a new run, another gate, ...)."""
+    from fractal.lifecycle.inbox import ack
+
+    entry = ack(path, item_id)
+    click.echo(f"acknowledged {entry.item.id} ({entry.item.kind.value} {entry.item.node}); "
+               "it returns if its state changes", err=True)
