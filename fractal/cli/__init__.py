@@ -24,6 +24,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("fractal.cli.tree", "resume_cmd"),
     "radio": ("fractal.cli.radio", "radio_group"),
     "inbox": ("fractal.cli.inbox", "inbox_group"),
+    "_notify": ("fractal.cli.inbox", "notify_cmd"),
+    "open": ("fractal.cli.open", "open_cmd"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -34,6 +36,7 @@ _SHORT_HELP: dict[str, str] = {
     "resume": "Lift the tree-wide brake and resume parked nodes.",
     "radio": "Read the notices nodes post (e.g. why a run exited).",
     "inbox": "Everything in the tree that waits for a human, with the command to resolve it.",
+    "open": "The live dashboard of the whole tree (Textual).",
 }
 
 
@@ -58,7 +61,8 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)]
+        rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)
+                if not name.startswith("_")]  # hidden entry points
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

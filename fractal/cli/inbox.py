@@ -50,3 +50,22 @@ def ack_cmd(item_id: str, path: Path) -> None:
     entry = ack(path, item_id)
     click.echo(f"acknowledged {entry.item.id} ({entry.item.kind.value} {entry.item.node}); "
                "it returns if its state changes", err=True)
+
+
+@click.command("_notify", hidden=True)
+@click.option("--path", "path", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--once", is_flag=True, help="Dispatch once and exit (no watching).")
+def notify_cmd(path: Path, once: bool) -> None:
+    """The tree's notify watcher (started by the verbs that host a supervisor)."""
+    import logging
+
+    from fractal.lifecycle.notify import dispatch, watch
+    from fractal.tree import find_tree
+
+    tree = find_tree(path)
+    logging.basicConfig(filename=tree.data_dir / "notify.log", level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if once:
+        dispatch(tree)
+        return
+    watch(tree)
