@@ -268,3 +268,11 @@ def attach(name: str, socket: Path) -> None:
         return
     argv, env = attach_argv(name, socket)
     os.execve(argv[0], argv, env)
+
+
+def attach_foreground(name: str, socket: Path) -> int:
+    """Run a tmux client on session ``name`` (exact) in this terminal until it detaches;
+    return its exit code. For a full-screen app that suspended itself first. Raises
+    TmuxError without tmux."""
+    argv, env = attach_argv(name, socket)
+    return subprocess.run(argv, env=env, check=False).returncode

@@ -74,7 +74,7 @@ def tree_facts(tree: Tree, *, diffstats: bool = True) -> tuple[list[NodeFacts], 
     for node in rows.nodes:
         run = rows.last_runs.get(node.node)
         gates = tuple(Gate(s.step_id, s.step_name, _epoch(s.started_at) or 0.0,
-                           _diffstat(tree, node.node) if diffstats else None)
+                           gate_diffstat(tree, node.node) if diffstats else None)
                       for s in rows.gates.get(node.node, ()))
         active = node.status == "active"
         writes = [w for w in (_epoch(rows.last_writes.get(node.node)),
@@ -96,7 +96,8 @@ def tree_facts(tree: Tree, *, diffstats: bool = True) -> tuple[list[NodeFacts], 
     return facts, rows.acks
 
 
-def _diffstat(tree: Tree, branch: str) -> str | None:
+def gate_diffstat(tree: Tree, branch: str) -> str | None:
+    """What ``branch`` changed since it forked from its parent (``git diff --shortstat``)."""
     from fractal.workspace.diffstat import shortstat
 
     base = parent_of(branch) or tree.root
