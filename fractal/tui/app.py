@@ -178,7 +178,7 @@ class Dashboard(App[None]):
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         branch = event.node.data
-        if branch != self.selected:
+        if branch is not None and branch != self.selected:  # the root has no loop
             self.selected = branch
             self.show_node()
 

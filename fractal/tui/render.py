@@ -29,16 +29,16 @@ def node_label(view: NodeView, now: float) -> Text:
     text = Text()
     text.append(f"{glyph(status)} ", style=STATUS_STYLE.get(status, ""))
     text.append(view.branch.rpartition(".")[2], style="bold")
-    detail = view.detail(now)
-    if detail:
-        text.append(f"  {detail}", style="grey62" if view.status != "active" else "")
     if view.gauge is not None:
         filled = round(view.gauge.share * GAUGE_CELLS)
         style = LEVEL_STYLE[view.gauge.level]
-        text.append("  [")
-        text.append("█" * filled, style=style)
-        text.append("░" * (GAUGE_CELLS - filled), style="grey35")
-        text.append(f"] {_usd(view.spent)}/{_usd(view.cap)}", style=style)
+        text.append(" ")
+        text.append("▰" * filled, style=style)
+        text.append("▱" * (GAUGE_CELLS - filled), style="grey42")
+        text.append(f" {_usd(view.spent)}/{_usd(view.cap)}", style=style)
+    detail = view.detail(now)
+    if detail:
+        text.append(f"  {detail}", style="grey62" if view.status != "active" else "")
     if view.stalled:
         text.append("  ! stalled", style="bold yellow")
     return text
