@@ -9,6 +9,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +23,10 @@ pytestmark = pytest.mark.e2e
 SIZE = (150, 45)
 
 
-async def _until(pilot: object, predicate: Callable[[], object], timeout: float = 30,
+async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 30,
                  message: str = "") -> None:
     """Let the app run (``pilot.pause``) until ``predicate()`` is truthy."""
-    pause: Callable[[float], Awaitable[None]] = getattr(pilot, "pause")
+    pause: Callable[[float], Awaitable[None]] = pilot.pause
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout * SCALE
     while not predicate():
@@ -34,8 +35,8 @@ async def _until(pilot: object, predicate: Callable[[], object], timeout: float 
         await pause(0.1)
 
 
-async def _select(pilot: object, app: Dashboard, branch: str) -> None:
-    press: Callable[..., Awaitable[None]] = getattr(pilot, "press")
+async def _select(pilot: Any, app: Dashboard, branch: str) -> None:
+    press: Callable[..., Awaitable[None]] = pilot.press
     for key in ("down", "up"):
         for _ in range(12):
             if app.selected == branch:

@@ -22,7 +22,10 @@ NOW = 1_767_225_600.0 + 3600  # 2026-01-01T01:00:00Z
 T0 = "2026-01-01T00:40:00.000Z"
 
 
-def _view(branch: str, status: str, live: Live = Live(), **extra: Any) -> NodeView:
+IDLE = Live()
+
+
+def _view(branch: str, status: str, live: Live = IDLE, **extra: Any) -> NodeView:
     spent, cap = extra.pop("spent", None), extra.pop("cap", None)
     return NodeView(branch=branch, status=status, title=extra.pop("title", ""), live=live,
                     reason=extra.pop("reason", ""), spent=spent, cap=cap,
