@@ -69,3 +69,19 @@ def notify_cmd(path: Path, once: bool) -> None:
         dispatch(tree)
         return
     watch(tree)
+
+
+@inbox_group.command("notify")
+@click.argument("command", required=False)
+@click.option("--events", default=None, metavar="KINDS",
+              help="Comma-separated kinds to notify (gate, exited, budget, no-progress, "
+                   "interrupted, paused, stall); '' for every kind.")
+@click.option("--off", is_flag=True, help="Remove the notify command.")
+@PATH_OPTION
+def notify_set_cmd(command: str | None, events: str | None, off: bool, path: Path) -> None:
+    """Show or set the tree's notify COMMAND (run for each batch of new inbox items)."""
+    from fractal.lifecycle.notify import configure
+
+    setting = configure(path, command, events, off=off)
+    click.echo(f"notify: {setting.command or '(off)'}")
+    click.echo(f"notify_events: {setting.events or '(every kind)'}")

@@ -226,3 +226,40 @@ def ensure_watcher(tree: Tree) -> bool:
     except Exception:
         log.exception("could not start the notify watcher")
         return False
+
+
+@dataclass(frozen=True)
+class NotifySetting:
+    """The root config's notify keys after a change."""
+
+    command: str | None
+    events: str | None
+
+
+def configure(cwd: Path, command: str | None, events: str | None, *,
+              off: bool = False) -> NotifySetting:
+    """Set (or with ``off`` clear) the root config's ``notify`` command and
+    ``notify_events`` (comma-separated kinds; '' means every kind). A None argument keeps
+    that key. Raises FractalError naming an unknown kind."""
+    from fractal.errors import FractalError
+    from fractal.tree import find_tree
+    from fractal.workspace.nodedir import update_config
+
+    tree = find_tree(cwd)
+    updates: dict[str, object] = {}
+    if off:
+        updates = {"notify": None, "notify_events": None}
+    if command is not None:
+        if not command.strip():
+            raise FractalError("the notify command is empty; pass a command, or --off")
+        updates["notify"] = command.strip()
+    if events is not None:
+        _, problems = wanted_kinds(events, (k.value for k in Kind))
+        if problems:
+            raise FractalError("; ".join(problems))
+        updates["notify_events"] = events.strip() or None
+    if updates:
+        update_config(tree.config_path, updates)
+    config = tree.root_config()
+    value = config.get("notify_events")
+    return NotifySetting(notify_command(tree), value if isinstance(value, str) else None)

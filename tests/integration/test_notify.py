@@ -122,3 +122,16 @@ def test_the_watcher_delivers_then_exits_when_the_tree_is_idle(tree: Tree,
     assert clock[0] >= notify.IDLE_EXIT_S
     assert len(list(out.glob("*.json"))) == 1
     assert not notify.watcher_running(tree)
+
+
+def test_inbox_notify_sets_and_clears_the_root_keys(tree: Tree) -> None:
+    from fractal.errors import FractalError
+
+    setting = notify.configure(tree.repo, "echo hi", "gate, budget")
+    assert (setting.command, setting.events) == ("echo hi", "gate, budget")
+    assert notify.notify_command(tree) == "echo hi"
+    with pytest.raises(FractalError, match="unknown kind 'nope'"):
+        notify.configure(tree.repo, None, "gate,nope")
+    cleared = notify.configure(tree.repo, None, None, off=True)
+    assert (cleared.command, cleared.events) == (None, None)
+    assert notify.ensure_watcher(tree) is False  # nothing to run
