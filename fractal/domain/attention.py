@@ -75,6 +75,7 @@ class NodeFacts:
     gone: bool = False
     paused_since: float | None = None
     pause_reason: str = ""
+    title: str = ""
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,9 @@ def tree_facts(tree: Tree, *, diffstats: bool = True) -> tuple[list[NodeFacts], 
             run_cap=run.max_cost if run else None, gates=gates,
             last_write=max(writes) if writes else None,
             step_timeout=_step_timeout(tree, node.node) if active else None,
-            gone=active and crashed(tree, node.node),
+            gone=active and crashed(tree, node.node, node),
             paused_since=_epoch(pause[0]) if pause else None,
-            pause_reason=pause[1] if pause else ""))
+            pause_reason=pause[1] if pause else "", title=node.title or ""))
     return facts, rows.acks
 
 

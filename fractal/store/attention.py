@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.store.reader import _connect
-from fractal.store.rows import NodeRow, RunRow, StepRow, build
+from fractal.store.rows import NodeRow, RunRow, StepRow
+
+_SQL_NAME = {"meta": "metadata"}
+
+
+def _columns(cls: type) -> str:
+    """The SELECT list of ``cls``'s fields, in order (``meta`` is the ``metadata`` column)."""
+    from dataclasses import fields
+
+    return ", ".join(_SQL_NAME.get(f.name, f.name) for f in fields(cls))
 
 __all__ = ["AttentionRows", "attention_rows"]
 
@@ -49,13 +58,16 @@ def _acks(conn: sqlite3.Connection) -> dict[str, str]:
 def attention_rows(db_path: Path) -> AttentionRows:
     """Read the facts of every node in one read-only connection. Raises StoreError."""
     with _connect(db_path) as conn:
-        nodes = [build(NodeRow, r) for r in conn.execute("SELECT * FROM nodes ORDER BY node_id")]
-        runs = {r.node: r for r in (build(RunRow, row) for row in conn.execute(
-            "SELECT * FROM runs WHERE run_id IN (SELECT MAX(run_id) FROM runs GROUP BY node)"))}
+        conn.row_factory = None  # plain tuples, built positionally: 1,000s of rows
+        nodes = [NodeRow(*r) for r in conn.execute(
+            f"SELECT {_columns(NodeRow)} FROM nodes ORDER BY node_id")]
+        runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
+            f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
+            "(SELECT MAX(run_id) FROM runs GROUP BY node)"))}
         gates: dict[str, list[StepRow]] = {}
-        for row in conn.execute("SELECT * FROM steps INDEXED BY ix_steps_ended_at "
-                                "WHERE ended_at IS NULL ORDER BY step_id"):
-            step = build(StepRow, row)
+        for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
+                                "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
+            step = StepRow(*row)
             if step.approved == "":
                 gates.setdefault(step.node, []).append(step)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]

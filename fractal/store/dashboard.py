@@ -22,6 +22,7 @@ class LiveRows:
     steps: dict[str, StepRow]
     spent: dict[int, float | None]
     messages: list[MessageRow]
+    signals: dict[str, set[str]]  # node -> names pending on its open run
 
 
 def live_rows(db_path: Path, newest_runs: list[int], feed: int = 30) -> LiveRows:
@@ -43,9 +44,18 @@ def live_rows(db_path: Path, newest_runs: list[int], feed: int = 30) -> LiveRows
                     f"SELECT run_id, SUM(cost), COUNT(cost) FROM steps WHERE run_id IN "
                     f"({', '.join('?' * len(chunk))}) GROUP BY run_id", chunk):
                 spent[int(run_id)] = float(total) if priced else None
+            for run_id in chunk:  # a run without steps: nothing spent, nothing priced
+                spent.setdefault(run_id, None)
         messages = [build(MessageRow, x) for x in conn.execute(
             "SELECT * FROM messages ORDER BY message_id DESC LIMIT ?", (feed,))]
-    return LiveRows(runs, iters, steps, spent, messages)
+        signals: dict[str, set[str]] = {}
+        open_runs = [r.run_id for r in runs.values()]
+        if open_runs:
+            for node, name in conn.execute(
+                    f"SELECT node, signal FROM signals WHERE run_id IN "
+                    f"({', '.join('?' * len(open_runs))})", open_runs):
+                signals.setdefault(str(node), set()).add(str(name))
+    return LiveRows(runs, iters, steps, spent, messages, signals)
 
 
 @dataclass(frozen=True)

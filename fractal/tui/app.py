@@ -71,6 +71,7 @@ class Dashboard(App[None]):
         self.selected: str | None = None
         self._tree_nodes: dict[str, TreeNode[str]] = {}
         self._members: tuple[str, ...] = ()
+        self._views: list[NodeView] = []
         self.painted: float | None = None  # monotonic instant of the first paint
 
     # -- layout -----------------------------------------------------------------------
@@ -133,11 +134,14 @@ class Dashboard(App[None]):
         tree = self.query_one("#tree", Tree)
         views = self._visible(snap)
         members = tuple(v.branch for v in views)
+        before = {v.branch: v for v in self._views}
         if members != self._members:
             self._rebuild(tree, views, now)
-        else:
+        else:  # only the lines whose node changed
             for view in views:
-                self._tree_nodes[view.branch].set_label(render.node_label(view, now))
+                if before.get(view.branch) != view:
+                    self._tree_nodes[view.branch].set_label(render.node_label(view, now))
+        self._views = views
         self.query_one("#inbox", Static).update(render.inbox(snap))
         self.query_one("#feed", Static).update(render.feed(snap))
         self.show_node()

@@ -10,6 +10,7 @@ whose supervisor is provably gone is shown as such (``gone``), never written.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,13 @@ def _mtime(path: Path) -> int:
         return 0
 
 
+def _stamp(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
 def _epoch(text: str | None) -> float | None:
     from fractal.store.timefmt import to_epoch
 
@@ -96,22 +104,37 @@ class Builder:
     last: Snapshot | None = None
     _configs: dict[str, tuple[int, dict[str, object]]] = field(default_factory=dict)
     _steps: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _spent: dict[int, float | None] = field(default_factory=dict)  # ended runs: final
+    _token: object = None
+    _node_paths: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+    def _paths(self, branch: str) -> tuple[str, str, str]:
+        """(config.json, pane.log, steps/) of ``branch`` as strings, computed once."""
+        known = self._node_paths.get(branch)
+        if known is None:
+            paths = self.tree.node(branch)
+            known = (str(paths.config_path), str(paths.pane_log), str(paths.steps_dir))
+            self._node_paths[branch] = known
+        return known
 
     def token(self) -> object:
         """The change token: database files and each node's config and transcript mtimes."""
         from fractal.store.follow import db_token
 
         nodes = self.last.nodes if self.last else ()
-        dirs = [self.tree.node(n.branch) for n in nodes]
-        return (db_token(self.tree.db_path),
-                tuple((_mtime(p.config_path), _mtime(p.pane_log)) for p in dirs))
+        stamps = []
+        for view in nodes:
+            config, pane, _ = self._paths(view.branch)
+            stamps.append((_stamp(config), _stamp(pane)))
+        return (db_token(self.tree.db_path), tuple(stamps))
 
     def _config(self, branch: str) -> dict[str, object]:
-        path = self.tree.node(branch).config_path
-        stamp = _mtime(path)
+        name = self._paths(branch)[0]
+        stamp = _stamp(name)
         cached = self._configs.get(branch)
         if cached and cached[0] == stamp:
             return cached[1]
+        path = Path(name)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -121,11 +144,12 @@ class Builder:
         return data
 
     def _step_count(self, branch: str) -> int | None:
-        steps = self.tree.node(branch).steps_dir
-        stamp = _mtime(steps)
+        name = self._paths(branch)[2]
+        stamp = _stamp(name)
         cached = self._steps.get(branch)
         if cached and cached[0] == stamp:
             return cached[1]
+        steps = Path(name)
         try:
             count = sum(1 for p in steps.iterdir() if p.suffix == ".md" and p.name[:2].isdigit())
         except OSError:
@@ -136,9 +160,10 @@ class Builder:
     def build(self, *, force: bool = False, now: float | None = None) -> Snapshot:
         """A snapshot; the previous object itself when nothing changed."""
         token = self.token()
-        if self.last is not None and not force and token == self.last.token:
+        if self.last is not None and not force and token == self._token:
             return self.last
         snap = self._read(time.time() if now is None else now, token)
+        self._token = self.token()  # with the node dirs the new snapshot lists
         if self.last is not None and snap == self.last:
             return self.last
         self.last = snap
@@ -148,14 +173,17 @@ class Builder:
         from fractal.domain.attention import classify
         from fractal.domain.durations import parse_duration
         from fractal.errors import FractalError
-        from fractal.store import reader
         from fractal.store.dashboard import live_rows
 
         facts, acks = tree_facts(self.tree, diffstats=False)
         found = classify(facts, now, acks)
-        newest = [f.run_id for f in facts if f.run_id is not None]
+        newest = [f.run_id for f in facts if f.run_id is not None
+                  and not (f.run_ended is not None and f.run_id in self._spent)]
         live = live_rows(self.tree.db_path, newest)
-        by_title = {r.node: r.title or "" for r in reader.node_rows(self.tree.db_path)}
+        for f in facts:  # an ended run's spend never changes again: keep it
+            if f.run_id is not None and f.run_ended is not None and f.run_id in live.spent:
+                self._spent[f.run_id] = live.spent[f.run_id]
+        spends = {**self._spent, **live.spent}
         views: list[NodeView] = []
         for f in facts:
             config = self._config(f.branch)
@@ -164,7 +192,7 @@ class Builder:
             step = live.steps.get(f.branch)
             signal = None
             if run is not None and f.status == "active":
-                shown = decoration(f.status, reader.pending_signals(self.tree.db_path, f.branch))
+                shown = decoration(f.status, live.signals.get(f.branch, set()))
                 signal = shown[len("active ("):-1] if shown != f.status else None
             max_iters = config.get("max_iters")
             state = Live(run_id=run.run_id if run else None, iteration=it.iter if it else None,
@@ -175,7 +203,7 @@ class Builder:
                          step_started=_epoch(step.started_at) if step else None,
                          gate=bool(f.gates), signal=signal, gone=f.gone)
             reserve = config.get("reserve_budget")
-            spent = live.spent.get(f.run_id) if f.run_id is not None else None
+            spent = spends.get(f.run_id) if f.run_id is not None else None
             try:
                 timeout = config.get("step_timeout")
                 step_timeout = parse_duration(timeout) if isinstance(timeout, str) else None
@@ -185,7 +213,7 @@ class Builder:
                        and f.last_write is not None
                        and now - f.last_write > stall_after(step_timeout))
             views.append(NodeView(
-                branch=f.branch, status=f.status, title=by_title.get(f.branch, ""),
+                branch=f.branch, status=f.status, title=f.title,
                 live=state, reason=f.run_reason, spent=spent, cap=f.run_cap,
                 gauge=gauge(spent, f.run_cap, reserve if isinstance(reserve, float | int)
                             else None),

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 SIZE = (150, 45)
 
 
-async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 30,
+async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 60,
                  message: str = "") -> None:
     """Let the app run (``pilot.pause``) until ``predicate()`` is truthy."""
     pause: Callable[[float], Awaitable[None]] = pilot.pause
