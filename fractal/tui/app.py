@@ -1,6 +1,7 @@
 """The ``fractal open`` dashboard: the tree, the selected node, the inbox, the radio.
 
-Data path: a 1 s timer asks a thread worker (exclusive: at most one build in flight) for
+Data path: a 1 s timer (and, sooner, a watchdog wake on the database files) asks a
+thread worker (exclusive: at most one build in flight) for
 ``Builder.build()``, which stats the database files and node dirs and reads only when
 they changed, and returns the same object when nothing did; the UI applies a new
 snapshot only (tree labels updated in place, the tree rebuilt only when its members
@@ -28,8 +29,10 @@ from fractal.tree import Tree as FractalTree
 from fractal.tui import render
 from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
 from fractal.tui.snapshot import Builder, NodeView, Snapshot
+from fractal.tui.watch import DbWatch
 
-REFRESH_S = 1.0
+REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
+WAKE_S = 0.25  # how often a watchdog wake is looked at
 FILTERS = ("all", "attention", "active")
 
 CSS = """
@@ -73,6 +76,8 @@ class Dashboard(App[None]):
         self._members: tuple[str, ...] = ()
         self._views: list[NodeView] = []
         self.painted: float | None = None  # monotonic instant of the first paint
+        self.db_watch = DbWatch()
+        self.outcomes: list[str] = []  # every verb's result line, as notified
 
     # -- layout -----------------------------------------------------------------------
 
@@ -101,6 +106,16 @@ class Dashboard(App[None]):
         self.apply(self.builder.build(force=True))
         if self.live:
             self.set_interval(REFRESH_S, self.tick)
+            if self.db_watch.start(self.fractal.db_path):
+                self.set_interval(WAKE_S, self._wake)
+
+    def _wake(self) -> None:
+        """A database write seen by watchdog: refresh now rather than at the next tick."""
+        if self.db_watch.pending():
+            self.refresh_snapshot()
+
+    def on_unmount(self) -> None:
+        self.db_watch.close()
 
     # -- data path --------------------------------------------------------------------
 
@@ -227,11 +242,13 @@ class Dashboard(App[None]):
         try:
             result = verb()
         except FractalError as exc:
+            self.outcomes.append(f"{label}: {exc}")
             self.call_from_thread(self.notify, f"{label}: {exc}", severity="error")
             return
         results = result if isinstance(result, list) else [result]
         lines = [getattr(r, "message", "") or str(r) for r in results] or ["nothing to do"]
-        self.call_from_thread(self.notify, f"{label}: " + "; ".join(lines[:3]))
+        self.outcomes.append(f"{label}: " + "; ".join(lines[:3]))
+        self.call_from_thread(self.notify, self.outcomes[-1])
         self.call_from_thread(self.refresh_snapshot)
 
     def _confirmed(self, question: str, label: str, verb: Callable[[], object]) -> None:

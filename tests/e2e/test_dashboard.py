@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fractal import tmux
 from fractal.tree import Tree as FractalTree
 from fractal.tui.app import Dashboard
 from tests.e2e.conftest import Tree
@@ -71,8 +72,16 @@ def test_navigation_and_the_pause_resume_kill_keys(tree: Tree, tmp_path: Path) -
             await _until(pilot, lambda: tree.status("busy") == "paused", message="paused")
             await _until(pilot, lambda: "parked" in _label(app, "main.busy"),
                          message="the tree shows it parked")
+            (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                                          "WHERE node = 'main.busy'")
+            await _until(pilot, lambda: tmux.probe(str(session), Path(str(socket)))
+                         is tmux.Liveness.GONE, message="the parked pane ended")
             await pilot.press("r")
-            await _until(pilot, lambda: tree.status("busy") == "active", message="resumed")
+            try:
+                await _until(pilot, lambda: tree.status("busy") == "active", message="resumed")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; {app.outcomes}") \
+                    from None
             await pilot.press("k")
             await pilot.press("n")  # declined: nothing happens
             await pilot.pause(0.5)
