@@ -8,7 +8,8 @@ would end it) and holds ``<root data dir>/notify.lock`` for its life, so a secon
 exits at once. It looks at the database files' (mtime, size) every POLL_S seconds;
 after a change it waits SETTLE_S more (a subtree landing at once becomes one batch),
 then ``dispatch``es; with no write it still looks every RECHECK_S (a stall is the
-absence of writes). It exits IDLE_EXIT_S after the tree last had an active node.
+absence of writes). It exits IDLE_EXIT_S after the tree last had an active node (and
+never in its first BOOT_GRACE_S, while the supervisor that started it boots).
 
 ``dispatch`` claims the new events in the ``notifications`` table before the command
 runs (the claim is the dedup: a crash after it loses a notification, never doubles
@@ -39,9 +40,10 @@ log = logging.getLogger(__name__)
 POLL_S = 1.0
 SETTLE_S = 2.0
 RECHECK_S = 30.0
-IDLE_EXIT_S = 60.0
+IDLE_EXIT_S = 60.0  # FRACTAL_NOTIFY_IDLE_S in the starting shell overrides it
 NOTIFY_TIMEOUT_S = 10.0
 KILL_GRACE_S = 2.0
+BOOT_GRACE_S = 20.0  # a watcher started with a supervisor waits this long for it to boot
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,9 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
             return 0
         delivered = 0
         token = db_token(tree.db_path)
-        looked = clock()
+        looked = began = clock()
         idle_since: float | None = None
+        idle_exit = _idle_exit()
         first = True
         while True:
             now_token = db_token(tree.db_path)
@@ -190,11 +193,18 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
                 idle_since = None
             elif idle_since is None:
                 idle_since = clock()
-            elif clock() - idle_since >= IDLE_EXIT_S:
+            elif clock() - idle_since >= idle_exit and clock() - began >= BOOT_GRACE_S:
                 return delivered
             sleep(POLL_S)
     finally:
         os.close(fd)
+
+
+def _idle_exit() -> float:
+    try:
+        return max(0.0, float(os.environ.get("FRACTAL_NOTIFY_IDLE_S", IDLE_EXIT_S)))
+    except ValueError:
+        return IDLE_EXIT_S
 
 
 def watcher_running(tree: Tree) -> bool:
