@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrap-stamp
 DEMO_DIR ?= ./fractal-demo
 PYTEST_ARGS ?=
+BENCH_ARGS ?=  # e.g. --only dashboard
 
 .PHONY: bootstrap demo test test-agents lint bench soak clean
 
@@ -30,7 +31,7 @@ lint: bootstrap
 	$(BIN)/mypy --strict fractal
 
 bench: bootstrap
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # Every fault scenario (tests marked soak), SOAK_ROUNDS times each with random injection
 # points; the seed is printed first, FRACTAL_SOAK_SEED=<seed> replays it (docs/reliability.md).

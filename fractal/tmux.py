@@ -27,7 +27,6 @@ import time
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import NoReturn
 
 from fractal.errors import TmuxError
 
@@ -201,18 +200,79 @@ def kill_server(socket: Path) -> None:
         _tmux(socket, "kill-server")
 
 
-def attach(name: str, socket: Path) -> NoReturn:
-    """Replace this process with a tmux client on session ``name`` (exact).
+def _inside(socket: Path) -> bool:
+    """True when this process runs in a pane of the server at ``socket`` ($TMUX names it)."""
+    inside = os.environ.get("TMUX", "").split(",")[0]
+    return bool(inside) and os.path.realpath(inside) == os.path.realpath(socket)
 
-    Inside tmux on the same socket it runs ``switch-client`` instead (nesting clients of one
-    server is refused by tmux). Raises TmuxError when tmux is not installed.
+
+def current_client(socket: Path) -> str | None:
+    """The tty of a client showing this process's session on ``socket``, or None.
+
+    None outside that server, and inside a session no client is attached to (a detached
+    session has no client to switch: tmux would answer ``no current client``).
+    """
+    pane = os.environ.get("TMUX_PANE", "")
+    if not _inside(socket) or not pane:
+        return None
+    try:
+        here = _tmux(socket, "display-message", "-p", "-t", pane, "#{session_id}")
+        if here.returncode != 0 or not here.stdout.strip():
+            return None
+        clients = _tmux(socket, "list-clients", "-t", here.stdout.strip(), "-F",
+                        "#{client_tty}")
+    except (TmuxError, subprocess.TimeoutExpired):
+        return None
+    ttys = clients.stdout.split() if clients.returncode == 0 else []
+    return ttys[0] if ttys else None
+
+
+def switch_client(name: str, socket: Path) -> bool:
+    """Show session ``name`` (exact) in the client this process's pane is displayed on.
+
+    True when tmux switched it; False when there is no such client (outside tmux, on
+    another server, or in a detached session) or tmux refused.
+    """
+    client = current_client(socket)
+    if client is None:
+        return False
+    try:
+        proc = _tmux(socket, "switch-client", "-c", client, "-t", f"={name}")
+    except (TmuxError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def attach_argv(name: str, socket: Path) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of a tmux client attached to session ``name`` (exact).
+
+    ``$TMUX`` is dropped from the environment: from inside another (or a detached) pane
+    tmux refuses to nest a client while it is set. Raises TmuxError without tmux.
     """
     binary = shutil.which("tmux")
     if binary is None:
         raise TmuxError(_NOT_INSTALLED)
-    inside = os.environ.get("TMUX", "").split(",")[0]
-    same = bool(inside) and os.path.realpath(inside) == os.path.realpath(socket)
-    verb = "switch-client" if same else "attach-session"
-    # From a pane of another server this nests a client; tmux wants $TMUX unset to allow it.
-    env = {k: v for k, v in os.environ.items() if same or k != "TMUX"}
-    os.execve(binary, [binary, "-S", str(socket), verb, "-t", f"={name}"], env)
+    env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+    return [binary, "-S", str(socket), "attach-session", "-t", f"={name}"], env
+
+
+def attach(name: str, socket: Path) -> None:
+    """Show session ``name`` (exact) on this terminal.
+
+    Inside a pane of the same server whose session a client shows, that client is
+    switched (``switch-client``) and this returns. Otherwise this process is replaced
+    by a tmux client (nested, with ``$TMUX`` unset, when run from another pane).
+    Raises TmuxError when tmux is not installed.
+    """
+    if switch_client(name, socket):
+        return
+    argv, env = attach_argv(name, socket)
+    os.execve(argv[0], argv, env)
+
+
+def attach_foreground(name: str, socket: Path) -> int:
+    """Run a tmux client on session ``name`` (exact) in this terminal until it detaches;
+    return its exit code. For a full-screen app that suspended itself first. Raises
+    TmuxError without tmux."""
+    argv, env = attach_argv(name, socket)
+    return subprocess.run(argv, env=env, check=False).returncode

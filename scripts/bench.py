@@ -141,7 +141,7 @@ def run(keep: bool, samples: int = 5) -> str:
     ]
     notes: list[str] = []
     for more, lines in (parts.latency(keep, samples, _log), parts.reads(keep, _log),
-                        parts.many_nodes(keep, _log)):
+                        parts.many_nodes(keep, _log), parts.dashboard_part(keep, _log)):
         table += more
         notes += lines
     head = (f"fractal bench: {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -167,11 +167,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the sandbox directory (tree, traces) for inspection")
     parser.add_argument("--latency-samples", type=int, default=5, metavar="N",
                         help="nodes (samples) per verb-to-reaction cell (default 5)")
+    parser.add_argument("--only", choices=["dashboard"], default=None,
+                        help="run one part alone (dashboard: fractal open and fractal inbox "
+                             "on 1,000 nodes / 1,000,000 steps)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
     try:
-        print(run(args.keep, max(1, args.latency_samples)))
+        if args.only == "dashboard":
+            rows, notes = parts.dashboard_part(args.keep, _log)
+            print(render(rows) + "\n\n" + "\n".join(notes))
+        else:
+            print(run(args.keep, max(1, args.latency_samples)))
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1

@@ -230,6 +230,9 @@ LAZY_CASES = [
     (("node", "status", "n"), READ_FORBIDDEN, "fractal.store.reader"),
     (("node", "list"), READ_FORBIDDEN, "fractal.store.reader"),
     (("node", "activity"), READ_FORBIDDEN, "fractal.store.reader"),
+    (("node", "list", "--tree"), READ_FORBIDDEN, "fractal.cli.treeview"),
+    (("inbox",), READ_FORBIDDEN, "fractal.store.attention"),
+    (("open", "--help"), (*HELP_FORBIDDEN, "textual"), "fractal.cli.open"),
 ]
 
 

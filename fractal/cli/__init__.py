@@ -26,10 +26,11 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "rescue": ("fractal.cli.rescue", "rescue_group"),
     "reset": ("fractal.cli.cleanup", "reset_cmd"),
     "destroy": ("fractal.cli.cleanup", "destroy_cmd"),
-
-
     "plan": ("fractal.cli.plan", "plan_group"),
     "wiki": ("fractal.cli.wiki", "wiki_group"),
+    "inbox": ("fractal.cli.inbox", "inbox_group"),
+    "_notify": ("fractal.cli.inbox", "notify_cmd"),
+    "open": ("fractal.cli.open", "open_cmd"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -44,6 +45,8 @@ _SHORT_HELP: dict[str, str] = {
     "radio": "Message other nodes; read the loop's notices (run ends, gates, merges).",
     "plan": "Create and list the node's plan files.",
     "wiki": "Regenerate the project and memory wikis' indexes.",
+    "inbox": "Everything in the tree that waits for a human, with the command to resolve it.",
+    "open": "The live dashboard of the whole tree (Textual).",
 }
 
 
@@ -68,7 +71,8 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)]
+        rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)
+                if not name.startswith("_")]  # hidden entry points
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

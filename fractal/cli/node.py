@@ -235,17 +235,28 @@ def status_cmd(node: str | None, path: Path) -> None:
 @click.argument("node", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Include retired nodes.")
 @click.option("--retired", "only_retired", is_flag=True, help="Only retired nodes.")
+@click.option("--tree", "as_tree", is_flag=True,
+              help="Draw the subtree with box-drawing lines and status marks.")
+@click.option("--ascii", "as_ascii", is_flag=True,
+              help="With --tree: plain ASCII (the default when stdout is not a terminal).")
 @format_options
 @PATH_OPTION
-def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_json: bool,
-             as_csv: bool, path: Path) -> None:
+def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_tree: bool,
+             as_ascii: bool, as_json: bool, as_csv: bool, path: Path) -> None:
     """List NODE and its descendants (the whole tree from the root); retired ones hidden."""
     from fractal.lifecycle.reads import list_nodes
 
     if show_all and only_retired:
         raise click.UsageError("--all and --retired are mutually exclusive")
+    if as_tree and (as_json or as_csv):
+        raise click.UsageError("--tree draws text; it excludes --json and --csv")
     rows = list_nodes(path, node, show="all" if show_all else
                       "retired" if only_retired else "live")
+    if as_tree:
+        from fractal.cli.treeview import render_tree
+
+        click.echo(render_tree(rows, ascii_only=as_ascii or not sys.stdout.isatty()))
+        return
     columns = ["node", "status", "detail", "title", "max_cost", "created"]
     click.echo(render_rows(rows, columns, fmt=output_format(as_json, as_csv)))
 
@@ -259,14 +270,23 @@ _ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
 @click.argument("node", required=False)
 @click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
               help="At most N rows.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Print the newest rows oldest first, then each new row as it lands, "
+                   "until interrupted (Ctrl-C).")
 @format_options
 @PATH_OPTION
-def activity_cmd(node: str | None, limit: int | None, as_json: bool, as_csv: bool,
-                 path: Path) -> None:
+def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: bool,
+                 as_csv: bool, path: Path) -> None:
     """Run, iteration and step rows (start and end), newest first."""
     from fractal.lifecycle.reads import activity
 
     fmt = output_format(as_json, as_csv)
+    if follow:
+        from fractal.cli.streams import stream_activity
+
+        stream_activity(path, node, limit, fmt, _ACTIVITY_JSON if fmt == "json"
+                        else _ACTIVITY_COLUMNS)
+        return
     rows = activity(path, node, limit)
     click.echo(render_rows(rows, _ACTIVITY_JSON if fmt == "json" else _ACTIVITY_COLUMNS,
                            fmt=fmt))

@@ -21,22 +21,27 @@ if TYPE_CHECKING:
     import psutil
 
     from fractal.store.ledger import Ledger
+    from fractal.store.rows import NodeRow
 
 
-def crashed(tree: Tree, branch: str) -> bool:
-    """True when ``branch`` is recorded active but its supervisor is provably gone."""
+def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
+    """True when ``branch`` is recorded active but its supervisor is provably gone.
+
+    ``row`` is the node's registry row when the caller has just read it (a reader of the
+    whole tree); None reads it here."""
     from fractal.store import reader
 
-    row = reader.node_row(tree.db_path, branch)
+    if row is None:
+        row = reader.node_row(tree.db_path, branch)
     if row is None or row.status is not Status.ACTIVE:
         return False
-    from fractal.runtime.processes import same_process
-
     if os.environ.get("_NODE") == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
-    if row.supervisor_pid and row.supervisor_started and \
-            same_process(row.supervisor_pid, row.supervisor_started):
-        return False
+    if row.supervisor_pid and row.supervisor_started:
+        from fractal.runtime.processes import same_process
+
+        if same_process(row.supervisor_pid, row.supervisor_started):
+            return False
     if not row.tmux_session:
         return row.supervisor_pid is not None  # booted, recorded its pid, and is gone
     socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()

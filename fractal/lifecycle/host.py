@@ -17,6 +17,7 @@ from pathlib import Path
 from fractal import tmux
 from fractal.domain.outcome import Status
 from fractal.errors import FractalError, TmuxError
+from fractal.lifecycle.notify import ensure_watcher
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 from fractal.workspace.nodedir import write_atomic
@@ -74,6 +75,7 @@ def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
         paths.launch_env_path.unlink(missing_ok=True)
         raise
     ledger.set_tmux(paths.branch, hosted.session, str(hosted.socket))
+    ensure_watcher(paths.tree)  # the root config's `notify` command (docs/dashboard.md)
     return hosted
 
 

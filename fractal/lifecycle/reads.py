@@ -16,6 +16,7 @@ from fractal.domain.subtree import Unsettled, unsettled_notice
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.lifecycle.targets import subtree_target, target_node
+from fractal.store.rows import ActivityRow
 
 
 @dataclass(frozen=True)
@@ -148,17 +149,20 @@ def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, o
     rows = reader.node_rows(tree.db_path)
     heal_all(tree, [r.node for r in rows if r.status is Status.ACTIVE
                     and (nodes is None or r.node in nodes)])
-    out: list[dict[str, object]] = []
-    for row in reader.activity(tree.db_path, nodes, limit):
-        ref = "" if row.run_id is None else str(row.run_id)
-        if row.iter is not None:
-            ref += f".{row.iter}"
-        step = "" if row.step is None else f"{row.step} {row.step_name or ''}".strip()
-        out.append({
-            "timestamp": row.timestamp, "node": row.node, "kind": row.kind, "event": row.event,
-            "ref": ref, "step": step, "status": row.status, "exit": row.exit_code,
-            "duration": row.duration, "cost": row.cost, "reason": row.meta,
-            "run_id": row.run_id, "iter_id": row.iter_id, "step_id": row.step_id,
-            "actor": row.actor,
-        })
-    return out
+    return [activity_row(row) for row in reader.activity(tree.db_path, nodes, limit)]
+
+
+def activity_row(row: ActivityRow) -> dict[str, object]:
+    """One ``activity`` view row as the listing's columns (``ref`` is ``run.iter``)."""
+    ref = "" if row.run_id is None else str(row.run_id)
+    if row.iter is not None:
+        ref += f".{row.iter}"
+    step = "" if row.step is None else f"{row.step} {row.step_name or ''}".strip()
+    return {
+        "timestamp": row.timestamp, "node": row.node, "kind": row.kind, "event": row.event,
+        "ref": ref, "step": step, "status": row.status, "exit": row.exit_code,
+        "duration": row.duration, "cost": row.cost, "reason": row.meta,
+        "run_id": row.run_id, "iter_id": row.iter_id, "step_id": row.step_id,
+        "actor": row.actor,
+    }
+

@@ -37,12 +37,14 @@ __all__ = [
     "Base",
     "Check",
     "Event",
+    "InboxAck",
     "Iteration",
     "Merge",
     "Message",
     "MessageRead",
     "MessageSave",
     "Node",
+    "Notification",
     "Pool",
     "PoolItem",
     "Rescue",
@@ -395,6 +397,42 @@ class Merge(Base):
     files: Mapped[int | None]
     status: Mapped[str]
     actor: Mapped[str | None]
+
+
+class InboxAck(Base):
+    """An attention item the operator acknowledged (``fractal inbox ack``; migration 0009).
+
+    ``item_key`` names the item (kind, node and the row it is about); ``fingerprint`` its
+    state when acknowledged: the item stays hidden while the two still match.
+    """
+
+    __tablename__ = "inbox_acks"
+
+    ack_id: Mapped[int] = mapped_column(primary_key=True)
+    item_key: Mapped[str] = mapped_column(unique=True)
+    fingerprint: Mapped[str]
+    created_at: Mapped[str]
+
+
+class Notification(Base):
+    """One attention event handed to the root config's ``notify`` command (migration 0009).
+
+    The row is claimed (inserted) before the command runs, so an event is notified at
+    most once; ``batch`` groups the events one run of the command carried; ``status``
+    is ``pending`` until the command ends ``completed``, ``failed`` or ``skipped`` (a
+    kind ``notify_events`` leaves out); ``meta`` the reason of a failure.
+    """
+
+    __tablename__ = "notifications"
+
+    notification_id: Mapped[int] = mapped_column(primary_key=True)
+    item_key: Mapped[str] = mapped_column(unique=True)
+    fingerprint: Mapped[str]
+    kind: Mapped[str]
+    node: Mapped[str]
+    batch: Mapped[str]
+    status: Mapped[str]
+    exit_code: Mapped[int | None]
     meta: Mapped[str] = _meta()
     created_at: Mapped[str]
     ended_at: Mapped[str | None]

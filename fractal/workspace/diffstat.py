@@ -1,7 +1,8 @@
 """A node's changes as a diffstat: what it changed since it forked from its parent.
 
-Used by the notice a gate posts when it starts waiting, so the parent sees what it is
-asked to approve without opening the worktree.
+Used by the notice a gate posts when it starts waiting (``fork_diffstat``, worktree
+included) and by the inbox and the dashboard (``shortstat``, the branch only), so the
+parent sees what it is asked to approve without opening the worktree.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs
 from fractal.workspace.git import run_git
 
-__all__ = ["STAT_LINES", "fork_diffstat"]
+__all__ = ["STAT_LINES", "fork_diffstat", "shortstat"]
 
 STAT_LINES = 20
 """Most file lines a diffstat keeps (the rest are counted on one line)."""
@@ -48,3 +49,12 @@ def fork_diffstat(worktree: Path, parent_ref: str) -> str:
     if len(files) > STAT_LINES:
         files = [*files[:STAT_LINES], f" ... {len(files) - STAT_LINES} more files"]
     return "\n".join(files + summary)
+
+
+def shortstat(repo: Path, base: str, branch: str) -> str | None:
+    """``git diff --shortstat base...branch`` (e.g. ``3 files changed, 40 insertions(+)``),
+    ``no changes`` when empty, None when git cannot tell (a missing branch)."""
+    proc = run_git(["diff", "--shortstat", f"{base}...{branch}"], repo, check=False)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip() or "no changes"

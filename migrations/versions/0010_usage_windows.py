@@ -1,7 +1,7 @@
 """the usage_windows table: one closed or reopening usage window per credential
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-01
 
 When one node's agent reports that its subscription window is used up, every node on
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | Sequence[str] | None = "0008"
+down_revision: str | Sequence[str] | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

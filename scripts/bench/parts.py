@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import bigdb, throughput
+from bench import bigdb, dashboard, throughput
 from bench.latency import Latency
 from bench.report import Row, section
 from bench.sandbox import ROOT, Sandbox
@@ -105,3 +105,9 @@ def many_nodes(keep: bool, log: Log) -> tuple[list[Row], list[str]]:
         foot = [f"throughput: {result.rows} rows written; final node statuses {statuses}"]
         return rows, foot
     return _sandboxed(keep, log, body)
+
+
+def dashboard_part(keep: bool, log: Log) -> tuple[list[Row], list[str]]:
+    """``fractal open`` (first paint, refresh, idle CPU) and ``fractal inbox`` on a ledger
+    of 1,000 nodes and 1,000,000 step rows."""
+    return _sandboxed(keep, log, lambda box: dashboard.run(box, log))

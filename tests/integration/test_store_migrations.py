@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 REAL_MIGRATIONS = True  # tests/conftest.py: these tests run Alembic on every new database
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
           "usage_windows", "pools", "pool_items", "rescues", "merges",
-          "reads", "saves"}  # 0008: the radio's read receipts and saved messages
+          "reads", "saves",
+          "inbox_acks", "notifications"}  # 0008 radio; 0009 inbox acknowledgements, notify deliveries
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",

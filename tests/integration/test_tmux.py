@@ -201,7 +201,10 @@ def test_kill_server_on_a_dead_socket_is_quiet(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("inside", "expected"), [
     (False, "not a terminal"),  # attach-session needs a tty: proves the exec happened
-    (True, "no current client"),  # switch-client on the same socket, run outside any client
+    # Inside the same server but in a session no client shows (a detached pane): no client
+    # to switch, so it nests a client (with $TMUX unset) instead of failing with tmux's
+    # raw "no current client".
+    (True, "not a terminal"),
 ])
 def test_attach_execs_the_right_tmux_verb(sock: Path, tmp_path: Path, inside: bool,
                                           expected: str) -> None:

@@ -1,0 +1,30 @@
+"""``fractal open``: the live dashboard of the whole tree (Textual, imported only here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("open")
+@click.argument("node", required=False)
+@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
+              help="A directory inside the repository (default: the current one).")
+def open_cmd(node: str | None, path: Path) -> None:
+    """Open the live dashboard: the tree, the selected node, the inbox and the radio.
+
+    NODE (optional) is selected first. Press ? inside for the keys; q quits.
+    """
+    import sys
+
+    from fractal.errors import FractalError
+    from fractal.lifecycle.targets import subtree_target
+
+    if not sys.stdout.isatty():
+        raise FractalError("fractal open needs a terminal; for a text view use "
+                           "`fractal node list --tree` or `fractal inbox`")
+    tree, branch = subtree_target(path, node)
+    from fractal.tui.app import run_dashboard
+
+    run_dashboard(tree, None if branch == tree.root else branch)

@@ -1,0 +1,92 @@
+"""The dashboard's words and levels: a node's live detail line, its spend gauge, short
+durations (pure; the clock is passed in)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail"]
+
+
+def clock_label(seconds: float) -> str:
+    """``42s``, ``4m12s``, ``2h05m``, ``3d04h`` (negative reads as 0)."""
+    total = max(0, int(seconds))
+    if total < 60:
+        return f"{total}s"
+    if total < 3600:
+        return f"{total // 60}m{total % 60:02d}s"
+    if total < 86400:
+        return f"{total // 3600}h{total % 3600 // 60:02d}m"
+    return f"{total // 86400}d{total % 86400 // 3600:02d}h"
+
+
+@dataclass(frozen=True)
+class Live:
+    """Where an active node is: run id, iteration n of ``max_iters`` (None unlimited),
+    step k of ``steps`` and its name, the step's start (epoch s), a pending gate,
+    a pending signal word (``pausing``...), and whether its supervisor is gone."""
+
+    run_id: int | None = None
+    iteration: int | None = None
+    max_iters: int | None = None
+    step: int | None = None
+    steps: int | None = None
+    step_name: str | None = None
+    step_started: float | None = None
+    gate: bool = False
+    signal: str | None = None
+    gone: bool = False
+
+
+def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
+    """The tree's detail text: ``run 3 · iter 2/10 · step 3/5 EXECUTE 4m12s`` for an
+    active node, ``awaiting approval`` at a gate, ``supervisor gone`` when provably dead;
+    the last run's ``reason`` for a settled node; ``parked`` for a paused one."""
+    if status == "active":
+        if live.gone:
+            return "supervisor gone (shown as exited; any read heals it)"
+        parts = [] if live.run_id is None else [f"run {live.run_id}"]
+        if live.iteration is not None:
+            parts.append(f"iter {live.iteration}/{live.max_iters or '∞'}")
+        if live.gate:
+            parts.append("awaiting approval")
+        elif live.step is not None:
+            of = f"/{live.steps}" if live.steps else ""
+            took = "" if live.step_started is None else \
+                f" {clock_label(now - live.step_started)}"
+            parts.append(f"step {live.step}{of} {live.step_name or ''}{took}".replace("  ", " "))
+        if live.signal:
+            parts.append(live.signal)
+        return " · ".join(parts) or "booting"
+    if status == "paused":
+        return "parked" + (" · awaiting approval" if live.gate else "")
+    return reason
+
+
+class Level(StrEnum):
+    """A spend gauge's colour: under the reserve, in it, at (or past) the cap."""
+
+    OK = "ok"
+    RESERVE = "reserve"
+    CAP = "cap"
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """Spend against a cap: the filled share (0..1) and its level."""
+
+    share: float
+    level: Level
+
+
+def gauge(spent: float | None, cap: float | None, reserve: float | None) -> Gauge | None:
+    """The gauge for ``spent`` of ``cap`` USD with a ``reserve`` (USD; None: 10 % of the
+    cap). None without a cap. In the reserve from ``cap - reserve`` on; at the cap
+    from ``cap`` on. Unknown spend reads as 0 (nothing priced yet)."""
+    if cap is None or cap <= 0:
+        return None
+    used = spent or 0.0
+    window = cap * 0.1 if reserve is None else reserve
+    level = Level.CAP if used >= cap else Level.RESERVE if used >= cap - window else Level.OK
+    return Gauge(min(1.0, used / cap), level)

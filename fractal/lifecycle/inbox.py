@@ -1,0 +1,140 @@
+"""``fractal inbox`` and ``fractal inbox ack``: everything in the tree that waits for a
+human, oldest first, each with the command that resolves it.
+
+Reads only: the store's read-only connection (``store.attention``), each active node's
+``config.json`` (its step timeout) and pane transcript mtime (a node writing output is
+not stalled), a tmux probe for active nodes (one whose supervisor is provably gone is
+shown as interrupted and never healed here), and ``git diff --shortstat`` per pending
+gate. The detectors themselves are ``fractal.domain.attention``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.domain.attention import Gate, Item, NodeFacts, classify
+from fractal.errors import FractalError
+from fractal.tree import Tree, find_tree, parent_of
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One inbox line: the item and whether it is acknowledged (shown with ``--all``)."""
+
+    item: Item
+    acked: bool
+
+    def as_row(self) -> dict[str, object]:
+        """The item as the listing's columns (``since`` as ISO text)."""
+        from datetime import UTC, datetime
+
+        from fractal.store.timefmt import format_ts
+
+        item = self.item
+        return {"id": item.id, "since": format_ts(datetime.fromtimestamp(item.since, UTC)),
+                "kind": item.kind.value, "node": item.node, "summary": item.summary,
+                "command": item.command, "acked": self.acked, "key": item.key,
+                "details": dict(item.details)}
+
+
+def _epoch(text: str | None) -> float | None:
+    from fractal.store.timefmt import to_epoch
+
+    return None if not text else to_epoch(text)
+
+
+def _step_timeout(tree: Tree, branch: str) -> int | None:
+    from fractal.domain.durations import parse_duration
+
+    try:
+        data = json.loads(tree.node(branch).config_path.read_text(encoding="utf-8"))
+        value = data.get("step_timeout") if isinstance(data, dict) else None
+        return parse_duration(value, "step_timeout") if isinstance(value, str) else None
+    except (OSError, ValueError, FractalError):
+        return None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def tree_facts(tree: Tree, *, diffstats: bool = True) -> tuple[list[NodeFacts], dict[str, str]]:
+    """Every registered node's facts, and the acknowledgements (key -> fingerprint)."""
+    from fractal.lifecycle.heal import crashed
+    from fractal.store.attention import attention_rows
+
+    rows = attention_rows(tree.db_path)
+    facts: list[NodeFacts] = []
+    for node in rows.nodes:
+        run = rows.last_runs.get(node.node)
+        gates = tuple(Gate(s.step_id, s.step_name, _epoch(s.started_at) or 0.0,
+                           gate_diffstat(tree, node.node) if diffstats else None)
+                      for s in rows.gates.get(node.node, ()))
+        active = node.status == "active"
+        writes = [w for w in (_epoch(rows.last_writes.get(node.node)),
+                              _mtime(tree.node(node.node).pane_log) if active else None)
+                  if w is not None]
+        pause = rows.pauses.get(node.node)
+        facts.append(NodeFacts(
+            branch=node.node, status=node.status,
+            run_id=run.run_id if run else None, run_status=run.status if run else None,
+            run_exit=run.exit_code if run else None, run_reason=run.meta if run else "",
+            run_ended=_epoch(run.ended_at) if run else None,
+            run_spent=rows.spent.get(run.run_id) if run else None,
+            run_cap=run.max_cost if run else None, gates=gates,
+            last_write=max(writes) if writes else None,
+            step_timeout=_step_timeout(tree, node.node) if active else None,
+            gone=active and crashed(tree, node.node, node),
+            paused_since=_epoch(pause[0]) if pause else None,
+            pause_reason=pause[1] if pause else "", title=node.title or ""))
+    return facts, rows.acks
+
+
+def gate_diffstat(tree: Tree, branch: str) -> str | None:
+    """What ``branch`` changed since it forked from its parent (``git diff --shortstat``)."""
+    from fractal.workspace.diffstat import shortstat
+
+    base = parent_of(branch) or tree.root
+    try:
+        return shortstat(tree.repo, base, branch)
+    except FractalError:
+        return None
+
+
+def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = None,
+               diffstats: bool = True) -> list[Entry]:
+    """The tree's attention items, oldest first (acknowledged ones with ``include_acked``)."""
+    facts, acks = tree_facts(tree, diffstats=diffstats)
+    found = classify(facts, time.time() if now is None else now, acks,
+                     include_acked=include_acked)
+    return [Entry(item, acked) for item, acked in found]
+
+
+def inbox(cwd: Path, *, include_acked: bool = False) -> list[Entry]:
+    """``fractal inbox``: the items of the tree ``cwd`` belongs to."""
+    return tree_inbox(find_tree(cwd), include_acked=include_acked)
+
+
+def ack(cwd: Path, item: str) -> Entry:
+    """Hide the item whose id (or key) is ``item`` until its state changes.
+
+    Raises FractalError when no current item has that id.
+    """
+    from fractal.store.inbox import InboxStore
+
+    tree = find_tree(cwd)
+    entries = tree_inbox(tree, include_acked=True, diffstats=False)
+    matches = [e for e in entries if item in (e.item.id, e.item.key)]
+    if not matches:
+        known = ", ".join(e.item.id for e in entries) or "none"
+        raise FractalError(f"no inbox item {item!r}; current items: {known} "
+                           "(`fractal inbox --all` lists them)")
+    entry = matches[0]
+    InboxStore(tree.db_path).ack(entry.item.key, entry.item.fingerprint)
+    return Entry(entry.item, True)

@@ -1,0 +1,275 @@
+"""Notifications: the root config's ``notify`` command, run for each batch of new
+attention events (``fractal.domain.attention``), at most once per event.
+
+Who runs it: one *watcher* process per tree (``fractal _notify``), started detached by
+``ensure_watcher`` whenever a verb hosts a supervisor (start, continue, resume) and the
+root config names a command. It is never a child of a supervisor (whose exit sweep
+would end it) and holds ``<root data dir>/notify.lock`` for its life, so a second one
+exits at once. It looks at the database files' (mtime, size) every POLL_S seconds;
+after a change it waits SETTLE_S more (a subtree landing at once becomes one batch),
+then ``dispatch``es; with no write it still looks every RECHECK_S (a stall is the
+absence of writes). It exits IDLE_EXIT_S after the tree last had an active node (and
+never in its first BOOT_GRACE_S, while the supervisor that started it boots).
+
+``dispatch`` claims the new events in the ``notifications`` table before the command
+runs (the claim is the dedup: a crash after it loses a notification, never doubles
+one), then runs the command in its own process group under NOTIFY_TIMEOUT_S, its
+environment stripped of credentials (``domain.notify``). Failures are logged to
+``<root data dir>/notify.log`` and recorded on the rows; they are not retried.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from fractal.domain.attention import Kind
+from fractal.domain.notify import batch_env, batch_payload, notify_env, wanted_kinds
+from fractal.tree import Tree
+
+log = logging.getLogger(__name__)
+
+POLL_S = 1.0
+SETTLE_S = 2.0
+RECHECK_S = 30.0
+IDLE_EXIT_S = 60.0  # FRACTAL_NOTIFY_IDLE_S in the starting shell overrides it
+NOTIFY_TIMEOUT_S = 10.0
+KILL_GRACE_S = 2.0
+BOOT_GRACE_S = 20.0  # a watcher started with a supervisor waits this long for it to boot
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One run of the command: batch id, events carried, how it ended."""
+
+    batch: str
+    count: int
+    status: str  # completed | failed
+    exit_code: int | None
+    reason: str
+
+
+def _lock_path(tree: Tree) -> Path:
+    return tree.data_dir / "notify.lock"
+
+
+def notify_command(tree: Tree) -> str | None:
+    """The root config's ``notify`` command, or None when unset or not a string."""
+    value = tree.root_config().get("notify")
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
+             timeout: float = NOTIFY_TIMEOUT_S) -> Delivery | None:
+    """Claim the tree's new attention events and run ``notify`` once for them.
+
+    Returns None when no command is set or nothing new (of a wanted kind) appeared.
+    """
+    from fractal.lifecycle.inbox import tree_inbox
+    from fractal.store.inbox import Claim, InboxStore
+
+    command = notify_command(tree)
+    if command is None:
+        return None
+    kinds, problems = wanted_kinds(tree.root_config().get("notify_events"),
+                                   (k.value for k in Kind))
+    for problem in problems:
+        log.warning("%s", problem)
+    entries = tree_inbox(tree, include_acked=True)
+    batch = uuid.uuid4().hex[:8]
+    claims = [Claim(e.item.key, e.item.fingerprint, e.item.kind.value, e.item.node)
+              for e in entries]
+    every = {k.value for k in Kind}
+    claimed = InboxStore(tree.db_path).claim(claims, batch, skipped=every - kinds)
+    if not claimed:
+        return None
+    keys = {c.item_key for c in claimed}
+    events = [e.as_row() for e in entries if e.item.key in keys]
+    return _run(tree, command, batch, events, env if env is not None else dict(os.environ),
+                timeout)
+
+
+def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
+         base: dict[str, str], timeout: float) -> Delivery:
+    from fractal.errors import FractalError
+    from fractal.runtime.processes import kill_group, spawn_group
+    from fractal.store.inbox import InboxStore
+
+    child_env = {**notify_env(base), **batch_env(batch, tree.root, events)}
+    payload = batch_payload(batch, tree.root, events).encode()
+    logfile = tree.data_dir / "notify.log"
+    status, code, reason = "failed", None, ""
+    try:
+        launched = spawn_group(["/bin/sh", "-c", command], cwd=tree.repo, env=child_env,
+                               stdin_data=payload, merge_stderr=True)
+        try:
+            code = launched.popen.wait(timeout=timeout)
+            status = "completed" if code == 0 else "failed"
+            reason = "" if code == 0 else f"exit {code}"
+        except Exception:  # subprocess.TimeoutExpired (only processes.py imports it)
+            kill_group(launched.handle, grace=KILL_GRACE_S)
+            launched.popen.wait(timeout=KILL_GRACE_S + 3)
+            reason = f"timed out after {timeout:g}s"
+        output = _drain(launched.popen.stdout)
+    except FractalError as exc:
+        reason, output = str(exc), b""
+    InboxStore(tree.db_path).settle(batch, status, code, reason)
+    _log_line(logfile, f"batch {batch}: {len(events)} event(s), {status}"
+              f"{': ' + reason if reason else ''}"
+              + (f"; output: {output.decode(errors='replace').strip()[:500]}"
+                 if output.strip() and status != "completed" else ""))
+    return Delivery(batch, len(events), status, code, reason)
+
+
+def _drain(pipe: IO[bytes] | None) -> bytes:
+    """What the command printed (up to 4000 bytes) without blocking: a background child
+    of the command may still hold the pipe open."""
+    if pipe is None:
+        return b""
+    try:
+        os.set_blocking(pipe.fileno(), False)
+        return pipe.read(4000) or b""
+    except OSError:
+        return b""
+    finally:
+        pipe.close()
+
+
+def _log_line(path: Path, text: str) -> None:
+    from fractal.store.timefmt import utc_now
+
+    try:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(f"{utc_now()} {text}\n")
+    except OSError:
+        log.warning("cannot write %s: %s", path, text)
+
+
+def _live(tree: Tree) -> bool:
+    from fractal.store import reader
+
+    return any(r.status == "active" for r in reader.node_rows(tree.db_path))
+
+
+def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> int:
+    """The watcher's loop (see the module docstring); returns the batches delivered.
+    Returns 0 at once when another watcher holds the tree's lock."""
+    from fractal.store.follow import db_token
+
+    fd = os.open(_lock_path(tree), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return 0
+        delivered = 0
+        token = db_token(tree.db_path)
+        looked = began = clock()
+        idle_since: float | None = None
+        idle_exit = _idle_exit()
+        first = True
+        while True:
+            now_token = db_token(tree.db_path)
+            if first or now_token != token or clock() - looked >= RECHECK_S:
+                if not first and now_token != token:
+                    sleep(SETTLE_S)
+                first = False
+                token = db_token(tree.db_path)
+                looked = clock()
+                try:
+                    delivered += dispatch(tree) is not None
+                except Exception:  # a broken hook or database must not kill the watcher
+                    log.exception("notify dispatch failed")
+            if _live(tree):
+                idle_since = None
+            elif idle_since is None:
+                idle_since = clock()
+            elif clock() - idle_since >= idle_exit and clock() - began >= BOOT_GRACE_S:
+                return delivered
+            sleep(POLL_S)
+    finally:
+        os.close(fd)
+
+
+def _idle_exit() -> float:
+    try:
+        return max(0.0, float(os.environ.get("FRACTAL_NOTIFY_IDLE_S", IDLE_EXIT_S)))
+    except ValueError:
+        return IDLE_EXIT_S
+
+
+def watcher_running(tree: Tree) -> bool:
+    """True when a watcher holds the tree's notify lock."""
+    path = _lock_path(tree)
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we just took
+    return False
+
+
+def ensure_watcher(tree: Tree) -> bool:
+    """Start the tree's watcher, detached, when ``notify`` is set and none runs; True
+    when one was started. Never raises: notifications must not block a start."""
+    try:
+        if notify_command(tree) is None or watcher_running(tree):
+            return False
+        from fractal.runtime.processes import spawn_group
+
+        spawn_group([sys.executable, "-m", "fractal", "_notify", "--path", str(tree.repo)],
+                    cwd=tree.repo, env=notify_env(dict(os.environ)))
+        return True
+    except Exception:
+        log.exception("could not start the notify watcher")
+        return False
+
+
+@dataclass(frozen=True)
+class NotifySetting:
+    """The root config's notify keys after a change."""
+
+    command: str | None
+    events: str | None
+
+
+def configure(cwd: Path, command: str | None, events: str | None, *,
+              off: bool = False) -> NotifySetting:
+    """Set (or with ``off`` clear) the root config's ``notify`` command and
+    ``notify_events`` (comma-separated kinds; '' means every kind). A None argument keeps
+    that key. Raises FractalError naming an unknown kind."""
+    from fractal.errors import FractalError
+    from fractal.tree import find_tree
+    from fractal.workspace.nodedir import update_config
+
+    tree = find_tree(cwd)
+    updates: dict[str, object] = {}
+    if off:
+        updates = {"notify": None, "notify_events": None}
+    if command is not None:
+        if not command.strip():
+            raise FractalError("the notify command is empty; pass a command, or --off")
+        updates["notify"] = command.strip()
+    if events is not None:
+        _, problems = wanted_kinds(events, (k.value for k in Kind))
+        if problems:
+            raise FractalError("; ".join(problems))
+        updates["notify_events"] = events.strip() or None
+    if updates:
+        update_config(tree.config_path, updates)
+    config = tree.root_config()
+    value = config.get("notify_events")
+    return NotifySetting(notify_command(tree), value if isinstance(value, str) else None)

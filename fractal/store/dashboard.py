@@ -1,0 +1,103 @@
+"""Reads behind ``fractal open``: what runs now across the tree, and one node's history
+(stdlib ``sqlite3``, read-only connections, indexed queries only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fractal.store.reader import _connect
+from fractal.store.rows import IterationRow, MessageRow, RunRow, StepRow, build
+
+__all__ = ["CheckPoint", "History", "LiveRows", "history", "live_rows"]
+
+
+@dataclass(frozen=True)
+class LiveRows:
+    """Open runs, iterations and steps by node; own spend per run (USD, None unknown)
+    for each node's newest run; the newest outbox messages, newest first."""
+
+    runs: dict[str, RunRow]
+    iterations: dict[str, IterationRow]
+    steps: dict[str, StepRow]
+    spent: dict[int, float | None]
+    messages: list[MessageRow]
+    signals: dict[str, set[str]]  # node -> names pending on its open run
+
+
+def live_rows(db_path: Path, newest_runs: list[int], feed: int = 30) -> LiveRows:
+    """Read the open rows (``ended_at`` IS NULL, through its index) and the spend of
+    ``newest_runs``. The newest open step per node wins (a SYNC before its step)."""
+    with _connect(db_path) as conn:
+        runs = {r.node: r for r in (build(RunRow, x) for x in conn.execute(
+            "SELECT * FROM runs INDEXED BY ix_runs_ended_at WHERE ended_at IS NULL"))}
+        iters = {r.node: r for r in (build(IterationRow, x) for x in conn.execute(
+            "SELECT * FROM iterations INDEXED BY ix_iterations_ended_at WHERE ended_at IS NULL "
+            "ORDER BY iter_id"))}
+        steps = {r.node: r for r in (build(StepRow, x) for x in conn.execute(
+            "SELECT * FROM steps INDEXED BY ix_steps_ended_at WHERE ended_at IS NULL "
+            "ORDER BY step_id"))}
+        spent: dict[int, float | None] = {}
+        for start in range(0, len(newest_runs), 500):
+            chunk = newest_runs[start:start + 500]
+            for run_id, total, priced in conn.execute(
+                    f"SELECT run_id, SUM(cost), COUNT(cost) FROM steps WHERE run_id IN "
+                    f"({', '.join('?' * len(chunk))}) GROUP BY run_id", chunk):
+                spent[int(run_id)] = float(total) if priced else None
+            for run_id in chunk:  # a run without steps: nothing spent, nothing priced
+                spent.setdefault(run_id, None)
+        messages = [build(MessageRow, x) for x in conn.execute(
+            "SELECT * FROM messages ORDER BY message_id DESC LIMIT ?", (feed,))]
+        signals: dict[str, set[str]] = {}
+        open_runs = [r.run_id for r in runs.values()]
+        if open_runs:
+            for node, name in conn.execute(
+                    f"SELECT node, signal FROM signals WHERE run_id IN "
+                    f"({', '.join('?' * len(open_runs))})", open_runs):
+                signals.setdefault(str(node), set()).add(str(name))
+    return LiveRows(runs, iters, steps, spent, messages, signals)
+
+
+@dataclass(frozen=True)
+class CheckPoint:
+    """One exit check: when it ended, its exit code and failing-test count."""
+
+    ended_at: str
+    exit_code: int
+    failures: int | None
+
+
+@dataclass(frozen=True)
+class History:
+    """One node's newest runs (newest first) with their iterations and steps (booking
+    order), and its newest exit checks (oldest first)."""
+
+    runs: list[RunRow]
+    iterations: dict[int, list[IterationRow]]
+    steps: dict[int, list[StepRow]]  # by iter_id (0: steps outside an iteration)
+    checks: list[CheckPoint]
+
+
+def history(db_path: Path, node: str, runs: int = 3, checks: int = 12) -> History:
+    """The explorer's rows for ``node``: its ``runs`` newest runs and ``checks`` newest
+    exit checks."""
+    with _connect(db_path) as conn:
+        run_rows = [build(RunRow, x) for x in conn.execute(
+            "SELECT * FROM runs WHERE node = ? ORDER BY run_id DESC LIMIT ?", (node, runs))]
+        ids = [r.run_id for r in run_rows]
+        iters: dict[int, list[IterationRow]] = {}
+        steps: dict[int, list[StepRow]] = {}
+        if ids:
+            marks = ", ".join("?" * len(ids))
+            for x in conn.execute(f"SELECT * FROM iterations WHERE run_id IN ({marks}) "
+                                  "ORDER BY iter_id", ids):
+                row = build(IterationRow, x)
+                iters.setdefault(row.run_id, []).append(row)
+            for x in conn.execute(f"SELECT * FROM steps WHERE run_id IN ({marks}) "
+                                  "ORDER BY step_id", ids):
+                step = build(StepRow, x)
+                steps.setdefault(step.iter_id or 0, []).append(step)
+        points = [CheckPoint(str(x[0]), int(x[1]), x[2]) for x in conn.execute(
+            "SELECT ended_at, exit_code, failures FROM checks WHERE node = ? AND kind = 'exit' "
+            "ORDER BY ended_at DESC LIMIT ?", (node, checks))]
+    return History(run_rows, iters, steps, list(reversed(points)))

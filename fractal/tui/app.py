@@ -1,0 +1,376 @@
+"""The ``fractal open`` dashboard: the tree, the selected node, the inbox, the radio.
+
+Data path: a 1 s timer (and, sooner, a watchdog wake on the database files) asks a
+thread worker (exclusive: at most one build in flight) for
+``Builder.build()``, which stats the database files and node dirs and reads only when
+they changed, and returns the same object when nothing did; the UI applies a new
+snapshot only (tree labels updated in place, the tree rebuilt only when its members
+change). Elapsed step times tick on the UI thread from the snapshot, without reads.
+Keys call the lifecycle functions the CLI verbs call, in thread workers, confirmed first
+when destructive; the dashboard itself never writes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Footer, Header, Static, Tree
+from textual.widgets.tree import TreeNode
+
+from fractal.store.dashboard import History
+from fractal.tree import Tree as FractalTree
+from fractal.tui import render
+from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
+from fractal.tui.snapshot import Builder, NodeView, Snapshot
+from fractal.tui.watch import DbWatch
+
+REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
+WAKE_S = 0.25  # how often a watchdog wake is looked at
+FILTERS = ("all", "attention", "active")
+
+CSS = """
+#left { width: 55%; }
+#tree { height: 1fr; border: round $primary; }
+#inbox { height: auto; max-height: 40%; border: round $warning; }
+#feed { height: auto; max-height: 20%; border: round $secondary; }
+#node { width: 45%; border: round $accent; }
+#card, #explorer, #tail { height: auto; margin-bottom: 1; }
+"""
+
+
+class Dashboard(App[None]):
+    """The dashboard of ``tree``; ``builder`` and ``history`` are injectable for tests."""
+
+    TITLE = "fractal"
+    CSS = CSS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"), Binding("question_mark", "help", "help"),
+        Binding("a", "approve", "approve"), Binding("p", "pause", "pause"),
+        Binding("r", "resume", "resume"), Binding("s", "stop", "stop"),
+        Binding("f", "finish", "finish"), Binding("k", "kill", "kill"),
+        Binding("o", "open_pane", "pane"), Binding("slash", "search", "search"),
+        Binding("x", "filter", "filter"), Binding("t", "toggle_retired", "retired"),
+    ]
+
+    def __init__(self, tree: FractalTree, *, builder: Any = None,
+                 history: Callable[[str], History] | None = None,
+                 clock: Callable[[], float] = time.time, live: bool = True) -> None:
+        super().__init__()
+        self.fractal = tree
+        self.builder = builder if builder is not None else Builder(tree)
+        self.load_history = history or self._history
+        self.clock = clock
+        self.live = live
+        self.snapshot: Snapshot | None = None
+        self.show_retired = False
+        self.filter = FILTERS[0]
+        self.selected: str | None = None
+        self._tree_nodes: dict[str, TreeNode[str]] = {}
+        self._members: tuple[str, ...] = ()
+        self._views: list[NodeView] = []
+        self.painted: float | None = None  # monotonic instant of the first paint
+        self.db_watch = DbWatch()
+        self.outcomes: list[str] = []  # every verb's result line, as notified
+
+    # -- layout -----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal():
+            with Vertical(id="left"):
+                tree: Tree[str] = Tree(self.fractal.root, id="tree")
+                tree.show_root = True
+                tree.root.expand()
+                yield tree
+                yield Static(id="inbox")
+                yield Static(id="feed")
+            with VerticalScroll(id="node"):
+                yield Static(id="card")
+                yield Static(id="explorer")
+                yield Static(id="tail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#tree").border_title = "tree"
+        self.query_one("#inbox").border_title = "inbox"
+        self.query_one("#feed").border_title = "radio"
+        self.query_one("#node").border_title = "node"
+        self.query_one("#tree", Tree).focus()
+        self.apply(self.builder.build(force=True))
+        if self.live:
+            self.set_interval(REFRESH_S, self.tick)
+            if self.db_watch.start(self.fractal.db_path):
+                self.set_interval(WAKE_S, self._wake)
+
+    def _wake(self) -> None:
+        """A database write seen by watchdog: refresh now rather than at the next tick."""
+        if self.db_watch.pending():
+            self.refresh_snapshot()
+
+    def on_unmount(self) -> None:
+        self.db_watch.close()
+
+    # -- data path --------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self.refresh_snapshot()
+        self._relabel_running()
+
+    @work(thread=True, exclusive=True, group="snapshot")
+    def refresh_snapshot(self) -> None:
+        snap = self.builder.build()
+        if snap is not self.snapshot:
+            self.call_from_thread(self.apply, snap)
+
+    def _visible(self, snap: Snapshot) -> list[NodeView]:
+        waiting = {e.item.node for e in snap.inbox}
+        out = []
+        for view in snap.nodes:
+            if view.status == "retired" and not self.show_retired:
+                continue
+            if self.filter == "attention" and view.branch not in waiting:
+                continue
+            if self.filter == "active" and view.status != "active":
+                continue
+            out.append(view)
+        return out
+
+    def apply(self, snap: Snapshot) -> None:
+        """Show ``snap``: relabel the tree in place, or rebuild it when its members changed."""
+        self.snapshot = snap
+        now = self.clock()
+        tree = self.query_one("#tree", Tree)
+        views = self._visible(snap)
+        members = tuple(v.branch for v in views)
+        before = {v.branch: v for v in self._views}
+        if members != self._members:
+            self._rebuild(tree, views, now)
+        else:  # only the lines whose node changed
+            for view in views:
+                if before.get(view.branch) != view:
+                    self._tree_nodes[view.branch].set_label(render.node_label(view, now))
+        self._views = views
+        self.query_one("#inbox", Static).update(render.inbox(snap))
+        self.query_one("#feed", Static).update(render.feed(snap))
+        self.show_node()
+        if self.painted is None:
+            self.painted = time.monotonic()
+
+    def _rebuild(self, tree: Tree[str], views: list[NodeView], now: float) -> None:
+        tree.clear()
+        self._tree_nodes = {}
+        present = {v.branch for v in views}
+        above: dict[str, str | None] = {}
+        for view in views:
+            head, above[view.branch] = view.branch, None
+            while "." in head:
+                head = head.rpartition(".")[0]
+                if head in present:
+                    above[view.branch] = head
+                    break
+        parents = set(above.values())
+        for view in views:  # sorted by branch: parents before children
+            up = above[view.branch]
+            parent: TreeNode[str] = tree.root if up is None else self._tree_nodes[up]
+            label = render.node_label(view, now)
+            node = parent.add(label, data=view.branch, expand=True) \
+                if view.branch in parents else parent.add_leaf(label, data=view.branch)
+            self._tree_nodes[view.branch] = node
+        self._members = tuple(v.branch for v in views)
+        if self.selected in self._tree_nodes:
+            tree.move_cursor(self._tree_nodes[self.selected])
+
+    def _relabel_running(self) -> None:
+        if self.snapshot is None:
+            return
+        now = self.clock()
+        for view in self.snapshot.nodes:
+            if view.live.step_started is not None and view.branch in self._tree_nodes:
+                self._tree_nodes[view.branch].set_label(render.node_label(view, now))
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
+        branch = event.node.data
+        if branch is not None and branch != self.selected:  # the root has no loop
+            self.selected = branch
+            self.show_node()
+
+    def _history(self, branch: str) -> History:
+        from fractal.store.dashboard import history
+
+        return history(self.fractal.db_path, branch)
+
+    @work(thread=True, exclusive=True, group="node")
+    def show_node(self) -> None:
+        """Load the selected node's history and transcript off the UI thread."""
+        branch = self.selected
+        snap = self.snapshot
+        view = snap.node(branch) if snap and branch else None
+        if view is None:
+            self.call_from_thread(self._show, None, None, None)
+            return
+        hist = self.load_history(view.branch)
+        tail = render.tail(self.fractal.node(view.branch).pane_log)
+        self.call_from_thread(self._show, view, hist, tail)
+
+    def _show(self, view: NodeView | None, hist: History | None, tail: Any) -> None:
+        now = self.clock()
+        self.query_one("#card", Static).update(render.card(view, now))
+        self.query_one("#explorer", Static).update(
+            render.explorer(hist, now) if view else "")
+        self.query_one("#tail", Static).update(tail or "")
+
+    # -- keys -------------------------------------------------------------------------
+
+    def _target(self) -> NodeView | None:
+        view = self.snapshot.node(self.selected) if self.snapshot and self.selected else None
+        if view is None:
+            self.notify("select a node first", severity="warning")
+        return view
+
+    @work(thread=True, group="verb")
+    def run_verb(self, label: str, verb: Callable[[], object]) -> None:
+        """Run a lifecycle verb off the UI thread and report how it went."""
+        from fractal.errors import FractalError
+
+        try:
+            result = verb()
+        except FractalError as exc:
+            self.outcomes.append(f"{label}: {exc}")
+            self.call_from_thread(self.notify, f"{label}: {exc}", severity="error")
+            return
+        results = result if isinstance(result, list) else [result]
+        lines = [getattr(r, "message", "") or str(r) for r in results] or ["nothing to do"]
+        self.outcomes.append(f"{label}: " + "; ".join(lines[:3]))
+        self.call_from_thread(self.notify, self.outcomes[-1])
+        self.call_from_thread(self.refresh_snapshot)
+
+    def _confirmed(self, question: str, label: str, verb: Callable[[], object]) -> None:
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.run_verb(label, verb)
+        self.push_screen(ConfirmScreen(question), done)
+
+    def _signal(self, name: str, confirm: bool) -> None:
+        from fractal.domain.signals import Signal
+        from fractal.lifecycle.steer import send
+
+        view = self._target()
+        if view is None:
+            return
+        def verb() -> object:
+            return send(self.fractal.repo, view.branch, Signal(name))
+        if confirm:
+            self._confirmed(f"{name} {view.branch} and its subtree?", name, verb)
+        else:
+            self.run_verb(name, verb)
+
+    def action_pause(self) -> None:
+        self._signal("pause", confirm=False)
+
+    def action_stop(self) -> None:
+        self._signal("stop", confirm=True)
+
+    def action_finish(self) -> None:
+        self._signal("finish", confirm=True)
+
+    def action_resume(self) -> None:
+        from fractal.lifecycle.resume import resume
+
+        view = self._target()
+        if view is not None:
+            self.run_verb("resume", lambda: resume(self.fractal.repo, view.branch))
+
+    def action_kill(self) -> None:
+        from fractal.lifecycle.kill import kill
+
+        view = self._target()
+        if view is not None:
+            self._confirmed(f"kill {view.branch} and its subtree now (loop, agent, pane)?",
+                            "kill", lambda: kill(self.fractal.repo, view.branch))
+
+    def action_approve(self) -> None:
+        view = self._target()
+        if view is not None:
+            self.approve_flow(view.branch)
+
+    @work(thread=True, group="verb")
+    def approve_flow(self, branch: str) -> None:
+        """Show the gate and its diffstat, then approve on ``y``."""
+        from fractal.lifecycle.approve import approve
+        from fractal.lifecycle.inbox import gate_diffstat
+
+        gates = [e.item for e in (self.snapshot.inbox if self.snapshot else ())
+                 if e.item.node == branch and e.item.kind.value == "gate"]
+        if not gates:
+            self.call_from_thread(self.notify, f"{branch} has no step awaiting approval",
+                                  severity="warning")
+            return
+        gate = gates[-1]
+        step_id = int(str(gate.details.get("step_id")))
+        stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
+        question = f"approve {branch}: {gate.summary}\n{stat}"
+        self.call_from_thread(self._confirmed, question, "approve",
+                              lambda: approve(self.fractal.repo, branch, step_id))
+
+    def action_open_pane(self) -> None:
+        from fractal.errors import FractalError
+        from fractal.lifecycle.panes import attach_here, switch_to
+
+        view = self._target()
+        if view is None:
+            return
+        try:
+            if switch_to(self.fractal, view.branch):
+                return
+            with self.suspend():
+                attach_here(self.fractal, view.branch)
+        except FractalError as exc:
+            self.notify(str(exc), severity="error")
+
+    def action_search(self) -> None:
+        def found(text: str | None) -> None:
+            if not text:
+                return
+            names = [b for b in self._members if text in b]
+            after = [b for b in names if self.selected is None or b > self.selected]
+            picks = after or names
+            if not picks:
+                self.notify(f"no node matches {text!r}", severity="warning")
+                return
+            self.query_one("#tree", Tree).move_cursor(self._tree_nodes[picks[0]])
+        self.push_screen(PromptScreen("search nodes:"), found)
+
+    def action_filter(self) -> None:
+        self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
+        self.notify(f"showing: {self.filter}")
+        if self.snapshot is not None:
+            self.apply(self.snapshot)
+
+    def action_toggle_retired(self) -> None:
+        self.show_retired = not self.show_retired
+        if self.snapshot is not None:
+            self.apply(self.snapshot)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+
+def run_dashboard(tree: FractalTree, select: str | None = None) -> None:
+    """Run the dashboard in this terminal until the user quits."""
+    app = Dashboard(tree)
+    app.selected = select
+    app.run()
+
+
+def tree_of(cwd: Path) -> FractalTree:
+    """The tree ``cwd`` belongs to."""
+    from fractal.tree import find_tree
+
+    return find_tree(cwd)

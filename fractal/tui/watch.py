@@ -1,0 +1,53 @@
+"""Wake the dashboard when the tree's database files change (watchdog only wakes: every
+wake re-checks the real state, and the dashboard's 1 s poll carries on without it)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+
+class DbWatch:
+    """A watchdog observer on the directory of the tree's database; ``pending()`` is True
+    (once) after any change to a file whose name starts with the database's."""
+
+    def __init__(self) -> None:
+        self._flag = threading.Event()
+        self._observer: Any = None
+
+    def start(self, db_path: Path) -> bool:
+        """Watch ``db_path``'s directory; False when watchdog cannot (polling then)."""
+        try:
+            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:
+            return False
+        flag, stem = self._flag, db_path.name
+
+        class _Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                if Path(str(event.src_path)).name.startswith(stem):
+                    flag.set()
+
+        try:
+            observer = Observer()
+            observer.schedule(_Handler(), str(db_path.parent), recursive=False)
+            observer.daemon = True
+            observer.start()
+        except Exception:  # inotify limits and the like: the poll carries on
+            return False
+        self._observer = observer
+        return True
+
+    def pending(self) -> bool:
+        """True once after a change since the last call."""
+        if self._flag.is_set():
+            self._flag.clear()
+            return True
+        return False
+
+    def close(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer = None

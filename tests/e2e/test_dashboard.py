@@ -1,0 +1,150 @@
+"""``fractal open`` driven by Textual's Pilot against a real tree: a real database and
+real supervisors running the stub agent. Each key's effect is read back from the rows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fractal import tmux
+from fractal.tree import Tree as FractalTree
+from fractal.tui.app import Dashboard
+from tests.e2e.conftest import Tree
+from tests.helpers import SCALE, wait_until
+
+pytestmark = pytest.mark.e2e
+
+SIZE = (150, 45)
+
+
+async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 60,
+                 message: str = "") -> None:
+    """Let the app run (``pilot.pause``) until ``predicate()`` is truthy."""
+    pause: Callable[[float], Awaitable[None]] = pilot.pause
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout * SCALE
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out: {message}")
+        await pause(0.1)
+
+
+async def _select(pilot: Any, app: Dashboard, branch: str) -> None:
+    press: Callable[..., Awaitable[None]] = pilot.press
+    for key in ("down", "up"):
+        for _ in range(12):
+            if app.selected == branch:
+                return
+            await press(key)
+    raise AssertionError(f"could not select {branch}; at {app.selected}")
+
+
+def _app(tree: Tree) -> Dashboard:
+    return Dashboard(FractalTree(repo=tree.repo, root="main"))
+
+
+def _label(app: Dashboard, branch: str) -> str:
+    return str(app._tree_nodes[branch].label)
+
+
+def test_navigation_and_the_pause_resume_kill_keys(tree: Tree, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    tree.node("busy", {"01-A.md": f"[stub:hang-unless={go}]"}, "--no-sync")
+    tree.node("calm", {"01-A.md": "x"})
+    tree.cli("node", "start", "busy")
+
+    async def scenario() -> None:
+        app = _app(tree)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "step 1/1 A" in _label(app, "main.busy"),
+                         message="busy's live detail")
+            assert "idle" not in _label(app, "main.busy")
+            await _select(pilot, app, "main.calm")
+            await _select(pilot, app, "main.busy")
+            await pilot.press("p")
+            await _until(pilot, lambda: tree.status("busy") == "paused", message="paused")
+            await _until(pilot, lambda: "parked" in _label(app, "main.busy"),
+                         message="the tree shows it parked")
+            (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                                          "WHERE node = 'main.busy'")
+            await _until(pilot, lambda: tmux.probe(str(session), Path(str(socket)))
+                         is tmux.Liveness.GONE, message="the parked pane ended")
+            await pilot.press("r")
+            try:
+                await _until(pilot, lambda: tree.status("busy") == "active", message="resumed")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; {app.outcomes}") \
+                    from None
+            await pilot.press("k")
+            await pilot.press("n")  # declined: nothing happens
+            await pilot.pause(0.5)
+            assert tree.status("busy") == "active"
+            await pilot.press("k")
+            await pilot.press("y")
+            await _until(pilot, lambda: tree.status("busy") == "killed", message="killed")
+            await _until(pilot, lambda: "killed" in str(app.query_one("#card").render()),
+                         message="the card shows killed")
+
+    asyncio.run(scenario())
+
+
+def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -> None:
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\n[stub:write=a.txt:a]",
+             "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node("gated", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "gated")
+    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout), timeout=30,
+               message="gate pending")
+
+    async def scenario() -> None:
+        app = _app(tree)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "awaiting approval" in _label(app, "main.gated"),
+                         message="the gate shown")
+            assert "gate" in str(app.query_one("#inbox").render())
+            await _select(pilot, app, "main.gated")
+            await pilot.press("a")
+            await _until(pilot, lambda: "files changed" in str(
+                app.screen.query_one("#dialog").query("Static").first().render())
+                if app.screen is not app.screen_stack[0] else False,
+                message="the confirmation with the diffstat")
+            await pilot.press("y")
+            await _until(pilot, lambda: tree.status("gated") == "completed",
+                         message="approved and completed")
+
+    asyncio.run(scenario())
+
+
+def test_a_node_whose_supervisor_died_is_shown_gone_and_never_written(tree: Tree) -> None:
+    tree.node("doomed", {"01-A.md": "[stub:hang]"}, "--no-sync")
+    tree.cli("node", "start", "doomed")
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE node = 'main.doomed'"),
+               timeout=30, message="the step runs")
+    (pid, session, socket), = tree.sql("SELECT supervisor_pid, tmux_session, tmux_socket "
+                                       "FROM nodes WHERE node = 'main.doomed'")
+    os.kill(int(str(pid)), signal.SIGKILL)  # no chance to close its rows
+    import subprocess
+
+    subprocess.run(["tmux", "-S", str(socket), "kill-session", "-t", f"={session}"],
+                   check=False, capture_output=True)
+
+    async def scenario() -> None:
+        app = _app(tree)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "supervisor gone" in _label(app, "main.doomed"),
+                         message="shown gone")
+            await pilot.pause(1.5)
+            assert tree.status("doomed") == "active"  # the dashboard wrote nothing
+            tree.cli("node", "status", "doomed")  # any read heals it
+            await _until(pilot, lambda: "✗ doomed" in _label(app, "main.doomed")
+                         and "gone" not in _label(app, "main.doomed"),
+                         message="the healed status shown")
+
+    asyncio.run(scenario())

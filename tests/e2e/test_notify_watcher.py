@@ -1,0 +1,40 @@
+"""The notify watcher end to end: ``node start`` brings it up, the run's exit reaches the
+hook once, without the API keys of the starting shell."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fractal.lifecycle import notify
+from fractal.tree import Tree as FractalTree
+from tests.e2e.conftest import Tree
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_run_that_exits_is_notified_once(tree: Tree, tmp_path: Path) -> None:
+    out = tmp_path / "calls"
+    out.mkdir()
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\nn=$(ls '{out}' | wc -l)\ncat > '{out}/'$n.json\n"
+                    f"env > '{out}/'$n.env\n")
+    hook.chmod(0o755)
+    tree.cli("inbox", "notify", str(hook), "--events", "exited,budget")
+    tree.node("fails", {"01-A.md": "[stub:fail=3]"}, "--no-sync", "--max-iters", "1")
+    env = {**os.environ, "SOME_API_KEY": "sk-never-seen", "FRACTAL_NOTIFY_IDLE_S": "1"}
+    tree.cli("node", "start", "fails", env=env)
+    assert tree.wait_settled("fails") == "exited"
+    wait_until(lambda: list(out.glob("*.json")), timeout=30, message="the hook ran")
+    (call,) = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert [(e["kind"], e["node"]) for e in call["events"]] == [("exited", "main.fails")]
+    assert "sk-never-seen" not in next(out.glob("*.env")).read_text()
+    wait_until(lambda: tree.sql("SELECT kind, status FROM notifications") == [
+        ("exited", "completed")], timeout=15, message="the delivery recorded")
+    watched = FractalTree(repo=tree.repo, root="main")
+    wait_until(lambda: not notify.watcher_running(watched), timeout=60,
+               message="the watcher exits once the tree is idle")

@@ -1,0 +1,64 @@
+"""``node activity --follow`` (fractal/lifecycle/follow.py): the backlog oldest first,
+then each row another writer adds, once, with no query while nothing changed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fractal.lifecycle.follow import follow_activity
+from fractal.store.engine import close_engines
+from fractal.store.ledger import Ledger
+from tests.helpers import make_repo, wait_until
+
+
+@pytest.fixture
+def repo_tree(tmp_path: Path) -> Iterator[Path]:
+    repo = make_repo(tmp_path / "repo")
+    for args in (["init"], ["node", "init", "a"]):
+        subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=True,
+                       capture_output=True, timeout=60)
+    yield repo
+    close_engines()
+
+
+def test_follow_yields_backlog_then_new_rows_once(repo_tree: Path) -> None:
+    ledger = Ledger(repo_tree / ".fractal" / "main" / "fractal.db")
+    writes = iter(["one", "two", "", "three"])
+
+    def sleep(_seconds: float) -> None:  # each look first lets "another writer" add a row
+        name = next(writes, "")
+        if name:
+            ledger.add_event("main.a", "note", actor="operator", status="completed",
+                             metadata=name)
+
+    batches = list(follow_activity(repo_tree, None, 5, sleep=sleep, polls=5))
+    assert [r["event"] for r in batches[0]] == ["init", "init"]
+    later = [r["reason"] for batch in batches[1:] for r in batch]
+    assert later == ["one", "two", "three"]
+    assert all(batch for batch in batches[1:])  # a look that found nothing yields nothing
+
+
+def test_follow_cli_streams_json_lines_until_interrupted(repo_tree: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "fractal", "node", "activity", "--follow",
+                             "--json"], cwd=repo_tree, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["event"] == "init"
+        ledger = Ledger(repo_tree / ".fractal" / "main" / "fractal.db")
+        ledger.add_event("main.a", "note", actor="operator", status="completed",
+                         metadata="later")
+        line = wait_until(lambda: json.loads(proc.stdout.readline()) if proc.stdout else None,
+                          timeout=20, message="a streamed row")
+        while line["event"] != "note":
+            line = json.loads(proc.stdout.readline())
+        assert line["reason"] == "later"
+    finally:
+        proc.send_signal(2)
+        assert proc.wait(timeout=10) == 0

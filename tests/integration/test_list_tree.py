@@ -1,0 +1,29 @@
+"""``fractal node list --tree``: the real CLI draws the registry as a tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import make_repo
+
+
+def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=False,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_list_tree_draws_ascii_when_piped(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    for args in (["init"], ["node", "init", "a"], ["node", "init", "b"],
+                 ["node", "init", "x", "--parent", "a"]):
+        assert _fractal(repo, *args).returncode == 0
+    out = _fractal(repo, "node", "list", "--tree")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["main", "|-- o a  idle", "|   `-- o x  idle",
+                                       "`-- o b  idle"]
+    sub = _fractal(repo, "node", "list", "a", "--tree", "--ascii")
+    assert sub.stdout.splitlines() == ["o main.a  idle", "`-- o x  idle"]
+    refused = _fractal(repo, "node", "list", "--tree", "--json")
+    assert refused.returncode == 2

@@ -1,0 +1,103 @@
+"""The attention detectors (fractal/domain/attention.py): one table row per situation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fractal.domain.attention import (
+    RULES,
+    STALL_FLOOR_S,
+    Gate,
+    Kind,
+    NodeFacts,
+    classify,
+    item_id,
+    stall_after,
+)
+
+NOW = 1_000_000.0
+BUDGET_REASON = "subtree cost budget reached (spent $1.0500 >= $1.00 max)"
+B = "main.a"
+
+
+def _exited(reason: str, code: int = 1) -> NodeFacts:
+    return NodeFacts(B, "exited", run_id=3, run_status="exited", run_exit=code,
+                     run_reason=reason, run_ended=NOW - 60, run_spent=1.05, run_cap=1.0)
+
+
+CASES = [
+    ("idle", NodeFacts(B, "idle"), []),
+    ("completed", NodeFacts(B, "completed", run_id=1, run_status="completed",
+                            run_ended=NOW - 5), []),
+    ("exited", _exited("Exited at iteration 3.2"),
+     [(Kind.EXITED, f"fractal node start {B} --continue")]),
+    ("budget", _exited(BUDGET_REASON, code=0),
+     [(Kind.BUDGET, f"fractal node start {B} --continue --max-cost USD")]),
+    ("no-progress", _exited("no progress: FAILED test_x"),
+     [(Kind.NO_PROGRESS, f"fractal node start {B} --continue")]),
+    ("healed", _exited("Loop exited abnormally"),
+     [(Kind.INTERRUPTED, f"fractal node start {B} --continue")]),
+    ("gate", NodeFacts(B, "active", run_id=2, gates=(Gate(7, "REVIEW", NOW - 30, "1 file"),),
+                       last_write=NOW - 10_000),
+     [(Kind.GATE, f"fractal node approve {B} 7")]),  # a gate wait is not a stall
+    ("paused", NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9, pause_reason="lunch"),
+     [(Kind.PAUSED, f"fractal node resume {B}")]),
+    ("paused-at-gate", NodeFacts(B, "paused", run_id=2, gates=(Gate(7, "R", NOW - 30),),
+                                 paused_since=NOW - 9),
+     [(Kind.GATE, f"fractal node approve {B} 7"), (Kind.PAUSED, f"fractal node resume {B}")]),
+    ("busy", NodeFacts(B, "active", run_id=2, last_write=NOW - 10), []),
+    ("stalled", NodeFacts(B, "active", run_id=2, last_write=NOW - STALL_FLOOR_S - 1),
+     [(Kind.STALL, f"fractal node attach {B}")]),
+    ("slow-step-allowed", NodeFacts(B, "active", run_id=2, last_write=NOW - 900,
+                                    step_timeout=1200), []),
+    ("gone", NodeFacts(B, "active", run_id=2, last_write=NOW - 999, gone=True),
+     [(Kind.INTERRUPTED, f"fractal node status {B}")]),
+]
+
+
+@pytest.mark.parametrize(("facts", "expected"), [(f, e) for _, f, e in CASES],
+                         ids=[c[0] for c in CASES])
+def test_classify(facts: NodeFacts, expected: list[tuple[Kind, str]]) -> None:
+    assert [(i.kind, i.command) for i, _ in classify([facts], NOW)] == expected
+
+
+def test_items_carry_spend_and_diffstat() -> None:
+    (item, _), = classify([_exited(BUDGET_REASON, code=0)], NOW)
+    assert "spent $1.0500 of $1.0000" in item.summary
+    gate = NodeFacts(B, "active", gates=(Gate(7, "REVIEW", NOW, "2 files changed"),))
+    (item, _), = classify([gate], NOW)
+    assert item.summary.endswith("awaits approval; 2 files changed")
+    unknown = replace(_exited("x"), run_spent=None)
+    assert "spent unknown" in classify([unknown], NOW)[0][0].summary
+
+
+def test_oldest_first_across_nodes() -> None:
+    old = replace(_exited("x"), branch="main.z", run_ended=NOW - 500)
+    new = replace(_exited("x"), branch="main.b", run_ended=NOW - 5)
+    assert [i.node for i, _ in classify([new, old], NOW)] == ["main.z", "main.b"]
+
+
+def test_an_ack_hides_until_the_state_changes() -> None:
+    facts = _exited("x")
+    (item, _), = classify([facts], NOW)
+    acks = {item.key: item.fingerprint}
+    assert classify([facts], NOW, acks) == []
+    assert classify([facts], NOW, acks, include_acked=True)[0][1] is True
+    later = replace(facts, run_id=4, run_ended=NOW)  # a new run ended: a new item
+    assert [i.kind for i, _ in classify([later], NOW, acks)] == [Kind.EXITED]
+    stall = NodeFacts(B, "active", run_id=2, last_write=NOW - 400)
+    (s, _), = classify([stall], NOW)
+    moved = replace(stall, last_write=NOW - 350)  # it wrote, then went quiet again
+    assert classify([moved], NOW, {s.key: s.fingerprint})
+
+
+@pytest.mark.parametrize(("timeout", "after"), [(None, 300), (60, 300), (1200, 1200)])
+def test_stall_after(timeout: int | None, after: int) -> None:
+    assert stall_after(timeout) == after
+
+
+def test_every_kind_has_a_rule_and_ids_are_short() -> None:
+    assert {r.kind for r in RULES} == set(Kind)
+    assert len(item_id("gate:main.a:7")) == 8
