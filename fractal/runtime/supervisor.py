@@ -58,7 +58,6 @@ from fractal.tree import NodePaths, parent_of
 log = logging.getLogger(__name__)
 
 
-
 class Supervisor:
     """Runs one run of a node's loop. ``run()`` returns the process exit code.
 
