@@ -86,3 +86,12 @@ def _build_repo(path: Path, branch: str) -> Path:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "initial commit")
     return path
+
+
+def force_status(db_path: Path, node: str, status: str) -> None:
+    """Set a node's status directly in the database, as a test's setup (the product writes
+    statuses only through ``Ledger.move``)."""
+    import sqlite3
+
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE nodes SET status = ? WHERE node = ?", (status, node))

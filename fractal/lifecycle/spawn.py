@@ -33,7 +33,7 @@ from fractal.workspace.nodedir import (
     seed_task_and_gates,
     write_atomic,
 )
-from fractal.workspace.wiki import PROJECT_TITLE, WIKI_DIRNAME, ensure_wiki
+from fractal.workspace.wiki import ensure_wiki
 from fractal.workspace.worktrees import add_worktree, remove_worktree, set_identity
 
 DEFAULT_RESERVE = "10%"
@@ -159,7 +159,6 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
                 seed_check_gate(paths.node_dir, exit_check)
             seed_task_and_gates(paths.node_dir, seed.task, seed.gates)
             ensure_wiki(paths.memory_dir, f"Memory of {branch}")
-            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE)
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             backstop_commit(paths.worktree, subject=f"{branch}: init (node seed)")

@@ -397,6 +397,9 @@ class Merge(Base):
     files: Mapped[int | None]
     status: Mapped[str]
     actor: Mapped[str | None]
+    meta: Mapped[str] = _meta()
+    created_at: Mapped[str]
+    ended_at: Mapped[str | None]
 
 
 class InboxAck(Base):

@@ -15,7 +15,6 @@ import pytest
 from fractal.errors import FractalError
 from fractal.lifecycle.commit import CommitMode
 from fractal.runtime.iteration import backstop
-from fractal.runtime.pane import RecordingReporter
 from fractal.runtime.processes import spawn_group
 from fractal.store import spend
 from fractal.store.ledger import Ledger
@@ -23,6 +22,7 @@ from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.git import commit_files
+from tests.fakes import RecordingReporter
 from tests.helpers import git, wait_until
 from tests.integration.test_commit_pipeline import Node, make_node
 

@@ -12,7 +12,7 @@ import pytest
 
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import git, make_repo
+from tests.helpers import force_status, git, make_repo
 
 
 def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,10 +45,10 @@ def test_inbox_lists_each_kind_oldest_first_and_ack_hides_it(repo: Path) -> None
                             step_name="EXECUTE", agent="stub", model=None, session=None)
     ledger.close_step(step, "completed", 0, "", cost=0.5)
     ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
-    ledger.set_node_status("main.ended", "exited")
+    force_status(ledger.db_path, "main.ended", "exited")
 
     parked = ledger.open_run("main.parked", agent="stub", max_cost=None, parent_run_id=None)
-    ledger.set_node_status("main.parked", "paused")
+    force_status(ledger.db_path, "main.parked", "paused")
     ledger.add_event("main.parked", "pause", actor="loop", status="completed",
                      metadata="parked before EXECUTE", run_id=parked)
 
@@ -60,7 +60,7 @@ def test_inbox_lists_each_kind_oldest_first_and_ack_hides_it(repo: Path) -> None
     gate = ledger.open_step(node="main.gated", run_id=gated, iter_id=None, step=2,
                             step_name="REVIEW", agent="stub", model=None, session=None,
                             gated=True)
-    ledger.set_node_status("main.gated", "active")
+    force_status(ledger.db_path, "main.gated", "active")
 
     items = _items(repo)
     assert [(i["kind"], i["node"]) for i in items] == [

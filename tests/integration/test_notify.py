@@ -18,7 +18,7 @@ from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import update_config
-from tests.helpers import make_repo
+from tests.helpers import force_status, make_repo
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def _exit(tree: Tree, branch: str, reason: str = "Exited at iteration 1.1") -> N
     ledger = Ledger(tree.db_path)
     run = ledger.open_run(branch, agent="stub", max_cost=None, parent_run_id=None)
     ledger.close_run(run, "exited", 1, reason)
-    ledger.set_node_status(branch, "exited")
+    force_status(ledger.db_path, branch, "exited")
 
 
 def _hook(tree: Tree, tmp_path: Path, body: str = "") -> Path:

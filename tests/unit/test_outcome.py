@@ -30,7 +30,7 @@ from fractal.domain.outcome import (
 def test_status_vocabulary() -> None:
     assert [s.value for s in Status] == [
         "active", "paused", "idle", "completed", "stopped", "exited", "killed", "failed",
-        "retired"]
+        "retired", "missing"]
     assert {s.value for s in SETTLED} == {"completed", "stopped", "exited", "killed"}
     assert {s.value for s in UNSETTLED} == {"active", "paused", "idle"}
     assert not SETTLED & UNSETTLED
