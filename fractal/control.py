@@ -9,7 +9,9 @@ One effect-level module used by both the verbs (``fractal.lifecycle``) and the l
   tree; the per-node heal lock beside the tree lock (``Tree.lock_path``);
 - signals: ``write_signal`` queues a signal row on a node's open run together with its
   event (one transaction) and touches the wake file; ``finish_subtree`` is the loop's
-  recursive finish (a budget bound tripped);
+  recursive finish (a budget bound tripped); ``Steering`` is the loop's side of the same
+  channel, reading its run's signal rows at every checkpoint and every wake (the
+  database is the source of truth; the wake only makes the loop look sooner);
 - reads: ``subtree`` lists a node's registered descendants; ``pause_pending``,
   ``pausing`` and ``paused_ancestor`` answer whether a pause is on its way.
 
@@ -21,13 +23,15 @@ directly, so a budget check never waits on the tree lock nor reaps a child's pro
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain.outcome import clip_reason
-from fractal.domain.signals import Signal, fanout_reason
+from fractal.domain.signals import Signal, fanout_reason, winning
 from fractal.domain.states import Status
 from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import write_atomic
@@ -39,6 +43,7 @@ __all__ = [
     "LATCH_FILE",
     "WAKE_FILE",
     "Signalled",
+    "Steering",
     "clear_latch",
     "finish_subtree",
     "heal_lock_path",
@@ -53,6 +58,8 @@ __all__ = [
     "wake_path",
     "write_signal",
 ]
+
+log = logging.getLogger(__name__)
 
 WAKE_FILE = ".wake"
 """The file in a node dir whose change wakes that node's supervisor."""
@@ -130,8 +137,12 @@ def pause_pending(ledger: Ledger, branch: str) -> bool:
     if row is None or row.status is not Status.ACTIVE:
         return False
     run = ledger.open_run_of(branch)
-    return run is not None and any(s.signal == Signal.PAUSE.value
-                                   for s in ledger.signals(run.run_id))
+    return run is not None and _has_pause(s.signal for s in ledger.signals(run.run_id))
+
+
+def _has_pause(names: Iterable[str]) -> bool:
+    """True when a pause is among the pending signal ``names``."""
+    return Signal.PAUSE.value in set(names)
 
 
 def pausing(ledger: Ledger, branch: str) -> bool:
@@ -196,3 +207,52 @@ def finish_subtree(tree: Tree, ledger: Ledger, branch: str, reason: str) -> list
             for child in reversed(below)]
     sent.append(write_signal(tree, ledger, branch, Signal.FINISH, actor="loop", reason=reason))
     return sent
+
+
+class Steering:
+    """Reads this run's pending signals. ``stop``/``finish`` stay requested once seen."""
+
+    def __init__(self, ledger: Ledger, run_id: int) -> None:
+        self.ledger = ledger
+        self.run_id = run_id
+        self.stop_requested = False
+        self.finish_requested = False
+        self._last_good: set[str] = set()
+
+    def pending(self) -> set[str]:
+        """Names of the signals present for the run (the last good read on contention)."""
+        try:
+            names = {s.signal for s in self.ledger.signals(self.run_id)}
+        except Exception as exc:  # a locked database must not crash the loop
+            log.warning("could not read signals: %s", exc)
+            return set(self._last_good)
+        self._last_good = names
+        if Signal.STOP.value in names:
+            self.stop_requested = True
+        if Signal.FINISH.value in names:
+            self.finish_requested = True
+        elif self.finish_requested and Signal.FINISH.value not in names:
+            self.finish_requested = False  # finish --cancel withdrew it
+        return names
+
+    def pause_pending(self) -> bool:
+        """True when a pause is pending on this run (it outranks everything else)."""
+        return _has_pause(self.pending())
+
+    def check(self, *, allow_finish: bool = True, allow_stop: bool = True) -> Signal | None:
+        """The signal that acts here (pause > finish > stop), or None."""
+        return winning(self.pending(), allow_finish=allow_finish, allow_stop=allow_stop)
+
+    def clear_pause(self) -> None:
+        """Drop this run's pause rows (a resume boot consumed them)."""
+        self.ledger.delete_signals(self.run_id, Signal.PAUSE.value)
+
+    def killed(self) -> str | None:
+        """The kill attribution when a kill signal is present, else None."""
+        try:
+            for row in self.ledger.signals(self.run_id):
+                if row.signal == Signal.KILL.value:
+                    return row.meta or "killed"
+        except Exception:
+            return None
+        return None

@@ -120,6 +120,14 @@ def test_call_rule(rule: CallRule) -> None:
     assert not offences, f"{rule.rule}:\n" + "\n".join(map(str, offences))
 
 
+def test_node_status_is_written_in_one_place() -> None:
+    """Only ``Transitions.move`` updates the nodes table (a node changes status by a move
+    of the table in ``fractal/domain/states.py``); registration inserts the first one."""
+    writers = [path for path in FILES
+               if "update(Node)" in (ROOT / path).read_text(encoding="utf-8")]
+    assert writers == ["fractal/store/transition.py"]
+
+
 def test_rule_paths_exist() -> None:
     """A renamed module must not silently empty a rule's scope or widen its exemptions."""
     entries = {e for r in IMPORT_RULES for e in (*r.scope, *r.exempt)}

@@ -90,8 +90,8 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
 def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
     """Stop the groups of ``batch``, then kill the panes and close the open rows ``killed``.
 
-    Every supervisor first, then every agent group, each wave in one shared TERM ->
-    grace (``Reap.KILL``) -> KILL window: a tree of agents ignoring TERM costs one grace, not one
+    Every supervisor first, then every agent group, each wave in one shared TERM -> grace
+    (``Reap.KILL``) -> KILL window: a tree of agents ignoring TERM costs one grace, not one
     per node, and no loop is alive to see its agent die and book the step itself.
     """
     _stop_all([c.supervisor for c in batch if c.supervisor is not None])

@@ -52,7 +52,8 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
     A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node, but
     refuses one whose last run landed on its budget unless ``max_cost`` (USD text) arms
     the next run explicitly; that ceiling is rolled back when the launch fails. The re-arm
-    (REARM) is undone (DISARM) when the supervisor never takes the node. Waits until the supervisor has taken the node (status leaves ``idle``).
+    (REARM) is undone (DISARM) when the supervisor never takes the node. Waits until the
+    supervisor has taken the node (status leaves ``idle``).
     Raises FractalError (wrong status, budget landing, invalid config, missing agent,
     already running), ConfigError, TmuxError.
     """

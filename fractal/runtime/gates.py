@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 
+from fractal.control import Steering
 from fractal.domain.outcome import Status
 from fractal.domain.signals import Signal
-from fractal.runtime.steering import Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 

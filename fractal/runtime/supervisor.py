@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from fractal.control import Steering
 from fractal.domain.config import NodeConfig
 from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
@@ -45,7 +46,7 @@ from fractal.runtime.iteration import RunAbort, backstop
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
-from fractal.runtime.steering import Park, Steering
+from fractal.runtime.steering import Park
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
@@ -53,7 +54,6 @@ from fractal.store.transition import EventNote
 from fractal.tree import NodePaths, parent_of
 
 log = logging.getLogger(__name__)
-
 
 
 class Supervisor:

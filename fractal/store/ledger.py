@@ -271,18 +271,6 @@ class Ledger(Transitions):
         with self._tx() as conn:
             return new_id(conn, Signal, {**values, "created_at": utc_now()})
 
-    def signal_run(self, node: str, run_id: int, signal: str, *, actor: str | None,
-                   reason: str) -> int:
-        """Queue ``signal`` on ``run_id`` and record its ``completed`` event (metadata
-        ``reason``) in one transaction; return the signal_id."""
-        with self._tx() as conn:
-            now = utc_now()
-            new_id(conn, Event, {"node": node, "event": signal, "actor": actor,
-                                 "status": "completed", "meta": reason, "run_id": run_id,
-                                 "created_at": now})
-            return new_id(conn, Signal, {"node": node, "run_id": run_id, "signal": signal,
-                                         "meta": reason, "created_at": now})
-
     def signals(self, run_id: int) -> list[SignalRow]:
         """The run's pending signals, oldest first."""
         return self._all(SignalRow, select(Signal.__table__).where(Signal.run_id == run_id)

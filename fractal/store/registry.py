@@ -77,7 +77,10 @@ class Registry:
             return conn.execute(update(key.class_).where(key == ident).values(**values)).rowcount
 
     def _set_node(self, node: str, **values: object) -> None:
-        """Update a registered node's columns; raise NodeNotFound when it is not registered."""
+        """Update a registered node's columns; raise NodeNotFound when it is not registered.
+        Never its status: that changes only by a move (``Transitions.move``)."""
+        if "status" in values:
+            raise StoreError("a node's status changes only through Ledger.move")
         if self._set(Node.node, node, {"updated_at": utc_now(), **values}) == 0:
             raise NodeNotFound(f"node {node!r} is not registered in {self.db_path}; "
                                "create it with `fractal node init`")
@@ -89,7 +92,8 @@ class Registry:
                       caps: Mapping[str, float | int | None] | None = None) -> None:
         """Insert the registry row of ``node``, or update it when it already exists.
 
-        ``caps`` maps CAP_KEYS to values (``None`` = unlimited); on re-registration
+        ``status`` is the status the row is born with (``idle`` for a new node); every
+        later change is a move (``Transitions.move``). ``caps`` maps CAP_KEYS to values (``None`` = unlimited); on re-registration
         only the caps named are changed. Raises StoreError for an unknown cap key.
         """
         cap_values = _caps(caps)

@@ -7,6 +7,9 @@ everything the move implies: the fenced closes of the open rows its rule names, 
 notice when it lands on ``exited`` with a run open, the caller's event and signal rows,
 the supervisor pid recorded or cleared, and the status itself. A reader therefore sees a
 move whole or not at all, and a writer killed half-way leaves the node as it was.
+
+The signal rows a verb writes to ask a running loop for a move (``signal_run``) live here
+too: with ``move`` they are the store's side of the control plane (``fractal.control``).
 """
 
 from __future__ import annotations
@@ -85,8 +88,9 @@ class Moved:
 
 
 class Transitions(Outbox):
-    """The node-status half of the ledger: ``move`` is the only writer of ``nodes.status``
-    (a node's first status is set when ``register_node`` inserts its row)."""
+    """The control half of the ledger: ``move`` is the only writer of ``nodes.status`` (a
+    node's first status is set when ``register_node`` inserts its row), ``signal_run``
+    writes the signal rows that ask a loop for a move (pause, finish, stop)."""
 
     def move(self, node: str, move: Move, *, to: Status | None = None, reason: str = "",
              exit_code: int | None = 1, run_id: int | None = None, step_id: int | None = None,
@@ -144,6 +148,18 @@ class Transitions(Outbox):
             conn.execute(update(Node).where(Node.node == node, Node.status == before.value)
                          .values(**values))
             return Moved(move, node, before, after, closed=closed, notice=notice)
+
+    def signal_run(self, node: str, run_id: int, signal: str, *, actor: str | None,
+                   reason: str) -> int:
+        """Queue ``signal`` on ``run_id`` and record its ``completed`` event (metadata
+        ``reason``) in one transaction; return the signal_id."""
+        with self._tx() as conn:
+            now = utc_now()
+            new_id(conn, Event, {"node": node, "event": signal, "actor": actor,
+                                 "status": "completed", "meta": reason, "run_id": run_id,
+                                 "created_at": now})
+            return new_id(conn, Signal, {"node": node, "run_id": run_id, "signal": signal,
+                                         "meta": reason, "created_at": now})
 
     def park_step(self, step_id: int, node: str, exit_code: int | None, reason: str) -> bool:
         """Close a step ``paused`` and park its node in one PARK move, so a supervisor

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fractal.domain.states import NODE_STATUSES, Closes, Move, Status, rule_of
-from fractal.errors import NodeNotFound
+from fractal.errors import NodeNotFound, StoreError
 from fractal.store import transition
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
@@ -188,6 +188,13 @@ def test_a_refused_move_writes_nothing(ledger: Ledger, status: str, move: Move) 
     assert f"node {NODE}: the node is {status}" in moved.why
     assert "moves allowed from" in moved.why
     assert _snapshot(ledger) == before
+
+
+def test_no_setter_writes_a_status(ledger: Ledger) -> None:
+    _node(ledger, "active")
+    with pytest.raises(StoreError, match=r"only through Ledger\.move"):
+        ledger._set_node(NODE, status="exited")
+    assert _sql(ledger, "SELECT status FROM nodes") == [("active",)]
 
 
 def test_refused_moves_raise_on_request(ledger: Ledger) -> None:
@@ -373,3 +380,12 @@ def test_concurrent_random_moves_form_one_legal_chain(tmp_path: Path) -> None:
         assert status in LEGAL[Move(name)], f"{name} landed from {status}"
         status = landed
     assert final == status
+
+
+def test_signal_run_writes_the_signal_and_its_event_together(ledger: Ledger) -> None:
+    _node(ledger, "active")
+    run, _, _ = _chain(ledger)
+    ledger.signal_run(NODE, run, "pause", actor="operator", reason="lunch")
+    assert _sql(ledger, "SELECT signal, metadata, run_id FROM signals") == [("pause", "lunch", run)]
+    assert _sql(ledger, "SELECT event, actor, status, metadata FROM events") == [
+        ("pause", "operator", "completed", "lunch")]
