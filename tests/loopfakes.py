@@ -270,10 +270,6 @@ class ScriptedLauncher:
         """How many attempts of ``call``'s step (its STEP_LABEL) were played so far."""
         return sum(1 for c in self.calls if c.label == call.label)
 
-    def work_calls(self) -> list[FakeCall]:
-        """The calls that were not SYNC pseudo-steps."""
-        return [c for c in self.calls if not c.is_sync]
-
 
 # -- the tree harness ----------------------------------------------------------------------
 
@@ -366,10 +362,14 @@ class LoopTree:
         return self.worktree(name) / ".fractal" / f"main.{name}"
 
     def node(self, name: str, steps: Mapping[str, str] | None = None, *opts: str,
-             node_md: str = "# Task\n\nDo the step.\n") -> Path:
-        """``fractal node init NAME OPTS``, then replace its steps with ``steps``."""
+             node_md: str = "# Task\n\nDo the step.\n", setup: bool = False) -> Path:
+        """``fractal node init NAME OPTS``, then replace its steps with ``steps``. The
+        seeded ``scripts/setup.sh`` (it only exits 0) is removed unless ``setup``: a run
+        without one skips setup, which saves a process per iteration."""
         self.cli("node", "init", name, *opts)
         ndir = self.node_dir(name)
+        if not setup:
+            (ndir / "scripts" / "setup.sh").unlink(missing_ok=True)
         if steps is not None:
             shutil.rmtree(ndir / "steps")
             (ndir / "steps").mkdir()
