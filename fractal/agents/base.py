@@ -1,15 +1,16 @@
-"""The backend protocol every agent CLI is driven through, and the registry.
+"""The backend protocol every agent CLI is driven through, and the helpers they share.
 
 A backend turns one launch request into a command line (``invocation``) and turns the
 agent's stdout, line by line, into typed events (``StreamParser``). The loop never
-looks at an agent's raw output itself (DESIGN: agents/).
+looks at an agent's raw output itself. Which backend a setting names is decided by
+``fractal.agents.registry``; this module imports no backend.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -58,12 +59,13 @@ class ModelEvent:
 @dataclass(frozen=True)
 class ResultEvent:
     """The agent's final event. ``ok`` False carries ``error``; ``budget_stopped`` marks a
-    clean stop at the agent-enforced budget (seed: The per-step budget).
+    clean stop at the agent-enforced budget (the CLI ended the step because its dollar
+    budget for the step ran out; not a failure).
 
     ``error_kind`` classifies an API failure (one of ``domain.agent_errors.ERROR_KINDS``:
     ``rate_limit``, ``overloaded``, ``auth``, ``bad_request``, ``server_error``,
     ``connection``, ``unknown``; None when the failure was not an API error) and
-    ``api_status`` is its HTTP status when the CLI names one (issue 3: Failure modes).
+    ``api_status`` is its HTTP status when the CLI names one.
     """
 
     ok: bool
@@ -189,7 +191,8 @@ class Backend(Protocol):
 
     def env(self, request: LaunchRequest, environ: Mapping[str, str]) -> dict[str, str | None]:
         """Reserved environment for ``request``, applied last over ``environ`` (the agent's
-        environment so far); a value of None removes the variable (ref §4.13)."""
+        environment so far); a value of None removes the variable. The caller's own
+        settings for these variables never reach the agent."""
         ...
 
     def parser(self, request: LaunchRequest) -> StreamParser:
@@ -205,25 +208,11 @@ class Backend(Protocol):
         ...
 
 
-BackendFactory = Callable[[Sequence[str]], Backend]
-_REGISTRY: dict[str, BackendFactory] = {}
-
-
-def register(name: str, factory: BackendFactory) -> None:
-    """Register a named backend; ``factory(extra_words)`` builds it."""
-    _REGISTRY[name] = factory
-
-
-def registered() -> list[str]:
-    """Names of every registered backend."""
-    _load_builtins()
-    return sorted(_REGISTRY)
-
-
 def split_agent(setting: str) -> list[str]:
     """Split an ``agent`` setting on whitespace; quotes and backslashes are refused.
 
-    Raises InvalidValue (ref §5.1: the agent string splits on whitespace only).
+    The setting splits on whitespace only, so a word can never contain a space. Raises
+    InvalidValue for quotes, backslashes or an empty setting.
     """
     if re.search(r"[\"'\\]", setting):
         raise InvalidValue(f"agent {setting!r}: quotes and backslashes are not supported; "
@@ -232,23 +221,6 @@ def split_agent(setting: str) -> list[str]:
     if not words:
         raise InvalidValue("agent: empty command")
     return words
-
-
-def resolve_backend(setting: str | None, worktree: Path) -> Backend:
-    """The backend for an ``agent`` setting.
-
-    A first word naming a registered backend (``claude``, ``codex``) selects it, with any
-    further words passed through; anything else is a command run by the ``command``
-    backend (a relative path resolves against the worktree). Raises InvalidValue.
-    """
-    _load_builtins()
-    words = split_agent(setting or DEFAULT_AGENT)
-    factory = _REGISTRY.get(words[0])
-    if factory is not None:
-        return factory(words[1:])
-    from fractal.agents.command import CommandBackend
-
-    return CommandBackend(words, worktree)
 
 
 def binary_available(binary: str, cwd: Path) -> bool:
@@ -283,7 +255,7 @@ def supported_routes(backend: Backend) -> str:
 
 
 def resolve_route(backend: Backend, explicit: str | None, inherited: str | None) -> str | None:
-    """The provider route a launch of ``backend`` uses (issue 3: Provider routes).
+    """The provider route a launch of ``backend`` uses (``docs/agents.md``).
 
     ``explicit`` (the step's ``provider:`` frontmatter, or the node's own config for the
     node's backend) must be supported; ``inherited`` (a route set for another backend or
@@ -314,26 +286,9 @@ def route_problem(backend: Backend, provider: str | None, env: Mapping[str, str]
 
 def sanitize(text: str) -> str:
     """``text`` with lone surrogates (from JSON ``\\ud800`` escapes) replaced, so it can be
-    written to the pane and the database (ref §5.3: every parsed event is sanitised)."""
+    written to the pane and the database; every parsed event's text goes through it."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return text.encode("utf-8", errors="replace").decode("utf-8")
     return text
-
-
-_BUILTINS_LOADED: list[bool] = []
-
-
-def _load_builtins() -> None:
-    if _BUILTINS_LOADED:
-        return
-    _BUILTINS_LOADED.append(True)
-    # Builtin real-CLI backends register themselves on import (claude, codex).
-    import importlib
-
-    for module in ("fractal.agents.claude", "fractal.agents.codex"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue

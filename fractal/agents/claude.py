@@ -1,6 +1,6 @@
 """The ``claude`` backend: Claude Code driven headless (``claude -p``, stream-json).
 
-Command line (issue 3; ref §5.2)::
+Command line::
 
     claude [extra words] -p --output-format stream-json --verbose [--model M] [--effort E]
         [--max-budget-usd B] [--settings <node_dir>/.claude/settings.json]
@@ -8,7 +8,7 @@ Command line (issue 3; ref §5.2)::
 
 with stdin ``/dev/null``. fractal mints the session id of a fresh session; ``--resume``
 continues one (same id). What the stream says, and how it is read, is in
-``fractal.agents.claude_stream`` (spec/agent-clis.md). SIGINT makes the CLI print a final
+``fractal.agents.claude_stream``. SIGINT makes the CLI print a final
 ``result`` with its cost, where SIGTERM kills it silently, so SIGINT is the soft interrupt.
 """
 
@@ -22,7 +22,6 @@ from fractal.agents.base import (
     OPENROUTER_KEY_ENV,
     Invocation,
     LaunchRequest,
-    register,
     route_problem,
 )
 from fractal.agents.claude_stream import ClaudeParser
@@ -31,7 +30,7 @@ from fractal.domain.agenthomes import claude_settings_path
 OPENROUTER_BASE_URL = "https://openrouter.ai/api"
 
 # Effort variables of the operator's own Claude Code session must not steer the agent
-# (ref §4.13): the per-step effort is the --effort flag.
+# (they are removed from its environment): the per-step effort is the --effort flag.
 _EFFORT_ENV = ("CLAUDE_EFFORT", "CLAUDE_CODE_EFFORT_LEVEL")
 
 
@@ -77,7 +76,7 @@ class ClaudeBackend:
     def env(self, request: LaunchRequest, environ: Mapping[str, str]) -> dict[str, str | None]:
         """Drop the effort variables; on the ``openrouter`` route point the CLI at OpenRouter
         (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_AUTH_TOKEN`` = ``$OPENROUTER_API_KEY``, an empty
-        ``ANTHROPIC_API_KEY``; ref §5.2). The native route keeps the caller's variables, so
+        ``ANTHROPIC_API_KEY``). The native route keeps the caller's variables, so
         a base URL exported for ``fractal node start`` reaches the CLI."""
         reserved: dict[str, str | None] = dict.fromkeys(_EFFORT_ENV)
         if request.provider == OPENROUTER:
@@ -98,9 +97,3 @@ class ClaudeBackend:
         """The route must be ``openrouter`` (or none), and its key must be set."""
         return route_problem(self, provider, env)
 
-
-def _factory(extra: Sequence[str]) -> ClaudeBackend:
-    return ClaudeBackend(extra)
-
-
-register("claude", _factory)

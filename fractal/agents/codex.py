@@ -1,6 +1,6 @@
 """The ``codex`` backend: OpenAI Codex CLI driven headless (``codex exec --json``).
 
-Command lines (issue 3; ref §5.2)::
+Command lines::
 
     codex exec [extra words] --json -C <worktree> [-m M] [-c model_reasoning_effort="E"]
         [route -c flags] -- <prompt>
@@ -26,7 +26,6 @@ from fractal.agents.base import (
     OPENROUTER_KEY_ENV,
     Invocation,
     LaunchRequest,
-    register,
     route_problem,
 )
 from fractal.agents.codex_stream import CodexParser
@@ -88,7 +87,7 @@ class CodexBackend:
         return Invocation(argv=argv)
 
     def env(self, request: LaunchRequest, environ: Mapping[str, str]) -> dict[str, str | None]:
-        """``CODEX_HOME`` is the node's own home (ref §5.1: reserved)."""
+        """``CODEX_HOME`` is the node's own home, whatever the caller exported."""
         return {"CODEX_HOME": str(codex_home(request.node_dir))}
 
     def parser(self, request: LaunchRequest) -> CodexParser:
@@ -102,9 +101,3 @@ class CodexBackend:
         """The route must be ``openrouter`` (or none), and its key must be set."""
         return route_problem(self, provider, env)
 
-
-def _factory(extra: Sequence[str]) -> CodexBackend:
-    return CodexBackend(extra)
-
-
-register("codex", _factory)

@@ -38,7 +38,8 @@ def init_cmd(agent: str | None, path: Path) -> None:
 def _agent_problem(agent: str, worktree: Path) -> str | None:
     """Why ``agent`` could not launch from ``worktree`` now (an unknown command, a missing
     or non-executable script, bad quoting), or None."""
-    from fractal.agents.base import binary_problem, resolve_backend
+    from fractal.agents.base import binary_problem
+    from fractal.agents.registry import resolve_backend
     from fractal.domain.errors import FractalError
 
     try:

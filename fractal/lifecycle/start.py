@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
-from fractal.agents.base import binary_problem, resolve_backend, resolve_route
+from fractal.agents.base import binary_problem, resolve_route
+from fractal.agents.registry import resolve_backend
 from fractal.domain.config import parse_config
 from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from fractal.agents.base import Backend, binary_problem, resolve_backend, resolve_route
+from fractal.agents.base import Backend, binary_problem, resolve_route
+from fractal.agents.registry import resolve_backend
 from fractal.control import latched, paused_ancestor
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError

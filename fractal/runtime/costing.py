@@ -23,9 +23,9 @@ from fractal.agents.base import (
     ModelEvent,
     StreamParser,
     UsageEvent,
-    resolve_backend,
     resolve_route,
 )
+from fractal.agents.registry import resolve_backend
 from fractal.domain.errors import FractalError
 from fractal.domain.prices import Rates, lookup, price_usage
 from fractal.pricing import (

@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_backend, resolve_route
+from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_route
+from fractal.agents.registry import resolve_backend
 from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.frontmatter import is_true

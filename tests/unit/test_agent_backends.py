@@ -1,5 +1,5 @@
 """The claude and codex backends: exact command lines, reserved environment, provider
-routes, capabilities and the registry (issue 3: Backends, Provider routes)."""
+routes, capabilities and the static backend table."""
 
 from __future__ import annotations
 
@@ -8,17 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from fractal.agents.base import (
-    Backend,
-    LaunchRequest,
-    registered,
-    resolve_backend,
-    resolve_route,
-)
+from fractal.agents.base import Backend, LaunchRequest, resolve_route
 from fractal.agents.claude import ClaudeBackend
 from fractal.agents.codex import CodexBackend
 from fractal.agents.command import CommandBackend
+from fractal.agents.registry import BACKENDS, backend_names, named_backend, resolve_backend
 from fractal.domain.errors import InvalidValue
+from tests.stylecheck import imports, module_of, source_files
 
 WT = Path("/nonexistent/wt")
 ND = WT / ".fractal" / "main.a"  # no settings file here: --settings is left out
@@ -109,11 +105,48 @@ def test_capabilities(backend: Backend, mints: bool, budget: bool, soft: int | N
 
 
 def test_registry_resolves_the_builtins_and_passes_extra_words() -> None:
-    assert {"claude", "codex"} <= set(registered())
+    assert {"claude", "codex"} <= set(backend_names())
     backend = resolve_backend("codex --skip-git-repo-check", WT)
     assert isinstance(backend, CodexBackend) and backend.extra == ["--skip-git-repo-check"]
     assert isinstance(resolve_backend(None, WT), ClaudeBackend)  # the default agent
     assert isinstance(resolve_backend("./my-agent", WT), CommandBackend)
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_every_row_of_the_table_builds_a_backend_of_that_name(name: str) -> None:
+    backend = named_backend(name, ["--extra"])
+    assert backend is not None and backend.name == name
+    assert named_backend("no-such-backend", []) is None
+
+
+def _agent_imports() -> dict[str, set[str]]:
+    """Module -> the fractal.agents modules it imports (anywhere in the file)."""
+    graph: dict[str, set[str]] = {}
+    for path in source_files("fractal/agents"):
+        graph[module_of(path)] = {site.name for site in imports(path)}
+    return {mod: {m for m in graph if any(n == m or n.startswith(m + ".") for n in names)
+                  and m != mod and m != "fractal.agents"}
+            for mod, names in graph.items()}
+
+
+def test_the_agent_modules_import_each_other_without_a_cycle() -> None:
+    """base is imported by every backend and imports none of them; the table imports the
+    backends only when a setting names one."""
+    graph = _agent_imports()
+    assert not graph["fractal.agents.base"]
+    seen: dict[str, int] = {}  # 1: on the current path, 2: finished
+
+    def visit(mod: str, path: tuple[str, ...]) -> None:
+        assert seen.get(mod) != 1, f"import cycle: {' -> '.join((*path, mod))}"
+        if seen.get(mod) == 2:
+            return
+        seen[mod] = 1
+        for dep in sorted(graph.get(mod, ())):
+            visit(dep, (*path, mod))
+        seen[mod] = 2
+
+    for mod in sorted(graph):
+        visit(mod, ())
 
 
 @pytest.mark.parametrize(("backend", "explicit", "inherited", "route"), [
