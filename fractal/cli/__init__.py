@@ -88,13 +88,17 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes.
 
-    Exit codes: 0 ok, 1 a refusal (``FractalError``: ``Error: <message>`` on stderr),
-    2 a usage error (click), 130 Ctrl-C. A closed stdout pipe exits quietly.
+    Exit codes: 0 ok, 1 a refusal (``FractalError``: ``Error: <message>`` on stderr, or an
+    environment problem such as a full disk), 2 a usage error (click), 3 an internal error
+    (any other exception: one line on stderr names the crash log holding the traceback,
+    see ``fractal.cli.crash``), 130 Ctrl-C. A closed stdout pipe exits quietly.
     """
+    from fractal.cli.crash import CrashSite
     from fractal.domain.errors import FractalError
 
+    site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
     try:
-        cli.main(args=argv, prog_name="fractal", standalone_mode=False)
+        cli.main(args=argv, prog_name="fractal", standalone_mode=False, obj=site)
     except FractalError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -115,4 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         where = f": {exc.filename}" if exc.filename else ""
         click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
         sys.exit(1)
+    except Exception as exc:  # fractal's own fault: keep the traceback, say where
+        from fractal.cli.crash import locate_tree, report_crash
+
+        locate_tree(site)
+        sys.exit(report_crash(exc, site))
     sys.exit(0)
