@@ -3,9 +3,11 @@ sees (pure: mappings in, mappings out).
 
 One run of the command carries one *batch*: the attention events that appeared since
 the last look, so a subtree landing at once is one notification. The batch is JSON on
-its stdin and, flattened, ``FRACTAL_EVENT_*`` variables. Its environment is the
-caller's without credentials: any name ending in one of SECRET_SUFFIXES or containing
-``SECRET``, and the loop's own variables, are removed.
+its stdin and, flattened, ``FRACTAL_EVENT_*`` variables. Its environment is an
+allow-list of the caller's: the variables a desktop notifier, a shell or a terminal needs
+(``PASSED_VARS``, ``LC_*``) and the ones the user names ``FRACTAL_NOTIFY_*`` on purpose
+(a webhook URL, a topic). Nothing else passes: no API key, token or password whatever its
+name, and none of the loop's own variables.
 """
 
 from __future__ import annotations
@@ -13,8 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["LOOP_VARS", "SECRET_SUFFIXES", "batch_env", "batch_payload", "is_secret",
-           "notify_env", "wanted_kinds"]
+__all__ = ["LOOP_VARS", "PASSED_VARS", "SECRET_SUFFIXES", "batch_env", "batch_payload",
+           "is_secret", "notify_env", "wanted_kinds"]
+
+PASSED_VARS = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR",
+    "TMUX", "TMUX_PANE", "DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR"})
+"""The caller's variables a notify command gets (plus ``LC_*`` and ``FRACTAL_NOTIFY_*``)."""
 
 SECRET_SUFFIXES = ("_API_KEY", "_APIKEY", "_KEY", "_TOKEN", "_SECRET", "_PASSWORD",
                    "_PASSWD", "_CREDENTIALS", "_AUTH")
@@ -32,9 +40,16 @@ def is_secret(name: str) -> bool:
         "TOKEN", "API_KEY", "PASSWORD")
 
 
+def _passes(name: str) -> bool:
+    if name in LOOP_VARS or is_secret(name):
+        return False
+    return name in PASSED_VARS or name.startswith(("LC_", "FRACTAL_NOTIFY_"))
+
+
 def notify_env(base: Mapping[str, str]) -> dict[str, str]:
-    """``base`` without credentials and loop variables."""
-    return {k: v for k, v in base.items() if not is_secret(k) and k not in LOOP_VARS}
+    """The allow-listed part of ``base`` (module docstring); a credential-looking name
+    is dropped even under ``FRACTAL_NOTIFY_``."""
+    return {k: v for k, v in base.items() if _passes(k)}
 
 
 def wanted_kinds(setting: object, known: Iterable[str]) -> tuple[set[str], list[str]]:

@@ -126,9 +126,11 @@ def ack(cwd: Path, item: str) -> Entry:
 
     Raises FractalError when no current item has that id.
     """
+    from fractal.lifecycle.targets import operator_only
     from fractal.store.inbox import InboxStore
 
     tree = find_tree(cwd)
+    operator_only(cwd, tree, "acknowledging an inbox item")
     entries = tree_inbox(tree, include_acked=True, diffstats=False)
     matches = [e for e in entries if item in (e.item.id, e.item.key)]
     if not matches:

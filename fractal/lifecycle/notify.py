@@ -24,6 +24,7 @@ import fcntl
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -110,6 +111,8 @@ def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
     try:
         launched = spawn_group(["/bin/sh", "-c", command], cwd=tree.repo, env=child_env,
                                stdin_data=payload, merge_stderr=True)
+        kept = _OutputKeeper(launched.popen.stdout)  # a chatty command never fills the pipe
+        kept.start()
         try:
             code = launched.popen.wait(timeout=timeout)
             status = "completed" if code == 0 else "failed"
@@ -118,7 +121,8 @@ def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
             kill_group(launched.handle, grace=KILL_GRACE_S)
             launched.popen.wait(timeout=KILL_GRACE_S + 3)
             reason = f"timed out after {timeout:g}s"
-        output = _drain(launched.popen.stdout)
+        kept.join(1.0)
+        output = kept.head  # a background child may still hold the pipe: never wait for it
     except FractalError as exc:
         reason, output = str(exc), b""
     InboxStore(tree.db_path).settle(batch, status, code, reason)
@@ -129,18 +133,27 @@ def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
     return Delivery(batch, len(events), status, code, reason)
 
 
-def _drain(pipe: IO[bytes] | None) -> bytes:
-    """What the command printed (up to 4000 bytes) without blocking: a background child
-    of the command may still hold the pipe open."""
-    if pipe is None:
-        return b""
-    try:
-        os.set_blocking(pipe.fileno(), False)
-        return pipe.read(4000) or b""
-    except OSError:
-        return b""
-    finally:
-        pipe.close()
+class _OutputKeeper(threading.Thread):
+    """Reads a command's output while it runs, keeping the first 4000 bytes and
+    discarding the rest, so a command that prints more than a pipe holds is not stuck
+    writing (and then killed as timed out)."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        super().__init__(daemon=True, name="fractal-notify-output")
+        self.pipe = pipe
+        self.head = b""
+
+    def run(self) -> None:
+        if self.pipe is None:
+            return
+        try:
+            while chunk := os.read(self.pipe.fileno(), 65536):
+                if len(self.head) < 4000:
+                    self.head += chunk[: 4000 - len(self.head)]
+        except (OSError, ValueError):
+            return
+
+
 
 
 def _log_line(path: Path, text: str) -> None:
@@ -257,6 +270,10 @@ def configure(cwd: Path, command: str | None, events: str | None, *,
 
     tree = find_tree(cwd)
     updates: dict[str, object] = {}
+    if off or command is not None or events is not None:
+        from fractal.lifecycle.targets import operator_only
+
+        operator_only(cwd, tree, "setting the notify command")
     if off:
         updates = {"notify": None, "notify_events": None}
     if command is not None:

@@ -135,3 +135,22 @@ def test_inbox_notify_sets_and_clears_the_root_keys(tree: Tree) -> None:
     cleared = notify.configure(tree.repo, None, None, off=True)
     assert (cleared.command, cleared.events) == (None, None)
     assert notify.ensure_watcher(tree) is False  # nothing to run
+
+
+def test_only_the_operator_sets_the_notify_command_or_acks(tree: Tree,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node's loop must not install a command the watcher runs as the operator, nor
+    hide the operator's inbox items."""
+    from fractal.errors import FractalError
+    from fractal.lifecycle.inbox import ack
+    from fractal.lifecycle.notify import configure
+
+    node_dir = tree.repo / ".worktrees" / "main.a" / ".fractal" / "main.a"
+    node_dir.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("_NODE", str(node_dir))
+    with pytest.raises(FractalError, match="operator's"):
+        configure(tree.repo, "touch /tmp/owned", None)
+    with pytest.raises(FractalError, match="operator's"):
+        ack(tree.repo, "whatever")
+    monkeypatch.delenv("_NODE")
+    assert configure(tree.repo, None, None).command is None  # reading stays open

@@ -34,6 +34,17 @@ def test_notify_env_strips_credentials_and_loop_variables() -> None:
     assert env == {"PATH": "/bin", "DISPLAY": ":0"}
 
 
+def test_notify_env_is_an_allow_list() -> None:
+    """Credentials that do not look like one (a PAT, a URL with a password) never pass
+    either; only the named variables, LC_* and FRACTAL_NOTIFY_* do."""
+    env = notify_env({"PATH": "/bin", "LC_ALL": "C", "GITHUB_PAT": "ghp_abc",
+                      "NPM_AUTHTOKEN": "n", "DATABASE_URL": "postgres://u:hunter2@db",
+                      "FRACTAL_NOTIFY_URL": "https://example.invalid/hook",
+                      "FRACTAL_NOTIFY_TOKEN": "t", "HOME": "/root"})
+    assert env == {"PATH": "/bin", "LC_ALL": "C", "HOME": "/root",
+                   "FRACTAL_NOTIFY_URL": "https://example.invalid/hook"}
+
+
 @pytest.mark.parametrize(("setting", "kinds", "problems"), [
     (None, set(KINDS), 0),
     (["gate", "budget"], {"gate", "budget"}, 0),
