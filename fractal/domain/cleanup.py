@@ -154,8 +154,19 @@ def delete_refusal(facts: NodeFacts, *, force: bool) -> str | None:
     if facts.dirty:
         parts.append(f"{len(facts.dirty)} uncommitted file(s):{_listing(facts.dirty)}")
     return (f"deleting {facts.branch} would lose " + "\n".join(parts) +
-            f"\nmerge it first (`fractal node merge {facts.branch}`), or pass --force to save "
-            "everything on a rescue ref and delete anyway")
+            "\n" + _next_step(facts) + ", or pass --force to save everything on a rescue "
+            "ref and delete anyway")
+
+
+def _next_step(facts: NodeFacts) -> str:
+    """What saves the work a delete would lose: commit the files, merge the commits."""
+    steps = []
+    if facts.dirty:
+        steps.append(f"commit the files (`fractal commit MESSAGE` in {facts.branch}'s "
+                     "worktree)")
+    if facts.unmerged or facts.dirty:
+        steps.append(f"merge it (`fractal node merge {facts.branch}`)")
+    return "first " + ", then ".join(steps)
 
 
 def tree_refusal(nodes: Iterable[NodeFacts], verb: str) -> str | None:

@@ -102,6 +102,8 @@ class MergeFacts:
     target_operation: str | None = None
     caller_is_target_loop: bool = False
     force: bool = False
+    handed_back: bool = False
+    """A conflict was handed back to the child and not yet merged again."""
 
 
 def _listing(paths: Sequence[str], cap: int = 10) -> str:
@@ -127,6 +129,11 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 "node, git at the root) or stash them, then merge again")
     if facts.force:
         return None
+    if facts.last_run_status == "exited" and facts.handed_back:
+        return (f"{child} still holds the conflict handed back to it (its last run ended "
+                f"exited without resolving it); run it again to resolve it "
+                f"(`fractal node start --continue {child}`), or resolve and commit it by hand "
+                f"in its worktree, then merge again")
     if facts.last_run_status == "exited":
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
                 f"done); look at `fractal node activity {child}`, then merge with --force "

@@ -46,7 +46,7 @@ from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.conflict_guard import operation_in_progress
-from fractal.workspace.handback import HandBack, clear_note, write_note
+from fractal.workspace.handback import HandBack, clear_note, read_note, write_note
 from fractal.workspace.nodedir import read_config
 
 __all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean"]
@@ -124,7 +124,8 @@ def _facts(tree: Tree, ledger: Ledger, child: str, target: str, target_wt: Path,
         target_status=target_row.status if target_row else None,
         last_run_status=last.status if last else None, unapproved_gate=gate,
         target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
-        caller_is_target_loop=_inside_loop_of(tree) == target, force=force)
+        caller_is_target_loop=_inside_loop_of(tree) == target, force=force,
+        handed_back=read_note(tree.node(child).node_dir) is not None)
 
 
 def _title(tree: Tree, ledger: Ledger, child: str) -> str | None:

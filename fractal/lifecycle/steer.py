@@ -74,7 +74,9 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
     """Send stop, finish or pause to ``name`` (default: the caller's node) and its subtree.
 
     At the root it is a tree-wide broadcast with no self signal. Raises Refused when the
-    named node itself is refused; refused descendants are skipped.
+    named node itself is refused and no descendant was signalled; otherwise a refused
+    node (the named one included: a settled parent of live children) is reported in the
+    results and skipped.
     """
     tree, top = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
@@ -89,7 +91,7 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
     if signal is Signal.PAUSE:
         if not is_root:
             one(top)
-            if not results[-1].ok:
+            if not results[-1].ok and not _active(ledger, descendants(ledger, top, tree)):
                 raise Refused(results[-1].message)
         done: set[str] = set()
         while True:  # re-enumerate: a child may have booted during the sweep
@@ -104,7 +106,7 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
             one(branch)
         if not is_root:
             one(top)
-            if not results[-1].ok:
+            if not results[-1].ok and not any(r.ok for r in results[:-1]):
                 raise Refused(results[-1].message)
     return results
 

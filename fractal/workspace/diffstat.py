@@ -52,9 +52,11 @@ def fork_diffstat(worktree: Path, parent_ref: str) -> str:
 
 
 def shortstat(repo: Path, base: str, branch: str) -> str | None:
-    """``git diff --shortstat base...branch`` (e.g. ``3 files changed, 40 insertions(+)``),
+    """``git diff --shortstat base...branch`` (e.g. ``3 files changed, 40 insertions(+)``)
+    with node data directories (``.fractal/``) left out, as a merge leaves them out;
     ``no changes`` when empty, None when git cannot tell (a missing branch)."""
-    proc = run_git(["diff", "--shortstat", f"{base}...{branch}"], repo, check=False)
+    proc = run_git(["diff", "--shortstat", f"{base}...{branch}", "--", ".",
+                    ":(exclude).fractal"], repo, check=False)
     if proc.returncode != 0:
         return None
     return proc.stdout.strip() or "no changes"

@@ -100,3 +100,16 @@ def test_body_caps_subjects_and_the_diffstat() -> None:
     assert diffstat.splitlines()[-2:] == [" ... 5 more files",
                                           " 25 files changed, 25 insertions(+)"]
     assert merge_body([], []) == ""
+
+
+def test_an_exited_child_holding_a_handed_back_conflict_is_sent_back_to_resolve_it() -> None:
+    """The refusal names the way out (run the child again), not --force, which would only
+    meet the conflict again."""
+    from fractal.domain.merging import MergeFacts, merge_refusal
+
+    facts = MergeFacts(child="main.l.b", target="main.l", child_status="exited",
+                       target_status="active", last_run_status="exited", unapproved_gate=None,
+                       target_dirty=(), target_operation=None, caller_is_target_loop=True,
+                       force=False, handed_back=True)
+    why = merge_refusal(facts)
+    assert why is not None and "fractal node start --continue main.l.b" in why
