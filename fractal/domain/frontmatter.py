@@ -87,7 +87,7 @@ def is_true(value: str | None) -> bool:
 
 
 STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effort", "timeout",
-                       "detached", "check", "on_fail"})
+                       "detached", "check", "on_fail", "wait"})
 """Every key a step's frontmatter may set (seed: Step frontmatter; ``check`` and
 ``on_fail`` from issue 7)."""
 
