@@ -150,3 +150,47 @@ def test_waiting_detail() -> None:
     kids = [WaitingChild("main.lead.ops", Status.ACTIVE),
             WaitingChild("main.lead.div", Status.ACTIVE, gate_pending=True)]
     assert waiting_detail(kids) == "waiting for 2 children: div awaiting approval, ops active"
+
+
+def test_node_init_seeds_the_wait_only_where_a_child_is_allowed(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.cli("node", "init", "spawner", "--max-children", "2")
+    t.cli("node", "init", "leaf", "--max-children", "0")
+    review = "steps/03-REVIEW.md"
+    assert (t.node_dir("spawner") / review).read_text().startswith("---\nwait: children\n")
+    assert not (t.node_dir("leaf") / review).read_text().startswith("---")
+
+
+def test_prompts_carry_the_tree_and_child_modes(loop_tree: LoopTree) -> None:
+    """A node whose caps allow a child gets the tree mode with its live limits; a child
+    gets its parent, its gated steps and how to message the parent."""
+    t = loop_tree
+    t.node("lead", {"01-A.md": "work"}, "--no-sync", "--max-iters", "1", "--max-children",
+           "3", "--max-depth", "2", "--max-cost", "4")
+    t.cli("node", "init", "kid", "--parent", "lead", "--max-children", "0", "--gate", "PLAN",
+          "--max-cost", "1")
+    _set(t, "kid", "active")
+    t.run("lead")
+    prompt = t.launcher.calls[0].prompt
+    assert "## Mode: tree" in prompt and "## Mode: child" in prompt  # lead's parent is main
+    assert "Limits right now: 2 more children, 2 levels below you, budget $4.00 of $4.00" \
+        in " ".join(prompt.split())
+    assert "`fractal node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
+        "--max-cost USD`" in prompt
+    assert t.launcher.calls[0].env["PARENT_BRANCH"] == "main"
+    _set(t, "kid", "idle")
+    steps = t.node_dir("lead.kid") / "steps"
+    for path in steps.iterdir():
+        if path.name != "01-PLAN.md":
+            path.unlink()
+    t.set_config("lead.kid", max_iters=1, sync=False)
+    t.clock.after(30, lambda: t.cli("node", "approve", "lead.kid"))
+    t.run("lead.kid")
+    assert t.status("lead.kid") == "completed"
+    call = t.launcher.calls[-1]
+    assert call.env["PARENT_BRANCH"] == "main.lead"
+    assert "## Mode: tree" not in call.prompt
+    assert "You are a child of `main.lead`" in call.prompt
+    assert "(they wait for the parent's approval after your turn): PLAN." \
+        in " ".join(call.prompt.split())
+    assert '`fractal radio send "TEXT" --parent --subject "SUBJECT"`' in call.prompt
