@@ -37,6 +37,7 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
     prompts: dict[str, str] = {}
     feeds: list[str] = []
     approved: list[str] = []
+    seeded: dict[str, tuple[str, str]] = {}
 
     def lead(call: FakeCall) -> None:
         if call.env.get("NODE_BRANCH") != "main.lead":
@@ -60,8 +61,17 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
             for name in re.findall(r"^  - (\w+) EXECUTE \(step \d+\): review `fractal node "
                                    r"diff \w+`, then `fractal node approve \w+`$",
                                    call.prompt, re.MULTILINE):
-                t.cli("node", "approve", name, cwd=lead_wt)
+                pending = t.cli(*_one(commands, "fractal node pending").split()[1:],
+                                cwd=lead_wt).output
+                assert f"main.lead.{name}," in pending
+                diff = _one(commands, "fractal node diff NAME").replace("NAME", name)
+                assert f"main.lead.{name}" in t.cli(*diff.split()[1:], cwd=lead_wt).output
+                t.cli(*_one(commands, "fractal node approve NAME").replace("NAME", name)
+                      .split()[1:], cwd=lead_wt)
                 approved.append(name)
+                ndir = t.node_dir(f"lead.{name}")
+                seeded[name] = ((ndir / "NODE.md").read_text(),
+                                (ndir / "steps" / "02-EXECUTE.md").read_text())
                 t.clock.after(1, lambda c=name: t.run(f"lead.{c}", resume=True))
         elif "(MERGE)" in call.label and not call.is_sync:
             prompts["merge"] = call.prompt
@@ -73,6 +83,13 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
             try:
                 for name in sorted(set(ended)):  # the children the feed says have ended
                     t.cli(*merge.replace("NAME", name).split()[1:], cwd=lead_wt)
+                listed = t.cli(*_one(commands, "fractal node list").split()[1:],
+                               cwd=lead_wt).output
+                assert "main.lead.div" in listed and "main.lead.ops" in listed
+                t.cli(*_one(commands, "fractal radio messages").split()[1:], cwd=lead_wt)
+                for name in ("div", "ops"):
+                    t.cli(*_one(commands, "fractal node retire NAME").replace("NAME", name)
+                          .split()[1:], cwd=lead_wt)
             finally:
                 del os.environ["_NODE"]
     t.launcher.on_spawn.append(lead)
@@ -103,10 +120,9 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
     assert "`fractal radio messages`" in prompts["sync"]
     # the children: task from the file, EXECUTE gated, the parent named
     for name in ("div", "ops"):
-        ndir = t.node_dir(f"lead.{name}")
-        assert f"Build {name}." in (ndir / "NODE.md").read_text()
-        assert "requires_approval: true" in (ndir / "steps" / "02-EXECUTE.md").read_text()
-        assert t.status(f"lead.{name}") == "completed"
+        assert f"Build {name}." in seeded[name][0]
+        assert "requires_approval: true" in seeded[name][1]
+
     child_prompts = [c for c in t.launcher.calls
                      if c.env.get("NODE_BRANCH") == "main.lead.div"]
     assert child_prompts[0].env["PARENT_BRANCH"] == "main.lead"
@@ -124,6 +140,7 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
     subjects = [m["subject"] for m in json.loads(feeds[0])]
     assert any(s.startswith("run completed") for s in subjects), subjects
     assert sum("awaits approval" in s for s in subjects) == 2
+    assert t.status("lead.div") == "retired" and t.status("lead.ops") == "retired"
     # both merged, each merge announced
     log = git(t.repo, "log", "--format=%s", "main.lead")
     assert "div" in log and "ops" in log
