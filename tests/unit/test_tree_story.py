@@ -50,9 +50,11 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
                 task = lead_wt / f"{name}-task.md"
                 task.write_text(f"Build {name}. [stub:write={name}.txt:{name}]\n")
                 argv = (spawn.replace("NAME", name).replace('"TITLE"', f"do-{name}")
-                        .replace("FILE", str(task)).replace("USD", "1")).split()[1:]
+                        .replace("FILE", str(task)).replace("USD", "1")
+                        .replace(" N ", " 1 ")).split()[1:]
                 t.cli(*argv, cwd=lead_wt)
-                t.set_config(f"lead.{name}", max_iters=1, sync=False)
+                t.set_config(f"lead.{name}", sync=False)
+                assert t.config(f"lead.{name}")["max_iters"] == 1
             # the children run while the lead's loop waits before MERGE
             t.clock.after(5, lambda: [t.run(f"lead.{n}") for n in ("div", "ops")])
         elif call.is_sync and "waiting for children" in call.label:
@@ -109,7 +111,7 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
     # the tree mode, rendered with the lead's live caps and budget
     spawn = prompts["spawn"]
     assert "fractal node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
-           "--max-cost USD" in spawn
+           "--max-iters N --max-cost USD" in spawn
     assert "2 more children" in spawn and "$5.00 of $5.00" in spawn
     for command in ("fractal node start NAME", "fractal node pending",
                     "fractal node diff NAME", "fractal node approve NAME", "fractal radio feed",
