@@ -14,8 +14,8 @@ from fractal.domain.errors import FractalError
 
 __all__ = ["MODES", "asset_root", "mode_text"]
 
-MODES: tuple[str, ...] = ("CONTINUE", "DETACHED", "META", "RESERVE", "RESOLVE", "RESUME",
-                          "SYNC")
+MODES: tuple[str, ...] = ("CHILD", "CONTINUE", "DETACHED", "META", "RESERVE", "RESOLVE",
+                          "RESUME", "SYNC", "TREE")
 """Names of the packaged mode documents (``modes/<NAME>.md``)."""
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*")

@@ -87,9 +87,10 @@ def is_true(value: str | None) -> bool:
 
 
 STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effort", "timeout",
-                       "detached", "check", "on_fail"})
+                       "detached", "check", "on_fail", "wait"})
 """Every key a step's frontmatter may set; ``check`` and ``on_fail`` make it a gate
-step (docs/checks.md, "Gate steps")."""
+step (docs/checks.md, "Gate steps"), ``wait: children`` holds the loop before the step
+until every child settled (docs/tree.md)."""
 
 _LOOSE = re.compile(r"[ \t]*[\"']?([A-Za-z][A-Za-z0-9_-]*)[\"']?[ \t]*:(.*)")
 _FLAGS = ("requires_approval", "detached")

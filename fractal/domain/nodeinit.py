@@ -109,6 +109,23 @@ def with_approval_gate(step_text: str) -> str:
     return "---\nrequires_approval: true\n---\n" + text
 
 
+_WAIT = re.compile(r"wait\s*:.*")
+
+
+def with_children_wait(step_text: str) -> str:
+    """``step_text`` whose frontmatter says ``wait: children`` (the loop holds before the
+    step until every child settled): an existing ``wait`` line is replaced, a block gains
+    the line, a file without one gets a new block."""
+    text = normalise_newlines(step_text)
+    lines = text.split("\n")
+    if lines and _FENCE.fullmatch(lines[0]):
+        close = next((i for i in range(1, len(lines)) if _FENCE.fullmatch(lines[i])), None)
+        if close is not None:
+            kept = [line for line in lines[1:close] if not _WAIT.fullmatch(line)]
+            return "\n".join(["---", *kept, "wait: children", *lines[close:]])
+    return "---\nwait: children\n---\n" + text
+
+
 def uncommitted_warning(parent: str, sha: str, paths: Iterable[str], shown: int = 5) -> str:
     """The warning for a parent whose worktree holds uncommitted ``paths`` a child forked
     from its committed tip ``sha`` will not see (None-free: call it only with paths)."""

@@ -34,6 +34,21 @@ class StaticFacts:
     max_children: int | None
     max_descendants: int | None
     meta_target: str | None
+    #: The parent's branch ('' for the root, whose parent is the operator).
+    parent: str = ""
+
+
+@dataclass(frozen=True)
+class TreeFacts:
+    """What the tree protocol tells a node: its live direct children, its caps (None:
+    unlimited), its run ceiling and the subtree's spend so far (USD), its gated steps."""
+
+    children: int
+    max_children: int | None
+    max_depth: int | None
+    max_cost: float | None
+    spent: float
+    gated: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -104,7 +119,30 @@ def static_variables(facts: StaticFacts) -> dict[str, str]:
         "MAX_CHILDREN": _limit(facts.max_children),
         "MAX_DESCENDANTS": _limit(facts.max_descendants),
         "META_TARGET": facts.meta_target or "",
+        "PARENT_BRANCH": facts.parent,
     }
+
+
+def may_spawn(max_children: int | None, max_depth: int | None) -> bool:
+    """A node may spawn while both caps allow a child (None: unlimited)."""
+    return (max_children is None or max_children > 0) and (max_depth is None or max_depth > 0)
+
+
+def tree_variables(facts: TreeFacts) -> dict[str, str]:
+    """The tree protocol's prompt variables: CHILDREN_LEFT (children the node may still
+    spawn), DEPTH_LEFT (levels below it), BUDGET_LEFT (``$1.20 of $5.00`` or
+    ``unlimited``) and GATED_STEPS (comma-separated, or ``none``)."""
+    if facts.max_children is None:
+        children = "unlimited"
+    else:
+        children = str(max(0, facts.max_children - facts.children))
+    depth = "unlimited" if facts.max_depth is None else str(facts.max_depth)
+    if facts.max_cost is None:
+        budget = "unlimited"
+    else:
+        budget = f"${max(0.0, facts.max_cost - facts.spent):.2f} of ${facts.max_cost:.2f}"
+    return {"CHILDREN_LEFT": children, "DEPTH_LEFT": depth, "BUDGET_LEFT": budget,
+            "GATED_STEPS": ", ".join(facts.gated) or "none"}
 
 
 def run_variables(step: StepFacts) -> dict[str, str]:

@@ -38,6 +38,7 @@ from fractal.domain.merging import (
 from fractal.domain.outcome import clip_reason
 from fractal.errors import FractalError
 from fractal.lifecycle.mergetarget import merge_target, resolve_child
+from fractal.lifecycle.radio import notify_handed_back, notify_merged
 from fractal.lifecycle.steer import Refused, acting_branch, actor_of
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
@@ -210,8 +211,19 @@ def merge_node(cwd: Path, name: str | None, *, into: str | None = None,
     if left:
         notices.append(f"{child} has {len(left)} uncommitted file(s) that did not travel "
                        f"({', '.join(left[:5])}); commit them there and merge again")
+    _notify(notices, lambda: notify_merged(tree, child, target, squash,
+                                           f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
+
+
+def _notify(notices: list[str], post: Callable[[], str]) -> None:
+    """Post a merge or hand-back notice to the child's outbox; a notice that cannot be
+    posted is reported in ``notices``, never fatal (the merge itself is recorded)."""
+    try:
+        post()
+    except FractalError as exc:
+        notices.append(f"could not post the radio notice: {exc}")
 
 
 def _settle(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: str,
@@ -304,6 +316,8 @@ def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: s
                     target_sha=plan.target_sha, squash_sha=None, files=None, actor=actor,
                     status="failed", reason=reason)
     ledger.add_event(child, "merge", actor=actor, status="failed", metadata=reason)
+    _notify(notices, lambda: notify_handed_back(tree, child, target, plan.target_sha,
+                                                f"conflict in {shown}"))
     rearmed = False
     try:
         from fractal.lifecycle.start import start_node

@@ -13,6 +13,7 @@ from pathlib import Path
 from fractal.domain.signals import decoration
 from fractal.domain.states import SETTLED, Status
 from fractal.domain.subtree import Unsettled, unsettled_notice
+from fractal.domain.waits import WAIT_STEP, WaitingChild, children_waited, waiting_detail
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.lifecycle.targets import subtree_target, target_node
@@ -74,6 +75,18 @@ def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
             if r.node.startswith(branch + ".") and r.status in running]
 
 
+def _waiting(db_path: Path, branch: str) -> str:
+    """``waiting for 2 children: div awaiting approval, ops active``."""
+    from fractal.store import reader
+
+    rows = reader.node_rows(db_path)
+    live = children_waited(branch, [(r.node, r.status) for r in rows])
+    status = {r.node: r.status for r in rows}
+    return waiting_detail([WaitingChild(b, status[b], any(
+        s.status in (Status.ACTIVE, Status.PAUSED) for s in reader.awaiting_approval(db_path, b)))
+        for b in live])
+
+
 def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
     ``run N`` otherwise; the last run's reason for a settled node."""
@@ -92,6 +105,8 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
+        if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
+            return f"run {last.run_id}, {_waiting(db_path, branch)}"
         gates = reader.awaiting_approval(db_path, branch)
         if gates:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "

@@ -15,6 +15,7 @@ from pathlib import Path
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
 from fractal.domain.nodeinit import inherited_preferences, uncommitted_warning
+from fractal.domain.variables import may_spawn
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps
 from fractal.lifecycle.costcaps import check_child_budget
@@ -29,6 +30,7 @@ from fractal.workspace.nodedir import (
     file_lock,
     inherit_dir,
     read_config,
+    seed_children_wait,
     seed_node_dir,
     seed_task_and_gates,
     write_atomic,
@@ -158,6 +160,9 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
             if isinstance(exit_check, str):  # issue 7: the CHECK gate before REVIEW
                 seed_check_gate(paths.node_dir, exit_check)
             seed_task_and_gates(paths.node_dir, seed.task, seed.gates)
+            if "steps" not in seed.inherit and may_spawn(_cap(config.get("max_children")),
+                                                         _cap(config.get("max_depth"))):
+                seed_children_wait(paths.node_dir)  # its REVIEW waits for its children
             ensure_wiki(paths.memory_dir, f"Memory of {branch}")
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -213,6 +218,11 @@ def drop_inherited_node_dir(paths: NodePaths) -> bool:
 def _usd(value: object) -> float | None:
     number = _num(value)
     return None if number is None else float(number)
+
+
+def _cap(value: object) -> int | None:
+    """A child-count cap from the config (None: unlimited or not a number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _num(value: object) -> float | int | None:

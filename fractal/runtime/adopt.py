@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fractal.domain.outcome import Status
 from fractal.domain.signals import PauseSpan
+from fractal.domain.waits import WAIT_STEP
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
 from fractal.store.timefmt import to_epoch
@@ -45,12 +46,12 @@ def resume_position(steps: list[StepRow]) -> tuple[int, StepRow | None]:
     """(first position to run, a gate parked while awaiting approval and still unapproved).
 
     Completed work steps count as done; a gate parked ``awaiting approval`` counts as
-    done when it was approved while parked; SYNC rows never count.
+    done when it was approved while parked; SYNC and WAIT rows never count.
     """
     done = 0
     gate: StepRow | None = None
     for step in steps:
-        if step.step_name == "SYNC":
+        if step.step_name in ("SYNC", WAIT_STEP):
             continue
         if step.status is Status.COMPLETED:
             done = max(done, step.step)

@@ -23,7 +23,7 @@ from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Steering
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
-from fractal.tree import NodePaths
+from fractal.tree import NodePaths, parent_of
 
 if TYPE_CHECKING:
     from fractal.runtime.budgetguard import BudgetGuard
@@ -171,6 +171,7 @@ def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
         max_children=config.max_children,
         max_descendants=config.max_descendants,
         meta_target=config.meta,
+        parent=parent_of(paths.branch) or "",
     )
 
 

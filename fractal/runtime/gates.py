@@ -1,4 +1,4 @@
-"""The loop's two waits: an approval gate and a finish drain.
+"""The loop's three waits: an approval gate, a finish drain and a ``wait: children`` step.
 
 Both poll the database on every wake (at least once a second), run a SYNC every
 ``wait`` window when a SYNC callback is given, and end on the first of: released
@@ -14,6 +14,7 @@ from enum import StrEnum
 from fractal.control import Steering
 from fractal.domain.outcome import Status
 from fractal.domain.signals import Signal
+from fractal.domain.waits import WaitingChild, children_waited
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 
@@ -30,7 +31,7 @@ class WaitEnd(StrEnum):
 
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: float | None, window: float, sync: Callable[[], None] | None,
-          finish_ends_it: bool) -> WaitEnd:
+          finish_ends_it: bool, urgent: Callable[[], bool] | None = None) -> WaitEnd:
     clock = waker.clock
     next_sync = clock.monotonic() + window
     while True:
@@ -46,11 +47,14 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
         now = clock.monotonic()
         if deadline is not None and now >= deadline:
             return WaitEnd.TIMED_OUT
-        if sync is not None and now >= next_sync:
+        if sync is not None and (now >= next_sync or (urgent is not None and urgent())):
             sync()
             next_sync = clock.monotonic() + window
             continue
-        limits = [next_sync - now] + ([deadline - now] if deadline is not None else [])
+        # Without a SYNC the window is no timer (a past one would spin); wake at least
+        # once a second to poll.
+        limits = ([next_sync - now] if sync is not None else [1.0]) + \
+            ([deadline - now] if deadline is not None else [])
         waker.wait(max(0.0, min(limits)))
 
 
@@ -84,3 +88,41 @@ def drain_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
     it early."""
     return _wait(lambda: not live_descendants(ledger, node), steering=steering, waker=waker,
                  deadline=deadline, window=window, sync=sync, finish_ends_it=False)
+
+
+def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Waker,
+                   deadline: float | None, window: float,
+                   sync: Callable[[], None] | None) -> WaitEnd:
+    """Wait until no direct child of ``node`` is live (``wait: children``). A pause, a
+    stop, a finish or ``deadline`` (clock seconds: the wait burns the walls) end it early.
+    A child gate that starts pending runs a SYNC at once (each gate once), so the agent can
+    approve it without waiting for the next window."""
+    seen: set[int] = set()
+
+    def urgent() -> bool:
+        fresh = {s for child in waited_children(ledger, node)
+                 for s in _open_gates(ledger, child)} - seen
+        seen.update(fresh)
+        return bool(fresh)
+
+    return _wait(lambda: not waited_children(ledger, node), steering=steering, waker=waker,
+                 deadline=deadline, window=window, sync=sync, finish_ends_it=True,
+                 urgent=urgent)
+
+
+def waited_children(ledger: Ledger, node: str) -> list[str]:
+    """The direct children of ``node`` a ``wait: children`` still holds for."""
+    return children_waited(node, [(r.node, r.status) for r in ledger.nodes()])
+
+
+def waiting_children(ledger: Ledger, node: str) -> list[WaitingChild]:
+    """The children a wait holds for, each marked when one of its gates is pending."""
+    statuses = {r.node: r.status for r in ledger.nodes()}
+    return [WaitingChild(b, statuses[b], bool(_open_gates(ledger, b)))
+            for b in children_waited(node, list(statuses.items()))]
+
+
+def _open_gates(ledger: Ledger, node: str) -> list[int]:
+    """Step ids of ``node``'s gates waiting (or parked) unapproved."""
+    return [s.step_id for s in ledger.pending_approvals(node)
+            if s.status in (Status.ACTIVE, Status.PAUSED)]

@@ -20,6 +20,7 @@ from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
 from fractal.domain.steps import discover_steps
+from fractal.domain.waits import WAIT_STEP, waits_for_children
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.runtime import commands
@@ -192,6 +193,10 @@ class IterationRunner(LoopPart):
                     and not self._drain(node_md):
                 self._backstop("stopped", "Stopped while draining children.")
                 return IterationResult(True, "Stopped by request", stopped=True)
+            if waits_for_children(plan.frontmatter.fields):
+                waited = self.steps.wait_children(plan, node_md)
+                if waited is not None and waited.outcome.status is not Status.COMPLETED:
+                    return self._after_wait(plans, index, waited)
             gate = is_gate(plan)  # a `check:` step runs its command, no agent
             if self.boot.sync and not gate:
                 sync = self.steps.run_sync(plan, node_md)
@@ -217,6 +222,20 @@ class IterationRunner(LoopPart):
         if result.outcome.status is not Status.COMPLETED:
             return self._fail(plans[index + 1:], name, result)
         return None
+
+    def _after_wait(self, plans: list[StepPlan], index: int,
+                    result: StepResult) -> IterationResult:
+        """How the iteration ends when the wait before ``plans[index]`` did not release:
+        a stop or finish winds it down, a timeout fails it (the step never ran)."""
+        name = plans[index].file.name
+        if result.finished:
+            self._backstop("finished", f"Finish requested while waiting for children "
+                           f"before {name}.")
+            return IterationResult(True, "Finished by request", finished=True)
+        if result.stopped:
+            self._backstop("stopped", f"Stopped while waiting for children before {name}.")
+            return IterationResult(True, "Stopped by request", stopped=True)
+        return self._fail(plans[index:], WAIT_STEP, result)
 
     def _warn_frontmatter(self, plans: list[StepPlan]) -> None:
         """Show each file's frontmatter warnings once per run (the files are re-read every

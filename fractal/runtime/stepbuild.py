@@ -9,21 +9,32 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_route
 from fractal.agents.registry import resolve_backend
 from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
-from fractal.domain.frontmatter import is_true
+from fractal.domain.errors import FractalError
+from fractal.domain.frontmatter import is_true, parse_frontmatter
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
-from fractal.domain.steps import StepFile
-from fractal.domain.variables import StepFacts, agent_environment, prompt_variables
+from fractal.domain.steps import StepFile, discover_steps
+from fractal.domain.variables import (
+    StepFacts,
+    TreeFacts,
+    agent_environment,
+    may_spawn,
+    prompt_variables,
+    tree_variables,
+)
+from fractal.domain.waits import children_waited
 from fractal.domain.walls import time_budget_label
 from fractal.runtime.clock import Clock, monotonic_to_epoch
 from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend
 from fractal.runtime.launch import Attempt, RowPolicy
 from fractal.store.ledger import Ledger
+from fractal.tree import parent_of
 from fractal.workspace.handback import read_note, resolve_document
 
 # Variables of the supervisor's own host that must not leak into an agent.
@@ -39,6 +50,25 @@ class Launch:
     detached: bool
     prior: Usage | None
     env_for: Callable[[int], dict[str, str]]
+
+
+def gated_steps(steps_dir: Path) -> tuple[str, ...]:
+    """Names of the steps in ``steps_dir`` whose frontmatter sets ``requires_approval:
+    true``, in order (unreadable files are left out: the iteration reports them)."""
+    try:
+        names = [p.name for p in steps_dir.iterdir() if p.is_file()]
+        found = discover_steps(names)
+    except (OSError, FractalError):
+        return ()
+    gated: list[str] = []
+    for step in found:
+        try:
+            text = (steps_dir / step.filename).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if is_true(parse_frontmatter(text).fields.get("requires_approval")):
+            gated.append(step.name)
+    return tuple(gated)
 
 
 def session_key(boot: Boot, fm: Mapping[str, str]) -> str:
@@ -63,8 +93,10 @@ class StepBuilder:
     """Builds attempts for the current iteration of ``state``."""
 
     def __init__(self, boot: Boot, state: RunState, ledger: Ledger,
-                 session_usage: dict[str, Usage], clock: Clock) -> None:
+                 session_usage: dict[str, Usage], clock: Clock,
+                 spent: Callable[[], float] | None = None) -> None:
         self.clock = clock
+        self.spent = spent  # USD the run's subtree spent so far (the tree protocol's budget)
         self.boot = boot
         self.state = state
         self.ledger = ledger
@@ -96,7 +128,8 @@ class StepBuilder:
         facts = self.facts(label, limit, model, detached, budget)
         checks = check_variables(visible_check(state.checks, state.iteration))
         prompt = render(assemble_prompt(node_md, body, self.modes()),
-                        {**prompt_variables(static_facts(paths, state.live), facts), **checks})
+                        {**prompt_variables(static_facts(paths, state.live), facts),
+                         **tree_variables(self.tree_facts()), **checks})
         request = LaunchRequest(
             prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir, model=model,
             effort=fm.get("effort") or state.live.effort, resume=resume,
@@ -134,18 +167,32 @@ class StepBuilder:
 
     def modes(self) -> list[str]:
         """The mode documents active for this step, in order: CONTINUE, RESUME (the
-        re-entered iteration of a resumed run), RESERVE, DETACHED, META, and RESOLVE (with
-        its files) while a hand-back note sits in the node directory."""
+        re-entered iteration of a resumed run), RESERVE, DETACHED, META, TREE (the node's
+        live caps allow a child), CHILD (the node has a parent), and RESOLVE (with its
+        files) while a hand-back note sits in the node directory."""
         boot, state = self.boot, self.state
+        spawns = may_spawn(state.live.max_children, state.live.max_depth)
         names = [n for n, on in (("CONTINUE", boot.continue_mode),
                                  ("RESUME", state.reentry is not None),
                                  ("RESERVE", state.reserve),
-                                 ("DETACHED", boot.detached), ("META", boot.meta)) if on]
+                                 ("DETACHED", boot.detached), ("META", boot.meta),
+                                 ("TREE", spawns),
+                                 ("CHILD", parent_of(boot.paths.branch) is not None)) if on]
         texts = [mode_text(n) for n in names]
         note = read_note(boot.paths.node_dir)  # a conflict handed back by `node merge`
         if note is not None:
             texts.append(resolve_document(note))
         return texts
+
+    def tree_facts(self) -> TreeFacts:
+        """The tree protocol's facts now: live direct children, caps, spend, gated steps."""
+        live, branch = self.state.live, self.boot.paths.branch
+        children = len(children_waited(branch, [(r.node, r.status)
+                                                for r in self.ledger.nodes()]))
+        return TreeFacts(children=children, max_children=live.max_children,
+                         max_depth=live.max_depth, max_cost=live.max_cost,
+                         spent=self.spent() if self.spent is not None else 0.0,
+                         gated=gated_steps(self.boot.paths.steps_dir))
 
     def facts(self, label: str, limit: float | None, model: str | None,
               step_detached: bool, budget: LaunchBudget | None = None) -> StepFacts:

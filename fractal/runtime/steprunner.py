@@ -26,14 +26,17 @@ from fractal.domain.outcome import (
 )
 from fractal.domain.signals import Signal
 from fractal.domain.steps import StepFile, banner_label, step_label
+from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail
 from fractal.domain.walls import effective_step_limit
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.costing import LaunchBudget
-from fractal.runtime.gates import WaitEnd, await_approval
+from fractal.runtime.digest import sync_digest
+from fractal.runtime.gates import WaitEnd, await_approval, await_children, waiting_children
 from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
 from fractal.runtime.notices import post_gate_waiting
 from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
+from fractal.store.timefmt import utc_now
 
 AWAITING_APPROVAL = "awaiting approval"
 OVER_BUDGET = "over budget"
@@ -73,7 +76,8 @@ class StepRunner(LoopPart):
         # thread usage (codex) turns it into per-launch figures (LaunchRequest.prior_usage).
         self.session_usage: dict[str, Usage] = {}
         self.builder = StepBuilder(self.boot, self.state, self.ledger, self.session_usage,
-                                   self.clock)
+                                   self.clock, spent=self.budget.run_spent)
+        self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
         self.kit = LaunchKit(self.ledger, self.reporter, self.waker, self.clock,
                              parts.launcher)
 
@@ -163,6 +167,47 @@ class StepRunner(LoopPart):
         self._close_banner(banner, result.outcome, None, started)
         return result
 
+    def wait_children(self, plan: StepPlan, node_md: str) -> StepResult | None:
+        """Hold the loop before ``plan`` (``wait: children``) until no child of the node is
+        live; None when none was (no row). Its own ``WAIT`` row closes ``completed``
+        (``waited for 2 children (5m)``), ``stopped`` (a stop or finish), or ``exited`` 124
+        past the walls; a pause parks it (``paused``) and raises Park, and the resumed
+        iteration waits again before the same step."""
+        branch = self.boot.paths.branch
+        waiting = waiting_children(self.ledger, branch)
+        if not waiting:
+            return None
+        step_id = self.ledger.open_step(
+            node=branch, run_id=self.state.run_id, iter_id=self.state.iter_id,
+            step=plan.file.position, step_name=WAIT_STEP, agent=None, model=None, session=None)
+        banner = f"WAIT (before {plan.file.name})"
+        self.reporter.banner_open(banner)
+        self.reporter.notice(waiting_detail(waiting))
+        started = self.clock.monotonic()
+        deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
+                        if d is not None], default=None)
+        end = await_children(self.ledger, branch, steering=self.steering, waker=self.waker,
+                             deadline=deadline, window=float(self.state.live.wait),
+                             sync=(lambda: self.run_wait_sync(plan.file, node_md,
+                                                              what="waiting for children"))
+                             if self.boot.sync else None)
+        took = self.clock.monotonic() - started
+        if end is WaitEnd.PAUSED:
+            self.ledger.close_step(step_id, Status.PAUSED.value, 0, "waiting for children")
+            self._close_banner(banner, StepOutcome(Status.PAUSED, 0, ""), None, started)
+            raise Park(f"while waiting for children before {plan.file.name}")
+        if end is WaitEnd.RELEASED:
+            outcome = StepOutcome(Status.COMPLETED, 0, wait_reason(len(waiting), took))
+        elif end in (WaitEnd.STOPPED, WaitEnd.FINISHED):
+            what = "finish requested" if end is WaitEnd.FINISHED else "stopped"
+            outcome = StepOutcome(Status.STOPPED, 0, f"{what} waiting for children")
+        else:
+            outcome = StepOutcome(Status.EXITED, EXIT_TIMEOUT, "timed out waiting for children")
+        self.ledger.close_step(step_id, outcome.status.value, outcome.exit_code, outcome.reason)
+        self._close_banner(banner, outcome, took, started)
+        return StepResult(outcome, took, True, stopped=end is WaitEnd.STOPPED,
+                          finished=end is WaitEnd.FINISHED)
+
     def book_not_run(self, plans: list[StepPlan], reason: str, exit_code: int = 0) -> None:
         """Book steps that will never run as rows opened and closed ``stopped``, cost 0.0
         (``exit_code`` 125 for steps the budget will not pay for)."""
@@ -181,7 +226,7 @@ class StepRunner(LoopPart):
         self.reporter.banner_open(banner)
         started = self.clock.monotonic()
         limit = self._limit({})
-        result = self._run(before.file, mode_text("SYNC"), {}, node_md, limit, 1,
+        result = self._run(before.file, self._sync_body(), {}, node_md, limit, 1,
                            label=f"SYNC before {step_label(before.file)}", suffix="-sync",
                            name="SYNC")
         self._close_banner(banner, result.outcome, limit, started)
@@ -189,17 +234,24 @@ class StepRunner(LoopPart):
             raise Park(f"during SYNC before {before.file.name}")
         return StepResult(result.outcome, limit, result.launched)
 
-    def run_wait_sync(self, file: StepFile | None, node_md: str) -> None:
-        """A lenient SYNC while waiting (approval: the awaited step's number; a drain: 0).
-        It never fails the wait; a pause is left for the wait's own check."""
+    def run_wait_sync(self, file: StepFile | None, node_md: str, *,
+                      what: str | None = None) -> None:
+        """A lenient SYNC while waiting (approval or children: the awaited step's number; a
+        drain: 0). It never fails the wait; a pause is left for the wait's own check."""
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
-        what = f"awaiting {target.name}" if file else "draining children"
+        what = what or (f"awaiting {target.name}" if file else "draining children")
         self.reporter.banner_open(f"SYNC ({what})")
         started = self.clock.monotonic()
         limit = self._limit({})
-        result = self._run(target, mode_text("SYNC"), {}, node_md, limit, 1,
+        result = self._run(target, self._sync_body(), {}, node_md, limit, 1,
                            label=f"SYNC while {what}", suffix="-sync", name="SYNC", lenient=True)
         self._close_banner(f"SYNC ({what})", result.outcome, limit, started)
+
+    def _sync_body(self) -> str:
+        """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
+        since, self._synced_at = self._synced_at, utc_now()
+        digest = sync_digest(self.ledger, self.boot.paths, since)
+        return mode_text("SYNC") + ("\n" + digest if digest else "")
 
     # -- internals ----------------------------------------------------------------------
 

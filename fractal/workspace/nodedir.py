@@ -284,6 +284,22 @@ def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
     shutil.copytree(source, target, symlinks=True)
 
 
+def seed_children_wait(node_dir: Path, step: str = "REVIEW") -> bool:
+    """Mark the node's ``step`` (name, file name or number) ``wait: children``, so the
+    loop holds before it until every child settled; False when no single step matches."""
+    from fractal.domain.errors import InvalidValue
+    from fractal.domain.nodeinit import match_step, with_children_wait
+
+    steps = node_dir / "steps"
+    names = sorted(p.name for p in steps.iterdir() if p.is_file()) if steps.is_dir() else []
+    try:
+        path = steps / match_step(names, step)
+    except InvalidValue:
+        return False
+    write_atomic(path, with_children_wait(path.read_text(encoding="utf-8")))
+    return True
+
+
 def seed_task_and_gates(node_dir: Path, task: str | None, gates: Sequence[str]) -> None:
     """Write ``task`` into NODE.md's Instructions section (None: keep the template) and
     mark each step of ``gates`` (a name, file name or number) ``requires_approval:

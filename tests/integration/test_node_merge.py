@@ -143,6 +143,18 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
     assert git(setup.repo, "show", "main:calc/ops.py") == \
         "def add(a, b):\n    return int(a) + b + 0"
     assert read_note(setup.tree.node("main.a").node_dir) is None
+    # each posted its notice to the child's outbox, for the ancestors' feed
+    import sqlite3
+
+    con = sqlite3.connect(setup.tree.db_path)
+    try:
+        subjects = [s for (s,) in con.execute(
+            "SELECT subject FROM messages WHERE node = 'main.a' AND channel = 'outbox' "
+            "ORDER BY message_id")]
+    finally:
+        con.close()
+    assert [s.split(" (")[0] for s in subjects[-2:]] == [
+        "main.a handed back into main", "main.a merged into main"], subjects
 
 
 def test_refusals_are_explained_and_recorded(setup: Setup) -> None:

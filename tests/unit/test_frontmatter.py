@@ -119,7 +119,7 @@ def test_is_true(value: str | None, expected: bool) -> None:
         "of the line, a space after the colon)"]),
     ("---\ntimout: 1s\n---\n",
      ["unknown key 'timout:' is ignored (known: agent, check, detached, effort, model, "
-      "on_fail, provider, requires_approval, timeout)"]),
+      "on_fail, provider, requires_approval, timeout, wait)"]),
     ("---\nmodel:\n---\n", ["'model:' has no value and is ignored"]),
     ("---\nrequires_approval: yes\n---\n",
      ["requires_approval: 'yes' means false: only 'true' turns it on"]),

@@ -1,0 +1,74 @@
+"""The tree protocol's pure rules: who may spawn, the variables the tree mode shows, the
+SYNC digest's wording and the ``wait: children`` seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from fractal.domain.digest import Digest, render_digest
+from fractal.domain.nodeinit import with_children_wait
+from fractal.domain.variables import TreeFacts, may_spawn, tree_variables
+from fractal.domain.waits import waits_for_children
+
+
+@pytest.mark.parametrize(("children", "depth", "expected"), [
+    (None, None, True), (2, 1, True), (0, None, False), (None, 0, False), (3, 0, False),
+])
+def test_may_spawn(children: int | None, depth: int | None, expected: bool) -> None:
+    assert may_spawn(children, depth) is expected
+
+
+@pytest.mark.parametrize(("facts", "expected"), [
+    (TreeFacts(0, None, None, None, 0.0, ()),
+     {"CHILDREN_LEFT": "unlimited", "DEPTH_LEFT": "unlimited", "BUDGET_LEFT": "unlimited",
+      "GATED_STEPS": "none"}),
+    (TreeFacts(1, 3, 2, 5.0, 1.25, ("EXECUTE",)),
+     {"CHILDREN_LEFT": "2", "DEPTH_LEFT": "2", "BUDGET_LEFT": "$3.75 of $5.00",
+      "GATED_STEPS": "EXECUTE"}),
+    (TreeFacts(4, 3, 1, 2.0, 9.0, ("PLAN", "EXECUTE")),
+     {"CHILDREN_LEFT": "0", "DEPTH_LEFT": "1", "BUDGET_LEFT": "$0.00 of $2.00",
+      "GATED_STEPS": "PLAN, EXECUTE"}),
+])
+def test_tree_variables(facts: TreeFacts, expected: dict[str, str]) -> None:
+    assert tree_variables(facts) == expected
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"wait": "children"}, True), ({"wait": " Children "}, True), ({"wait": "gates"}, False),
+    ({}, False),
+])
+def test_waits_for_children(fields: dict[str, str], expected: bool) -> None:
+    assert waits_for_children(fields) is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("## Review\n", "---\nwait: children\n---\n## Review\n"),
+    ("---\nrequires_approval: true\n---\nbody\n",
+     "---\nrequires_approval: true\nwait: children\n---\nbody\n"),
+    ("---\nwait: nothing\n---\nbody\n", "---\nwait: children\n---\nbody\n"),
+])
+def test_with_children_wait(text: str, expected: str) -> None:
+    assert with_children_wait(text) == expected
+
+
+def test_the_digest_says_what_changed_and_how_to_act() -> None:
+    text = render_digest(Digest(
+        notices=[("ops", "run completed: all done"), ("div", "EXECUTE awaits approval: "
+                                                              "fractal node approve main.l.div 7")],
+        gates=[("div", "EXECUTE", 7)], unread=5,
+        subjects=["newest", "second", "third", "fourth"]))
+    assert text.splitlines() == [
+        "### Since the last SYNC", "",
+        "- Child notices (2, from `fractal radio feed`):",
+        "  - ops: run completed: all done",
+        "  - div: EXECUTE awaits approval: fractal node approve main.l.div 7",
+        "- Gates pending (1):",
+        "  - div EXECUTE (step 7): review `fractal node diff div`, then "
+        "`fractal node approve div`",
+        '- Unread messages: 5 (newest: "newest"; "second"; "third"); read them with '
+        "`fractal radio messages`."]
+
+
+def test_a_quiet_digest() -> None:
+    assert render_digest(Digest()).splitlines()[2:] == [
+        "- Child notices: none.", "- Gates pending: none.", "- Unread messages: none."]
