@@ -10,6 +10,12 @@ streak, which may end the run ``exited``. ``run_gate`` runs a step file whose fr
 has ``check: <command>`` instead of an agent: it books a step row like any other and is
 never retried; ``on_fail: continue`` (the default) lets the iteration go on after a red
 gate, ``on_fail: stop-iteration`` fails the iteration there.
+
+Scores: a check whose last output line reports a score is held to ``pass_score`` (the
+node's, or a gate's own frontmatter): below it the check is red even at exit 0. The
+scored exit checks feed the run's stagnation track (``min_gain``, ``stagnation``), which
+may end the run ``exited``; ``score_distance`` says how far the newest red scored check
+was from its threshold when the run ends on its iteration cap or budget.
 """
 
 from __future__ import annotations
@@ -23,14 +29,18 @@ from pathlib import Path
 from fractal.domain.checks import (
     CheckKind,
     CheckResult,
+    CheckTrack,
     OnFail,
+    ScoreRules,
     gate_command,
     gate_on_fail,
+    gate_pass_score,
     output_tail,
 )
 from fractal.domain.durations import parse_duration
 from fractal.domain.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, Status, StepOutcome, clip_reason
 from fractal.domain.render import iter_ref
+from fractal.domain.scores import distance_note, parse_score, score_passes, score_signature
 from fractal.domain.signature import CheckSummary, summarise
 from fractal.domain.steps import banner_label
 from fractal.domain.walls import effective_step_limit
@@ -43,11 +53,12 @@ from fractal.runtime.steprunner import StepPlan, StepResult
 from fractal.store.checkbook import CheckBook
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import utc_now
+from fractal.workspace.git import head_sha
 
 log = logging.getLogger(__name__)
 
 __all__ = ["CheckRequest", "CheckVerdict", "check_env", "is_gate", "outcome_text", "read_log",
-           "run_check", "run_exit_check", "run_gate"]
+           "run_check", "run_exit_check", "run_gate", "score_distance", "score_rules"]
 
 _HOST_ONLY = ("TMUX", "TMUX_PANE")  # the supervisor's own host, never a child's
 _HEAD, _TAIL = 1 << 20, 3 << 20  # bytes of a huge log read for the summary (start, end)
@@ -56,13 +67,15 @@ _HEAD, _TAIL = 1 << 20, 3 << 20  # bytes of a huge log read for the summary (sta
 @dataclass(frozen=True)
 class CheckRequest:
     """One check to run: ``command`` (a ``bash -c`` string) for ``kind``, at most ``limit``
-    seconds (None: no limit), logged to ``log_path``; ``step_id`` names a gate's step row."""
+    seconds (None: no limit), logged to ``log_path``; ``step_id`` names a gate's step row;
+    ``needed`` is the score it must report to pass (None: the exit code decides)."""
 
     kind: CheckKind
     command: str
     limit: float | None
     log_path: Path
     step_id: int | None = None
+    needed: float | None = None
 
 
 def check_env(boot: Boot, state: RunState, kind: CheckKind) -> dict[str, str]:
@@ -124,27 +137,58 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter, request: CheckReq
     timed_out = code == EXIT_TIMEOUT and limit is not None and seconds >= limit
     summary = (CheckSummary(f"timed out after {round(limit or 0)}s", None, None) if timed_out
                else summarise(output, code))
+    score = None if timed_out else parse_score(output)
+    needed = request.needed
+    if code == 0 and needed is not None and not score_passes(score, code, needed):
+        summary = CheckSummary(score_signature(score, needed), summary.failures, summary.passed)
     result = CheckResult(kind=request.kind, command=request.command, exit_code=code,
                          seconds=seconds, tail=output_tail(output),
                          output_file=str(request.log_path), summary=summary,
-                         iteration=state.iteration, timed_out=timed_out)
+                         iteration=state.iteration, timed_out=timed_out, score=score,
+                         needed=needed, head=_head(paths.worktree) if score is not None else None)
     try:
         CheckBook(paths.tree.db_path).book_check(
             node=paths.branch, run_id=state.run_id, iter_id=state.iter_id,
             step_id=request.step_id, kind=request.kind.value, command=request.command,
             exit_code=code, signature=summary.signature, failures=summary.failures,
-            passed=summary.passed, output_path=str(request.log_path), started_at=started_at)
+            passed=summary.passed, output_path=str(request.log_path), started_at=started_at,
+            score=score)
     except FractalError as exc:
         log.error("could not record the check: %s", exc)
         reporter.warning(clip_reason(f"could not record the check: {exc}"))
     return result
 
 
+def _head(worktree: Path) -> str | None:
+    """The commit the worktree stands at, None when git cannot tell."""
+    try:
+        return head_sha(worktree)
+    except FractalError:
+        return None
+
+
+def score_rules(state: RunState) -> ScoreRules:
+    """The run's score rules, from its live config."""
+    live = state.live
+    return ScoreRules(live.pass_score, live.min_gain, live.stagnation)
+
+
+def score_distance(worktree: Path, track: CheckTrack) -> str | None:
+    """``score 0.72 of 0.8 needed`` when the newest check of ``track`` is red, scored and
+    held to a threshold, and the worktree still stands at the commit it checked (a check
+    older than the last commit is stale: None)."""
+    last = track.last
+    if last is None or last.passed or last.score is None or last.needed is None:
+        return None
+    stale = last.head is None or last.head != _head(worktree)
+    return distance_note(last.score, last.needed, stale)
+
+
 def outcome_text(result: CheckResult) -> str:
-    """The pane's closing text for a check: ``passed``, or ``failed (exit N): <signature>``
-    with the failure count when known."""
+    """The pane's closing text for a check: ``passed`` (with its score), or ``failed (exit
+    N): <signature>`` with the failure count when known."""
     if result.passed:
-        return "passed"
+        return "passed" if result.score is None else f"passed (score {result.score:g})"
     count = result.summary.failures
     counted = f", {count} failing" if count is not None else ""
     return clip_reason(f"failed (exit {result.exit_code}{counted}): {result.summary.signature}")
@@ -158,7 +202,7 @@ class CheckVerdict(StrEnum):
     NONE = "none"  # no exit check configured, or it did not run
     PASSED = "passed"  # green: the run ends completed
     FAILED = "failed"  # red: the run goes on, the output feeds the next iteration
-    STALLED = "stalled"  # red the same way no_progress times in a row: the run ends
+    STALLED = "stalled"  # red the same way no_progress times in a row, or a stalled score
 
 
 def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, clock: Clock, *,
@@ -184,9 +228,11 @@ def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, clock: Clock
         return CheckVerdict.NONE
     log_path = boot.paths.tmp_dir / "checks" / f"{state.run_id}-{state.iteration}.log"
     reporter.banner_open(f"Exit check ({command})")
+    rules = score_rules(state)
     result = run_check(boot, state, reporter,
-                       CheckRequest(CheckKind.EXIT, command, limit, log_path), clock)
-    state.checks = state.checks.after_exit_check(result, state.live.no_progress)
+                       CheckRequest(CheckKind.EXIT, command, limit, log_path,
+                                    needed=rules.pass_score), clock)
+    state.checks = state.checks.after_exit_check(result, state.live.no_progress, rules)
     reporter.banner_close("Exit check", outcome_text(result), result.seconds)
     if result.passed:
         return CheckVerdict.PASSED
@@ -194,6 +240,10 @@ def run_exit_check(boot: Boot, state: RunState, reporter: Reporter, clock: Clock
     if state.checks.stalled is not None and streak is not None:
         reporter.notice(f"no progress: the exit check failed the same way {streak.count} "
                         "times in a row")
+        return CheckVerdict.STALLED
+    if state.checks.stagnant is not None:
+        reporter.notice(f"{state.checks.stagnant} (the score rose by less than "
+                        f"{rules.min_gain:g} {rules.stagnation} times in a row)")
         return CheckVerdict.STALLED
     return CheckVerdict.FAILED
 
@@ -236,6 +286,11 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, cl
     except FractalError as exc:
         reporter.warning(str(exc))
         on_fail = OnFail.CONTINUE
+    try:
+        needed = gate_pass_score(fields, None)
+    except FractalError as exc:
+        reporter.warning(f"{exc}; the exit code alone decides")
+        needed = None
     banner = banner_label(plan.file)
     reporter.banner_open(f"{banner}: check {command}")
     node, position = boot.paths.branch, plan.file.position
@@ -247,7 +302,8 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, cl
                                session=None)
     log_path = boot.paths.tmp_dir / "checks" / f"{state.run_id}-{state.iteration}-{position}.log"
     result = run_check(boot, state, reporter,
-                       CheckRequest(CheckKind.GATE, command, limit, log_path, step_id), clock)
+                       CheckRequest(CheckKind.GATE, command, limit, log_path, step_id,
+                                    needed), clock)
     state.checks = state.checks.after_gate(result)
     if result.passed:
         outcome = StepOutcome(Status.COMPLETED, 0, "")
