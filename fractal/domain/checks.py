@@ -27,17 +27,39 @@ from fractal.domain.scores import (
 )
 from fractal.domain.signature import CheckSummary
 
-__all__ = ["CHECK_OUTPUT_CHARS", "CHECK_OUTPUT_LINES", "CHECK_VARIABLES", "CheckKind",
-           "CheckResult", "CheckTrack", "OnFail", "ScoreRules", "check_variables",
-           "failure_ids", "gate_command", "gate_on_fail", "gate_pass_score", "output_tail",
-           "visible_check"]
+__all__ = [
+    "CHECK_OUTPUT_CHARS",
+    "CHECK_OUTPUT_LINES",
+    "CHECK_VARIABLES",
+    "DEFAULT_FIX_ROUNDS",
+    "MAX_FIX_ROUNDS",
+    "CheckKind",
+    "CheckResult",
+    "CheckTrack",
+    "FixPlan",
+    "OnFail",
+    "ScoreRules",
+    "check_variables",
+    "failure_ids",
+    "gate_command",
+    "gate_fix_plan",
+    "gate_on_fail",
+    "gate_pass_score",
+    "output_tail",
+    "visible_check",
+]
 
 CHECK_OUTPUT_LINES = 200
 """Lines of a check's output that ``CHECK_OUTPUT`` keeps (the last ones)."""
 CHECK_OUTPUT_CHARS = 32_000
 """...and at most this many characters of them (the end), so the environment stays small."""
 CHECK_VARIABLES = ("CHECK_STATUS", "CHECK_COMMAND", "CHECK_OUTPUT", "CHECK_OUTPUT_FILE",
-                   "CHECK_SIGNATURE", "CHECK_FAILURES", "CHECK_SCORE")
+                   "CHECK_SIGNATURE", "CHECK_FAILURES", "CHECK_SCORE", "CHECK_EXIT_CODE",
+                   "CHECK_FAILING_IDS")
+DEFAULT_FIX_ROUNDS = 3
+"""Fix rounds a gate with ``on_fail: fix`` gets when it sets no ``max_fix_rounds``."""
+MAX_FIX_ROUNDS = 10
+"""The most fix rounds one gate may ask for in one iteration."""
 
 
 class CheckKind(StrEnum):
@@ -52,6 +74,18 @@ class OnFail(StrEnum):
 
     CONTINUE = "continue"
     STOP_ITERATION = "stop-iteration"
+    FIX = "fix"  # run the gate's fixer, then check again (``FixPlan``)
+
+
+@dataclass(frozen=True)
+class FixPlan:
+    """The check-and-fix cycle of a gate: ``fixer`` is the prompt file (relative to the
+    node directory, never under ``steps/``), ``rounds`` the fixer launches at most, and
+    ``final`` what a gate still red after the last round does to its iteration."""
+
+    fixer: str
+    rounds: int = DEFAULT_FIX_ROUNDS
+    final: OnFail = OnFail.STOP_ITERATION
 
 
 @dataclass(frozen=True)
@@ -94,8 +128,13 @@ class ScoreRules:
 
 
 def failure_ids(result: CheckResult) -> frozenset[str]:
-    """The failing test ids a red check named (its signature, when it lists ids)."""
-    if result.passed or result.summary.failures is None:
+    """The failing test ids a red check named: those its output listed, else (a result
+    rebuilt from its row) its signature's ids when the tool's counts were read."""
+    if result.passed:
+        return frozenset()
+    if result.summary.failing:
+        return frozenset(result.summary.failing)
+    if result.summary.failures is None:
         return frozenset()
     return frozenset(part.strip() for part in result.summary.signature.split(", ")
                      if part.strip())
@@ -168,7 +207,8 @@ def check_variables(result: CheckResult | None) -> dict[str, str]:
     CHECK_STATUS ``pass``/``fail`` (``none`` and every other variable empty when there is
     no result), CHECK_COMMAND, CHECK_OUTPUT (the tail), CHECK_OUTPUT_FILE (the full log),
     CHECK_SIGNATURE (empty on a pass), CHECK_FAILURES (the count, empty when unknown),
-    CHECK_SCORE (the reported score, empty when none).
+    CHECK_SCORE (the reported score, empty when none), CHECK_EXIT_CODE, CHECK_FAILING_IDS
+    (the failing test ids, one a line, when the output named them).
     """
     if result is None:
         return {name: "none" if name == "CHECK_STATUS" else "" for name in CHECK_VARIABLES}
@@ -181,6 +221,8 @@ def check_variables(result: CheckResult | None) -> dict[str, str]:
         "CHECK_SIGNATURE": result.summary.signature,
         "CHECK_FAILURES": "" if failures is None else str(failures),
         "CHECK_SCORE": "" if result.score is None else f"{round(result.score, 4):g}",
+        "CHECK_EXIT_CODE": str(result.exit_code),
+        "CHECK_FAILING_IDS": "\n".join(sorted(failure_ids(result))),
     }
 
 
@@ -191,14 +233,35 @@ def gate_command(fields: Mapping[str, str]) -> str | None:
 
 
 def gate_on_fail(fields: Mapping[str, str]) -> OnFail:
-    """The gate's ``on_fail:`` (default ``continue``). Raises InvalidValue naming the two
+    """The gate's ``on_fail:`` (default ``continue``). Raises InvalidValue naming the
     accepted values for anything else."""
     value = fields.get("on_fail", OnFail.CONTINUE.value).strip()
     try:
         return OnFail(value)
     except ValueError:
-        raise InvalidValue(f"on_fail: {value!r} is not one of continue, stop-iteration; "
+        raise InvalidValue(f"on_fail: {value!r} is not one of continue, stop-iteration, fix; "
                            "using continue") from None
+
+
+def gate_fix_plan(fields: Mapping[str, str]) -> FixPlan:
+    """The fix cycle of a gate with ``on_fail: fix``: ``fix:`` (required; a relative path
+    inside the node directory, outside ``steps/``), ``max_fix_rounds:`` (1 to
+    MAX_FIX_ROUNDS, default DEFAULT_FIX_ROUNDS) and ``on_fail_final:`` (``continue`` or
+    ``stop-iteration``, the default). Raises InvalidValue naming the broken key."""
+    fixer = fields.get("fix", "").strip()
+    parts = fixer.replace("\\", "/").split("/")
+    if not fixer or fixer.startswith("/") or ".." in parts or parts[0] == "steps":
+        raise InvalidValue(f"fix: {fixer!r} must name a prompt file inside the node "
+                           "directory and outside steps/, such as fixers/LINT.md")
+    rounds_text = fields.get("max_fix_rounds", str(DEFAULT_FIX_ROUNDS)).strip()
+    if not rounds_text.isdigit() or not 1 <= int(rounds_text) <= MAX_FIX_ROUNDS:
+        raise InvalidValue(f"max_fix_rounds: {rounds_text!r} must be a whole number from 1 "
+                           f"to {MAX_FIX_ROUNDS}")
+    final_text = fields.get("on_fail_final", OnFail.STOP_ITERATION.value).strip()
+    if final_text not in (OnFail.CONTINUE.value, OnFail.STOP_ITERATION.value):
+        raise InvalidValue(f"on_fail_final: {final_text!r} is not one of continue, "
+                           "stop-iteration")
+    return FixPlan(fixer, int(rounds_text), OnFail(final_text))
 
 
 def gate_pass_score(fields: Mapping[str, str], default: float | None) -> float | None:

@@ -87,9 +87,9 @@ def is_true(value: str | None) -> bool:
 
 
 STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effort", "timeout",
-                       "detached", "check", "on_fail"})
-"""Every key a step's frontmatter may set (seed: Step frontmatter; ``check`` and
-``on_fail`` from issue 7)."""
+                       "detached", "check", "on_fail", "pass_score", "fix", "max_fix_rounds",
+                       "on_fail_final"})
+"""Every key a step's frontmatter may set (the gate keys are docs/checks.md's)."""
 
 _LOOSE = re.compile(r"[ \t]*[\"']?([A-Za-z][A-Za-z0-9_-]*)[\"']?[ \t]*:(.*)")
 _FLAGS = ("requires_approval", "detached")

@@ -41,7 +41,6 @@ from fractal.runtime.boot import (
 )
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
-from fractal.runtime.checks import score_distance
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, LoopParts, Reentry, RunState
 from fractal.runtime.ends import finish_reason, notify_unsettled
@@ -50,6 +49,7 @@ from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
+from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger

@@ -1,5 +1,7 @@
 """Scores in the check track: the pass rule of a scored result, the gate's
-``pass_score:``, and the stagnation track the red scored exit checks advance."""
+``pass_score:``, the stagnation track the red scored exit checks advance, and the gate's
+fix-cycle frontmatter (``on_fail: fix``, ``fix:``, ``max_fix_rounds:``,
+``on_fail_final:``)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,12 @@ from fractal.domain.checks import (
     CheckKind,
     CheckResult,
     CheckTrack,
+    FixPlan,
+    OnFail,
     ScoreRules,
     failure_ids,
+    gate_fix_plan,
+    gate_on_fail,
     gate_pass_score,
 )
 from fractal.domain.errors import InvalidValue
@@ -74,3 +80,29 @@ def test_red_scored_checks_advance_the_stagnation_track(
 def test_a_passing_check_leaves_the_track_alone() -> None:
     track = CheckTrack().after_exit_check(_result(0.9), None, ScoreRules(0.8))
     assert track.passed == "check" and track.scores is None and track.stagnant is None
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"fix": "fixers/LINT.md"}, FixPlan("fixers/LINT.md", 3, OnFail.STOP_ITERATION)),
+    ({"fix": "fixers/LINT.md", "max_fix_rounds": "1", "on_fail_final": "continue"},
+     FixPlan("fixers/LINT.md", 1, OnFail.CONTINUE)),
+    ({"fix": "LINT-FIX.md", "max_fix_rounds": "10"}, FixPlan("LINT-FIX.md", 10)),
+])
+def test_gate_fix_plan(fields: dict[str, str], expected: FixPlan) -> None:
+    assert gate_fix_plan(fields) == expected
+
+
+@pytest.mark.parametrize(("fields", "key"), [
+    ({}, "fix:"), ({"fix": "steps/09-FIX.md"}, "fix:"), ({"fix": "/etc/x.md"}, "fix:"),
+    ({"fix": "../x.md"}, "fix:"), ({"fix": "f.md", "max_fix_rounds": "0"}, "max_fix_rounds"),
+    ({"fix": "f.md", "max_fix_rounds": "11"}, "max_fix_rounds"),
+    ({"fix": "f.md", "max_fix_rounds": "two"}, "max_fix_rounds"),
+    ({"fix": "f.md", "on_fail_final": "fix"}, "on_fail_final"),
+])
+def test_gate_fix_plan_refuses(fields: dict[str, str], key: str) -> None:
+    with pytest.raises(InvalidValue, match=key):
+        gate_fix_plan(fields)
+
+
+def test_on_fail_fix_is_a_gate_choice() -> None:
+    assert gate_on_fail({"on_fail": "fix"}) is OnFail.FIX
