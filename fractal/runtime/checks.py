@@ -337,46 +337,49 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, cl
     first = check_gate(boot, state, ledger, reporter, clock, plan)
     if first.result is None:
         return StepResult(first.outcome, first.limit, False)
-    last = first
+    last, rounds = first, 0
     if not first.result.passed and fix is not None and fixer is not None:
-        ended, last = fix_cycle(boot, state, ledger, reporter, clock, plan, fix, fixer)
+        ended, last, rounds = fix_cycle(boot, state, ledger, reporter, clock, plan, fix,
+                                        fixer, first)
         if ended is not None:
             return ended
     if last.result is None:
         return StepResult(last.outcome, last.limit, False)
     if last.result.passed or on_fail is OnFail.CONTINUE:
         return StepResult(StepOutcome(Status.COMPLETED, 0, ""), last.limit, True)
-    if fix is not None:
-        reason = f"{last.outcome.reason.split(' after ')[0]} after {fix.rounds} fix rounds"
+    if rounds:
+        reason = (f"check failed (exit {last.result.exit_code}) after {rounds} fix "
+                  f"round{'s' if rounds > 1 else ''}")
         return StepResult(StepOutcome(Status.FAILED, last.outcome.exit_code, reason),
                           last.limit, True)
     return StepResult(last.outcome, last.limit, True)
 
 
 def fix_cycle(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, clock: Clock,
-              plan: StepPlan, fix: FixPlan, fixer: GateFixer) -> tuple[StepResult | None,
-                                                                        GateCheck]:
-    """Fixer, re-check, at most ``fix.rounds`` times, until the gate passes. Returns (the
-    StepResult that ends the step early: a fixer over budget, a stop between rounds; else
-    None) and the newest GateCheck (a re-check with no time left has no result)."""
-    last = GateCheck(state.checks.last, StepOutcome(Status.FAILED, 1, ""), None)
+              plan: StepPlan, fix: FixPlan, fixer: GateFixer,
+              first: GateCheck) -> tuple[StepResult | None, GateCheck, int]:
+    """Fixer, re-check, at most ``fix.rounds`` times after the red ``first`` check, until
+    the gate passes. Returns (the StepResult that ends the step early: a fixer over
+    budget, a stop between rounds; else None), the newest GateCheck (a re-check with no
+    time left has no result) and the number of re-checks that ran."""
+    last = first
     for round_no in range(1, fix.rounds + 1):
         label = f"fix round {round_no} of {fix.rounds}"
         if round_no > 1:
             ended = fixer.between_rounds()
             if ended is not None:
-                return ended, last
+                return ended, last, round_no - 1
         reporter.notice(f"{plan.file.name} failed: {label} ({fix.fixer})")
         fixed = fixer.launch(plan, fix.fixer, round_no, fix.rounds)
         if fixed is None:
-            return None, last
+            return None, last, round_no - 1
         if fixed.outcome.reason == OVER_BUDGET:
-            return fixed, last
+            return fixed, last, round_no - 1
         last = check_gate(boot, state, ledger, reporter, clock, plan, after=label,
                           log_suffix=f"-fix{round_no}")
         if last.result is None or last.result.passed:
-            return None, last
-    return None, last
+            return None, last, round_no
+    return None, last, fix.rounds
 
 
 def _no_time(node: str, state: RunState, ledger: Ledger, reporter: Reporter, plan: StepPlan,

@@ -116,6 +116,7 @@ def test_a_missing_fixer_fails_the_gate_without_a_round(loop_tree: LoopTree) -> 
     t.node("nofix", {"01-LINT.md": _gate("exit 1"), "02-WORK.md": "never runs\n"},
            "--no-sync", "--max-iters", "1")
     t.run("nofix")
-    assert [s[1:3] for s in _steps(t, "nofix")] == [("LINT", "failed"), ("WORK", "stopped")]
+    assert [s[1:] for s in _steps(t, "nofix")] == [
+        ("LINT", "failed", 1, "check failed (exit 1)"), ("WORK", "stopped", 0, "failed on LINT")]
     assert t.launcher.calls == []
     assert "fixer fixers/LINT.md cannot be read" in t.pane()
