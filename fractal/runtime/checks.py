@@ -275,8 +275,10 @@ def check_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, 
                plan: StepPlan, *, after: str = "", log_suffix: str = "") -> GateCheck:
     """Run the gate command of ``plan`` once and book its step row (cost 0.0):
     ``completed``/0 when it passed, else ``failed``/N ``check failed (exit N)``; ``after``
-    (``fix round 2 of 3``) joins the reason of a re-check, ``log_suffix`` its log name. The
-    result becomes the run's newest check. Walls with no time left: ``exited``/124."""
+    (``fix round 2 of 3``) joins the reason of a re-check, ``log_suffix`` its log name. A
+    check that exited 0 below its ``pass_score`` is ``failed``/1 ``check failed (score 0.6
+    below pass_score 0.8)``. The result becomes the run's newest check. Walls with no time
+    left: ``exited``/124."""
     fields = dict(plan.frontmatter.fields)
     command = gate_command(fields)
     assert command is not None, "check_gate called on an agent step"
@@ -303,6 +305,8 @@ def check_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, 
     tail = f" after {after}" if after else ""
     if result.passed:
         outcome = StepOutcome(Status.COMPLETED, 0, f"passed{tail}" if after else "")
+    elif result.exit_code == 0:  # exit 0 below its pass_score: a failure at exit 1
+        outcome = StepOutcome(Status.FAILED, 1, f"check failed ({result.summary.signature}){tail}")
     else:
         outcome = StepOutcome(Status.FAILED, result.exit_code,
                               f"check failed (exit {result.exit_code}){tail}")
@@ -348,7 +352,7 @@ def run_gate(boot: Boot, state: RunState, ledger: Ledger, reporter: Reporter, cl
     if last.result.passed or on_fail is OnFail.CONTINUE:
         return StepResult(StepOutcome(Status.COMPLETED, 0, ""), last.limit, True)
     if rounds:
-        reason = (f"check failed (exit {last.result.exit_code}) after {rounds} fix "
+        reason = (f"{last.outcome.reason.split(' after ')[0]} after {rounds} fix "
                   f"round{'s' if rounds > 1 else ''}")
         return StepResult(StepOutcome(Status.FAILED, last.outcome.exit_code, reason),
                           last.limit, True)

@@ -86,3 +86,49 @@ def test_without_pass_score_the_exit_code_decides(loop_tree: LoopTree) -> None:
     t.run("plain")
     assert t.status("plain") == "completed"
     assert _scores(t, "plain") == [(1, 0, 0.3, "")]
+
+
+def test_a_resumed_run_keeps_its_stagnation_count(loop_tree: LoopTree) -> None:
+    """Pause during iteration 4 (after 0.71 stalled once), resume: the new supervisor
+    rebuilds the track from the check rows and 0.715 is the second stall."""
+    t = loop_tree
+    _node(t, "resumer", _scored_check(0.5, 0.7, 0.71, 0.715, 0.9), 8, pass_score=0.8)
+    (t.node_dir("resumer") / "steps" / "01-WORK.md").write_text(
+        "[stub:sleep=30]\nImprove it.\n")
+
+    def pause_in_iteration_4(call: object) -> None:
+        if len(t.launcher.calls) == 4:
+            t.clock.after(5, lambda: t.cli("node", "pause", "resumer"))
+    t.launcher.on_spawn.append(pause_in_iteration_4)
+    t.run("resumer")
+    assert t.status("resumer") == "paused"
+    t.run("resumer", resume=True)
+    assert t.sql("SELECT status, metadata FROM runs") == [
+        ("exited", "stagnation: score 0.71 -> 0.715")]
+    assert t.sql("SELECT COUNT(*) FROM iterations") == [(4,)]
+
+
+def test_a_stale_score_is_not_reported(loop_tree: LoopTree) -> None:
+    """A scored gate early in the iteration, then a step that commits: at the cap the
+    newest check is older than the last commit, so the reason names no distance."""
+    t = loop_tree
+    gate = "---\ncheck: echo 'score: 0.6'\npass_score: 0.8\n---\n"
+    t.node("stale", {"01-SCORE.md": gate, "02-WORK.md": "[stub:append=work.txt:more]\n"},
+           "--no-sync", "--max-iters", "1")
+    t.run("stale")
+    assert t.sql("SELECT step_name, status, metadata FROM steps ORDER BY step_id") == [
+        ("SCORE", "failed", "check failed (score 0.6 below pass_score 0.8)"),
+        ("WORK", "completed", "")]
+    assert t.sql("SELECT metadata FROM runs") == [("Reached max iterations (1)",)]
+    assert t.sql("SELECT score, signature FROM checks") == [
+        (0.6, "score 0.6 below pass_score 0.8")]
+
+
+def test_a_current_red_gate_score_is_reported_at_the_cap(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    gate = ("---\ncheck: echo 'score: 0.6'\npass_score: 0.8\non_fail: stop-iteration\n---\n")
+    t.node("current", {"01-SCORE.md": gate, "02-WORK.md": "never runs\n"},
+           "--no-sync", "--max-iters", "1")
+    t.run("current")
+    assert t.sql("SELECT metadata FROM runs") == [
+        ("Reached max iterations (1); final iteration failed; score 0.6 of 0.8 needed",)]
