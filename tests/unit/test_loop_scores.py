@@ -51,6 +51,8 @@ def test_a_stalled_score_ends_the_run_on_stagnation(loop_tree: LoopTree) -> None
     report = json.loads(t.cli("node", "checks", "climber", "--json").stdout)
     assert [p["score"] for p in report["trend"]] == [0.5, 0.7, 0.71, 0.715]
     assert {c["status"] for c in report["checks"]} == {"failed"}
+    activity = json.loads(t.cli("node", "activity", "climber", "--json").stdout)
+    assert {r["status"] for r in activity if r["kind"] == "check"} == {"failed"}
 
 
 def test_a_score_that_reaches_the_threshold_completes(loop_tree: LoopTree) -> None:
