@@ -1,9 +1,6 @@
-"""The node ``config.json`` schema: keys, defaults, validation and CLI coercion.
-
-The keys are listed in docs/configuration.md (pacing, time walls, retries, cost ceilings). Every
-key is written to the file; ``null`` means unset and reads as the key's default. Validation
-returns every problem at once so one edit can fix them all.
-"""
+"""The node ``config.json`` schema: keys, defaults, validation and CLI coercion. Every key
+is written to the file; ``null`` means unset and reads as the key's default. Validation
+returns every problem at once so one edit can fix them all (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -54,6 +51,7 @@ class Kind(StrEnum):
     COMMAND = "command"  # non-empty shell command string
     PERCENT = "percent"  # "95%" or a fraction in (0, 1]
     CHOICE = "choice"  # one of the words listed in CHOICES
+    SCORE = "score"  # number in (0, 1]
 
 
 @dataclass(frozen=True)
@@ -108,8 +106,11 @@ KEYS: Mapping[str, KeySpec] = _specs(
     ("on_usage_limit", Kind.CHOICE, "wait", "At a closed usage window: wait for it, or stop."),
     ("max_usage_wait", Kind.DURATION, "12h", "Longest usage-window wait before the run exits."),
     ("usage_pause_at", Kind.PERCENT, "95%", "Window use at which to wait early; null = off."),
+    ("pass_score", Kind.SCORE, None, "Score a check must report to pass; null = exit code only."),
+    ("min_gain", Kind.SCORE, 0.02, "Least score rise between exit checks that counts as progress."),
+    ("stagnation", Kind.COUNT, 2, "Stalled scored exit checks in a row that end a run; null = off."),
 )
-NULL_DISABLES = frozenset({"no_progress", "max_failed_iters", "usage_pause_at"})
+NULL_DISABLES = frozenset({"no_progress", "max_failed_iters", "usage_pause_at", "stagnation"})
 """Keys whose explicit null means off; a missing key takes the default."""
 CHOICES: Mapping[str, tuple[str, ...]] = {"on_usage_limit": ("wait", "stop")}
 
@@ -125,6 +126,7 @@ _RULES: dict[Kind, str] = {
     Kind.COMMAND: "must be a non-empty, single-line shell command string",
     Kind.PERCENT: 'must be a percentage such as "95%" (above 0%, at most 100%)',
     Kind.CHOICE: "must be one of the listed words",
+    Kind.SCORE: "must be a score above 0 and at most 1",
 }
 
 
@@ -183,6 +185,8 @@ def _problem(spec: KeySpec, value: object) -> str | None:
         return None if 1e9 > value > 0 or (kind is Kind.USD_RESERVE and value == 0) else bad
     if kind is Kind.FLAG:
         return None if isinstance(value, bool) else bad
+    if kind is Kind.SCORE:  # a number in (0, 1]
+        return None if _is_number(value) and 0 < value <= 1 else bad
     if kind is Kind.CHOICE:
         words = CHOICES[spec.name]
         return None if value in words else f"{spec.name}: must be one of " \
@@ -210,12 +214,10 @@ def validate_config(raw: Mapping[str, object]) -> list[str]:
 
     Missing keys and ``null`` values take defaults; unknown keys are ignored (see
     ``unknown_keys``). Per-key rules follow ``KEYS``; ``bool`` is not a number; ints are
-    accepted as USD. Cross-key rules: ``interval``
-    and ``sleep`` are mutually exclusive; ``iter_timeout`` may not exceed ``interval``; caps are
-    ordered ``max_step_cost <= max_iter_cost <= max_cost``; ``max_iter_cost``,
-    ``max_step_cost`` and ``reserve_budget`` require ``max_cost``; ``reserve_budget`` must be
-    under 99% of ``max_cost``. Returns ``[]`` when the config is valid.
-    """
+    accepted as USD. Cross-key rules: ``interval`` and ``sleep`` are mutually exclusive;
+    ``iter_timeout`` may not exceed ``interval``; caps are ordered ``max_step_cost <=
+    max_iter_cost <= max_cost``; ``max_iter_cost``, ``max_step_cost`` and ``reserve_budget``
+    require ``max_cost``, which ``reserve_budget`` must stay under 99% of. ``[]``: valid."""
     problems: list[str] = []
     good: dict[str, Any] = {}
     for name, spec in KEYS.items():
@@ -259,8 +261,7 @@ class NodeConfig:
     """A validated node configuration; durations are whole seconds, money is USD.
 
     Built by ``parse_config``. ``None`` means unset/unlimited; ``reserve_budget`` None means
-    "derive 10% of max_cost".
-    """
+    "derive 10% of max_cost"."""
 
     title: str | None = None
     agent: str | None = None
@@ -299,6 +300,9 @@ class NodeConfig:
     on_usage_limit: str = "wait"
     max_usage_wait: int = 43200
     usage_pause_at: float | None = 0.95
+    pass_score: float | None = None
+    min_gain: float = 0.02
+    stagnation: int | None = 2
 
 
 def parse_config(raw: Mapping[str, object], source: str | None = None) -> NodeConfig:
@@ -320,7 +324,7 @@ def parse_config(raw: Mapping[str, object], source: str | None = None) -> NodeCo
             values[name] = None
         elif spec.kind is Kind.DURATION:
             values[name] = parse_duration(str(value), name)
-        elif spec.kind in (Kind.USD, Kind.USD_RESERVE):
+        elif spec.kind in (Kind.USD, Kind.USD_RESERVE, Kind.SCORE):
             values[name] = float(value)  # type: ignore[arg-type]
         elif spec.kind is Kind.PERCENT:
             values[name] = parse_pause_at(value)
@@ -342,9 +346,7 @@ def coerce_value(key: str, text: str) -> object:
     USD keys; ``true``/``false`` (any case) for flags; durations are checked and kept as the
     stripped string; ``scope`` is a comma-separated list, normalised (``""`` -> ``[]``); text
     keys keep ``text`` unchanged. Cross-key rules are not checked here (``validate_config``).
-    Raises ``InvalidValue`` naming the key and rule, or listing the valid keys when ``key`` is
-    unknown.
-    """
+    Raises ``InvalidValue`` naming the key and rule, or listing the valid keys if unknown."""
     spec = KEYS.get(key)
     if spec is None:
         raise InvalidValue(f"unknown config key {key!r}; valid keys: {', '.join(KEYS)}")
@@ -354,7 +356,7 @@ def coerce_value(key: str, text: str) -> object:
     value: object = text
     if spec.kind in (Kind.COUNT, Kind.LIMIT):
         value = int(stripped) if _INT_TEXT.fullmatch(stripped) else stripped
-    elif spec.kind in (Kind.USD, Kind.USD_RESERVE):
+    elif spec.kind in (Kind.USD, Kind.USD_RESERVE, Kind.SCORE):
         if spec.kind is Kind.USD_RESERVE and stripped.endswith("%"):
             raise InvalidValue(f'{key}: "{stripped}" is a share of max_cost; give a USD amount, '
                                "or pass the percentage to node init/update (--reserve-budget)")
@@ -381,9 +383,8 @@ def _float_or_text(text: str) -> object:
 
 
 def resolve_reserve(text: str, max_cost: float | None) -> float:
-    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount.
-    InvalidValue unless a finite number >= 0 (a % needs max_cost); the 99% rule is
-    ``validate_config``'s."""
+    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount. InvalidValue
+    unless a finite number >= 0 (a % needs max_cost); the 99% rule is ``validate_config``'s."""
     stripped = text.strip()
     percent = stripped.endswith("%")
     number = _float_or_text(stripped[:-1].strip() if percent else stripped)

@@ -8,7 +8,7 @@ status vocabulary lives in ``fractal.domain.states`` (re-exported here as ``Stat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fractal.domain.states import SETTLED, UNSETTLED, Status
 from fractal.domain.stopcause import StopCause, first_cause
@@ -141,7 +141,10 @@ class RunFacts:
     ``crash_reason`` names what ended an otherwise unexplained run (e.g. step discovery
     failing three times in a row), replacing the generic ``Exited at iteration R.I``.
     ``exit_check_passed`` is the exit-check command that passed, ``no_progress`` the
-    signature that stalled the run; None when they did not happen.
+    signature that stalled the run, ``stagnation`` the ``stagnation: ...`` reason of a
+    stalled score; None when they did not happen. ``score_note`` is the distance of the
+    newest red scored check to its threshold (``score 0.72 of 0.8 needed``; None when
+    there is none or it is stale), added to a budget or iteration-cap end.
     """
 
     run_id: int
@@ -158,6 +161,8 @@ class RunFacts:
     crash_reason: str | None = None
     exit_check_passed: str | None = None
     no_progress: str | None = None
+    stagnation: str | None = None
+    score_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -187,13 +192,25 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     The conditions that hold are first ranked by ``stopcause`` precedence: when the
     winner is a passed exit check -> completed/0 ``exit check passed (<command>)``; when
     it is no progress (no stop or finish outranks it) -> exited/1 ``no progress:
-    <signature>``; otherwise the matrix above decides, unchanged.
+    <signature>``; stagnation -> exited/1 ``stagnation: score <a> -> <b>``; otherwise the
+    matrix above decides, and when its winner is the budget or the iteration cap a
+    ``score_note`` is appended (``; score 0.72 of 0.8 needed``).
     """
     cause = first_cause(_causes(facts))
     if cause is StopCause.EXIT_CHECK:
         return _end(Status.COMPLETED, 0, f"exit check passed ({facts.exit_check_passed})")
     if cause is StopCause.NO_PROGRESS:
         return _end(Status.EXITED, 1, f"no progress: {facts.no_progress}")
+    if cause is StopCause.STAGNATION:
+        return _end(Status.EXITED, 1, str(facts.stagnation))
+    end = _matrix(facts)
+    if facts.score_note is not None and cause in (StopCause.BUDGET, StopCause.MAX_ITERS):
+        return replace(end, reason=clip_reason(f"{end.reason}; {facts.score_note}"))
+    return end
+
+
+def _matrix(facts: RunFacts) -> RunEnd:
+    """The terminal matrix of ``decide_run_end`` below the ranked causes."""
     ref = f"{facts.run_id}.{facts.last_iter}"
     if facts.budget_reason is not None:
         return _end(Status.EXITED, 0, facts.budget_reason)
@@ -219,6 +236,7 @@ def _causes(facts: RunFacts) -> set[StopCause]:
         StopCause.EXIT_CHECK: facts.exit_check_passed is not None,
         StopCause.SIGNAL: facts.stopped or facts.finish_drained,
         StopCause.NO_PROGRESS: facts.no_progress is not None,
+        StopCause.STAGNATION: facts.stagnation is not None,
         StopCause.BUDGET: facts.budget_reason is not None,
         StopCause.TIME: facts.timed_out,
         StopCause.MAX_ITERS: facts.max_iters is not None and facts.last_iter >= facts.max_iters,

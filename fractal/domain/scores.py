@@ -37,6 +37,7 @@ __all__ = [
     "parse_score",
     "score_label",
     "score_passes",
+    "score_signature",
     "stagnation_reason",
 ]
 
@@ -190,3 +191,11 @@ def distance_note(score: float | None, needed: float | None, stale: bool) -> str
     if score is None or needed is None or stale or score >= needed:
         return None
     return f"score {score_label(score)} of {score_label(needed)} needed"
+
+
+def score_signature(score: float | None, needed: float) -> str:
+    """The signature of a check that exited 0 but missed its threshold:
+    ``score 0.72 below pass_score 0.8``, or ``no score reported (pass_score 0.8)``."""
+    if score is None:
+        return f"no score reported (pass_score {score_label(needed)})"
+    return f"score {score_label(score)} below pass_score {score_label(needed)}"

@@ -9,14 +9,17 @@ The precedence, highest first:
 2. ``SIGNAL`` — a stop or finish request (the operator's word beats the loop's own
    judgement);
 3. ``NO_PROGRESS`` — the exit check failed the same way ``no_progress`` times in a row;
-4. ``BUDGET`` — a cost ceiling landed;
-5. ``TIME`` — the run wall was reached;
-6. ``MAX_ITERS`` — the iteration cap was reached.
+4. ``STAGNATION`` — the exit check's score rose by less than ``min_gain``
+   ``stagnation`` times in a row;
+5. ``BUDGET`` — a cost ceiling landed;
+6. ``TIME`` — the run wall was reached;
+7. ``MAX_ITERS`` — the iteration cap was reached.
 
-Completion outranks the operator, who outranks the loop's stall detector, which
-outranks the resource limits: a run that finished its work is never reported as
+Completion outranks the operator, who outranks the loop's stall detectors, which
+outrank the resource limits: a run that finished its work is never reported as
 stopped or out of budget, and a stalled run is named as stalled rather than as having
-merely run out of something.
+merely run out of something. Of the two stall detectors, an identical failure is the
+plainer fact, so ``no progress`` names the end when both hold.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class StopCause(StrEnum):
     EXIT_CHECK = "exit check passed"
     SIGNAL = "stop or finish signal"
     NO_PROGRESS = "no progress"
+    STAGNATION = "stagnation"
     BUDGET = "budget"
     TIME = "time"
     MAX_ITERS = "max iterations"

@@ -1,5 +1,5 @@
-"""``fractal node checks``: the checks a node's loop ran, with the failing-count trend
-(issue 7: "Recorded, visible"). A plain read through the stdlib reader."""
+"""``fractal node checks``: the checks a node's loop ran, with the failing-count and
+score trends. A plain read through the stdlib reader."""
 
 from __future__ import annotations
 
@@ -11,17 +11,19 @@ from fractal.lifecycle.targets import target_node
 
 __all__ = ["CHECK_COLUMNS", "ChecksReport", "TrendPoint", "failing_trend", "node_checks"]
 
-CHECK_COLUMNS = ["ref", "kind", "step", "status", "exit", "failures", "passed", "duration",
-                 "signature", "command", "output"]
+CHECK_COLUMNS = ["ref", "kind", "step", "status", "exit", "failures", "passed", "score",
+                 "duration", "signature", "command", "output"]
 
 
 @dataclass(frozen=True)
 class TrendPoint:
     """The failing count at the end of iteration ``ref`` (``<run>.<iter>``): the count of the
-    iteration's last check (its exit check, when it has one); None when unknown."""
+    iteration's last check (its exit check, when it has one); None when unknown; ``score``
+    the score that check reported, None when none."""
 
     ref: str
     failures: int | None
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -34,22 +36,31 @@ class ChecksReport:
     trend: list[TrendPoint]
 
     def trend_line(self) -> str:
-        """``failing per iteration: 5.1 3 -> 5.2 2 -> 5.3 0`` (``?`` when unknown), or ''."""
+        """``failing per iteration: 5.1 3 -> 5.2 2 -> 5.3 0`` (``?`` when unknown), then,
+        when any check reported a score, a second line ``score per iteration: 5.1 0.5 ->
+        5.2 0.7``; '' without checks."""
         if not self.trend:
             return ""
         points = " -> ".join(f"{p.ref} {'?' if p.failures is None else p.failures}"
                              for p in self.trend)
-        return f"failing per iteration: {points}"
+        line = f"failing per iteration: {points}"
+        if any(p.score is not None for p in self.trend):
+            scores = " -> ".join(f"{p.ref} {'?' if p.score is None else f'{p.score:g}'}"
+                                 for p in self.trend)
+            line += f"\nscore per iteration: {scores}"
+        return line
 
 
 def failing_trend(rows: Sequence[dict[str, object]]) -> list[TrendPoint]:
     """One point per iteration, in order, from ``rows`` (oldest first): the last check of
     each iteration wins, so an exit check outranks the gates before it."""
-    last: dict[str, int | None] = {}
+    last: dict[str, TrendPoint] = {}
     for row in rows:
-        failures = row.get("failures")
-        last[str(row["ref"])] = failures if isinstance(failures, int) else None
-    return [TrendPoint(ref, count) for ref, count in last.items()]
+        failures, score = row.get("failures"), row.get("score")
+        ref = str(row["ref"])
+        last[ref] = TrendPoint(ref, failures if isinstance(failures, int) else None,
+                               float(score) if isinstance(score, int | float) else None)
+    return list(last.values())
 
 
 def node_checks(cwd: Path, name: str | None, run: int | None = None) -> ChecksReport:
@@ -66,8 +77,9 @@ def node_checks(cwd: Path, name: str | None, run: int | None = None) -> ChecksRe
         step = "" if row.step is None else f"{row.step} {row.step_name or ''}".strip()
         rows.append({
             "ref": ref, "kind": row.kind, "step": step,
-            "status": "passed" if row.exit_code == 0 else "failed", "exit": row.exit_code,
-            "failures": row.failures, "passed": row.passed, "duration": row.duration,
+            "status": "passed" if row.exit_code == 0 and not row.signature else "failed",
+            "exit": row.exit_code, "failures": row.failures, "passed": row.passed,
+            "score": row.score, "duration": row.duration,
             "signature": row.signature, "command": row.command, "output": row.output_path,
             "check_id": row.check_id, "run_id": row.run_id, "iter_id": row.iter_id,
             "step_id": row.step_id, "started_at": row.started_at, "ended_at": row.ended_at,

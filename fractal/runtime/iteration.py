@@ -27,6 +27,7 @@ from fractal.runtime import commands
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import LoopPart, LoopParts
+from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Park
@@ -203,7 +204,8 @@ class IterationRunner(LoopPart):
                 if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
                     return self._fail(plans[index:], "SYNC", sync)
             result = (run_gate(self.boot, self.state, self.ledger, self.reporter, self.clock,
-                               plan) if gate else self.steps.run_step(plan, node_md))
+                               plan, FixerRunner(self.steps, node_md))
+                      if gate else self.steps.run_step(plan, node_md))
         return self._after_step(plans, index, result)
 
     def _after_step(self, plans: list[StepPlan], index: int,

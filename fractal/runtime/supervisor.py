@@ -22,6 +22,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from fractal.control import Steering
+from fractal.domain.checks import ScoreRules
 from fractal.domain.config import NodeConfig
 from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
@@ -48,6 +49,7 @@ from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
+from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
@@ -191,7 +193,9 @@ class Supervisor:
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
                          sessions=dict(plan.sessions))
         state.checks = restore_track(self.paths.tree.db_path, self.paths.branch, plan.run_id,
-                                     config.no_progress)  # the check diagnostics, the streak
+                                     config.no_progress,  # the check diagnostics, the streak
+                                     ScoreRules(config.pass_score, config.min_gain,
+                                                config.stagnation))
         self.state = state
         try:
             boot = preflight(self.paths, self.options, config, launch_env,
@@ -274,7 +278,8 @@ class Supervisor:
                                           state.live.step_timeout),
             stopped=state.stopped, last_iter_ok=state.last_iter_ok,
             crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
-            no_progress=state.checks.stalled)
+            no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
+            score_note=score_distance(self.paths.worktree, state.checks))
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         """Close the run with the matrix's verdict: the run row, its end notice (status,

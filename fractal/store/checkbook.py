@@ -15,15 +15,16 @@ class CheckBook(Registry):
     def book_check(self, *, node: str, run_id: int, iter_id: int | None, step_id: int | None,
                    kind: str, command: str, exit_code: int, signature: str,
                    failures: int | None, passed: int | None, output_path: str | None,
-                   started_at: str) -> int:
+                   started_at: str, score: float | None = None) -> int:
         """Insert a finished check that began at ``started_at`` and ends now; return its id.
 
         ``kind`` is ``exit`` or ``gate`` (``step_id`` then names the gate's step row);
-        ``signature`` is '' for a pass; counts are None when unknown.
+        ``signature`` is '' for a pass; counts and ``score`` are None when unknown.
         """
         with self._tx() as conn:
             return new_id(conn, Check, {
                 "node": node, "run_id": run_id, "iter_id": iter_id, "step_id": step_id,
                 "kind": kind, "command": command, "exit_code": exit_code,
                 "signature": signature, "failures": failures, "passed": passed,
-                "output_path": output_path, "started_at": started_at, "ended_at": utc_now()})
+                "output_path": output_path, "started_at": started_at, "ended_at": utc_now(),
+                "score": score})

@@ -20,7 +20,8 @@ class CheckRow:
 
     ``kind`` is ``exit`` or ``gate``; ``signature`` is '' when it passed; ``failures`` and
     ``passed`` are None when unknown; ``duration`` is seconds (3 dp); ``iter``, ``step`` and
-    ``step_name`` are None when there is no such row (an exit check has no step).
+    ``step_name`` are None when there is no such row (an exit check has no step);
+    ``score`` the score it reported, None when none.
     """
 
     check_id: int
@@ -41,6 +42,7 @@ class CheckRow:
     started_at: str
     ended_at: str
     duration: float
+    score: float | None = None
 
 
 _SELECT = """

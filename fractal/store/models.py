@@ -6,7 +6,7 @@ table's contract, and splitting them would scatter the schema across modules.
 
 The tables: the node registry and the execution ledger (runs > iterations > steps),
 events, signals, messages (a node's channels; 0003) with the radio's read receipts and
-saved messages (``reads``, ``saves``; 0008), checks (exit checks and gate steps; 0004),
+saved messages (``reads``, ``saves``; 0008), checks (exit checks and gate steps; 0004; their score, 0012),
 rescues (the rescue refs written before a destructive verb; 0006), merges (0007), usage
 windows (one shared window per credential; 0010) and worker pools with their items
 (0011). The ``activity`` view is not a model: migration 0001 creates it with raw SQL,
@@ -269,7 +269,8 @@ class Check(Base):
     iteration (``kind`` 'exit'), or a gate step (``kind`` 'gate', ``step_id`` its row).
 
     ``signature`` is '' when the check passed; ``failures`` and ``passed`` are the counts
-    parsed from its output, NULL when unknown; ``output_path`` is the full log.
+    parsed from its output, NULL when unknown; ``output_path`` is the full log; ``score``
+    is the score in [0, 1] it reported, NULL when none.
     """
 
     __tablename__ = "checks"
@@ -289,6 +290,7 @@ class Check(Base):
     output_path: Mapped[str | None]
     started_at: Mapped[str]
     ended_at: Mapped[str] = mapped_column(index=True)
+    score: Mapped[float | None]
 
 
 class UsageWindow(Base):

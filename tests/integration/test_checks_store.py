@@ -72,6 +72,21 @@ def test_failing_trend_keeps_the_last_check_of_each_iteration(
     assert failing_trend(rows) == trend
 
 
+def test_the_trend_line_adds_scores_when_a_check_reported_one() -> None:
+    from fractal.lifecycle.checkreport import ChecksReport
+
+    rows: list[dict[str, object]] = [
+        {"ref": "3.1", "failures": 2, "score": 0.5}, {"ref": "3.2", "failures": None},
+        {"ref": "3.3", "failures": 0, "score": 0.715}]
+    report = ChecksReport(NODE, rows, failing_trend(rows))
+    assert report.trend == [TrendPoint("3.1", 2, 0.5), TrendPoint("3.2", None),
+                            TrendPoint("3.3", 0, 0.715)]
+    assert report.trend_line() == ("failing per iteration: 3.1 2 -> 3.2 ? -> 3.3 0\n"
+                                   "score per iteration: 3.1 0.5 -> 3.2 ? -> 3.3 0.715")
+    plain = ChecksReport(NODE, rows[1:2], failing_trend(rows[1:2]))
+    assert plain.trend_line() == "failing per iteration: 3.2 ?"
+
+
 def test_restore_track_rebuilds_the_streak_and_the_newest_output(db: Path,
                                                                  tmp_path: Path) -> None:
     from fractal.domain.progress import Streak

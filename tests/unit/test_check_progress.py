@@ -103,11 +103,13 @@ def test_visible_check(last_iteration: int, iteration: int, visible: bool) -> No
 def test_check_variables() -> None:
     assert check_variables(None) == {
         "CHECK_STATUS": "none", "CHECK_COMMAND": "", "CHECK_OUTPUT": "",
-        "CHECK_OUTPUT_FILE": "", "CHECK_SIGNATURE": "", "CHECK_FAILURES": ""}
+        "CHECK_OUTPUT_FILE": "", "CHECK_SIGNATURE": "", "CHECK_FAILURES": "",
+        "CHECK_SCORE": "", "CHECK_EXIT_CODE": "", "CHECK_FAILING_IDS": ""}
     red = check_variables(_result(1, A, 3))
     assert red == {"CHECK_STATUS": "fail", "CHECK_COMMAND": "pytest -q",
                    "CHECK_OUTPUT": "last lines", "CHECK_OUTPUT_FILE": "/n/tmp/checks/3-1.log",
-                   "CHECK_SIGNATURE": A, "CHECK_FAILURES": "3"}
+                   "CHECK_SIGNATURE": A, "CHECK_FAILURES": "3", "CHECK_SCORE": "",
+                   "CHECK_EXIT_CODE": "1", "CHECK_FAILING_IDS": "\n".join(sorted(A.split(", ")))}
     green = check_variables(_result(0, "", None))
     assert green["CHECK_STATUS"] == "pass" and green["CHECK_FAILURES"] == ""
     assert set(red) == set(CHECK_VARIABLES)

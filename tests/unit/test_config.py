@@ -28,6 +28,7 @@ ALL_KEYS = [
     "max_cost", "max_iter_cost", "max_step_cost", "reserve_budget",
     "sync", "detached", "local", "user", "scope", "exit_check", "check_timeout", "no_progress",
     "max_failed_iters", "on_usage_limit", "max_usage_wait", "usage_pause_at",
+    "pass_score", "min_gain", "stagnation",
 ]
 
 
@@ -49,7 +50,8 @@ def test_default_config() -> None:
     assert nulls == set(ALL_KEYS) - {"step_retries", "step_retry_backoff", "wait", "sync",
                                      "detached", "local", "user", "scope", "check_timeout",
                                      "no_progress", "max_failed_iters", "on_usage_limit",
-                                     "max_usage_wait", "usage_pause_at"}
+                                     "max_usage_wait", "usage_pause_at", "min_gain",
+                                     "stagnation"}
     assert (config["check_timeout"], config["no_progress"]) == ("10m", 2)
     assert validate_config(config) == []
 
@@ -399,3 +401,25 @@ def test_unattended_keys_refused(raw: dict[str, object], fragment: str) -> None:
 ])
 def test_unattended_keys_from_the_command_line(key: str, text: str, value: object) -> None:
     assert coerce_value(key, text) == value
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ({}, (None, 0.02, 2)),
+    ({"pass_score": 0.8, "min_gain": 0.05, "stagnation": 3}, (0.8, 0.05, 3)),
+    ({"pass_score": 1, "stagnation": None}, (1.0, 0.02, None)),
+])
+def test_score_keys(raw: dict[str, object], expected: tuple[object, ...]) -> None:
+    config = parse_config(raw)
+    assert (config.pass_score, config.min_gain, config.stagnation) == expected
+
+
+@pytest.mark.parametrize("raw", [{"pass_score": 0}, {"pass_score": 1.5}, {"pass_score": "A=0.8"},
+                                 {"min_gain": -0.1}, {"stagnation": 0}, {"pass_score": True}])
+def test_bad_score_keys(raw: dict[str, object]) -> None:
+    assert len(validate_config(raw)) == 1
+
+
+def test_score_keys_from_the_command_line() -> None:
+    assert coerce_value("pass_score", " 0.8 ") == 0.8
+    with pytest.raises(InvalidValue, match="pass_score: must be a score above 0"):
+        coerce_value("pass_score", "high")

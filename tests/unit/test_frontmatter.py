@@ -118,8 +118,9 @@ def test_is_true(value: str | None, expected: bool) -> None:
         "'\"agent\": y' is ignored: write it as 'agent: value' (lower-case key at the start "
         "of the line, a space after the colon)"]),
     ("---\ntimout: 1s\n---\n",
-     ["unknown key 'timout:' is ignored (known: agent, check, detached, effort, model, "
-      "on_fail, provider, requires_approval, timeout, wait)"]),
+     ["unknown key 'timout:' is ignored (known: agent, check, detached, effort, fix, "
+      "max_fix_rounds, model, on_fail, on_fail_final, pass_score, provider, "
+      "requires_approval, timeout, wait)"]),
     ("---\nmodel:\n---\n", ["'model:' has no value and is ignored"]),
     ("---\nrequires_approval: yes\n---\n",
      ["requires_approval: 'yes' means false: only 'true' turns it on"]),
