@@ -270,6 +270,10 @@ class ScriptedLauncher:
         """How many attempts of ``call``'s step (its STEP_LABEL) were played so far."""
         return sum(1 for c in self.calls if c.label == call.label)
 
+    def work_calls(self) -> list[FakeCall]:
+        """The calls that were not SYNC pseudo-steps."""
+        return [c for c in self.calls if not c.is_sync]
+
 
 # -- the tree harness ----------------------------------------------------------------------
 
