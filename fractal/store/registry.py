@@ -55,6 +55,12 @@ class Registry:
             with self._engine.begin() as conn:
                 yield conn
         except DBAPIError as exc:
+            if "locked" in str(exc.orig) or "busy" in str(exc.orig):
+                raise StoreError(
+                    f"database {self.db_path} is locked by another process (a sqlite3 shell "
+                    "or a tool holding a transaction open); nothing was written; try again "
+                    "once it lets go"
+                ) from exc
             raise StoreError(
                 f"database {self.db_path} refused the operation: {exc.orig}; check the file "
                 "is writable and is this tree's fractal database"
