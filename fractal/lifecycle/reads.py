@@ -99,6 +99,11 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     if status == Status.IDLE:
         return ""
     if status == Status.PAUSED:
+        from fractal.store.eventlog import last_event
+
+        parked = last_event(db_path, branch, "pause", "completed")
+        if parked is not None and parked.meta.startswith("parked interrupted:"):
+            return parked.meta.removeprefix("parked ")  # `interrupted: SIGHUP`
         return f"run {last.run_id} parked"
     return last.meta
 

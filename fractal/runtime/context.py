@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from fractal.agents.base import Backend
 from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
+from fractal.domain.failstreak import FailStreak
 from fractal.domain.variables import StaticFacts
 from fractal.runtime.clock import Clock
 from fractal.runtime.launcher import Launcher
@@ -147,6 +148,11 @@ class RunState:
     stopped: bool = False  # a stop signal ended the run
     finish_drained: bool = False  # a finish signal ended the run, children drained
     crash_reason: str | None = None  # what ended a run that no other rule explains
+    #: The gated step row whose approval the loop is waiting for (None when none is): an
+    #: interruption parks it ``awaiting approval`` so a resume waits again, not reruns it.
+    held_gate: int | None = None
+    #: Failed iterations in a row so far (``max_failed_iters`` of them end the run).
+    fail_streak: FailStreak = field(default_factory=FailStreak)
     #: The parked iteration a resume re-enters first (None once it ran, or on a fresh run).
     reentry: Reentry | None = None
     budget: BudgetState = field(default_factory=BudgetState)

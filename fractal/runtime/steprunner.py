@@ -130,10 +130,12 @@ class StepRunner(LoopPart):
         post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
         deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
                         if d is not None], default=None)
+        self.state.held_gate = step_id  # left set when an interruption unwinds the wait
         end = await_approval(self.ledger, step_id, steering=self.steering, waker=self.waker,
                              deadline=deadline, window=float(self.state.live.wait),
                              sync=(lambda: self.run_wait_sync(plan.file, node_md))
                              if self.boot.sync else None)
+        self.state.held_gate = None
         if end is WaitEnd.RELEASED:
             self.ledger.close_step(step_id, Status.COMPLETED.value, 0, "")
             return StepResult(StepOutcome(Status.COMPLETED, 0, ""), limit, True)

@@ -1,0 +1,131 @@
+"""Left alone: a supervisor that loses its host parks its run (nothing committed) and a
+resume continues it in the same run and iteration; failing iterations in a row end the
+run. In-process, with the fake clock and the scripted launcher."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from fractal.runtime.boot import Interrupted
+from tests.helpers import git
+from tests.loopfakes import FakeCall, LoopTree, loop_tree
+
+__all__ = ["loop_tree"]
+
+
+def _hangup_during(t: LoopTree, label: str, signum: int = signal.SIGHUP) -> None:
+    """The host goes away (the signal handler raises) when step ``label`` starts, once."""
+    done: list[bool] = []
+
+    def hook(call: FakeCall) -> None:
+        if not done and label in call.label and not call.is_sync:
+            done.append(True)
+            raise Interrupted(signum)
+    t.launcher.on_spawn.append(hook)
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGHUP, "SIGHUP"),
+                                               (signal.SIGTERM, "SIGTERM")])
+def test_a_lost_host_parks_the_run_and_commits_nothing(loop_tree: LoopTree, signum: int,
+                                                       name: str) -> None:
+    t = loop_tree
+    t.node("n", {"01-A.md": "[stub:write=a.txt:a]", "02-B.md": "[stub:write=b.txt:b]"},
+           "--no-sync", "--max-iters", "1")
+    before = git(t.repo, "rev-parse", "main.n")
+    (t.worktree("n") / "half.txt").write_text("in progress\n")
+    _hangup_during(t, "(B)", signum)
+    assert t.run("n") == 128 + signum
+    assert t.status("n") == "paused"
+    assert t.steps("n") == [("A", "completed", 0, ""),
+                            ("B", "paused", 128 + signum, f"interrupted: {name}")]
+    assert t.sql("SELECT status, ended_at FROM runs") == [("active", None)]
+    assert t.sql("SELECT status, ended_at FROM iterations") == [("active", None)]
+    assert git(t.repo, "rev-parse", "main.n") == before  # nothing committed
+    assert t.sql("SELECT subject FROM messages WHERE node = 'main.n'") == [
+        (f"run 1 parked: interrupted: {name}",)]
+    assert "paused" in t.cli("node", "status", "n").output
+
+    assert t.run("n", resume=True) == 0  # the same run and iteration, B re-entered
+    assert t.run_row("n") == ("completed", 0, "Reached max iterations (1)")
+    assert t.iterations("n") == [(1, "completed", 0, "")]
+    assert [s[:2] for s in t.steps("n")] == [("A", "completed"), ("B", "paused"),
+                                            ("B", "completed")]
+    assert git(t.repo, "show", "main.n:b.txt") == "b"
+    assert git(t.repo, "show", "main.n:half.txt") == "in progress"
+
+
+def test_a_lost_host_at_an_approval_gate_keeps_it_unapproved(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("g", {"01-GATE.md": "---\nrequires_approval: true\n---\n[stub:write=g.txt:g]",
+                 "02-NEXT.md": "[stub:write=n.txt:n]"}, "--no-sync", "--max-iters", "1")
+    before = git(t.repo, "rev-parse", "main.g")
+
+    def hangup_at_the_gate() -> None:
+        raise Interrupted(signal.SIGHUP)
+    t.launcher.on_spawn.append(lambda call: t.clock.after(30, hangup_at_the_gate)
+                               if "(GATE)" in call.label and not t.sql(
+                                   "SELECT 1 FROM steps WHERE status = 'paused'") else None)
+    assert t.run("g") == 128 + signal.SIGHUP
+    assert t.status("g") == "paused"
+    assert t.steps("g") == [("GATE", "paused", 0, "awaiting approval; interrupted: SIGHUP")]
+    assert git(t.repo, "rev-parse", "main.g") == before  # the gate's work is not committed
+    assert t.sql("SELECT status FROM runs") == [("active",)]
+    assert t.cli("node", "status", "g").output.strip() == "paused (interrupted: SIGHUP)"
+
+    t.clock.after(30, lambda: t.cli("node", "approve", "g"))
+    assert t.run("g", resume=True) == 0  # waits at the gate again, the agent not rerun
+    assert [c.label for c in t.launcher.work_calls()].count("step 1 of 2 (GATE)") == 1
+    assert t.run_row("g") == ("completed", 0, "Reached max iterations (1)")
+    assert t.iterations("g") == [(1, "completed", 0, "")]
+
+
+def test_max_failed_iters_ends_a_failing_run(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("f", {"01-A.md": "[stub:fail=3]"}, "--no-sync", "--step-retries", "0")
+    assert t.run("f") == 0
+    assert t.status("f") == "exited"
+    status, code, reason = t.run_row("f")
+    assert (status, code) == ("exited", 1)
+    assert reason.startswith("3 consecutive iterations failed (last: failed on A")
+    assert [i[1] for i in t.iterations("f")] == ["failed"] * 3
+
+
+def test_a_success_restarts_the_failed_count(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    # fail-first=2: two failed iterations, then the step passes for good.
+    t.node("r", {"01-A.md": "[stub:fail-first=2]"}, "--no-sync", "--step-retries", "0",
+           "--max-iters", "4")
+    t.set_config("r", max_failed_iters=3)
+    t.run("r")
+    assert [i[1] for i in t.iterations("r")] == ["failed", "failed", "completed", "completed"]
+    assert t.run_row("r") == ("completed", 0, "Reached max iterations (4)")
+
+
+def test_max_failed_iters_null_is_off(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("o", {"01-A.md": "[stub:fail=2]"}, "--no-sync", "--step-retries", "0",
+           "--max-iters", "5")
+    t.set_config("o", max_failed_iters=None)
+    t.run("o")
+    assert [i[1] for i in t.iterations("o")] == ["failed"] * 5
+    assert t.run_row("o") == ("exited", 1, "Reached max iterations (5); final iteration failed")
+
+
+def test_a_park_does_not_restart_the_failed_count(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("p", {"01-A.md": "[stub:fail=1]"}, "--no-sync", "--step-retries", "0")
+    _hangup_during_nth(t, 3)  # the third iteration's step: after two failures
+    t.run("p")
+    assert t.status("p") == "paused"
+    t.run("p", resume=True)
+    assert [i[1] for i in t.iterations("p")] == ["failed"] * 3
+    assert t.run_row("p")[2].startswith("3 consecutive iterations failed")
+
+
+def _hangup_during_nth(t: LoopTree, nth: int) -> None:
+    def hook(call: FakeCall) -> None:
+        if len(t.launcher.work_calls()) == nth:
+            raise Interrupted(signal.SIGHUP)
+    t.launcher.on_spawn.append(hook)
