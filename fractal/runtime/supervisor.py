@@ -203,6 +203,7 @@ class Supervisor:
         except RunAbort as exc:
             self.reporter.warning(f"cannot resume: {exc}")
             raise Park(f"again: {exc}") from None
+        self._reenter_session(plan.iter_id, plan.resume_position, boot, state)
         clock = self.clock
         now, mono = clock.time(), clock.monotonic()
         run_end = credited_deadline(plan.run_started, boot.run_timeout,
@@ -219,6 +220,19 @@ class Supervisor:
                 timestamp=format_ts(datetime.fromtimestamp(plan.iter_started, UTC)),
                 deadline=None if iter_end is None else mono + (iter_end - now))
         return self._loop(boot, state)
+
+    def _reenter_session(self, iter_id: int | None, position: int, boot: Boot,
+                         state: RunState) -> None:
+        """A step an interruption cut short (its row ``paused``, ``interrupted: ...``) is
+        re-entered with the agent session it had opened, when the saved session map has
+        none for the node's agent (an interruption cannot save the map mid-launch)."""
+        if iter_id is None or boot.detached:
+            return
+        cut = [r for r in self.ledger.steps_of_iteration(iter_id)
+               if r.step == position and r.step_name != "SYNC" and r.session
+               and r.status is Status.PAUSED and r.meta.startswith("interrupted:")]
+        if cut and cut[-1].session:
+            state.sessions.setdefault(boot.agent_setting, cut[-1].session)
 
     def _fail_streak(self, run_id: int) -> FailStreak:
         """The failed iterations in a row at the end of run ``run_id`` (a resume keeps

@@ -129,3 +129,23 @@ def _hangup_during_nth(t: LoopTree, nth: int) -> None:
         if len(t.launcher.work_calls()) == nth:
             raise Interrupted(signal.SIGHUP)
     t.launcher.on_spawn.append(hook)
+
+
+def test_the_interrupted_step_is_reentered_with_its_session(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("s", {"01-A.md": "[stub:write=a.txt:a] [stub:hang-unless=/nonexistent/x]"},
+           "--no-sync", "--max-iters", "1")
+
+    def hangup() -> None:
+        raise Interrupted(signal.SIGHUP)
+    t.launcher.on_spawn.append(lambda call: t.clock.after(10, hangup)
+                               if len(t.launcher.work_calls()) == 1 else None)
+    t.run("s")
+    ((session,),) = t.sql("SELECT session FROM steps")
+    assert session and t.status("s") == "paused"
+    (t.node_dir("s") / "steps" / "01-A.md").write_text("[stub:write=a.txt:done]")
+    assert t.run("s", resume=True) == 0
+    first, again = t.launcher.work_calls()
+    assert first.env["FRACTAL_SESSION_ID"] == ""
+    assert again.env["FRACTAL_SESSION_ID"] == session  # the same agent session, resumed
+    assert t.run_row("s") == ("completed", 0, "Reached max iterations (1)")
