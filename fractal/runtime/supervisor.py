@@ -287,6 +287,8 @@ class Supervisor:
                      "", self.reporter, branch=self.paths.branch)
         land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
         end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
+        if state.usage_end is not None and land.reason is None:
+            end = state.usage_end  # `on_usage_limit: stop`, or past `max_usage_wait`
         if land.note is not None:
             end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
         self._close(state.run_id, end, guard.figures())

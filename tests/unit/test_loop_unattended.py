@@ -149,3 +149,82 @@ def test_the_interrupted_step_is_reentered_with_its_session(loop_tree: LoopTree)
     assert first.env["FRACTAL_SESSION_ID"] == ""
     assert again.env["FRACTAL_SESSION_ID"] == session  # the same agent session, resumed
     assert t.run_row("s") == ("completed", 0, "Reached max iterations (1)")
+
+
+# -- usage windows -------------------------------------------------------------------------
+
+def test_a_closed_usage_window_is_waited_out_and_the_step_reentered(
+        loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("u", {"01-A.md": "[stub:cost=0.1] [stub:limit-first=1] [stub:write=a.txt:a]"},
+           "--no-sync", "--max-iters", "1", "--timeout", "1m")
+    seen: list[str] = []
+    t.clock.after(60, lambda: seen.append(t.cli("node", "status", "u").output.strip()))
+    assert t.run("u") == 0
+    assert seen and seen[0].startswith("active (waiting for usage window until ")
+    (a, b) = t.steps("u")
+    assert a[:2] == ("A", "paused") and a[3].startswith("usage limit (five_hour) until 20")
+    assert b[:3] == ("A", "completed", 0)
+    assert t.sql("SELECT cost FROM steps ORDER BY step_id") == [(0.1,), (0.1,)]  # spend kept
+    # no retry spent, not an iteration, and the 1 min run wall did not count the wait
+    assert t.iterations("u") == [(1, "completed", 0, "")]
+    assert t.run_row("u") == ("completed", 0, "Reached max iterations (1)")
+    first, again = t.launcher.work_calls()
+    assert again.started_at - first.started_at >= 120
+    assert again.env["FRACTAL_SESSION_ID"] != ""  # the same session, resumed
+    subjects = [s for (s,) in t.sql("SELECT subject FROM messages WHERE node = 'main.u' "
+                                    "ORDER BY rowid")]
+    assert subjects[0].startswith("waiting for usage window until ")
+    assert subjects[1] == "usage window reopened (five_hour)"
+
+
+def test_on_usage_limit_stop_ends_the_run_stopped(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("s", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
+    t.set_config("s", on_usage_limit="stop")
+    t.run("s")
+    status, code, reason = t.run_row("s")
+    assert (status, code) == ("stopped", 0) and reason.startswith("usage limit (five_hour)")
+    assert t.status("s") == "stopped"
+    assert [s[1] for s in t.steps("s")] == ["paused"]
+
+
+def test_past_max_usage_wait_the_run_exits(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("m", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
+    t.set_config("m", max_usage_wait="1m")
+    t.run("m")
+    assert t.run_row("m") == ("exited", 1, "usage window did not reopen within 1m")
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+
+
+def test_a_pause_parks_the_usage_wait(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("p", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.clock.after(30, lambda: t.cli("node", "pause", "p"))
+    t.run("p")
+    assert t.status("p") == "paused"
+    t.run("p", resume=True)
+    assert t.run_row("p") == ("completed", 0, "Reached max iterations (1)")
+
+
+def test_a_warning_above_usage_pause_at_waits_before_the_next_launch(
+        loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("w", {"01-A.md": "[stub:usage-warn=0.96]", "02-B.md": "b"}, "--no-sync",
+           "--max-iters", "1")
+    t.run("w")
+    first, second = t.launcher.work_calls()
+    assert second.started_at - first.started_at >= 120  # waited for the reset
+    assert t.run_row("w") == ("completed", 0, "Reached max iterations (1)")
+    assert t.sql("SELECT metadata FROM events WHERE event = 'usage_wait' ORDER BY event_id")[
+        0][0].startswith("waiting for usage window until ")
+
+
+def test_a_warning_below_usage_pause_at_does_not_wait(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("v", {"01-A.md": "[stub:usage-warn=0.5]", "02-B.md": "b"}, "--no-sync",
+           "--max-iters", "1")
+    t.run("v")
+    first, second = t.launcher.work_calls()
+    assert second.started_at - first.started_at < 60
