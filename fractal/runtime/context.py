@@ -154,6 +154,8 @@ class RunState:
     held_gate: int | None = None
     #: How a usage-window wait ended the run (``on_usage_limit: stop``, ``max_usage_wait``).
     usage_end: RunEnd | None = None
+    #: The credential whose reopened window this node's next launch probes (None: none).
+    probing: str | None = None
     #: The last near-limit usage report of a step (a proactive wait checks it).
     usage_warning: WindowEvent | None = None
     #: Failed iterations in a row so far (``max_failed_iters`` of them end the run).

@@ -104,12 +104,13 @@ class StepRunner(LoopPart):
         limit: float | None = None
         number = 1
         while True:
-            early = self._pause_early(plan)
+            early = self._pause_early(plan) or self._window_closed(plan)
             if early is not None:
                 self._close_banner(banner, early.outcome, None, started)
                 return early
             limit = self._limit(fm)
             result = self._attempt(plan, node_md, limit, number, gated)
+            UsageWait(self.parts).after_launch(result.launched and result.window is None)
             if result.window is not None:  # a closed usage window: wait, then re-enter
                 self._close_banner(banner, result.outcome, limit, started)
                 ended = self._wait_window(result.window, plan)
@@ -143,6 +144,15 @@ class StepRunner(LoopPart):
             return None
         finished = ended.reason.startswith("finish requested")
         return StepResult(ended, None, True, stopped=True, finished=finished)
+
+    def _window_closed(self, plan: StepPlan) -> StepResult | None:
+        """Before a launch: wait while another node found this credential's usage window
+        closed (or probes it). None: launch now."""
+        ended = UsageWait(self.parts).before_launch(plan.file.name)
+        if ended is None:
+            return None
+        finished = ended.reason.startswith("finish requested")
+        return StepResult(ended, None, False, stopped=True, finished=finished)
 
     def _pause_early(self, plan: StepPlan) -> StepResult | None:
         """Before a launch: when the last step reported its usage window used at or above

@@ -5,6 +5,7 @@ run. In-process, with the fake clock and the scripted launcher."""
 from __future__ import annotations
 
 import signal
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,78 @@ def test_a_warning_below_usage_pause_at_does_not_wait(loop_tree: LoopTree) -> No
     t.run("v")
     first, second = t.launcher.work_calls()
     assert second.started_at - first.started_at < 60
+
+
+# -- usage windows, tree-wide per credential ------------------------------------------------
+
+def _window(t: LoopTree) -> tuple[Any, ...]:
+    ((row),) = t.sql("SELECT credential, state, misses, closed_by FROM usage_windows")
+    return tuple(row)
+
+
+def _close_as_another_node(t: LoopTree, wake_in: float, *, state: str = "closed") -> None:
+    """The credential's window, as if node main.other had just hit it (or probes it)."""
+    now = t.clock.time()
+    t.sql_write("UPDATE usage_windows SET state = ?, resets_at = ?, wake_at = ?, "
+                "prober = ?, probe_started = ?, opened_at = NULL, misses = 0, "
+                "closed_by = 'main.other'", state, now + wake_in, now + wake_in,
+                "main.other" if state == "probing" else None,
+                now if state == "probing" else None)
+
+
+def test_the_node_that_hits_the_window_probes_and_reopens_it(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")
+    _cred, state, misses, closed_by = _window(t)
+    assert (state, misses, closed_by) == ("open", 0, "main.a")
+
+
+def test_a_node_on_the_same_credential_waits_without_calling_the_api(
+        loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")  # leaves the credential's row (open)
+    t.node("b", {"01-A.md": "[stub:write=b.txt:b]"}, "--no-sync", "--max-iters", "1")
+    calls = len(t.launcher.calls)
+    _close_as_another_node(t, 300)
+    began = t.clock.monotonic()
+    t.run("b")
+    (probe,) = t.launcher.calls[calls:]  # one launch, and only once the window reset
+    assert probe.started_at - began >= 300
+    assert [s[:2] for s in t.steps("b")] == [("A", "completed")]  # no paused, no failed row
+    assert t.iterations("b") == [(1, "completed", 0, "")]
+    assert _window(t)[1:3] == ("open", 0)  # b was the one probe and reopened it
+
+
+def test_a_probe_that_hits_the_wall_again_waits_for_the_new_reset(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")
+    t.node("b", {"01-B.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    calls = len(t.launcher.calls)
+    _close_as_another_node(t, 60)
+    began = t.clock.monotonic()
+    t.run("b")
+    first, second = t.launcher.calls[calls:]
+    assert first.started_at - began >= 60  # the probe, at the first reset
+    assert second.started_at - first.started_at >= 120  # the wall again: the new reset
+    assert [s[1] for s in t.steps("b")] == ["paused", "completed"]
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+    assert _window(t)[1:3] == ("open", 0)
+
+
+def test_while_another_node_probes_the_others_wait_for_it(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")
+    t.node("b", {"01-A.md": "b"}, "--no-sync", "--max-iters", "1")
+    calls = len(t.launcher.calls)
+    _close_as_another_node(t, 0, state="probing")
+    began = t.clock.monotonic()
+    t.clock.after(45, lambda: t.sql_write(
+        "UPDATE usage_windows SET state = 'open', opened_at = ?, prober = NULL",
+        t.clock.time()))  # the other node's probe got through
+    t.run("b")
+    (launch,) = t.launcher.calls[calls:]
+    assert launch.started_at - began >= 45
