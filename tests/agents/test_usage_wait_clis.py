@@ -2,7 +2,8 @@
 CLI and supervisors: two nodes on one subscription credential. The window closes under
 node A's step; A waits, B stops launching at its boundary without calling the API; at
 the reset exactly one probe goes first, then the other node; both finish, nothing failed.
-The same with a probe that hits the wall again; and a proactive wait from a 96 % warning.
+The same with a probe that hits the wall again, and with the pinned Codex; and a
+proactive wait from Claude Code's 96 % warning.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.conftest import start_env
+from tests.agents.conftest import CODEX_FLAGS, codex_config, start_env
 from tests.agents.mock_llm import MockLLM
 from tests.e2e.conftest import Tree
 from tests.helpers import wait_until
@@ -30,9 +31,24 @@ def _subscriber_env(home: Path, agent_bin: Path, mock: MockLLM) -> dict[str, str
     return env
 
 
-def _session_of(call: dict[str, Any]) -> str:
+SESSION_HEADER = {"claude": "x-claude-code-session-id", "codex": "session-id"}
+API_PATH = {"claude": "/v1/messages", "codex": "/v1/responses"}
+
+
+def _session_of(call: dict[str, Any], cli: str) -> str:
     return next((v for k, v in call["headers"].items()
-                 if k.lower() == "x-claude-code-session-id"), "")
+                 if k.lower() == SESSION_HEADER[cli]), "")
+
+
+def _make_node(tree: Tree, name: str, cli: str, mock: MockLLM) -> None:
+    if cli == "claude":
+        tree.node(name, STEP, "--agent", "claude", "--model", "claude-opus-4-8", "--no-sync",
+                  "--max-iters", "1")
+        return
+    ndir = tree.node(name, STEP, "--agent", f"codex {CODEX_FLAGS}", "--model", "gpt-5.5",
+                     "--no-sync", "--max-iters", "1")
+    (ndir / ".codex" / "config.toml").write_text(codex_config(
+        mock, request_max_retries=0, stream_max_retries=0))
 
 
 def _node_of(tree: Tree, session: str) -> str:
@@ -40,15 +56,15 @@ def _node_of(tree: Tree, session: str) -> str:
     return str(rows[0][0]) if rows else "?"
 
 
+@pytest.mark.parametrize("cli", ["claude", "codex"])
 @pytest.mark.parametrize("again", [False, True], ids=["reopens", "probe-hits-the-wall-again"])
 def test_two_nodes_on_one_credential_wait_out_one_window(
         real_tree: Tree, agent_bin: Path, mock_llm: MockLLM, tmp_path: Path,
-        again: bool) -> None:
+        again: bool, cli: str) -> None:
     tree = real_tree
     env = _subscriber_env(tmp_path / "home", agent_bin, mock_llm)
     for name in ("a", "b"):
-        tree.node(name, STEP, "--agent", "claude", "--model", "claude-opus-4-8", "--no-sync",
-                  "--max-iters", "1")
+        _make_node(tree, name, cli, mock_llm)
     until = time.time() + 15
     mock_llm.close_window(until)
     if again:  # the stated reset drifts: the window is still closed when the probe comes
@@ -66,9 +82,9 @@ def test_two_nodes_on_one_credential_wait_out_one_window(
     assert tree.wait_settled("a", timeout=180) == "completed"
     assert tree.wait_settled("b", timeout=180) == "completed"
 
-    calls = mock_llm.posts("/v1/messages")
+    calls = mock_llm.posts(API_PATH[cli])
     answers = mock_llm.usage_answers()
-    nodes = [_node_of(tree, _session_of(c)) for c in calls]
+    nodes = [_node_of(tree, _session_of(c, cli)) for c in calls]
     rejected = 2 if again else 1
     assert answers[:rejected] == ["rejected"] * rejected
     assert "rejected" not in answers[rejected:]
