@@ -41,6 +41,10 @@ from fractal.runtime.context import LoopPart
 from fractal.runtime.steering import Park
 from fractal.store.windows import Windows
 
+USAGE_POLL = 10.0
+"""Seconds between two database looks of a usage-window wait: every verb that acts on it
+touches the wake file (a kill signals the process), so the wait is woken at once anyway
+and its supervisor stays idle (well under 0.1 % of a core)."""
 WAIT_EVENT = "usage_wait"
 """The event a usage-window wait writes: ``started`` when it begins, ``completed`` at its end."""
 
@@ -163,7 +167,7 @@ class UsageWait(LoopPart):
             if signal is Signal.STOP:
                 return StepOutcome(Status.STOPPED, 0, "stopped waiting for the usage window")
             until = decision.until if decision.until is not None else now + 1.0
-            self.waker.wait(max(0.0, min(until, give_up) - now))
+            self.waker.wait(max(0.0, min(until, give_up) - now), poll=USAGE_POLL)
 
     def _credit(self, waited: float) -> None:
         """The waited seconds do not count against the run and iteration walls."""
