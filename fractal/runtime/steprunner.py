@@ -228,14 +228,27 @@ class StepRunner(LoopPart):
 
     def run_sync(self, before: StepPlan, node_md: str) -> StepResult:
         """The strict SYNC before ``before``: a failure is non-fatal, a timeout fatal (the
-        caller decides), a pause parks. Never retried."""
+        caller decides), a pause parks. Never retried; a closed usage window is waited
+        out as for a step (``stopped`` when the run ends instead)."""
         banner = f"SYNC (before {before.file.name})"
         self.reporter.banner_open(banner)
         started = self.clock.monotonic()
-        limit = self._limit({})
-        result = self._run(before.file, mode_text("SYNC"), {}, node_md, limit, 1,
-                           label=f"SYNC before {step_label(before.file)}", suffix="-sync",
-                           name="SYNC")
+        while True:  # a closed usage window is waited out, then the SYNC runs again
+            early = self._window_closed(before)
+            if early is not None:
+                self._close_banner(banner, early.outcome, None, started)
+                return early
+            limit = self._limit({})
+            result = self._run(before.file, mode_text("SYNC"), {}, node_md, limit, 1,
+                               label=f"SYNC before {step_label(before.file)}",
+                               suffix="-sync", name="SYNC")
+            UsageWait(self.parts).after_launch(result.launched and result.window is None)
+            if result.window is None:
+                break
+            self._close_banner(banner, result.outcome, limit, started)
+            ended = self._wait_window(result.window, before)
+            if ended is not None:
+                return ended
         self._close_banner(banner, result.outcome, limit, started)
         if result.outcome.status is Status.PAUSED:
             raise Park(f"during SYNC before {before.file.name}")

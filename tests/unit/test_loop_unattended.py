@@ -304,3 +304,15 @@ def test_while_another_node_probes_the_others_wait_for_it(loop_tree: LoopTree) -
     t.run("b")
     (launch,) = t.launcher.calls[calls:]
     assert launch.started_at - began >= 45
+
+
+def test_a_sync_that_hits_the_window_waits_too(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    # NODE.md reaches the SYNC's prompt too: its first launch meets the closed window
+    t.node("y", {"01-A.md": "[stub:write=a.txt:a]"}, "--max-iters", "1",
+           node_md="# Task\n\n[stub:limit-first=1]\n")
+    t.run("y")
+    assert t.status("y") == "completed"
+    rows = t.steps("y")
+    assert rows[0][:2] == ("SYNC", "paused") and rows[0][3].startswith("usage limit")
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
