@@ -6,7 +6,9 @@ repository, the real CLI (through click's runner, in this process).
 due before it), so an hour of walls, backoffs and approval waits takes milliseconds.
 ``ScriptedLauncher`` plays each agent attempt from the ``[stub:...]`` markers in its prompt
 (the vocabulary of ``tests/stubs/agent_stub.py``, so a step file says what its agent does,
-plus ``[stub:fail-first=N]``: fail the first N attempts of the step) and records every
+plus ``[stub:fail-first=N]``: fail the first N attempts of the step, ``[stub:limit-first=N]``:
+stop the first N on a closed usage window, ``[stub:usage-warn=F]``: report the window
+``F`` used) and records every
 call. The fakes record; they never assert that they were called.
 """
 
@@ -40,6 +42,7 @@ from fractal.runtime.supervisor import Supervisor
 from tests.helpers import git, make_repo
 
 STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
+LIMIT_RESET = 120.0  # fake seconds until a window closed by [stub:limit-first=N] reopens
 FAKE_LIMIT = 10 * 24 * 3600.0  # fake seconds a test may run before it is declared stuck
 
 
@@ -227,6 +230,15 @@ class FakeAgent:
                 return
             elif key == "hang":
                 return
+            elif key == "limit-first" and self.launcher.attempts(self.call) <= int(value):
+                # a closed usage window, reopening LIMIT_RESET fake seconds from now
+                self._emit({"type": "usage_limit", "window": "five_hour",
+                            "resets_at": self.launcher.clock.time() + LIMIT_RESET})
+                self._exit(1)
+                return
+            elif key == "usage-warn":
+                self._emit({"type": "usage", "utilization": float(value), "window": "five_hour",
+                            "resets_at": self.launcher.clock.time() + LIMIT_RESET})
             elif key == "fail-first" and self.launcher.attempts(self.call) <= int(value):
                 self._stderr(f"stub agent failing attempt {self.launcher.attempts(self.call)}")
                 self._exit(1)

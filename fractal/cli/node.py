@@ -194,14 +194,28 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
               help="With --continue: discard uncommitted project files instead of refusing.")
 @click.option("--max-cost", default=None, metavar="USD",
               help="Arm this run's cost ceiling (required to continue after a budget end).")
+@click.option("--tree", "whole_tree", is_flag=True,
+              help="With --continue: also every settled descendant, shallowest first.")
 @PATH_OPTION
 def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str | None,
-              path: Path) -> None:
+              whole_tree: bool, path: Path) -> None:
     """Start NODE's supervisor in a detached tmux session."""
     from fractal.lifecycle.start import start_node
 
     if clean and not continue_mode:
         raise click.UsageError("--clean only applies with --continue")
+    if whole_tree:
+        if not continue_mode:
+            raise click.UsageError("--tree only applies with --continue")
+        from fractal.lifecycle.treestart import start_tree
+
+        done = start_tree(path, node, clean=clean, max_cost=max_cost)
+        for each in done.started:
+            click.echo(f"started {each.paths.branch} (run {each.run_id or 'booting'})",
+                       err=True)
+        for branch, why in done.refused:
+            click.echo(f"warning: {branch} not started: {why}", err=True)
+        return
     started = start_node(path, node, continue_mode=continue_mode, clean=clean,
                          max_cost=max_cost)
     run = f"run {started.run_id}" if started.run_id else "booting"

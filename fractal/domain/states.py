@@ -93,7 +93,11 @@ class Move(StrEnum):
     ABORT = "abort"
     """The loop cannot go on (a preflight failure, its own crash): every open row exits."""
     HEAL = "heal"
-    """A reader found the node active with its supervisor provably gone."""
+    """A reader found the node active with its supervisor provably gone: its run is parked
+    (``interrupted: supervisor lost``), or ends ``exited`` when it never opened one."""
+    INTERRUPT = "interrupt"
+    """The supervisor lost its host (SIGHUP, SIGTERM, SIGINT without a kill verb): the run
+    parks as a pause does, every open step closing ``paused``; run and iteration stay open."""
     KILL = "kill"
     """``fractal node kill``: recorded before any process is stopped."""
     REARM = "rearm"
@@ -121,6 +125,9 @@ class Closes(Enum):
     """The run the caller names closes with the status the node lands on."""
     OPEN_ROWS = "open rows"
     """Every open step, iteration and run closes with the status the node lands on."""
+    OPEN_STEPS = "open steps"
+    """When the node lands on ``paused``: every open step closes ``paused``, its iteration
+    and run stay open (resumable). On any other landing: as OPEN_ROWS."""
 
 
 class SupervisorEffect(Enum):
@@ -161,8 +168,10 @@ RULES: tuple[Rule, ...] = (
     _rule(Move.END, [Status.ACTIVE], [Status.EXITED, Status.COMPLETED, Status.STOPPED],
           closes=Closes.RUN),
     _rule(Move.ABORT, [Status.ACTIVE], [Status.EXITED], closes=Closes.OPEN_ROWS),
-    _rule(Move.HEAL, [Status.ACTIVE], [Status.EXITED], closes=Closes.OPEN_ROWS,
-          supervisor=SupervisorEffect.CLEAR),
+    _rule(Move.HEAL, [Status.ACTIVE], [Status.PAUSED, Status.EXITED],
+          closes=Closes.OPEN_STEPS, supervisor=SupervisorEffect.CLEAR),
+    _rule(Move.INTERRUPT, [Status.ACTIVE, Status.PAUSED], [Status.PAUSED],
+          closes=Closes.OPEN_STEPS),
     # Idle counts only with a live session (a supervisor still booting): the verb checks.
     _rule(Move.KILL, [Status.ACTIVE, Status.PAUSED, Status.IDLE], [Status.KILLED]),
     _rule(Move.REARM, SETTLED, [Status.IDLE]),

@@ -22,6 +22,7 @@ Everything here is pure: facts and instants (epoch seconds, UTC) in, values out.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -46,6 +47,7 @@ __all__ = [
     "backoff",
     "credential_key",
     "decide",
+    "launch_credential",
     "limit_reason",
     "next_wake",
     "over_wait_reason",
@@ -144,6 +146,23 @@ def credential_key(backend: str, auth_home: str | None, api_key: str | None,
     """
     material = "\x1f".join((backend, auth_home or "", api_key or "", route or ""))
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY",
+                   "CODEX_API_KEY")
+"""The environment variables that carry an API key or a subscription token."""
+AUTH_HOME_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "HOME")
+"""Where a subscription login lives, first set wins (the user's, before a node's own
+agent home is seeded from it)."""
+
+
+def launch_credential(backend: str, env: Mapping[str, str], route: str | None) -> str:
+    """``credential_key`` of a launch of ``backend`` under environment ``env`` and
+    provider ``route``: the auth home is the first of AUTH_HOME_VARS set, the key the
+    values of CREDENTIAL_VARS."""
+    home = next((env[v] for v in AUTH_HOME_VARS if env.get(v)), None)
+    key = "\x1e".join(env.get(v, "") for v in CREDENTIAL_VARS)
+    return credential_key(backend, home, key if key.strip("\x1e") else None, route)
 
 
 def backoff(misses: int) -> float:

@@ -1,5 +1,8 @@
 """Crash healing: a node recorded ``active`` whose supervisor is provably gone is
-closed out on the next read or verb (the HEAL move).
+parked on the next read or verb (the HEAL move): a SIGKILLed supervisor or a reboot is
+an interruption, not an end. The run and iteration stay open, every open step closes
+``paused`` with ``interrupted: supervisor lost``, and ``fractal resume`` continues the
+run where it stopped. A node that never opened a run ends ``exited`` as before.
 
 Provably gone means the tmux probe on the recorded socket says GONE *and* the recorded
 supervisor process is not alive. An inconclusive probe heals nothing, a node's own
@@ -16,6 +19,9 @@ from fractal import tmux
 from fractal.domain.outcome import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
 from fractal.tree import Tree
+
+SUPERVISOR_LOST = "interrupted: supervisor lost"
+"""The reason of a run parked by a heal (its supervisor died without parking it)."""
 
 if TYPE_CHECKING:
     import psutil
@@ -50,9 +56,12 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
 
 def heal_if_crashed(tree: Tree, branch: str) -> bool:
     """Heal ``branch`` if it crashed: reap the process groups of its open steps and every
-    other process of the node (``_leftovers``), then in one HEAL move close every open
-    row ``exited`` (ABNORMAL_EXIT), post the exit notice when a run was open (every
-    exited run posts one), clear the supervisor and set the node ``exited``.
+    other process of the node (``_leftovers``), then in one HEAL move park the run: every
+    open step closes ``paused`` (``interrupted: supervisor lost``), the run and iteration
+    stay open, a ``pause`` event (``parked interrupted: supervisor lost``) starts the
+    parked span a resume credits to the walls, a notice goes to the outbox, the
+    supervisor is cleared and the node is ``paused``. With no open run the node lands
+    ``exited`` (ABNORMAL_EXIT) instead.
 
     Healers of one node take turns on a lock file; the node stays ``active`` until the
     last step, so a heal cut short (the reading command killed) is simply done again by
@@ -73,6 +82,7 @@ def _heal(tree: Tree, branch: str) -> bool:
     from fractal.domain.markers import launch_marker
     from fractal.runtime.processes import GroupHandle, Reap, grace, kill_group
     from fractal.store.ledger import Ledger
+    from fractal.store.transition import EventNote
 
     ledger = Ledger(tree.db_path)
     leftovers = _leftovers(tree, branch)  # listed at once: a new run's processes never are
@@ -86,7 +96,18 @@ def _heal(tree: Tree, branch: str) -> bool:
                          metadata=f"reaped pgid {step.pgid}", run_id=step.run_id,
                          step_id=step.step_id)
     _reap_leftovers(branch, ledger, leftovers)
-    return ledger.move(branch, Move.HEAL, reason=ABNORMAL_EXIT).ok
+    run = ledger.open_run_of(branch)
+    if run is None:
+        return ledger.move(branch, Move.HEAL, to=Status.EXITED, reason=ABNORMAL_EXIT).ok
+    iteration = ledger.iterations_of(run.run_id)
+    iter_id = iteration[-1].iter_id if iteration and iteration[-1].ended_at is None else None
+    return ledger.move(
+        branch, Move.HEAL, to=Status.PAUSED, reason=SUPERVISOR_LOST, exit_code=None,
+        event=EventNote("pause", actor="operator", metadata=f"parked {SUPERVISOR_LOST}",
+                        run_id=run.run_id, iter_id=iter_id),
+        notice=(f"run {run.run_id} parked: {SUPERVISOR_LOST}",
+                f"The supervisor of {branch} is gone (SIGKILL or reboot). Run {run.run_id} "
+                f"is parked; `fractal resume` continues it where it stopped.")).ok
 
 
 def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:

@@ -107,6 +107,12 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return shown[len("active ("):-1]
         if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
+        from fractal.store.eventlog import last_event
+
+        waiting = last_event(db_path, branch, "usage_wait")
+        if waiting is not None and waiting.status == "started" and \
+                waiting.run_id == last.run_id:
+            return waiting.meta  # `waiting for usage window until 14:05Z`
         gates = reader.awaiting_approval(db_path, branch)
         if gates:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "
@@ -115,6 +121,11 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     if status == Status.IDLE:
         return ""
     if status == Status.PAUSED:
+        from fractal.store.eventlog import last_event
+
+        parked = last_event(db_path, branch, "pause", "completed")
+        if parked is not None and parked.meta.startswith("parked interrupted:"):
+            return parked.meta.removeprefix("parked ")  # `interrupted: SIGHUP`
         return f"run {last.run_id} parked"
     return last.meta
 

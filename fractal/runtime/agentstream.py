@@ -24,6 +24,7 @@ from fractal.agents.base import (
     StreamParser,
     Usage,
     UsageEvent,
+    WindowEvent,
 )
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.pane import Reporter
@@ -94,7 +95,9 @@ class Collector:
 
     Keeps the last figures: ``cost`` (USD; a CostEvent replaces, never adds), ``usage``
     (this invocation's tokens), ``session``, ``model``, the ``result`` event and when it
-    arrived (``result_at``, ``clock`` seconds), and ``retries`` (API retries announced).
+    arrived (``result_at``, ``clock`` seconds), ``retries`` (API retries announced),
+    ``window`` (the usage window the CLI reported closed, if any) and ``warning`` (the
+    last near-limit report of an open window).
     """
 
     def __init__(self, ledger: Ledger, reporter: Reporter, step_id: int,
@@ -110,6 +113,8 @@ class Collector:
         self.result: ResultEvent | None = None
         self.result_at: float | None = None
         self.retries = 0
+        self.window: WindowEvent | None = None
+        self.warning: WindowEvent | None = None
         self._flushed_at = -FLUSH_INTERVAL  # clock time of the last cost/usage write
         self._dirty = False
 
@@ -133,6 +138,11 @@ class Collector:
             elif isinstance(event, ModelEvent) and _clean_id(event.model) != self.model:
                 self.model = _clean_id(event.model)
                 self.ledger.set_step_model(self.step_id, self.model)
+            elif isinstance(event, WindowEvent):
+                if event.rejected:
+                    self.window = event
+                else:
+                    self.warning = event
             elif isinstance(event, NoticeEvent) and event.retry:
                 self.retries += 1
             elif isinstance(event, ResultEvent):

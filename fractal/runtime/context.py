@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.agents.base import Backend
+from fractal.agents.base import Backend, WindowEvent
 from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
+from fractal.domain.failstreak import FailStreak
+from fractal.domain.outcome import RunEnd
 from fractal.domain.variables import StaticFacts
 from fractal.runtime.clock import Clock
 from fractal.runtime.launcher import Launcher
@@ -147,6 +149,17 @@ class RunState:
     stopped: bool = False  # a stop signal ended the run
     finish_drained: bool = False  # a finish signal ended the run, children drained
     crash_reason: str | None = None  # what ended a run that no other rule explains
+    #: The gated step row whose approval the loop is waiting for (None when none is): an
+    #: interruption parks it ``awaiting approval`` so a resume waits again, not reruns it.
+    held_gate: int | None = None
+    #: How a usage-window wait ended the run (``on_usage_limit: stop``, ``max_usage_wait``).
+    usage_end: RunEnd | None = None
+    #: The credential whose reopened window this node's next launch probes (None: none).
+    probing: str | None = None
+    #: The last near-limit usage report of a step (a proactive wait checks it).
+    usage_warning: WindowEvent | None = None
+    #: Failed iterations in a row so far (``max_failed_iters`` of them end the run).
+    fail_streak: FailStreak = field(default_factory=FailStreak)
     #: The parked iteration a resume re-enters first (None once it ran, or on a fresh run).
     reentry: Reentry | None = None
     budget: BudgetState = field(default_factory=BudgetState)

@@ -201,6 +201,8 @@ class IterationRunner(LoopPart):
             gate = is_gate(plan)  # a `check:` step runs its command, no agent
             if self.boot.sync and not gate:
                 sync = self.steps.run_sync(plan, node_md)
+                if sync.stopped:  # its usage-window wait ended the run
+                    return self._after_step(plans, index, sync)
                 if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
                     return self._fail(plans[index:], "SYNC", sync)
             result = (run_gate(self.boot, self.state, self.ledger, self.reporter, self.clock,

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from fractal.agents.base import Backend, LaunchRequest, ResultEvent, Usage
-from fractal.domain.agent_errors import agent_error_text
+from fractal.agents.base import Backend, LaunchRequest, ResultEvent, Usage, WindowEvent
+from fractal.domain.agent_errors import USAGE_LIMIT, agent_error_text
 from fractal.domain.markers import launch_marker
 from fractal.domain.outcome import (
     EXIT_CANNOT_EXEC,
@@ -34,6 +34,7 @@ from fractal.domain.outcome import (
     exit_code_from_returncode,
     retry_reason,
 )
+from fractal.domain.usage import UsageLimit, limit_reason
 from fractal.errors import SpawnError
 from fractal.runtime import processes
 from fractal.runtime.agentstream import Collector
@@ -116,6 +117,11 @@ class AttemptResult:
     seconds: float
     launched: bool
     usage: Usage | None = None
+    #: The usage window the CLI reported closed: the row is ``paused`` (``usage limit
+    #: (<window>) until <UTC>``), the step is not a failure and is re-entered at the reset.
+    window: WindowEvent | None = None
+    #: The last near-limit report of an open usage window (``utilization`` 0..1).
+    warning: WindowEvent | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +281,9 @@ def _close_row(attempt: Attempt, kit: LaunchKit, step_id: int, outcome: StepOutc
     if attempt.row is RowPolicy.LENIENT and outcome.status in (Status.FAILED, Status.EXITED):
         outcome = StepOutcome(Status.COMPLETED, outcome.exit_code,
                               f"sync failed (exit {outcome.exit_code})")
+    window = _closed_window(collector)
+    if window is not None:  # a usage-limit stop: not a failure, no retry spent
+        return _usage_limited(kit, step_id, window, collector, launched, started)
     reason = retry_reason(outcome.reason) if attempt.retry else outcome.reason
     cost = collector.cost if collector else None
     if (outcome.status in (Status.FAILED, Status.EXITED) and collector is not None
@@ -299,7 +308,42 @@ def _close_row(attempt: Attempt, kit: LaunchKit, step_id: int, outcome: StepOutc
     return AttemptResult(step_id, outcome, collector.session if collector else None,
                          cost, collector.model if collector else None,
                          kit.clock.monotonic() - started, launched,
-                         collector.usage if collector else None)
+                         collector.usage if collector else None,
+                         warning=collector.warning if collector else None)
+
+
+def _closed_window(collector: Collector | None) -> WindowEvent | None:
+    """The closed usage window the attempt reported: its rejected window event, or a
+    window of unstated reset when only its final event said ``usage_limit``."""
+    if collector is None:
+        return None
+    if collector.window is not None:
+        return collector.window
+    result = collector.result
+    if result is not None and not result.ok and result.error_kind == USAGE_LIMIT:
+        return WindowEvent(rejected=True)
+    return None
+
+
+def _usage_limited(kit: LaunchKit, step_id: int, window: WindowEvent,
+                   collector: Collector | None, launched: bool,
+                   started: float) -> AttemptResult:
+    """Close a usage-limited attempt's row ``paused`` with ``usage limit (<window>) until
+    <UTC>``, its spend kept."""
+    reason = limit_reason(UsageLimit(window.window, window.resets_at))
+    if collector is not None:
+        try:
+            collector.flush()
+        except Exception as exc:
+            log.warning("could not flush the cost of step %s: %s", step_id, exc)
+    kit.ledger.close_step(step_id, Status.PAUSED.value, None, reason)
+    trace("closed", step_id)
+    return AttemptResult(step_id, StepOutcome(Status.PAUSED, 0, reason),
+                         collector.session if collector else None,
+                         collector.cost if collector else None,
+                         collector.model if collector else None,
+                         kit.clock.monotonic() - started, launched,
+                         collector.usage if collector else None, window=window)
 
 
 def unpriced_reason(reason: str) -> str:

@@ -5,7 +5,9 @@ Between iterations the loop checks, in order: the budget boundary, the pending s
 and ``max_iters``. After each iteration it counts crash loops (setup or step discovery
 failing CRASH_LOOP times in a row ends the run), runs the exit check, and paces the next
 iteration (``interval`` from the last start, or ``sleep`` after the last end, never past
-the run wall, cut short by any signal). The facts it leaves in ``RunState`` decide the
+the run wall, cut short by any signal). ``max_failed_iters`` failed iterations in a row
+end the run ``exited`` (``domain.failstreak``); a park is not an iteration outcome and
+leaves the count as it was. The facts it leaves in ``RunState`` decide the
 run's end (``domain.outcome.decide_run_end``).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from fractal.domain.config import parse_config
 from fractal.domain.errors import FractalError
+from fractal.domain.failstreak import advance_failures, failures_reason
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
 from fractal.runtime.checks import CheckVerdict, run_exit_check
@@ -76,6 +79,8 @@ class RunLoop(LoopPart):
         if verdict is CheckVerdict.STALLED:
             self._checkpoint(allow_finish=True)  # a stop or finish outranks no progress
             return True
+        if self._failing(result):
+            return True
         if self.budget.at_boundary():
             self._wind_down()
             return True
@@ -91,6 +96,18 @@ class RunLoop(LoopPart):
         if state.discovery_failures >= CRASH_LOOP:
             state.crash_reason = f"{result.reason.split(':')[0]} x{CRASH_LOOP}"
         return state.setup_failures >= CRASH_LOOP or state.discovery_failures >= CRASH_LOOP
+
+    def _failing(self, result: IterationResult) -> bool:
+        """Count failed iterations in a row (any other outcome restarts the count);
+        ``max_failed_iters`` of them end the run with
+        ``N consecutive iterations failed (last: <reason>)``."""
+        state = self.state
+        state.fail_streak = advance_failures(state.fail_streak, not result.ok, result.reason)
+        reason = failures_reason(state.fail_streak, state.live.max_failed_iters)
+        if reason is None:
+            return False
+        state.crash_reason = reason
+        return True
 
     def refresh_live(self) -> None:
         """Re-read config.json; a malformed edit warns and keeps the previous values."""

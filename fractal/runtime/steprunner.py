@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fractal.agents.base import Usage, binary_problem
+from fractal.agents.base import Usage, WindowEvent, binary_problem
 from fractal.assets import mode_text
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
@@ -26,6 +26,7 @@ from fractal.domain.outcome import (
 )
 from fractal.domain.signals import Signal
 from fractal.domain.steps import StepFile, banner_label, step_label
+from fractal.domain.usage import UsageWarning, should_pause_early
 from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail
 from fractal.domain.walls import effective_step_limit
 from fractal.runtime.context import LoopPart, LoopParts
@@ -36,6 +37,7 @@ from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
 from fractal.runtime.notices import post_gate_waiting
 from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
+from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
 
 AWAITING_APPROVAL = "awaiting approval"
@@ -104,25 +106,73 @@ class StepRunner(LoopPart):
         attempts = 1 + max(0, self.boot.step_retries)
         result: AttemptResult | None = None
         limit: float | None = None
-        for number in range(1, attempts + 1):
-            if number > 1:
-                self.reporter.notice(f"retrying {plan.file.name} in {self.boot.step_retry_backoff}s "
-                                     f"(attempt {number} of {attempts})")
-                if not self._backoff(self.boot.step_retry_backoff):
-                    break  # a stop ended the retries: the last failure stands
+        number = 1
+        while True:
+            early = self._pause_early(plan) or self._window_closed(plan)
+            if early is not None:
+                self._close_banner(banner, early.outcome, None, started)
+                return early
             limit = self._limit(fm)
             result = self._attempt(plan, node_md, limit, number, gated)
+            UsageWait(self.parts).after_launch(result.launched and result.window is None)
+            if result.window is not None:  # a closed usage window: wait, then re-enter
+                self._close_banner(banner, result.outcome, limit, started)
+                ended = self._wait_window(result.window, plan)
+                if ended is not None:
+                    return ended
+                self.reporter.banner_open(f"{banner}, re-entered after the usage window")
+                continue  # the same attempt: no retry spent
+            self.state.usage_warning = result.warning
             if result.outcome.status is Status.PAUSED:
                 self._close_banner(banner, result.outcome, limit, started)
                 raise Park(f"during {plan.file.name}")
-            if result.outcome.status is not Status.FAILED:
+            if result.outcome.status is not Status.FAILED or number >= attempts:
                 break
+            number += 1
+            self.reporter.notice(f"retrying {plan.file.name} in {self.boot.step_retry_backoff}s "
+                                 f"(attempt {number} of {attempts})")
+            if not self._backoff(self.boot.step_retry_backoff):
+                break  # a stop ended the retries: the last failure stands
         assert result is not None
         step = StepResult(result.outcome, limit, result.launched)
         if gated and result.outcome.status is Status.COMPLETED:
             step = self.hold_gate(plan, result.step_id, limit, node_md)
         self._close_banner(banner, step.outcome, limit, started)
         return step
+
+    def _wait_window(self, window: WindowEvent, plan: StepPlan) -> StepResult | None:
+        """Wait out a closed usage window (``UsageWait``); None: re-enter the step, else
+        how the step ends (stopped; a finish marks ``finished``). Raises Park."""
+        ended = UsageWait(self.parts).wait_out(window, plan.file.name)
+        if ended is None:
+            return None
+        finished = ended.reason.startswith("finish requested")
+        return StepResult(ended, None, True, stopped=True, finished=finished)
+
+    def _window_closed(self, plan: StepPlan) -> StepResult | None:
+        """Before a launch: wait while another node found this credential's usage window
+        closed (or probes it). None: launch now."""
+        ended = UsageWait(self.parts).before_launch(plan.file.name)
+        if ended is None:
+            return None
+        finished = ended.reason.startswith("finish requested")
+        return StepResult(ended, None, False, stopped=True, finished=finished)
+
+    def _pause_early(self, plan: StepPlan) -> StepResult | None:
+        """Before a launch: when the last step reported its usage window used at or above
+        ``usage_pause_at``, wait for that window's reset first (recorded as a closed
+        window). None: launch now."""
+        warning = self.state.usage_warning
+        if warning is None or warning.utilization is None:
+            return None
+        if not should_pause_early(UsageWarning(warning.utilization, warning.window,
+                                               warning.resets_at),
+                                  self.state.live.usage_pause_at):
+            return None
+        self.state.usage_warning = None
+        self.reporter.notice(f"usage window {round(warning.utilization * 100)}% used: "
+                             f"waiting for its reset before {plan.file.name}")
+        return self._wait_window(WindowEvent(True, warning.window, warning.resets_at), plan)
 
     def hold_gate(self, plan: StepPlan, step_id: int, limit: float | None,
                   node_md: str) -> StepResult:
@@ -134,10 +184,12 @@ class StepRunner(LoopPart):
         post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
         deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
                         if d is not None], default=None)
+        self.state.held_gate = step_id  # left set when an interruption unwinds the wait
         end = await_approval(self.ledger, step_id, steering=self.steering, waker=self.waker,
                              deadline=deadline, window=float(self.state.live.wait),
                              sync=(lambda: self.run_wait_sync(plan.file, node_md))
                              if self.boot.sync else None)
+        self.state.held_gate = None
         if end is WaitEnd.RELEASED:
             self.ledger.close_step(step_id, Status.COMPLETED.value, 0, "")
             return StepResult(StepOutcome(Status.COMPLETED, 0, ""), limit, True)
@@ -221,14 +273,27 @@ class StepRunner(LoopPart):
 
     def run_sync(self, before: StepPlan, node_md: str) -> StepResult:
         """The strict SYNC before ``before``: a failure is non-fatal, a timeout fatal (the
-        caller decides), a pause parks. Never retried."""
+        caller decides), a pause parks. Never retried; a closed usage window is waited
+        out as for a step (``stopped`` when the run ends instead)."""
         banner = f"SYNC (before {before.file.name})"
         self.reporter.banner_open(banner)
         started = self.clock.monotonic()
-        limit = self._limit({})
-        result = self._run(before.file, self._sync_body(), {}, node_md, limit, 1,
-                           label=f"SYNC before {step_label(before.file)}", suffix="-sync",
-                           name="SYNC")
+        while True:  # a closed usage window is waited out, then the SYNC runs again
+            early = self._window_closed(before)
+            if early is not None:
+                self._close_banner(banner, early.outcome, None, started)
+                return early
+            limit = self._limit({})
+            result = self._run(before.file, self._sync_body(), {}, node_md, limit, 1,
+                               label=f"SYNC before {step_label(before.file)}",
+                               suffix="-sync", name="SYNC")
+            UsageWait(self.parts).after_launch(result.launched and result.window is None)
+            if result.window is None:
+                break
+            self._close_banner(banner, result.outcome, limit, started)
+            ended = self._wait_window(result.window, before)
+            if ended is not None:
+                return ended
         self._close_banner(banner, result.outcome, limit, started)
         if result.outcome.status is Status.PAUSED:
             raise Park(f"during SYNC before {before.file.name}")

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from fractal.control import Steering
 from fractal.domain.checks import ScoreRules
 from fractal.domain.config import NodeConfig
+from fractal.domain.failstreak import FailStreak, advance_failures
 from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
@@ -51,6 +52,7 @@ from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
+from fractal.runtime.steprunner import AWAITING_APPROVAL
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
@@ -196,6 +198,7 @@ class Supervisor:
                                      config.no_progress,  # the check diagnostics, the streak
                                      ScoreRules(config.pass_score, config.min_gain,
                                                 config.stagnation))
+        state.fail_streak = self._fail_streak(plan.run_id)
         self.state = state
         try:
             boot = preflight(self.paths, self.options, config, launch_env,
@@ -203,6 +206,7 @@ class Supervisor:
         except RunAbort as exc:
             self.reporter.warning(f"cannot resume: {exc}")
             raise Park(f"again: {exc}") from None
+        self._reenter_session(plan.iter_id, plan.resume_position, boot, state)
         clock = self.clock
         now, mono = clock.time(), clock.monotonic()
         run_end = credited_deadline(plan.run_started, boot.run_timeout,
@@ -219,6 +223,28 @@ class Supervisor:
                 timestamp=format_ts(datetime.fromtimestamp(plan.iter_started, UTC)),
                 deadline=None if iter_end is None else mono + (iter_end - now))
         return self._loop(boot, state)
+
+    def _reenter_session(self, iter_id: int | None, position: int, boot: Boot,
+                         state: RunState) -> None:
+        """A step an interruption cut short (its row ``paused``, ``interrupted: ...``) is
+        re-entered with the agent session it had opened, when the saved session map has
+        none for the node's agent (an interruption cannot save the map mid-launch)."""
+        if iter_id is None or boot.detached:
+            return
+        cut = [r for r in self.ledger.steps_of_iteration(iter_id)
+               if r.step == position and r.step_name != "SYNC" and r.session
+               and r.status is Status.PAUSED and r.meta.startswith("interrupted:")]
+        if cut and cut[-1].session:
+            state.sessions.setdefault(boot.agent_setting, cut[-1].session)
+
+    def _fail_streak(self, run_id: int) -> FailStreak:
+        """The failed iterations in a row at the end of run ``run_id`` (a resume keeps
+        counting where the parked run left off)."""
+        streak = FailStreak()
+        for row in self.ledger.iterations_of(run_id):
+            if row.ended_at is not None:
+                streak = advance_failures(streak, row.status is Status.FAILED, row.meta)
+        return streak
 
     def _agent_of(self, config: NodeConfig | None) -> str | None:
         """The agent setting the run uses: the node's, else the tree's default."""
@@ -264,6 +290,8 @@ class Supervisor:
                      "", self.reporter, branch=self.paths.branch)
         land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
         end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
+        if state.usage_end is not None and land.reason is None:
+            end = state.usage_end  # `on_usage_limit: stop`, or past `max_usage_wait`
         if land.note is not None:
             end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
         self._close(state.run_id, end, guard.figures())
@@ -300,6 +328,13 @@ class Supervisor:
                                   f"{end.reason}", major=True)
 
     def _interrupted(self, exc: Interrupted) -> None:
+        """The supervisor lost its host (SIGHUP or SIGTERM from a dying tmux session or
+        server, a logout, a shutdown; SIGINT from the pane). A kill verb's signal closes
+        the run ``killed``; any other parks it as a pause does, in one INTERRUPT move:
+        every open step closes ``paused`` with ``interrupted: <SIGNAL>``, the run and
+        iteration stay open, nothing is committed (a gate's unapproved work neither), the
+        node is ``paused`` and ``fractal resume`` continues it. The agent groups are ended
+        by the exit sweep. Before a run is open, the exit's ABORT ends the node instead."""
         name = signal.Signals(exc.signum).name
         state = self.state
         killed = self.steering.killed() if self.steering is not None else None
@@ -307,15 +342,26 @@ class Supervisor:
             self.reporter.warning(f"{killed}; closing the run")
             self.ledger.close_open(self.paths.branch, Status.KILLED.value, killed)
             return
-        self.reporter.warning(f"received {name}; saving work and closing the run")
-        if state is not None and state.iteration:
-            backstop(self.paths.worktree,
-                     f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} "
-                     f"(interrupted)", f"The supervisor received {name}.", self.reporter,
-                     branch=self.paths.branch)
-        self.ledger.add_event(self.paths.branch, "exit", status=Status.EXITED.value,
-                              metadata=f"supervisor received {name}",
-                              run_id=state.run_id if state else None)
+        run = self.ledger.open_run_of(self.paths.branch)
+        if run is None:
+            return  # nothing to park: the exit's ABORT settles the node
+        reason = f"interrupted: {name}"
+        self.reporter.warning(f"received {name}; parking the run (nothing committed)")
+        if state is not None:
+            save_sessions(self.paths.session_path, state.sessions)
+            if state.held_gate is not None:  # still unapproved: a resume waits again
+                self.ledger.park_step(state.held_gate, self.paths.branch, 0,
+                                      f"{AWAITING_APPROVAL}; {reason}")
+        parked = self.ledger.move(self.paths.branch, Move.INTERRUPT, reason=reason,
+                                  exit_code=128 + exc.signum, event=EventNote(
+                                      "pause", actor="loop", metadata=f"parked {reason}",
+                                      run_id=run.run_id,
+                                      iter_id=state.iter_id if state else None),
+                                  notice=(f"run {run.run_id} parked: {reason}",
+                                          f"The supervisor of {self.paths.branch} received "
+                                          f"{name}. `fractal resume` continues the run."))
+        if not parked.ok:
+            self.reporter.warning(f"cannot park the run: {parked.why}")
 
     def _save_on_crash(self) -> None:
         """After a crash of the loop itself, still commit what the agent left."""

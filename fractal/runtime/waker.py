@@ -38,13 +38,15 @@ class Waker:
         """Interrupt the current (or the next) wait."""
         self._event.set()
 
-    def wait(self, timeout: float | None) -> bool:
-        """Block up to ``timeout`` seconds (capped at POLL_SECONDS) or until woken.
+    def wait(self, timeout: float | None, *, poll: float = POLL_SECONDS) -> bool:
+        """Block up to ``timeout`` seconds (capped at ``poll``, default POLL_SECONDS) or
+        until woken. A long idle wait whose verbs all touch the wake file may pass a
+        longer ``poll`` to spend less CPU on database polls.
 
         Returns True when woken. The flag is cleared, so callers re-check state after
         every return whatever the result.
         """
-        limit = POLL_SECONDS if timeout is None else max(0.0, min(timeout, POLL_SECONDS))
+        limit = poll if timeout is None else max(0.0, min(timeout, poll))
         woken = self.clock.wait(self._event, limit)
         self._event.clear()
         return woken

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, and_, case, literal, update
 from fractal.store.models import Iteration, Run, Step
 from fractal.store.timefmt import utc_now
 
-__all__ = ["UNPRICED_SUFFIX", "close_open_rows", "fenced_close"]
+__all__ = ["UNPRICED_SUFFIX", "close_open_rows", "close_open_steps", "fenced_close"]
 
 UNPRICED_SUFFIX = "; unpriced"
 """Appended to an abnormally closed step that has a session but no recorded cost (seed)."""
@@ -55,3 +55,12 @@ def close_open_rows(conn: Connection, node: str, status: str, reason: str, *,
             .values(status=status, exit_code=exit_code, meta=reason, ended_at=now),
         ).rowcount
     return closed
+
+
+def close_open_steps(conn: Connection, node: str, status: str, reason: str, *,
+                     exit_code: int | None, now: str) -> int:
+    """Close every open step of ``node`` (its iterations and runs stay open); return the
+    steps closed. A parked step keeps its session and spend for the resume."""
+    return int(conn.execute(
+        update(Step).where(Step.node == node, Step.ended_at.is_(None)).values(
+            status=status, exit_code=exit_code, meta=reason, ended_at=now)).rowcount)

@@ -28,7 +28,7 @@ from fractal.domain.states import (
     rule_of,
 )
 from fractal.errors import NodeNotFound
-from fractal.store.fence import close_open_rows, fenced_close
+from fractal.store.fence import close_open_rows, close_open_steps, fenced_close
 from fractal.store.models import Event, Node, Run, Signal, Step
 from fractal.store.outbox import Outbox, insert_exit_notice, insert_notice
 from fractal.store.registry import new_id
@@ -104,7 +104,8 @@ class Transitions(Outbox):
         By the rule's ``Closes``: STEP closes ``step_id`` (when given) ``paused`` with
         ``exit_code`` and ``reason``; RUN closes ``run_id`` (required) with the landing
         status; OPEN_ROWS closes every open row of the node with the landing status (an
-        unpriced step gets ``; unpriced``; ``exit_code`` None stands for 1). Every close is fenced: a row someone else
+        unpriced step gets ``; unpriced``; ``exit_code`` None stands for 1); OPEN_STEPS landing on
+        ``paused`` closes only the open steps, ``paused`` with ``exit_code`` and ``reason``. Every close is fenced: a row someone else
         closed first keeps their values. A landing on ``exited`` with a run open posts
         ``run exited: <reason>`` (``figures`` join its body); ``notice`` (subject, body),
         when given, is posted to the node's outbox instead, whatever the landing (a run's
@@ -188,7 +189,10 @@ def _close(conn: Connection, closes: Closes, node: str, after: Status, reason: s
     if closes is Closes.RUN and run_id is not None:
         return int(fenced_close(conn, Run, Run.run_id, run_id, after.value, exit_code,
                                 reason))
-    if closes is Closes.OPEN_ROWS:
+    if closes is Closes.OPEN_STEPS and after is Status.PAUSED:
+        return close_open_steps(conn, node, Status.PAUSED.value, reason, exit_code=exit_code,
+                                now=now)
+    if closes in (Closes.OPEN_ROWS, Closes.OPEN_STEPS):
         return close_open_rows(conn, node, after.value, reason,
                                exit_code=1 if exit_code is None else exit_code, now=now)
     return 0

@@ -139,9 +139,9 @@ def test_a_cost_figure_survives_a_sigkilled_supervisor(tree: Tree) -> None:
                timeout=60, message="the cost flushed")
     ((pid,),) = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.sk'")
     os.kill(int(str(pid)), signal.SIGKILL)
-    wait_until(lambda: tree.cli("node", "status", "sk").stdout.startswith("exited"),
+    wait_until(lambda: tree.cli("node", "status", "sk").stdout.startswith("paused"),
                timeout=60, message="healed")
     ((status, meta, cost),) = tree.sql("SELECT status, metadata, cost FROM steps "
                                        "WHERE node = 'main.sk'")
-    assert (status, meta, cost) == ("exited", "Loop exited abnormally", 0.25)
+    assert (status, meta, cost) == ("paused", "interrupted: supervisor lost", 0.25)
     assert tree.cli("node", "cost", "spent", "sk").stdout.strip() == "$0.2500"

@@ -234,9 +234,11 @@ def test_killed_tmux_server_is_healed(tree: Tree) -> None:
     _wait_running(tree, "doomed", "A")
     (socket,), = tree.sql("SELECT tmux_socket FROM nodes WHERE node = 'main.doomed'")
     subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
-    wait_until(lambda: "main.doomed,exited" in tree.cli("node", "list", "--csv").stdout,
-               timeout=30, message="healed after kill-server")
+    wait_until(lambda: "main.doomed,paused" in tree.cli("node", "list", "--csv").stdout,
+               timeout=30, message="parked after kill-server")
     assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
+    assert tree.sql("SELECT status, ended_at FROM runs WHERE node = 'main.doomed'") == [
+        ("active", None)]
 
 
 def test_spawn_caps_hold_under_concurrency(tree: Tree) -> None:

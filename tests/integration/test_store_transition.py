@@ -25,6 +25,7 @@ TABLES = ("nodes", "runs", "iterations", "steps", "events", "signals", "messages
 LEGAL: dict[Move, set[str]] = {
     Move.START: {"idle"}, Move.RESUME: {"paused"}, Move.PARK: {"active", "paused"},
     Move.END: {"active"}, Move.ABORT: {"active"}, Move.HEAL: {"active"},
+    Move.INTERRUPT: {"active", "paused"},
     Move.KILL: {"active", "paused", "idle"},
     Move.REARM: {"completed", "stopped", "exited", "killed"}, Move.DISARM: {"idle"},
     Move.RETIRE: {"completed", "stopped", "exited", "killed", "idle"},
@@ -103,16 +104,42 @@ def test_abort_without_a_run_posts_no_notice(ledger: Ledger) -> None:
     assert _sql(ledger, "SELECT COUNT(*) FROM messages") == [(0,)]
 
 
-def test_heal_clears_the_supervisor(ledger: Ledger) -> None:
+def test_heal_parks_the_run_and_clears_the_supervisor(ledger: Ledger) -> None:
+    """A heal is an interruption: the open step closes paused, run and iteration stay open."""
     _node(ledger)
     ledger.move(NODE, Move.START, supervisor=(99, 5.0))
     _chain(ledger)
-    moved = ledger.move(NODE, Move.HEAL, reason="Loop exited abnormally")
-    assert moved.ok and moved.closed == 3
+    moved = ledger.move(NODE, Move.HEAL, reason="interrupted: supervisor lost", exit_code=None)
+    assert moved.ok and moved.closed == 1
     assert _sql(ledger, "SELECT status, supervisor_pid, supervisor_started FROM nodes") == [
-        ("exited", None, None)]
+        ("paused", None, None)]
+    assert _sql(ledger, "SELECT status, metadata FROM steps") == [
+        ("paused", "interrupted: supervisor lost")]
+    assert _sql(ledger, "SELECT ended_at FROM iterations UNION ALL "
+                        "SELECT ended_at FROM runs") == [(None,), (None,)]
+    assert _sql(ledger, "SELECT COUNT(*) FROM messages") == [(0,)]
+
+
+def test_heal_to_exited_closes_every_row(ledger: Ledger) -> None:
+    _node(ledger)
+    ledger.move(NODE, Move.START, supervisor=(99, 5.0))
+    _chain(ledger)
+    moved = ledger.move(NODE, Move.HEAL, to=Status.EXITED, reason="Loop exited abnormally")
+    assert moved.ok and moved.closed == 3
+    assert _sql(ledger, "SELECT status, supervisor_pid FROM nodes") == [("exited", None)]
     assert _sql(ledger, "SELECT subject FROM messages") == [
         ("run exited: Loop exited abnormally",)]
+
+
+def test_interrupt_parks_every_open_step(ledger: Ledger) -> None:
+    _node(ledger, "active")
+    _chain(ledger)
+    moved = ledger.move(NODE, Move.INTERRUPT, reason="interrupted: SIGHUP", exit_code=129)
+    assert moved.ok and moved.closed == 1
+    assert _sql(ledger, "SELECT status FROM nodes") == [("paused",)]
+    assert _sql(ledger, "SELECT status, exit_code, metadata FROM steps") == [
+        ("paused", 129, "interrupted: SIGHUP")]
+    assert _open_rows(ledger) == 2
 
 
 @pytest.mark.parametrize(("to", "notice"), [
@@ -252,9 +279,11 @@ def test_racing_writers_each_win_at_most_once(tmp_path: Path) -> None:
     close_engines()
     assert sorted(results.values()) == [False, False, True]
     winner = next(k for k, v in results.items() if v)
-    status = {"heal": "exited", "end": "completed", "kill": "killed"}[winner]
+    status = {"heal": "paused", "end": "completed", "kill": "killed"}[winner]
     assert _sql(first, "SELECT status FROM nodes") == [(status,)]
-    if winner != "kill":
+    if winner == "heal":  # a heal parks: the run stays open
+        assert _sql(first, "SELECT status, ended_at FROM runs") == [("active", None)]
+    elif winner != "kill":
         assert _sql(first, "SELECT status FROM runs") == [(status,)]
 
 

@@ -34,7 +34,8 @@ LEGAL: dict[Move, tuple[set[Status], Status]] = {
     Move.PARK: ({A, P}, P),
     Move.END: ({A}, E),
     Move.ABORT: ({A}, E),
-    Move.HEAL: ({A}, E),
+    Move.HEAL: ({A}, P),
+    Move.INTERRUPT: ({A, P}, P),
     Move.KILL: ({A, P, IDL}, K),
     Move.REARM: ({C, S, E, K}, IDL),
     Move.DISARM: ({IDL}, C),
@@ -103,8 +104,8 @@ def test_an_unregistered_node_is_refused_every_move() -> None:
 
 @pytest.mark.parametrize(("status", "moves"), [
     (IDL, [Move.START, Move.KILL, Move.DISARM, Move.RETIRE, Move.VANISH]),
-    (A, [Move.PARK, Move.END, Move.ABORT, Move.HEAL, Move.KILL]),
-    (P, [Move.RESUME, Move.PARK, Move.KILL]),
+    (A, [Move.PARK, Move.END, Move.ABORT, Move.HEAL, Move.INTERRUPT, Move.KILL]),
+    (P, [Move.RESUME, Move.PARK, Move.INTERRUPT, Move.KILL]),
     (E, [Move.REARM, Move.RETIRE, Move.VANISH]),
     (K, [Move.REARM, Move.RETIRE, Move.VANISH]),
     (R, [Move.UNRETIRE, Move.VANISH]),
@@ -121,7 +122,8 @@ def test_moves_from(status: Status, moves: list[Move]) -> None:
     (Move.PARK, Closes.STEP, SupervisorEffect.KEEP),
     (Move.END, Closes.RUN, SupervisorEffect.KEEP),
     (Move.ABORT, Closes.OPEN_ROWS, SupervisorEffect.KEEP),
-    (Move.HEAL, Closes.OPEN_ROWS, SupervisorEffect.CLEAR),
+    (Move.HEAL, Closes.OPEN_STEPS, SupervisorEffect.CLEAR),
+    (Move.INTERRUPT, Closes.OPEN_STEPS, SupervisorEffect.KEEP),
     (Move.KILL, Closes.NOTHING, SupervisorEffect.KEEP),
     (Move.REARM, Closes.NOTHING, SupervisorEffect.KEEP),
 ])

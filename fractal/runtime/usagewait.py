@@ -1,0 +1,183 @@
+"""The usage-window wait: a step stopped by a closed subscription window is not a
+failure; the run waits in its supervisor until the window reopens, then the step is
+re-entered with its session.
+
+The wait is a wait point on the run's clock like the others: a pause parks the run, a
+stop or a finish ends it at once (a kill signal interrupts it as any wait), and the
+waited time is credited to the run and iteration walls (it is not an iteration and no
+retry is spent). ``on_usage_limit: stop`` ends the run ``stopped`` with the limit's
+reason instead of waiting; a wait longer than ``max_usage_wait`` ends the run ``exited``
+(``usage window did not reopen within 12h``). A notice goes to the node's outbox when a
+wait starts and when it ends, and a ``usage_wait`` event (``started`` while waiting)
+gives ``fractal node status`` its ``active (waiting for usage window until 14:05Z)``.
+
+Tree-wide, per credential (``domain.usage.launch_credential``): the node that hits the
+window writes its ``usage_windows`` row; every node on that credential reads the row
+before each launch and waits too instead of calling the API. At the wake instant exactly
+one node claims the probe (a compare-and-set); its launch reopens the window when it
+gets through, or closes it again with a longer backoff when it does not. The others
+launch once the window is open, a few at a time (``domain.usage.decide``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from fractal.agents.base import WindowEvent
+from fractal.domain.outcome import RunEnd, StepOutcome
+from fractal.domain.signals import Signal
+from fractal.domain.states import Status
+from fractal.domain.usage import (
+    Action,
+    UsageLimit,
+    WindowState,
+    decide,
+    launch_credential,
+    limit_reason,
+    over_wait_reason,
+)
+from fractal.runtime.context import LoopPart
+from fractal.runtime.steering import Park
+from fractal.store.windows import Windows
+
+USAGE_POLL = 10.0
+"""Seconds between two database looks of a usage-window wait: every verb that acts on it
+touches the wake file (a kill signals the process), so the wait is woken at once anyway
+and its supervisor stays idle (well under 0.1 % of a core)."""
+WAIT_EVENT = "usage_wait"
+"""The event a usage-window wait writes: ``started`` when it begins, ``completed`` at its end."""
+
+
+def hhmm(instant: float) -> str:
+    """``14:05Z``: the UTC clock time of an epoch instant."""
+    return time.strftime("%H:%MZ", time.gmtime(instant))
+
+
+class UsageWait(LoopPart):
+    """Waits out a closed usage window for the run in ``state``."""
+
+    @property
+    def credential(self) -> str:
+        """The fingerprint of the credential this node's launches use."""
+        boot = self.boot
+        return launch_credential(boot.backend.name, boot.launch_env or os.environ,
+                                 boot.provider)
+
+    def wait_out(self, window: WindowEvent, step_name: str) -> StepOutcome | None:
+        """This node's launch hit a closed window: record it for the credential, then
+        wait as ``_hold`` does. None: the window reopened (or this node is its probe),
+        re-enter the step. A StepOutcome (status ``stopped``) when the run ends instead:
+        ``state.usage_end`` then says how, else a stop or a finish did (its reason says
+        which). Raises Park on a pause."""
+        limit = UsageLimit(window.window, window.resets_at)
+        reason = limit_reason(limit)
+        self.state.probing = None
+        if self.state.live.on_usage_limit == "stop":
+            return self._stop(reason)
+        row = Windows(self.boot.paths.tree.db_path).close(
+            self.credential, limit.window, limit.resets_at, self.boot.paths.branch,
+            self.clock.time())
+        return self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
+
+    def before_launch(self, step_name: str) -> StepOutcome | None:
+        """At a step boundary: when the credential's window is closed (another node hit
+        it) or being probed by another node, wait instead of calling the API. None:
+        launch (as the probe when ``state.probing`` is set). As ``wait_out`` otherwise."""
+        row = Windows(self.boot.paths.tree.db_path).window(self.credential)
+        if row is None or row.state is WindowState.OPEN:
+            return None
+        if decide(row, self.boot.paths.branch, self.clock.time()).action is Action.PROBE:
+            return self._hold(row.window, row.wake_at, "")  # claims the probe at once
+        reason = limit_reason(UsageLimit(row.window, row.resets_at))
+        if self.state.live.on_usage_limit == "stop":
+            return self._stop(reason)
+        return self._hold(row.window, row.wake_at, f"another node found the {reason}")
+
+    def after_launch(self, got_through: bool) -> None:
+        """The probe's launch ended: reopen the window for everyone when it got through
+        (a closed window was recorded by ``wait_out`` otherwise)."""
+        if self.state.probing is None:
+            return
+        if got_through:
+            Windows(self.boot.paths.tree.db_path).reopen(
+                self.state.probing, self.boot.paths.branch, self.clock.time())
+        self.state.probing = None
+
+    def _stop(self, reason: str) -> StepOutcome:
+        """``on_usage_limit: stop``: the run ends ``stopped`` with the limit's reason."""
+        self.state.usage_end = RunEnd(Status.STOPPED, Status.STOPPED, 0, reason)
+        return StepOutcome(Status.STOPPED, 0, reason)
+
+    def _hold(self, window: str, wake_at: float, why: str) -> StepOutcome | None:
+        """Wait until the credential's window lets this node launch (see the module
+        docstring), with the notices and the ``usage_wait`` event; the waited time is
+        credited to the walls."""
+        state, node = self.state, self.boot.paths.branch
+        now, mono = self.clock.time(), self.clock.monotonic()
+        shown = f"waiting for usage window until {hhmm(wake_at)}"
+        if why:
+            self.reporter.notice(f"{why}; {shown}")
+        self.ledger.post_notice(node, f"{shown} ({window})",
+                                f"{why or 'the usage window is closed'}. The run waits and "
+                                "launches again when the window reopens.")
+        self.ledger.add_event(node, WAIT_EVENT, actor="loop", status="started",
+                              metadata=shown, run_id=state.run_id, iter_id=state.iter_id)
+        try:
+            ended = self._wait(now + state.live.max_usage_wait)
+        finally:
+            self._credit(self.clock.monotonic() - mono)
+        if ended is not None:
+            self._close_event(node, f"ended: {ended.reason}")
+            return ended
+        self._close_event(node, "usage window reopened")
+        self.ledger.post_notice(node, f"usage window reopened ({window})",
+                                "probing it" if state.probing else "launching again")
+        return None
+
+    def _wait(self, give_up: float) -> StepOutcome | None:
+        """Block until ``decide`` lets this node launch or probe, acting on signals at
+        every wake; None when it may launch (``state.probing`` set when as the probe)."""
+        windows = Windows(self.boot.paths.tree.db_path)
+        credential, node = self.credential, self.boot.paths.branch
+        rank: int | None = None
+        while True:
+            now = self.clock.time()
+            row = windows.window(credential)
+            if row is not None and row.state is WindowState.OPEN and rank is None:
+                rank = max(0, windows.release_slot(credential))
+            decision = decide(row, node, now, rank or 0)
+            if decision.action is Action.LAUNCH:
+                return None
+            if decision.action is Action.PROBE:
+                if windows.claim_probe(credential, node, now):
+                    self.state.probing = credential
+                    return None
+                continue  # another node claimed it first: read the row again
+            if now >= give_up:
+                reason = over_wait_reason(self.state.live.max_usage_wait)
+                self.state.usage_end = RunEnd(Status.EXITED, Status.EXITED, 1, reason)
+                return StepOutcome(Status.STOPPED, 0, reason)
+            signal = self.steering.check(allow_finish=True)
+            if signal is Signal.PAUSE:
+                raise Park("while waiting for the usage window")
+            if signal is Signal.FINISH:
+                return StepOutcome(Status.STOPPED, 0, "finish requested waiting for the "
+                                   "usage window")
+            if signal is Signal.STOP:
+                return StepOutcome(Status.STOPPED, 0, "stopped waiting for the usage window")
+            until = decision.until if decision.until is not None else now + 1.0
+            self.waker.wait(max(0.0, min(until, give_up) - now), poll=USAGE_POLL)
+
+    def _credit(self, waited: float) -> None:
+        """The waited seconds do not count against the run and iteration walls."""
+        state = self.state
+        if state.run_deadline is not None:
+            state.run_deadline += waited
+        if state.iter_deadline is not None:
+            state.iter_deadline += waited
+
+    def _close_event(self, node: str, how: str) -> None:
+        self.ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",
+                              metadata=how, run_id=self.state.run_id,
+                              iter_id=self.state.iter_id)

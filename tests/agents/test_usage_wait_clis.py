@@ -1,0 +1,120 @@
+"""The real pinned Claude Code against the mock's usage window, through the real fractal
+CLI and supervisors: two nodes on one subscription credential. The window closes under
+node A's step; A waits, B stops launching at its boundary without calling the API; at
+the reset exactly one probe goes first, then the other node; both finish, nothing failed.
+The same with a probe that hits the wall again, and with the pinned Codex; and a
+proactive wait from Claude Code's 96 % warning.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agents.conftest import CODEX_FLAGS, codex_config, start_env
+from tests.agents.mock_llm import MockLLM
+from tests.e2e.conftest import Tree
+from tests.helpers import wait_until
+
+pytestmark = [pytest.mark.agents, pytest.mark.timeout(720)]  # a first install included
+
+STEP = {"01-SAY.md": "Say hi. [mock:text]\n"}
+
+
+def _subscriber_env(home: Path, agent_bin: Path, mock: MockLLM) -> dict[str, str]:
+    env = start_env(home, agent_bin, mock, CLAUDE_CODE_OAUTH_TOKEN="dummy")
+    env.pop("ANTHROPIC_API_KEY", None)  # a subscriber: the window headers are read
+    return env
+
+
+SESSION_HEADER = {"claude": "x-claude-code-session-id", "codex": "session-id"}
+API_PATH = {"claude": "/v1/messages", "codex": "/v1/responses"}
+
+
+def _session_of(call: dict[str, Any], cli: str) -> str:
+    return next((v for k, v in call["headers"].items()
+                 if k.lower() == SESSION_HEADER[cli]), "")
+
+
+def _make_node(tree: Tree, name: str, cli: str, mock: MockLLM) -> None:
+    if cli == "claude":
+        tree.node(name, STEP, "--agent", "claude", "--model", "claude-opus-4-8", "--no-sync",
+                  "--max-iters", "1")
+        return
+    ndir = tree.node(name, STEP, "--agent", f"codex {CODEX_FLAGS}", "--model", "gpt-5.5",
+                     "--no-sync", "--max-iters", "1")
+    (ndir / ".codex" / "config.toml").write_text(codex_config(
+        mock, request_max_retries=0, stream_max_retries=0))
+
+
+def _node_of(tree: Tree, session: str) -> str:
+    rows = tree.sql("SELECT DISTINCT node FROM steps WHERE session = ?", session)
+    return str(rows[0][0]) if rows else "?"
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+@pytest.mark.parametrize("again", [False, True], ids=["reopens", "probe-hits-the-wall-again"])
+def test_two_nodes_on_one_credential_wait_out_one_window(
+        real_tree: Tree, agent_bin: Path, mock_llm: MockLLM, tmp_path: Path,
+        again: bool, cli: str) -> None:
+    tree = real_tree
+    env = _subscriber_env(tmp_path / "home", agent_bin, mock_llm)
+    for name in ("a", "b"):
+        _make_node(tree, name, cli, mock_llm)
+    until = time.time() + 15
+    mock_llm.close_window(until)
+    if again:  # the stated reset drifts: the window is still closed when the probe comes
+        later = until + 15
+        timer = threading.Timer(until - time.time() - 1,
+                                lambda: mock_llm.close_window(later))
+        timer.start()
+    tree.cli("node", "start", "a", env=env)
+    wait_until(lambda: tree.sql("SELECT state FROM usage_windows") == [("closed",)],
+               timeout=60, message="a recorded the closed window")
+    tree.cli("node", "start", "b", env=env)
+    wait_until(lambda: tree.cli("node", "status", "b").stdout.startswith(
+        "active (waiting for usage window until"), timeout=60, message="b waiting")
+    assert mock_llm.usage_answers() == ["rejected"]  # b never called the API
+    assert tree.wait_settled("a", timeout=180) == "completed"
+    assert tree.wait_settled("b", timeout=180) == "completed"
+
+    calls = mock_llm.posts(API_PATH[cli])
+    answers = mock_llm.usage_answers()
+    nodes = [_node_of(tree, _session_of(c, cli)) for c in calls]
+    rejected = 2 if again else 1
+    assert answers[:rejected] == ["rejected"] * rejected
+    assert "rejected" not in answers[rejected:]
+    assert nodes[0] == "main.a"
+    prober = nodes[rejected - 1]  # the one probe: the rejected repeat, or the first through
+    if not again:
+        prober = nodes[1]
+    first_other = next(i for i, n in enumerate(nodes) if i >= rejected and n != prober)
+    assert all(n == prober for n in nodes[rejected:first_other])  # the probe went first
+    assert all(n != prober for n in nodes[first_other:])  # the other only once it was done
+    assert tree.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+    assert tree.sql("SELECT node, COUNT(*) FROM iterations GROUP BY node ORDER BY node") == [
+        ("main.a", 1), ("main.b", 1)]
+    assert tree.sql("SELECT state FROM usage_windows") == [("open",)]
+
+
+def test_a_warning_at_96_percent_waits_for_the_reset_before_the_next_launch(
+        real_tree: Tree, agent_bin: Path, mock_llm: MockLLM, tmp_path: Path) -> None:
+    tree = real_tree
+    env = _subscriber_env(tmp_path / "home", agent_bin, mock_llm)
+    tree.node("w", {"01-SAY.md": "Say hi. [mock:text]\n", "02-MORE.md": "More. [mock:text]\n"},
+              "--agent", "claude", "--model", "claude-opus-4-8", "--no-sync", "--max-iters", "1")
+    mock_llm.close_window(time.time() - 5 * 3600 + 12)  # long past: the reset is 12 s away
+    mock_llm.warn_window(0.96)
+    began = time.time()
+    tree.cli("node", "start", "w", env=env)
+    wait_until(lambda: tree.cli("node", "status", "w").stdout.startswith(
+        "active (waiting for usage window until"), timeout=60, message="w waiting early")
+    assert len(mock_llm.posts("/v1/messages")) == 1  # the second step did not launch
+    assert tree.wait_settled("w", timeout=120) == "completed"
+    assert time.time() - began >= 12
+    assert [s for (s,) in tree.sql("SELECT status FROM steps ORDER BY step_id")] == [
+        "completed", "completed"]
