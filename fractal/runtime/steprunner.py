@@ -1,8 +1,13 @@
 """Run one step of an iteration: launch it, retry a failed launch (``step_retries`` more
 attempts, ``step_retry_backoff`` seconds apart, each its own row), hold an approval gate
 (a ``requires_approval`` step's row stays open until the parent approves it), and run the
-SYNC pseudo-steps (before each step, and every ``wait`` window while waiting). Building
-each launch is ``stepbuild``'s job; running it is ``launch.run_attempt``'s.
+SYNC pseudo-steps (before each step, and every ``wait`` window while waiting), wait for
+the children (``wait: children``) and wait out a closed usage window. Building each launch
+is ``stepbuild``'s job; running it is ``launch.run_attempt``'s.
+
+Past the house's 400 lines on purpose: every wait a step can meet (a gate, the children,
+a usage window, a retry's backoff) shares the step's banner, its SYNC and its row
+bookkeeping, and splitting them would pass that state between modules.
 """
 
 from __future__ import annotations
