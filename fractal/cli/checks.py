@@ -1,4 +1,4 @@
-"""``fractal node checks``: list the checks a node's loop ran (issue 7)."""
+"""``fractal node checks``: list the checks a node's loop ran (docs/checks.md)."""
 
 from __future__ import annotations
 

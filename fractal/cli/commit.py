@@ -1,4 +1,4 @@
-"""``fractal commit``: the scoped, linted commit of one iteration's work (seed: "`fractal commit`")."""
+"""``fractal commit``: the scoped, linted commit of one iteration's work (docs/commit.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``fractal node config get|set`` and ``fractal node update``: retune a node, live (seed:
-"Steering a running loop"; ref §2.2)."""
+"""``fractal node config get|set`` and ``fractal node update``: retune a node, live (docs/configuration.md:
+which keys a running loop re-reads)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
     help="The caller's worktree (default: the current directory).")
 
-# `node update` flags, in the order of the reference (ref §2.2).
+# `node update` flags, in the order docs/cli.md lists them.
 _UPDATE_FLAGS = (
     ("title", "A one-line title."),
     ("max_cost", "Run ceiling in USD (node plus descendants); null clears it."),

@@ -1,5 +1,5 @@
 """``fractal node cost spent|remaining|breakdown``: what a node and its subtree spent, and
-what is left (ref §2.2 ``cost``)."""
+what is left (docs/budgets.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Signal names and which one wins at a checkpoint (seed: "The shape of one iteration";
-ref §1.4). Pure: the loop reads the pending names from the database and asks here."""
+"""Signal names and which one wins at a checkpoint (docs/lifecycle.md, "Steering").
+Pure: the loop reads the pending names from the database and asks here."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Signal(StrEnum):
     EXIT = "exit"
 
 
-#: Pause always outranks finish, which outranks stop (seed: signal checkpoint).
+#: Pause always outranks finish, which outranks stop (at every checkpoint).
 PRECEDENCE: tuple[Signal, ...] = (Signal.KILL, Signal.PAUSE, Signal.FINISH, Signal.STOP)
 
 
@@ -28,7 +28,7 @@ def winning(pending: Collection[str], *, allow_finish: bool = True,
 
     ``pending`` holds the names present for the run. ``allow_finish`` is False where a
     finish does not act (an adopted iteration's top, inside an iteration); ``allow_stop``
-    is False before the first step of an iteration (ref §4.2).
+    is False before the first step of an iteration (a finish then ends the run before any step).
     """
     for signal in PRECEDENCE:
         if signal.value not in pending:
@@ -62,7 +62,7 @@ class PauseSpan:
 
 
 def paused_seconds(spans: Iterable[PauseSpan], anchor: float, now: float) -> float:
-    """Seconds of ``spans`` that fall between ``anchor`` and ``now`` (ref §4.8 pause credit).
+    """Seconds of ``spans`` that fall between ``anchor`` and ``now`` (the pause credit of the time walls).
 
     A trailing open span accrues up to ``now``; spans before ``anchor`` are clipped.
     """
@@ -76,8 +76,8 @@ def paused_seconds(spans: Iterable[PauseSpan], anchor: float, now: float) -> flo
 
 
 def credited_deadline(started: float, limit: int | None, paused: float) -> float | None:
-    """A wall's deadline (epoch s) once ``paused`` seconds are credited back (seed: Time
-    limits: parked time is never charged). None when the wall is unset."""
+    """A wall's deadline (epoch s) once ``paused`` seconds are credited back (parked time
+    is never charged to a time wall). None when the wall is unset."""
     return None if limit is None else started + limit + paused
 
 

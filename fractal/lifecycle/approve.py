@@ -1,5 +1,5 @@
 """Approval gates from the parent's side: ``node approve`` and ``node pending``
-(seed: "Approval gates"; ref §4.6)."""
+(docs/lifecycle.md, "Approval gates")."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ MAX_MESSAGE = 200  # characters of the summary that becomes the commit subject
 def validate_message(message: str | None, branch: str) -> str:
     """Return the stripped one-line summary, or raise InvalidValue.
 
-    Refused (seed: "`fractal commit`"): an empty message, one spanning several lines, and
+    Refused: an empty message, one spanning several lines, and
     one starting with the branch name or the word ``iteration`` (the pipeline adds both).
     """
     text = (message or "").strip()

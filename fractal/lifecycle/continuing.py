@@ -1,4 +1,4 @@
-"""``fractal node start --continue``: re-arm a settled node's worktree (ref §4.10).
+"""``fractal node start --continue``: re-arm a settled node's worktree (docs/lifecycle.md).
 
 Operator edits under the node dir are committed (config.json edits included, so they
 survive), then the rest of the worktree is restored clean. Uncommitted project files

@@ -1,6 +1,5 @@
 """Cost caps across the tree: a child's ``max_cost`` must fit its parent's remaining budget
-(ref §1.5 ``_check_caps``; issue 5: "A child's max_cost must fit the parent's remaining
-budget at spawn"), and the figures a budget-ended run left behind (``start --continue``).
+at spawn, and the figures a budget-ended run left behind (``start --continue``).
 
 Checked under the tree lock, right before registration, like the spawn caps, so two
 concurrent spawns each see the other's registration.
@@ -86,7 +85,7 @@ def check_child_budget(tree: Tree, ledger: Ledger, child: str, max_cost: float |
 
 def refuse_budget_landing(tree: Tree, branch: str, last: RunRow | None) -> None:
     """Refuse a bare ``start --continue`` after a budget landing (the last run ended
-    ``exited`` with exit code 0), naming the figures (seed: "pass --max-cost to arm the next
+    ``exited`` with exit code 0), naming the figures ("pass --max-cost to arm the next
     run explicitly"). Raises FractalError."""
     if last is None or last.status is not Status.EXITED or last.exit_code != 0:
         return

@@ -1,5 +1,4 @@
-"""Live retuning: ``fractal node config get|set`` and ``fractal node update`` (seed:
-"Steering a running loop"; ref §2.2 ``update``, ``config get/set``).
+"""Live retuning: ``fractal node config get|set`` and ``fractal node update`` (docs/configuration.md: which keys a running loop re-reads).
 
 Every write is a read-merge-write of ``config.json`` under its lock, validated as a whole
 before it lands (atomically), so a running loop only ever reads a complete, valid file.
@@ -30,7 +29,7 @@ IMMUTABLE = ("root", "user", "parent")
 
 UPDATE_KEYS = ("title", "max_cost", "max_iter_cost", "max_step_cost", "reserve_budget",
                "step_timeout", "max_depth", "max_children", "max_descendants")
-"""What ``fractal node update`` retunes (ref §2.2)."""
+"""What ``fractal node update`` retunes (docs/cli.md)."""
 
 _REGISTRY_CAPS = ("max_cost", "max_depth", "max_children", "max_descendants")
 

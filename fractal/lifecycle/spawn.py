@@ -69,7 +69,7 @@ def build_config(settings: Mapping[str, object], *, root: str, parent: str,
     """The full config.json of a new node: defaults, then ``settings``, then lineage.
 
     ``reserve`` is ``--reserve-budget`` as typed (USD or ``N%``); with ``max_cost`` set
-    and no reserve, 10% is materialised (seed: Cost ceilings). Raises ConfigError
+    and no reserve, 10% is materialised (docs/budgets.md). Raises ConfigError
     listing every problem, InvalidValue for a bad reserve or agent.
     """
     config = default_config()
@@ -157,7 +157,7 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
                 inherit_dir(paths.worktree / ".fractal" / parent_branch, paths.node_dir,
                             surface)
             exit_check = config.get("exit_check")
-            if isinstance(exit_check, str):  # issue 7: the CHECK gate before REVIEW
+            if isinstance(exit_check, str):  # the CHECK gate before REVIEW (docs/checks.md)
                 seed_check_gate(paths.node_dir, exit_check)
             seed_task_and_gates(paths.node_dir, seed.task, seed.gates)
             if "steps" not in seed.inherit and may_spawn(_cap(config.get("max_children")),

@@ -1,5 +1,4 @@
-"""``fractal node cost spent|remaining|breakdown``: read the budget ledger (seed: "Cost
-ceilings"; ref §2.2 ``cost``).
+"""``fractal node cost spent|remaining|breakdown``: read the budget ledger (docs/budgets.md).
 
 Plain reads through ``store.spend`` (stdlib sqlite3): no runtime, no SQLAlchemy. Scopes:
 the default is everything the node and its subtree ever recorded; ``run`` the node's open
@@ -107,7 +106,7 @@ def remaining(cwd: Path, name: str | None, scope: Scope = Scope.RUN) -> str:
 
     RUN: ``max_cost`` minus the open (else last) run's subtree spend; ITER:
     ``max_iter_cost`` minus the newest iteration's spend; STEP: the per-step budget a launch
-    would get now (seed: The per-step budget).
+    would get now (docs/budgets.md, the per-step budget).
     """
     from fractal.store import spend
 

@@ -1,4 +1,4 @@
-"""``fractal init``: root a tree at the current branch (ref §2.1 ``init``)."""
+"""``fractal init``: root a tree at the current branch (docs/cli.md, ``fractal init``)."""
 
 from __future__ import annotations
 

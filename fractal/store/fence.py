@@ -3,7 +3,7 @@
 Two writers may race to close the same row (the loop's own finalize against a crash
 heal, a timeout against a pause). Whoever's UPDATE matches first wins; the loser's
 UPDATE matches nothing and reports False, leaving the winner's status, exit code and
-reason in place (issue: "first writer wins"; ref §1.8). These helpers run inside the
+reason in place: the first writer wins. These helpers run inside the
 caller's transaction.
 """
 
@@ -41,7 +41,7 @@ def close_open_rows(conn: Connection, node: str, status: str, reason: str, *,
 
     Steps first, then iterations, then runs, all stamped ``now``. A step with a
     session and no cost gets ``reason`` + UNPRICED_SUFFIX: it plausibly spent money
-    nobody recorded (seed: What gets recorded).
+    nobody recorded (a step that never reported a cost stays NULL, never 0).
     """
     unpriced = and_(Step.session.is_not(None), Step.cost.is_(None))
     closed = conn.execute(

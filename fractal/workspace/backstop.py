@@ -1,4 +1,4 @@
-"""Backstop commits: save whatever an iteration left uncommitted (seed: "Backstop commits").
+"""Backstop commits: save whatever an iteration left uncommitted (docs/loop.md, "Backstop commits").
 
 The loop calls this after each iteration (``auto``), at run end (``final``) and on failure
 paths. It bypasses hooks and lint by design (``--no-verify``) and folds a capped diffstat

@@ -1,4 +1,4 @@
-"""The ``fractal commit`` pipeline (seed: "The commit pipeline"; reference §4.12).
+"""The ``fractal commit`` pipeline (docs/commit.md: its steps in order).
 
 In order: clear a stale ``index.lock`` (or refuse while a git process holds it), refuse a
 conflict (a merge, rebase, cherry-pick or revert in progress, unmerged entries, or a file to

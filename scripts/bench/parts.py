@@ -75,7 +75,7 @@ def reads(keep: bool, log: Log) -> tuple[list[Row], list[str]]:
         rows += [Row(label, ms, target=READ_TARGETS.get(label, "< 300 ms"))
                  for label, ms in times.items()]
         if not has_cost:
-            rows.append(Row(COST_READ[0], [], note="n/a (issue 5)", target="< 300 ms"))
+            rows.append(Row(COST_READ[0], [], note="n/a (a read of the budget ledger)", target="< 300 ms"))
         foot = [f"big ledger: seeded in {took:.1f} s with sqlite3 into the migrated database "
                 f"of {ROOT} (nodes without worktrees)"]
         return rows, foot
