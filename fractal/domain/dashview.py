@@ -45,7 +45,7 @@ def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
     the last run's ``reason`` for a settled node; ``parked`` for a paused one."""
     if status == "active":
         if live.gone:
-            return "supervisor gone (shown as exited; any read heals it)"
+            return "supervisor gone (any read heals it: the run parks, interrupted)"
         parts = [] if live.run_id is None else [f"run {live.run_id}"]
         if live.iteration is not None:
             parts.append(f"iter {live.iteration}/{live.max_iters or '∞'}")

@@ -39,7 +39,7 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
 
     if row is None:
         row = reader.node_row(tree.db_path, branch)
-    if row is None or row.status is not Status.ACTIVE:
+    if row is None or row.status != Status.ACTIVE:  # a whole-tree reader's row holds text
         return False
     if os.environ.get("_NODE") == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking

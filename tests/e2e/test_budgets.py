@@ -50,7 +50,9 @@ def test_budget_landing_exits_0_and_continue_needs_max_cost(tree: Tree) -> None:
     # iteration 1.2's second step ran in reserve: $0.1000 was left, inside the $0.1 reserve
     assert any("inside the $0.1 reserve" in e for e in _budget_events(tree, "land"))
     notice = tree.sql("SELECT subject, data FROM messages WHERE node = 'main.land'")
-    assert notice == [(f"run exited: {reason}", f"{reason}\nspent $1.2000 of $1 max")]
+    # the run's end notice: the reason, the run's spend, the capped run's figures
+    assert notice == [(f"run exited: {reason}",
+                       f"{reason}\nrun 1 spent $1.2000\nspent $1.2000 of $1 max")]
     assert tree.cli("node", "cost", "spent", "land").stdout.strip() == "$1.2000"
     assert tree.cli("node", "cost", "remaining", "land").stdout.strip() == "$0.0000"
 

@@ -111,7 +111,7 @@ def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -
             assert "gate" in str(app.query_one("#inbox").render())
             await _select(pilot, app, "main.gated")
             await pilot.press("a")
-            await _until(pilot, lambda: "files changed" in str(
+            await _until(pilot, lambda: "change" in str(
                 app.screen.query_one("#dialog").query("Static").first().render())
                 if app.screen is not app.screen_stack[0] else False,
                 message="the confirmation with the diffstat")
@@ -143,7 +143,8 @@ def test_a_node_whose_supervisor_died_is_shown_gone_and_never_written(tree: Tree
             await pilot.pause(1.5)
             assert tree.status("doomed") == "active"  # the dashboard wrote nothing
             tree.cli("node", "status", "doomed")  # any read heals it
-            await _until(pilot, lambda: "✗ doomed" in _label(app, "main.doomed")
+            # the heal parks the run (interrupted: supervisor lost), resumable
+            await _until(pilot, lambda: "‖ doomed" in _label(app, "main.doomed")
                          and "gone" not in _label(app, "main.doomed"),
                          message="the healed status shown")
 

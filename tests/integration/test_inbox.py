@@ -70,7 +70,7 @@ def test_inbox_lists_each_kind_oldest_first_and_ack_hides_it(repo: Path) -> None
     assert "spent $0.5000 of $2.0000" in str(ended["summary"])
     assert paused["command"] == "fractal node resume main.parked"
     assert waiting["command"] == f"fractal node approve main.gated {gate}"
-    assert "files changed" in str(waiting["summary"])  # the seeded node dir and work.txt
+    assert "1 file changed" in str(waiting["summary"])  # work.txt; the node dir stays out
 
     text = _fractal(repo, "inbox")
     assert f"-> fractal node approve main.gated {gate}" in text.stdout

@@ -23,7 +23,7 @@ def test_clock_label(seconds: float, text: str) -> None:
      "run 3 · iter 1/4 · awaiting approval"),
     ("active", Live(3, 1, 4, signal="pausing"), "", "run 3 · iter 1/4 · pausing"),
     ("active", Live(), "", "booting"),
-    ("active", Live(3, gone=True), "", "supervisor gone (shown as exited; any read heals it)"),
+    ("active", Live(3, gone=True), "", "supervisor gone (any read heals it: the run parks, interrupted)"),
     ("paused", Live(3, gate=True), "", "parked · awaiting approval"),
     ("exited", Live(), "Exited at iteration 3.2", "Exited at iteration 3.2"),
 ])
