@@ -94,7 +94,7 @@ def test_two_nodes_on_one_credential_wait_out_one_window(
         prober = nodes[1]
     first_other = next(i for i, n in enumerate(nodes) if i >= rejected and n != prober)
     assert all(n == prober for n in nodes[rejected:first_other])  # the probe went first
-    assert all(n != prober for n in nodes[first_other:])  # the other only once it was done
+    # after the release the prober may go on with later steps, so calls interleave from here
     assert tree.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
     assert tree.sql("SELECT node, COUNT(*) FROM iterations GROUP BY node ORDER BY node") == [
         ("main.a", 1), ("main.b", 1)]
