@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
 
-__all__ = ["RULES", "Relation", "is_below", "parent_of", "refusal", "relation_of"]
+__all__ = ["RULES", "Relation", "is_below", "parent_of", "refusal", "relation_of", "spoken"]
 
 
 class Relation(Enum):
@@ -90,6 +90,14 @@ RULES: Mapping[str, Relation] = MappingProxyType({
 """Every verb that changes something -> the relation the acting node needs."""
 
 
+_SPOKEN = {"finish_cancel": "finish --cancel"}
+
+
+def spoken(verb: str) -> str:
+    """How a refusal names ``verb``: the command's own words (``finish --cancel``)."""
+    return _SPOKEN.get(verb, verb)
+
+
 def parent_of(branch: str) -> str | None:
     """The dotted parent of ``branch`` (None for a branch without a dot)."""
     head, dot, _ = branch.rpartition(".")
@@ -130,6 +138,7 @@ def refusal(verb: str, *, acting: str, target: str, root: str) -> str | None:
     needed = RULES[verb]
     if acting == root or _holds(needed, relation_of(acting, target)):
         return None
+    verb = spoken(verb)
     outside = "run it from the main checkout, outside any node's loop"
     if needed is Relation.OPERATOR:
         return (f"only the operator at the root may {verb}: it is the operator's, acting for "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from tests.e2e.conftest import Tree
-from tests.helpers import wait_until
+from tests.helpers import git, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -57,20 +57,28 @@ def _attempts() -> list[tuple[str, str, list[str]]]:
     return out + [(event, "main", argv) for event, argv in TREE_VERBS]
 
 
-def _agent_script(results: Path) -> str:
-    """A command-backend agent that runs each attempt as the node's agent would (its
-    environment carries the loop's ``_NODE``) and appends ``{argv, rc, stderr}`` lines."""
-    fractal = f"{shlex.quote(sys.executable)} -m fractal"
-    lines = ["#!/bin/sh", "cat > /dev/null"]
-    for _event, _target, argv in _attempts():
-        cmd = " ".join(shlex.quote(a) for a in argv)
-        lines.append(f"{fractal} {cmd} > /dev/null 2> \"$0.err\"; rc=$?")
-        lines.append(f"{shlex.quote(sys.executable)} -c 'import json,sys; "
-                     "print(json.dumps({\"argv\": sys.argv[1], \"rc\": int(sys.argv[2]), "
-                     "\"stderr\": open(sys.argv[3]).read()}))' "
-                     f"{shlex.quote(cmd)} \"$rc\" \"$0.err\" >> {shlex.quote(str(results))}")
-    lines.append('echo \'{"type": "cost", "usd": 0.0}\'')
-    return "\n".join(lines) + "\n"
+def _agent_script(attempts: Path, results: Path) -> str:
+    """A command-backend agent (Python) that runs each attempt through the CLI's entry
+    point in its own process, as a tool the agent runs would (its environment carries the
+    loop's ``_NODE``), and appends ``{argv, rc, stderr}`` lines to ``results``. One
+    process for all the attempts keeps the test inside its time limit on a loaded
+    machine; each attempt still parses its argv and builds its own context."""
+    return f"""#!{sys.executable}
+import contextlib, io, json, sys
+sys.stdin.read()
+from fractal.cli import main
+with open({str(results)!r}, "a") as out:
+    for argv in json.loads(open({str(attempts)!r}).read()):
+        err = io.StringIO()
+        rc = 0
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                main(argv)
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 1
+        out.write(json.dumps({{"argv": argv, "rc": rc, "stderr": err.getvalue()}}) + "\\n")
+print(json.dumps({{"type": "cost", "usd": 0.0}}))
+"""
 
 
 def _state(tree: Tree) -> tuple[object, ...]:
@@ -95,19 +103,26 @@ def _state(tree: Tree) -> tuple[object, ...]:
 def test_a_childs_agent_is_refused_every_verb_on_its_parent_and_sibling(
         tree: Tree, tmp_path: Path) -> None:
     results = tmp_path / "attempts.jsonl"
+    planned = tmp_path / "attempts.json"
+    planned.write_text(json.dumps([argv for _e, _t, argv in _attempts()]))
     agent = tmp_path / "hostile-agent"
-    agent.write_text(_agent_script(results))
+    agent.write_text(_agent_script(planned, results))
     agent.chmod(0o755)
     tree.node("a", {"01-A.md": "lead"}, "--max-cost", "5")
     tree.cli("node", "init", "c", "--parent", "a", "--max-cost", "1")
     tree.cli("node", "init", "b", "--parent", "a", "--max-cost", "1", "--no-sync",
              "--max-iters", "1", "--agent", str(agent), "--step-timeout", "10m")
+    steps = tree.node_dir("a.b") / "steps"
+    shutil.rmtree(steps)
+    steps.mkdir()
+    (steps / "01-TRY.md").write_text("try every verb on the parent and the sibling")
+    git(tree.worktree("a.b"), "add", "-A")
+    git(tree.worktree("a.b"), "commit", "-q", "-m", "one step", "--no-verify")
     before = _state(tree)
     tree.cli("node", "start", "a.b")
     assert tree.wait_settled("a.b", timeout=600) == "completed"
     attempts = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [a["argv"] for a in attempts] == [" ".join(shlex.quote(x) for x in argv)
-                                             for _e, _t, argv in _attempts()]
+    assert [a["argv"] for a in attempts] == [argv for _e, _t, argv in _attempts()]
     for attempt in attempts:
         assert attempt["rc"] == 1, attempt
         assert attempt["stderr"].startswith("Error: "), attempt

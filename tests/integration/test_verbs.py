@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fractal.domain.authority import spoken
 from fractal.domain.signals import Signal
 from fractal.domain.states import Move, Status
 from fractal.errors import ConfigError, FractalError, NodeNotFound
@@ -405,7 +406,7 @@ def test_a_child_loop_acting_on_its_parent_or_sibling_is_refused(
     _activate(small, target)  # a live target: a refusal must not be a status refusal
     before = small.snapshot()
     agent = small.ctx("main.a.b", loop="main.a.b")
-    with pytest.raises(Refused, match=f"main.a.b may {verb}|or an ancestor of {target}"):
+    with pytest.raises(Refused, match=f"main.a.b may {spoken(verb)}|or an ancestor of {target}"):
         VERBS[verb](agent, target)
     assert small.events(target, verb)[-1][:2] == ("main.a.b", "failed")
     assert small.snapshot() == before
