@@ -174,8 +174,8 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
         merged = {**default_config(), **settings}
         problems += [p for p in validate_config(merged) if p not in problems]
         raise ConfigError(problems)
-    result = init_node(verb_context(path), name, settings, parent=parent, reserve=values.get("reserve_budget"),
-                       seed=seed)
+    result = init_node(verb_context(path), name, settings, parent=parent,
+                       reserve=values.get("reserve_budget"), seed=seed)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     if all(settings.get(k) is None for k in ("max_cost", "max_iters", "exit_check")):

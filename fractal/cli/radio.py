@@ -78,8 +78,8 @@ def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, 
     """Send DATA (`-` reads standard input) to a node's inbox; print the message id."""
     from fractal.lifecycle.radio import send
 
-    click.echo(send(verb_context(path), _data(data), node=node, to_parent=to_parent, channel=channel,
-                    subject=subject, priority=priority))
+    click.echo(send(verb_context(path), _data(data), node=node, to_parent=to_parent,
+                    channel=channel, subject=subject, priority=priority))
 
 
 @radio_group.command("post")
@@ -118,8 +118,8 @@ def messages_cmd(node: str | None, channel: str | None, state: str | None, limit
     from fractal.lifecycle.radio import messages
     from fractal.store.radio_reads import ReadState
 
-    rows = messages(verb_context(path), node=node, channel=channel, state=ReadState(state or "unread"),
-                    limit=limit, since=since)
+    rows = messages(verb_context(path), node=node, channel=channel,
+                    state=ReadState(state or "unread"), limit=limit, since=since)
     _listing(rows, as_json, as_csv, body)
 
 
@@ -134,7 +134,8 @@ def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_j
     """Show messages with their bodies and mark them read (no UUID: every unread one)."""
     from fractal.lifecycle.radio import read
 
-    _blocks(read(verb_context(path), uuids, node=node, channel=channel), as_json, "no unread messages")
+    _blocks(read(verb_context(path), uuids, node=node, channel=channel), as_json,
+            "no unread messages")
 
 
 @radio_group.command("reply")
@@ -187,7 +188,8 @@ def sent_cmd(limit: int | None, since: str | None, as_json: bool, as_csv: bool, 
     """What you sent or posted, newest first, with who has read each."""
     from fractal.lifecycle.radio import sent
 
-    _listing(sent(verb_context(path), limit=limit, since=since), as_json, as_csv, body, extra=["read_by"])
+    _listing(sent(verb_context(path), limit=limit, since=since), as_json, as_csv, body,
+             extra=["read_by"])
 
 
 @radio_group.command("unsend")

@@ -99,8 +99,9 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
 
     ``parent`` defaults to the node whose worktree holds ``ctx.cwd`` (the root outside
     any node); the acting node may spawn only under itself or its descendants
-    (``fractal.domain.authority``: Refused, recorded on the parent). The branch forks from ``start_point`` (a commit sha: ``fractal rescue restore
-    --as``) when given, else from the base branch's committed tip. A name may be used
+    (``fractal.domain.authority``: Refused, recorded on the parent). The branch forks
+    from ``start_point`` (a commit sha: ``fractal rescue restore --as``) when given, else
+    from the base branch's committed tip. A name may be used
     again once its node is deleted: a node directory of the same branch that the fork
     already carries (a deleted namesake's, brought in by a plain ``git merge``) is
     replaced by fresh seeds, so the new node never inherits the old task; only a fork from

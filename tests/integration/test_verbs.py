@@ -419,3 +419,22 @@ def test_a_loop_may_not_act_for_the_whole_tree(small: Small, verb: str) -> None:
         TREE_VERBS[verb](small.ctx(None, loop="main.a"))
     assert small.events("main", verb)[-1][:2] == ("main.a", "failed")
     assert small.snapshot() == before
+
+
+def test_building_and_checking_a_context_imports_no_sqlalchemy(small: Small) -> None:
+    """The steering path stays light: resolving who acts, the target and the rule reads
+    the registry with the stdlib reader; the ORM is imported only when a verb writes."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom pathlib import Path\n"
+             "from fractal.lifecycle.context import open_context\n"
+             f"ctx = open_context(Path({str(small.wt('main.a'))!r}), "
+             f"{{'_NODE': {str(small.node_dir('main.a'))!r}}})\n"
+             "assert (ctx.caller, ctx.acting, ctx.actor) == ('main.a', 'main.a', 'main.a')\n"
+             "ctx.authorize('stop', ctx.subtree('b'))\n"
+             "assert ctx.refusal('stop', 'main') is not None\n"
+             "print(sorted(m for m in sys.modules if m.startswith('sqlalchemy')))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=small.repo).stdout
+    assert out.strip() == "[]"
