@@ -11,6 +11,7 @@ through ``store.pool.PoolStore``, whose every move applies a rule of ``domain.po
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -167,16 +168,23 @@ def dispatch(cwd: Path) -> Round:
                      f"{after.status.value}")
     config = _pool_config(tree, pool)
     previous = {i.item_id: i.result for i in store.items(pool)}  # a claim clears it
-    while (claimed := store.claim_next(pool, lambda i: f"{pool}.{worker_name(i)}")) \
-            is not None:
-        try:
-            _start_worker(tree, ledger, pool, brief, claimed, config,
-                          previous.get(claimed.item_id, ""))
-            notes.append(f"{claimed.item_id}: attempt {claimed.attempts} started "
-                         f"({claimed.worker})")
-        except FractalError as exc:
-            after = store.fail(pool, claimed.item_id, f"worker did not start: {exc}")
-            notes.append(f"{claimed.item_id}: worker did not start ({exc}); now "
+    while True:  # claim every free slot first, then start the batch side by side
+        batch: list[Item] = []
+        while (claimed := store.claim_next(pool, lambda i: f"{pool}.{worker_name(i)}")) \
+                is not None:
+            batch.append(claimed)
+        if not batch:
+            break
+        with ThreadPoolExecutor(max_workers=len(batch)) as starts:
+            errors = list(starts.map(lambda i: _try_start(
+                tree, pool, brief, i, config, previous.get(i.item_id, "")), batch))
+        for claimed, error in zip(batch, errors, strict=True):
+            if error is None:
+                notes.append(f"{claimed.item_id}: attempt {claimed.attempts} started "
+                             f"({claimed.worker})")
+                continue
+            after = store.fail(pool, claimed.item_id, f"worker did not start: {error}")
+            notes.append(f"{claimed.item_id}: worker did not start ({error}); now "
                          f"{after.status.value}")
     items = store.items(pool)
     move, _ = next_move(items, review_done, width)
@@ -250,12 +258,23 @@ def _pool_config(tree: Tree, pool: str) -> dict[str, object]:
         return {}
 
 
+def _try_start(tree: Tree, pool: str, brief: str, item: Item,
+               pool_config: Mapping[str, object], previous: str) -> str | None:
+    """``_start_worker`` in a thread of its own (own ledger); the refusal, or None."""
+    try:
+        _start_worker(tree, _ledger(tree), pool, brief, item, pool_config, previous)
+    except FractalError as exc:
+        return str(exc)
+    return None
+
+
 def _start_worker(tree: Tree, ledger: Ledger, pool: str, brief: str, item: Item,
                   pool_config: Mapping[str, object], previous: str) -> None:
     """Start the worker of a just-claimed ``item``: create it on its first attempt (the
     pool's preferences, one iteration, the brief plus the item as its task, the pool's
     worker steps), start a new run of a settled one, leave a live one (a hand-back
     re-armed it) alone. Raises FractalError when it cannot."""
+    from fractal.lifecycle.costcaps import parent_budget
     from fractal.lifecycle.spawn import NodeSeed, init_node
     from fractal.lifecycle.start import start_node
     from fractal.workspace.backstop import backstop_commit
@@ -268,6 +287,9 @@ def _start_worker(tree: Tree, ledger: Ledger, pool: str, brief: str, item: Item,
     if row is None:
         settings = {**inherited_preferences(pool_config, {}), "max_iters": 1,
                     "title": f"pool {pool} item {item.item_id}"}
+        capped = parent_budget(tree, ledger, branch)
+        if capped is not None:  # the pool's ceiling bounds the subtree; the worker may
+            settings["max_cost"] = capped.remaining  # use what is left of it
         made = init_node(pool_wt, worker_name(item.item_id), settings, parent=pool,
                          actor=pool, seed=NodeSeed(task=worker_task(brief, pool, item)))
         if copy_worker_steps(tree.node(pool).node_dir, made.paths.node_dir):
