@@ -72,13 +72,15 @@ def reject_cmd(item_id: str, reason: str, pool: str | None, path: Path) -> None:
 
 
 @pool_group.command("dispatch")
+@click.option("--resume", is_flag=True,
+              help="Also put back claims whose worker never ran (the step's first round).")
 @PATH_OPTION
-def dispatch_cmd(path: Path) -> None:
+def dispatch_cmd(resume: bool, path: Path) -> None:
     """One dispatch round of the pool whose loop runs it (its DISPATCH step runs this);
     prints the round as one JSON object: {"next", "reason", "notes"}."""
     from fractal.lifecycle.pool import dispatch
 
-    done = dispatch(path)
+    done = dispatch(path, resume=resume)
     for note in done.notes:
         click.echo(note, err=True)
     click.echo(json.dumps({"next": done.next, "reason": done.reason,

@@ -119,14 +119,16 @@ def _ledger(tree: Tree) -> Ledger:
 # -- dispatch ----------------------------------------------------------------------------
 
 
-def dispatch(cwd: Path) -> Round:
+def dispatch(cwd: Path, *, resume: bool = False) -> Round:
     """One round of the dispatcher of the pool whose loop runs this command.
 
     In order: every claimed item's worker is read (``domain.pool.settle``): a live one is
     left alone, a completed one is merged into the pool's branch (a conflict hands it back
     while it has an attempt left, and the attempt fails) and its item finished with the
     worker's reported line (else its last commit subject), any other ending fails the
-    attempt, and a claim without a run after it follows the resume rule. Then open items
+    attempt; with ``resume`` (the first round of a DISPATCH step: nothing else dispatches
+    then) a claim without a run after it follows the resume rule, otherwise it is left to
+    the dispatcher that made it, still starting its worker. Then open items
     are claimed while slots are free, each claim before its worker starts. Then the next
     move: ``wait``, ``review`` (recorded as the one review pass) or ``end``.
     Raises FractalError when the caller is not a pool node's loop.
@@ -159,11 +161,11 @@ def dispatch(cwd: Path) -> Round:
                 after = store.fail(pool, item.item_id, why)
                 notes.append(f"{item.item_id}: attempt {item.attempts} failed ({why}); "
                              f"now {after.status.value}")
-            else:
+            elif resume:
                 gone.add(worker)
         except PoolRefused:
             continue  # another dispatcher recorded it first
-    for after in store.resume(pool, lambda w: w not in gone):
+    for after in store.resume(pool, lambda w: w not in gone) if gone else ():
         notes.append(f"{after.item_id}: its worker never ran this attempt; now "
                      f"{after.status.value}")
     config = _pool_config(tree, pool)
@@ -218,6 +220,7 @@ def _land(tree: Tree, store: PoolStore, pool: str, item: Item) -> str:
 
     worker = item.worker or ""
     pool_wt = tree.node(pool).worktree
+    result = item.result or _last_subject(tree, pool, worker) or "done"  # before the merge
     try:
         merged = merge_node(pool_wt, worker, hand_back=item.attempts < MAX_ATTEMPTS)
     except MergeConflict as exc:
@@ -231,22 +234,21 @@ def _land(tree: Tree, store: PoolStore, pool: str, item: Item) -> str:
         after = store.fail(pool, item.item_id, f"merge conflict in {', '.join(merged.conflicts)}"
                            f"; handed back to {worker}")
         return f"{item.item_id}: merge conflict handed back to {worker}; now {after.status.value}"
-    result = item.result or _last_subject(tree, worker) or "done"
     store.finish(pool, item.item_id, result)
     landed = merged.squash_sha[:10] if merged.squash_sha else "nothing new"
     return f"{item.item_id}: done ({result}); merged {landed}"
 
 
-def _last_subject(tree: Tree, worker: str) -> str:
+def _last_subject(tree: Tree, pool: str, worker: str) -> str:
     """The newest commit subject on the worker's branch that fractal did not write
-    (backstop, seed and merge commits start with the branch name)."""
+    (backstop, seed and merge commits start with the worker's or the pool's branch)."""
     from fractal.workspace import git
 
     try:
         subjects = git.log_subjects(tree.repo, worker, 20)
     except FractalError:
         return ""
-    return next((s for s in subjects if not s.startswith(f"{worker}: ")), "")
+    return next((s for s in subjects if not s.startswith((f"{worker}: ", f"{pool}: "))), "")
 
 
 def _pool_config(tree: Tree, pool: str) -> dict[str, object]:
@@ -330,10 +332,16 @@ def report(cwd: Path, text: str) -> Item:
 
 
 def _resolve_pool(cwd: Path, name: str | None) -> tuple[Tree, str]:
+    """The pool ``name`` names, or the caller's own node (its loop, else its worktree)."""
+    from fractal.lifecycle.steer import acting_branch
     from fractal.lifecycle.targets import target_node
     from fractal.store.pool import PoolStore
 
-    tree, branch = target_node(cwd, name)
+    if name is None:
+        tree = find_tree(cwd)
+        branch = acting_branch(cwd, tree)
+    else:
+        tree, branch = target_node(cwd, name)
     if PoolStore(tree.db_path).pool(branch) is None:
         raise FractalError(f"{branch} is not a pool node (`fractal node pool` makes one)")
     return tree, branch

@@ -2,8 +2,9 @@
 dispatcher, no agent runs it.
 
 The step runs rounds of ``fractal pool dispatch`` (the verb claims items, starts and
-merges workers; see ``lifecycle/pool.py``) as a helper process of the node's loop, and
-between rounds waits until one of the claimed items' workers stops being live. The wait
+merges workers; see ``lifecycle/pool.py``; the first round of each step also applies the
+resume rule) as a helper process of the node's loop, and between rounds waits until one
+of the claimed items' workers has settled. The wait
 is the loop's own (the waker, at least one database poll a second): a pause parks the
 run (the resumed run dispatches again, and the verb's resume rule handles the claims
 whose worker never ran), a stop or finish ends the step ``stopped``, the run and
@@ -20,6 +21,7 @@ import sys
 from fractal.domain.checks import CheckKind
 from fractal.domain.outcome import EXIT_TIMEOUT, Status, StepOutcome, clip_reason
 from fractal.domain.pool import ItemStatus
+from fractal.domain.states import SETTLED
 from fractal.domain.steps import banner_label
 from fractal.runtime import commands
 from fractal.runtime.checks import check_env
@@ -34,9 +36,6 @@ __all__ = ["ROUND_TIMEOUT", "PoolDispatch", "is_dispatch"]
 ROUND_TIMEOUT = 300.0
 """Seconds one dispatch round may take (it starts at most six workers, each within the
 start verb's own boot wait)."""
-
-_LIVE = (Status.ACTIVE, Status.PAUSED)
-
 
 def is_dispatch(plan: StepPlan) -> bool:
     """True for the pool's dispatcher step (``pool: dispatch`` in its frontmatter)."""
@@ -69,10 +68,12 @@ class PoolDispatch(LoopPart):
                           finished=stopped and outcome.reason.startswith("finish"))
 
     def _rounds(self, step_id: int) -> StepOutcome:
+        first = ["--resume"]  # the step's first round: no other round of it is running
         while True:
             code, out = commands.run_capture(
-                [sys.executable, "-m", "fractal", "pool", "dispatch"],
+                [sys.executable, "-m", "fractal", "pool", "dispatch", *first],
                 cwd=self.boot.paths.worktree, env=self._env(), timeout=ROUND_TIMEOUT)
+            first = []
             lines = [ln for ln in out.splitlines() if ln.strip()]
             for line in lines[:-1]:
                 self.reporter.notice(f"pool: {line}")
@@ -101,7 +102,8 @@ class PoolDispatch(LoopPart):
         return env
 
     def _wait(self) -> StepOutcome | None:
-        """Wait until a claimed item's worker is no longer live; None: dispatch again."""
+        """Wait until a claimed item's worker has settled (its run ended); None: dispatch
+        again."""
         store = PoolStore(self.boot.paths.tree.db_path)
         branch = self.boot.paths.branch
 
@@ -109,7 +111,7 @@ class PoolDispatch(LoopPart):
             statuses = {r.node: r.status for r in self.ledger.nodes()}
             claimed = [i.worker for i in store.items(branch)
                        if i.status is ItemStatus.CLAIMED]
-            return any(statuses.get(w or "") not in _LIVE for w in claimed) or not claimed
+            return any(statuses.get(w or "") in SETTLED for w in claimed) or not claimed
 
         deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
                         if d is not None], default=None)
