@@ -8,8 +8,10 @@ the pool's width.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
@@ -29,7 +31,29 @@ from fractal.store.models import Pool, PoolItem
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
-__all__ = ["PoolStore"]
+__all__ = ["PoolStore", "pool_progress"]
+
+
+def pool_progress(db_path: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Every pool's (done, failed, claimed, total) item counts by pool node, read on a
+    read-only connection (the dashboard's path: nothing is created or migrated); empty
+    when the database or its pool tables are not there yet."""
+    if not db_path.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+        try:
+            rows = conn.execute("SELECT pool, status, COUNT(*) FROM pool_items "
+                                "GROUP BY pool, status").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+    counts: dict[str, dict[str, int]] = {}
+    for name, status, number in rows:
+        counts.setdefault(str(name), {})[str(status)] = int(number)
+    return {name: (c.get("done", 0), c.get("failed", 0), c.get("claimed", 0),
+                   sum(c.values())) for name, c in counts.items()}
 
 
 def _item(row: Any) -> Item:
@@ -125,18 +149,6 @@ class PoolStore(Registry):
         with self._tx() as conn:
             conn.execute(delete(PoolItem).where(PoolItem.pool == pool))
             return conn.execute(delete(Pool).where(Pool.pool == pool)).rowcount == 1
-
-    def pools(self) -> dict[str, tuple[int, int, int, int]]:
-        """Every pool's (done, failed, claimed, total) item counts, by pool node."""
-        with self._tx() as conn:
-            rows = conn.execute(select(PoolItem.pool, PoolItem.status, func.count())
-                                .group_by(PoolItem.pool, PoolItem.status)).all()
-            names = conn.execute(select(Pool.pool)).scalars().all()
-        counts: dict[str, dict[str, int]] = {str(n): {} for n in names}
-        for name, status, number in rows:
-            counts.setdefault(str(name), {})[str(status)] = int(number)
-        return {name: (c.get("done", 0), c.get("failed", 0), c.get("claimed", 0),
-                       sum(c.values())) for name, c in counts.items()}
 
     def finish(self, pool: str, item_id: str, result: str) -> Item:
         """The worker of a claimed item finished well: ``done`` with ``result``."""

@@ -214,3 +214,13 @@ def test_who_may_reject_and_report(setup: Setup, monkeypatch: pytest.MonkeyPatch
     assert poolverbs.reject(setup.repo, "1", "no", pool="p").status is ItemStatus.OPEN
     with pytest.raises(FractalError, match="not a pool node"):
         poolverbs.dispatch(setup.repo)  # the operator is no pool's loop
+
+
+def test_pool_progress_reads_the_counts_read_only(setup: Setup, tmp_path: Path) -> None:
+    from fractal.store.pool import pool_progress
+
+    poolverbs.dispatch(setup.repo)
+    setup.worker_ran("1", "completed", commit="item 1")
+    poolverbs.dispatch(setup.repo)
+    assert pool_progress(setup.tree.db_path) == {"main.p": (1, 0, 2, 3)}
+    assert pool_progress(tmp_path / "missing.db") == {}

@@ -109,3 +109,15 @@ def test_a_pool_end_names_the_run_end(changes: dict[str, object], status: Status
                                       reason: str) -> None:
     end = decide_run_end(_facts(**changes))
     assert (end.run_status, end.reason) == (status, reason)
+
+
+@pytest.mark.parametrize(("counts", "plain"), [
+    ((5, 1, 2, 9), " ■■■■■□□□ 6/9 items (1 failed, 2 working)"),
+    ((9, 0, 0, 9), " ■■■■■■■■ 9/9 items"),
+    ((0, 0, 3, 9), " □□□□□□□□ 0/9 items (3 working)"),
+    ((0, 0, 0, 0), " "),
+])
+def test_the_dashboard_pool_bar(counts: tuple[int, int, int, int], plain: str) -> None:
+    from fractal.tui.render import pool_bar
+
+    assert pool_bar(*counts).plain == plain
