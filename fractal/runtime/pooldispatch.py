@@ -64,7 +64,7 @@ class PoolDispatch(LoopPart):
         if outcome.status is Status.PAUSED:
             raise Park(f"during {plan.file.name}")
         stopped = outcome.status is Status.STOPPED
-        return StepResult(outcome, None, True, stopped=stopped,
+        return StepResult(outcome, took, True, stopped=stopped,
                           finished=stopped and outcome.reason.startswith("finish"))
 
     def _rounds(self, step_id: int) -> StepOutcome:

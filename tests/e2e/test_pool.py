@@ -34,7 +34,7 @@ def _no_dispatch_round(proc: psutil.Process) -> bool:
         return False
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_a_pool_of_nine_survives_a_killed_dispatcher(tree: Tree, tmp_path: Path) -> None:
     story = tmp_path / "story"
     story.mkdir()
