@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
@@ -31,7 +32,7 @@ def status_cmd(name: str | None, as_json: bool, as_csv: bool, path: Path) -> Non
     from fractal.domain.pool import progress
     from fractal.lifecycle.pool import pool_view
 
-    view = pool_view(path, name)
+    view = pool_view(verb_context(path), name)
     rows = [{"id": i.item_id, "status": i.status.value, "attempts": i.attempts,
              "worker": i.worker or "", "result": i.result} for i in view.items]
     if as_json:
@@ -52,7 +53,7 @@ def result_cmd(text: str, path: Path) -> None:
     """Report this worker's one-line result (run by the worker, inside its node)."""
     from fractal.lifecycle.pool import report
 
-    item = report(path, text)
+    item = report(verb_context(path), text)
     click.echo(f"recorded the result of item {item.item_id}", err=True)
 
 
@@ -66,7 +67,7 @@ def reject_cmd(item_id: str, reason: str, pool: str | None, path: Path) -> None:
     """Send done item ID back to the pool for one more attempt (the review pass)."""
     from fractal.lifecycle.pool import reject
 
-    item = reject(path, item_id, reason, pool=pool)
+    item = reject(verb_context(path), item_id, reason, pool=pool)
     click.echo(f"rejected item {item.item_id}: open again (attempt {item.attempts + 1} "
                "of 2 next)", err=True)
 
@@ -80,7 +81,7 @@ def dispatch_cmd(resume: bool, path: Path) -> None:
     prints the round as one JSON object: {"next", "reason", "notes"}."""
     from fractal.lifecycle.pool import dispatch
 
-    done = dispatch(path, resume=resume)
+    done = dispatch(verb_context(path), resume=resume)
     for note in done.notes:
         click.echo(note, err=True)
     click.echo(json.dumps({"next": done.next, "reason": done.reason,

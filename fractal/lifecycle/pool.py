@@ -2,10 +2,12 @@
 dispatcher, run by the pool node's own loop), ``pool result`` (a worker reports),
 ``pool reject`` (the review sends an item back) and ``pool status``.
 
-Who may act: ``dispatch`` only the pool node's own loop; ``result`` only the worker
-itself (the node whose loop or worktree runs the command); ``reject`` the pool node or
-an ancestor of it (the operator at the root included). The pool state is written only
-through ``store.pool.PoolStore``, whose every move applies a rule of ``domain.pool``.
+Every verb takes the command's ``Context``. Who may act (``domain.authority``): ``node
+pool`` spawns as ``node init`` does, under the acting node; ``pool result`` is the
+worker's own (``SELF``); ``pool reject`` acts on the item's worker, a descendant of the
+acting node (the pool node's own review, an ancestor of the pool, or the operator);
+``dispatch`` only the pool node's own loop runs. The pool state is written only through
+``store.pool.PoolStore``, whose every move applies a rule of ``domain.pool``.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from fractal.domain.pool import (
 )
 from fractal.domain.states import Status
 from fractal.errors import FractalError, InvalidValue
-from fractal.tree import Tree, caller_branch, find_tree, parent_of
+from fractal.tree import Tree, parent_of
 
 if TYPE_CHECKING:
+    from fractal.lifecycle.context import Context
     from fractal.store.ledger import Ledger
     from fractal.store.pool import PoolStore
 
@@ -70,7 +73,7 @@ class PoolView:
 # -- create ------------------------------------------------------------------------------
 
 
-def create_pool(cwd: Path, name: str, items_text: str, brief: str,
+def create_pool(ctx: Context, name: str, items_text: str, brief: str,
                 max_workers: int | None, settings: Mapping[str, object], *,
                 reserve: str | None = None) -> tuple[Path, str, int, int]:
     """Create pool node ``name`` (a child of the caller's node) with its items, all open.
@@ -92,9 +95,9 @@ def create_pool(cwd: Path, name: str, items_text: str, brief: str,
         raise InvalidValue(f"bad items file: {exc}") from None
     if not brief.strip():
         raise InvalidValue("the brief is empty: write what every worker should do")
-    tree = find_tree(cwd)
+    tree = ctx.tree
     store = PoolStore(tree.db_path)
-    branch = f"{caller_branch(cwd, tree)}.{name}"
+    branch = f"{ctx.caller}.{name}"
     known = {row.node for row in _ledger(tree).nodes()}
     if store.pool(branch) is not None and branch not in known:
         store.drop(branch)  # the state of a deleted namesake
@@ -102,7 +105,7 @@ def create_pool(cwd: Path, name: str, items_text: str, brief: str,
     task = (f"Worker pool of {len(items)} items. fractal dispatches one worker node per "
             f"item and merges each done worker here; this node reviews them once.\n\n"
             f"### The workers' brief\n\n{brief.strip()}\n")
-    made = init_node(cwd, name, config, reserve=reserve, seed=NodeSeed(task=task))
+    made = init_node(ctx, name, config, reserve=reserve, seed=NodeSeed(task=task))
     seed_pool_steps(made.paths.node_dir)
     backstop_commit(made.paths.worktree, subject=f"{made.paths.branch}: pool steps",
                     branch=made.paths.branch)
@@ -119,7 +122,7 @@ def _ledger(tree: Tree) -> Ledger:
 # -- dispatch ----------------------------------------------------------------------------
 
 
-def dispatch(cwd: Path, *, resume: bool = False) -> Round:
+def dispatch(ctx: Context, *, resume: bool = False) -> Round:
     """One round of the dispatcher of the pool whose loop runs this command.
 
     In order: every claimed item's worker is read (``domain.pool.settle``): a live one is
@@ -133,13 +136,12 @@ def dispatch(cwd: Path, *, resume: bool = False) -> Round:
     move: ``wait``, ``review`` (recorded as the one review pass) or ``end``.
     Raises FractalError when the caller is not a pool node's loop.
     """
-    from fractal.lifecycle.steer import acting_branch
     from fractal.store.pool import PoolStore
 
-    tree = find_tree(cwd)
-    pool = acting_branch(cwd, tree)
+    tree = ctx.tree
+    pool = ctx.acting
     store = PoolStore(tree.db_path)
-    found = store.pool(pool)
+    found = store.pool(pool) if ctx.loop_branch == pool else None
     if found is None:
         raise FractalError(f"{pool} is not a pool node: `fractal pool dispatch` is run by a "
                            "pool node's own DISPATCH step")
@@ -154,7 +156,7 @@ def dispatch(cwd: Path, *, resume: bool = False) -> Round:
             continue
         try:
             if verdict is Worker.DONE:
-                notes.append(_land(tree, store, pool, item))
+                notes.append(_land(ctx, store, pool, item))
             elif verdict is Worker.FAILED:
                 run = ledger.last_run(worker)
                 why = f"{run.status.value}: {run.meta}" if run is not None else "failed"
@@ -179,7 +181,7 @@ def dispatch(cwd: Path, *, resume: bool = False) -> Round:
             break
         with ThreadPoolExecutor(max_workers=len(batch)) as starts:
             errors = list(starts.map(lambda i: _try_start(
-                tree, pool, brief, i, config, previous.get(i.item_id, "")), batch))
+                ctx, pool, brief, i, config, previous.get(i.item_id, "")), batch))
         for claimed, error in zip(batch, errors, strict=True):
             if error is None:
                 notes.append(f"{claimed.item_id}: attempt {claimed.attempts} started "
@@ -213,16 +215,15 @@ def _reading(tree: Tree, ledger: Ledger, worker: str, claimed_at: str | None) ->
         run_status=run.status.value if run is not None and run.ended_at else None))
 
 
-def _land(tree: Tree, store: PoolStore, pool: str, item: Item) -> str:
+def _land(ctx: Context, store: PoolStore, pool: str, item: Item) -> str:
     """Merge a done worker into the pool's branch, then finish its item (a conflict or a
     refused merge fails the attempt). Returns the round's note."""
     from fractal.lifecycle.merge import MergeConflict, merge_node
 
     worker = item.worker or ""
-    pool_wt = tree.node(pool).worktree
-    result = item.result or _last_subject(tree, pool, worker) or "done"  # before the merge
+    result = item.result or _last_subject(ctx.tree, pool, worker) or "done"  # before merging
     try:
-        merged = merge_node(pool_wt, worker, hand_back=item.attempts < MAX_ATTEMPTS)
+        merged = merge_node(ctx, worker, hand_back=item.attempts < MAX_ATTEMPTS)
     except MergeConflict as exc:
         after = store.fail(pool, item.item_id,
                            f"merge conflict in {', '.join(exc.files)}")
@@ -260,17 +261,17 @@ def _pool_config(tree: Tree, pool: str) -> dict[str, object]:
         return {}
 
 
-def _try_start(tree: Tree, pool: str, brief: str, item: Item,
+def _try_start(ctx: Context, pool: str, brief: str, item: Item,
                pool_config: Mapping[str, object], previous: str) -> str | None:
     """``_start_worker`` in a thread of its own (own ledger); the refusal, or None."""
     try:
-        _start_worker(tree, _ledger(tree), pool, brief, item, pool_config, previous)
+        _start_worker(ctx, _ledger(ctx.tree), pool, brief, item, pool_config, previous)
     except FractalError as exc:
         return str(exc)
     return None
 
 
-def _start_worker(tree: Tree, ledger: Ledger, pool: str, brief: str, item: Item,
+def _start_worker(ctx: Context, ledger: Ledger, pool: str, brief: str, item: Item,
                   pool_config: Mapping[str, object], previous: str) -> None:
     """Start the worker of a just-claimed ``item``: create it on its first attempt (the
     pool's preferences, one iteration, the brief plus the item as its task, the pool's
@@ -283,8 +284,8 @@ def _start_worker(tree: Tree, ledger: Ledger, pool: str, brief: str, item: Item,
     from fractal.workspace.nodedir import seed_task_and_gates
     from fractal.workspace.poolseed import copy_worker_steps
 
+    tree = ctx.tree
     branch = item.worker or f"{pool}.{worker_name(item.item_id)}"
-    pool_wt = tree.node(pool).worktree
     row = ledger.node(branch)
     if row is None:
         settings = {**inherited_preferences(pool_config, {}), "max_iters": 1,
@@ -292,87 +293,81 @@ def _start_worker(tree: Tree, ledger: Ledger, pool: str, brief: str, item: Item,
         capped = parent_budget(tree, ledger, branch)
         if capped is not None:  # the pool's ceiling bounds the subtree; the worker may
             settings["max_cost"] = capped.remaining  # use what is left of it
-        made = init_node(pool_wt, worker_name(item.item_id), settings, parent=pool,
-                         actor=pool, seed=NodeSeed(task=worker_task(brief, pool, item)))
+        made = init_node(ctx, worker_name(item.item_id), settings, parent=pool,
+                         seed=NodeSeed(task=worker_task(brief, pool, item)))
         if copy_worker_steps(tree.node(pool).node_dir, made.paths.node_dir):
             backstop_commit(made.paths.worktree, subject=f"{branch}: pool worker steps",
                             branch=branch)
-        start_node(pool_wt, branch, actor=pool)
+        start_node(ctx, branch)
     elif row.status in (Status.ACTIVE, Status.PAUSED):
         return
     elif row.status is Status.IDLE:
-        start_node(pool_wt, branch, actor=pool)
+        start_node(ctx, branch)
     else:  # a new attempt: its task says how the last one ended
         paths = tree.node(branch)
         seed_task_and_gates(paths.node_dir, worker_task(brief, pool, item, previous), ())
         backstop_commit(paths.worktree, subject=f"{branch}: pool attempt {item.attempts}",
                         branch=branch)
-        start_node(pool_wt, branch, continue_mode=True, actor=pool)
+        start_node(ctx, branch, continue_mode=True)
 
 
 # -- result, reject, status --------------------------------------------------------------
 
 
-def report(cwd: Path, text: str) -> Item:
+def report(ctx: Context, text: str) -> Item:
     """The worker running this command reports its one-line result. Raises FractalError
     when the caller is not a worker holding a claimed item."""
-    from fractal.lifecycle.steer import acting_branch
     from fractal.store.pool import PoolStore
 
     if not text.strip():
         raise InvalidValue("the result is empty: say in one line what the worker did")
-    tree = find_tree(cwd)
-    worker = acting_branch(cwd, tree)
+    tree = ctx.tree
+    worker = ctx.acting
     pool = parent_of(worker)
     store = PoolStore(tree.db_path)
     if pool is None or store.pool(pool) is None:
         raise FractalError(f"{worker} is not a pool worker: `fractal pool result` is run by "
                            "a worker node of a pool, from its own loop or worktree")
+    ctx.authorize("pool result", worker)
     return store.report(pool, worker, text)
 
 
-def _resolve_pool(cwd: Path, name: str | None) -> tuple[Tree, str]:
-    """The pool ``name`` names, or the caller's own node (its loop, else its worktree)."""
-    from fractal.lifecycle.steer import acting_branch
-    from fractal.lifecycle.targets import target_node
+def _resolve_pool(ctx: Context, name: str | None) -> tuple[Tree, str]:
+    """The pool ``name`` names, or the acting node (its loop, else its worktree)."""
     from fractal.store.pool import PoolStore
 
-    if name is None:
-        tree = find_tree(cwd)
-        branch = acting_branch(cwd, tree)
-    else:
-        tree, branch = target_node(cwd, name)
+    tree = ctx.tree
+    branch = ctx.acting if name is None else ctx.target(name)
     if PoolStore(tree.db_path).pool(branch) is None:
         raise FractalError(f"{branch} is not a pool node (`fractal node pool` makes one)")
     return tree, branch
 
 
-def reject(cwd: Path, item_id: str, reason: str, *, pool: str | None = None) -> Item:
+def reject(ctx: Context, item_id: str, reason: str, *, pool: str | None = None) -> Item:
     """The review sends done item ``item_id`` of ``pool`` (default: the caller's node)
     back to the pool: open again with attempts reset to 1. Allowed to the pool node and
     its ancestors. Raises FractalError (not a pool, not allowed, unknown item),
     PoolRefused as FractalError when the item is not done."""
-    from fractal.lifecycle.steer import acting_branch
     from fractal.store.pool import PoolStore
 
     if not reason.strip():
         raise InvalidValue("give the reason: the item's worker reads it on its next attempt")
-    tree, branch = _resolve_pool(cwd, pool)
-    caller = acting_branch(cwd, tree)
-    if caller != branch and caller != tree.root and not branch.startswith(caller + "."):
-        raise FractalError(f"{caller} may not reject items of {branch}: only the pool node "
-                           "and its ancestors may")
+    tree, branch = _resolve_pool(ctx, pool)
+    why = ctx.refusal("pool reject", f"{branch}.{worker_name(item_id)}")
+    if why is not None:  # recorded on the pool (the worker may not exist yet)
+        raise ctx.refuse("pool reject", branch, f"{ctx.acting} may not reject items of "
+                         f"{branch}: only the pool node and its ancestors may ({why})")
     try:
         return PoolStore(tree.db_path).reject(branch, item_id, reason)
     except PoolRefused as exc:
         raise FractalError(f"{exc}; only a done item can be rejected") from None
 
 
-def pool_view(cwd: Path, name: str | None) -> PoolView:
+def pool_view(ctx: Context, name: str | None) -> PoolView:
     """The pool ``name`` (default: the caller's node) and its items, in file order."""
     from fractal.store.pool import PoolStore
 
-    tree, branch = _resolve_pool(cwd, name)
+    tree, branch = _resolve_pool(ctx, name)
     store = PoolStore(tree.db_path)
     found = store.pool(branch)
     assert found is not None
