@@ -100,7 +100,7 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
     branch = f"{ctx.caller}.{name}"
     known = {row.node for row in _ledger(tree).nodes()}
     if store.pool(branch) is not None and branch not in known:
-        store.drop(branch)  # the state of a deleted namesake
+        store.archive(branch)  # a deleted namesake's items stay on record, renamed
     config: dict[str, object] = {"max_iters": POOL_MAX_ITERS, "sync": False, **settings}
     task = (f"Worker pool of {len(items)} items. fractal dispatches one worker node per "
             f"item and merges each done worker here; this node reviews them once.\n\n"

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from fractal.domain.pool import (
     Item,
@@ -143,12 +143,18 @@ class PoolStore(Registry):
             self._write(conn, pool, after)
             return after
 
-    def drop(self, pool: str) -> bool:
-        """Delete ``pool`` and its items (a pool whose node no longer exists); False when
-        there was none."""
+    def archive(self, pool: str) -> str | None:
+        """Move the rows of ``pool`` (a pool whose node no longer exists) aside under
+        ``<pool>@<its creation instant>``, so a new pool may take the name and the old
+        items stay on record; returns the new name, None when there was no such pool."""
         with self._tx() as conn:
-            conn.execute(delete(PoolItem).where(PoolItem.pool == pool))
-            return conn.execute(delete(Pool).where(Pool.pool == pool)).rowcount == 1
+            created = conn.execute(select(Pool.created_at).where(Pool.pool == pool)).scalar()
+            if created is None:
+                return None
+            kept = f"{pool}@{created}"
+            conn.execute(update(PoolItem).where(PoolItem.pool == pool).values(pool=kept))
+            conn.execute(update(Pool).where(Pool.pool == pool).values(pool=kept))
+            return kept
 
     def finish(self, pool: str, item_id: str, result: str) -> Item:
         """The worker of a claimed item finished well: ``done`` with ``result``."""

@@ -231,3 +231,20 @@ def test_pool_progress_reads_the_counts_read_only(setup: Setup, tmp_path: Path) 
     poolverbs.dispatch(setup.ctx())
     assert pool_progress(setup.tree.db_path) == {"main.p": (1, 0, 2, 3)}
     assert pool_progress(tmp_path / "missing.db") == {}
+
+
+def test_a_deleted_pools_name_can_be_used_again(setup: Setup, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    from fractal.lifecycle.delete import delete
+
+    monkeypatch.delenv("_NODE")
+    delete(setup.ctx(), "p")
+    poolverbs.create_pool(setup.ctx(), "p", "x\n", BRIEF, None, {})
+    assert [i.input for i in setup.items().values()] == ["x"]
+    con = sqlite3.connect(setup.tree.db_path)
+    try:
+        kept = con.execute("SELECT pool, COUNT(*) FROM pool_items WHERE pool LIKE 'main.p@%' "
+                           "GROUP BY pool").fetchall()
+    finally:
+        con.close()
+    assert len(kept) == 1 and kept[0][1] == 3  # the old items, on record
