@@ -25,7 +25,14 @@ from fractal.control import Steering
 from fractal.domain.checks import ScoreRules
 from fractal.domain.config import NodeConfig
 from fractal.domain.failstreak import FailStreak, advance_failures
-from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
+from fractal.domain.outcome import (
+    ABNORMAL_EXIT,
+    AWAITING_APPROVAL,
+    RunEnd,
+    RunFacts,
+    clip_reason,
+    decide_run_end,
+)
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
@@ -52,7 +59,6 @@ from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
-from fractal.runtime.steprunner import AWAITING_APPROVAL
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts

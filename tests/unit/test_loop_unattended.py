@@ -187,7 +187,27 @@ def test_on_usage_limit_stop_ends_the_run_stopped(loop_tree: LoopTree) -> None:
     status, code, reason = t.run_row("s")
     assert (status, code) == ("stopped", 0) and reason.startswith("usage limit (five_hour)")
     assert t.status("s") == "stopped"
-    assert [s[1] for s in t.steps("s")] == ["paused"]
+    # the limited step closes with the run, never `paused` inside a closed run
+    ((step, status, code, why),) = t.steps("s")
+    assert (step, status, code, why) == ("A", "stopped", 0, reason)
+    assert t.iterations("s") == [(1, "stopped", 0, reason)]
+    assert t.sql("SELECT COUNT(*) FROM usage_windows") == [(0,)]  # nobody else is told
+
+
+def test_on_usage_limit_stop_before_a_launch_ends_the_run_stopped(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")  # leaves the credential's row
+    t.node("b", {"01-A.md": "b"}, "--no-sync", "--max-iters", "2")
+    t.set_config("b", on_usage_limit="stop")
+    _close_as_another_node(t, 300)
+    calls = len(t.launcher.calls)
+    t.run("b")
+    assert len(t.launcher.calls) == calls  # it never called the API
+    status, code, reason = t.run_row("b")
+    assert (status, code) == ("stopped", 0) and reason.startswith("usage limit (five_hour)")
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE node = 'main.b' AND status = 'paused'") \
+        == [(0,)]
 
 
 def test_past_max_usage_wait_the_run_exits(loop_tree: LoopTree) -> None:
@@ -197,6 +217,18 @@ def test_past_max_usage_wait_the_run_exits(loop_tree: LoopTree) -> None:
     t.run("m")
     assert t.run_row("m") == ("exited", 1, "usage window did not reopen within 1m")
     assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+    # the limited step closes with the run: no `paused` row inside a closed run
+    assert t.steps("m") == [("A", "stopped", 0, "usage window did not reopen within 1m")]
+
+
+def test_a_stop_ends_the_usage_wait_and_closes_the_limited_step(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("q", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
+    t.clock.after(30, lambda: t.cli("node", "stop", "q"))
+    t.run("q")
+    assert t.run_row("q")[:2] == ("stopped", 0)
+    assert t.steps("q") == [("A", "stopped", 0, "stopped waiting for the usage window")]
+    assert len(t.launcher.work_calls()) == 1
 
 
 def test_a_pause_parks_the_usage_wait(loop_tree: LoopTree) -> None:
@@ -315,4 +347,24 @@ def test_a_sync_that_hits_the_window_waits_too(loop_tree: LoopTree) -> None:
     assert t.status("y") == "completed"
     rows = t.steps("y")
     assert rows[0][:2] == ("SYNC", "paused") and rows[0][3].startswith("usage limit")
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+
+
+def test_an_approval_wait_sync_waits_out_a_closed_window(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")  # leaves the credential's row (open)
+    t.node("g", {"01-GATE.md": "---\nrequires_approval: true\n---\ng"}, "--max-iters", "1",
+           "--wait", "1m")
+    calls = len(t.launcher.calls)
+    began = t.clock.monotonic()
+    t.clock.after(100, lambda: _close_as_another_node(t, 600))  # while the gate waits
+    t.clock.after(1000, lambda: t.cli("node", "approve", "g"))
+    t.run("g")
+    assert t.run_row("g") == ("completed", 0, "Reached max iterations (1)")
+    waits = [c.started_at - began for c in t.launcher.calls[calls:]
+             if c.label.startswith("SYNC while")]
+    assert waits and not [w for w in waits if 100 < w < 700]  # none into the closed window
+    assert [w for w in waits if w >= 700]  # the first one after the reset was the probe
+    assert _window(t)[1:3] == ("open", 0)
     assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
