@@ -307,10 +307,8 @@ class StepRunner(LoopPart):
         ends the run (``state.usage_end`` says how)."""
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
         what = what or (f"awaiting {target.name}" if file else "draining children")
-        banner = f"SYNC ({what})"
+        banner, started, usage = f"SYNC ({what})", self.clock.monotonic(), UsageWait(self.parts)
         self.reporter.banner_open(banner)
-        started = self.clock.monotonic()
-        usage = UsageWait(self.parts)
         try:
             while True:  # a closed usage window is waited out, then the SYNC runs again
                 ended = usage.before_launch("SYNC")

@@ -25,19 +25,12 @@ from fractal.control import Steering
 from fractal.domain.checks import ScoreRules
 from fractal.domain.config import NodeConfig
 from fractal.domain.failstreak import FailStreak, advance_failures
-from fractal.domain.outcome import (
-    ABNORMAL_EXIT,
-    AWAITING_APPROVAL,
-    RunEnd,
-    RunFacts,
-    clip_reason,
-    decide_run_end,
-)
+from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
 from fractal.runtime import processes
-from fractal.runtime.adopt import adopt, save_sessions
+from fractal.runtime.adopt import AWAITING_APPROVAL, adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,
     RunOptions,
