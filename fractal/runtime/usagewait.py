@@ -39,6 +39,7 @@ from fractal.domain.usage import (
 )
 from fractal.runtime.context import LoopPart
 from fractal.runtime.steering import Park
+from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
 
 USAGE_POLL = 10.0
@@ -47,6 +48,16 @@ touches the wake file (a kill signals the process), so the wait is woken at once
 and its supervisor stays idle (well under 0.1 % of a core)."""
 WAIT_EVENT = "usage_wait"
 """The event a usage-window wait writes: ``started`` when it begins, ``completed`` at its end."""
+
+
+def end_parked_wait(ledger: Ledger, node: str, run_id: int) -> None:
+    """A resume adopts a run whose usage-window wait was parked (a pause, an interruption,
+    a heal): close that wait's ``usage_wait`` event, so ``node status`` stops showing it;
+    the resumed step waits again (a new event) only if its window is still closed."""
+    events = ledger.events_of(node, run_id, (WAIT_EVENT,))
+    if events and events[-1].status == "started":
+        ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",
+                         metadata="ended: parked", run_id=run_id)
 
 
 def hhmm(instant: float) -> str:

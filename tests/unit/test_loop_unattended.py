@@ -160,9 +160,16 @@ def test_a_closed_usage_window_is_waited_out_and_the_step_reentered(
     t.node("u", {"01-A.md": "[stub:cost=0.1] [stub:limit-first=1] [stub:write=a.txt:a]"},
            "--no-sync", "--max-iters", "1", "--timeout", "1m")
     seen: list[str] = []
+    before = git(t.repo, "rev-parse", "main.u")
+    during: list[object] = []
     t.clock.after(60, lambda: seen.append(t.cli("node", "status", "u").output.strip()))
+    t.clock.after(60, lambda: during.extend([
+        git(t.repo, "rev-parse", "main.u"),
+        t.sql("SELECT COUNT(*) FROM runs WHERE ended_at IS NULL"),
+        t.sql("SELECT COUNT(*) FROM iterations WHERE ended_at IS NULL")]))
     assert t.run("u") == 0
     assert seen and seen[0].startswith("active (waiting for usage window until ")
+    assert during == [before, [(1,)], [(1,)]]  # nothing committed, run and iteration open
     (a, b) = t.steps("u")
     assert a[:2] == ("A", "paused") and a[3].startswith("usage limit (five_hour) until 20")
     assert b[:3] == ("A", "completed", 0)
@@ -239,6 +246,57 @@ def test_a_pause_parks_the_usage_wait(loop_tree: LoopTree) -> None:
     assert t.status("p") == "paused"
     t.run("p", resume=True)
     assert t.run_row("p") == ("completed", 0, "Reached max iterations (1)")
+
+
+def test_a_resumed_run_no_longer_shows_the_parked_usage_wait(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("r", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.clock.after(30, lambda: t.cli("node", "pause", "r"))
+    t.run("r")
+    assert t.status("r") == "paused"
+    t.sql_write("UPDATE usage_windows SET state = 'open', opened_at = ?, prober = NULL",
+                t.clock.time())  # another node's probe reopened it meanwhile
+    seen: list[str] = []
+    t.launcher.on_spawn.append(lambda call: seen.append(
+        t.cli("node", "status", "r").output.strip()))
+    t.run("r", resume=True, parked_for=300)
+    assert seen == ["active (run 1)"]
+    assert t.run_row("r") == ("completed", 0, "Reached max iterations (1)")
+
+
+def test_a_finish_ends_the_usage_wait_at_once(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("f", {"01-A.md": "[stub:limit-first=1]", "02-B.md": "b"}, "--no-sync",
+           "--max-iters", "3")
+    t.clock.after(30, lambda: t.cli("node", "finish", "f"))
+    began = t.clock.monotonic()
+    t.run("f")
+    assert t.clock.monotonic() - began < 60  # not at the reset (120 s)
+    assert t.run_row("f")[:2] == ("completed", 0)
+    assert t.steps("f")[0] == ("A", "stopped", 0, "finish requested waiting for the usage window")
+    assert len(t.launcher.work_calls()) == 1
+
+
+def test_the_waited_time_is_credited_to_the_iteration_wall(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("i", {"01-A.md": "[stub:limit-first=1]", "02-B.md": "b"}, "--no-sync",
+           "--max-iters", "1")
+    t.set_config("i", iter_timeout="1m", interval="1m")
+    t.run("i")  # a 120 s wait inside a 1 min iteration wall
+    assert t.iterations("i") == [(1, "completed", 0, "")]
+    assert [s[1] for s in t.steps("i")] == ["paused", "completed", "completed"]
+
+
+def test_a_usage_wait_is_not_a_failed_iteration(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    # the first two attempts meet the closed window, then every attempt fails
+    t.node("c", {"01-A.md": "[stub:limit-first=2] [stub:fail=1]"}, "--no-sync",
+           "--step-retries", "0")
+    t.set_config("c", max_failed_iters=2)
+    t.run("c")
+    assert [i[1] for i in t.iterations("c")] == ["failed", "failed"]
+    assert t.run_row("c")[2].startswith("2 consecutive iterations failed")
+    assert [s[1] for s in t.steps("c")] == ["paused", "paused", "failed", "failed"]
 
 
 def test_a_warning_above_usage_pause_at_waits_before_the_next_launch(
