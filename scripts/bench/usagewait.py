@@ -5,7 +5,7 @@
 node's agent reports a closed window on its first launch (``{"type": "usage_limit",
 ...}``, the command protocol) with a reset ``RESET_IN`` seconds ahead, and exits 0 on the
 next. The bench then reads each supervisor's CPU time (user + system, psutil) over
-``CPU_WINDOW`` seconds of the wait, and the instant the agent was launched again against
+``CPU_WINDOW`` seconds from the start of its wait, and the instant the agent was launched again against
 the instant the loop was due to re-enter (the reset plus the resume jitter).
 """
 
@@ -22,7 +22,7 @@ from bench.report import Row, section
 from bench.sandbox import ROOT, BenchError, Sandbox
 
 CPU_WINDOW = 60.0  # s of wait over which each supervisor's CPU time is read
-RESET_IN = CPU_WINDOW + 45.0  # s from the first launch to the stated reset (all start first)
+RESET_IN = CPU_WINDOW + 60.0  # s from a node's first launch to its reset (starts are slow)
 JITTER = 5.0  # s after the reset the loop re-enters (fractal.domain.usage.RESUME_JITTER)
 AGENT = """#!/bin/sh
 cat >/dev/null
@@ -73,28 +73,30 @@ def measure(box: Sandbox, samples: int, log: Log) -> UsageWaitFigures:
         box.cli("node", "start", name,
                 extra_env={"CLAUDE_CONFIG_DIR": str(box.base / "auth" / name)})
     figures = UsageWaitFigures()
-    procs: dict[str, psutil.Process] = {}
-    deadline = time.monotonic() + 60.0
-    while len(procs) < samples:
+    began: dict[str, tuple[psutil.Process, float, float]] = {}  # name -> (proc, t0, cpu0)
+    deadline = time.monotonic() + RESET_IN + CPU_WINDOW
+    while len(figures.cpu_ms) < samples:  # each node's own window, from its wait's start
         if time.monotonic() > deadline:
-            raise BenchError(f"only {sorted(procs)} of {names} began a usage-window wait")
+            raise BenchError(f"only {sorted(began)} of {names} began a usage-window wait")
         for name in names:
+            if name in began:
+                proc, t0, cpu0 = began[name]
+                if t0 and time.monotonic() - t0 >= CPU_WINDOW:
+                    if not _waiting(box, f"{ROOT}.{name}"):
+                        raise BenchError(f"node {name} stopped waiting before its CPU "
+                                         "window ended")
+                    figures.cpu_ms.append((sum(proc.cpu_times()[:2]) - cpu0) * 1e3)
+                    began[name] = (proc, 0.0, 0.0)  # measured
+                continue
             status, pid = box.node_state(name)
-            if name not in procs and pid is not None and _waiting(box, f"{ROOT}.{name}"):
+            if pid is not None and _waiting(box, f"{ROOT}.{name}"):
                 box.note_supervisor(pid)
-                procs[name] = psutil.Process(pid)
+                proc = psutil.Process(pid)
+                began[name] = (proc, time.monotonic(), sum(proc.cpu_times()[:2]))
+                log(f"usage wait: {name} waiting; reading its CPU for {CPU_WINDOW:.0f} s")
             elif status != "active":
                 raise BenchError(f"node {name} is {status}, not waiting for its window")
-        time.sleep(0.1)
-    log(f"usage wait: {samples} supervisors waiting; reading their CPU for "
-        f"{CPU_WINDOW:.0f} s")
-    before = {name: sum(p.cpu_times()[:2]) for name, p in procs.items()}
-    time.sleep(CPU_WINDOW)
-    for name, proc in procs.items():
-        if not _waiting(box, f"{ROOT}.{name}"):
-            raise BenchError(f"node {name} stopped waiting before the CPU window ended")
-        used = sum(proc.cpu_times()[:2]) - before[name]
-        figures.cpu_ms.append(used * 1e3)
+        time.sleep(0.2)
     for name in names:
         status = box.wait_settled(name, timeout=RESET_IN + 60.0)
         if status != "completed":

@@ -68,6 +68,8 @@ def test_kill_ends_a_usage_window_wait_at_once(tree: Tree) -> None:
     tree.cli("node", "start", "k")
     wait_until(lambda: tree.cli("node", "status", "k").stdout.startswith(
         "active (waiting for usage window until"), timeout=30, message="waiting for the window")
+    assert "main.k,active,waiting for usage window until " in tree.cli(
+        "node", "list", "--csv").stdout  # `node list` shows the wait too
     ((pid,),) = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.k'")
     began = time.monotonic()
     tree.cli("node", "kill", "k")
