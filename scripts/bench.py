@@ -5,10 +5,10 @@ Builds a throwaway tree of 10 nodes whose agent is a no-op script, in a temp HOM
 private tmux server, runs two nodes through the real ``fractal node start``, reads the
 supervisor's ``FRACTAL_TRACE`` timing points, samples its memory, times three CLI
 commands; then, each in a sandbox of its own (``bench.parts``), times pause, stop,
-approve and finish at every wait point, the read commands on a 100,000-step ledger, and
-20 nodes started at once. It prints one table of medians and maxima with the targets
-beside them, and never passes or fails on the numbers (exit 1 only when the bench itself
-could not run). What each number means: docs/benchmarks.md.
+approve and finish at every wait point, the read commands on a 100,000-step ledger,
+20 nodes started at once, and nodes waiting out a usage window. It prints one table of
+medians and maxima with the targets beside them, and never passes or fails on the
+numbers (exit 1 only when the bench itself could not run). What each number means: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ ITERATIONS, STEPS = 4, 25  # the overhead run
 MEMORY_ITERATIONS, EARLY_AT = 200, 20  # the memory run; growth is checked at EARLY_AT
 IDLE_NODES = 8  # with the two measured nodes: a tree of 10
 CLI_RUNS, CLI_WARMUP = 15, 2
+USAGE_NODES = 3  # nodes waiting out a usage window at once
 CLI_COMMANDS: dict[str, list[str]] = {
     "fractal --help": ["--help"],
     "fractal node status steps": ["node", "status", "steps"],
@@ -141,7 +142,8 @@ def run(keep: bool, samples: int = 5) -> str:
     ]
     notes: list[str] = []
     for more, lines in (parts.latency(keep, samples, _log), parts.reads(keep, _log),
-                        parts.many_nodes(keep, _log), parts.dashboard_part(keep, _log)):
+                        parts.many_nodes(keep, _log), parts.dashboard_part(keep, _log),
+                        parts.usage_wait(keep, USAGE_NODES, _log)):
         table += more
         notes += lines
     head = (f"fractal bench: {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -167,15 +169,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the sandbox directory (tree, traces) for inspection")
     parser.add_argument("--latency-samples", type=int, default=5, metavar="N",
                         help="nodes (samples) per verb-to-reaction cell (default 5)")
-    parser.add_argument("--only", choices=["dashboard"], default=None,
+    parser.add_argument("--only", choices=["dashboard", "usagewait"], default=None,
                         help="run one part alone (dashboard: fractal open and fractal inbox "
-                             "on 1,000 nodes / 1,000,000 steps)")
+                             "on 1,000 nodes / 1,000,000 steps; usagewait: nodes waiting "
+                             "out a usage window)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
     try:
-        if args.only == "dashboard":
-            rows, notes = parts.dashboard_part(args.keep, _log)
+        if args.only is not None:
+            rows, notes = (parts.dashboard_part(args.keep, _log) if args.only == "dashboard"
+                           else parts.usage_wait(args.keep, USAGE_NODES, _log))
             print(render(rows) + "\n\n" + "\n".join(notes))
         else:
             print(run(args.keep, max(1, args.latency_samples)))

@@ -15,6 +15,7 @@ from fractal.domain.stopcause import StopCause, first_cause
 
 __all__ = [
     "ABNORMAL_EXIT",
+    "AWAITING_APPROVAL",
     "EXIT_BUDGET_SKIP",
     "EXIT_CANNOT_EXEC",
     "EXIT_TIMEOUT",
@@ -33,6 +34,11 @@ __all__ = [
     "signal_exit_code",
 ]
 
+
+AWAITING_APPROVAL = "awaiting approval"
+"""The reason of a gate's step row while its approval wait holds it open, and the start of
+the reason it keeps when that wait is parked (``awaiting approval; interrupted: SIGHUP``):
+a resume then waits at the gate again instead of rerunning its agent."""
 
 ABNORMAL_EXIT = "Loop exited abnormally"
 """The reason on rows a loop left open when it ended without closing them: stamped by the

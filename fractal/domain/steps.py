@@ -12,8 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fractal.domain.errors import StepFileError
+from fractal.domain.outcome import StepOutcome
+from fractal.domain.states import Status
 
-__all__ = ["StepFile", "banner_label", "discover_steps", "step_label"]
+__all__ = ["StepFile", "banner_label", "banner_verdict", "discover_steps", "step_label"]
 
 _STEP_NAME = re.compile(r"([0-9]+)-(.+)\.md")
 
@@ -78,3 +80,16 @@ def step_label(step: StepFile) -> str:
 def banner_label(step: StepFile) -> str:
     """The pane banner label: ``Step 3/5 (EXECUTE)``."""
     return f"Step {step.position}/{step.total} ({step.name})"
+
+
+def banner_verdict(outcome: StepOutcome, limit: float | None) -> str:
+    """How the pane's closing banner of a step reads: ``done``, ``done (<reason>)``,
+    ``timed out (exit 124, limit 60s)`` (``limit`` in seconds), ``paused``, or
+    ``<status> (exit N): <reason>``."""
+    if outcome.status is Status.COMPLETED:
+        return "done" if not outcome.reason else f"done ({outcome.reason})"
+    if outcome.reason.startswith("timed out"):
+        return f"{outcome.reason} (exit {outcome.exit_code}, limit {round(limit or 0)}s)"
+    if outcome.status is Status.PAUSED:
+        return "paused"
+    return f"{outcome.status.value} (exit {outcome.exit_code}): {outcome.reason}"

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.domain.outcome import Status
+from fractal.domain.outcome import AWAITING_APPROVAL, Status
 from fractal.domain.signals import PauseSpan
 from fractal.domain.waits import WAIT_STEP
 from fractal.store.ledger import Ledger
@@ -24,7 +24,8 @@ from fractal.workspace.nodedir import write_atomic
 
 log = logging.getLogger(__name__)
 
-AWAITING_APPROVAL = "awaiting approval"
+__all__ = ["AWAITING_APPROVAL", "Adoption", "adopt", "load_sessions", "pause_spans",
+           "resume_position", "save_sessions"]
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,17 @@ Both poll the database on every wake (at least once a second), run a SYNC every
 ``wait`` window when a SYNC callback is given, and end on the first of: released
 (approved / drained), paused, stopped, finished (approval only), or the deadline. Time
 is the waker's clock: an approval wait burns the iteration and run walls like a step.
+The deadline may be a callable read on every wake (a SYNC that waited out a usage
+window credited that time to the walls, so the deadline moved); a SYNC callback that
+returns True ends the wait ``stopped`` (the run ends: ``on_usage_limit: stop`` or a
+usage window past ``max_usage_wait``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
+from typing import TypeAlias
 
 from fractal.control import Steering
 from fractal.domain.outcome import Status
@@ -17,6 +22,15 @@ from fractal.domain.signals import Signal
 from fractal.domain.waits import WaitingChild, children_waited
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
+
+Deadline: TypeAlias = float | Callable[[], float | None] | None
+"""A wait's deadline in clock seconds: fixed, read on every wake, or none."""
+WaitSync: TypeAlias = Callable[[], bool]
+"""The SYNC a wait runs every window; True when the run ends (the wait stops)."""
+
+
+def _at(deadline: Deadline) -> float | None:
+    return deadline() if callable(deadline) else deadline
 
 
 class WaitEnd(StrEnum):
@@ -30,7 +44,7 @@ class WaitEnd(StrEnum):
 
 
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
-          deadline: float | None, window: float, sync: Callable[[], None] | None,
+          deadline: Deadline, window: float, sync: WaitSync | None,
           finish_ends_it: bool, urgent: Callable[[], bool] | None = None) -> WaitEnd:
     clock = waker.clock
     next_sync = clock.monotonic() + window
@@ -44,23 +58,24 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
             return WaitEnd.FINISHED
         if signal is Signal.STOP:
             return WaitEnd.STOPPED
-        now = clock.monotonic()
-        if deadline is not None and now >= deadline:
+        now, until = clock.monotonic(), _at(deadline)
+        if until is not None and now >= until:
             return WaitEnd.TIMED_OUT
         if sync is not None and (now >= next_sync or (urgent is not None and urgent())):
-            sync()
+            if sync():
+                return WaitEnd.STOPPED
             next_sync = clock.monotonic() + window
             continue
         # Without a SYNC the window is no timer (a past one would spin); wake at least
         # once a second to poll.
         limits = ([next_sync - now] if sync is not None else [1.0]) + \
-            ([deadline - now] if deadline is not None else [])
+            ([until - now] if until is not None else [])
         waker.wait(max(0.0, min(limits)))
 
 
 def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: Waker,
-                   deadline: float | None, window: float,
-                   sync: Callable[[], None] | None) -> WaitEnd:
+                   deadline: Deadline, window: float,
+                   sync: WaitSync | None) -> WaitEnd:
     """Wait until step ``step_id`` is approved. A stop (STOPPED) or a finish (FINISHED)
     ends the wait cleanly; ``deadline`` is clock seconds (approval waits burn the clock).
     A finish is acted on in an approval wait, never in a drain (a drain is a finish)."""
@@ -89,8 +104,8 @@ def live_descendants(ledger: Ledger, node: str) -> list[str]:
 
 
 def drain_children(ledger: Ledger, node: str, *, steering: Steering, waker: Waker,
-                   deadline: float | None, window: float,
-                   sync: Callable[[], None] | None) -> WaitEnd:
+                   deadline: Deadline, window: float,
+                   sync: WaitSync | None) -> WaitEnd:
     """Wait until no descendant of ``node`` is still running (a finish drain, bounded by
     the run wall alone). A pause, a stop (the run then ends stopped) or the deadline end
     it early."""
@@ -99,8 +114,8 @@ def drain_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
 
 
 def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Waker,
-                   deadline: float | None, window: float,
-                   sync: Callable[[], None] | None) -> WaitEnd:
+                   deadline: Deadline, window: float,
+                   sync: WaitSync | None) -> WaitEnd:
     """Wait until no direct child of ``node`` is live (``wait: children``). A pause, a
     stop, a finish or ``deadline`` (clock seconds: the wait burns the walls) end it early.
     A child gate that starts pending runs a SYNC at once (each gate once), so the agent can

@@ -223,8 +223,13 @@ class IterationRunner(LoopPart):
     def _after_step(self, plans: list[StepPlan], index: int,
                     result: StepResult) -> IterationResult | None:
         """How the iteration ends after ``plans[index]`` ended as ``result`` (None: go on):
-        a finish or stop taken by its approval wait, a spent budget, a failure."""
+        a usage window that ends the run, a finish or stop taken by its approval wait, a
+        spent budget, a failure."""
         name = plans[index].file.name
+        ended = self.state.usage_end  # `on_usage_limit: stop`, past `max_usage_wait`
+        if result.stopped and ended is not None:
+            self._backstop("stopped", f"{name}: {ended.reason}.")
+            return IterationResult(True, ended.reason, stopped=True)
         if result.finished:
             self._backstop("finished", f"Finish requested while {name} awaited approval.")
             return IterationResult(True, "Finished by request", finished=True)
@@ -270,7 +275,7 @@ class IterationRunner(LoopPart):
         self.state.iter_deadline = None
         self.reporter.notice("finish requested: waiting for the children to finish")
         end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
-                             waker=self.waker, deadline=self.state.run_deadline,
+                             waker=self.waker, deadline=lambda: self.state.run_deadline,
                              window=float(self.state.live.wait),
                              sync=(lambda: self.steps.run_wait_sync(None, node_md))
                              if self.boot.sync else None)

@@ -328,16 +328,16 @@ def _closed_window(collector: Collector | None) -> WindowEvent | None:
 def _usage_limited(kit: LaunchKit, step_id: int, window: WindowEvent,
                    collector: Collector | None, launched: bool,
                    started: float) -> AttemptResult:
-    """Close a usage-limited attempt's row ``paused`` with ``usage limit (<window>) until
-    <UTC>``, its spend kept."""
+    """A usage-limited attempt: its row stays open with the reason ``usage limit
+    (<window>) until <UTC>``, its spend kept; the usage-window wait closes it (``paused``
+    when the step is re-entered, ``stopped`` when the run ends instead)."""
     reason = limit_reason(UsageLimit(window.window, window.resets_at))
     if collector is not None:
         try:
             collector.flush()
         except Exception as exc:
             log.warning("could not flush the cost of step %s: %s", step_id, exc)
-    kit.ledger.close_step(step_id, Status.PAUSED.value, None, reason)
-    trace("closed", step_id)
+    kit.ledger.note_step(step_id, reason)
     return AttemptResult(step_id, StepOutcome(Status.PAUSED, 0, reason),
                          collector.session if collector else None,
                          collector.cost if collector else None,

@@ -22,6 +22,7 @@ from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
 from fractal.domain.frontmatter import Frontmatter, is_true
 from fractal.domain.outcome import (
+    AWAITING_APPROVAL,
     EXIT_BUDGET_SKIP,
     EXIT_CANNOT_EXEC,
     EXIT_TIMEOUT,
@@ -30,7 +31,7 @@ from fractal.domain.outcome import (
     clip_reason,
 )
 from fractal.domain.signals import Signal
-from fractal.domain.steps import StepFile, banner_label, step_label
+from fractal.domain.steps import StepFile, banner_label, banner_verdict, step_label
 from fractal.domain.usage import UsageWarning, should_pause_early
 from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail
 from fractal.domain.walls import effective_step_limit
@@ -45,7 +46,6 @@ from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
 from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
 
-AWAITING_APPROVAL = "awaiting approval"
 OVER_BUDGET = "over budget"
 """Reason of a launch skipped because the per-step budget is spent (booked ``stopped``,
 exit 125, cost 0.0)."""
@@ -72,6 +72,14 @@ class StepResult:
     launched: bool
     stopped: bool = False
     finished: bool = False
+
+
+def _ended(ended: StepOutcome | None, launched: bool) -> StepResult | None:
+    """A usage-window wait's end as the step's result (a finish marks ``finished``)."""
+    if ended is None:
+        return None
+    return StepResult(ended, None, launched, stopped=True,
+                      finished=ended.reason.startswith("finish requested"))
 
 
 class StepRunner(LoopPart):
@@ -122,7 +130,7 @@ class StepRunner(LoopPart):
             UsageWait(self.parts).after_launch(result.launched and result.window is None)
             if result.window is not None:  # a closed usage window: wait, then re-enter
                 self._close_banner(banner, result.outcome, limit, started)
-                ended = self._wait_window(result.window, plan)
+                ended = self._wait_window(result.window, plan, result.step_id)
                 if ended is not None:
                     return ended
                 self.reporter.banner_open(f"{banner}, re-entered after the usage window")
@@ -145,34 +153,24 @@ class StepRunner(LoopPart):
         self._close_banner(banner, step.outcome, limit, started)
         return step
 
-    def _wait_window(self, window: WindowEvent, plan: StepPlan) -> StepResult | None:
-        """Wait out a closed usage window (``UsageWait``); None: re-enter the step, else
-        how the step ends (stopped; a finish marks ``finished``). Raises Park."""
-        ended = UsageWait(self.parts).wait_out(window, plan.file.name)
-        if ended is None:
-            return None
-        finished = ended.reason.startswith("finish requested")
-        return StepResult(ended, None, True, stopped=True, finished=finished)
+    def _wait_window(self, window: WindowEvent, plan: StepPlan,
+                     step_id: int | None = None) -> StepResult | None:
+        """Wait out a closed window (``UsageWait.wait_out``); None: re-enter the step."""
+        return _ended(UsageWait(self.parts).wait_out(window, plan.file.name, step_id), True)
 
     def _window_closed(self, plan: StepPlan) -> StepResult | None:
         """Before a launch: wait while another node found this credential's usage window
         closed (or probes it). None: launch now."""
-        ended = UsageWait(self.parts).before_launch(plan.file.name)
-        if ended is None:
-            return None
-        finished = ended.reason.startswith("finish requested")
-        return StepResult(ended, None, False, stopped=True, finished=finished)
+        return _ended(UsageWait(self.parts).before_launch(plan.file.name), False)
 
     def _pause_early(self, plan: StepPlan) -> StepResult | None:
         """Before a launch: when the last step reported its usage window used at or above
-        ``usage_pause_at``, wait for that window's reset first (recorded as a closed
-        window). None: launch now."""
+        ``usage_pause_at``, wait for its reset first (as a closed window). None: launch."""
         warning = self.state.usage_warning
         if warning is None or warning.utilization is None:
             return None
-        if not should_pause_early(UsageWarning(warning.utilization, warning.window,
-                                               warning.resets_at),
-                                  self.state.live.usage_pause_at):
+        seen = UsageWarning(warning.utilization, warning.window, warning.resets_at)
+        if not should_pause_early(seen, self.state.live.usage_pause_at):
             return None
         self.state.usage_warning = None
         self.reporter.notice(f"usage window {round(warning.utilization * 100)}% used: "
@@ -187,11 +185,10 @@ class StepRunner(LoopPart):
         self.reporter.notice(f"{plan.file.name} awaits approval "
                              f"(fractal node approve {self.boot.paths.branch} {step_id})")
         post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
-        deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
-                        if d is not None], default=None)
+        self.ledger.mark_awaiting_approval(step_id)  # a heal or an interruption keeps it
         self.state.held_gate = step_id  # left set when an interruption unwinds the wait
         end = await_approval(self.ledger, step_id, steering=self.steering, waker=self.waker,
-                             deadline=deadline, window=float(self.state.live.wait),
+                             deadline=self._wall, window=float(self.state.live.wait),
                              sync=(lambda: self.run_wait_sync(plan.file, node_md))
                              if self.boot.sync else None)
         self.state.held_gate = None
@@ -241,10 +238,8 @@ class StepRunner(LoopPart):
         self.reporter.banner_open(banner)
         self.reporter.notice(waiting_detail(waiting))
         started = self.clock.monotonic()
-        deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
-                        if d is not None], default=None)
         end = await_children(self.ledger, branch, steering=self.steering, waker=self.waker,
-                             deadline=deadline, window=float(self.state.live.wait),
+                             deadline=self._wall, window=float(self.state.live.wait),
                              sync=(lambda: self.run_wait_sync(plan.file, node_md,
                                                               what="waiting for children"))
                              if self.boot.sync else None)
@@ -296,7 +291,7 @@ class StepRunner(LoopPart):
             if result.window is None:
                 break
             self._close_banner(banner, result.outcome, limit, started)
-            ended = self._wait_window(result.window, before)
+            ended = self._wait_window(result.window, before, result.step_id)
             if ended is not None:
                 return ended
         self._close_banner(banner, result.outcome, limit, started)
@@ -305,17 +300,42 @@ class StepRunner(LoopPart):
         return StepResult(result.outcome, limit, result.launched)
 
     def run_wait_sync(self, file: StepFile | None, node_md: str, *,
-                      what: str | None = None) -> None:
+                      what: str | None = None) -> bool:
         """A lenient SYNC while waiting (approval or children: the awaited step's number; a
-        drain: 0). It never fails the wait; a pause is left for the wait's own check."""
+        drain: 0). It never fails the wait; a pause, stop or finish is left for the wait's
+        own check. A closed usage window is waited out as for any launch; True when that
+        ends the run (``state.usage_end`` says how)."""
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
         what = what or (f"awaiting {target.name}" if file else "draining children")
-        self.reporter.banner_open(f"SYNC ({what})")
-        started = self.clock.monotonic()
-        limit = self._limit({})
-        result = self._run(target, self._sync_body(), {}, node_md, limit, 1,
-                           label=f"SYNC while {what}", suffix="-sync", name="SYNC", lenient=True)
-        self._close_banner(f"SYNC ({what})", result.outcome, limit, started)
+        banner, started, usage = f"SYNC ({what})", self.clock.monotonic(), UsageWait(self.parts)
+        self.reporter.banner_open(banner)
+        try:
+            while True:  # a closed usage window is waited out, then the SYNC runs again
+                ended = usage.before_launch("SYNC")
+                if ended is not None:
+                    self._close_banner(banner, ended, None, started)
+                    return self.state.usage_end is not None
+                limit = self._limit({})
+                result = self._run(target, self._sync_body(), {}, node_md, limit, 1,
+                                   label=f"SYNC while {what}", suffix="-sync", name="SYNC",
+                                   lenient=True)
+                usage.after_launch(result.launched and result.window is None)
+                if result.window is None:
+                    break
+                self._close_banner(banner, result.outcome, limit, started)
+                ended = usage.wait_out(result.window, "SYNC", result.step_id)
+                if ended is not None:
+                    return self.state.usage_end is not None
+                self.reporter.banner_open(f"{banner}, again after the usage window")
+        except Park:
+            return False  # the pause signal stays pending: the wait parks its own row
+        self._close_banner(banner, result.outcome, limit, started)
+        return False
+
+    def _wall(self) -> float | None:
+        """The nearer run or iteration deadline (clock s), moved by usage-wait credits."""
+        return min([d for d in (self.state.run_deadline, self.state.iter_deadline)
+                    if d is not None], default=None)
 
     def _sync_body(self) -> str:
         """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
@@ -434,13 +454,5 @@ class StepRunner(LoopPart):
 
     def _close_banner(self, banner: str, outcome: StepOutcome, limit: float | None,
                       started: float) -> None:
-        took = self.clock.monotonic() - started
-        if outcome.status is Status.COMPLETED:
-            text = "done" if not outcome.reason else f"done ({outcome.reason})"
-        elif outcome.reason.startswith("timed out"):
-            text = f"{outcome.reason} (exit {outcome.exit_code}, limit {round(limit or 0)}s)"
-        elif outcome.status is Status.PAUSED:
-            text = "paused"
-        else:
-            text = f"{outcome.status.value} (exit {outcome.exit_code}): {outcome.reason}"
-        self.reporter.banner_close(banner, text, took)
+        self.reporter.banner_close(banner, banner_verdict(outcome, limit),
+                                   self.clock.monotonic() - started)

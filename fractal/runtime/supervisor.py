@@ -30,7 +30,7 @@ from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
 from fractal.runtime import processes
-from fractal.runtime.adopt import adopt, save_sessions
+from fractal.runtime.adopt import AWAITING_APPROVAL, adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,
     RunOptions,
@@ -52,7 +52,7 @@ from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
-from fractal.runtime.steprunner import AWAITING_APPROVAL
+from fractal.runtime.usagewait import end_parked_wait
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import format_ts
@@ -190,6 +190,7 @@ class Supervisor:
         self.reporter.banner_open(f"Run {plan.run_id} of {self.paths.branch} resumed at "
                                   f"{self._now()}", major=True)
         Steering(self.ledger, plan.run_id).clear_pause()
+        end_parked_wait(self.ledger, self.paths.branch, plan.run_id)
         if config is None:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,

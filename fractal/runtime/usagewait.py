@@ -39,6 +39,7 @@ from fractal.domain.usage import (
 )
 from fractal.runtime.context import LoopPart
 from fractal.runtime.steering import Park
+from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
 
 USAGE_POLL = 10.0
@@ -47,6 +48,16 @@ touches the wake file (a kill signals the process), so the wait is woken at once
 and its supervisor stays idle (well under 0.1 % of a core)."""
 WAIT_EVENT = "usage_wait"
 """The event a usage-window wait writes: ``started`` when it begins, ``completed`` at its end."""
+
+
+def end_parked_wait(ledger: Ledger, node: str, run_id: int) -> None:
+    """A resume adopts a run whose usage-window wait was parked (a pause, an interruption,
+    a heal): close that wait's ``usage_wait`` event, so ``node status`` stops showing it;
+    the resumed step waits again (a new event) only if its window is still closed."""
+    events = ledger.events_of(node, run_id, (WAIT_EVENT,))
+    if events and events[-1].status == "started":
+        ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",
+                         metadata="ended: parked", run_id=run_id)
 
 
 def hhmm(instant: float) -> str:
@@ -64,21 +75,42 @@ class UsageWait(LoopPart):
         return launch_credential(boot.backend.name, boot.launch_env or os.environ,
                                  boot.provider)
 
-    def wait_out(self, window: WindowEvent, step_name: str) -> StepOutcome | None:
+    def wait_out(self, window: WindowEvent, step_name: str,
+                 step_id: int | None = None) -> StepOutcome | None:
         """This node's launch hit a closed window: record it for the credential, then
         wait as ``_hold`` does. None: the window reopened (or this node is its probe),
         re-enter the step. A StepOutcome (status ``stopped``) when the run ends instead:
         ``state.usage_end`` then says how, else a stop or a finish did (its reason says
-        which). Raises Park on a pause."""
+        which). Raises Park on a pause.
+
+        ``step_id`` is the limited launch's row, left open by the launch: it closes
+        ``paused`` with the limit's reason when the step is re-entered or the wait parks,
+        and ``stopped`` (exit 0, the end's reason) when the run ends instead, so no row
+        of a closed run says ``paused``."""
         limit = UsageLimit(window.window, window.resets_at)
         reason = limit_reason(limit)
         self.state.probing = None
         if self.state.live.on_usage_limit == "stop":
-            return self._stop(reason)
+            return self._close_row(step_id, reason, self._stop(reason))
         row = Windows(self.boot.paths.tree.db_path).close(
             self.credential, limit.window, limit.resets_at, self.boot.paths.branch,
             self.clock.time())
-        return self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
+        try:
+            ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
+        except Park:
+            self._close_row(step_id, reason, None)
+            raise
+        return self._close_row(step_id, reason, ended)
+
+    def _close_row(self, step_id: int | None, reason: str,
+                   ended: StepOutcome | None) -> StepOutcome | None:
+        """Close the limited launch's row (see ``wait_out``); returns ``ended``."""
+        if step_id is not None:
+            if ended is None:
+                self.ledger.close_step(step_id, Status.PAUSED.value, None, reason)
+            else:
+                self.ledger.close_step(step_id, Status.STOPPED.value, 0, ended.reason)
+        return ended
 
     def before_launch(self, step_name: str) -> StepOutcome | None:
         """At a step boundary: when the credential's window is closed (another node hit

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, case, literal, update
 
+from fractal.domain.outcome import AWAITING_APPROVAL
 from fractal.store.models import Iteration, Run, Step
 from fractal.store.timefmt import utc_now
 
@@ -60,7 +61,12 @@ def close_open_rows(conn: Connection, node: str, status: str, reason: str, *,
 def close_open_steps(conn: Connection, node: str, status: str, reason: str, *,
                      exit_code: int | None, now: str) -> int:
     """Close every open step of ``node`` (its iterations and runs stay open); return the
-    steps closed. A parked step keeps its session and spend for the resume."""
+    steps closed. A parked step keeps its session and spend for the resume. A gate still
+    in its approval wait (unapproved, reason ``awaiting approval``) keeps that reason in
+    front (``awaiting approval; <reason>``), so a resume waits at it again."""
+    waiting = and_(Step.approved == "", Step.meta == AWAITING_APPROVAL)
     return int(conn.execute(
         update(Step).where(Step.node == node, Step.ended_at.is_(None)).values(
-            status=status, exit_code=exit_code, meta=reason, ended_at=now)).rowcount)
+            status=status, exit_code=exit_code, ended_at=now,
+            meta=case((waiting, literal(f"{AWAITING_APPROVAL}; {reason}")),
+                      else_=literal(reason)))).rowcount)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import delete, func, select, update
 
-from fractal.domain.outcome import ABNORMAL_EXIT
+from fractal.domain.outcome import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.models import Event, Iteration, Run, Signal, Step
 from fractal.store.registry import CAP_KEYS, new_id
@@ -206,6 +206,22 @@ class Ledger(Transitions):
                 .values(approved=utc_now()))
         with self._tx() as conn:
             return conn.execute(stmt).rowcount == 1
+
+    def note_step(self, step_id: int, reason: str) -> None:
+        """Set the reason of an open step (a closed row keeps the one it closed with)."""
+        stmt = (update(Step).where(Step.step_id == step_id, Step.ended_at.is_(None))
+                .values(meta=reason))
+        with self._tx() as conn:
+            conn.execute(stmt)
+
+    def mark_awaiting_approval(self, step_id: int) -> None:
+        """Mark an open gate's row as in its approval wait (reason ``awaiting approval``):
+        whoever parks the open steps later (an interruption, a heal) keeps that reason in
+        front, so a resume waits at the gate again rather than rerun its agent."""
+        stmt = (update(Step).where(Step.step_id == step_id, Step.ended_at.is_(None),
+                                   Step.approved == "").values(meta=AWAITING_APPROVAL))
+        with self._tx() as conn:
+            conn.execute(stmt)
 
     def pending_approvals(self, node: str) -> list[StepRow]:
         """The node's gated steps still awaiting approval (``approved`` = ''), oldest first."""

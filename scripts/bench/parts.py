@@ -1,5 +1,6 @@
 """The bench's later sections, each in a sandbox of its own: verb-to-reaction latency, the
-read commands on a 100,000-step ledger, and 20 nodes started at once (what each
+read commands on a 100,000-step ledger, 20 nodes started at once, and nodes waiting out
+a usage window (what each
 number means: docs/benchmarks.md). Each returns table rows and footer lines.
 """
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import bigdb, dashboard, throughput
+from bench import bigdb, dashboard, throughput, usagewait
 from bench.latency import Latency
 from bench.report import Row, section
 from bench.sandbox import ROOT, Sandbox
@@ -111,3 +112,11 @@ def dashboard_part(keep: bool, log: Log) -> tuple[list[Row], list[str]]:
     """``fractal open`` (first paint, refresh, idle CPU) and ``fractal inbox`` on a ledger
     of 1,000 nodes and 1,000,000 step rows."""
     return _sandboxed(keep, log, lambda box: dashboard.run(box, log))
+
+
+def usage_wait(keep: bool, samples: int, log: Log) -> tuple[list[Row], list[str]]:
+    """Nodes waiting out a usage window: their supervisors' CPU and the resume delay."""
+    def body(box: Sandbox) -> tuple[list[Row], list[str]]:
+        figures = usagewait.measure(box, samples, log)
+        return usagewait.rows(figures, samples), usagewait.footer(figures)
+    return _sandboxed(keep, log, body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import psutil
 import pytest
 
 from tests.e2e.conftest import Tree
@@ -49,3 +50,33 @@ def test_a_usage_limit_line_waits_for_the_reset_and_reenters_the_step(tree: Tree
     assert any(s.startswith("waiting for usage window until") for s in subjects)
     assert "usage window reopened (five_hour)" in subjects
     assert tree.cli("node", "cost", "spent", "w").stdout.strip() == "$0.0600"
+
+
+FAR_AGENT = """#!/bin/sh
+cat > /dev/null
+echo '{"type": "cost", "usd": 0.05}'
+echo "{\\"type\\": \\"usage_limit\\", \\"resets_at\\": $(( $(date +%s) + 3600 )), \\"window\\": \\"five_hour\\"}"
+exit 1
+"""
+
+
+def test_kill_ends_a_usage_window_wait_at_once(tree: Tree) -> None:
+    agent = tree.repo.parent / "far-agent"
+    agent.write_text(FAR_AGENT)
+    agent.chmod(0o755)
+    tree.node("k", {"01-A.md": "work"}, "--no-sync", "--max-iters", "1", "--agent", str(agent))
+    tree.cli("node", "start", "k")
+    wait_until(lambda: tree.cli("node", "status", "k").stdout.startswith(
+        "active (waiting for usage window until"), timeout=30, message="waiting for the window")
+    assert "main.k,active,waiting for usage window until " in tree.cli(
+        "node", "list", "--csv").stdout  # `node list` shows the wait too
+    ((pid,),) = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.k'")
+    began = time.monotonic()
+    tree.cli("node", "kill", "k")
+    assert tree.wait_settled("k", timeout=30) == "killed"
+    assert time.monotonic() - began < 15  # not at the reset an hour away
+    assert not psutil.pid_exists(int(str(pid))) or \
+        psutil.Process(int(str(pid))).status() == psutil.STATUS_ZOMBIE
+    assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
+    assert [s for (s,) in tree.sql("SELECT status FROM runs")] == ["killed"]
+    assert tree.sql("SELECT cost FROM steps") == [(0.05,)]  # the limited attempt's spend kept

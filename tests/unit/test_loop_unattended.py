@@ -160,9 +160,16 @@ def test_a_closed_usage_window_is_waited_out_and_the_step_reentered(
     t.node("u", {"01-A.md": "[stub:cost=0.1] [stub:limit-first=1] [stub:write=a.txt:a]"},
            "--no-sync", "--max-iters", "1", "--timeout", "1m")
     seen: list[str] = []
+    before = git(t.repo, "rev-parse", "main.u")
+    during: list[object] = []
     t.clock.after(60, lambda: seen.append(t.cli("node", "status", "u").output.strip()))
+    t.clock.after(60, lambda: during.extend([
+        git(t.repo, "rev-parse", "main.u"),
+        t.sql("SELECT COUNT(*) FROM runs WHERE ended_at IS NULL"),
+        t.sql("SELECT COUNT(*) FROM iterations WHERE ended_at IS NULL")]))
     assert t.run("u") == 0
     assert seen and seen[0].startswith("active (waiting for usage window until ")
+    assert during == [before, [(1,)], [(1,)]]  # nothing committed, run and iteration open
     (a, b) = t.steps("u")
     assert a[:2] == ("A", "paused") and a[3].startswith("usage limit (five_hour) until 20")
     assert b[:3] == ("A", "completed", 0)
@@ -187,7 +194,27 @@ def test_on_usage_limit_stop_ends_the_run_stopped(loop_tree: LoopTree) -> None:
     status, code, reason = t.run_row("s")
     assert (status, code) == ("stopped", 0) and reason.startswith("usage limit (five_hour)")
     assert t.status("s") == "stopped"
-    assert [s[1] for s in t.steps("s")] == ["paused"]
+    # the limited step closes with the run, never `paused` inside a closed run
+    ((step, status, code, why),) = t.steps("s")
+    assert (step, status, code, why) == ("A", "stopped", 0, reason)
+    assert t.iterations("s") == [(1, "stopped", 0, reason)]
+    assert t.sql("SELECT COUNT(*) FROM usage_windows") == [(0,)]  # nobody else is told
+
+
+def test_on_usage_limit_stop_before_a_launch_ends_the_run_stopped(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")  # leaves the credential's row
+    t.node("b", {"01-A.md": "b"}, "--no-sync", "--max-iters", "2")
+    t.set_config("b", on_usage_limit="stop")
+    _close_as_another_node(t, 300)
+    calls = len(t.launcher.calls)
+    t.run("b")
+    assert len(t.launcher.calls) == calls  # it never called the API
+    status, code, reason = t.run_row("b")
+    assert (status, code) == ("stopped", 0) and reason.startswith("usage limit (five_hour)")
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE node = 'main.b' AND status = 'paused'") \
+        == [(0,)]
 
 
 def test_past_max_usage_wait_the_run_exits(loop_tree: LoopTree) -> None:
@@ -197,6 +224,18 @@ def test_past_max_usage_wait_the_run_exits(loop_tree: LoopTree) -> None:
     t.run("m")
     assert t.run_row("m") == ("exited", 1, "usage window did not reopen within 1m")
     assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+    # the limited step closes with the run: no `paused` row inside a closed run
+    assert t.steps("m") == [("A", "stopped", 0, "usage window did not reopen within 1m")]
+
+
+def test_a_stop_ends_the_usage_wait_and_closes_the_limited_step(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("q", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
+    t.clock.after(30, lambda: t.cli("node", "stop", "q"))
+    t.run("q")
+    assert t.run_row("q")[:2] == ("stopped", 0)
+    assert t.steps("q") == [("A", "stopped", 0, "stopped waiting for the usage window")]
+    assert len(t.launcher.work_calls()) == 1
 
 
 def test_a_pause_parks_the_usage_wait(loop_tree: LoopTree) -> None:
@@ -207,6 +246,57 @@ def test_a_pause_parks_the_usage_wait(loop_tree: LoopTree) -> None:
     assert t.status("p") == "paused"
     t.run("p", resume=True)
     assert t.run_row("p") == ("completed", 0, "Reached max iterations (1)")
+
+
+def test_a_resumed_run_no_longer_shows_the_parked_usage_wait(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("r", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.clock.after(30, lambda: t.cli("node", "pause", "r"))
+    t.run("r")
+    assert t.status("r") == "paused"
+    t.sql_write("UPDATE usage_windows SET state = 'open', opened_at = ?, prober = NULL",
+                t.clock.time())  # another node's probe reopened it meanwhile
+    seen: list[str] = []
+    t.launcher.on_spawn.append(lambda call: seen.append(
+        t.cli("node", "status", "r").output.strip()))
+    t.run("r", resume=True, parked_for=300)
+    assert seen == ["active (run 1)"]
+    assert t.run_row("r") == ("completed", 0, "Reached max iterations (1)")
+
+
+def test_a_finish_ends_the_usage_wait_at_once(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("f", {"01-A.md": "[stub:limit-first=1]", "02-B.md": "b"}, "--no-sync",
+           "--max-iters", "3")
+    t.clock.after(30, lambda: t.cli("node", "finish", "f"))
+    began = t.clock.monotonic()
+    t.run("f")
+    assert t.clock.monotonic() - began < 60  # not at the reset (120 s)
+    assert t.run_row("f")[:2] == ("completed", 0)
+    assert t.steps("f")[0] == ("A", "stopped", 0, "finish requested waiting for the usage window")
+    assert len(t.launcher.work_calls()) == 1
+
+
+def test_the_waited_time_is_credited_to_the_iteration_wall(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("i", {"01-A.md": "[stub:limit-first=1]", "02-B.md": "b"}, "--no-sync",
+           "--max-iters", "1")
+    t.set_config("i", iter_timeout="1m", interval="1m")
+    t.run("i")  # a 120 s wait inside a 1 min iteration wall
+    assert t.iterations("i") == [(1, "completed", 0, "")]
+    assert [s[1] for s in t.steps("i")] == ["paused", "completed", "completed"]
+
+
+def test_a_usage_wait_is_not_a_failed_iteration(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    # the first two attempts meet the closed window, then every attempt fails
+    t.node("c", {"01-A.md": "[stub:limit-first=2] [stub:fail=1]"}, "--no-sync",
+           "--step-retries", "0")
+    t.set_config("c", max_failed_iters=2)
+    t.run("c")
+    assert [i[1] for i in t.iterations("c")] == ["failed", "failed"]
+    assert t.run_row("c")[2].startswith("2 consecutive iterations failed")
+    assert [s[1] for s in t.steps("c")] == ["paused", "paused", "failed", "failed"]
 
 
 def test_a_warning_above_usage_pause_at_waits_before_the_next_launch(
@@ -315,4 +405,24 @@ def test_a_sync_that_hits_the_window_waits_too(loop_tree: LoopTree) -> None:
     assert t.status("y") == "completed"
     rows = t.steps("y")
     assert rows[0][:2] == ("SYNC", "paused") and rows[0][3].startswith("usage limit")
+    assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
+
+
+def test_an_approval_wait_sync_waits_out_a_closed_window(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("a", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "1")
+    t.run("a")  # leaves the credential's row (open)
+    t.node("g", {"01-GATE.md": "---\nrequires_approval: true\n---\ng"}, "--max-iters", "1",
+           "--wait", "1m")
+    calls = len(t.launcher.calls)
+    began = t.clock.monotonic()
+    t.clock.after(100, lambda: _close_as_another_node(t, 600))  # while the gate waits
+    t.clock.after(1000, lambda: t.cli("node", "approve", "g"))
+    t.run("g")
+    assert t.run_row("g") == ("completed", 0, "Reached max iterations (1)")
+    waits = [c.started_at - began for c in t.launcher.calls[calls:]
+             if c.label.startswith("SYNC while")]
+    assert waits and not [w for w in waits if 100 < w < 700]  # none into the closed window
+    assert [w for w in waits if w >= 700]  # the first one after the reset was the probe
+    assert _window(t)[1:3] == ("open", 0)
     assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
