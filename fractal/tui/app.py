@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import work
@@ -26,7 +25,7 @@ from textual.widgets.tree import TreeNode
 
 from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
-from fractal.tui import render
+from fractal.tui import flows, render
 from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
 from fractal.tui.snapshot import Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
@@ -55,6 +54,7 @@ class Dashboard(App[None]):
         Binding("a", "approve", "approve"), Binding("p", "pause", "pause"),
         Binding("r", "resume", "resume"), Binding("s", "stop", "stop"),
         Binding("f", "finish", "finish"), Binding("k", "kill", "kill"),
+        Binding("m", "merge", "merge"), Binding("n", "send", "message"),
         Binding("o", "open_pane", "pane"), Binding("slash", "search", "search"),
         Binding("x", "filter", "filter"), Binding("t", "toggle_retired", "retired"),
     ]
@@ -125,7 +125,12 @@ class Dashboard(App[None]):
 
     @work(thread=True, exclusive=True, group="snapshot")
     def refresh_snapshot(self) -> None:
-        snap = self.builder.build()
+        from fractal.errors import FractalError
+
+        try:
+            snap = self.builder.build()
+        except FractalError:  # a locked database, say: the next tick reads again
+            return
         if snap is not self.snapshot:
             self.call_from_thread(self.apply, snap)
 
@@ -147,6 +152,9 @@ class Dashboard(App[None]):
         self.snapshot = snap
         now = self.clock()
         tree = self.query_one("#tree", Tree)
+        if snap.gone:
+            flows.show_gone(self, tree, snap.gone)
+            return
         views = self._visible(snap)
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
@@ -215,7 +223,12 @@ class Dashboard(App[None]):
         if view is None:
             self.call_from_thread(self._show, None, None, None)
             return
-        hist = self.load_history(view.branch)
+        from fractal.errors import FractalError
+
+        try:
+            hist = self.load_history(view.branch)
+        except FractalError:  # gone or locked: the next snapshot says which
+            hist = None
         tail = render.tail(self.fractal.node(view.branch).pane_log)
         self.call_from_thread(self._show, view, hist, tail)
 
@@ -229,6 +242,9 @@ class Dashboard(App[None]):
     # -- keys -------------------------------------------------------------------------
 
     def _target(self) -> NodeView | None:
+        if self.snapshot is not None and self.snapshot.gone:
+            self.notify(self.snapshot.gone, severity="error")
+            return None
         view = self.snapshot.node(self.selected) if self.snapshot and self.selected else None
         if view is None:
             self.notify("select a node first", severity="warning")
@@ -250,6 +266,10 @@ class Dashboard(App[None]):
         self.outcomes.append(f"{label}: " + "; ".join(lines[:3]))
         self.call_from_thread(self.notify, self.outcomes[-1])
         self.call_from_thread(self.refresh_snapshot)
+
+    def confirm_verb(self, question: str, label: str, verb: Callable[[], object]) -> None:
+        """Ask ``question``; run ``verb`` (as ``run_verb``) on yes."""
+        self._confirmed(question, label, verb)
 
     def _confirmed(self, question: str, label: str, verb: Callable[[], object]) -> None:
         def done(yes: bool | None) -> None:
@@ -319,6 +339,12 @@ class Dashboard(App[None]):
         self.call_from_thread(self._confirmed, question, "approve",
                               lambda: approve(self.fractal.repo, branch, step_id))
 
+    def action_merge(self) -> None:
+        flows.merge_key(self)
+
+    def action_send(self) -> None:
+        flows.send_key(self)
+
     def action_open_pane(self) -> None:
         from fractal.errors import FractalError
         from fractal.lifecycle.panes import attach_here, switch_to
@@ -368,9 +394,3 @@ def run_dashboard(tree: FractalTree, select: str | None = None) -> None:
     app.selected = select
     app.run()
 
-
-def tree_of(cwd: Path) -> FractalTree:
-    """The tree ``cwd`` belongs to."""
-    from fractal.tree import find_tree
-
-    return find_tree(cwd)

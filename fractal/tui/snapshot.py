@@ -66,6 +66,7 @@ class Snapshot:
     inbox: tuple[Entry, ...] = ()
     feed: tuple[FeedLine, ...] = ()
     token: object = field(default=None, compare=False)
+    gone: str = ""  # why there is nothing to show: the tree's database is gone
 
     def node(self, branch: str) -> NodeView | None:
         return next((n for n in self.nodes if n.branch == branch), None)
@@ -162,7 +163,12 @@ class Builder:
         token = self.token()
         if self.last is not None and not force and token == self._token:
             return self.last
-        snap = self._read(time.time() if now is None else now, token)
+        from fractal.store.reader import TreeGone
+
+        try:
+            snap = self._read(time.time() if now is None else now, token)
+        except TreeGone as exc:  # destroyed under the dashboard: say so, never recreate
+            snap = Snapshot(self.tree.root, time.time(), token=token, gone=str(exc))
         self._token = self.token()  # with the node dirs the new snapshot lists
         if self.last is not None and snap == self.last:
             return self.last
@@ -175,7 +181,7 @@ class Builder:
         from fractal.errors import FractalError
         from fractal.store.dashboard import live_rows
 
-        facts, acks = tree_facts(self.tree, diffstats=False)
+        facts, acks = tree_facts(self.tree, diffstats=False, create=False)
         found = classify(facts, now, acks)
         newest = [f.run_id for f in facts if f.run_id is not None
                   and not (f.run_ended is not None and f.run_id in self._spent)]
