@@ -85,11 +85,20 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
     """Every registered node's facts (and a sender's that is no longer registered, for
     its messages to the operator), and the acknowledgements (key -> fingerprint).
     ``create`` False never creates the database (see ``store.reader``)."""
-    from fractal.domain.attention_tree import wait_until, with_running_below
+    from fractal.domain.attention_tree import with_running_below
+
+    facts, acks = node_facts(tree, diffstats=diffstats, create=create)
+    return with_running_below(facts), acks
+
+
+def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
+               only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
+    """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
+    from fractal.domain.attention_tree import wait_until
     from fractal.lifecycle.heal import crashed
     from fractal.store.attention import attention_rows
 
-    rows = attention_rows(tree.db_path, tree.root, create=create)
+    rows = attention_rows(tree.db_path, tree.root, create=create, only=only)
     stats = _diffstats(tree, sorted(rows.gates)) if diffstats else {}
     wakes = [w for w, _ in rows.wakes]
     facts: list[NodeFacts] = []
@@ -129,7 +138,7 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]
-    return with_running_below(facts), rows.acks
+    return facts, rows.acks
 
 
 def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:

@@ -15,6 +15,7 @@ migration 0014's.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,9 +113,9 @@ def _newest_events(conn: sqlite3.Connection, event: str) -> list[tuple[object, .
     """Each node's newest ``event`` row: (event_id, node, run_id, status, metadata,
     created_at), through the (event, node) index."""
     return list(conn.execute(
-        "SELECT event_id, node, run_id, status, metadata, created_at FROM events "
-        "WHERE event_id IN (SELECT MAX(event_id) FROM events WHERE event = ? GROUP BY node)",
-        (event,)))
+        "SELECT e.event_id, e.node, e.run_id, e.status, e.metadata, e.created_at FROM "
+        "(SELECT MAX(event_id) AS newest FROM events WHERE event = ? GROUP BY node) AS m "
+        "JOIN events AS e ON e.event_id = m.newest", (event,)))
 
 
 def _merges(conn: sqlite3.Connection) -> dict[str, FailedMerge]:
@@ -140,24 +141,35 @@ def _notes(conn: sqlite3.Connection, root: str) -> dict[str, list[NoteRow]]:
     return notes
 
 
-def attention_rows(db_path: Path, root: str | None = None, *, create: bool = True
-                   ) -> AttentionRows:
+def attention_rows(db_path: Path, root: str | None = None, *, create: bool = True,
+                   only: Collection[str] | None = None) -> AttentionRows:
     """Read the facts of every node in one read-only connection (``root``: the tree's
-    root branch, whose inbox is the operator's; None reads no messages). ``create``
-    False never creates or upgrades the database (raises StoreError instead). Raises
-    StoreError."""
+    root branch, whose inbox is the operator's; None reads no messages). ``only``
+    restricts the per-node rows to those branches (the dashboard re-reads the nodes
+    whose rows changed); the acknowledgements and the closed windows are always read
+    whole. ``create`` False never creates or upgrades the database (raises StoreError
+    instead). Raises StoreError."""
     with _connect(db_path, create=create) as conn:
         conn.row_factory = None  # plain tuples, built positionally: 1,000s of rows
-        nodes = [NodeRow(*r) for r in conn.execute(
-            f"SELECT {_columns(NodeRow)} FROM nodes ORDER BY node_id")]
-        runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
-            f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
-            "(SELECT MAX(run_id) FROM runs GROUP BY node)"))}
+        names = sorted(only) if only is not None else None
+        in_names = f"node IN ({', '.join('?' * len(names))})" if names else ""
+        if names is not None and not names:
+            nodes: list[NodeRow] = []
+            runs: dict[str, RunRow] = {}
+        else:
+            where = f"WHERE {in_names}" if names else ""
+            nodes = [NodeRow(*r) for r in conn.execute(
+                f"SELECT {_columns(NodeRow)} FROM nodes {where} ORDER BY node_id",
+                names or ())]
+            runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
+                f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
+                f"(SELECT MAX(run_id) FROM runs {where} GROUP BY node)", names or ()))}
+        known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
-            if step.approved == "":
+            if step.approved == "" and step.node in known:
                 gates.setdefault(step.node, []).append(step)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
@@ -194,5 +206,10 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 wakes = [(float(str(w)), str(name)) for w, name in _optional(
                     conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
         notes = _notes(conn, root) if root is not None else {}
+        merges = _merges(conn)
+        if only is not None:
+            notes = {k: v for k, v in notes.items() if k in only}
+            merges = {k: v for k, v in merges.items() if k in only}
+        waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
-                             _merges(conn), waits, wakes, notes)
+                             merges, waits, wakes, notes)
