@@ -163,3 +163,46 @@ def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None
     again = _send(repo, "main.parked", "ping", "are you there?")
     assert again.returncode == 0, again.stderr
     assert "message" in {i["kind"] for i in _items(repo)}
+
+
+def test_the_dashboard_rereads_only_what_changed_and_stays_exact(repo: Path) -> None:
+    """After each write the incremental snapshot equals one built from scratch."""
+    from fractal.store.inbox import InboxStore
+    from fractal.store.merges import MergeBook
+    from fractal.store.outbox import Outbox
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import Builder
+
+    tree = find_tree(repo)
+    ledger = Ledger(tree.db_path)
+    live = Builder(tree)
+    now = 2_000_000_000.0
+
+    def same() -> None:
+        kept, fresh = live.build(now=now), Builder(tree).build(now=now)
+        assert kept.nodes == fresh.nodes
+        assert kept.inbox == fresh.inbox
+
+    same()
+    run = ledger.open_run("main.ended", agent="stub", max_cost=1.0, parent_run_id=None)
+    force_status(tree.db_path, "main.ended", "active")
+    same()
+    step = ledger.open_step(node="main.ended", run_id=run, iter_id=None, step=1,
+                            step_name="REVIEW", agent="stub", model=None, session=None,
+                            gated=True)
+    same()
+    ledger.close_step(step, "completed", 0, "", cost=0.25)
+    ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
+    force_status(tree.db_path, "main.ended", "exited")
+    same()
+    MergeBook(tree.db_path).book_merge(child="main.quiet", target="main", child_sha="a" * 40,
+                                       target_sha="b" * 40, squash_sha=None, files=None,
+                                       actor="operator", status="failed",
+                                       reason="conflict in a.py")
+    same()
+    Outbox(tree.db_path).post_notice("main.parked", "a notice")
+    same()
+    entry = next(e for e in live.build(now=now).inbox if e.item.node == "main.ended")
+    InboxStore(tree.db_path).ack(entry.item.key, entry.item.fingerprint)
+    same()
+    assert entry.item.key not in {e.item.key for e in live.build(now=now).inbox}
