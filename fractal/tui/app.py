@@ -149,7 +149,7 @@ class Dashboard(App[None]):
 
     def apply(self, snap: Snapshot) -> None:
         """Show ``snap``: relabel the tree in place, or rebuild it when its members changed."""
-        self.snapshot = snap
+        previous, self.snapshot = self.snapshot, snap
         now = self.clock()
         tree = self.query_one("#tree", Tree)
         if snap.gone:
@@ -165,9 +165,7 @@ class Dashboard(App[None]):
                 if before.get(view.branch) != view:
                     self._tree_nodes[view.branch].set_label(render.node_label(view, now))
         self._views = views
-        self.query_one("#inbox", Static).update(render.inbox(snap))
-        self.query_one("#feed", Static).update(render.feed(snap))
-        self.show_node()
+        flows.update_panes(self, previous, snap)  # the inbox, the radio, the node pane
         if self.painted is None:
             self.painted = time.monotonic()
 

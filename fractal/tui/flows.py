@@ -15,8 +15,28 @@ if TYPE_CHECKING:
 
     from fractal.lifecycle.merge import MergeResult
     from fractal.tui.app import Dashboard
+    from fractal.tui.snapshot import Snapshot
 
-__all__ = ["merge_key", "merge_line", "send_key", "show_gone", "start_merge"]
+__all__ = ["merge_key", "merge_line", "send_key", "show_gone", "start_merge", "update_panes"]
+
+
+def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> None:
+    """Redraw the inbox and radio panes when their lines changed, and reload the node
+    pane when the selected node's line changed or it is active (its clocks, its
+    transcript): an unchanged pane is not re-rendered."""
+    from textual.widgets import Static
+
+    from fractal.tui import render
+
+    fresh = previous is None or previous.gone
+    if fresh or previous is None or previous.inbox != snap.inbox:
+        app.query_one("#inbox", Static).update(render.inbox(snap))
+    if fresh or previous is None or previous.feed != snap.feed:
+        app.query_one("#feed", Static).update(render.feed(snap))
+    chosen = snap.node(app.selected) if app.selected else None
+    if fresh or previous is None or chosen is None or chosen.status == "active" \
+            or previous.node(chosen.branch) != chosen:
+        app.show_node()
 
 
 def merge_key(app: Dashboard) -> None:

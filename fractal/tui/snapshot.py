@@ -101,6 +101,8 @@ def _epoch(text: str | None) -> float | None:
 SWEEP_EVERY = 5
 """Every this many looks the token also stats every node's ``config.json`` (between
 sweeps only the active nodes' files)."""
+SPEND_BATCH = 200
+"""At most this many ended runs have their spend summed per read (the rest next time)."""
 PARTIAL_MAX = 300
 """More changed nodes than this and the builder re-reads the whole tree at once."""
 
@@ -129,6 +131,7 @@ class Builder:
     _lines: dict[str, tuple[object, NodeView]] = field(default_factory=dict)
     _items: dict[str, tuple[NodeFacts, list[tuple[Item, bool]]]] = field(default_factory=dict)
     _items_acks: dict[str, str] = field(default_factory=dict)
+    _backlog: bool = False  # ended runs whose spend is not summed yet
 
     def _paths(self, branch: str) -> tuple[str, str, str]:
         """(config.json, pane.log, steps/) of ``branch`` as strings, computed once."""
@@ -187,7 +190,8 @@ class Builder:
     def build(self, *, force: bool = False, now: float | None = None) -> Snapshot:
         """A snapshot; the previous object itself when nothing changed."""
         token = self.token()
-        if self.last is not None and not force and token == self._token:
+        if self.last is not None and not force and token == self._token \
+                and not self._backlog:
             return self.last
         from fractal.store.reader import TreeGone
 
@@ -261,9 +265,14 @@ class Builder:
 
         facts, acks = self._read_facts()
         found = self._classify(facts, now, acks)
-        newest = [f.run_id for f in facts if f.run_id is not None
-                  and not (f.run_ended is not None and f.run_id in self._spent)]
-        live = live_rows(self.tree.db_path, newest)
+        running = [f.run_id for f in facts if f.run_id is not None and f.run_ended is None]
+        ended = [f.run_id for f in facts if f.run_id is not None
+                 and f.run_ended is not None and f.run_id not in self._spent]
+        # An ended run's spend sums its steps once; a big tree's first paint would wait on
+        # all of them, so they are summed SPEND_BATCH runs per read, the newest runs first.
+        ended.sort(reverse=True)
+        self._backlog = len(ended) > SPEND_BATCH
+        live = live_rows(self.tree.db_path, running + ended[:SPEND_BATCH])
         for f in facts:  # an ended run's spend never changes again: keep it
             if f.run_id is not None and f.run_ended is not None and f.run_id in live.spent:
                 self._spent[f.run_id] = live.spent[f.run_id]

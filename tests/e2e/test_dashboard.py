@@ -100,8 +100,11 @@ def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -
              "02-B.md": "[stub:write=b.txt:b]"}
     tree.node("gated", steps, "--no-sync", "--max-iters", "1")
     tree.cli("node", "start", "gated")
-    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout), timeout=30,
+    # Poll the row, not the CLI: a CLI process per poll starves the booting supervisor.
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE node = 'main.gated' AND "
+                                "approved = '' AND ended_at IS NULL"), timeout=30,
                message="gate pending")
+    assert json.loads(tree.cli("node", "pending", "--json").stdout)  # the CLI agrees
 
     async def scenario() -> None:
         app = _app(tree)

@@ -46,7 +46,7 @@ def _rows(repo: Path, sql: str) -> list[tuple[object, ...]]:
         return list(conn.execute(sql))
 
 
-async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 30,
+async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 60,
                  message: str = "") -> None:
     pause: Callable[[float], Awaitable[None]] = pilot.pause
     loop = asyncio.get_running_loop()
