@@ -41,11 +41,6 @@ class Marks:
     nodes: frozenset[tuple[Any, ...]]  # the registry's rows, as NodeRow's fields
     windows: tuple[tuple[object, ...], ...]
 
-    def node_rows(self, status: str) -> dict[str, NodeRow]:
-        """The registry rows of the nodes in ``status``, by branch."""
-        rows = (NodeRow(*r) for r in self.nodes if r[4] == status)
-        return {r.node: r for r in rows}
-
     def branches(self) -> set[str]:
         """Every registered branch."""
         return {str(r[1]) for r in self.nodes}

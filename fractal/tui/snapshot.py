@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -209,13 +209,12 @@ class Builder:
         """Every node's facts: re-read only for the nodes whose rows changed since the last
         read (and the active ones), the others kept; whole on the first read."""
         from fractal.domain.attention_tree import with_running_below
-        from fractal.lifecycle.heal import crashed
         from fractal.lifecycle.inbox import node_facts
         from fractal.store.attention_marks import changes
 
         touched, marks = changes(self.tree.db_path, self._marks)
-        rows, known = marks.node_rows("active"), marks.branches()
-        if touched is not None:
+        known = marks.branches()
+        if touched is not None:  # active nodes: their clocks, transcripts and supervisors
             touched |= {b for b, f in self._facts.items() if f.status == "active"}
         if touched is None or len(touched) > PARTIAL_MAX:
             facts, acks = node_facts(self.tree, diffstats=False, create=False)
@@ -229,10 +228,6 @@ class Builder:
                            if b not in known and f.status != "unregistered"]:
                 del self._facts[branch]
         self._marks, self._acks = marks, acks
-        for branch, f in list(self._facts.items()):  # a supervisor dies without a write
-            if f.status == "active" and branch in rows and not f.gone \
-                    and crashed(self.tree, branch, rows[branch]):
-                self._facts[branch] = replace(f, gone=True)
         return with_running_below(sorted(self._facts.values(), key=lambda f: f.branch)), acks
 
     def _classify(self, facts: list[NodeFacts], now: float, acks: dict[str, str]
