@@ -198,8 +198,11 @@ class Dashboard(App[None]):
             return
         now = self.clock()
         for view in self.snapshot.nodes:
-            if view.live.step_started is not None and view.branch in self._tree_nodes:
-                self._tree_nodes[view.branch].set_label(render.node_label(view, now))
+            node = self._tree_nodes.get(view.branch)
+            if view.live.step_started is not None and node is not None:
+                label = render.node_label(view, now)
+                if label.plain != str(node.label):  # the clock moved: redraw that line
+                    node.set_label(label)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         branch = event.node.data

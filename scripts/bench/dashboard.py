@@ -153,8 +153,8 @@ async def _measure(box: Sandbox
             refresh_cpu.append((time.process_time() - c0) * 1e3)
     idle = Dashboard(Tree(repo=box.repo, root=ROOT), live=True)
     async with idle.run_test(size=(160, 50)) as pilot:
-        while idle.painted is None:
-            await pilot.pause(0.01)
+        while idle.painted is None or idle.builder._backlog:  # the spends summed first
+            await pilot.pause(0.1)
         await pilot.pause(1.5)
         cpu: list[float] = []
         for _ in range(IDLE_WINDOWS):

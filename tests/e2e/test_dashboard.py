@@ -37,12 +37,15 @@ async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 6
 
 
 async def _select(pilot: Any, app: Dashboard, branch: str) -> None:
+    """Move the cursor with the arrow keys, towards ``branch`` (a press past either end of
+    the tree moves nothing and costs Pilot's idle wait, up to 2 s on a loaded machine)."""
     press: Callable[..., Awaitable[None]] = pilot.press
-    for key in ("down", "up"):
-        for _ in range(12):
-            if app.selected == branch:
-                return
-            await press(key)
+    for _ in range(24):
+        if app.selected == branch:
+            return
+        lines = list(app._members)
+        here = lines.index(app.selected) if app.selected in lines else -1
+        await press("down" if branch in lines and lines.index(branch) > here else "up")
     raise AssertionError(f"could not select {branch}; at {app.selected}")
 
 
