@@ -11,14 +11,16 @@ an acknowledgement hides the item while both still match.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fractal.domain.budget import is_budget_reason
+from fractal.domain.subtree import Unsettled, unsettled_notice
 
-__all__ = ["RULES", "STALL_FLOOR_S", "Gate", "Item", "Kind", "NodeFacts", "Rule", "classify",
-           "item_id", "stall_after"]
+__all__ = ["RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
+           "Rule", "UsageHold", "classify", "item_id", "stall_after"]
 
 STALL_FLOOR_S = 300
 """An active node is stalled after writing nothing for max(step_timeout, this) seconds."""
@@ -36,6 +38,10 @@ class Kind(StrEnum):
     INTERRUPTED = "interrupted"
     PAUSED = "paused"
     STALL = "stall"
+    USAGE = "usage"
+    MERGE = "merge"
+    ORPHANS = "orphans"
+    MESSAGE = "message"
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,45 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class HandBack:
+    """The node's newest ``merges`` row when it did not land (status ``failed``): its id,
+    the target, the reason (a conflict, a hand-back, a rolled-back interruption) and
+    when it was booked (epoch s)."""
+
+    merge_id: int
+    target: str
+    reason: str
+    since: float
+
+    @property
+    def handed_back(self) -> bool:
+        """True when the conflict was handed to the child's loop to resolve."""
+        return "handed back" in self.reason
+
+
+@dataclass(frozen=True)
+class UsageHold:
+    """An open usage-window wait of the node's run: its ``usage_wait`` event id, when it
+    began and until when (epoch s; None unknown), and the window's name."""
+
+    event_id: int
+    since: float
+    until: float | None
+    window: str = ""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A radio message a node sent to the operator (the root's ``inbox``), still unread
+    by the operator: its id, subject, priority and when it was sent (epoch s)."""
+
+    uuid: str
+    subject: str
+    since: float
+    priority: int = 5
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     """What the store knows about one node, for the detectors.
 
@@ -58,6 +103,10 @@ class NodeFacts:
     newest instant the node wrote anything (a row, its pane transcript); ``gone`` is True
     for an active node whose supervisor is provably gone (shown, never written).
     ``paused_since``/``pause_reason`` come from its newest ``pause`` event.
+    ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
+    wait; ``running_below`` its descendants still running (``with_running_below`` fills
+    it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
+    read, oldest first.
     """
 
     branch: str
@@ -76,6 +125,10 @@ class NodeFacts:
     paused_since: float | None = None
     pause_reason: str = ""
     title: str = ""
+    merge: HandBack | None = None
+    usage: UsageHold | None = None
+    running_below: tuple[Unsettled, ...] = ()
+    to_operator: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,7 +240,8 @@ def _paused(facts: NodeFacts) -> Item | None:
 
 
 def _stall_at(facts: NodeFacts, now: float) -> Item | None:
-    if facts.status != "active" or facts.gone or facts.gates or facts.last_write is None:
+    if facts.status != "active" or facts.gone or facts.gates or facts.last_write is None \
+            or facts.usage is not None:  # a usage-window wait is silent by design
         return None
     quiet = now - facts.last_write
     limit = stall_after(facts.step_timeout)
@@ -198,6 +252,75 @@ def _stall_at(facts: NodeFacts, now: float) -> Item | None:
                 f"{limit // 60}m)", f"fractal node attach {facts.branch}",
                 key=f"stall:{facts.branch}:{facts.run_id}",
                 fingerprint=f"{facts.last_write}", details={"quiet_s": int(quiet)})
+
+
+def _iso(instant: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(instant))
+
+
+def _usage(facts: NodeFacts) -> Item | None:
+    hold = facts.usage
+    if facts.status != "active" or hold is None or facts.gone:
+        return None
+    until = "an unknown instant" if hold.until is None else _iso(hold.until)
+    window = f" ({hold.window})" if hold.window else ""
+    return Item(Kind.USAGE, facts.branch, hold.since,
+                f"waiting for usage window{window} until {until}; it launches again by "
+                "itself then (the command ends the wait instead)",
+                f"fractal node stop {facts.branch}",
+                key=f"usage:{facts.branch}:{hold.event_id}",
+                fingerprint=f"{hold.event_id}:{hold.until}",
+                details={"until": None if hold.until is None else _iso(hold.until),
+                         "window": hold.window, "run_id": facts.run_id})
+
+
+def _merge(facts: NodeFacts) -> Item | None:
+    merge = facts.merge
+    if merge is None or facts.status in ("active", "paused"):
+        return None  # the child's loop is still at work on it
+    if merge.handed_back:
+        summary = (f"merge into {merge.target} was handed back ({merge.reason}); its run "
+                   "has ended: merge again")
+        command = f"fractal node merge {facts.branch}"
+    elif merge.reason.startswith("conflict in"):
+        summary = f"merge into {merge.target} failed: {merge.reason}"
+        command = f"fractal node merge {facts.branch} --hand-back"
+    else:
+        summary = f"merge into {merge.target} did not land: {merge.reason}"
+        command = f"fractal node merge {facts.branch}"
+    return Item(Kind.MERGE, facts.branch, merge.since, summary, command,
+                key=f"merge:{facts.branch}:{merge.merge_id}", fingerprint=str(merge.merge_id),
+                details={"merge_id": merge.merge_id, "target": merge.target,
+                         "reason": merge.reason, "handed_back": merge.handed_back})
+
+
+_SETTLED = ("completed", "stopped", "exited", "killed")
+
+
+def _orphans(facts: NodeFacts) -> Item | None:
+    if facts.status not in _SETTLED or facts.run_ended is None or not facts.running_below:
+        return None
+    notice = unsettled_notice(facts.running_below)
+    assert notice is not None
+    branches = sorted(u.branch for u in facts.running_below)
+    return Item(Kind.ORPHANS, facts.branch, facts.run_ended, f"run {facts.run_id} {notice}",
+                f"fractal node finish {facts.branch}",
+                key=f"orphans:{facts.branch}:{facts.run_id}", fingerprint=",".join(branches),
+                details={"run_id": facts.run_id, "children": branches})
+
+
+def _message(facts: NodeFacts) -> Item | None:
+    notes = facts.to_operator
+    if not notes:
+        return None
+    newest = notes[-1]
+    count = f"{len(notes)} messages" if len(notes) > 1 else "a message"
+    return Item(Kind.MESSAGE, facts.branch, notes[0].since,
+                f"sent you {count}: {newest.subject}",
+                "fractal radio read " + " ".join(n.uuid for n in notes),
+                key=f"message:{facts.branch}", fingerprint=newest.uuid,
+                details={"messages": [n.uuid for n in notes],
+                         "priority": max(n.priority for n in notes)})
 
 
 @dataclass(frozen=True)
@@ -226,6 +349,10 @@ RULES: tuple[Rule, ...] = (
         Kind.EXITED, lambda b: f"fractal node start {b} --continue"))),
     Rule(Kind.PAUSED, _ignore_now(_paused)),
     Rule(Kind.STALL, _stall_at),
+    Rule(Kind.USAGE, _ignore_now(_usage)),
+    Rule(Kind.MERGE, _ignore_now(_merge)),
+    Rule(Kind.ORPHANS, _ignore_now(_orphans)),
+    Rule(Kind.MESSAGE, _ignore_now(_message)),
 )
 """Every attention kind, one entry each (a node may match several)."""
 

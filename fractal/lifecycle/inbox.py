@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fractal.domain.attention import Gate, Item, NodeFacts, classify
+from fractal.domain.attention import Gate, HandBack, Item, NodeFacts, Note, UsageHold, classify
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree, parent_of
+
+if TYPE_CHECKING:
+    from fractal.store.attention import NoteRow
 
 
 @dataclass(frozen=True)
@@ -65,23 +70,57 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def tree_facts(tree: Tree, *, diffstats: bool = True) -> tuple[list[NodeFacts], dict[str, str]]:
-    """Every registered node's facts, and the acknowledgements (key -> fingerprint)."""
+def _diffstats(tree: Tree, branches: list[str]) -> dict[str, str | None]:
+    """``gate_diffstat`` of each branch, the git processes run side by side."""
+    if len(branches) < 2:
+        return {b: gate_diffstat(tree, b) for b in branches}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(branches))) as pool:
+        return dict(zip(branches, pool.map(lambda b: gate_diffstat(tree, b), branches),
+                        strict=True))
+
+
+def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
+               ) -> tuple[list[NodeFacts], dict[str, str]]:
+    """Every registered node's facts (and a sender's that is no longer registered, for
+    its messages to the operator), and the acknowledgements (key -> fingerprint).
+    ``create`` False never creates the database (see ``store.reader``)."""
+    from fractal.domain.attention_tree import with_running_below
+
+    facts, acks = node_facts(tree, diffstats=diffstats, create=create)
+    return with_running_below(facts), acks
+
+
+def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
+               only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
+    """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
+    from fractal.domain.attention_tree import wait_until
     from fractal.lifecycle.heal import crashed
     from fractal.store.attention import attention_rows
 
-    rows = attention_rows(tree.db_path)
+    rows = attention_rows(tree.db_path, tree.root, create=create, only=only)
+    stats = _diffstats(tree, sorted(rows.gates)) if diffstats else {}
+    wakes = [w for w, _ in rows.wakes]
     facts: list[NodeFacts] = []
     for node in rows.nodes:
         run = rows.last_runs.get(node.node)
         gates = tuple(Gate(s.step_id, s.step_name, _epoch(s.started_at) or 0.0,
-                           gate_diffstat(tree, node.node) if diffstats else None)
+                           stats.get(node.node))
                       for s in rows.gates.get(node.node, ()))
         active = node.status == "active"
         writes = [w for w in (_epoch(rows.last_writes.get(node.node)),
                               _mtime(tree.node(node.node).pane_log) if active else None)
                   if w is not None]
         pause = rows.pauses.get(node.node)
+        merge = rows.merges.get(node.node)
+        wait = rows.waits.get(node.node) if active else None
+        hold = None
+        if wait is not None and run is not None and wait.run_id == run.run_id:
+            until = wait_until(wait.shown, wakes)
+            names = [name for w, name in rows.wakes if w == until]
+            hold = UsageHold(wait.event_id, _epoch(wait.created_at) or 0.0, until,
+                             names[0] if names else "")
         facts.append(NodeFacts(
             branch=node.node, status=node.status,
             run_id=run.run_id if run else None, run_status=run.status if run else None,
@@ -93,8 +132,19 @@ def tree_facts(tree: Tree, *, diffstats: bool = True) -> tuple[list[NodeFacts], 
             step_timeout=_step_timeout(tree, node.node) if active else None,
             gone=active and crashed(tree, node.node, node),
             paused_since=_epoch(pause[0]) if pause else None,
-            pause_reason=pause[1] if pause else "", title=node.title or ""))
+            pause_reason=pause[1] if pause else "", title=node.title or "",
+            merge=HandBack(merge.merge_id, merge.target, merge.reason,
+                           _epoch(merge.created_at) or 0.0) if merge else None,
+            usage=hold, to_operator=_notes(rows.notes.get(node.node, ()))))
+    known = {n.node for n in rows.nodes}
+    facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
+              for sender, notes in sorted(rows.notes.items()) if sender not in known]
     return facts, rows.acks
+
+
+def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
+    return tuple(Note(r.uuid, r.subject, _epoch(r.created_at) or 0.0, r.priority)
+                 for r in rows)
 
 
 def gate_diffstat(tree: Tree, branch: str) -> str | None:

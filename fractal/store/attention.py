@@ -4,13 +4,18 @@ queries for the whole tree (stdlib ``sqlite3`` only; sized for 1,000 nodes and
 
 ``attention_rows`` returns the registry, each node's newest run, the open steps with a
 pending gate, the own spend of the newest runs that ended ``exited``, each paused node's
-newest ``pause`` event, the newest write instant of each active node, and the inbox's
-acknowledgements.
+newest ``pause`` event, the newest write instant of each active node, each node's newest
+merge when it failed, each node's newest ``usage_wait`` event and the closed usage
+windows, the messages nodes sent to the operator (the root's ``inbox``) that the
+operator has not read (the newest ``NOTES_MAX``), and the inbox's acknowledgements.
+Every query reads through an index: the (event, node) and (run_id, cost) ones are
+migration 0014's.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +31,48 @@ def _columns(cls: type) -> str:
 
     return ", ".join(_SQL_NAME.get(f.name, f.name) for f in fields(cls))
 
-__all__ = ["AttentionRows", "attention_rows"]
+__all__ = ["NOTES_MAX", "AttentionRows", "FailedMerge", "NoteRow", "WaitRow",
+           "attention_rows"]
+
+NOTES_MAX = 200
+"""At most this many unread messages to the operator are read (the newest)."""
 
 # Each timestamp column a node writes, read from its (node, column) index (migration 0005).
 _WRITES = (("runs", "started_at"), ("runs", "ended_at"), ("iterations", "started_at"),
            ("iterations", "ended_at"), ("steps", "started_at"), ("steps", "ended_at"),
            ("events", "created_at"))
+
+
+@dataclass(frozen=True)
+class FailedMerge:
+    """A node's newest ``merges`` row, when its status is ``failed``."""
+
+    merge_id: int
+    target: str
+    reason: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class WaitRow:
+    """A node's newest ``usage_wait`` event (``started`` while it waits)."""
+
+    event_id: int
+    run_id: int | None
+    status: str | None
+    shown: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class NoteRow:
+    """An unread message to the operator: who sent it, its id, subject, priority, when."""
+
+    sender: str
+    uuid: str
+    subject: str
+    priority: int
+    created_at: str
 
 
 @dataclass(frozen=True)
@@ -45,6 +86,10 @@ class AttentionRows:
     pauses: dict[str, tuple[str, str]]  # node -> (created_at, reason)
     last_writes: dict[str, str]
     acks: dict[str, str]  # item key -> fingerprint
+    merges: dict[str, FailedMerge]
+    waits: dict[str, WaitRow]
+    wakes: list[tuple[float, str]]  # (wake_at epoch s, window name) of closed windows
+    notes: dict[str, list[NoteRow]]  # sender -> oldest first
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -55,20 +100,76 @@ def _acks(conn: sqlite3.Connection) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in rows}
 
 
-def attention_rows(db_path: Path) -> AttentionRows:
-    """Read the facts of every node in one read-only connection. Raises StoreError."""
-    with _connect(db_path) as conn:
+def _optional(conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()
+              ) -> list[tuple[object, ...]]:
+    """The rows of ``sql``; none on a database from before the table it reads."""
+    try:
+        return list(conn.execute(sql, params))
+    except sqlite3.OperationalError:
+        return []
+
+
+def _newest_events(conn: sqlite3.Connection, event: str) -> list[tuple[object, ...]]:
+    """Each node's newest ``event`` row: (event_id, node, run_id, status, metadata,
+    created_at), through the (event, node) index."""
+    return list(conn.execute(
+        "SELECT e.event_id, e.node, e.run_id, e.status, e.metadata, e.created_at FROM "
+        "(SELECT MAX(event_id) AS newest FROM events WHERE event = ? GROUP BY node) AS m "
+        "JOIN events AS e ON e.event_id = m.newest", (event,)))
+
+
+def _merges(conn: sqlite3.Connection) -> dict[str, FailedMerge]:
+    rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at "
+                     "FROM merges WHERE merge_id IN (SELECT MAX(merge_id) FROM merges "
+                     "GROUP BY child)")
+    return {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
+            for mid, child, target, status, meta, at in rows if status == "failed"}
+
+
+def _notes(conn: sqlite3.Connection, root: str) -> dict[str, list[NoteRow]]:
+    rows = _optional(
+        conn, "SELECT m.sender, m.message_uuid, m.subject, m.priority, m.created_at "
+        "FROM messages m INDEXED BY ix_messages_node_channel WHERE m.node = ? "
+        "AND m.channel = 'inbox' AND m.unsent_at IS NULL AND m.sender IS NOT NULL "
+        "AND m.sender != ? AND NOT EXISTS (SELECT 1 FROM reads r WHERE "
+        "r.message_id = m.message_id AND r.node = ?) ORDER BY m.message_id DESC LIMIT ?",
+        (root, root, root, NOTES_MAX))
+    notes: dict[str, list[NoteRow]] = {}
+    for sender, uuid, subject, priority, at in reversed(rows):
+        notes.setdefault(str(sender), []).append(
+            NoteRow(str(sender), str(uuid), str(subject), int(str(priority)), str(at)))
+    return notes
+
+
+def attention_rows(db_path: Path, root: str | None = None, *, create: bool = True,
+                   only: Collection[str] | None = None) -> AttentionRows:
+    """Read the facts of every node in one read-only connection (``root``: the tree's
+    root branch, whose inbox is the operator's; None reads no messages). ``only``
+    restricts the per-node rows to those branches (the dashboard re-reads the nodes
+    whose rows changed); the acknowledgements and the closed windows are always read
+    whole. ``create`` False never creates or upgrades the database (raises StoreError
+    instead). Raises StoreError."""
+    with _connect(db_path, create=create) as conn:
         conn.row_factory = None  # plain tuples, built positionally: 1,000s of rows
-        nodes = [NodeRow(*r) for r in conn.execute(
-            f"SELECT {_columns(NodeRow)} FROM nodes ORDER BY node_id")]
-        runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
-            f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
-            "(SELECT MAX(run_id) FROM runs GROUP BY node)"))}
+        names = sorted(only) if only is not None else None
+        in_names = f"node IN ({', '.join('?' * len(names))})" if names else ""
+        if names is not None and not names:
+            nodes: list[NodeRow] = []
+            runs: dict[str, RunRow] = {}
+        else:
+            where = f"WHERE {in_names}" if names else ""
+            nodes = [NodeRow(*r) for r in conn.execute(
+                f"SELECT {_columns(NodeRow)} FROM nodes {where} ORDER BY node_id",
+                names or ())]
+            runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
+                f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
+                f"(SELECT MAX(run_id) FROM runs {where} GROUP BY node)", names or ()))}
+        known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
-            if step.approved == "":
+            if step.approved == "" and step.node in known:
                 gates.setdefault(step.node, []).append(step)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
@@ -81,12 +182,11 @@ def attention_rows(db_path: Path) -> AttentionRows:
                 spent[int(run_id)] = float(total) if priced else None
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
-        for node in paused:
-            row = conn.execute("SELECT created_at, metadata FROM events WHERE node = ? AND "
-                               "event = 'pause' ORDER BY created_at DESC LIMIT 1",
-                               (node,)).fetchone()
-            if row is not None:
-                pauses[node] = (str(row[0]), str(row[1]))
+        if paused:
+            wanted = set(paused)
+            for _eid, node, _run, _status, meta, at in _newest_events(conn, "pause"):
+                if node in wanted:
+                    pauses[str(node)] = (str(at), str(meta))
         writes: dict[str, str] = {}
         for node in (n.node for n in nodes if n.status == "active"):
             arms = " UNION ALL ".join(f"SELECT MAX({column}) FROM {table} WHERE node = ?"
@@ -94,4 +194,22 @@ def attention_rows(db_path: Path) -> AttentionRows:
             stamps = [r[0] for r in conn.execute(arms, [node] * len(_WRITES)) if r[0]]
             if stamps:
                 writes[node] = max(stamps)
-        return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn))
+        waits: dict[str, WaitRow] = {}
+        wakes: list[tuple[float, str]] = []
+        if any(n.status == "active" for n in nodes):
+            for eid, node, run, status, meta, at in _newest_events(conn, "usage_wait"):
+                if status == "started":
+                    waits[str(node)] = WaitRow(int(str(eid)), None if run is None
+                                               else int(str(run)), str(status), str(meta),
+                                               str(at))
+            if waits:
+                wakes = [(float(str(w)), str(name)) for w, name in _optional(
+                    conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
+        notes = _notes(conn, root) if root is not None else {}
+        merges = _merges(conn)
+        if only is not None:
+            notes = {k: v for k, v in notes.items() if k in only}
+            merges = {k: v for k, v in merges.items() if k in only}
+        waits = {k: v for k, v in waits.items() if k in known}
+        return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
+                             merges, waits, wakes, notes)

@@ -1,5 +1,7 @@
 """Reads behind ``fractal open``: what runs now across the tree, and one node's history
-(stdlib ``sqlite3``, read-only connections, indexed queries only)."""
+(stdlib ``sqlite3``, read-only connections, indexed queries only). They never create
+nor upgrade the database: a tree destroyed under an open dashboard raises
+``reader.TreeGone``."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ class LiveRows:
 def live_rows(db_path: Path, newest_runs: list[int], feed: int = 30) -> LiveRows:
     """Read the open rows (``ended_at`` IS NULL, through its index) and the spend of
     ``newest_runs``. The newest open step per node wins (a SYNC before its step)."""
-    with _connect(db_path) as conn:
+    with _connect(db_path, create=False) as conn:
         runs = {r.node: r for r in (build(RunRow, x) for x in conn.execute(
             "SELECT * FROM runs INDEXED BY ix_runs_ended_at WHERE ended_at IS NULL"))}
         iters = {r.node: r for r in (build(IterationRow, x) for x in conn.execute(
@@ -81,7 +83,7 @@ class History:
 def history(db_path: Path, node: str, runs: int = 3, checks: int = 12) -> History:
     """The explorer's rows for ``node``: its ``runs`` newest runs and ``checks`` newest
     exit checks."""
-    with _connect(db_path) as conn:
+    with _connect(db_path, create=False) as conn:
         run_rows = [build(RunRow, x) for x in conn.execute(
             "SELECT * FROM runs WHERE node = ? ORDER BY run_id DESC LIMIT ?", (node, runs))]
         ids = [r.run_id for r in run_rows]

@@ -154,7 +154,9 @@ class Step(Base):
     """
 
     __tablename__ = "steps"
-    __table_args__ = _by_node("steps", "started_at", "ended_at")
+    # (run_id, cost): a run's own spend summed from the index (migration 0014).
+    __table_args__ = (*_by_node("steps", "started_at", "ended_at"),
+                      Index("ix_steps_run_id_cost", "run_id", "cost"))
 
     step_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str]
@@ -184,7 +186,9 @@ class Event(Base):
     """An observability event (init, spawn, commit, pause, ...) with optional lineage."""
 
     __tablename__ = "events"
-    __table_args__ = _by_node("events", "created_at")
+    # (event, node): each node's newest event of one kind, tree-wide (migration 0014).
+    __table_args__ = (*_by_node("events", "created_at"),
+                      Index("ix_events_event_node", "event", "node"))
 
     event_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str] = mapped_column(index=True)

@@ -19,7 +19,7 @@ from fractal.errors import StoreError
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "activity", "awaiting_approval", "last_run",
+__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval", "last_run",
            "node_row", "node_rows",
            "open_steps", "pending_signals"]
 
@@ -55,9 +55,18 @@ def _at_head(conn: sqlite3.Connection) -> bool:
     return row is not None and row[0] == HEAD_REVISION
 
 
+class TreeGone(StoreError):
+    """The tree's database file is gone (``fractal destroy``, or removed by hand)."""
+
+
 @contextmanager
-def _connect(db_path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to a database at head; SQLite errors become StoreError."""
+def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to a database at head; SQLite errors become StoreError.
+
+    ``create`` False (a dashboard watching a tree that may be destroyed under it) never
+    creates nor upgrades the file: a missing one raises TreeGone, one below head a
+    StoreError saying how to upgrade it.
+    """
     try:
         conn: sqlite3.Connection | None = None
         if db_path.is_file():
@@ -65,6 +74,12 @@ def _connect(db_path: Path) -> Iterator[sqlite3.Connection]:
             if not _at_head(conn):
                 conn.close()
                 conn = None
+        if conn is None and not create:
+            if not db_path.is_file():
+                raise TreeGone(f"the tree's database {db_path} is gone (destroyed?); "
+                               "nothing is left to show")
+            raise StoreError(f"the database {db_path} is at an older schema; any fractal "
+                             "command (`fractal node list`) upgrades it")
         if conn is None:
             from fractal.store.schema import ensure_schema
 

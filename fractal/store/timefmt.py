@@ -57,4 +57,9 @@ def parse_ts(text: str) -> datetime:
 
 def to_epoch(text: str) -> float:
     """A stored timestamp as Unix epoch seconds (float, millisecond resolution)."""
+    if text.endswith("Z"):  # the canonical form: no zone arithmetic needed
+        try:
+            return datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            pass
     return parse_ts(text).timestamp()

@@ -26,7 +26,7 @@ from textual.widgets.tree import TreeNode
 
 from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
-from fractal.tui import render
+from fractal.tui import flows, render
 from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
 from fractal.tui.snapshot import Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
@@ -58,6 +58,7 @@ class Dashboard(App[None]):
         Binding("a", "approve", "approve"), Binding("p", "pause", "pause"),
         Binding("r", "resume", "resume"), Binding("s", "stop", "stop"),
         Binding("f", "finish", "finish"), Binding("k", "kill", "kill"),
+        Binding("m", "merge", "merge"), Binding("n", "send", "message"),
         Binding("o", "open_pane", "pane"), Binding("slash", "search", "search"),
         Binding("x", "filter", "filter"), Binding("t", "toggle_retired", "retired"),
     ]
@@ -128,7 +129,12 @@ class Dashboard(App[None]):
 
     @work(thread=True, exclusive=True, group="snapshot")
     def refresh_snapshot(self) -> None:
-        snap = self.builder.build()
+        from fractal.errors import FractalError
+
+        try:
+            snap = self.builder.build()
+        except FractalError:  # a locked database, say: the next tick reads again
+            return
         if snap is not self.snapshot:
             self.call_from_thread(self.apply, snap)
 
@@ -147,9 +153,12 @@ class Dashboard(App[None]):
 
     def apply(self, snap: Snapshot) -> None:
         """Show ``snap``: relabel the tree in place, or rebuild it when its members changed."""
-        self.snapshot = snap
+        previous, self.snapshot = self.snapshot, snap
         now = self.clock()
         tree = self.query_one("#tree", Tree)
+        if snap.gone:
+            flows.show_gone(self, tree, snap.gone)
+            return
         views = self._visible(snap)
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
@@ -160,9 +169,7 @@ class Dashboard(App[None]):
                 if before.get(view.branch) != view:
                     self._tree_nodes[view.branch].set_label(render.node_label(view, now))
         self._views = views
-        self.query_one("#inbox", Static).update(render.inbox(snap))
-        self.query_one("#feed", Static).update(render.feed(snap))
-        self.show_node()
+        flows.update_panes(self, previous, snap)  # the inbox, the radio, the node pane
         if self.painted is None:
             self.painted = time.monotonic()
 
@@ -195,8 +202,11 @@ class Dashboard(App[None]):
             return
         now = self.clock()
         for view in self.snapshot.nodes:
-            if view.live.step_started is not None and view.branch in self._tree_nodes:
-                self._tree_nodes[view.branch].set_label(render.node_label(view, now))
+            node = self._tree_nodes.get(view.branch)
+            if view.live.step_started is not None and node is not None:
+                label = render.node_label(view, now)
+                if label.plain != str(node.label):  # the clock moved: redraw that line
+                    node.set_label(label)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         branch = event.node.data
@@ -218,7 +228,12 @@ class Dashboard(App[None]):
         if view is None:
             self.call_from_thread(self._show, None, None, None)
             return
-        hist = self.load_history(view.branch)
+        from fractal.errors import FractalError
+
+        try:
+            hist = self.load_history(view.branch)
+        except FractalError:  # gone or locked: the next snapshot says which
+            hist = None
         tail = render.tail(self.fractal.node(view.branch).pane_log)
         self.call_from_thread(self._show, view, hist, tail)
 
@@ -232,6 +247,9 @@ class Dashboard(App[None]):
     # -- keys -------------------------------------------------------------------------
 
     def _target(self) -> NodeView | None:
+        if self.snapshot is not None and self.snapshot.gone:
+            self.notify(self.snapshot.gone, severity="error")
+            return None
         view = self.snapshot.node(self.selected) if self.snapshot and self.selected else None
         if view is None:
             self.notify("select a node first", severity="warning")
@@ -253,6 +271,10 @@ class Dashboard(App[None]):
         self.outcomes.append(f"{label}: " + "; ".join(lines[:3]))
         self.call_from_thread(self.notify, self.outcomes[-1])
         self.call_from_thread(self.refresh_snapshot)
+
+    def confirm_verb(self, question: str, label: str, verb: Callable[[], object]) -> None:
+        """Ask ``question``; run ``verb`` (as ``run_verb``) on yes."""
+        self._confirmed(question, label, verb)
 
     def _confirmed(self, question: str, label: str, verb: Callable[[], object]) -> None:
         def done(yes: bool | None) -> None:
@@ -322,6 +344,12 @@ class Dashboard(App[None]):
         self.call_from_thread(self._confirmed, question, "approve",
                               lambda: approve(self.verb_context(), branch, step_id))
 
+    def action_merge(self) -> None:
+        flows.merge_key(self)
+
+    def action_send(self) -> None:
+        flows.send_key(self)
+
     def action_open_pane(self) -> None:
         from fractal.errors import FractalError
         from fractal.lifecycle.panes import attach_here, switch_to
@@ -378,9 +406,3 @@ def run_dashboard(tree: FractalTree, select: str | None = None) -> None:
     app.selected = select
     app.run()
 
-
-def tree_of(cwd: Path) -> FractalTree:
-    """The tree ``cwd`` belongs to."""
-    from fractal.tree import find_tree
-
-    return find_tree(cwd)

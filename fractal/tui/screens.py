@@ -18,13 +18,16 @@ fractal open — keys
   p / r            pause / resume the selected node (and its subtree)
   s / f            stop after the current step / finish after the iteration (confirmed)
   k                kill the node and its subtree (confirmed)
+  m                merge the node into its target (shows its diffstat, confirmed)
+  n                send the node a message (its inbox; the first line is the subject)
   o                open the node's tmux pane (switch-client inside tmux; back on detach)
   /                search: jump to the next node whose name contains the text
   x                filter: all nodes / only what waits for you / only active ones
   t                show or hide retired nodes
   ?                this help          q   quit
 
-Every key calls the same function as the CLI verb (fractal node approve, pause, ...).
+Every key calls the same function as the CLI verb (fractal node approve, pause,
+merge, fractal radio send, ...).
 """
 
 _CSS = """

@@ -1,10 +1,15 @@
 """The dashboard's data: one immutable ``Snapshot`` of the tree, built off the UI thread.
 
-Change detection opens no database: ``Watch.token`` is the (mtime, size) of the database
-files plus the mtime of each node's ``config.json`` and ``pane.log``; the builder reads
-(read-only connections) only when it changed, and returns the previous snapshot object
-itself when the rebuilt one is equal, so the panes skip work. A node recorded active
-whose supervisor is provably gone is shown as such (``gone``), never written.
+Change detection opens no database: ``Builder.token`` is the (mtime, size) of the
+database files, the mtime of each active node's ``config.json`` and ``pane.log``, and
+(every ``SWEEP_EVERY`` looks) of every node's ``config.json``. The builder reads
+(read-only connections) only when it changed, and then only what changed: the high-water
+marks of ``store.attention_marks`` name the nodes whose rows differ since the last read,
+and only those (and the active nodes, whose clocks and transcripts move) have their
+facts re-read and their lines rebuilt; the others keep theirs. It returns the previous
+snapshot object itself when the rebuilt one is equal, so the panes skip work. A node
+recorded active whose supervisor is provably gone is shown as such (``gone``), never
+written.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from fractal.domain.attention import stall_after
+from fractal.domain.attention import Item, NodeFacts, stall_after
 from fractal.domain.dashview import Gauge, Live, gauge, live_detail
 from fractal.domain.signals import decoration
-from fractal.lifecycle.inbox import Entry, tree_facts
+from fractal.lifecycle.inbox import Entry
 from fractal.tree import Tree
 
 
@@ -68,6 +74,7 @@ class Snapshot:
     inbox: tuple[Entry, ...] = ()
     feed: tuple[FeedLine, ...] = ()
     token: object = field(default=None, compare=False)
+    gone: str = ""  # why there is nothing to show: the tree's database is gone
 
     def node(self, branch: str) -> NodeView | None:
         return next((n for n in self.nodes if n.branch == branch), None)
@@ -93,6 +100,14 @@ def _epoch(text: str | None) -> float | None:
     return to_epoch(text) if text else None
 
 
+SWEEP_EVERY = 5
+"""Every this many looks the token also stats every node's ``config.json`` (between
+sweeps only the active nodes' files)."""
+SPEND_BATCH = 200
+"""At most this many ended runs have their spend summed per read (the rest next time)."""
+PARTIAL_MAX = 300
+"""More changed nodes than this and the builder re-reads the whole tree at once."""
+
 _CARD_KEYS = ("timeout", "iter_timeout", "step_timeout", "max_iters", "max_cost",
               "max_iter_cost", "max_step_cost", "reserve_budget", "max_depth",
               "max_children", "exit_check", "agent", "model")
@@ -109,6 +124,16 @@ class Builder:
     _spent: dict[int, float | None] = field(default_factory=dict)  # ended runs: final
     _token: object = None
     _node_paths: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    _looks: int = 0
+    _sweep: tuple[int, ...] = ()
+    _config_stamps: dict[str, int] = field(default_factory=dict)
+    _marks: Any = None  # store.attention_marks.Marks of the last read
+    _facts: dict[str, NodeFacts] = field(default_factory=dict)
+    _acks: dict[str, str] = field(default_factory=dict)
+    _lines: dict[str, tuple[object, NodeView]] = field(default_factory=dict)
+    _items: dict[str, tuple[NodeFacts, list[tuple[Item, bool]]]] = field(default_factory=dict)
+    _items_acks: dict[str, str] = field(default_factory=dict)
+    _backlog: bool = False  # ended runs whose spend is not summed yet
 
     def _paths(self, branch: str) -> tuple[str, str, str]:
         """(config.json, pane.log, steps/) of ``branch`` as strings, computed once."""
@@ -124,11 +149,16 @@ class Builder:
         from fractal.store.follow import db_token
 
         nodes = self.last.nodes if self.last else ()
+        self._looks += 1
+        if self._looks % SWEEP_EVERY == 1 or len(self._sweep) != len(nodes):
+            self._config_stamps = {v.branch: _stamp(self._paths(v.branch)[0]) for v in nodes}
+            self._sweep = tuple(self._config_stamps.values())
         stamps = []
         for view in nodes:
-            config, pane, _ = self._paths(view.branch)
-            stamps.append((_stamp(config), _stamp(pane)))
-        return (db_token(self.tree.db_path), tuple(stamps))
+            if view.status == "active":
+                config, pane, _ = self._paths(view.branch)
+                stamps.append((_stamp(config), _stamp(pane)))
+        return (db_token(self.tree.db_path), tuple(stamps), self._sweep)
 
     def _config(self, branch: str) -> dict[str, object]:
         name = self._paths(branch)[0]
@@ -162,38 +192,106 @@ class Builder:
     def build(self, *, force: bool = False, now: float | None = None) -> Snapshot:
         """A snapshot; the previous object itself when nothing changed."""
         token = self.token()
-        if self.last is not None and not force and token == self._token:
+        if self.last is not None and not force and token == self._token \
+                and not self._backlog:
             return self.last
-        snap = self._read(time.time() if now is None else now, token)
+        from fractal.store.reader import TreeGone
+
+        try:
+            snap = self._read(time.time() if now is None else now, token)
+        except TreeGone as exc:  # destroyed under the dashboard: say so, never recreate
+            snap = Snapshot(self.tree.root, time.time(), token=token, gone=str(exc))
         self._token = self.token()  # with the node dirs the new snapshot lists
         if self.last is not None and snap == self.last:
             return self.last
         self.last = snap
         return snap
 
-    def _read(self, now: float, token: object) -> Snapshot:
+    def _read_facts(self) -> tuple[list[NodeFacts], dict[str, str]]:
+        """Every node's facts: re-read only for the nodes whose rows changed since the last
+        read (and the active ones), the others kept; whole on the first read."""
+        from fractal.domain.attention_tree import with_running_below
+        from fractal.lifecycle.inbox import node_facts
+        from fractal.store.attention_marks import changes
+
+        touched, marks = changes(self.tree.db_path, self._marks)
+        known = marks.branches()
+        if touched is not None:  # active nodes: their clocks, transcripts and supervisors
+            touched |= {b for b, f in self._facts.items() if f.status == "active"}
+        if touched is None or len(touched) > PARTIAL_MAX:
+            facts, acks = node_facts(self.tree, diffstats=False, create=False)
+            self._facts = {f.branch: f for f in facts}
+        else:
+            part, acks = node_facts(self.tree, diffstats=False, create=False, only=touched)
+            for branch in touched:
+                self._facts.pop(branch, None)
+            self._facts.update((f.branch, f) for f in part)
+            for branch in [b for b, f in self._facts.items()
+                           if b not in known and f.status != "unregistered"]:
+                del self._facts[branch]
+        self._marks, self._acks = marks, acks
+        return with_running_below(sorted(self._facts.values(), key=lambda f: f.branch)), acks
+
+    def _classify(self, facts: list[NodeFacts], now: float, acks: dict[str, str]
+                  ) -> list[tuple[Item, bool]]:
+        """``classify``, node by node: a settled node's items depend on its facts and the
+        acknowledgements only, so they are kept while both are unchanged."""
         from fractal.domain.attention import classify
+
+        if acks != self._items_acks:
+            self._items = {}
+        self._items_acks = acks
+        found: list[tuple[Item, bool]] = []
+        items: dict[str, tuple[NodeFacts, list[tuple[Item, bool]]]] = {}
+        for f in facts:
+            known = self._items.get(f.branch)
+            if known is not None and known[0] == f and f.status != "active":
+                mine = known[1]
+            else:
+                mine = classify([f], now, acks)
+            items[f.branch] = (f, mine)
+            found += mine
+        self._items = items
+        found.sort(key=lambda pair: (pair[0].since, pair[0].node, pair[0].kind.value))
+        return found
+
+    def _read(self, now: float, token: object) -> Snapshot:
         from fractal.domain.durations import parse_duration
         from fractal.errors import FractalError
         from fractal.store.dashboard import live_rows
         from fractal.store.pool import pool_progress
 
-        facts, acks = tree_facts(self.tree, diffstats=False)
-        found = classify(facts, now, acks)
-        newest = [f.run_id for f in facts if f.run_id is not None
-                  and not (f.run_ended is not None and f.run_id in self._spent)]
-        live = live_rows(self.tree.db_path, newest)
+        facts, acks = self._read_facts()
+        found = self._classify(facts, now, acks)
+        running = [f.run_id for f in facts if f.run_id is not None and f.run_ended is None]
+        ended = [f.run_id for f in facts if f.run_id is not None
+                 and f.run_ended is not None and f.run_id not in self._spent]
+        # An ended run's spend sums its steps once; a big tree's first paint would wait on
+        # all of them, so they are summed SPEND_BATCH runs per read, the newest runs first.
+        ended.sort(reverse=True)
+        self._backlog = len(ended) > SPEND_BATCH
+        live = live_rows(self.tree.db_path, running + ended[:SPEND_BATCH])
         for f in facts:  # an ended run's spend never changes again: keep it
             if f.run_id is not None and f.run_ended is not None and f.run_id in live.spent:
                 self._spent[f.run_id] = live.spent[f.run_id]
         spends = {**self._spent, **live.spent}
         pools = pool_progress(self.tree.db_path)
         views: list[NodeView] = []
+        lines: dict[str, tuple[object, NodeView]] = {}
         for f in facts:
-            config = self._config(f.branch)
             run = live.runs.get(f.branch)
             it = live.iterations.get(f.branch)
             step = live.steps.get(f.branch)
+            key = (f, run, it, step, frozenset(live.signals.get(f.branch, ())),
+                   spends.get(f.run_id) if f.run_id is not None else None,
+                   self._config_stamps.get(f.branch), pools.get(f.branch))
+            known = self._lines.get(f.branch)
+            if known is not None and f.status != "active" and known[0] == key:
+                # nothing of this settled node's line changed (an active one's clock moves)
+                views.append(known[1])
+                lines[f.branch] = known
+                continue
+            config = self._config(f.branch)
             signal = None
             if run is not None and f.status == "active":
                 shown = decoration(f.status, live.signals.get(f.branch, set()))
@@ -230,6 +328,8 @@ class Builder:
                 run_started=_epoch(run.started_at) if run else None,
                 iter_started=_epoch(it.started_at) if it else None,
                 pool=pools.get(f.branch)))
+            lines[f.branch] = (key, views[-1])
+        self._lines = lines
         views.sort(key=lambda v: v.branch)
         feed = tuple(FeedLine(m.created_at, m.node, m.channel, m.subject)
                      for m in live.messages)

@@ -37,12 +37,15 @@ async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 6
 
 
 async def _select(pilot: Any, app: Dashboard, branch: str) -> None:
+    """Move the cursor with the arrow keys, towards ``branch`` (a press past either end of
+    the tree moves nothing and costs Pilot's idle wait, up to 2 s on a loaded machine)."""
     press: Callable[..., Awaitable[None]] = pilot.press
-    for key in ("down", "up"):
-        for _ in range(12):
-            if app.selected == branch:
-                return
-            await press(key)
+    for _ in range(24):
+        if app.selected == branch:
+            return
+        lines = list(app._members)
+        here = lines.index(app.selected) if app.selected in lines else -1
+        await press("down" if branch in lines and lines.index(branch) > here else "up")
     raise AssertionError(f"could not select {branch}; at {app.selected}")
 
 
@@ -100,8 +103,11 @@ def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -
              "02-B.md": "[stub:write=b.txt:b]"}
     tree.node("gated", steps, "--no-sync", "--max-iters", "1")
     tree.cli("node", "start", "gated")
-    wait_until(lambda: json.loads(tree.cli("node", "pending", "--json").stdout), timeout=30,
+    # Poll the row, not the CLI: a CLI process per poll starves the booting supervisor.
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE node = 'main.gated' AND "
+                                "approved = '' AND ended_at IS NULL"), timeout=30,
                message="gate pending")
+    assert json.loads(tree.cli("node", "pending", "--json").stdout)  # the CLI agrees
 
     async def scenario() -> None:
         app = _app(tree)

@@ -87,3 +87,122 @@ def test_inbox_lists_each_kind_oldest_first_and_ack_hides_it(repo: Path) -> None
     unknown = _fractal(repo, "inbox", "ack", "deadbeef")
     assert unknown.returncode == 1
     assert "no inbox item 'deadbeef'" in unknown.stderr
+
+
+def _send(repo: Path, node: str, subject: str, data: str) -> subprocess.CompletedProcess[str]:
+    """``fractal radio send --parent`` from ``node``'s worktree (a top-level node's parent
+    is the root: the operator)."""
+    return _fractal(repo / ".worktrees" / node, "radio", "send", "--parent", "--subject",
+                    subject, "--priority", "7", data)
+
+
+def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None:
+    import time
+
+    from fractal.store.merges import MergeBook
+    from fractal.store.windows import Windows
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import Builder
+
+    ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
+    db = ledger.db_path
+    # A merge handed back to main.quiet, whose run has since ended.
+    MergeBook(db).book_merge(child="main.quiet", target="main", child_sha="a" * 40,
+                             target_sha="b" * 40, squash_sha=None, files=None,
+                             actor="operator", status="failed",
+                             reason="conflict in a.py; handed back to main.quiet")
+    quiet = ledger.open_run("main.quiet", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(quiet, "completed", 0, "Reached max iterations (1)")
+    force_status(db, "main.quiet", "completed")
+    # main.gated waits for a closed usage window.
+    gated = ledger.open_run("main.gated", agent="stub", max_cost=None, parent_run_id=None)
+    wake = time.time() + 3600
+    Windows(db).close("cred", "five_hour", wake, "main.gated", time.time())
+    wake_at = Windows(db).window("cred")
+    assert wake_at is not None
+    shown = time.strftime("waiting for usage window until %H:%MZ", time.gmtime(wake_at.wake_at))
+    ledger.add_event("main.gated", "usage_wait", actor="loop", status="started",
+                     metadata=shown, run_id=gated)
+    force_status(db, "main.gated", "active")
+    # main.ended ended while its child main.ended.kid still runs.
+    assert _fractal(repo / ".worktrees" / "main.ended", "node", "init", "kid").returncode == 0
+    ended = ledger.open_run("main.ended", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(ended, "completed", 0, "Reached max iterations (1)")
+    force_status(db, "main.ended", "completed")
+    ledger.open_run("main.ended.kid", agent="stub", max_cost=None, parent_run_id=ended)
+    force_status(db, "main.ended.kid", "active")
+    # main.parked messages the operator from its worktree.
+    sent = _send(repo, "main.parked", "schema?", "need a decision on the schema")
+    assert sent.returncode == 0, sent.stderr
+    uuid = sent.stdout.strip().split()[-1]
+
+    items = {str(i["kind"]): i for i in _items(repo)}
+    assert set(items) >= {"merge", "usage", "orphans", "message"}
+    assert items["merge"]["node"] == "main.quiet"
+    assert items["merge"]["command"] == "fractal node merge main.quiet"
+    assert items["usage"]["node"] == "main.gated"
+    assert items["usage"]["command"] == "fractal node stop main.gated"
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wake_at.wake_at))
+    assert f"until {until}" in str(items["usage"]["summary"])
+    assert items["orphans"]["node"] == "main.ended"
+    assert items["orphans"]["command"] == "fractal node finish main.ended"
+    assert "main.ended.kid active" in str(items["orphans"]["summary"])
+    assert items["message"]["node"] == "main.parked"
+    assert items["message"]["command"] == f"fractal radio read {uuid}"
+    assert "schema?" in str(items["message"]["summary"])
+
+    # The dashboard's inbox pane is the same list.
+    snap = Builder(find_tree(repo)).build(force=True)
+    assert {e.item.key for e in snap.inbox} == {str(i["key"]) for i in _items(repo)}
+
+    # ack hides an item until its state changes; each command resolves its item.
+    assert _fractal(repo, "inbox", "ack", str(items["orphans"]["id"])).returncode == 0
+    assert "orphans" not in {i["kind"] for i in _items(repo)}
+    assert _fractal(repo, "radio", "read", uuid).returncode == 0
+    assert "message" not in {i["kind"] for i in _items(repo)}
+    again = _send(repo, "main.parked", "ping", "are you there?")
+    assert again.returncode == 0, again.stderr
+    assert "message" in {i["kind"] for i in _items(repo)}
+
+
+def test_the_dashboard_rereads_only_what_changed_and_stays_exact(repo: Path) -> None:
+    """After each write the incremental snapshot equals one built from scratch."""
+    from fractal.store.inbox import InboxStore
+    from fractal.store.merges import MergeBook
+    from fractal.store.outbox import Outbox
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import Builder
+
+    tree = find_tree(repo)
+    ledger = Ledger(tree.db_path)
+    live = Builder(tree)
+    now = 2_000_000_000.0
+
+    def same() -> None:
+        kept, fresh = live.build(now=now), Builder(tree).build(now=now)
+        assert kept.nodes == fresh.nodes
+        assert kept.inbox == fresh.inbox
+
+    same()
+    run = ledger.open_run("main.ended", agent="stub", max_cost=1.0, parent_run_id=None)
+    force_status(tree.db_path, "main.ended", "active")
+    same()
+    step = ledger.open_step(node="main.ended", run_id=run, iter_id=None, step=1,
+                            step_name="REVIEW", agent="stub", model=None, session=None,
+                            gated=True)
+    same()
+    ledger.close_step(step, "completed", 0, "", cost=0.25)
+    ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
+    force_status(tree.db_path, "main.ended", "exited")
+    same()
+    MergeBook(tree.db_path).book_merge(child="main.quiet", target="main", child_sha="a" * 40,
+                                       target_sha="b" * 40, squash_sha=None, files=None,
+                                       actor="operator", status="failed",
+                                       reason="conflict in a.py")
+    same()
+    Outbox(tree.db_path).post_notice("main.parked", "a notice")
+    same()
+    entry = next(e for e in live.build(now=now).inbox if e.item.node == "main.ended")
+    InboxStore(tree.db_path).ack(entry.item.key, entry.item.fingerprint)
+    same()
+    assert entry.item.key not in {e.item.key for e in live.build(now=now).inbox}

@@ -10,16 +10,22 @@ from fractal.domain.attention import (
     RULES,
     STALL_FLOOR_S,
     Gate,
+    HandBack,
     Kind,
     NodeFacts,
+    Note,
+    UsageHold,
     classify,
     item_id,
     stall_after,
 )
+from fractal.domain.attention_tree import wait_until, with_running_below
+from fractal.domain.subtree import Unsettled
 
 NOW = 1_000_000.0
 BUDGET_REASON = "subtree cost budget reached (spent $1.0500 >= $1.00 max)"
 B = "main.a"
+HANDED = "conflict in a.py; handed back to main.a"
 
 
 def _exited(reason: str, code: int = 1) -> NodeFacts:
@@ -54,6 +60,26 @@ CASES = [
                                     step_timeout=1200), []),
     ("gone", NodeFacts(B, "active", run_id=2, last_write=NOW - 999, gone=True),
      [(Kind.INTERRUPTED, f"fractal node status {B}")]),
+    ("usage-wait", NodeFacts(B, "active", run_id=2, last_write=NOW - 9999,
+                             usage=UsageHold(40, NOW - 9999, NOW + 600, "five_hour")),
+     [(Kind.USAGE, f"fractal node stop {B}")]),  # a usage wait is not a stall
+    ("handed-back-running", NodeFacts(B, "active", run_id=2, last_write=NOW - 5,
+                                      merge=HandBack(3, "main", HANDED, NOW - 50)), []),
+    ("handed-back-ended", NodeFacts(B, "completed", run_id=2, run_status="completed",
+                                    run_ended=NOW - 5,
+                                    merge=HandBack(3, "main", HANDED, NOW - 50)),
+     [(Kind.MERGE, f"fractal node merge {B}")]),
+    ("conflict", NodeFacts(B, "completed", merge=HandBack(3, "main", "conflict in a.py",
+                                                          NOW - 50)),
+     [(Kind.MERGE, f"fractal node merge {B} --hand-back")]),
+    ("orphans", NodeFacts(B, "completed", run_id=2, run_status="completed",
+                          run_ended=NOW - 5,
+                          running_below=(Unsettled(f"{B}.c", "active", True),)),
+     [(Kind.ORPHANS, f"fractal node finish {B}")]),
+    ("idle-parent", NodeFacts(B, "idle", running_below=(Unsettled(f"{B}.c", "active"),)), []),
+    ("message", NodeFacts(B, "completed", to_operator=(Note("ab12cd34", "help", NOW - 9),
+                                                       Note("ef56ab78", "done", NOW - 1))),
+     [(Kind.MESSAGE, "fractal radio read ab12cd34 ef56ab78")]),
 ]
 
 
@@ -101,3 +127,43 @@ def test_stall_after(timeout: int | None, after: int) -> None:
 def test_every_kind_has_a_rule_and_ids_are_short() -> None:
     assert {r.kind for r in RULES} == set(Kind)
     assert len(item_id("gate:main.a:7")) == 8
+
+
+def test_the_new_kinds_say_what_and_until_when() -> None:
+    wait = NodeFacts(B, "active", run_id=2, usage=UsageHold(40, NOW - 60, 1_767_240_300.0,
+                                                            "five_hour"))
+    (item, _), = classify([wait], NOW)
+    assert "until 2026-01-01T04:05:00Z" in item.summary
+    assert item.details["until"] == "2026-01-01T04:05:00Z"
+    parent = NodeFacts(B, "exited", run_id=4, run_status="exited", run_ended=NOW - 5,
+                       running_below=(Unsettled(f"{B}.c", "active", True),
+                                      Unsettled(f"{B}.d", "paused")))
+    items = {i.kind: i for i, _ in classify([parent], NOW)}
+    assert items[Kind.ORPHANS].summary == (f"run 4 ended with 2 children still running: "
+                                           f"{B}.c awaiting approval, {B}.d paused")
+    note = NodeFacts(B, "active", run_id=2, last_write=NOW,
+                     to_operator=(Note("ab12cd34", "help", NOW - 9),))
+    (msg, _), = classify([note], NOW)
+    newer = replace(note, to_operator=(*note.to_operator, Note("ef56ab78", "more", NOW)))
+    assert classify([note], NOW, {msg.key: msg.fingerprint}) == []
+    assert [i.kind for i, _ in classify([newer], NOW, {msg.key: msg.fingerprint})] == [
+        Kind.MESSAGE]  # a new message: the item is back
+
+
+def test_running_below_marks_every_ancestor() -> None:
+    facts = [NodeFacts("main.a", "completed"), NodeFacts("main.a.b", "exited"),
+             NodeFacts("main.a.b.c", "active", gates=(Gate(1, "R", NOW),)),
+             NodeFacts("main.ab", "completed")]
+    out = {f.branch: f.running_below for f in with_running_below(facts)}
+    assert out["main.a"] == out["main.a.b"] == (Unsettled("main.a.b.c", "active", True),)
+    assert out["main.ab"] == () and out["main.a.b.c"] == ()
+
+
+@pytest.mark.parametrize(("shown", "wakes", "until"), [
+    ("waiting for usage window until 04:05Z", [1_767_240_300.0, 1_767_250_000.0],
+     1_767_240_300.0),
+    ("waiting for usage window until 09:99Z", [1.0, 2.0], 2.0),
+    ("waiting for usage window until 04:05Z", [], None),
+])
+def test_wait_until(shown: str, wakes: list[float], until: float | None) -> None:
+    assert wait_until(shown, wakes) == until

@@ -1,0 +1,43 @@
+"""Facts of the attention inbox that need the whole tree, not one node: which nodes run
+below each node, and when a usage-window wait ends (pure: values in, values out)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from fractal.domain.attention import NodeFacts
+from fractal.domain.subtree import Unsettled
+
+__all__ = ["wait_until", "with_running_below"]
+
+
+def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
+    """``facts`` with each node's ``running_below`` set: its descendants (dotted lineage)
+    that are active or paused, each marked when it waits at an approval gate."""
+    below: dict[str, list[Unsettled]] = {}
+    for f in facts:
+        if f.status not in ("active", "paused"):
+            continue
+        mark = Unsettled(f.branch, f.status, bool(f.gates))
+        head = f.branch
+        while "." in head:  # every ancestor of a running node has it below
+            head = head.rpartition(".")[0]
+            below.setdefault(head, []).append(mark)
+    out: list[NodeFacts] = []
+    for node in facts:
+        found = tuple(sorted(below.get(node.branch, ()), key=lambda u: u.branch))
+        out.append(replace(node, running_below=found) if found != node.running_below
+                   else node)
+    return out
+
+
+def wait_until(shown: str, wakes: Sequence[float]) -> float | None:
+    """The instant a usage-window wait ends: of the closed windows' wake instants
+    ``wakes`` (epoch s), the one whose UTC ``HH:MMZ`` the wait's notice ``shown``
+    (``waiting for usage window until 14:05Z``) names, else the latest; None when no
+    window is closed."""
+    named = [w for w in wakes if shown.endswith(time.strftime("%H:%MZ", time.gmtime(w)))]
+    pool = named or list(wakes)
+    return max(pool) if pool else None

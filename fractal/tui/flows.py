@@ -1,0 +1,121 @@
+"""The dashboard's two keys that talk back: merge the selected node into its target (the
+``fractal node merge`` path, confirmed after its diffstat) and send it a message (the
+``fractal radio send`` path, from a one-line prompt). Each runs the verb in the app's
+verb worker, so its result or refusal shows as a notification like every other key.
+Also the screen of a tree destroyed under the dashboard."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fractal.tui.screens import PromptScreen
+
+if TYPE_CHECKING:
+    from textual.widgets import Tree
+
+    from fractal.lifecycle.merge import MergeResult
+    from fractal.tui.app import Dashboard
+    from fractal.tui.snapshot import Snapshot
+
+__all__ = ["merge_key", "merge_line", "send_key", "show_gone", "start_merge", "update_panes"]
+
+
+def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> None:
+    """Redraw the inbox and radio panes when their lines changed, and reload the node
+    pane when the selected node's line changed or it is active (its clocks, its
+    transcript): an unchanged pane is not re-rendered."""
+    from textual.widgets import Static
+
+    from fractal.tui import render
+
+    fresh = previous is None or previous.gone
+    if fresh or previous is None or previous.inbox != snap.inbox:
+        app.query_one("#inbox", Static).update(render.inbox(snap))
+    if fresh or previous is None or previous.feed != snap.feed:
+        app.query_one("#feed", Static).update(render.feed(snap))
+    chosen = snap.node(app.selected) if app.selected else None
+    if fresh or previous is None or chosen is None or chosen.status == "active" \
+            or previous.node(chosen.branch) != chosen:
+        app.show_node()
+
+
+def merge_key(app: Dashboard) -> None:
+    """``m``: merge the selected node (the diffstat is read off the UI thread)."""
+    view = app._target()
+    if view is not None:
+        branch = view.branch
+        app.run_worker(lambda: start_merge(app, branch), thread=True, group="verb")
+
+
+def send_key(app: Dashboard) -> None:
+    """``n``: send the selected node a message."""
+    view = app._target()
+    if view is not None:
+        send_prompt(app, view.branch)
+
+
+def show_gone(app: Dashboard, tree: Tree[str], why: str) -> None:
+    """The tree was destroyed under the dashboard: empty panes, and why (notified once)."""
+    from textual.widgets import Static
+
+    if app._members or app.painted is None:
+        tree.clear()
+        app._tree_nodes, app._members, app._views = {}, (), []
+        app.notify(why, severity="error", timeout=30)
+    tree.root.set_label(f"{app.fractal.root} (gone)")
+    app.query_one("#inbox", Static).update(why)
+    app.query_one("#feed", Static).update("")
+    app._show(None, None, None)
+    if app.painted is None:
+        import time
+
+        app.painted = time.monotonic()
+
+
+def merge_line(result: MergeResult) -> str:
+    """The merge's outcome as one notification line (the CLI's stderr wording)."""
+    if result.status == "merged" and result.squash_sha:
+        line = (f"merged {result.child} into {result.target}: {result.squash_sha[:10]} "
+                f"({result.files} file(s))")
+    elif result.status == "handed-back":
+        state = "re-armed to resolve them" if result.rearmed else "not re-armed"
+        line = (f"handed the conflict back to {result.child} ({state}); conflicting "
+                f"file(s): {', '.join(result.conflicts)}")
+    else:
+        line = f"{result.target} already holds all of {result.child}'s work"
+    return "; ".join([line, *result.notices])
+
+
+def start_merge(app: Dashboard, branch: str) -> None:
+    """Show what merging ``branch`` brings (its diffstat against its parent), then merge
+    on ``y``, as ``fractal node merge BRANCH`` (call from a worker thread)."""
+    from fractal.lifecycle.inbox import gate_diffstat
+    from fractal.lifecycle.merge import merge_then_clean
+
+    stat = gate_diffstat(app.fractal, branch) or "diffstat unknown"
+    question = f"merge {branch} into its target (squash)?\n{stat}"
+
+    def verb() -> str:
+        return merge_line(merge_then_clean(app.verb_context(), branch))
+
+    app.call_from_thread(app.confirm_verb, question, "merge", verb)
+
+
+def send_prompt(app: Dashboard, branch: str) -> None:
+    """Ask for a one-line message and send it to ``branch``'s inbox, as ``fractal radio
+    send --node BRANCH`` (its first line is the subject; nothing is sent on escape)."""
+    from fractal.lifecycle.radio import send
+
+    def sent(text: str | None) -> None:
+        data = (text or "").strip()
+        if not data:
+            return
+
+        def verb() -> str:
+            uuid = send(app.verb_context(), data, node=branch, to_parent=False, channel=None,
+                        subject=data.splitlines()[0], priority=5)
+            return f"sent {uuid} to {branch}'s inbox"
+
+        app.run_verb("send", verb)
+
+    app.push_screen(PromptScreen(f"message to {branch} (enter sends, escape cancels):"), sent)

@@ -1,0 +1,140 @@
+"""The dashboard's merge and send keys, and a tree destroyed under it, driven by Textual's
+Pilot against a real tree (real git, real SQLite, the real verbs); effects are read back
+from the rows and the branches."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fractal.store.engine import close_engines
+from fractal.tree import Tree
+from fractal.tui.app import Dashboard
+from tests.helpers import SCALE, git, make_repo
+
+SIZE = (150, 45)
+
+
+def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=False,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    repo = make_repo(tmp_path / "repo")
+    for args in (["init"], ["node", "init", "feat"]):
+        done = _fractal(repo, *args)
+        assert done.returncode == 0, done.stderr
+    worktree = repo / ".worktrees" / "main.feat"
+    (worktree / "feature.txt").write_text("the feature\n")
+    git(worktree, "add", "feature.txt")
+    git(worktree, "commit", "-q", "-m", "feature")
+    yield repo
+    close_engines()
+
+
+def _rows(repo: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(repo / ".fractal" / "main" / "fractal.db") as conn:
+        return list(conn.execute(sql))
+
+
+async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 60,
+                 message: str = "") -> None:
+    pause: Callable[[float], Awaitable[None]] = pilot.pause
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout * SCALE
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out: {message}")
+        await pause(0.05)
+
+
+def _dialog(app: Dashboard) -> str:
+    if app.screen is app.screen_stack[0]:
+        return ""
+    return " ".join(str(s.render()) for s in app.screen.query("Static"))
+
+
+def _app(repo: Path, *, live: bool = False) -> Dashboard:
+    app = Dashboard(Tree(repo=repo, root="main"), live=live)
+    app.selected = "main.feat"
+    return app
+
+
+def test_the_merge_key_shows_the_diffstat_and_merges_on_yes(repo: Path) -> None:
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            await pilot.press("m")
+            await _until(pilot, lambda: "1 file changed" in _dialog(app),
+                         message="the confirmation with the diffstat")
+            await pilot.press("n")  # declined: nothing merged
+            await _until(pilot, lambda: not _dialog(app), message="dialog closed")
+            assert _rows(repo, "SELECT status FROM merges") == []
+            await pilot.press("m")
+            await _until(pilot, lambda: "merge main.feat" in _dialog(app), message="asked")
+            await pilot.press("y")
+            await _until(pilot, lambda: _rows(repo, "SELECT status FROM merges")
+                         == [("merged",)], message="the merges row")
+            await _until(pilot, lambda: any("merged main.feat into main" in o
+                                            for o in app.outcomes), message="the notice")
+
+    asyncio.run(scenario())
+    shown = subprocess.run(["git", "show", "main:feature.txt"], cwd=repo, check=True,
+                           capture_output=True, text=True)
+    assert shown.stdout == "the feature\n"
+
+
+def test_the_send_key_posts_to_the_node_inbox(repo: Path) -> None:
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            await pilot.press("n")
+            await _until(pilot, lambda: "message to main.feat" in _dialog(app),
+                         message="the prompt")
+            await pilot.press("escape")  # cancelled: nothing sent
+            await _until(pilot, lambda: not _dialog(app), message="prompt closed")
+            await pilot.press("n")
+            await _until(pilot, lambda: "message to main.feat" in _dialog(app),
+                         message="the prompt again")
+            await pilot.press(*"rebase on main", "enter")
+            await _until(pilot, lambda: _rows(repo, "SELECT 1 FROM messages WHERE "
+                                              "channel = 'inbox'"), message="the message")
+
+    asyncio.run(scenario())
+    assert _rows(repo, "SELECT node, channel, sender, subject, data FROM messages WHERE "
+                 "channel = 'inbox'") == [("main.feat", "inbox", "main", "rebase on main",
+                                           "rebase on main")]
+
+
+def test_a_tree_destroyed_under_the_dashboard_is_shown_gone_never_recreated(
+        repo: Path) -> None:
+    data_dir = repo / ".fractal" / "main"
+
+    async def scenario() -> None:
+        app = _app(repo, live=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None and app.snapshot.nodes,
+                         message="first paint")
+            close_engines()
+            done = _fractal(repo, "destroy", "-f")
+            assert done.returncode == 0, done.stderr
+            await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gone,
+                         message="shown gone")
+            assert "gone" in str(app.query_one("#inbox").render())
+            await pilot.press("p")  # a key on a gone tree is refused, writes nothing
+            await pilot.pause(2.5)  # two more polls: still nothing recreated
+            assert not data_dir.exists()
+
+    asyncio.run(scenario())
+    assert not data_dir.exists()
