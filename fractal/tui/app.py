@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
@@ -328,21 +327,7 @@ class Dashboard(App[None]):
     @work(thread=True, group="verb")
     def approve_flow(self, branch: str) -> None:
         """Show the gate and its diffstat, then approve on ``y``."""
-        from fractal.lifecycle.approve import approve
-        from fractal.lifecycle.inbox import gate_diffstat
-
-        gates = [e.item for e in (self.snapshot.inbox if self.snapshot else ())
-                 if e.item.node == branch and e.item.kind.value == "gate"]
-        if not gates:
-            self.call_from_thread(self.notify, f"{branch} has no step awaiting approval",
-                                  severity="warning")
-            return
-        gate = gates[-1]
-        step_id = int(str(gate.details.get("step_id")))
-        stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
-        question = f"approve {branch}: {gate.summary}\n{stat}"
-        self.call_from_thread(self._confirmed, question, "approve",
-                              lambda: approve(self.verb_context(), branch, step_id))
+        flows.start_approve(self, branch)
 
     def action_merge(self) -> None:
         flows.merge_key(self)

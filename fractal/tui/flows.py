@@ -86,6 +86,26 @@ def merge_line(result: MergeResult) -> str:
     return "; ".join([line, *result.notices])
 
 
+def start_approve(app: Dashboard, branch: str) -> None:
+    """Show the newest gate of ``branch`` awaiting approval and its diffstat, then approve
+    it on ``y``, as ``fractal node approve BRANCH`` (call from a worker thread)."""
+    from fractal.lifecycle.approve import approve
+    from fractal.lifecycle.inbox import gate_diffstat
+
+    gates = [e.item for e in (app.snapshot.inbox if app.snapshot else ())
+             if e.item.node == branch and e.item.kind.value == "gate"]
+    if not gates:
+        app.call_from_thread(app.notify, f"{branch} has no step awaiting approval",
+                              severity="warning")
+        return
+    gate = gates[-1]
+    step_id = int(str(gate.details.get("step_id")))
+    stat = gate_diffstat(app.fractal, branch) or "diffstat unknown"
+    question = f"approve {branch}: {gate.summary}\n{stat}"
+    app.call_from_thread(app.confirm_verb, question, "approve",
+                          lambda: approve(app.verb_context(), branch, step_id))
+
+
 def start_merge(app: Dashboard, branch: str) -> None:
     """Show what merging ``branch`` brings (its diffstat against its parent), then merge
     on ``y``, as ``fractal node merge BRANCH`` (call from a worker thread)."""
