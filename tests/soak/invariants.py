@@ -8,7 +8,8 @@ quiescent tree, after ``fractal node list`` has healed crashed nodes:
   now, or was once: the loop's ``pause`` event);
   only the parked run of a ``paused`` node (and its open iteration) may stay open.
 - ``node-agrees``: a node's status is its last run's (``paused`` while that run is open,
-  ``idle`` without runs); nothing is left ``active``.
+  ``idle`` without runs; ``missing`` once its checkout vanished, with no run open);
+  nothing is left ``active``.
 - ``integrity``: ``PRAGMA integrity_check`` is ``ok`` and ``PRAGMA foreign_key_check`` is
   empty.
 - ``no-process``: no process of the tree is alive (``tree_processes``).
@@ -137,6 +138,8 @@ def check_nodes(db: Path) -> list[Violation]:
             "(SELECT MAX(run_id) FROM runs GROUP BY node)")}
     for node, status in _query(db, "SELECT node, status FROM nodes"):
         run = last.get(str(node))
+        if status == "missing" and (run is None or run[1] is not None):
+            continue  # its checkout vanished after its run ended (or before any)
         if run is None:
             expected = {"idle", "retired"}
         elif run[1] is None:

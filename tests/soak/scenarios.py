@@ -33,6 +33,14 @@ from tests.soak.faults import (
 )
 from tests.soak.harness import SETTLED, SoakTree
 from tests.soak.storage import database_locked, full_tmp, index_lock_left, unwritable_node_dir
+from tests.soak.treefaults import (
+    checkout_removed,
+    cleanup_killed,
+    merge_killed,
+    notify_misbehaves,
+    supervisor_in_waits,
+    tmux_server_killed_tree,
+)
 
 # -- SIGKILL of a supervisor --------------------------------------------------------------
 
@@ -235,6 +243,12 @@ SCENARIOS: dict[str, Scenario] = {
     "full-tmp": full_tmp,
     "unwritable-node-dir": unwritable_node_dir,
     "index-lock-left": index_lock_left,
+    "checkout-removed": checkout_removed,
+    "merge-killed": merge_killed,
+    "cleanup-killed": cleanup_killed,
+    "notify-misbehaves": notify_misbehaves,
+    "supervisor-in-waits": supervisor_in_waits,
+    "tmux-kill-server-tree": tmux_server_killed_tree,
 }
 """Every scenario by name (``make soak`` runs them all)."""
 
