@@ -87,6 +87,23 @@ def _record(env: str, item: dict[str, object]) -> None:
             os.close(fd)
 
 
+def _resolve_conflicts() -> None:
+    """A conflict handed back by a parent's merge: keep this node's side of every
+    conflicted file and conclude the merge (what a resolving agent would commit)."""
+    listed = subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"],
+                            capture_output=True, text=True, check=False)
+    paths = [p for p in listed.stdout.splitlines() if p]
+    if not paths:
+        return
+    for path in paths:
+        subprocess.run(["git", "checkout", "--ours", "--", path], capture_output=True,
+                       check=False)
+        subprocess.run(["git", "add", "--", path], capture_output=True, check=False)
+    proc = subprocess.run(["git", "commit", "--no-edit", "-q", "--no-verify"],
+                          capture_output=True, text=True, check=False)
+    print(f"resolved {len(paths)} conflict(s) -> exit {proc.returncode}", flush=True)
+
+
 def _merge_children(node: str) -> None:
     """Merge each settled direct child (a conflict is handed back to it); every outcome is
     recorded in ``$SOAK_MERGES`` (node, child, exit code, stdout)."""
@@ -113,6 +130,7 @@ def main() -> int:
     _emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"soak-{uuid.uuid4().hex[:8]}")
     print(f"soak agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
     base = f"soak/{node}"
+    _resolve_conflicts()
     pace = float(todo.get("pace") or 0)
     for number in range(1, int(todo.get("chunks") or 0) + 1):
         time.sleep(rng.uniform(0, pace))
