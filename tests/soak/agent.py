@@ -148,7 +148,9 @@ def main() -> int:
             _emit("usage_limit", resets_at=resets, window="five_hour")
             return 1
     if "conflict" in todo:
-        _write(f"soak/conflict/{todo['conflict']}.txt", f"{node} {step_id}\n", append=False)
+        conflict = Path(f"soak/conflict/{todo['conflict']}.txt")  # rewritten each step:
+        conflict.parent.mkdir(parents=True, exist_ok=True)  # not journaled
+        conflict.write_text(f"{node} {step_id}\n")
     for number in range(1, int(todo.get("radio") or 0) + 1):
         subject = f"{node} {step_id} {number} {uuid.UUID(int=rng.getrandbits(128)).hex[:12]}"
         proc = subprocess.run([sys.executable, "-m", "fractal", "radio", "send", "soak",

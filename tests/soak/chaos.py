@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,16 +91,17 @@ class Chaos:
         return out
 
     def build(self) -> None:
+        """Create the 30 nodes, a level at a time (five ``node init`` at once)."""
         rng, box = self.rng, self.box
         common = ("--no-sync", "--step-timeout", "5m", "--step-retry-backoff", "2s",
                   "--wait", "10m")
+        plans: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
         for name in self.nodes():
-            depth = name.count(".")
-            if depth < 2:  # a lead or a mid: merge the settled children, a little work
+            if name.count(".") < 2:  # a lead or a mid: merge the settled children, a little work
                 body = (f"[soak:merge-children] [soak:chunks=1] [soak:pace=0.5] "
                         f"[soak:usage-file={self.flag}] [soak:quiet-file={self.quiet}] "
                         f"[soak:sleep={rng.randint(3, 8)}]\n")
-                add_node(box, name, {"01-MERGE.md": body}, *common, "--sleep", "3s")
+                plans[name] = ({"01-MERGE.md": body}, (*common, "--sleep", "3s"))
                 continue
             mid = name.rsplit(".", 1)[0]
             conflict = f" [soak:conflict={mid}]" if rng.random() < 0.5 else ""
@@ -111,12 +113,24 @@ class Chaos:
             if rng.random() < 0.3:
                 steps["02-REVIEW.md"] = ("---\nrequires_approval: true\n---\n"
                                          "[soak:chunks=1] [soak:pace=0.2]\n")
-            add_node(box, name, steps, *common, "--sleep", f"{rng.randint(2, 6)}s",
-                     "--max-iters", str(rng.randint(2, 6)))
+            plans[name] = (steps, (*common, "--sleep", f"{rng.randint(2, 6)}s",
+                                   "--max-iters", str(rng.randint(2, 6))))
+        with ThreadPoolExecutor(5) as pool:
+            for depth in range(3):
+                level = [n for n in plans if n.count(".") == depth]
+                list(pool.map(lambda n: add_node(box, n, plans[n][0], *plans[n][1]), level))
 
     def start_all(self) -> None:
-        for name in self.nodes():
-            self.cli("node", "start", f"main.{name}")
+        """Start every node, leaves first, ten verbs at a time (one at a time takes minutes
+        on a loaded machine)."""
+        names = sorted(self.nodes(), key=lambda n: -n.count("."))
+        for at in range(0, len(names), 10):
+            procs = [subprocess.Popen([sys.executable, "-m", "fractal", "node", "start",
+                                       f"main.{name}"], cwd=self.box.repo, env=self.box.env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for name in names[at:at + 10]]
+            for proc in procs:
+                proc.wait(timeout=300)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """A verb as the operator would type it (its refusal is an answer, not a fault)."""
@@ -222,7 +236,7 @@ class Chaos:
                     self.cli("node", "resume", f"main.{name}")
                     self.upkeep["resume"] += 1
         ended = [n for n, s in statuses.items() if s in SETTLED]
-        for name in self.rng.sample(ended, min(len(ended), 3)):
+        for name in self.rng.sample(ended, min(len(ended), 2)):
             worktree = self.box.worktree(name)
             if not (worktree / ".git").exists():
                 continue
@@ -264,12 +278,7 @@ class Chaos:
         if self.flag.exists():
             self.flag.unlink()
         self.quiet.write_text("hush")
-        for name, status in self.statuses().items():  # everyone in, so all are measured
-            if status == "paused":
-                self.cli("node", "resume", f"main.{name}")
-            elif status in SETTLED:
-                self.cli("node", "start", f"main.{name}", "--continue")
-        time.sleep(15)  # agents reach their quiet sleep
+        time.sleep(15)  # the running agents reach their quiet sleep
         procs = supervisors(self.box.repo)
         before = {p.pid: _cpu(p) for p in procs}
         time.sleep(QUIET_S)
@@ -417,8 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         chaos.build()
         chaos.start_all()
-        end = started + args.minutes * 60
-        last_report = started
+        began = time.monotonic()  # the chaos phase: SOAK_TREE_MINUTES from here
+        print(f"  tree built and started in {began - started:.0f}s", flush=True)
+        end = began + args.minutes * 60
+        last_report = began
         while time.monotonic() < end:
             time.sleep(TICK * chaos.rng.uniform(0.5, 1.5))
             chaos.inject()
@@ -426,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             chaos.look()
             if time.monotonic() - last_report >= 60:
                 last_report = time.monotonic()
-                print(f"  {round((last_report - started) / 60)} min: "
+                print(f"  {round((last_report - began) / 60)} min: "
                       f"{sum(chaos.faults.values())} faults, "
                       f"{len(chaos.violations)} violations, statuses "
                       f"{dict(Counter(chaos.statuses().values()))}", flush=True)

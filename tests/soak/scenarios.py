@@ -32,7 +32,14 @@ from tests.soak.faults import (
     work,
 )
 from tests.soak.harness import SETTLED, SoakTree
-from tests.soak.storage import database_locked, full_tmp, index_lock_left, unwritable_node_dir
+from tests.soak.storage import (
+    database_locked,
+    database_locked_long,
+    disk_full,
+    full_tmp,
+    index_lock_left,
+    unwritable_node_dir,
+)
 from tests.soak.treefaults import (
     checkout_removed,
     cleanup_killed,
@@ -240,7 +247,9 @@ SCENARIOS: dict[str, Scenario] = {
     "no-final-event": no_final_event,
     "hangs-after-final": hangs_after_final,
     "database-locked": database_locked,
+    "database-locked-long": database_locked_long,
     "full-tmp": full_tmp,
+    "disk-full": disk_full,
     "unwritable-node-dir": unwritable_node_dir,
     "index-lock-left": index_lock_left,
     "checkout-removed": checkout_removed,
@@ -252,5 +261,5 @@ SCENARIOS: dict[str, Scenario] = {
 }
 """Every scenario by name (``make soak`` runs them all)."""
 
-NEEDS_ROOT = frozenset({"full-tmp"})
+NEEDS_ROOT = frozenset({"full-tmp", "disk-full"})
 """Scenarios that mount a filesystem: skipped, with the reason, when not root."""
