@@ -124,37 +124,11 @@ def _init_options(func: Any) -> Any:
     return func
 
 
-@node_group.command("init")
-@click.argument("name")
-@click.option("--parent", default=None, help="Parent node (default: the caller's node).")
-@click.option("--task", default=None, metavar="TEXT", help="The task: NODE.md's Instructions.")
-@click.option("--task-file", default=None, metavar="FILE",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Read the task from FILE.")
-@click.option("--gate", "gates", multiple=True, metavar="STEP",
-              help="Make STEP (name, file or number) wait for approval; repeatable.")
-@click.option("--inherit", default=None, metavar="SURFACES",
-              help="Copy from the parent: steps,scripts,config or all (config: preferences, "
-                   "never budgets).")
-@_init_options
-@PATH_OPTION
-def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | None,
-             gates: tuple[str, ...], inherit: str | None, path: Path, **values: Any) -> None:
-    """Create node NAME: a branch, a worktree and a seeded data directory."""
+def _settings(values: dict[str, Any]) -> dict[str, object]:
+    """The config settings the ``node init`` options typed; raises ConfigError listing
+    every bad value (and the cross-key rules the others break)."""
     from fractal.domain.config import coerce_value, default_config, validate_config
     from fractal.domain.errors import ConfigError, FractalError
-    from fractal.domain.nodeinit import parse_inherit
-    from fractal.lifecycle.spawn import NodeSeed, init_node
-
-    if task is not None and task_file is not None:
-        raise click.UsageError("--task and --task-file are mutually exclusive")
-    if task_file is not None:
-        try:
-            task = task_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {task_file}: {exc}",
-                                     param_hint="--task-file") from None
-    seed = NodeSeed(task=task, gates=gates, inherit=parse_inherit(inherit))
 
     settings: dict[str, object] = {}
     problems: list[str] = []
@@ -173,6 +147,70 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
         merged = {**default_config(), **settings}
         problems += [p for p in validate_config(merged) if p not in problems]
         raise ConfigError(problems)
+    return settings
+
+
+@node_group.command("pool")
+@click.argument("name")
+@click.option("--items", "items_file", required=True, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The items: a JSON array, JSON lines or plain lines (id, input).")
+@click.option("--brief", "brief_file", required=True, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Every worker's instructions (its task gets the brief plus its item).")
+@click.option("--max-workers", type=int, default=None, metavar="N",
+              help="Workers at a time (default 4, clamped to 1..6).")
+@_init_options
+@PATH_OPTION
+def pool_cmd(name: str, items_file: Path, brief_file: Path, max_workers: int | None,
+             path: Path, **values: Any) -> None:
+    """Create pool node NAME: one worker node per item, dispatched by fractal."""
+    from fractal.lifecycle.pool import create_pool
+
+    texts: list[str] = []
+    for option, file in (("--items", items_file), ("--brief", brief_file)):
+        try:
+            texts.append(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {file}: {exc}", param_hint=option) from None
+    worktree, branch, width, count = create_pool(
+        path, name, texts[0], texts[1], max_workers, _settings(values),
+        reserve=values.get("reserve_budget"))
+    click.echo(branch)
+    click.echo(f"created pool {branch} at {worktree}: {count} items, {width} workers at a "
+               f"time; start it with `fractal node start {name}`", err=True)
+
+
+@node_group.command("init")
+@click.argument("name")
+@click.option("--parent", default=None, help="Parent node (default: the caller's node).")
+@click.option("--task", default=None, metavar="TEXT", help="The task: NODE.md's Instructions.")
+@click.option("--task-file", default=None, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read the task from FILE.")
+@click.option("--gate", "gates", multiple=True, metavar="STEP",
+              help="Make STEP (name, file or number) wait for approval; repeatable.")
+@click.option("--inherit", default=None, metavar="SURFACES",
+              help="Copy from the parent: steps,scripts,config or all (config: preferences, "
+                   "never budgets).")
+@_init_options
+@PATH_OPTION
+def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | None,
+             gates: tuple[str, ...], inherit: str | None, path: Path, **values: Any) -> None:
+    """Create node NAME: a branch, a worktree and a seeded data directory."""
+    from fractal.domain.nodeinit import parse_inherit
+    from fractal.lifecycle.spawn import NodeSeed, init_node
+
+    if task is not None and task_file is not None:
+        raise click.UsageError("--task and --task-file are mutually exclusive")
+    if task_file is not None:
+        try:
+            task = task_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {task_file}: {exc}",
+                                     param_hint="--task-file") from None
+    seed = NodeSeed(task=task, gates=gates, inherit=parse_inherit(inherit))
+    settings = _settings(values)
     result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"),
                        seed=seed)
     for warning in result.warnings:

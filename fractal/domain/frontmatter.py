@@ -88,9 +88,10 @@ def is_true(value: str | None) -> bool:
 
 STEP_KEYS = frozenset({"requires_approval", "agent", "provider", "model", "effort", "timeout",
                        "detached", "check", "on_fail", "pass_score", "fix", "max_fix_rounds",
-                       "on_fail_final", "wait"})
+                       "on_fail_final", "wait", "pool"})
 """Every key a step's frontmatter may set: the gate keys are docs/checks.md's, ``wait:
-children`` (hold the loop before the step until every child settled) docs/tree.md's."""
+children`` (hold the loop before the step until every child settled) docs/tree.md's,
+``pool: dispatch`` (the worker pool's dispatcher step) docs/pool.md's."""
 
 _LOOSE = re.compile(r"[ \t]*[\"']?([A-Za-z][A-Za-z0-9_-]*)[\"']?[ \t]*:(.*)")
 _FLAGS = ("requires_approval", "detached")

@@ -145,6 +145,8 @@ class RunFacts:
     stalled score; None when they did not happen. ``score_note`` is the distance of the
     newest red scored check to its threshold (``score 0.72 of 0.8 needed``; None when
     there is none or it is stale), added to a budget or iteration-cap end.
+    ``pool_end`` is a worker pool's end (``pool: 8 done, 1 failed``): every item settled
+    and reviewed.
     """
 
     run_id: int
@@ -163,6 +165,7 @@ class RunFacts:
     no_progress: str | None = None
     stagnation: str | None = None
     score_note: str | None = None
+    pool_end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,8 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     matrix above decides, and when its winner is the budget or the iteration cap a
     ``score_note`` is appended (``; score 0.72 of 0.8 needed``).
     """
+    if facts.pool_end is not None and facts.budget_reason is None and not facts.stopped:
+        return _end(Status.COMPLETED, 0, facts.pool_end)
     cause = first_cause(_causes(facts))
     if cause is StopCause.EXIT_CHECK:
         return _end(Status.COMPLETED, 0, f"exit check passed ({facts.exit_check_passed})")

@@ -35,6 +35,8 @@ __all__ = [
     "ItemStatus",
     "Next",
     "PoolRefused",
+    "Worker",
+    "WorkerFacts",
     "claim",
     "clamp_workers",
     "end_reason",
@@ -42,9 +44,14 @@ __all__ = [
     "finish",
     "next_move",
     "parse_items",
+    "pool_document",
+    "progress",
     "reject",
     "resume",
     "safe_item_id",
+    "settle",
+    "worker_name",
+    "worker_task",
 ]
 
 DEFAULT_WORKERS = 4
@@ -222,10 +229,107 @@ def parse_items(text: str) -> list[tuple[str, str]]:
         else:
             raise ValueError(f"item {index} needs an \"input\" string")
         ident = safe_item_id(raw_id, index)
-        if ident in seen:
-            raise ValueError(f"two items have the id {ident!r}; give each a unique id")
-        seen.add(ident)
+        if worker_name(ident) in seen:
+            raise ValueError(f"two items have the id {ident!r} (their worker node would be "
+                             "one: '-' and '_' are the same there); give each a unique id")
+        seen.add(worker_name(ident))
         items.append((ident, value))
     if not items:
         raise ValueError("the items file holds no item")
     return items
+
+
+def worker_name(item_id: str) -> str:
+    """The node name of an item's worker (the last segment of ``<pool>.<name>``): the safe
+    id with ``-`` as ``_`` (node names hold letters, digits and ``_``)."""
+    return item_id.replace("-", "_")
+
+
+def worker_task(brief: str, pool: str, item: Item, previous: str = "") -> str:
+    """The task (NODE.md Instructions) of the worker of ``item``: the pool's brief, then
+    that one item, then how to report (one line with ``fractal pool result``); on a later
+    attempt ``previous`` (how the last one ended, or the review's rejection) too."""
+    text = (f"{brief.strip()}\n\n### Your item\n\nYou work exactly one item of the pool "
+            f"`{pool}`: item `{item.item_id}`.\n\n~~~text\n{item.input.strip()}\n~~~\n\n"
+            "Do the brief for this item only. Commit your work (`fractal commit`), then "
+            "report the outcome in one line: `fractal pool result \"what you did\"` "
+            "(without it the pool records your last commit subject).\n")
+    if previous.strip():
+        text += (f"\n### Attempt {item.attempts}\n\nThe previous attempt at this item "
+                 f"ended: {previous.strip()}\n")
+    return text
+
+
+class Worker(StrEnum):
+    """What the dispatcher makes of a claimed item's worker node."""
+
+    LIVE = "live"  # running, paused or waiting: leave the claim alone
+    DONE = "done"  # its run for this claim completed: merge, then finish the item
+    FAILED = "failed"  # its run for this claim ended otherwise: a failed attempt
+    GONE = "gone"  # no run for this claim (never started, or missing): the resume rule
+
+
+@dataclass(frozen=True)
+class WorkerFacts:
+    """A claimed item's worker as the records show it: ``status`` its node status (None:
+    no such node), ``run_ended``/``run_status`` its newest run's end instant and status
+    (None: no run, or still open), ``claimed_at`` when the item was claimed. Instants are
+    the store's UTC text, which sorts in time order."""
+
+    status: str | None
+    claimed_at: str | None
+    run_ended: str | None = None
+    run_status: str | None = None
+
+
+_LIVE_STATUSES = frozenset({"active", "paused"})
+
+
+def settle(facts: WorkerFacts) -> Worker:
+    """The dispatcher's reading of a claimed item's worker.
+
+    ``active`` or ``paused`` -> LIVE (a paused worker resumes with its pool); a node whose
+    newest run ended at or after the claim -> DONE when that run ``completed``, else
+    FAILED (a run a hand-back re-armed before the claim counts: it ends after it);
+    anything else (no node, a node never started, a newest run that ended before the
+    claim) -> GONE: the claim outlived its dispatcher before the worker started, and
+    ``resume`` decides.
+    """
+    if facts.status in _LIVE_STATUSES:
+        return Worker.LIVE
+    if facts.run_ended is None or facts.run_status is None or facts.claimed_at is None \
+            or facts.run_ended < facts.claimed_at:
+        return Worker.GONE
+    return Worker.DONE if facts.run_status == "completed" else Worker.FAILED
+
+
+def progress(items: Iterable[Item]) -> tuple[int, int, int, int]:
+    """(done, failed, claimed, total) of a pool's items."""
+    listed = list(items)
+    count = {s: sum(1 for i in listed if i.status is s) for s in ItemStatus}
+    return (count[ItemStatus.DONE], count[ItemStatus.FAILED], count[ItemStatus.CLAIMED],
+            len(listed))
+
+
+def pool_document(pool: str, items: Sequence[Item], review_done: bool) -> str:
+    """The POOL section of a pool node's prompts: every item with its status, attempts and
+    result, and the review's one command (``fractal pool reject ID --reason TEXT``)."""
+    done, failed, claimed, total = progress(items)
+    lines = [f"## Worker pool {pool}", "",
+             f"{total} items: {done} done, {failed} failed, {claimed} being worked, "
+             f"{total - done - failed - claimed} open. fractal dispatches the workers and "
+             "merges each done worker into this branch; you never start them yourself.", "",
+             "| item | status | attempts | worker | result |", "| --- | --- | --- | --- | --- |"]
+    for item in items:
+        result = item.result.replace("|", "\\|")
+        lines.append(f"| {item.item_id} | {item.status.value} | {item.attempts} | "
+                     f"{item.worker or ''} | {result} |")
+    lines.append("")
+    if review_done:
+        lines += ["This is the pool's one review pass. Read each done item's work (its "
+                  "merge commit on this branch, or `fractal node diff WORKER`) against the "
+                  "brief. For an item that does not meet it, run "
+                  "`fractal pool reject ITEM --reason \"why\"`: it goes back to the pool for "
+                  "one more attempt. Items you do not reject stand. There is no second "
+                  "review.", ""]
+    return "\n".join(lines)

@@ -171,6 +171,9 @@ class RunState:
     budget: BudgetState = field(default_factory=BudgetState)
     #: The run's exit checks and gates: newest result, no-progress streak.
     checks: CheckTrack = field(default_factory=CheckTrack)
+    #: A pool's dispatcher found nothing left to do: the run ends ``completed`` with this
+    #: reason (``pool: 8 done, 1 failed``). Written by the DISPATCH step only.
+    pool_end: str | None = None
 
 
 def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:

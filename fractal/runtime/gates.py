@@ -72,6 +72,14 @@ def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: W
                  sync=sync, finish_ends_it=True)
 
 
+def await_released(released: Callable[[], bool], *, steering: Steering, waker: Waker,
+                   deadline: float | None) -> WaitEnd:
+    """Wait until ``released()`` holds (polled on every wake, at least once a second); a
+    pause, a stop, a finish or ``deadline`` (clock seconds) end it early. No SYNC runs."""
+    return _wait(released, steering=steering, waker=waker, deadline=deadline, window=0.0,
+                 sync=None, finish_ends_it=True)
+
+
 def live_descendants(ledger: Ledger, node: str) -> list[str]:
     """Descendants of ``node`` whose loops are still running. A paused descendant is not
     waited for: it got no finish, and nothing would ever end it."""

@@ -30,6 +30,7 @@ from fractal.runtime.context import LoopPart, LoopParts, RunAbort
 from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
+from fractal.runtime.pooldispatch import PoolDispatch, is_dispatch
 from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
 from fractal.workspace.backstop import backstop_commit
@@ -196,15 +197,24 @@ class IterationRunner(LoopPart):
                 if waited is not None and waited.outcome.status is not Status.COMPLETED:
                     return self._after_wait(plans, index, waited)
             gate = is_gate(plan)  # a `check:` step runs its command, no agent
-            if self.boot.sync and not gate:
+            dispatch = is_dispatch(plan)  # a pool's dispatcher: no agent either
+            if self.boot.sync and not gate and not dispatch:
                 sync = self.steps.run_sync(plan, node_md)
                 if sync.stopped:  # its usage-window wait ended the run
                     return self._after_step(plans, index, sync)
                 if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
                     return self._fail(plans[index:], "SYNC", sync)
-            result = (run_gate(self.boot, self.state, self.ledger, self.reporter, self.clock,
-                               plan, FixerRunner(self.steps, node_md))
-                      if gate else self.steps.run_step(plan, node_md))
+            if dispatch:
+                result = PoolDispatch(self.parts).run(plan)
+            elif gate:
+                result = run_gate(self.boot, self.state, self.ledger, self.reporter,
+                                  self.clock, plan, FixerRunner(self.steps, node_md))
+            else:
+                result = self.steps.run_step(plan, node_md)
+        if self.state.pool_end is not None:  # the pool ended: its REVIEW does not run
+            self.steps.book_not_run(plans[index + 1:], "pool ended")
+            self._backstop("auto", "")
+            return IterationResult(True, self.state.pool_end)
         return self._after_step(plans, index, result)
 
     def _after_step(self, plans: list[StepPlan], index: int,

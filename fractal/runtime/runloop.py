@@ -61,6 +61,8 @@ class RunLoop(LoopPart):
         pending signal. True when the run ends here."""
         state = self.state
         state.last_iter_ok = result.ok
+        if state.pool_end is not None:  # the pool's dispatcher found nothing left to do
+            return True
         if result.stopped:
             state.stopped = True
             return True

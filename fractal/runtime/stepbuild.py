@@ -17,6 +17,7 @@ from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.errors import FractalError
 from fractal.domain.frontmatter import is_true, parse_frontmatter
+from fractal.domain.pool import pool_document
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile, discover_steps
 from fractal.domain.variables import (
@@ -36,6 +37,7 @@ from fractal.runtime.launch import Attempt, RowPolicy
 from fractal.store.ledger import Ledger
 from fractal.tree import parent_of
 from fractal.workspace.handback import read_note, resolve_document
+from fractal.workspace.poolseed import WORKER_STEPS
 
 # Variables of the supervisor's own host that must not leak into an agent.
 _SCRUB = ("TMUX", "TMUX_PANE", "CLAUDE_EFFORT", "CLAUDE_CODE_EFFORT_LEVEL")
@@ -182,7 +184,24 @@ class StepBuilder:
         note = read_note(boot.paths.node_dir)  # a conflict handed back by `node merge`
         if note is not None:
             texts.append(resolve_document(note))
+        pool = self.pool_section()
+        if pool is not None:
+            texts.append(pool)
         return texts
+
+    def pool_section(self) -> str | None:
+        """A pool node's items and results with the review's command (None for any other
+        node: one without a ``worker-steps/`` directory, or no pool row)."""
+        paths = self.boot.paths
+        if not (paths.node_dir / WORKER_STEPS).is_dir():
+            return None
+        from fractal.store.pool import PoolStore
+
+        store = PoolStore(paths.tree.db_path)
+        found = store.pool(paths.branch)
+        if found is None:
+            return None
+        return pool_document(paths.branch, store.items(paths.branch), found[2])
 
     def tree_facts(self) -> TreeFacts:
         """The tree protocol's facts now: live direct children, caps, spend, gated steps."""

@@ -307,7 +307,8 @@ class Supervisor:
             stopped=state.stopped, last_iter_ok=state.last_iter_ok,
             crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
             no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
-            score_note=score_distance(self.paths.worktree, state.checks))
+            score_note=score_distance(self.paths.worktree, state.checks),
+            pool_end=state.pool_end)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         """Close the run with the matrix's verdict: the run row, its end notice (status,

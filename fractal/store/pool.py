@@ -8,10 +8,13 @@ the pool's width.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from fractal.domain.pool import (
     Item,
@@ -28,7 +31,29 @@ from fractal.store.models import Pool, PoolItem
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
-__all__ = ["PoolStore"]
+__all__ = ["PoolStore", "pool_progress"]
+
+
+def pool_progress(db_path: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Every pool's (done, failed, claimed, total) item counts by pool node, read on a
+    read-only connection (the dashboard's path: nothing is created or migrated); empty
+    when the database or its pool tables are not there yet."""
+    if not db_path.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+        try:
+            rows = conn.execute("SELECT pool, status, COUNT(*) FROM pool_items "
+                                "GROUP BY pool, status").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return {}
+    counts: dict[str, dict[str, int]] = {}
+    for name, status, number in rows:
+        counts.setdefault(str(name), {})[str(status)] = int(number)
+    return {name: (c.get("done", 0), c.get("failed", 0), c.get("claimed", 0),
+                   sum(c.values())) for name, c in counts.items()}
 
 
 def _item(row: Any) -> Item:
@@ -89,9 +114,41 @@ class PoolStore(Registry):
                 .order_by(PoolItem.position).limit(1)).mappings().first()
             if row is None:
                 return None
-            after = claim(_item(row), worker_of(row["item_id"]))
+            # The previous attempt's error stays in the worker's own run records; while
+            # claimed, ``result`` holds what this attempt's worker reports.
+            after = replace(claim(_item(row), worker_of(row["item_id"])), result="")
             self._write(conn, pool, after, claimed=True)
             return after
+
+    def claims(self, pool: str) -> list[tuple[Item, str | None]]:
+        """The claimed items of ``pool`` in file order, each with its claim instant."""
+        with self._tx() as conn:
+            return [(_item(r), r["claimed_at"]) for r in conn.execute(
+                select(PoolItem.__table__).where(PoolItem.pool == pool,
+                                                 PoolItem.status == ItemStatus.CLAIMED.value)
+                .order_by(PoolItem.position)).mappings()]
+
+    def report(self, pool: str, worker: str, text: str) -> Item:
+        """The worker ``worker`` reports its one-line result: kept on the item it holds
+        claimed (the dispatcher makes it the item's result when the worker's run
+        completes). Refused when ``worker`` holds no claimed item of ``pool``."""
+        with self._tx() as conn:
+            row = conn.execute(select(PoolItem.__table__).where(
+                PoolItem.pool == pool, PoolItem.worker == worker,
+                PoolItem.status == ItemStatus.CLAIMED.value)).mappings().first()
+            if row is None:
+                raise FractalError(f"{worker} holds no claimed item of pool {pool}: a result "
+                                   "is reported by the worker while its item is being worked")
+            after = replace(_item(row), result=" ".join(text.split())[:250])
+            self._write(conn, pool, after)
+            return after
+
+    def drop(self, pool: str) -> bool:
+        """Delete ``pool`` and its items (a pool whose node no longer exists); False when
+        there was none."""
+        with self._tx() as conn:
+            conn.execute(delete(PoolItem).where(PoolItem.pool == pool))
+            return conn.execute(delete(Pool).where(Pool.pool == pool)).rowcount == 1
 
     def finish(self, pool: str, item_id: str, result: str) -> Item:
         """The worker of a claimed item finished well: ``done`` with ``result``."""

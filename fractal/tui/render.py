@@ -29,6 +29,8 @@ def node_label(view: NodeView, now: float) -> Text:
     text = Text()
     text.append(f"{glyph(status)} ", style=STATUS_STYLE.get(status, ""))
     text.append(view.branch.rpartition(".")[2], style="bold")
+    if view.pool is not None:
+        text.append_text(pool_bar(*view.pool))
     if view.gauge is not None:
         filled = round(view.gauge.share * GAUGE_CELLS)
         style = LEVEL_STYLE[view.gauge.level]
@@ -41,6 +43,24 @@ def node_label(view: NodeView, now: float) -> Text:
         text.append(f"  {detail}", style="grey62" if view.status != "active" else "")
     if view.stalled:
         text.append("  ! stalled", style="bold yellow")
+    return text
+
+
+def pool_bar(done: int, failed: int, claimed: int, total: int) -> Text:
+    """A pool's item progress: `` ■■■□□□ 5/9 items (1 failed, 2 working)``; the cells
+    are the settled share (done green, failed red)."""
+    text = Text(" ")
+    if total <= 0:
+        return text
+    ok = round(done / total * GAUGE_CELLS)
+    bad = min(GAUGE_CELLS - ok, round(failed / total * GAUGE_CELLS))
+    text.append("■" * ok, style="green")
+    text.append("■" * bad, style="red")
+    text.append("□" * (GAUGE_CELLS - ok - bad), style="grey42")
+    extra = [f"{failed} failed"] if failed else []
+    extra += [f"{claimed} working"] if claimed else []
+    text.append(f" {done + failed}/{total} items" + (f" ({', '.join(extra)})" if extra
+                                                     else ""))
     return text
 
 

@@ -41,6 +41,8 @@ class NodeView:
     session: str | None = None
     run_started: float | None = None
     iter_started: float | None = None
+    #: A pool node's items: (done, failed, claimed, total); None for any other node.
+    pool: tuple[int, int, int, int] | None = None
 
     def detail(self, now: float) -> str:
         return live_detail(self.status, self.live, now, self.reason)
@@ -174,6 +176,7 @@ class Builder:
         from fractal.domain.durations import parse_duration
         from fractal.errors import FractalError
         from fractal.store.dashboard import live_rows
+        from fractal.store.pool import pool_progress
 
         facts, acks = tree_facts(self.tree, diffstats=False)
         found = classify(facts, now, acks)
@@ -184,6 +187,7 @@ class Builder:
             if f.run_id is not None and f.run_ended is not None and f.run_id in live.spent:
                 self._spent[f.run_id] = live.spent[f.run_id]
         spends = {**self._spent, **live.spent}
+        pools = pool_progress(self.tree.db_path)
         views: list[NodeView] = []
         for f in facts:
             config = self._config(f.branch)
@@ -224,7 +228,8 @@ class Builder:
                 model=(step.model if step else None) or (it.model if it else None),
                 session=(step.session if step else None) or (it.session if it else None),
                 run_started=_epoch(run.started_at) if run else None,
-                iter_started=_epoch(it.started_at) if it else None))
+                iter_started=_epoch(it.started_at) if it else None,
+                pool=pools.get(f.branch)))
         views.sort(key=lambda v: v.branch)
         feed = tuple(FeedLine(m.created_at, m.node, m.channel, m.subject)
                      for m in live.messages)

@@ -137,12 +137,49 @@ def plan_squash(repo: Path, child: str, target: str) -> SquashPlan:
     """Compute the squash of branch ``child`` into branch ``target`` (see the module
     docstring). Touches no worktree and no ref. Raises GitError."""
     child_sha, target_sha = head_sha(repo, child), head_sha(repo, target)
-    merged = merge_tree(repo, target_sha, child_sha)
+    advance = _newest_advance(repo, child_sha, target_sha)
+    if advance is None:
+        merged = merge_tree(repo, target_sha, child_sha)
+    else:
+        merged = merge_tree(repo, *_based_on(repo, advance, target_sha, child_sha))
     if not merged.clean:
         return SquashPlan(child_sha, target_sha, None, conflicts=merged.conflicts)
     tree = _filter(repo, merged.tree, target_sha)
     files = tuple(p for p in diff_names(repo, target_sha, tree) if travels_by_place(p))
     return SquashPlan(child_sha, target_sha, tree, files)
+
+
+def _newest_advance(repo: Path, child_sha: str, target_sha: str) -> str | None:
+    """The child's newest merge-base advance the target holds, unless a real merge of the
+    target's work (a hand-back) came after it (git's own merge base is right then)."""
+    merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
+                      f"^{target_sha}"], repo).stdout.split()
+    for commit in merges:
+        parents = run_git(["rev-list", "--parents", "--max-count=1", commit],
+                          repo).stdout.split()
+        if len(parents) >= 3 and contains(repo, target_sha, parents[2]):
+            return commit if _is_advance(repo, commit, target_sha) else None
+    return None
+
+
+_SCRATCH_ID = {"GIT_AUTHOR_NAME": "fractal", "GIT_AUTHOR_EMAIL": "fractal@localhost",
+               "GIT_COMMITTER_NAME": "fractal", "GIT_COMMITTER_EMAIL": "fractal@localhost"}
+
+
+def _based_on(repo: Path, advance: str, target_sha: str, child_sha: str) -> tuple[str, str]:
+    """Two scratch commits with the target's and the child's trees on one parent holding
+    the advance's tree: merged, they apply only what the child did since its last merge.
+
+    An advance keeps the child's own tree while naming the squash as a parent, so git's
+    merge base (the squash) would read every file the target held then and the child
+    never had (a sibling's work merged before) as deleted by the child."""
+    def scratch(tree: str, *parents: str) -> str:
+        flags = [arg for parent in parents for arg in ("-p", parent)]
+        return run_git(["commit-tree", tree, *flags, "-m", "fractal: scratch merge base"],
+                       repo, env=_SCRATCH_ID).stdout.strip()
+
+    base = scratch(f"{advance}^{{tree}}")
+    return scratch(f"{target_sha}^{{tree}}", base), scratch(f"{child_sha}^{{tree}}", base)
 
 
 def diff_text(repo: Path, old: str, new: str, *, stat: bool) -> str:

@@ -119,7 +119,7 @@ def test_is_true(value: str | None, expected: bool) -> None:
         "of the line, a space after the colon)"]),
     ("---\ntimout: 1s\n---\n",
      ["unknown key 'timout:' is ignored (known: agent, check, detached, effort, fix, "
-      "max_fix_rounds, model, on_fail, on_fail_final, pass_score, provider, "
+      "max_fix_rounds, model, on_fail, on_fail_final, pass_score, pool, provider, "
       "requires_approval, timeout, wait)"]),
     ("---\nmodel:\n---\n", ["'model:' has no value and is ignored"]),
     ("---\nrequires_approval: yes\n---\n",
