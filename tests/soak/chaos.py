@@ -432,9 +432,12 @@ def main(argv: list[str] | None = None) -> int:
         last_report = began
         while time.monotonic() < end:
             time.sleep(TICK * chaos.rng.uniform(0.5, 1.5))
-            chaos.inject()
-            chaos.tend()
-            chaos.look()
+            for step in (chaos.inject, chaos.tend, chaos.look):
+                try:
+                    step()
+                except Exception as exc:  # a verb that timed out: note it, drive on
+                    chaos.upkeep[f"driver error ({type(exc).__name__})"] += 1
+                    print(f"  driver: {step.__name__}: {exc!s:.300}", flush=True)
             if time.monotonic() - last_report >= 60:
                 last_report = time.monotonic()
                 print(f"  {round((last_report - began) / 60)} min: "
