@@ -7,7 +7,8 @@ a journal line proves the bytes reached the worktree; the invariant checker
 (tests/soak/invariants.py) then demands that each journaled chunk is still on disk or
 committed on the node branch, whatever was killed in between.
 
-Markers in the prompt decide what it does (all optional, in this order):
+Markers in the prompt decide what it does (all optional; a conflict handed back is
+resolved first, then ``merge-children``, then the rest in this order):
 
   [soak:chunks=N]        write N chunks: each a new file soak/<node>/<step>-<k>.txt and one
                          line appended to soak/<node>/log.txt
@@ -131,6 +132,8 @@ def main() -> int:
     print(f"soak agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
     base = f"soak/{node}"
     _resolve_conflicts()
+    if "merge-children" in todo:  # first, while the worktree holds only committed work
+        _merge_children(node)
     pace = float(todo.get("pace") or 0)
     for number in range(1, int(todo.get("chunks") or 0) + 1):
         time.sleep(rng.uniform(0, pace))
@@ -158,8 +161,6 @@ def main() -> int:
                               capture_output=True, text=True, check=False)
         if proc.returncode == 0:
             _record("SOAK_RADIO", {"node": node, "subject": subject})
-    if "merge-children" in todo:
-        _merge_children(node)
     if "commit" in todo:
         proc = subprocess.run([sys.executable, "-m", "fractal", "commit", todo["commit"]],
                               capture_output=True, text=True, check=False)

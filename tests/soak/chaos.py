@@ -247,6 +247,9 @@ class Chaos:
                 self.upkeep["leftovers committed"] += 1
             if self.cli("node", "start", f"main.{name}", "--continue").returncode == 0:
                 self.upkeep["restart"] += 1
+        for name in [n for n, s in statuses.items() if s == "idle"][:1]:  # a start that
+            if self.cli("node", "start", f"main.{name}").returncode == 0:  # failed at first
+                self.upkeep["late start"] += 1
 
     # -- continuous checks ------------------------------------------------------------
 

@@ -5,7 +5,7 @@ quiescent tree, after ``fractal node list`` has healed crashed nodes:
 
 - ``rows-closed``: every run, iteration and step row is closed with a status of its level's
   vocabulary (a run never ``failed``; ``paused`` only on a step of a run that is parked
-  now, or was once: the loop's ``pause`` event);
+  now, or was once: the loop's ``pause`` event, or the heal's ``parked ...`` one);
   only the parked run of a ``paused`` node (and its open iteration) may stay open.
 - ``node-agrees``: a node's status is its last run's (``paused`` while that run is open,
   ``idle`` without runs; ``missing`` once its checkout vanished, with no run open);
@@ -109,8 +109,8 @@ def check_rows(db: Path) -> list[Violation]:
     out: list[Violation] = []
     parked = _parked_runs(db)
     ever_parked = {int(str(r[0])) for r in _query(
-        db, "SELECT DISTINCT run_id FROM events WHERE event = 'pause' AND actor = 'loop' "
-            "AND run_id IS NOT NULL")}
+        db, "SELECT DISTINCT run_id FROM events WHERE event = 'pause' AND (actor = 'loop' "
+            "OR metadata LIKE 'parked %') AND run_id IS NOT NULL")}  # the loop's, or a heal's
     for table, key in (("runs", "run_id"), ("iterations", "iter_id"), ("steps", "step_id")):
         run_col = "run_id"
         for row_id, node, run_id, status, code, ended in _query(

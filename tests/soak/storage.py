@@ -128,9 +128,10 @@ def _fill(path: Path) -> int:
 
 def disk_full(box: SoakTree, rng: random.Random) -> Outcome:
     """The disk holding the whole tree (repository, worktrees, database) fills up while a
-    node runs: the run ends with a reason that says so (or parks), the database passes
-    ``integrity_check`` with no row half-written, and once space is freed the run
-    continues (``node start --continue``) to its end."""
+    node runs. What holds: the database passes ``integrity_check`` with no row
+    half-written; the supervisor that cannot write ends (``supervisor.log`` names the full
+    disk); once space is freed the heal parks the run, and ``fractal resume`` (or
+    ``node start --continue`` after an end the loop could still record) finishes it."""
     out = Outcome()
     _onto_tmpfs(box, 64)
     steps = {"01-A.md": work(rng, pace=0.2), "02-B.md": work(rng, pace=0.2)}
@@ -141,22 +142,24 @@ def disk_full(box: SoakTree, rng: random.Random) -> Outcome:
     filler = box.repo / ".git" / "filler"
     out.notes.append(f"filled the disk with {_fill(filler) >> 20} MiB")
     out.faults += 1
-    status = box.wait_status("cramped", SETTLED | {"paused"}, timeout=120)
-    box.heal()
-    status = box.status("cramped")
-    reason = run_meta(box, "cramped")
-    out.notes.append(f"cramped ended {status}: {reason!r}")
-    full = ("No space left" in reason or "disk" in reason.lower() or "full" in reason.lower()
-            or status == "paused")
-    out.expect(full, f"cramped's end says the disk is full: {status} {reason!r}")
+    wait_until(lambda: not box.session_alive("cramped")
+               or box.status("cramped") in SETTLED | {"paused"}, timeout=120,
+               message="the loop to end on the full disk")
     check = box.sql("PRAGMA integrity_check")
     out.expect(check == [("ok",)], f"integrity_check on the full disk: {check}")
     filler.unlink()
+    box.heal()
+    status = box.status("cramped")
+    reason = run_meta(box, "cramped")
+    log = (box.node_dir("cramped") / "supervisor.log").read_text(errors="replace")
+    said = any(text in f"{reason}\n{log}" for text in ("disk is full", "No space left"))
+    out.notes.append(f"cramped ended {status}: {reason!r}; the log names the disk: {said}")
+    out.expect(said, f"the end or supervisor.log says the disk is full: {status} {reason!r}")
+    config = box.node_dir("cramped") / "config.json"  # re-read at each iteration's top
+    config.write_text(json.dumps({**box.config("cramped"), "max_iters": 2}))
     if status == "paused":
-        again = box.cli("node", "resume", "cramped", check=False)
+        again = box.cli("resume", check=False)
     else:
-        config = box.node_dir("cramped") / "config.json"
-        config.write_text(json.dumps({**box.config("cramped"), "max_iters": 2}))
         subprocess.run(["git", "add", "-A"], cwd=box.worktree("cramped"), capture_output=True,
                        check=False)
         subprocess.run(["git", "commit", "-q", "--no-verify", "-m", "operator: keep leftovers"],
@@ -165,7 +168,7 @@ def disk_full(box: SoakTree, rng: random.Random) -> Outcome:
     out.expect(again.returncode == 0, f"the run continues once space is freed: "
                                       f"{again.stderr.strip()[:300]}")
     if again.returncode == 0:
-        out.expect(box.wait_status("cramped", timeout=120) == "completed",
+        out.expect(box.wait_status("cramped", timeout=240) == "completed",
                    f"cramped ended {box.status('cramped')}: {run_meta(box, 'cramped')}")
     return out
 
