@@ -323,12 +323,16 @@ def tmux_server_killed_tree(box: SoakTree, rng: random.Random) -> Outcome:
     interruption commits nothing, and ``fractal resume`` brings every one back to its end."""
     out = Outcome()
     names = [f"n{i}" for i in range(6)] + ["n0.a", "n0.b", "n1.a", "n2.a"]
+    go = box.base / "go"  # every node is mid-step once all have started
+    first = f"[soak:chunks=1] [soak:wait-file={go}] " + work(rng, pace=0.3)
     for name in names:
-        add_node(box, name, {"01-A.md": work(rng, pace=0.3), "02-B.md": work(rng, pace=0.3)},
+        add_node(box, name, {"01-A.md": first, "02-B.md": work(rng, pace=0.3)},
                  "--no-sync", "--max-iters", "2")
     for name in names:
         box.cli("node", "start", f"main.{name}")
-    box.wait_running("n0")
+    for name in names:
+        box.wait_running(name, timeout=120)
+    go.write_text("go")
     time.sleep(rng.uniform(0, 3))  # the injection point
     if subprocess.run(["tmux", "-S", str(box.socket), "kill-server"], capture_output=True,
                       check=False).returncode == 0:
