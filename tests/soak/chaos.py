@@ -268,7 +268,7 @@ class Chaos:
                 self.memory.setdefault(proc.pid, []).append(
                     (time.time() - proc.create_time(), proc.memory_info().rss))
         refs = git(self.box.repo, "for-each-ref", "--format=%(refname:short) %(objectname)",
-                   "refs/heads/main.", check=False)
+                   "refs/heads/", check=False)
         for line in refs.splitlines():
             ref, _, sha = line.partition(" ")
             self.tips.add((ref, sha))

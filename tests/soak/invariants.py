@@ -5,7 +5,8 @@ quiescent tree, after ``fractal node list`` has healed crashed nodes:
 
 - ``rows-closed``: every run, iteration and step row is closed with a status of its level's
   vocabulary (a run never ``failed``; ``paused`` only on a step of a run that is parked
-  now, or was once: the loop's ``pause`` event, or the heal's ``parked ...`` one);
+  now, or was once: the loop's ``pause`` event, or the heal's ``parked ...`` one; or a
+  step a closed usage window stopped, ``usage limit ...``, which the loop waits out);
   only the parked run of a ``paused`` node (and its open iteration) may stay open.
 - ``node-agrees``: a node's status is its last run's (``paused`` while that run is open,
   ``idle`` without runs; ``missing`` once its checkout vanished, with no run open);
@@ -113,8 +114,9 @@ def check_rows(db: Path) -> list[Violation]:
             "OR metadata LIKE 'parked %') AND run_id IS NOT NULL")}  # the loop's, or a heal's
     for table, key in (("runs", "run_id"), ("iterations", "iter_id"), ("steps", "step_id")):
         run_col = "run_id"
-        for row_id, node, run_id, status, code, ended in _query(
-                db, f"SELECT {key}, node, {run_col}, status, exit_code, ended_at FROM {table}"):
+        for row_id, node, run_id, status, code, ended, meta in _query(
+                db, f"SELECT {key}, node, {run_col}, status, exit_code, ended_at, metadata "
+                    f"FROM {table}"):
             what = f"{table[:-1]} {row_id} of {node} ({status})"
             if ended is None:
                 if table == "steps" or int(str(run_id)) not in parked:
@@ -123,7 +125,8 @@ def check_rows(db: Path) -> list[Violation]:
             if status not in CLOSED[table]:
                 out.append(Violation("rows-closed", f"{what} closed with a status outside "
                                                     f"{sorted(CLOSED[table])}"))
-            elif status == "paused" and int(str(run_id)) not in ever_parked | parked:
+            elif status == "paused" and int(str(run_id)) not in ever_parked | parked \
+                    and not str(meta or "").startswith("usage limit"):  # a window waited out
                 out.append(Violation("rows-closed", f"{what} but its run was never parked"))
             if code is None and table == "runs":
                 out.append(Violation("rows-closed", f"{what} has no exit code"))
