@@ -7,7 +7,7 @@ DEMO_DIR ?= ./fractal-demo
 PYTEST_ARGS ?=
 BENCH_ARGS ?=  # e.g. --only dashboard
 
-.PHONY: bootstrap demo test test-agents lint bench soak clean
+.PHONY: bootstrap demo test test-agents lint bench soak soak-tree clean
 
 bootstrap: $(STAMP)
 
@@ -38,6 +38,12 @@ bench: bootstrap
 SOAK_ROUNDS ?= 3
 soak: bootstrap
 	FRACTAL_SOAK_ROUNDS=$(SOAK_ROUNDS) $(BIN)/python -m pytest -n 2 -m soak tests/soak $(PYTEST_ARGS)
+
+# A 30-node tree under a seeded chaos driver for SOAK_TREE_MINUTES minutes, its invariants
+# checked as it goes and at the end; FRACTAL_SOAK_SEED=<seed> replays (docs/reliability.md).
+SOAK_TREE_MINUTES ?= 20
+soak-tree: bootstrap
+	SOAK_TREE_MINUTES=$(SOAK_TREE_MINUTES) $(BIN)/python -m tests.soak.chaos
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

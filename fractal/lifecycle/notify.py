@@ -14,7 +14,8 @@ never in its first BOOT_GRACE_S, while the supervisor that started it boots).
 ``dispatch`` claims the new events in the ``notifications`` table before the command
 runs (the claim is the dedup: a crash after it loses a notification, never doubles
 one), then runs the command in its own process group under NOTIFY_TIMEOUT_S, its
-environment stripped of credentials (``domain.notify``). Failures are logged to
+environment stripped of credentials (``domain.notify``); whatever it leaves running in
+the background is stopped once it exits. Failures are logged to
 ``<root data dir>/notify.log`` and recorded on the rows; they are not retried.
 """
 
@@ -118,6 +119,7 @@ def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
             code = launched.popen.wait(timeout=timeout)
             status = "completed" if code == 0 else "failed"
             reason = "" if code == 0 else f"exit {code}"
+            kill_group(launched.handle, grace=KILL_GRACE_S)  # what it left in the background
         except Exception:  # subprocess.TimeoutExpired (only processes.py imports it)
             kill_group(launched.handle, grace=KILL_GRACE_S)
             launched.popen.wait(timeout=KILL_GRACE_S + 3)

@@ -19,9 +19,9 @@ from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import clip_reason
 from fractal.pricing import PricingError
-from fractal.runtime.context import Boot
+from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
-from fractal.runtime.iteration import RunAbort, load_plans
+from fractal.runtime.iteration import load_plans
 from fractal.runtime.steprunner import StepPlan
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from fractal.agents.base import Backend, WindowEvent
 from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
+from fractal.domain.errors import FractalError
 from fractal.domain.failstreak import FailStreak
 from fractal.domain.outcome import RunEnd
 from fractal.domain.variables import StaticFacts
@@ -29,6 +30,11 @@ from fractal.tree import NodePaths, parent_of
 
 if TYPE_CHECKING:
     from fractal.runtime.budgetguard import BudgetGuard
+
+
+class RunAbort(FractalError):
+    """The run cannot go on (preflight failure, unreadable step file, the node's worktree
+    or branch gone): it ends ``exited`` with the message as its reason."""
 
 
 @dataclass(frozen=True)

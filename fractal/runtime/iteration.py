@@ -26,7 +26,7 @@ from fractal.errors import FractalError
 from fractal.runtime import commands
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
-from fractal.runtime.context import LoopPart, LoopParts
+from fractal.runtime.context import LoopPart, LoopParts, RunAbort
 from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
@@ -37,10 +37,6 @@ from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
 
 log = logging.getLogger(__name__)
-
-
-class RunAbort(FractalError):
-    """The run cannot go on (preflight failure, unreadable step file): it ends ``exited``."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +140,7 @@ class IterationRunner(LoopPart):
 
     def _body(self) -> IterationResult:
         """Setup, step discovery, then each step in order; the backstop commit closes it."""
+        self.steps.check_checkout()
         setup_error = self._setup()
         if setup_error is not None:
             self._backstop("setup failed", setup_error)

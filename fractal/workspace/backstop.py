@@ -26,7 +26,7 @@ from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_stage import add_paths
 from fractal.workspace.conflict_guard import check_no_conflict
-from fractal.workspace.git import changed_paths, current_branch, head_sha, run_git
+from fractal.workspace.git import branch_exists, changed_paths, current_branch, head_sha, run_git
 
 __all__ = ["STAT_LINES", "backstop_commit"]
 
@@ -118,7 +118,9 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     an optional paragraph (the failure, the steps that never ran). The message ends with
     the ``git diff --cached --stat`` capped at STAT_LINES file lines. Every hook is
     bypassed and nothing is signed. When ``branch`` is given and HEAD is elsewhere (an
-    agent switched branches), nothing is committed and GitError says so. An
+    agent switched branches) or the branch no longer exists (deleted behind fractal's
+    back: a commit would start an unrelated history), nothing is committed and GitError
+    says so. An
     ``index.lock`` with no live git process in the worktree is removed and the attempt
     retried once; while a git process holds it, GitError/IndexLocked is raised. A
     ``fractal commit`` running in the worktree is waited for (``commit_turn``). Raises
@@ -130,6 +132,9 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
         if head != branch:
             raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
                            "nothing was committed (check out the node branch to keep the work)")
+        if not branch_exists(worktree, branch):  # a commit would start a new root
+            raise GitError(f"the branch {branch} is gone; nothing was committed (the work "
+                           "is still in the worktree)")
     with commit_turn(worktree):
         try:
             return _commit(worktree, subject, body, paths)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fractal.workspace.git import branch_exists, run_git
 
-__all__ = ["add_worktree", "remove_worktree", "set_identity", "worktree_paths"]
+__all__ = ["add_worktree", "remove_worktree", "set_identity", "worktree_gone", "worktree_paths"]
 
 EMAIL_DOMAIN = "fractal.invalid"
 """Fallback e-mail domain (RFC 2606 ``.invalid``) used only when no user.email resolves."""
@@ -45,6 +45,17 @@ def remove_worktree(repo: Path, path: Path, branch: str) -> None:
     run_git(["worktree", "prune"], repo)
     if branch_exists(repo, branch):
         run_git(["branch", "-D", "--end-of-options", branch], repo)
+
+
+def worktree_gone(worktree: Path, branch: str) -> str | None:
+    """What vanished of a node's checkout, or None while it is intact: ``"worktree"`` when
+    ``worktree`` is no longer a git worktree (its ``.git`` file is gone, even if something
+    recreated the directory), ``"branch"`` when ``refs/heads/<branch>`` no longer exists.
+    A directory without its ``.git`` is no checkout of the node: git run there would act
+    on whatever repository encloses it."""
+    if not (worktree / ".git").exists():
+        return "worktree"
+    return None if branch_exists(worktree, branch) else "branch"
 
 
 def set_identity(worktree: Path, name: str) -> None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fractal.lifecycle import notify
@@ -155,3 +156,18 @@ def test_only_the_operator_sets_the_notify_command_or_acks(tree: Tree,
         ack(open_context(tree.repo), "whatever")
     monkeypatch.delenv("_NODE")
     assert configure(open_context(tree.repo), None, None).command is None  # reading stays open
+
+
+def test_nothing_a_hook_leaves_in_the_background_keeps_running(tree: Tree,
+                                                                tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    _hook(tree, tmp_path, f"(trap '' TERM; sleep 60) &\necho $! > {pidfile}\nexit 0\n")
+    _exit(tree, "main.a")
+    delivery = notify.dispatch(tree, timeout=5)
+    assert delivery is not None and delivery.status == "completed"
+    child = int(pidfile.read_text())
+    try:  # stopped (KILL after its TERM was ignored); a zombie awaits only its reaper
+        state = psutil.Process(child).status()
+    except psutil.NoSuchProcess:
+        state = "gone"
+    assert state in ("gone", psutil.STATUS_ZOMBIE)

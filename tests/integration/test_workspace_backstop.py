@@ -167,3 +167,15 @@ def test_a_fresh_lock_nobody_holds_is_removed(repo: Path) -> None:
     (repo / "f.txt").write_text("f\n")
     assert backstop_commit(repo, subject="main: iteration 1.5 (auto)") is not None
     assert not lock.exists()
+
+
+def test_a_branch_deleted_behind_its_worktree_gets_no_new_root(tmp_path: Path,
+                                                               repo: Path) -> None:
+    wt = tmp_path / "wt"
+    add_worktree(repo, "main.gone", wt, "main")
+    git(repo, "update-ref", "-d", "refs/heads/main.gone")
+    (wt / "work.txt").write_text("kept on disk\n")
+    with pytest.raises(GitError, match=r"the branch main\.gone is gone; nothing was committed"):
+        backstop_commit(wt, subject="main.gone: iteration 1.1 (auto)", branch="main.gone")
+    assert git(repo, "branch", "--list", "main.gone") == ""  # no unrelated history begun
+    assert (wt / "work.txt").read_text() == "kept on disk\n"

@@ -7,7 +7,8 @@ a journal line proves the bytes reached the worktree; the invariant checker
 (tests/soak/invariants.py) then demands that each journaled chunk is still on disk or
 committed on the node branch, whatever was killed in between.
 
-Markers in the prompt decide what it does (all optional, in this order):
+Markers in the prompt decide what it does (all optional; a conflict handed back is
+resolved first, then ``merge-children``, then the rest in this order):
 
   [soak:chunks=N]        write N chunks: each a new file soak/<node>/<step>-<k>.txt and one
                          line appended to soak/<node>/log.txt
@@ -16,6 +17,14 @@ Markers in the prompt decide what it does (all optional, in this order):
   [soak:commit=MESSAGE]  run ``python -m fractal commit MESSAGE`` in the worktree; a non-zero
                          exit is printed, not fatal
   [soak:wait-file=PATH]  wait until PATH exists (a test's release handle)
+  [soak:usage-file=PATH] while PATH exists, report a closed usage window that reopens at
+                         the epoch second PATH holds (a ``usage_limit`` line) and exit 1
+  [soak:conflict=NAME]   write this node's own version of soak/conflict/NAME.txt (siblings
+                         given the same NAME conflict when merged)
+  [soak:radio=N]         send N radio messages to the parent; each one the CLI accepted is
+                         recorded in ``$SOAK_RADIO`` (one JSON line: node, subject)
+  [soak:merge-children]  ``fractal node merge --hand-back`` each settled direct child
+  [soak:quiet-file=PATH] sleep while PATH exists (the tree driver's quiet phase)
   [soak:sleep=S]         sleep S seconds at the end
   [soak:fail=N]          exit N at the end, after 64 KiB on stderr
 
@@ -24,6 +33,7 @@ Randomness comes from ``SOAK_SEED`` and ``STEP_ID``, so a seed replays the same 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -68,6 +78,50 @@ def _write(rel: str, text: str, *, append: bool, proof: str | None = None) -> No
     _journal(rel, text if proof is None else proof)
 
 
+def _record(env: str, item: dict[str, object]) -> None:
+    path = os.environ.get(env)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(item) + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+def _resolve_conflicts() -> None:
+    """A conflict handed back by a parent's merge: keep this node's side of every
+    conflicted file and conclude the merge (what a resolving agent would commit)."""
+    listed = subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"],
+                            capture_output=True, text=True, check=False)
+    paths = [p for p in listed.stdout.splitlines() if p]
+    if not paths:
+        return
+    for path in paths:
+        subprocess.run(["git", "checkout", "--ours", "--", path], capture_output=True,
+                       check=False)
+        subprocess.run(["git", "add", "--", path], capture_output=True, check=False)
+    proc = subprocess.run(["git", "commit", "--no-edit", "-q", "--no-verify"],
+                          capture_output=True, text=True, check=False)
+    print(f"resolved {len(paths)} conflict(s) -> exit {proc.returncode}", flush=True)
+
+
+def _merge_children(node: str) -> None:
+    """Merge each settled direct child (a conflict is handed back to it); every outcome is
+    recorded in ``$SOAK_MERGES`` (node, child, exit code, stdout)."""
+    listed = subprocess.run([sys.executable, "-m", "fractal", "node", "list", "--csv"],
+                            capture_output=True, text=True, check=False)
+    for line in listed.stdout.splitlines()[1:]:
+        child, status = ([*line.split(","), "", ""])[:2]
+        if child.rpartition(".")[0] != node or status not in ("completed", "stopped"):
+            continue
+        proc = subprocess.run([sys.executable, "-m", "fractal", "node", "merge", child,
+                               "--hand-back"], capture_output=True, text=True, check=False)
+        _record("SOAK_MERGES", {"node": node, "child": child, "code": proc.returncode,
+                                "out": proc.stdout.strip()[:80],
+                                "err": proc.stderr.strip()[:200]})
+        print(f"merge {child} -> exit {proc.returncode}", flush=True)
+
+
 def main() -> int:
     prompt = sys.stdin.read()
     todo = {m.group(1): m.group(2) or "" for m in MARKER.finditer(prompt)}
@@ -77,6 +131,9 @@ def main() -> int:
     _emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"soak-{uuid.uuid4().hex[:8]}")
     print(f"soak agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
     base = f"soak/{node}"
+    _resolve_conflicts()
+    if "merge-children" in todo:  # first, while the worktree holds only committed work
+        _merge_children(node)
     pace = float(todo.get("pace") or 0)
     for number in range(1, int(todo.get("chunks") or 0) + 1):
         time.sleep(rng.uniform(0, pace))
@@ -87,6 +144,23 @@ def main() -> int:
         token = f"{uuid.UUID(int=rng.getrandbits(128)).hex}\n"
         _write(f"{base}/bulk/{step_id}-{number:04d}.txt", token + "x" * 4064 + "\n",
                append=False, proof=token)
+    if "usage-file" in todo:
+        flag = Path(todo["usage-file"])
+        with contextlib.suppress(OSError, ValueError):
+            resets = int(flag.read_text().strip())
+            _emit("usage_limit", resets_at=resets, window="five_hour")
+            return 1
+    if "conflict" in todo:
+        conflict = Path(f"soak/conflict/{todo['conflict']}.txt")  # rewritten each step:
+        conflict.parent.mkdir(parents=True, exist_ok=True)  # not journaled
+        conflict.write_text(f"{node} {step_id}\n")
+    for number in range(1, int(todo.get("radio") or 0) + 1):
+        subject = f"{node} {step_id} {number} {uuid.UUID(int=rng.getrandbits(128)).hex[:12]}"
+        proc = subprocess.run([sys.executable, "-m", "fractal", "radio", "send", "soak",
+                               "--parent", "--subject", subject, "--priority", "3"],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            _record("SOAK_RADIO", {"node": node, "subject": subject})
     if "commit" in todo:
         proc = subprocess.run([sys.executable, "-m", "fractal", "commit", todo["commit"]],
                               capture_output=True, text=True, check=False)
@@ -95,6 +169,9 @@ def main() -> int:
     if "wait-file" in todo:
         while not Path(todo["wait-file"]).exists():
             time.sleep(0.02)
+    if "quiet-file" in todo:
+        while Path(todo["quiet-file"]).exists():
+            time.sleep(0.5)
     if "sleep" in todo:
         time.sleep(float(todo["sleep"]))
     _emit("cost", usd=0.001)

@@ -5,10 +5,12 @@ quiescent tree, after ``fractal node list`` has healed crashed nodes:
 
 - ``rows-closed``: every run, iteration and step row is closed with a status of its level's
   vocabulary (a run never ``failed``; ``paused`` only on a step of a run that is parked
-  now, or was once: the loop's ``pause`` event);
+  now, or was once: the loop's ``pause`` event, or the heal's ``parked ...`` one; or a
+  step a closed usage window stopped, ``usage limit ...``, which the loop waits out);
   only the parked run of a ``paused`` node (and its open iteration) may stay open.
 - ``node-agrees``: a node's status is its last run's (``paused`` while that run is open,
-  ``idle`` without runs); nothing is left ``active``.
+  ``idle`` without runs; ``missing`` once its checkout vanished, with no run open);
+  nothing is left ``active``.
 - ``integrity``: ``PRAGMA integrity_check`` is ``ok`` and ``PRAGMA foreign_key_check`` is
   empty.
 - ``no-process``: no process of the tree is alive (``tree_processes``).
@@ -108,12 +110,13 @@ def check_rows(db: Path) -> list[Violation]:
     out: list[Violation] = []
     parked = _parked_runs(db)
     ever_parked = {int(str(r[0])) for r in _query(
-        db, "SELECT DISTINCT run_id FROM events WHERE event = 'pause' AND actor = 'loop' "
-            "AND run_id IS NOT NULL")}
+        db, "SELECT DISTINCT run_id FROM events WHERE event = 'pause' AND (actor = 'loop' "
+            "OR metadata LIKE 'parked %') AND run_id IS NOT NULL")}  # the loop's, or a heal's
     for table, key in (("runs", "run_id"), ("iterations", "iter_id"), ("steps", "step_id")):
         run_col = "run_id"
-        for row_id, node, run_id, status, code, ended in _query(
-                db, f"SELECT {key}, node, {run_col}, status, exit_code, ended_at FROM {table}"):
+        for row_id, node, run_id, status, code, ended, meta in _query(
+                db, f"SELECT {key}, node, {run_col}, status, exit_code, ended_at, metadata "
+                    f"FROM {table}"):
             what = f"{table[:-1]} {row_id} of {node} ({status})"
             if ended is None:
                 if table == "steps" or int(str(run_id)) not in parked:
@@ -122,7 +125,8 @@ def check_rows(db: Path) -> list[Violation]:
             if status not in CLOSED[table]:
                 out.append(Violation("rows-closed", f"{what} closed with a status outside "
                                                     f"{sorted(CLOSED[table])}"))
-            elif status == "paused" and int(str(run_id)) not in ever_parked | parked:
+            elif status == "paused" and int(str(run_id)) not in ever_parked | parked \
+                    and not str(meta or "").startswith("usage limit"):  # a window waited out
                 out.append(Violation("rows-closed", f"{what} but its run was never parked"))
             if code is None and table == "runs":
                 out.append(Violation("rows-closed", f"{what} has no exit code"))
@@ -137,6 +141,8 @@ def check_nodes(db: Path) -> list[Violation]:
             "(SELECT MAX(run_id) FROM runs GROUP BY node)")}
     for node, status in _query(db, "SELECT node, status FROM nodes"):
         run = last.get(str(node))
+        if status == "missing" and (run is None or run[1] is not None):
+            continue  # its checkout vanished after its run ended (or before any)
         if run is None:
             expected = {"idle", "retired"}
         elif run[1] is None:

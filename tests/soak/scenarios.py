@@ -32,7 +32,22 @@ from tests.soak.faults import (
     work,
 )
 from tests.soak.harness import SETTLED, SoakTree
-from tests.soak.storage import database_locked, full_tmp, index_lock_left, unwritable_node_dir
+from tests.soak.storage import (
+    database_locked,
+    database_locked_long,
+    disk_full,
+    full_tmp,
+    index_lock_left,
+    unwritable_node_dir,
+)
+from tests.soak.treefaults import (
+    checkout_removed,
+    cleanup_killed,
+    merge_killed,
+    notify_misbehaves,
+    supervisor_in_waits,
+    tmux_server_killed_tree,
+)
 
 # -- SIGKILL of a supervisor --------------------------------------------------------------
 
@@ -232,11 +247,19 @@ SCENARIOS: dict[str, Scenario] = {
     "no-final-event": no_final_event,
     "hangs-after-final": hangs_after_final,
     "database-locked": database_locked,
+    "database-locked-long": database_locked_long,
     "full-tmp": full_tmp,
+    "disk-full": disk_full,
     "unwritable-node-dir": unwritable_node_dir,
     "index-lock-left": index_lock_left,
+    "checkout-removed": checkout_removed,
+    "merge-killed": merge_killed,
+    "cleanup-killed": cleanup_killed,
+    "notify-misbehaves": notify_misbehaves,
+    "supervisor-in-waits": supervisor_in_waits,
+    "tmux-kill-server-tree": tmux_server_killed_tree,
 }
 """Every scenario by name (``make soak`` runs them all)."""
 
-NEEDS_ROOT = frozenset({"full-tmp"})
+NEEDS_ROOT = frozenset({"full-tmp", "disk-full"})
 """Scenarios that mount a filesystem: skipped, with the reason, when not root."""

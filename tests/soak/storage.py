@@ -5,14 +5,19 @@ scenarios.py for how a scenario runs).
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.helpers import wait_until
 from tests.soak.faults import Outcome, bystander, dirty, run_meta, work
-from tests.soak.harness import SoakTree
+from tests.soak.harness import SETTLED, SoakTree
 
 _LOCKER = """
 import sqlite3, sys, time, pathlib
@@ -53,6 +58,124 @@ def database_locked(box: SoakTree, rng: random.Random) -> Outcome:
     out.expect(not bad, f"steps that did not complete under the lock: {bad}")
     log = (box.node_dir("busy") / "supervisor.log").read_text(errors="replace")
     out.expect("locked" not in log, "supervisor.log mentions a locked database")
+    return out
+
+
+LOCK_SECONDS_ENV = "FRACTAL_SOAK_LOCK_SECONDS"
+"""How long ``database-locked-long`` holds the lock (default 30 s; shorter for a quick run)."""
+
+
+def database_locked_long(box: SoakTree, rng: random.Random) -> Outcome:
+    """Another process holds the database's write lock for FRACTAL_SOAK_LOCK_SECONDS
+    (default 30 s) while a node runs; a writing verb meanwhile either gets through once
+    the lock is let go or refuses saying the database is locked, never hanging. The loop
+    waits and loses no row."""
+    out = Outcome()
+    hold = float(os.environ.get(LOCK_SECONDS_ENV, "30"))
+    steps = {f"0{n}-S{n}.md": work(rng, pace=0.05, low=1, high=3) for n in range(1, 4)}
+    box.node("busy", steps, "--no-sync", "--max-iters", "2")
+    box.cli("node", "start", "busy")
+    box.wait_running("busy")
+    time.sleep(rng.uniform(0, 1.0))  # the injection point
+    ready = box.base / "locked"
+    locker = subprocess.Popen([sys.executable, "-c", _LOCKER, str(box.db), str(ready),
+                               str(hold)])
+    try:
+        wait_until(ready.exists, timeout=30, message="the lock taken")
+        out.faults += 1
+        began = time.monotonic()
+        verb = box.cli("radio", "post", "lock probe", "--subject", "lock probe", check=False,
+                       timeout=hold + 60)
+        took = time.monotonic() - began
+        out.notes.append(f"radio post under a {hold:g}s lock: exit {verb.returncode} "
+                         f"after {took:.1f}s: {verb.stderr.strip()[:200]}")
+        out.expect(verb.returncode == 0 or ("locked by another process" in verb.stderr
+                                            and "Traceback" not in verb.stderr),
+                   f"the verb's refusal is clear: {verb.stderr.strip()[:300]!r}")
+        out.expect(took < hold + 20, f"the verb hung {took:.0f}s under a {hold:g}s lock")
+    finally:
+        locker.wait(timeout=hold + 60)
+    out.expect(box.wait_status("busy", timeout=120) == "completed",
+               f"busy did not complete: {run_meta(box, 'busy')}")
+    bad = box.sql("SELECT status, metadata FROM steps WHERE node = 'main.busy' "
+                  "AND status != 'completed'")
+    out.expect(not bad, f"steps that did not complete under the lock: {bad}")
+    return out
+
+
+def _onto_tmpfs(box: SoakTree, mib: int) -> None:
+    """Move the (fresh) repository onto a ``mib`` MiB tmpfs mounted at its own path."""
+    held = box.base / "repo.held"
+    box.repo.rename(held)
+    box.repo.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(box.repo)],
+                   check=True, capture_output=True)
+    box.mounts.append(box.repo)
+    subprocess.run(["cp", "-a", f"{held}/.", str(box.repo)], check=True, capture_output=True)
+    shutil.rmtree(held)
+
+
+def _fill(path: Path) -> int:
+    """Write zeros into ``path`` until the filesystem is full; the bytes written."""
+    written = 0
+    with contextlib.suppress(OSError), path.open("wb") as fh:
+        while True:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+            written += 65536
+    return written
+
+
+def disk_full(box: SoakTree, rng: random.Random) -> Outcome:
+    """The disk holding the whole tree (repository, worktrees, database) fills up while a
+    node runs. What holds: the database passes ``integrity_check`` with no row
+    half-written; the supervisor that cannot write ends (``supervisor.log`` names the full
+    disk); once space is freed the heal parks the run, and ``fractal resume`` (or
+    ``node start --continue`` after an end the loop could still record) finishes it."""
+    out = Outcome()
+    _onto_tmpfs(box, 64)
+    steps = {"01-A.md": work(rng, pace=0.2), "02-B.md": work(rng, pace=0.2)}
+    box.node("cramped", steps, "--no-sync", "--max-iters", "40", "--step-retry-backoff", "1s")
+    box.cli("node", "start", "cramped")
+    box.wait_running("cramped")
+    time.sleep(rng.uniform(0, 2.0))  # the injection point
+    filler = box.repo / ".git" / "filler"
+    out.notes.append(f"filled the disk with {_fill(filler) >> 20} MiB")
+    out.faults += 1
+    supervisor = box.supervisor("cramped")
+    with contextlib.suppress(AssertionError):  # a loop may also ride it out, retrying
+        wait_until(lambda: not supervisor.is_running()
+                   or box.status("cramped") in SETTLED | {"paused"}, timeout=60,
+                   message="the loop to end on the full disk")
+    check = box.sql("PRAGMA integrity_check")
+    out.expect(check == [("ok",)], f"integrity_check on the full disk: {check}")
+    filler.unlink()
+    box.heal()
+    status = box.status("cramped")
+    reason = run_meta(box, "cramped")
+    log = (box.node_dir("cramped") / "supervisor.log").read_text(errors="replace")
+    said = any(text in f"{reason}\n{log}" for text in ("disk is full", "No space left"))
+    out.notes.append(f"cramped ended {status}: {reason!r}; the log names the disk: {said}")
+    config = box.node_dir("cramped") / "config.json"  # re-read at each iteration's top
+    config.write_text(json.dumps({**box.config("cramped"), "max_iters": 2}))
+    if status == "active":  # it rode the full disk out: it ends by itself now
+        out.expect(box.wait_status("cramped", timeout=240) == "completed",
+                   f"cramped ended {box.status('cramped')}: {run_meta(box, 'cramped')}")
+        return out
+    if status == "paused":  # its supervisor could not write: the heal parked it
+        out.expect(said, f"supervisor.log says the disk is full: {reason!r}")
+        again = box.cli("resume", check=False)
+    else:
+        subprocess.run(["git", "add", "-A"], cwd=box.worktree("cramped"), capture_output=True,
+                       check=False)
+        subprocess.run(["git", "commit", "-q", "--no-verify", "-m", "operator: keep leftovers"],
+                       cwd=box.worktree("cramped"), capture_output=True, check=False)
+        again = box.cli("node", "start", "cramped", "--continue", check=False)
+    out.expect(again.returncode == 0, f"the run continues once space is freed: "
+                                      f"{again.stderr.strip()[:300]}")
+    if again.returncode == 0:
+        out.expect(box.wait_status("cramped", timeout=240) == "completed",
+                   f"cramped ended {box.status('cramped')}: {run_meta(box, 'cramped')}")
     return out
 
 

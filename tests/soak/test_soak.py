@@ -13,7 +13,7 @@ from tests.soak.scenarios import NEEDS_ROOT, SCENARIOS
 
 ROUNDS = int(os.environ.get("FRACTAL_SOAK_ROUNDS", "2"))
 
-pytestmark = [pytest.mark.soak, pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.soak, pytest.mark.e2e, pytest.mark.timeout(600)]
 
 
 @pytest.mark.parametrize("round_", range(1, ROUNDS + 1))
