@@ -37,6 +37,17 @@ class RunAbort(FractalError):
     or branch gone): it ends ``exited`` with the message as its reason."""
 
 
+def check_checkout(paths: NodePaths) -> None:
+    """Raise RunAbort when the node's worktree or branch vanished behind the loop's back:
+    nothing may run outside the node's own checkout."""
+    from fractal.workspace.worktrees import worktree_gone
+
+    gone = worktree_gone(paths.worktree, paths.branch)
+    if gone is not None:
+        what = paths.worktree if gone == "worktree" else paths.branch
+        raise RunAbort(f"the node's {gone} is gone: {what}")
+
+
 @dataclass(frozen=True)
 class Boot:
     """Values pinned when the run boots. Durations in seconds, None when unset."""

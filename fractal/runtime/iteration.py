@@ -26,7 +26,7 @@ from fractal.errors import FractalError
 from fractal.runtime import commands
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
-from fractal.runtime.context import LoopPart, LoopParts, RunAbort
+from fractal.runtime.context import LoopPart, LoopParts, RunAbort, check_checkout
 from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
@@ -140,7 +140,7 @@ class IterationRunner(LoopPart):
 
     def _body(self) -> IterationResult:
         """Setup, step discovery, then each step in order; the backstop commit closes it."""
-        self.steps.check_checkout()
+        check_checkout(self.boot.paths)
         setup_error = self._setup()
         if setup_error is not None:
             self._backstop("setup failed", setup_error)

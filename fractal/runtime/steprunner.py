@@ -35,7 +35,7 @@ from fractal.domain.steps import StepFile, banner_label, banner_verdict, step_la
 from fractal.domain.usage import UsageWarning, should_pause_early
 from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail
 from fractal.domain.walls import effective_step_limit
-from fractal.runtime.context import LoopPart, LoopParts, RunAbort
+from fractal.runtime.context import LoopPart, LoopParts, check_checkout
 from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.digest import sync_digest
 from fractal.runtime.gates import WaitEnd, await_approval, await_children, waiting_children
@@ -45,7 +45,6 @@ from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
 from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
-from fractal.workspace.worktrees import worktree_gone
 
 OVER_BUDGET = "over budget"
 """Reason of a launch skipped because the per-step budget is spent (booked ``stopped``,
@@ -352,19 +351,10 @@ class StepRunner(LoopPart):
                          limit, number, label=step_label(plan.file),
                          suffix="" if number == 1 else f"-{number}", gated=gated)
 
-    def check_checkout(self) -> None:
-        """Raise RunAbort when the node's worktree or branch vanished behind the loop's
-        back: nothing may run outside the node's own checkout."""
-        paths = self.boot.paths
-        gone = worktree_gone(paths.worktree, paths.branch)
-        if gone is not None:
-            what = paths.worktree if gone == "worktree" else paths.branch
-            raise RunAbort(f"the node's {gone} is gone: {what}")
-
     def _run(self, file: StepFile, body: str, fm: Mapping[str, str], node_md: str,
              limit: float | None, number: int, *, label: str, suffix: str,
              name: str | None = None, gated: bool = False, lenient: bool = False) -> AttemptResult:
-        self.check_checkout()  # every launch (steps, retries, SYNC, fixers) passes here
+        check_checkout(self.boot.paths)  # every launch (steps, retries, SYNC, fixers) passes here
         cost = self._launch_budget(fm)
         if cost is not None and (cost.refusal or cost.skip) and (limit is None or limit > 0):
             return self._not_launched(file, name or file.name, cost.refusal)
