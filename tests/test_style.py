@@ -124,7 +124,8 @@ def test_node_status_is_written_in_one_place() -> None:
     """Only ``Transitions.move`` updates the nodes table (a node changes status by a move
     of the table in ``fractal/domain/states.py``); registration inserts the first one."""
     writers = [path for path in FILES
-               if "update(Node)" in (ROOT / path).read_text(encoding="utf-8")]
+               if any(form in (ROOT / path).read_text(encoding="utf-8")
+                      for form in ("update(Node)", "UPDATE nodes SET"))]
     assert writers == ["fractal/store/transition.py"]
 
 
