@@ -11,9 +11,9 @@ from pathlib import Path
 
 from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
 from fractal.domain.signals import Signal
-from fractal.domain.states import Status
+from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
-from fractal.lifecycle.host import await_boot, host
+from fractal.lifecycle.host import await_boot, host, take
 from fractal.lifecycle.steer import Refused, Signalled, actor_of
 from fractal.lifecycle.targets import subtree_target
 from fractal.store.ledger import Ledger
@@ -45,7 +45,10 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
             ledger.add_event(branch, "resume", actor=actor, status="failed",
                              metadata=f"refused: {exc}", run_id=run.run_id)
             return Signalled(branch, False, str(exc))
+        taken = take(paths, ledger, hosted, Move.RESUME)
         ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
+    if taken:  # booting under its recorded pid; a run that parks again says so itself
+        return Signalled(branch, True, f"resumed {branch} (run {run.run_id})")
     try:
         await_boot(paths, ledger, hosted, from_status=Status.PAUSED)
     except FractalError:

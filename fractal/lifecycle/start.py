@@ -23,12 +23,13 @@ from fractal.lifecycle.cleanup import refuse_if_gone
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.host import host, session_free
+from fractal.lifecycle.host import host, session_free, take
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.startcheck import start_warnings
+from fractal.lifecycle.steer import await_run
 from fractal.lifecycle.targets import target_node
-from fractal.tree import NodePaths, Tree
+from fractal.tree import NodePaths, Tree, parent_of
 from fractal.workspace.nodedir import file_lock, read_config
 
 BOOT_WAIT = 20.0  # seconds `start` waits for the supervisor to take the node
@@ -67,6 +68,9 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
     heal_if_crashed(tree, branch)
     refuse_if_gone(tree, ledger.node(branch), "start")
     _preflight(paths, tree)
+    parent = parent_of(branch)
+    if parent and parent != tree.root:  # a booting parent opens its run first: the child's
+        await_run(tree, ledger, parent)  # run chains on it
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
         status = row.status if row else None
@@ -98,8 +102,12 @@ def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
             if continue_mode:
                 ledger.move(branch, Move.DISARM, to=status)
             raise
+        taken = take(paths, ledger, hosted, Move.START)
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
+    if taken:  # booting under its recorded pid: a failure from here on is the run's own
+        return Started(paths=paths, session=hosted.session, socket=hosted.socket,
+                       run_id=None, warnings=tuple(start_warnings(paths)))
     try:
         run_id = _await_boot(paths, ledger, hosted.session, hosted.socket, previous)
     except FractalError:

@@ -12,13 +12,14 @@ none is left unsignalled.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from fractal.control import Signalled, subtree, touch_wake, write_signal
 from fractal.domain.signals import Signal, fanout_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
-from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.targets import subtree_target
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree, caller_branch
@@ -53,12 +54,36 @@ def actor_of(cwd: Path, tree: Tree) -> str:
 descendants = subtree
 """Registered descendants of a node, shallowest first (``fractal.control.subtree``)."""
 
+BOOT_WAIT = 20.0
+"""Seconds a verb waits for a booting node (taken by its start, run not yet open)."""
+BOOT_POLL = 0.02
+"""Seconds between the reads of that wait."""
+
+
+def await_run(tree: Tree, ledger: Ledger, branch: str) -> None:
+    """Wait while ``branch`` is booting: ``active`` (its start verb took it for the new
+    supervisor) with no open run yet, its supervisor alive. Returns when the run opened,
+    the status changed, the supervisor is gone (the heal then settles it), or after
+    BOOT_WAIT seconds; the caller then reads the node as it is."""
+    deadline = time.monotonic() + BOOT_WAIT
+    checked = time.monotonic()
+    while time.monotonic() < deadline:
+        row = ledger.node(branch)
+        if row is None or row.status is not Status.ACTIVE or ledger.open_run_of(branch):
+            return
+        if time.monotonic() - checked >= 0.5:
+            checked = time.monotonic()
+            if crashed(tree, branch, row):
+                return
+        time.sleep(BOOT_POLL)
+
 
 def signal_node(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, actor: str,
                 reason: str, include_paused: bool = False) -> Signalled:
     """The verb's signal: under the tree lock, heal ``branch`` if it crashed, then
     ``fractal.control.write_signal`` (refused, as a ``failed`` event, unless the node is
     active with an open run, or parked with ``include_paused``)."""
+    await_run(tree, ledger, branch)
     with file_lock(tree.lock_path):
         heal_if_crashed(tree, branch)
         return write_signal(tree, ledger, branch, signal, actor=actor, reason=reason,
@@ -117,6 +142,7 @@ def cancel_finish(cwd: Path, name: str | None) -> Signalled:
     tree, branch = subtree_target(cwd, name)
     ledger = Ledger(tree.db_path)
     actor = actor_of(cwd, tree)
+    await_run(tree, ledger, branch)
     run = ledger.open_run_of(branch)
     if run is None:
         raise Refused(f"node {branch} has no open run; nothing to cancel")

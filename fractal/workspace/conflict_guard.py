@@ -55,16 +55,18 @@ class ConflictState:
         return conflict_reason(self.paths, self.operation)
 
 
-def _git_path(worktree: Path, name: str) -> Path:
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", name],
-                  worktree).stdout.strip()
-    return Path(raw)
+def _git_paths(worktree: Path, names: list[str]) -> list[Path]:
+    """Where git keeps each of ``names`` for ``worktree`` (one ``rev-parse`` for all)."""
+    args = [arg for name in names for arg in ("--git-path", name)]
+    out = run_git(["rev-parse", "--path-format=absolute", *args], worktree).stdout
+    return [Path(line) for line in out.splitlines()]
 
 
 def operation_in_progress(worktree: Path) -> Operation | None:
     """The merge, rebase, cherry-pick or revert half done in ``worktree``, or None."""
-    for name, operation in _STATE_FILES:
-        if _git_path(worktree, name).exists():
+    found = _git_paths(worktree, [name for name, _ in _STATE_FILES])
+    for (_name, operation), path in zip(_STATE_FILES, found, strict=True):
+        if path.exists():
             return operation
     return None
 

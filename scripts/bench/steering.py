@@ -118,10 +118,11 @@ def _supervisor_ticks(box: Sandbox, names: list[str]) -> int:
     return total
 
 
-def idle_cpu(box: Sandbox, count: int, window: float, log: Log) -> dict[str, float]:
+def idle_cpu(lat: Latency, count: int, window: float, log: Log) -> dict[str, float]:
     """Percent of one core the supervisors of ``count`` sleeping nodes, then of ``count``
-    nodes waiting at an approval gate, used over ``window`` seconds."""
-    lat = Latency(box, count)
+    nodes waiting at an approval gate, used over ``window`` seconds (on ``lat``'s sandbox,
+    with its agent; its pool becomes these nodes)."""
+    box = lat.box
     names = [f"idle{n}" for n in range(1, count + 1)]
     lat.pool = names
     for name in names:
@@ -172,9 +173,10 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
     """The whole table. ``idle`` 0 skips the idle-CPU part."""
     box = Sandbox.create()
     try:
-        ms = Steering(box, samples).measure(log)
+        bench = Steering(box, samples)
+        ms = bench.measure(log)
         gaps, (hwm, early) = footprint(box, log)
-        cpu = idle_cpu(box, idle, window, log) if idle else {}
+        cpu = idle_cpu(bench, idle, window, log) if idle else {}
     finally:
         box.close(keep=keep)
         if keep:
