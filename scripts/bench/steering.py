@@ -176,7 +176,11 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
         bench = Steering(box, samples)
         ms = bench.measure(log)
         gaps, (hwm, early) = footprint(box, log)
-        cpu = idle_cpu(bench, idle, window, log) if idle else {}
+        try:
+            cpu = idle_cpu(bench, idle, window, log) if idle else {}
+        except BenchError as exc:  # the other figures still stand
+            log(f"idle CPU: could not measure: {exc}")
+            cpu = {}
     finally:
         box.close(keep=keep)
         if keep:
