@@ -3,7 +3,8 @@
 A verb takes the tree lock, heals the target if it crashed, then writes the signal
 through the control plane (``fractal.control.write_signal``: the signal row on the
 target's open run and its event, then a touch of ``<node_dir>/.wake`` so the supervisor
-reacts at once; the supervisor also polls the database at least once a second).
+reacts at once; the supervisor also polls the database, every second in a busy wait and
+every few seconds in an idle one).
 Fan-out order: stop and finish signal descendants first (deepest first), then the node;
 pause signals the node first, then descendants shallowest-first, re-enumerating until
 none is left unsignalled.

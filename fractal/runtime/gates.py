@@ -31,7 +31,8 @@ class WaitEnd(StrEnum):
 
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: float | None, window: float, sync: Callable[[], None] | None,
-          finish_ends_it: bool, urgent: Callable[[], bool] | None = None) -> WaitEnd:
+          finish_ends_it: bool, urgent: Callable[[], bool] | None = None,
+          poll: float = 1.0) -> WaitEnd:
     clock = waker.clock
     next_sync = clock.monotonic() + window
     while True:
@@ -52,10 +53,10 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
             next_sync = clock.monotonic() + window
             continue
         # Without a SYNC the window is no timer (a past one would spin); wake at least
-        # once a second to poll.
-        limits = ([next_sync - now] if sync is not None else [1.0]) + \
+        # every ``poll`` seconds to read the database.
+        limits = ([next_sync - now] if sync is not None else [poll]) + \
             ([deadline - now] if deadline is not None else [])
-        waker.wait(max(0.0, min(limits)))
+        waker.wait(max(0.0, min(limits)), poll=poll)
 
 
 def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: Waker,
@@ -69,7 +70,7 @@ def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: W
         return row is not None and bool(row.approved)
 
     return _wait(approved, steering=steering, waker=waker, deadline=deadline, window=window,
-                 sync=sync, finish_ends_it=True)
+                 sync=sync, finish_ends_it=True, poll=waker.idle_poll)
 
 
 def live_descendants(ledger: Ledger, node: str) -> list[str]:
