@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fractal.domain.conflicts import Operation, conflict_reason, has_conflict_markers
 from fractal.workspace.commit_types import UnresolvedConflict
-from fractal.workspace.git import changed_paths, run_git
+from fractal.workspace.git import changed_paths, git_paths, run_git
 
 __all__ = ["ConflictState", "check_no_conflict", "conflict_state", "marker_files",
            "operation_in_progress", "unmerged_paths"]
@@ -55,16 +55,9 @@ class ConflictState:
         return conflict_reason(self.paths, self.operation)
 
 
-def _git_paths(worktree: Path, names: list[str]) -> list[Path]:
-    """Where git keeps each of ``names`` for ``worktree`` (one ``rev-parse`` for all)."""
-    args = [arg for name in names for arg in ("--git-path", name)]
-    out = run_git(["rev-parse", "--path-format=absolute", *args], worktree).stdout
-    return [Path(line) for line in out.splitlines()]
-
-
 def operation_in_progress(worktree: Path) -> Operation | None:
     """The merge, rebase, cherry-pick or revert half done in ``worktree``, or None."""
-    found = _git_paths(worktree, [name for name, _ in _STATE_FILES])
+    found = git_paths(worktree, [name for name, _ in _STATE_FILES])
     for (_name, operation), path in zip(_STATE_FILES, found, strict=True):
         if path.exists():
             return operation
