@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import output_format, render_rows
 
 _JSON_EXTRA = ["check_id", "run_id", "iter_id", "step_id", "started_at", "ended_at"]
@@ -30,7 +31,7 @@ def checks_cmd(node: str | None, run: int | None, as_json: bool, as_csv: bool,
     from fractal.lifecycle.checkreport import CHECK_COLUMNS, node_checks
 
     fmt = output_format(as_json, as_csv) or ("table" if sys.stdout.isatty() else "csv")
-    report = node_checks(path, node, run)
+    report = node_checks(verb_context(path), node, run)
     if fmt == "json":
         click.echo(json.dumps({
             "node": report.node,

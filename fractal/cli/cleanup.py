@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
+
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
     help="The caller's worktree (default: the current directory).")
@@ -22,7 +24,7 @@ def retire_cmd(node: str, reason: str | None, force: bool, path: Path) -> None:
     """Retire a settled NODE and its subtree: worktrees removed, branches and rows kept."""
     from fractal.lifecycle.retire import retire
 
-    for item in retire(path, node, reason=reason, force=force):
+    for item in retire(verb_context(path), node, reason=reason, force=force):
         saved = f"; unsaved files on {item.rescue_ref}" if item.rescue_ref else ""
         click.echo(item.branch)
         click.echo(f"retired {item.branch} (was {item.before}){saved}", err=True)
@@ -35,7 +37,7 @@ def unretire_cmd(node: str, path: Path) -> None:
     """Bring a retired NODE (and its retired descendants) back with its worktree."""
     from fractal.lifecycle.retire import unretire
 
-    for item in unretire(path, node):
+    for item in unretire(verb_context(path), node):
         if item.note:
             click.echo(f"kept {item.branch} retired: {item.note}", err=True)
             continue
@@ -53,7 +55,7 @@ def delete_cmd(node: str, force: bool, path: Path) -> None:
     """Delete NODE and its subtree: worktrees, branches and registry rows (history stays)."""
     from fractal.lifecycle.delete import delete
 
-    for item in delete(path, node, force=force):
+    for item in delete(verb_context(path), node, force=force):
         click.echo(item.branch)
         kept = f"; rescue ref {item.rescue_ref}" if item.rescue_ref else \
             "; its branch was already gone"
@@ -66,7 +68,7 @@ def _confirm(verb: str, path: Path, force: bool, extra: str) -> None:
 
     if force:
         return
-    nodes = plan(path)
+    nodes = plan(verb_context(path))
     listing = ", ".join(nodes) if nodes else "no nodes"
     if not sys.stdin.isatty():
         raise FractalError(f"{verb} removes {listing}{extra}; pass --force to confirm "
@@ -83,7 +85,7 @@ def reset_cmd(force: bool, path: Path) -> None:
     from fractal.lifecycle.teardown import reset
 
     _confirm("reset", path, force, "")
-    done = reset(path)
+    done = reset(verb_context(path))
     for item in done.nodes:
         click.echo(item.branch)
     click.echo(f"reset {done.root}: {len(done.nodes)} node(s) removed; their branches are on "
@@ -98,7 +100,7 @@ def destroy_cmd(force: bool, path: Path) -> None:
     from fractal.lifecycle.teardown import destroy
 
     _confirm("destroy", path, force, " and the tree's database")
-    done = destroy(path)
+    done = destroy(verb_context(path))
     for item in done.nodes:
         click.echo(item.branch)
     click.echo(f"destroyed the tree {done.root}: {len(done.nodes)} node(s) and {done.data_dir} "

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
+
 _MODES = (("init_mode", "--init"), ("check", "--check"), ("ignore_scope", "--ignore-scope"),
           ("force", "--force"))
 
@@ -49,7 +51,7 @@ def commit_cmd(message: str | None, init_mode: bool, check: bool, ignore_scope: 
     if mode is not CommitMode.CHECK and not (message or "").strip():
         raise click.UsageError('MESSAGE is required: a bare lowercase summary, e.g. '
                                'fractal commit "add tokenizer for string literals"')
-    result = commit_work(path, message, mode=mode)
+    result = commit_work(verb_context(path), message, mode=mode)
     outcome = result.outcome
     for line in outcome.notices:
         click.echo(f"notice: {line}", err=True)

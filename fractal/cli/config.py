@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import notice
 
 PATH_OPTION = click.option(
@@ -41,7 +42,7 @@ def get_cmd(key: str, path: Path) -> None:
     """Print KEY's value (`null` when unset)."""
     from fractal.lifecycle.retune import config_get
 
-    value = config_get(path, key)
+    value = config_get(verb_context(path), key)
     click.echo(value if isinstance(value, str) else json.dumps(value))
 
 
@@ -52,7 +53,7 @@ def set_cmd(assignments: tuple[str, ...], path: Path) -> None:
     """Set KEY=VALUE pairs; KEY=null clears a key. Echoes `key: old -> new`."""
     from fractal.lifecycle.retune import config_set
 
-    done = config_set(path, list(assignments))
+    done = config_set(verb_context(path), list(assignments))
     for change in done.changes:
         click.echo(change.line)
     if not done.changes:
@@ -75,7 +76,7 @@ def update_cmd(node: str, path: Path, **values: str | None) -> None:
     picks the change up at its next iteration."""
     from fractal.lifecycle.retune import update_node
 
-    done = update_node(path, node, values)
+    done = update_node(verb_context(path), node, values)
     for change in done.changes:
         click.echo(change.line)
     if not done.changes:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, notice, output_format, render_rows
 
 PATH_OPTION = click.option(
@@ -39,7 +40,7 @@ def spent_cmd(node: str | None, scope: str | None, max_depth: int | None, path: 
     """Print what NODE and its subtree spent (all runs by default), or `untracked`."""
     from fractal.lifecycle.spending import Scope, spent
 
-    report = spent(path, node, Scope(scope or "all"), max_depth)
+    report = spent(verb_context(path), node, Scope(scope or "all"), max_depth)
     click.echo(report.text)
     if report.unpriced:
         notice(f"{report.unpriced} launched step(s) recorded no cost (unpriced)")
@@ -53,7 +54,7 @@ def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
     """Print NODE's remaining budget for its run (default), iteration or step."""
     from fractal.lifecycle.spending import Scope, remaining
 
-    click.echo(remaining(path, node, Scope(scope or "run")))
+    click.echo(remaining(verb_context(path), node, Scope(scope or "run")))
 
 
 @cost_group.command("breakdown")
@@ -67,7 +68,7 @@ def breakdown_cmd(node: str | None, run: bool, max_depth: int | None, as_json: b
     """Per-node spend of NODE's subtree (deleted nodes included)."""
     from fractal.lifecycle.spending import breakdown
 
-    rows, unpriced = breakdown(path, node, run=run, max_depth=max_depth)
+    rows, unpriced = breakdown(verb_context(path), node, run=run, max_depth=max_depth)
     click.echo(render_rows(rows, ["node", "max_cost", "spent", "unpriced"],
                            fmt=output_format(as_json, as_csv)))
     if unpriced:

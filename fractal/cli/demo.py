@@ -20,6 +20,7 @@ def demo_cmd(directory: Path, force: bool) -> None:
     activity table and the node branch's git log. Exits 0 only if the node completed
     and the tests pass.
     """
+    from fractal.cli.context import verb_context
     from fractal.cli.format import render_rows
     from fractal.cli.node import _ACTIVITY_COLUMNS
     from fractal.demo.run import run_demo
@@ -28,7 +29,7 @@ def demo_cmd(directory: Path, force: bool) -> None:
 
     result = run_demo(directory, force=force, echo=lambda line: click.echo(line, err=True))
     click.echo("\n== fractal node activity ==")
-    rows = activity(result.repo, result.branch, None)
+    rows = activity(verb_context(result.repo), result.branch, None)
     click.echo(render_rows(rows, _ACTIVITY_COLUMNS, fmt="table"))
     click.echo(f"\n== git log {result.branch} ==")
     log = run_git(["log", "--format=%h %s", result.branch], result.repo, check=False)

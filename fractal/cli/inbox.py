@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
+
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
     help="A directory inside the repository (default: the current one).")
@@ -26,7 +28,7 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
         return
     from fractal.lifecycle.inbox import inbox
 
-    entries = inbox(path, include_acked=include_acked)
+    entries = inbox(verb_context(path), include_acked=include_acked)
     if as_json:
         click.echo(json.dumps([e.as_row() for e in entries], indent=2))
         return
@@ -47,7 +49,7 @@ def ack_cmd(item_id: str, path: Path) -> None:
     """Hide item ID until its state changes (a new run, another gate, ...)."""
     from fractal.lifecycle.inbox import ack
 
-    entry = ack(path, item_id)
+    entry = ack(verb_context(path), item_id)
     click.echo(f"acknowledged {entry.item.id} ({entry.item.kind.value} {entry.item.node}); "
                "it returns if its state changes", err=True)
 
@@ -82,6 +84,6 @@ def notify_set_cmd(command: str | None, events: str | None, off: bool, path: Pat
     """Show or set the tree's notify COMMAND (run for each batch of new inbox items)."""
     from fractal.lifecycle.notify import configure
 
-    setting = configure(path, command, events, off=off)
+    setting = configure(verb_context(path), command, events, off=off)
     click.echo(f"notify: {setting.command or '(off)'}")
     click.echo(f"notify_events: {setting.events or '(every kind)'}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import render_rows
 
 PATH_OPTION = click.option(
@@ -36,7 +37,7 @@ def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
     if retire and delete:
         raise click.UsageError("--retire and --delete exclude each other")
     then = "retire" if retire else "delete" if delete else None
-    result = merge_then_clean(path, node, into=into, hand_back=hand_back, force=force,
+    result = merge_then_clean(verb_context(path), node, into=into, hand_back=hand_back, force=force,
                               then=then)
     for notice in result.notices:
         click.echo(f"notice: {notice}", err=True)
@@ -60,7 +61,7 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
     """What merging NODE would bring into its target now (node directories excluded)."""
     from fractal.lifecycle.diff import node_diff
 
-    result = node_diff(path, node, stat=stat)
+    result = node_diff(verb_context(path), node, stat=stat)
     for notice in result.notices:
         click.echo(f"notice: {notice}", err=True)
     if result.text:
@@ -75,7 +76,7 @@ def conflicts_cmd(node: str | None, as_json: bool, path: Path) -> None:
     """Whether NODE's children would conflict with its tip and with each other."""
     from fractal.lifecycle.conflicts import node_conflicts
 
-    report = node_conflicts(path, node)
+    report = node_conflicts(verb_context(path), node)
     rows = [{"left": p.left, "right": p.right, "conflicts": p.conflicts,
              "files": ", ".join(p.files)} for p in report.pairs]
     if as_json:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
@@ -173,8 +174,8 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
         merged = {**default_config(), **settings}
         problems += [p for p in validate_config(merged) if p not in problems]
         raise ConfigError(problems)
-    result = init_node(path, name, settings, parent=parent, reserve=values.get("reserve_budget"),
-                       seed=seed)
+    result = init_node(verb_context(path), name, settings, parent=parent,
+                       reserve=values.get("reserve_budget"), seed=seed)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     if all(settings.get(k) is None for k in ("max_cost", "max_iters", "exit_check")):
@@ -209,14 +210,14 @@ def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str 
             raise click.UsageError("--tree only applies with --continue")
         from fractal.lifecycle.treestart import start_tree
 
-        done = start_tree(path, node, clean=clean, max_cost=max_cost)
+        done = start_tree(verb_context(path), node, clean=clean, max_cost=max_cost)
         for each in done.started:
             click.echo(f"started {each.paths.branch} (run {each.run_id or 'booting'})",
                        err=True)
         for branch, why in done.refused:
             click.echo(f"warning: {branch} not started: {why}", err=True)
         return
-    started = start_node(path, node, continue_mode=continue_mode, clean=clean,
+    started = start_node(verb_context(path), node, continue_mode=continue_mode, clean=clean,
                          max_cost=max_cost)
     run = f"run {started.run_id}" if started.run_id else "booting"
     click.echo(f"started {started.paths.branch} ({run}) in tmux session {started.session}; "
@@ -232,7 +233,7 @@ def attach_cmd(node: str | None, path: Path) -> None:
     """Attach the terminal to NODE's live tmux pane (detach with C-b d)."""
     from fractal.lifecycle.start import attach_node
 
-    attach_node(path, node)
+    attach_node(verb_context(path), node)
 
 
 @node_group.command("status")
@@ -242,7 +243,7 @@ def status_cmd(node: str | None, path: Path) -> None:
     """Print NODE's lifecycle status, with the last run's reason when settled."""
     from fractal.lifecycle.reads import node_status
 
-    click.echo(node_status(path, node).line)
+    click.echo(node_status(verb_context(path), node).line)
 
 
 @node_group.command("list")
@@ -264,7 +265,7 @@ def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_tree: bool
         raise click.UsageError("--all and --retired are mutually exclusive")
     if as_tree and (as_json or as_csv):
         raise click.UsageError("--tree draws text; it excludes --json and --csv")
-    rows = list_nodes(path, node, show="all" if show_all else
+    rows = list_nodes(verb_context(path), node, show="all" if show_all else
                       "retired" if only_retired else "live")
     if as_tree:
         from fractal.cli.treeview import render_tree
@@ -301,7 +302,7 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
         stream_activity(path, node, limit, fmt, _ACTIVITY_JSON if fmt == "json"
                         else _ACTIVITY_COLUMNS)
         return
-    rows = activity(path, node, limit)
+    rows = activity(verb_context(path), node, limit)
     click.echo(render_rows(rows, _ACTIVITY_JSON if fmt == "json" else _ACTIVITY_COLUMNS,
                            fmt=fmt))
 

@@ -18,13 +18,14 @@ def open_cmd(node: str | None, path: Path) -> None:
     """
     import sys
 
+    from fractal.cli.context import verb_context
     from fractal.errors import FractalError
-    from fractal.lifecycle.targets import subtree_target
 
     if not sys.stdout.isatty():
         raise FractalError("fractal open needs a terminal; for a text view use "
                            "`fractal node list --tree` or `fractal inbox`")
-    tree, branch = subtree_target(path, node)
+    ctx = verb_context(path)
+    tree, branch = ctx.tree, ctx.subtree(node)
     from fractal.tui.app import run_dashboard
 
     run_dashboard(tree, None if branch == tree.root else branch)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
@@ -28,7 +29,7 @@ def init_cmd(name: str, title: str | None, iter_ref: str | None, path: Path) -> 
     """Create a plan file with its title and print its absolute path."""
     from fractal.lifecycle.plans import new_plan
 
-    click.echo(new_plan(path, name, title=title, iter_ref=iter_ref))
+    click.echo(new_plan(verb_context(path), name, title=title, iter_ref=iter_ref))
 
 
 @plan_group.command("list")
@@ -39,6 +40,6 @@ def list_cmd(iter_ref: str | None, as_json: bool, as_csv: bool, path: Path) -> N
     """List the node's plans, oldest first."""
     from fractal.lifecycle.plans import list_plans
 
-    rows = list_plans(path, iter_ref=iter_ref)
+    rows = list_plans(verb_context(path), iter_ref=iter_ref)
     click.echo(render_rows(rows, ["created", "iter_ref", "slug", "title", "path"],
                            fmt=output_format(as_json, as_csv)))

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
@@ -77,8 +78,8 @@ def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, 
     """Send DATA (`-` reads standard input) to a node's inbox; print the message id."""
     from fractal.lifecycle.radio import send
 
-    click.echo(send(path, _data(data), node=node, to_parent=to_parent, channel=channel,
-                    subject=subject, priority=priority))
+    click.echo(send(verb_context(path), _data(data), node=node, to_parent=to_parent,
+                    channel=channel, subject=subject, priority=priority))
 
 
 @radio_group.command("post")
@@ -95,7 +96,7 @@ def post_cmd(data: str, node: str | None, channel: str | None, subject: str | No
     """Publish DATA (`-` reads standard input) to your outbox; print the message id."""
     from fractal.lifecycle.radio import post
 
-    click.echo(post(path, _data(data), node=node, channel=channel, subject=subject,
+    click.echo(post(verb_context(path), _data(data), node=node, channel=channel, subject=subject,
                     priority=priority))
 
 
@@ -117,8 +118,8 @@ def messages_cmd(node: str | None, channel: str | None, state: str | None, limit
     from fractal.lifecycle.radio import messages
     from fractal.store.radio_reads import ReadState
 
-    rows = messages(path, node=node, channel=channel, state=ReadState(state or "unread"),
-                    limit=limit, since=since)
+    rows = messages(verb_context(path), node=node, channel=channel,
+                    state=ReadState(state or "unread"), limit=limit, since=since)
     _listing(rows, as_json, as_csv, body)
 
 
@@ -133,7 +134,8 @@ def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_j
     """Show messages with their bodies and mark them read (no UUID: every unread one)."""
     from fractal.lifecycle.radio import read
 
-    _blocks(read(path, uuids, node=node, channel=channel), as_json, "no unread messages")
+    _blocks(read(verb_context(path), uuids, node=node, channel=channel), as_json,
+            "no unread messages")
 
 
 @radio_group.command("reply")
@@ -146,7 +148,7 @@ def reply_cmd(uuid: str, data: str, priority: int | None, path: Path) -> None:
     """Answer message UUID with DATA (`-` reads standard input); print the reply's id."""
     from fractal.lifecycle.radio import reply
 
-    click.echo(reply(path, uuid, _data(data), priority=priority))
+    click.echo(reply(verb_context(path), uuid, _data(data), priority=priority))
 
 
 @radio_group.command("thread")
@@ -157,7 +159,7 @@ def thread_cmd(uuid: str, as_json: bool, path: Path) -> None:
     """Show the thread message UUID belongs to, oldest first."""
     from fractal.lifecycle.radio import thread
 
-    _blocks(thread(path, uuid), as_json, "no messages")
+    _blocks(thread(verb_context(path), uuid), as_json, "no messages")
 
 
 @radio_group.command("feed")
@@ -172,7 +174,7 @@ def feed_cmd(node: str | None, limit: int | None, since: str | None, as_json: bo
     """The public and outbox posts of every node below yours (at the root: the tree's)."""
     from fractal.lifecycle.radio import feed
 
-    _listing(feed(path, node=node, limit=limit, since=since), as_json, as_csv, body)
+    _listing(feed(verb_context(path), node=node, limit=limit, since=since), as_json, as_csv, body)
 
 
 @radio_group.command("sent")
@@ -186,7 +188,8 @@ def sent_cmd(limit: int | None, since: str | None, as_json: bool, as_csv: bool, 
     """What you sent or posted, newest first, with who has read each."""
     from fractal.lifecycle.radio import sent
 
-    _listing(sent(path, limit=limit, since=since), as_json, as_csv, body, extra=["read_by"])
+    _listing(sent(verb_context(path), limit=limit, since=since), as_json, as_csv, body,
+             extra=["read_by"])
 
 
 @radio_group.command("unsend")
@@ -197,7 +200,7 @@ def unsend_cmd(uuid: str, force: bool, path: Path) -> None:
     """Withdraw a message you sent (kept in the database, listed nowhere)."""
     from fractal.lifecycle.radio import unsend
 
-    row = unsend(path, uuid, force=force)
+    row = unsend(verb_context(path), uuid, force=force)
     click.echo(f"withdrew {row['uuid']} ({row['subject']})", err=True)
 
 
@@ -205,7 +208,7 @@ def _mark(saved: bool) -> Any:
     def command(uuid: str, path: Path) -> None:
         from fractal.lifecycle.radio import save
 
-        changed = save(path, uuid, saved=saved)
+        changed = save(verb_context(path), uuid, saved=saved)
         state = "saved" if saved else "unsaved"
         click.echo(f"{state} {uuid}" if changed else f"{uuid} was {state} already", err=True)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
 PATH_OPTION = click.option(
@@ -33,7 +34,7 @@ def stop_cmd(node: str | None, reason: str | None, path: Path) -> None:
     from fractal.domain.signals import Signal
     from fractal.lifecycle.steer import send
 
-    _report(list(send(path, node, Signal.STOP, reason)))
+    _report(list(send(verb_context(path), node, Signal.STOP, reason)))
 
 
 @click.command("finish")
@@ -47,9 +48,9 @@ def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -
     from fractal.lifecycle.steer import cancel_finish, send
 
     if cancel:
-        _report([cancel_finish(path, node)])
+        _report([cancel_finish(verb_context(path), node)])
         return
-    _report(list(send(path, node, Signal.FINISH, reason)))
+    _report(list(send(verb_context(path), node, Signal.FINISH, reason)))
 
 
 @click.command("pause")
@@ -61,7 +62,7 @@ def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
     from fractal.domain.signals import Signal
     from fractal.lifecycle.steer import send
 
-    _report(list(send(path, node, Signal.PAUSE, reason)))
+    _report(list(send(verb_context(path), node, Signal.PAUSE, reason)))
 
 
 @click.command("resume")
@@ -71,7 +72,7 @@ def resume_cmd(node: str | None, path: Path) -> None:
     """Relaunch NODE's parked run, and its paused descendants (deepest first)."""
     from fractal.lifecycle.resume import resume
 
-    _report(list(resume(path, node)))
+    _report(list(resume(verb_context(path), node)))
 
 
 @click.command("kill")
@@ -82,7 +83,7 @@ def kill_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """Kill NODE and its descendants now: loop, agent and pane; rows close ``killed``."""
     from fractal.lifecycle.kill import kill
 
-    _report(list(kill(path, node, reason)))
+    _report(list(kill(verb_context(path), node, reason)))
 
 
 @click.command("approve")
@@ -93,7 +94,7 @@ def approve_cmd(node: str, step_id: int | None, path: Path) -> None:
     """Release NODE's step awaiting approval (its pending one, or STEP_ID)."""
     from fractal.lifecycle.approve import approve
 
-    done = approve(path, node, step_id)
+    done = approve(verb_context(path), node, step_id)
     click.echo(f"approved {done.branch} step {done.step_id} ({done.step_name})", err=True)
 
 
@@ -108,6 +109,6 @@ def pending_cmd(node: str | None, whole: bool, as_json: bool, as_csv: bool,
     the root; NODE's whole subtree with --all)."""
     from fractal.lifecycle.approve import pending
 
-    rows = pending(path, node, whole=whole)
+    rows = pending(verb_context(path), node, whole=whole)
     click.echo(render_rows(rows, ["branch", "step_id", "step", "step_name", "diffstat"],
                            fmt=output_format(as_json, as_csv)))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
 from fractal.cli.format import _cell
 
 FOLLOW_BACKLOG = 10  # rows shown before following, when --limit is not given
@@ -31,7 +32,7 @@ def stream_activity(path: Path, node: str | None, limit: int | None, fmt: str | 
     if fmt == "csv":
         writer.writerow(columns)
     try:
-        for batch in follow_activity(path, node, limit or FOLLOW_BACKLOG):
+        for batch in follow_activity(verb_context(path), node, limit or FOLLOW_BACKLOG):
             for row in batch:
                 if fmt == "json":
                     click.echo(json.dumps({c: row.get(c) for c in columns}))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import verb_context
+
 
 @click.command("init")
 @click.option("--agent", default=None, help="Default agent for the tree's nodes "
@@ -58,7 +60,7 @@ def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
     """Brake the whole tree NAME (default: this one): no start or spawn, every node paused."""
     from fractal.lifecycle.brake import brake
 
-    results = brake(path, name, reason)
+    results = brake(verb_context(path), name, reason)
     click.echo(f"tree paused ({sum(r.ok for r in results)} node(s) signalled); "
                "`fractal resume` lifts it", err=True)
 
@@ -71,7 +73,7 @@ def resume_cmd(name: str | None, path: Path) -> None:
     """Lift the tree-wide brake and resume every parked node, deepest first."""
     from fractal.lifecycle.brake import release
 
-    results = release(path, name)
+    results = release(verb_context(path), name)
     resumed = sum(r.ok for r in results)
     click.echo(f"tree resumed ({resumed} node(s))" if resumed else
                "tree brake lifted (if it was on); no paused node to resume", err=True)

@@ -20,9 +20,11 @@ def wiki_group() -> None:
 def update_cmd(directory: Path | None, path: Path) -> None:
     """Regenerate DIRECTORY's index (default: the project and memory wikis of the node
     whose worktree holds --path); print each index path that changed."""
+    from fractal.cli.context import verb_context
     from fractal.lifecycle.wikis import update_wikis
 
-    for result in update_wikis(path, directory):
+    for result in update_wikis(None if directory is not None else verb_context(path),
+                               directory):
         state = "updated" if result.changed else "up to date"
         click.echo(f"{result.index}: {state} ({result.pages} page(s))", err=True)
         if result.changed:

@@ -59,6 +59,7 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
     """Run the demo in ``target``. An existing ``target`` is refused, unless ``force``
     and it is empty or an earlier demo (``is_previous_demo``): --force never deletes a
     directory the demo did not make. Raises FractalError."""
+    from fractal.lifecycle.context import Context
     from fractal.lifecycle.spawn import init_node
     from fractal.lifecycle.start import start_node
     from fractal.lifecycle.trees import init_tree
@@ -79,12 +80,13 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
     tree = init_tree(target).tree
     wrapper = agent_wrapper(tree.data_dir)
     init_tree(target, agent=str(wrapper))
-    node = init_node(target, NODE, {"title": "make the calc tests pass", "max_iters": 2,
+    operator = Context(tree=tree, cwd=target)  # the demo's own tree: its caller is its operator
+    node = init_node(operator, NODE, {"title": "make the calc tests pass", "max_iters": 2,
                                     "step_timeout": "2m", "timeout": "10m"})
     node.paths.node_md.write_text(TASK)
     backstop_commit(node.paths.worktree, subject=f"{node.paths.branch}: task contract")
     echo(f"demo: node {node.paths.branch} ({node.paths.worktree}), 5 steps, max_iters 2")
-    started = start_node(target, NODE)
+    started = start_node(operator, NODE)
     echo(f"demo: supervisor running in tmux session {started.session} "
          f"(watch live: cd {target} && {_fractal_command()} node attach {NODE})")
     status = _follow(tree.db_path, node.paths.branch, echo)

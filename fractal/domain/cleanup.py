@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from fractal.domain import authority
 from fractal.domain.states import Status
 
 __all__ = [
@@ -185,10 +186,7 @@ def authority_refusal(caller: str, target: str, root: str, verb: str) -> str | N
     """Who may ``verb`` (retire, delete) ``target``: the operator at the root, or an
     ancestor of ``target`` (from inside its own loop, a node acts on its descendants only).
     Returns the rule as the refusal, or None when ``caller`` may."""
-    if caller == root or target.startswith(caller + "."):
-        return None
-    return (f"only the operator (at the root) or an ancestor of {target} may {verb} it; "
-            f"{caller} is neither")
+    return authority.refusal(verb, acting=caller, target=target, root=root)
 
 
 def deepest_first(branches: Iterable[str]) -> list[str]:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fractal.domain import authority
+
 __all__ = [
     "BODY_SUBJECTS",
     "LIVE",
@@ -58,12 +60,9 @@ def authorisation_refusal(*, caller: str, root: str, child: str, child_parent: s
     The root (the operator) may act on any node. A node may act only on its own direct
     children (``child_parent == caller``), and for a merge only into itself.
     """
-    if caller == root:
-        return None
-    if child_parent != caller:
-        return (f"{caller} may {verb} only its own direct children, and {child} is not one "
-                f"(its parent is {child_parent or 'the root'}); its parent or the operator "
-                f"at the root may {verb} it")
+    why = authority.refusal(verb, acting=caller, target=child, root=root)
+    if why is not None or caller == root:
+        return why
     if verb == "merge" and target != caller:
         return (f"{caller} may merge its children only into itself, not into {target}; the "
                 "operator at the root may merge anywhere")
@@ -74,10 +73,7 @@ def view_refusal(*, caller: str, root: str, node: str, verb: str = "diff") -> st
     """Why ``caller`` may not look at ``node``'s pending merge (``node diff``, ``node
     conflicts``), or None: the operator at the root sees every node, a node only itself
     (``conflicts`` of its own children) and its descendants."""
-    if caller == root or node == caller or node.startswith(caller + "."):
-        return None
-    return (f"{caller} may {verb} only its own descendants, and {node} is not one; the "
-            f"operator at the root may {verb} any node")
+    return authority.refusal(verb, acting=caller, target=node, root=root)
 
 
 @dataclass(frozen=True)

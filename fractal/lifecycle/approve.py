@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.control import touch_wake
 from fractal.domain.outcome import Status
-from fractal.lifecycle.steer import Refused, acting_branch, actor_of
-from fractal.lifecycle.targets import subtree_target, target_node
-from fractal.store.ledger import Ledger
+from fractal.lifecycle.context import Context, Refused
 from fractal.store.rows import StepRow
 from fractal.tree import parent_of
+
+if TYPE_CHECKING:
+    from fractal.store.ledger import Ledger
 
 _WAITING = (Status.ACTIVE, Status.PAUSED)
 
@@ -34,21 +35,16 @@ def gated_steps(ledger: Ledger, branch: str) -> list[StepRow]:
     return [s for s in ledger.pending_approvals(branch) if s.status in _WAITING]
 
 
-def approve(cwd: Path, name: str, step_id: int | None = None) -> Approved:
+def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     """Release ``name``'s gated step (default: its pending one). Only its direct parent,
-    or the operator at the root, may approve; the first approval wins. Raises Refused."""
-    tree, branch = target_node(cwd, name)
-    ledger = Ledger(tree.db_path)
-    caller = acting_branch(cwd, tree)
-    actor = actor_of(cwd, tree)
-    if caller != tree.root and caller != parent_of(branch):
-        why = f"only {parent_of(branch)} (the parent) or the operator may approve {branch}"
-        ledger.add_event(branch, "approve", actor=actor, status="failed", metadata=f"refused: {why}")
-        raise Refused(why)
+    or the operator at the root, may approve (``fractal.domain.authority``); the first
+    approval wins. Raises Refused."""
+    tree, branch = ctx.tree, ctx.target(name)
+    ctx.authorize("approve", branch)
+    ledger, caller, actor = ctx.ledger, ctx.acting, ctx.actor
+
     def refuse(why: str) -> Refused:
-        ledger.add_event(branch, "approve", actor=actor, status="failed",
-                         metadata=f"refused: {why}")
-        return Refused(why)
+        return ctx.refuse("approve", branch, why)
 
     pending = gated_steps(ledger, branch)
     if step_id is None:
@@ -72,7 +68,7 @@ def approve(cwd: Path, name: str, step_id: int | None = None) -> Approved:
     return Approved(branch, target.step_id, target.step_name)
 
 
-def pending(cwd: Path, name: str | None, *, whole: bool = False) -> list[dict[str, object]]:
+def pending(ctx: Context, name: str | None, *, whole: bool = False) -> list[dict[str, object]]:
     """Rows ``branch, step_id, step, step_name, diffstat`` of gated steps awaiting approval,
     by branch. ``diffstat`` is what merging the child would bring now (its summary line).
 
@@ -81,8 +77,7 @@ def pending(cwd: Path, name: str | None, *, whole: bool = False) -> list[dict[st
     ``name``, every gate of the tree (the operator may approve any of them)."""
     from fractal.lifecycle.diff import diffstat_summary
 
-    tree, top = subtree_target(cwd, name)
-    ledger = Ledger(tree.db_path)
+    tree, top, ledger = ctx.tree, ctx.subtree(name), ctx.ledger
     everywhere = whole or (name is None and top == tree.root)
     out: list[dict[str, object]] = []
     for row in sorted(ledger.nodes(), key=lambda r: r.node):

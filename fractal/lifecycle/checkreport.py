@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from fractal.lifecycle.targets import target_node
+from fractal.lifecycle.context import Context
 
 __all__ = ["CHECK_COLUMNS", "ChecksReport", "TrendPoint", "failing_trend", "node_checks"]
 
@@ -63,14 +62,14 @@ def failing_trend(rows: Sequence[dict[str, object]]) -> list[TrendPoint]:
     return list(last.values())
 
 
-def node_checks(cwd: Path, name: str | None, run: int | None = None) -> ChecksReport:
+def node_checks(ctx: Context, name: str | None, run: int | None = None) -> ChecksReport:
     """The checks of ``name`` (default: the caller's node), only run ``run``'s when given.
 
     Raises NodeNotFound, FractalError (the root), StoreError.
     """
     from fractal.store.checkrows import checks
 
-    tree, branch = target_node(cwd, name)
+    tree, branch = ctx.tree, ctx.target(name)
     rows: list[dict[str, object]] = []
     for row in checks(tree.db_path, branch, run):
         ref = f"{row.run_id}.{row.iter}" if row.iter is not None else str(row.run_id)

@@ -1,76 +1,40 @@
-"""What the cleanup verbs share: who may act, the facts of a node, its subtree, its target.
+"""What the cleanup verbs share: the node a name names, its facts, its subtree, its target.
 
 ``retire``, ``delete``, ``reset`` and ``destroy`` (``fractal.lifecycle.retire``,
 ``.delete``, ``.teardown``) gather ``NodeFacts`` here and hand them to the pure rules of
-``fractal.domain.cleanup``; every refusal is recorded as a ``failed`` event on the node
-it names, with the rule as its metadata.
+``fractal.domain.cleanup``; who may act is the context's (``Context.authorize``), and
+every refusal is recorded as a ``failed`` event on the node it names
+(``Context.refuse``), with the rule as its metadata.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
-from fractal.domain.cleanup import NodeFacts, authority_refusal, is_missing
+from fractal.domain.cleanup import NodeFacts, is_missing
 from fractal.domain.states import Status
 from fractal.errors import GitError
+from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.steer import Refused, acting_branch, actor_of
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
-from fractal.tree import Tree, find_tree, parent_of, resolve_node
+from fractal.tree import Tree, parent_of, resolve_node
 from fractal.workspace import git
 from fractal.workspace.teardown import unmerged_commits
 
-__all__ = ["Caller", "authorise", "facts_of", "inside", "refuse", "refuse_if_gone", "subtree_rows",
-           "target_of"]
+__all__ = ["facts_of", "inside", "node_named", "refuse_if_gone", "subtree_rows", "target_of"]
 
 
-@dataclass(frozen=True)
-class Caller:
-    """The tree a cleanup verb runs in, its ledger, the acting branch and the actor label
-    (``at(cwd)`` builds it from the caller's directory)."""
-
-    cwd: Path
-    tree: Tree
-    ledger: Ledger
-    branch: str
-    actor: str
-
-    @classmethod
-    def at(cls, cwd: Path) -> Caller:
-        """The caller of a verb run from ``cwd``. Raises NotATree, GitError."""
-        tree = find_tree(cwd)
-        return cls(cwd=cwd, tree=tree, ledger=Ledger(tree.db_path),
-                   branch=acting_branch(cwd, tree), actor=actor_of(cwd, tree))
-
-    def resolve(self, name: str) -> str:
-        """The registered branch ``name`` names. Raises NodeNotFound; FractalError for the
-        root (the root is not a node: ``fractal reset``/``destroy`` act on the tree)."""
-        known = [row.node for row in self.ledger.nodes()]
-        branch = resolve_node(name, [*known, self.tree.root], self.tree)
-        if branch == self.tree.root:
-            raise Refused(f"{branch} is the tree's root, not a node; `fractal reset` removes "
-                          "every node, `fractal destroy` the tree")
-        return branch
-
-
-def refuse(caller: Caller, branch: str, verb: str, why: str) -> Refused:
-    """Record a ``failed`` ``verb`` event on ``branch`` (metadata: the rule) and return the
-    Refused error to raise."""
-    caller.ledger.add_event(branch, verb, actor=caller.actor, status="failed",
-                           metadata=f"refused: {why}"[:1000])
-    return Refused(why)
-
-
-def authorise(caller: Caller, branch: str, verb: str) -> None:
-    """Raise (and record) Refused unless the caller is the operator at the root or an
-    ancestor of ``branch``."""
-    why = authority_refusal(caller.branch, branch, caller.tree.root, verb)
-    if why:
-        raise refuse(caller, branch, verb, why)
+def node_named(ctx: Context, name: str) -> str:
+    """The registered branch ``name`` names. Raises NodeNotFound; Refused for the root
+    (the root is not a node: ``fractal reset``/``destroy`` act on the tree)."""
+    branch = resolve_node(name, [*ctx.known(), ctx.tree.root], ctx.tree)
+    if branch == ctx.tree.root:
+        raise Refused(f"{branch} is the tree's root, not a node; `fractal reset` removes "
+                      "every node, `fractal destroy` the tree")
+    return branch
 
 
 def subtree_rows(ledger: Ledger, branch: str) -> list[NodeRow]:

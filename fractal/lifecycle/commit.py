@@ -22,7 +22,8 @@ from pathlib import Path
 
 from fractal.domain.config import normalise_scope
 from fractal.errors import ConfigError, FractalError, InvalidValue
-from fractal.tree import NodePaths, Tree, find_tree
+from fractal.lifecycle.context import Context
+from fractal.tree import NodePaths, Tree
 from fractal.workspace import git
 from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest
 from fractal.workspace.nodedir import read_config
@@ -155,15 +156,16 @@ def _node_settings(paths: NodePaths) -> tuple[tuple[str, ...], bool]:
     return normalise_scope(scope or []), bool(local)
 
 
-def _target(cwd: Path) -> tuple[Tree, NodePaths]:
-    tree = find_tree(cwd)
-    worktree = git.toplevel(cwd)
+def _target(ctx: Context) -> tuple[Tree, NodePaths]:
+    tree = ctx.tree
+    worktree = git.toplevel(ctx.cwd)
     branch = git.current_branch(worktree)
     if branch is None or not tree.owns(branch) \
             or tree.worktree_of(branch).resolve() != worktree.resolve():
         raise FractalError(f"{worktree} is not the worktree of a node of tree {tree.root} "
                            f"(branch {branch or '(detached)'}); run `fractal commit` in a "
                            "node's worktree or pass --path")
+    ctx.authorize("commit", branch)
     return tree, tree.node(branch)
 
 
@@ -200,9 +202,10 @@ def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
 
 
-def commit_work(cwd: Path, message: str | None, *, mode: CommitMode = CommitMode.ITERATION,
+def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitMode.ITERATION,
                 env: Mapping[str, str] | None = None) -> CommitResult:
-    """Run ``fractal commit`` for the node whose worktree holds ``cwd``.
+    """Run ``fractal commit`` for the node whose worktree holds ``ctx.cwd``; inside a
+    node's loop only that node's own worktree (``fractal.domain.authority``: Refused).
 
     ``message`` is the bare summary (ignored with ``CommitMode.CHECK``); ``env`` (default
     ``os.environ``) supplies the loop variables. Records a ``commit`` event (metadata: the
@@ -214,7 +217,7 @@ def commit_work(cwd: Path, message: str | None, *, mode: CommitMode = CommitMode
     from fractal.workspace.wiki import refresh_wikis
 
     environ = os.environ if env is None else env
-    tree, paths = _target(cwd)
+    tree, paths = _target(ctx)
     branch = paths.branch
     if branch == tree.root and mode is not CommitMode.INIT:
         raise FractalError(f"{branch} is the tree's root (user node): it only takes the "

@@ -12,12 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from itertools import combinations
-from pathlib import Path
 
 from fractal.domain.conflicts import ConflictPair
 from fractal.errors import FractalError
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.mergetarget import merge_target
-from fractal.lifecycle.targets import subtree_target
 from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
@@ -67,13 +66,11 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
     return pairs, took
 
 
-def node_conflicts(cwd: Path, name: str | None) -> ConflictReport:
+def node_conflicts(ctx: Context, name: str | None) -> ConflictReport:
     """The conflict report for ``name`` (default: the caller's node; the root's children
     at the root). Raises Refused, NodeNotFound."""
-    from fractal.lifecycle.diff import authorise_view
-
-    tree, node = subtree_target(cwd, name)
-    authorise_view(tree, cwd, node, "conflicts")
+    tree, node = ctx.tree, ctx.subtree(name)
+    ctx.authorize("conflicts", node)
     pairs, took = pair_conflicts(tree, _children(tree, node))
     return ConflictReport(node, tuple(pairs), tuple(took))
 

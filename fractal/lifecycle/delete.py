@@ -12,11 +12,11 @@ committed refuses it unless ``--force``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from fractal.control import heal_lock_path
 from fractal.domain.cleanup import Cleanup, deepest_first, delete_refusal, is_missing
-from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
+from fractal.lifecycle.cleanup import facts_of, inside, node_named, subtree_rows
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.lifecycle.steer import Refused
 from fractal.tree import Tree
@@ -36,7 +36,7 @@ class Deleted:
     missing: bool
 
 
-def delete(cwd: Path, name: str, *, force: bool = False) -> list[Deleted]:
+def delete(ctx: Context, name: str, *, force: bool = False) -> list[Deleted]:
     """Delete node ``name`` and every descendant; return them in teardown order.
 
     Refused, and recorded as a failed ``delete`` event, when the caller is neither the
@@ -46,31 +46,30 @@ def delete(cwd: Path, name: str, *, force: bool = False) -> list[Deleted]:
     lists them. A node whose worktree or branch vanished is simply deregistered.
     Raises Refused, GitError, StoreError.
     """
-    caller = Caller.at(cwd)
-    tree, ledger = caller.tree, caller.ledger
+    tree, ledger = ctx.tree, ctx.ledger
     with file_lock(tree.lock_path):
-        branch = caller.resolve(name)
-        authorise(caller, branch, "delete")
+        branch = node_named(ctx, name)
+        ctx.authorize("delete", branch)
         rows = subtree_rows(ledger, branch)
         facts = {r.node: facts_of(tree, r, with_unmerged=True) for r in rows}
         refusals: dict[str, str] = {}
         for node in deepest_first(facts):
             why = delete_refusal(facts[node], force=force)
-            if why is None and inside(cwd, tree.worktree_of(node)):
+            if why is None and inside(ctx.cwd, tree.worktree_of(node)):
                 why = (f"the current directory is inside {node}'s worktree; run the command "
                        "from elsewhere (e.g. the repository root)")
             if why:
                 refusals[node] = why
         if refusals:  # every node's reason at once: the operator fixes them in one go
             for node, why in refusals.items():
-                refused = refuse(caller, node, "delete", why)
+                refused = ctx.refuse("delete", node, why)
             raise refused if len(refusals) == 1 else Refused("\n".join(refusals.values()))
         done: list[Deleted] = []
         for node in deepest_first(facts):
             fact = facts[node]
-            ref = remove_node(tree, node, operation=Cleanup.DELETE.value, actor=caller.actor,
+            ref = remove_node(tree, node, operation=Cleanup.DELETE.value, actor=ctx.actor,
                               has_branch=fact.branch_exists)
-            ledger.add_event(node, "delete", actor=caller.actor, status="completed",
+            ledger.add_event(node, "delete", actor=ctx.actor, status="completed",
                              metadata=f"rescued on {ref}" if ref else "branch already gone")
             done.append(Deleted(node, ref, is_missing(fact)))
         return done

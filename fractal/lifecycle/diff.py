@@ -10,13 +10,10 @@ descendants; any other caller is refused and the refusal recorded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from fractal.domain.merging import view_refusal
-from fractal.domain.outcome import clip_reason
+from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.mergetarget import merge_target, resolve_child
-from fractal.lifecycle.steer import Refused, acting_branch, actor_of
-from fractal.tree import Tree, find_tree
+from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 
@@ -35,24 +32,13 @@ class NodeDiff:
     notices: tuple[str, ...] = ()
 
 
-def authorise_view(tree: Tree, cwd: Path, node: str, verb: str) -> None:
-    """Refuse (recording a ``failed`` event) unless the caller may look at ``node``."""
-    caller = acting_branch(cwd, tree)
-    why = view_refusal(caller=caller, root=tree.root, node=node, verb=verb)
-    if why is not None:
-        from fractal.store.ledger import Ledger
-
-        Ledger(tree.db_path).add_event(node, verb, actor=actor_of(cwd, tree), status="failed",
-                                       metadata=clip_reason(f"refused: {why}"))
-        raise Refused(why)
-
-
-def node_diff(cwd: Path, name: str, *, stat: bool = False) -> NodeDiff:
-    """What merging ``name`` into its target would bring now. Raises Refused,
+def node_diff(ctx: Context, name: str, *, stat: bool = False) -> NodeDiff:
+    """What merging ``name`` into its target would bring now. Raises Refused (the acting
+    node may look only at itself and its descendants, ``fractal.domain.authority``),
     NodeNotFound, FractalError, GitError."""
-    tree = find_tree(cwd)
-    child = resolve_child(cwd, name, tree)
-    authorise_view(tree, cwd, child, "diff")
+    tree = ctx.tree
+    child = resolve_child(ctx, name)
+    ctx.authorize("diff", child)
     target = merge_target(tree, child, None)
     if not git.branch_exists(tree.repo, target):
         raise Refused(f"{child}'s target {target} is not a branch; nothing to diff against")

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from fractal.domain.outcome import Status
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all
 from fractal.lifecycle.reads import activity_row
-from fractal.lifecycle.targets import subtree_target
 from fractal.store.rows import ActivityRow
 
 FOLLOW_POLL_S = 0.5
@@ -38,7 +37,7 @@ def _identity(row: ActivityRow) -> tuple[object, ...]:
             row.event_id, row.timestamp)
 
 
-def follow_activity(cwd: Path, name: str | None, backlog: int, *,
+def follow_activity(ctx: Context, name: str | None, backlog: int, *,
                     sleep: Callable[[float], None] = time.sleep,
                     polls: int | None = None) -> Iterator[list[dict[str, object]]]:
     """Yield batches of activity rows (the listing's columns), oldest first: first the
@@ -50,7 +49,7 @@ def follow_activity(cwd: Path, name: str | None, backlog: int, *,
     """
     from fractal.store import follow, reader
 
-    tree, branch = subtree_target(cwd, name)
+    tree, branch = ctx.tree, ctx.subtree(name)
     nodes = None if branch == tree.root else [branch]
     heal_all(tree, [r.node for r in reader.node_rows(tree.db_path)
                     if r.status == Status.ACTIVE.value and (nodes is None or r.node in nodes)])

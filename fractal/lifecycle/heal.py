@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from fractal import tmux
 from fractal.domain.outcome import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
+from fractal.lifecycle.context import LOOP_NODE_ENV
 from fractal.tree import Tree
 
 SUPERVISOR_LOST = "interrupted: supervisor lost"
@@ -41,7 +42,7 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
         row = reader.node_row(tree.db_path, branch)
     if row is None or row.status != Status.ACTIVE:  # a whole-tree reader's row holds text
         return False
-    if os.environ.get("_NODE") == str(tree.node(branch).node_dir):
+    if os.environ.get(LOOP_NODE_ENV) == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
     if row.supervisor_pid and row.supervisor_started:
         from fractal.runtime.processes import same_process

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from fractal.domain.attention import Gate, Item, NodeFacts, classify
 from fractal.errors import FractalError
-from fractal.tree import Tree, find_tree, parent_of
+from fractal.lifecycle.context import Context
+from fractal.tree import Tree, parent_of
 
 
 @dataclass(frozen=True)
@@ -116,21 +117,21 @@ def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = N
     return [Entry(item, acked) for item, acked in found]
 
 
-def inbox(cwd: Path, *, include_acked: bool = False) -> list[Entry]:
-    """``fractal inbox``: the items of the tree ``cwd`` belongs to."""
-    return tree_inbox(find_tree(cwd), include_acked=include_acked)
+def inbox(ctx: Context, *, include_acked: bool = False) -> list[Entry]:
+    """``fractal inbox``: the items of the context's tree."""
+    return tree_inbox(ctx.tree, include_acked=include_acked)
 
 
-def ack(cwd: Path, item: str) -> Entry:
+def ack(ctx: Context, item: str) -> Entry:
     """Hide the item whose id (or key) is ``item`` until its state changes.
 
-    Raises FractalError when no current item has that id.
+    Raises Refused unless the operator acks (a node's loop must not hide the operator's
+    items), FractalError when no current item has that id.
     """
-    from fractal.lifecycle.targets import operator_only
     from fractal.store.inbox import InboxStore
 
-    tree = find_tree(cwd)
-    operator_only(cwd, tree, "acknowledging an inbox item")
+    tree = ctx.tree
+    ctx.authorize("ack", tree.root)
     entries = tree_inbox(tree, include_acked=True, diffstats=False)
     matches = [e for e in entries if item in (e.item.id, e.item.key)]
     if not matches:

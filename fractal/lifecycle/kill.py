@@ -19,9 +19,9 @@ from fractal.domain.markers import launch_marker
 from fractal.domain.outcome import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.steer import Refused, Signalled, actor_of, descendants
-from fractal.lifecycle.targets import subtree_target
+from fractal.lifecycle.steer import Refused, Signalled, descendants
 from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_group
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
@@ -131,16 +131,18 @@ def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,
     return [outcome[b] for b in branches]
 
 
-def kill(cwd: Path, name: str | None, reason: str | None = None) -> list[Signalled]:
+def kill(ctx: Context, name: str | None, reason: str | None = None) -> list[Signalled]:
     """Kill ``name`` (default: the caller's node) and every killable descendant.
 
-    At the root every node of the tree is killed. Raises Refused when the named node
-    itself cannot be killed and no descendant was either (a settled parent of live
-    children is reported as skipped, its children killed).
+    At the root every node of the tree is killed. Raises Refused when the acting node may
+    not kill ``name`` (``fractal.domain.authority``), and when the named node itself
+    cannot be killed and no descendant was either (a settled parent of live children is
+    reported as skipped, its children killed).
     """
-    tree, top = subtree_target(cwd, name)
-    ledger = Ledger(tree.db_path)
-    actor = actor_of(cwd, tree)
+    tree, top = ctx.tree, ctx.subtree(name)
+    ctx.authorize("kill", top)
+    ledger = ctx.ledger
+    actor = ctx.actor
     results: list[Signalled] = []
     done: set[str] = set()
     fanned = fanout_reason(reason, "kill", top)

@@ -21,7 +21,6 @@ untouched or fully merged; the next merge into it settles the row.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +34,14 @@ from fractal.domain.merging import (
     merge_refusal,
     merge_subject,
 )
-from fractal.domain.outcome import clip_reason
+from fractal.domain.outcome import REASON_LIMIT, clip_reason
 from fractal.errors import FractalError
+from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.mergetarget import merge_target, resolve_child
 from fractal.lifecycle.radio import notify_handed_back, notify_merged
-from fractal.lifecycle.steer import Refused, acting_branch, actor_of
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
-from fractal.tree import Tree, find_tree, parent_of
+from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
@@ -94,22 +93,13 @@ def _target_worktree(tree: Tree, target: str) -> Path:
     return found
 
 
-def _inside_loop_of(tree: Tree) -> str | None:
-    """The node whose loop runs this process (its agent, or a tool it runs), or None."""
-    inside = os.environ.get("_NODE")
-    if inside:
-        branch = Path(inside).name
-        if tree.owns(branch) and Path(inside) == tree.node(branch).node_dir:
-            return branch
-    return None
-
-
 def _own_dir_prefix(target: str) -> str:
     return f".fractal/{target}/"
 
 
-def _facts(tree: Tree, ledger: Ledger, child: str, target: str, target_wt: Path,
+def _facts(ctx: Context, child: str, target: str, target_wt: Path,
            force: bool) -> MergeFacts:
+    tree, ledger = ctx.tree, ctx.ledger
     row = ledger.node(child)
     target_row = ledger.node(target) if target != tree.root else None
     last = ledger.last_run(child)
@@ -125,7 +115,7 @@ def _facts(tree: Tree, ledger: Ledger, child: str, target: str, target_wt: Path,
         target_status=target_row.status if target_row else None,
         last_run_status=last.status if last else None, unapproved_gate=gate,
         target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
-        caller_is_target_loop=_inside_loop_of(tree) == target, force=force,
+        caller_is_target_loop=ctx.loop_branch == target, force=force,
         handed_back=read_note(tree.node(child).node_dir) is not None)
 
 
@@ -140,23 +130,21 @@ def _title(tree: Tree, ledger: Ledger, child: str) -> str | None:
     return title if isinstance(title, str) else None
 
 
-def merge_node(cwd: Path, name: str | None, *, into: str | None = None,
+def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                hand_back: bool = False, force: bool = False) -> MergeResult:
     """Merge node ``name`` into its target (see the module docstring).
 
     Raises Refused (not allowed, or a refusal rule; recorded as a failed ``merge`` event),
     MergeConflict (exit 1, the target untouched), FractalError, GitError.
     """
-    tree = find_tree(cwd)
-    child = resolve_child(cwd, name, tree)
-    ledger = Ledger(tree.db_path)
-    caller, actor = acting_branch(cwd, tree), actor_of(cwd, tree)
+    tree = ctx.tree
+    child = resolve_child(ctx, name)
+    ledger = ctx.ledger
+    caller, actor = ctx.acting, ctx.actor
     target = merge_target(tree, child, into)
 
     def refuse(why: str) -> Refused:
-        ledger.add_event(child, "merge", actor=actor, status="failed",
-                         metadata=clip_reason(f"refused: {why}"))
-        return Refused(why)
+        return ctx.refuse("merge", child, why, limit=REASON_LIMIT)
 
     why = authorisation_refusal(caller=caller, root=tree.root, child=child,
                                 child_parent=parent_of(child), target=target)
@@ -168,7 +156,7 @@ def merge_node(cwd: Path, name: str | None, *, into: str | None = None,
     if not git.branch_exists(tree.repo, child):
         raise refuse(f"{child}'s branch does not exist; nothing to merge")
     target_wt = _target_worktree(tree, target)
-    why = merge_refusal(_facts(tree, ledger, child, target, target_wt, force))
+    why = merge_refusal(_facts(ctx, child, target, target_wt, force))
     if why is not None:
         raise refuse(why)
     book = MergeBook(tree.db_path)
@@ -176,7 +164,7 @@ def merge_node(cwd: Path, name: str | None, *, into: str | None = None,
         notices = list(_recover(tree, book, ledger, target, target_wt))
         plan = gitmerge.plan_squash(target_wt, child, target)
         if plan.conflicts:
-            return _conflict(tree, ledger, book, child, target, plan, actor, hand_back,
+            return _conflict(ctx, book, child, target, plan, actor, hand_back,
                              notices, refuse)
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
@@ -279,9 +267,10 @@ def _recover(tree: Tree, book: MergeBook, ledger: Ledger, target: str,
     return notices
 
 
-def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: str,
+def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
               plan: gitmerge.SquashPlan, actor: str, hand_back: bool,
               notices: list[str], refuse: Callable[[str], Refused]) -> MergeResult:
+    tree, ledger = ctx.tree, ctx.ledger
     files = plan.conflicts
     shown = ", ".join(files)
     if not hand_back:
@@ -322,7 +311,7 @@ def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: s
     try:
         from fractal.lifecycle.start import start_node
 
-        start_node(tree.repo, child, continue_mode=True, actor=actor)
+        start_node(ctx, child, continue_mode=True)
         rearmed = True
     except FractalError as exc:
         notices.append(f"the conflict waits in {child_wt}, but {child} could not be re-armed: "
@@ -331,25 +320,25 @@ def _conflict(tree: Tree, ledger: Ledger, book: MergeBook, child: str, target: s
                        notices=tuple(notices))
 
 
-def merge_then_clean(cwd: Path, name: str | None, *, into: str | None = None,
+def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,
                      hand_back: bool = False, force: bool = False,
                      then: str | None = None) -> MergeResult:
     """``merge_node``, then, once the target holds all of the child's work (``merged`` or
     ``nothing``), ``then`` = ``retire`` (reason ``merged into <target>``) or ``delete``
     the child and its subtree; their refusals are raised as they are (the merge stands).
     """
-    result = merge_node(cwd, name, into=into, hand_back=hand_back, force=force)
+    result = merge_node(ctx, name, into=into, hand_back=hand_back, force=force)
     if then is None or result.status not in ("merged", "nothing"):
         return result
     if then == "retire":
         from fractal.lifecycle.retire import retire
 
-        retire(cwd, result.child, reason=f"merged into {result.target}")
+        retire(ctx, result.child, reason=f"merged into {result.target}")
         done = f"retired {result.child}"
     elif then == "delete":
         from fractal.lifecycle.delete import delete
 
-        removed = delete(cwd, result.child)
+        removed = delete(ctx, result.child)
         done = "deleted " + ", ".join(d.branch for d in removed)
     else:
         raise FractalError(f"unknown clean-up {then!r} after a merge: use retire or delete")

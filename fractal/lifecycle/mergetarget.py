@@ -3,27 +3,27 @@ so read commands (``node status``, ``node conflicts``) can use it."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.errors import FractalError
-from fractal.tree import Tree, parent_of, resolve_node
+from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import read_config
+
+if TYPE_CHECKING:
+    from fractal.lifecycle.context import Context
 
 __all__ = ["merge_target", "resolve_child"]
 
 
-def resolve_child(cwd: Path, name: str | None, tree: Tree) -> str:
+def resolve_child(ctx: Context, name: str | None) -> str:
     """The registered node ``name`` names. Without a name the command is refused: a node
     merges its children, never itself. Raises FractalError, NodeNotFound."""
-    from fractal.store import reader
-
     if not name:
         raise FractalError("name the node to merge (`fractal node merge CHILD`): a node merges "
                            "its children into itself, never itself into its parent; "
                            "`fractal node list` shows them")
-    known = [row.node for row in reader.node_rows(tree.db_path)]
-    branch = resolve_node(name, [*known, tree.root], tree)
-    if branch == tree.root:
+    branch = ctx.subtree(name)
+    if branch == ctx.tree.root:
         raise FractalError(f"{branch} is the tree's root; name a node to merge into it")
     return branch
 

@@ -34,6 +34,7 @@ from typing import IO
 
 from fractal.domain.attention import Kind
 from fractal.domain.notify import batch_env, batch_payload, notify_env, wanted_kinds
+from fractal.lifecycle.context import Context
 from fractal.tree import Tree
 
 log = logging.getLogger(__name__)
@@ -259,21 +260,20 @@ class NotifySetting:
     events: str | None
 
 
-def configure(cwd: Path, command: str | None, events: str | None, *,
+def configure(ctx: Context, command: str | None, events: str | None, *,
               off: bool = False) -> NotifySetting:
     """Set (or with ``off`` clear) the root config's ``notify`` command and
     ``notify_events`` (comma-separated kinds; '' means every kind). A None argument keeps
-    that key. Raises FractalError naming an unknown kind."""
+    that key; with all of them None it only reads. Raises Refused when anyone but the
+    operator changes it (the watcher runs the command as the operator), FractalError
+    naming an unknown kind."""
     from fractal.errors import FractalError
-    from fractal.tree import find_tree
     from fractal.workspace.nodedir import update_config
 
-    tree = find_tree(cwd)
+    tree = ctx.tree
     updates: dict[str, object] = {}
     if off or command is not None or events is not None:
-        from fractal.lifecycle.targets import operator_only
-
-        operator_only(cwd, tree, "setting the notify command")
+        ctx.authorize("notify", tree.root)
     if off:
         updates = {"notify": None, "notify_events": None}
     if command is not None:

@@ -23,16 +23,14 @@ from fractal.domain.plans import (
     plan_filename,
     plan_text,
 )
-from fractal.tree import NodePaths, find_tree
+from fractal.lifecycle.context import Context
+from fractal.tree import NodePaths
 
 __all__ = ["list_plans", "new_plan"]
 
 
-def _node(cwd: Path) -> NodePaths:
-    from fractal.lifecycle.steer import acting_branch
-
-    tree = find_tree(cwd)
-    return tree.node(acting_branch(cwd, tree))
+def _node(ctx: Context) -> NodePaths:
+    return ctx.tree.node(ctx.acting)
 
 
 def _iter_ref(paths: NodePaths, given: str | None, env: Mapping[str, str]) -> str:
@@ -49,12 +47,12 @@ def _iter_ref(paths: NodePaths, given: str | None, env: Mapping[str, str]) -> st
     return f"{lineage.run_id}.{lineage.iteration or 0}"
 
 
-def new_plan(cwd: Path, name: str, *, title: str | None = None, iter_ref: str | None = None,
+def new_plan(ctx: Context, name: str, *, title: str | None = None, iter_ref: str | None = None,
              env: Mapping[str, str] | None = None, now: datetime | None = None) -> Path:
     """Create ``<plans_dir>/<stamp>-<run.iter>-<name>.md`` holding ``# <title>`` (default:
     the name's words) and return its absolute path. Raises InvalidValue (a bad name,
     title or reference) and FractalError when that file exists already."""
-    paths = _node(cwd)
+    paths = _node(ctx)
     slug = check_slug(name)
     text = plan_text(title if title is not None else default_title(slug))
     ref = _iter_ref(paths, iter_ref, os.environ if env is None else env)
@@ -80,11 +78,11 @@ def _title(path: Path) -> str:
     return ""
 
 
-def list_plans(cwd: Path, *, iter_ref: str | None = None) -> list[dict[str, object]]:
+def list_plans(ctx: Context, *, iter_ref: str | None = None) -> list[dict[str, object]]:
     """The node's plans, oldest first: ``created`` (the stamp), ``iter_ref``, ``slug``,
     ``title`` (the first line, H1 marks dropped) and ``path``; only ``iter_ref``'s when
     given. Files that are not named like plans are left out."""
-    paths = _node(cwd)
+    paths = _node(ctx)
     wanted = check_iter_ref(iter_ref) if iter_ref else None
     rows: list[dict[str, object]] = []
     if not paths.plans_dir.is_dir():

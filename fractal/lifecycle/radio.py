@@ -36,9 +36,10 @@ from fractal.store import radio_reads as reads
 from fractal.store.radio_reads import ReadState
 from fractal.store.rows import MessageRow
 from fractal.store.timefmt import format_ts, parse_ts
-from fractal.tree import Tree, find_tree, resolve_node
+from fractal.tree import Tree, resolve_node
 
 if TYPE_CHECKING:
+    from fractal.lifecycle.context import Context
     from fractal.store.outbox import Outbox
 
 __all__ = ["Actor", "feed", "message_dict", "messages", "notify_handed_back", "notify_merged",
@@ -75,12 +76,9 @@ class Actor:
         return resolve_node(name, [*known, self.tree.root], self.tree)
 
 
-def actor(cwd: Path) -> Actor:
-    """The acting node for ``cwd`` (see the module docstring)."""
-    from fractal.lifecycle.steer import acting_branch
-
-    tree = find_tree(cwd)
-    return Actor(tree, acting_branch(cwd, tree))
+def actor(ctx: Context) -> Actor:
+    """The acting node of the command's context (see the module docstring)."""
+    return Actor(ctx.tree, ctx.acting)
 
 
 def message_dict(m: MessageRow) -> dict[str, object]:
@@ -112,12 +110,12 @@ def _store(who: Actor, route: Route, data: str, subject: str, priority: int,
                                 priority=check_priority(priority), parent=parent))
 
 
-def send(cwd: Path, data: str, *, node: str | None, to_parent: bool, channel: str | None,
+def send(ctx: Context, data: str, *, node: str | None, to_parent: bool, channel: str | None,
          subject: str, priority: int) -> str:
     """Send ``data`` to ``node`` (or the actor's parent) on ``channel`` (default
     ``inbox``); return the new message's id. Raises InvalidValue (no or two targets,
     the root has no parent, a channel the actor may not write, a bad priority)."""
-    who = actor(cwd)
+    who = actor(ctx)
     parent = None
     if to_parent:
         if who.branch == who.tree.root:
@@ -129,12 +127,12 @@ def send(cwd: Path, data: str, *, node: str | None, to_parent: bool, channel: st
     return _store(who, route, data, _subject(subject, data), priority)
 
 
-def post(cwd: Path, data: str, *, node: str | None, channel: str | None,
+def post(ctx: Context, data: str, *, node: str | None, channel: str | None,
          subject: str | None, priority: int) -> str:
     """Publish ``data``: to the actor's ``outbox`` by default, to another ``node``'s
     ``public`` channel when one is named (``channel`` overrides); return its id. The
     subject defaults to the first line of ``data``."""
-    who = actor(cwd)
+    who = actor(ctx)
     route = route_post(who.branch, node=who.node(node) if node else None,
                        channel=_channel(channel))
     return _store(who, route, data, _subject(subject, data), priority)
@@ -160,13 +158,13 @@ def _refuse_read(who: Actor, host: str, channel: Channel) -> None:
                            f"`fractal radio sent` for what you sent there")
 
 
-def messages(cwd: Path, *, node: str | None, channel: str | None, state: ReadState,
+def messages(ctx: Context, *, node: str | None, channel: str | None, state: ReadState,
              limit: int | None, since: str | None) -> list[dict[str, object]]:
     """Messages on ``channel`` (default ``inbox``; with ``state`` SAVED every channel
     unless one is named) of ``node`` (default the actor), newest first, filtered by the
     actor's read receipts (``state``). Raises InvalidValue for an unknown channel or one
     the actor may not read."""
-    who = actor(cwd)
+    who = actor(ctx)
     chosen = _channel(channel)
     stamp = since_stamp(since)
     if state is ReadState.SAVED and chosen is None:
@@ -193,12 +191,12 @@ def _visible(who: Actor, uuid: str) -> MessageRow:
     return row
 
 
-def read(cwd: Path, uuids: tuple[str, ...], *, node: str | None = None,
+def read(ctx: Context, uuids: tuple[str, ...], *, node: str | None = None,
          channel: str | None = None) -> list[dict[str, object]]:
     """Return the messages ``uuids`` (every unread one on ``channel``, default ``inbox``,
     of ``node``, default the actor, when none are named), oldest first, and write the
     actor's read receipt for each."""
-    who = actor(cwd)
+    who = actor(ctx)
     if uuids:
         rows = [_visible(who, u) for u in uuids]
     else:
@@ -210,12 +208,12 @@ def read(cwd: Path, uuids: tuple[str, ...], *, node: str | None = None,
     return [message_dict(m) for m in rows]
 
 
-def reply(cwd: Path, uuid: str, data: str, *, priority: int | None = None) -> str:
+def reply(ctx: Context, uuid: str, data: str, *, priority: int | None = None) -> str:
     """Answer message ``uuid``: ``Re: <subject>`` in its thread, routed by
     ``domain.radio.reply_route`` (on a public or private channel in place, otherwise to
     the other party's inbox); the priority defaults to the original's. Returns the new
     id; reading the message to answer it writes the actor's receipt too."""
-    who = actor(cwd)
+    who = actor(ctx)
     original = _visible(who, uuid)
     route = reply_route(who.branch, host=original.node, channel=Channel(original.channel),
                         sender=original.sender or original.node)
@@ -225,22 +223,22 @@ def reply(cwd: Path, uuid: str, data: str, *, priority: int | None = None) -> st
                   parent=original.message_uuid)
 
 
-def thread(cwd: Path, uuid: str) -> list[dict[str, object]]:
+def thread(ctx: Context, uuid: str) -> list[dict[str, object]]:
     """The thread of message ``uuid``, oldest first: every message of it the actor may
     see (those it can read or sent). Raises InvalidValue when ``uuid`` is not visible."""
-    who = actor(cwd)
+    who = actor(ctx)
     _visible(who, uuid)
     rows = reads.thread(who.db, check_message_id(uuid))
     return [message_dict(m) for m in rows
             if m.sender == who.branch or can_read(who.branch, m.node, Channel(m.channel))]
 
 
-def feed(cwd: Path, *, node: str | None, limit: int | None,
+def feed(ctx: Context, *, node: str | None, limit: int | None,
          since: str | None) -> list[dict[str, object]]:
     """The ``public`` and ``outbox`` posts of every node below ``node`` (default the
     actor; the root's feed is the whole tree), newest first. Deleted nodes' posts count:
     history outlives its nodes."""
-    who = actor(cwd)
+    who = actor(ctx)
     base = who.node(node)
     hosts = feed_hosts(base, reads.hosts(who.db), who.tree.root)
     rows = reads.listing(who.db, who.branch, hosts=hosts,
@@ -249,20 +247,20 @@ def feed(cwd: Path, *, node: str | None, limit: int | None,
     return [message_dict(m) for m in rows]
 
 
-def sent(cwd: Path, *, limit: int | None, since: str | None) -> list[dict[str, object]]:
+def sent(ctx: Context, *, limit: int | None, since: str | None) -> list[dict[str, object]]:
     """What the actor sent or posted (not withdrawn), newest first, each with ``read_by``:
     who has read it."""
-    who = actor(cwd)
+    who = actor(ctx)
     rows = reads.listing(who.db, who.branch, hosts=None, channels=CHANNELS,
                          sender=who.branch, since=since_stamp(since), limit=limit)
     by = reads.readers(who.db, [m.message_id for m in rows])
     return [{**message_dict(m), "read_by": " ".join(by[m.message_id])} for m in rows]
 
 
-def unsend(cwd: Path, uuid: str, *, force: bool) -> dict[str, object]:
+def unsend(ctx: Context, uuid: str, *, force: bool) -> dict[str, object]:
     """Withdraw a message the actor sent (the row is kept, no listing shows it again).
     Refused when another node has read it already, unless ``force``."""
-    who = actor(cwd)
+    who = actor(ctx)
     row = _visible(who, uuid)
     if row.sender != who.branch:
         raise InvalidValue(f"{who.branch} did not send {row.message_uuid} ({row.sender} "
@@ -277,10 +275,10 @@ def unsend(cwd: Path, uuid: str, *, force: bool) -> dict[str, object]:
     return message_dict(row)
 
 
-def save(cwd: Path, uuid: str, *, saved: bool) -> bool:
+def save(ctx: Context, uuid: str, *, saved: bool) -> bool:
     """Save (``saved``) or unsave a message the actor can see, for ``messages --saved``;
     True when that changed anything."""
-    who = actor(cwd)
+    who = actor(ctx)
     row = _visible(who, uuid)
     return who.store.set_saved(who.branch, row.message_id, saved)
 

@@ -14,9 +14,9 @@ from fractal.domain.signals import decoration
 from fractal.domain.states import SETTLED, Status
 from fractal.domain.subtree import Unsettled, unsettled_notice
 from fractal.domain.waits import WAIT_STEP, WaitingChild, children_waited, waiting_detail
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
-from fractal.lifecycle.targets import subtree_target, target_node
 from fractal.store.rows import ActivityRow
 
 
@@ -33,14 +33,14 @@ class NodeStatus:
         return f"{self.status} ({self.detail})" if self.detail else self.status
 
 
-def node_status(cwd: Path, name: str | None) -> NodeStatus:
+def node_status(ctx: Context, name: str | None) -> NodeStatus:
     """The status of ``name`` (default: the caller's node). Raises NodeNotFound.
 
     A node whose worktree or branch vanished behind fractal's back reads ``missing``, with
     the fix in the detail (``fractal node delete`` deregisters it)."""
     from fractal.store import reader
 
-    tree, branch = target_node(cwd, name)
+    tree, branch = ctx.tree, ctx.target(name)
     heal_if_crashed(tree, branch)
     row = reader.node_row(tree.db_path, branch)
     status = row.status if row else "unregistered"
@@ -130,7 +130,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     return last.meta
 
 
-def list_nodes(cwd: Path, name: str | None, *, show: str = "live") -> list[dict[str, object]]:
+def list_nodes(ctx: Context, name: str | None, *, show: str = "live") -> list[dict[str, object]]:
     """Rows for the subtree under ``name`` (default: the caller's node; the whole tree at
     the root), the node itself included when it is not the root. Heals crashed nodes.
 
@@ -138,7 +138,7 @@ def list_nodes(cwd: Path, name: str | None, *, show: str = "live") -> list[dict[
     them). A node whose worktree or branch vanished is listed ``missing``."""
     from fractal.store import reader
 
-    tree, top = subtree_target(cwd, name)
+    tree, top = ctx.tree, ctx.subtree(name)
     rows = reader.node_rows(tree.db_path)
     members = [r.node for r in rows if r.node == top or r.node.startswith(top + ".")]
     if heal_all(tree, [b for b in members
@@ -163,14 +163,14 @@ def list_nodes(cwd: Path, name: str | None, *, show: str = "live") -> list[dict[
     return out
 
 
-def activity(cwd: Path, name: str | None, limit: int | None) -> list[dict[str, object]]:
+def activity(ctx: Context, name: str | None, limit: int | None) -> list[dict[str, object]]:
     """Run, iteration and step start/end rows and events, newest first.
 
     ``name`` None means the caller's node, or the whole tree at the root.
     """
     from fractal.store import reader
 
-    tree, branch = subtree_target(cwd, name)
+    tree, branch = ctx.tree, ctx.subtree(name)
     nodes = None if branch == tree.root else [branch]
     rows = reader.node_rows(tree.db_path)
     heal_all(tree, [r.node for r in rows if r.status is Status.ACTIVE

@@ -146,7 +146,9 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
         except GitError:
             raise FractalError(f"no rescue ref {full}; list them with "
                                "`fractal rescue list`") from None
-        made = init_node(cwd, as_name, {}, start_point=sha)
+        from fractal.lifecycle.context import open_context
+
+        made = init_node(open_context(cwd), as_name, {}, start_point=sha)
         return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch)
     rest = full[len(RESCUE_PREFIX):]
     name = branch or f"rescued/{rest}"

@@ -7,15 +7,13 @@ pending) has its pause withdrawn instead.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
 from fractal.domain.signals import Signal
 from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.host import await_boot, host, take
-from fractal.lifecycle.steer import Refused, Signalled, actor_of
-from fractal.lifecycle.targets import subtree_target
+from fractal.lifecycle.steer import Refused, Signalled
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
@@ -73,13 +71,16 @@ def _parked_again(ledger: Ledger, branch: str, run_id: int) -> str | None:
     return last.meta.removeprefix("parked").strip() or "parked"
 
 
-def resume(cwd: Path, name: str | None, *, lifting_latch: bool = False) -> list[Signalled]:
+def resume(ctx: Context, name: str | None, *, lifting_latch: bool = False) -> list[Signalled]:
     """Resume ``name`` (default: the caller's node) and its paused descendants, deepest
-    first. Refused under a paused ancestor or while the tree is latched (unless
-    ``lifting_latch``: ``fractal resume`` itself). Raises Refused for the named node."""
-    tree, top = subtree_target(cwd, name)
-    ledger = Ledger(tree.db_path)
-    actor = actor_of(cwd, tree)
+    first. Refused when the acting node may not resume ``name``
+    (``fractal.domain.authority``), under a paused ancestor or while the tree is latched
+    (unless ``lifting_latch``: ``fractal resume`` itself). Raises Refused for the named
+    node."""
+    tree, top = ctx.tree, ctx.subtree(name)
+    ctx.authorize("resume", top)
+    ledger = ctx.ledger
+    actor = ctx.actor
     if latched(tree) and not lifting_latch:
         raise Refused(f"the tree {tree.root} is paused; `fractal resume` lifts the brake")
     if top != tree.root:

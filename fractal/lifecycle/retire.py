@@ -10,7 +10,6 @@ touched, under the tree lock that starts and spawns take too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from fractal.domain.cleanup import (
     Cleanup,
@@ -25,7 +24,8 @@ from fractal.domain.outcome import clip_reason
 from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.caps import check_caps
-from fractal.lifecycle.cleanup import Caller, authorise, facts_of, inside, refuse, subtree_rows
+from fractal.lifecycle.cleanup import facts_of, inside, node_named, subtree_rows
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.store.transition import EventNote
 from fractal.workspace.nodedir import file_lock
@@ -48,7 +48,7 @@ class Retired:
     """Why a descendant stayed retired (an ancestor's spawn cap), else empty."""
 
 
-def retire(cwd: Path, name: str, *, reason: str | None = None,
+def retire(ctx: Context, name: str, *, reason: str | None = None,
            force: bool = False) -> list[Retired]:
     """Retire node ``name`` and its descendants not retired yet; return them deepest first.
 
@@ -57,12 +57,11 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
     directory is inside one of the worktrees, and when a worktree has uncommitted files
     unless ``force`` (each such worktree is saved on a rescue ref first). Raises Refused.
     """
-    caller = Caller.at(cwd)
-    tree, ledger = caller.tree, caller.ledger
+    tree, ledger = ctx.tree, ctx.ledger
     note = clip_reason(reason) if reason else None
     with file_lock(tree.lock_path):
-        branch = caller.resolve(name)
-        authorise(caller, branch, "retire")
+        branch = node_named(ctx, name)
+        ctx.authorize("retire", branch)
         rows = subtree_rows(ledger, branch)
         named = next(r for r in rows if r.node == branch)
         members = [named, *[r for r in rows if r.node != branch
@@ -70,27 +69,27 @@ def retire(cwd: Path, name: str, *, reason: str | None = None,
         facts = {r.node: facts_of(tree, r) for r in members}
         for member in members:
             why = retire_refusal(facts[member.node], force=force)
-            if why is None and inside(cwd, tree.worktree_of(member.node)):
+            if why is None and inside(ctx.cwd, tree.worktree_of(member.node)):
                 why = (f"the current directory is inside {member.node}'s worktree; run the "
                        "command from elsewhere (e.g. the repository root)")
             if why:
-                raise refuse(caller, member.node, "retire", why)
+                raise ctx.refuse("retire", member.node, why)
         done: list[Retired] = []
         for node in deepest_first(facts):
             fact = facts[node]
             ref = None
             if fact.dirty:
-                ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=caller.actor).ref
+                ref = rescue_node(tree, node, Cleanup.RETIRE.value, actor=ctx.actor).ref
             moved = ledger.move(node, Move.RETIRE, event=EventNote(
-                "retire", actor=caller.actor, metadata=retire_note(fact.status, note)))
+                "retire", actor=ctx.actor, metadata=retire_note(fact.status, note)))
             if not moved.ok:  # it changed status since the check (e.g. a start got in)
-                raise refuse(caller, node, "retire", moved.why)
+                raise ctx.refuse("retire", node, moved.why)
             drop_worktree(tree.repo, tree.worktree_of(node))
             done.append(Retired(node, fact.status, Status.RETIRED.value, ref))
         return done
 
 
-def unretire(cwd: Path, name: str) -> list[Retired]:
+def unretire(ctx: Context, name: str) -> list[Retired]:
     """Bring retired node ``name`` back, with its retired descendants, shallowest first:
     each worktree is checked out again from its branch and the status recorded at retire
     time is restored (``idle`` when none was). A node restored ``idle`` takes a spawn slot
@@ -100,17 +99,16 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
     Refused, GitError."""
     from fractal.store.eventlog import last_event
 
-    caller = Caller.at(cwd)
-    tree, ledger = caller.tree, caller.ledger
+    tree, ledger = ctx.tree, ctx.ledger
     with file_lock(tree.lock_path):
-        branch = caller.resolve(name)
-        authorise(caller, branch, "unretire")
+        branch = node_named(ctx, name)
+        ctx.authorize("unretire", branch)
         rows = subtree_rows(ledger, branch)
         members = [r for r in rows if r.node == branch or r.status == Status.RETIRED.value]
         facts = {r.node: facts_of(tree, r) for r in members}
         why = unretire_refusal(facts[branch])
         if why:
-            raise refuse(caller, branch, "unretire", why)
+            raise ctx.refuse("unretire", branch, why)
         done: list[Retired] = []
         for member in members:
             fact = facts[member.node]
@@ -123,7 +121,7 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
                     check_caps(tree, ledger, member.node)
                 except FractalError as exc:
                     if member.node == branch:
-                        raise refuse(caller, branch, "unretire", str(exc)) from None
+                        raise ctx.refuse("unretire", branch, str(exc)) from None
                     done.append(Retired(member.node, Status.RETIRED.value,
                                         Status.RETIRED.value, note=str(exc)))
                     continue
@@ -132,9 +130,9 @@ def unretire(cwd: Path, name: str) -> list[Retired]:
                 restore_worktree(tree.repo, worktree, member.node)
             set_identity(worktree, member.node)
             moved = ledger.move(member.node, Move.UNRETIRE, to=Status(status),
-                                event=EventNote("unretire", actor=caller.actor,
+                                event=EventNote("unretire", actor=ctx.actor,
                                                 metadata=f"restored {status}"))
             if not moved.ok:
-                raise refuse(caller, member.node, "unretire", moved.why)
+                raise ctx.refuse("unretire", member.node, moved.why)
             done.append(Retired(member.node, Status.RETIRED.value, status))
         return done

@@ -17,8 +17,8 @@ from pathlib import Path
 from fractal.domain import budget
 from fractal.domain.config import KEYS, coerce_value, resolve_reserve, validate_config
 from fractal.errors import ConfigError, FractalError, InvalidValue
-from fractal.lifecycle.targets import target_node
-from fractal.tree import Tree, caller_branch, find_tree
+from fractal.lifecycle.context import Context
+from fractal.tree import Tree
 from fractal.workspace.nodedir import read_config, update_config
 
 __all__ = ["IMMUTABLE", "UPDATE_KEYS", "Change", "Retuned", "arm_max_cost", "config_get",
@@ -57,19 +57,18 @@ class Retuned:
     changes: tuple[Change, ...]
 
 
-def _caller_config(cwd: Path) -> tuple[Tree, str, Path]:
-    tree = find_tree(cwd)
-    branch = caller_branch(cwd, tree)
+def _caller_config(ctx: Context) -> tuple[Tree, str, Path]:
+    tree, branch = ctx.tree, ctx.caller
     path = tree.config_path if branch == tree.root else tree.node(branch).config_path
     return tree, branch, path
 
 
-def config_get(cwd: Path, key: str) -> object:
+def config_get(ctx: Context, key: str) -> object:
     """The JSON value of ``key`` in the caller's config.json (None: unset or null).
 
     Raises InvalidValue for a key that is neither in the schema nor in the file.
     """
-    _tree, _branch, path = _caller_config(cwd)
+    _tree, _branch, path = _caller_config(ctx)
     raw = read_config(path)
     if key not in KEYS and key not in raw:
         raise InvalidValue(f"unknown config key {key!r}; valid keys: {', '.join(KEYS)}")
@@ -148,22 +147,26 @@ def _sync_registry(tree: Tree, branch: str, config: Mapping[str, object]) -> Non
     ledger.set_title(branch, title if isinstance(title, str) else None)
 
 
-def config_set(cwd: Path, assignments: Sequence[str]) -> Retuned:
+def config_set(ctx: Context, assignments: Sequence[str]) -> Retuned:
     """Set ``KEY=VALUE`` pairs in the caller's config.json (typed, validated, atomic).
 
     ``KEY=null`` clears a key; ``root``, ``user`` and ``parent`` are refused. Raises
-    ConfigError listing every problem (nothing is written then).
+    ConfigError listing every problem (nothing is written then); Refused when the acting
+    node is not the caller's (inside a loop, only the loop's own node's config).
     """
-    tree, branch, path = _caller_config(cwd)
+    tree, branch, path = _caller_config(ctx)
+    ctx.authorize("config", branch)
     return _write(tree, branch, path, _parse_assignments(assignments))
 
 
-def update_node(cwd: Path, name: str | None, values: Mapping[str, str | None]) -> Retuned:
+def update_node(ctx: Context, name: str | None, values: Mapping[str, str | None]) -> Retuned:
     """Retune node ``name``: ``values`` maps UPDATE_KEYS to command-line text (None: not
     given). ``reserve_budget`` may be ``N%`` of the (new) ``max_cost``. Writes config.json
-    and the registry row. Raises ConfigError, InvalidValue, NodeNotFound.
+    and the registry row. Raises Refused when the acting node may not retune ``name``
+    (``fractal.domain.authority``), ConfigError, InvalidValue, NodeNotFound.
     """
-    tree, branch = target_node(cwd, name)
+    tree, branch = ctx.tree, ctx.target(name)
+    ctx.authorize("update", branch)
     from fractal.lifecycle.cleanup import refuse_if_gone
     from fractal.store import reader
 

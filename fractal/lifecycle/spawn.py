@@ -10,7 +10,6 @@ import json
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
@@ -18,9 +17,10 @@ from fractal.domain.nodeinit import inherited_preferences, uncommitted_warning
 from fractal.domain.variables import may_spawn
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.costcaps import check_child_budget
 from fractal.lifecycle.latch import refuse_if_braked
-from fractal.tree import NodePaths, Tree, caller_branch, find_tree, resolve_node, validate_name
+from fractal.tree import NodePaths, Tree, resolve_node, validate_name
 from fractal.workspace import git
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.backstop import backstop_commit
@@ -91,16 +91,17 @@ def build_config(settings: Mapping[str, object], *, root: str, parent: str,
     return config
 
 
-def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
+def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
               parent: str | None = None, reserve: str | None = None,
-              actor: str | None = None, start_point: str | None = None,
-              seed: NodeSeed | None = None) -> NodeInit:
+              start_point: str | None = None, seed: NodeSeed | None = None) -> NodeInit:
     """Create node ``<parent>.<name>``: branch, worktree, seeded data dir (its plans
     directory and memory wiki included), registry row.
 
-    ``parent`` defaults to the node whose worktree holds ``cwd`` (the root outside any
-    node). The branch forks from ``start_point`` (a commit sha: ``fractal rescue restore
-    --as``) when given, else from the base branch's committed tip. A name may be used
+    ``parent`` defaults to the node whose worktree holds ``ctx.cwd`` (the root outside
+    any node); the acting node may spawn only under itself or its descendants
+    (``fractal.domain.authority``: Refused, recorded on the parent). The branch forks
+    from ``start_point`` (a commit sha: ``fractal rescue restore --as``) when given, else
+    from the base branch's committed tip. A name may be used
     again once its node is deleted: a node directory of the same branch that the fork
     already carries (a deleted namesake's, brought in by a plain ``git merge``) is
     replaced by fresh seeds, so the new node never inherits the old task; only a fork from
@@ -109,20 +110,15 @@ def init_node(cwd: Path, name: str, settings: Mapping[str, object], *,
     preferences under the explicit ``settings``). Raises InvalidValue, ConfigError,
     NodeNotFound, FractalError (exists; nothing to inherit), GitError.
     """
-    from fractal.store.ledger import Ledger
-
-    tree = find_tree(cwd)
+    tree = ctx.tree
     validate_name(name)
-    if actor is None:
-        from fractal.lifecycle.steer import actor_of
-
-        actor = actor_of(cwd, tree)
-    ledger = Ledger(tree.db_path)
+    actor = ctx.actor
+    ledger = ctx.ledger
     known = [row.node for row in ledger.nodes()]
-    parent_branch = resolve_node(parent, [*known, tree.root], tree) if parent \
-        else caller_branch(cwd, tree)
+    parent_branch = resolve_node(parent, [*known, tree.root], tree) if parent else ctx.caller
     if parent_branch != tree.root and parent_branch not in known:
         raise NodeNotFound(f"parent {parent_branch} is not a registered node")
+    ctx.authorize("spawn", parent_branch)
     branch = f"{parent_branch}.{name}"
     seed = seed or NodeSeed()
     if seed.inherit & {"steps", "scripts"} and parent_branch == tree.root:

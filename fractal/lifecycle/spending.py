@@ -16,7 +16,7 @@ from fractal.domain import budget
 from fractal.domain.budget import Caps
 from fractal.domain.config import parse_config
 from fractal.errors import FractalError
-from fractal.lifecycle.targets import subtree_target
+from fractal.lifecycle.context import Context
 from fractal.tree import Tree
 from fractal.workspace.nodedir import read_config
 
@@ -64,13 +64,13 @@ def _loop_node(tree: Tree, branch: str, scope: Scope) -> None:
                            "drop --run/--iter/--step for the whole tree's spend")
 
 
-def spent(cwd: Path, name: str | None, scope: Scope = Scope.ALL,
+def spent(ctx: Context, name: str | None, scope: Scope = Scope.ALL,
           max_depth: int | None = None) -> SpentReport:
     """What ``name`` (default: the caller's node; the whole tree at the root) spent in
     ``scope``; ``max_depth`` limits the levels of descendants counted (ALL and RUN)."""
     from fractal.store import spend
 
-    tree, branch = subtree_target(cwd, name)
+    tree, branch = ctx.tree, ctx.subtree(name)
     _loop_node(tree, branch, scope)
     db = tree.db_path
     if scope is Scope.ALL:
@@ -101,7 +101,7 @@ def _caps(tree: Tree, branch: str) -> Caps:
                           cfg.reserve_budget)
 
 
-def remaining(cwd: Path, name: str | None, scope: Scope = Scope.RUN) -> str:
+def remaining(ctx: Context, name: str | None, scope: Scope = Scope.RUN) -> str:
     """``$X.XXXX`` left in ``scope`` (clamped at 0), or ``no budget`` when uncapped there.
 
     RUN: ``max_cost`` minus the open (else last) run's subtree spend; ITER:
@@ -110,7 +110,7 @@ def remaining(cwd: Path, name: str | None, scope: Scope = Scope.RUN) -> str:
     """
     from fractal.store import spend
 
-    tree, branch = subtree_target(cwd, name)
+    tree, branch = ctx.tree, ctx.subtree(name)
     _loop_node(tree, branch, Scope.RUN if scope is Scope.ALL else scope)
     caps, db = _caps(tree, branch), tree.db_path
     run_id = _run_of(db, branch)
@@ -128,14 +128,14 @@ def remaining(cwd: Path, name: str | None, scope: Scope = Scope.RUN) -> str:
     return "no budget" if left is None else budget.usd4(left)
 
 
-def breakdown(cwd: Path, name: str | None, *, run: bool = False,
+def breakdown(ctx: Context, name: str | None, *, run: bool = False,
               max_depth: int | None = None) -> tuple[list[dict[str, object]], int]:
     """Per-node rows ``node, max_cost, spent, unpriced`` of the subtree, and the total
     unpriced count. Nodes no longer registered are listed as ``<branch> (deleted)``;
     ``spent`` is ``untracked`` for a node whose launched steps all lack a cost."""
     from fractal.store import reader, spend
 
-    tree, branch = subtree_target(cwd, name)
+    tree, branch = ctx.tree, ctx.subtree(name)
     db = tree.db_path
     registry = {r.node: r for r in reader.node_rows(db)}
     if run:

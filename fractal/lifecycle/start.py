@@ -20,6 +20,7 @@ from fractal.domain.config import parse_config
 from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.cleanup import refuse_if_gone
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
@@ -28,7 +29,6 @@ from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.startcheck import start_warnings
 from fractal.lifecycle.steer import await_run
-from fractal.lifecycle.targets import target_node
 from fractal.tree import NodePaths, Tree, parent_of
 from fractal.workspace.nodedir import file_lock, read_config
 
@@ -47,24 +47,26 @@ class Started:
     warnings: tuple[str, ...] = ()
 
 
-def start_node(cwd: Path, name: str | None, *, continue_mode: bool = False,
-               clean: bool = False, actor: str = "operator",
-               max_cost: str | None = None) -> Started:
+def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
+               clean: bool = False, max_cost: str | None = None) -> Started:
     """Validate and launch the node's supervisor in a detached tmux session.
 
     A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node, but
     refuses one whose last run landed on its budget unless ``max_cost`` (USD text) arms
     the next run explicitly; that ceiling is rolled back when the launch fails. The re-arm
-    (REARM) is undone (DISARM) when the supervisor never takes the node. Waits until the
-    supervisor has taken the node (status leaves ``idle``).
-    Raises FractalError (wrong status, budget landing, invalid config, missing agent,
-    already running), ConfigError, TmuxError.
+    (REARM) is undone (DISARM) when the launch fails. The node is taken for the hosted
+    supervisor (``host.take``: ``active`` under the pane's pid) before this returns, so
+    ``run_id`` is None while it boots; where that cannot be done, waits until the
+    supervisor has taken the node itself (status leaves ``idle``).
+    Raises Refused when the acting node may not start ``name``
+    (``fractal.domain.authority``), FractalError (wrong status, budget landing, invalid
+    config, missing agent, already running), ConfigError, TmuxError.
     """
-    from fractal.store.ledger import Ledger
-
-    tree, branch = target_node(cwd, name)
+    tree, branch = ctx.tree, ctx.target(name)
+    ctx.authorize("start", branch)
+    actor = ctx.actor
     paths = tree.node(branch)
-    ledger = Ledger(tree.db_path)
+    ledger = ctx.ledger
     heal_if_crashed(tree, branch)
     refuse_if_gone(tree, ledger.node(branch), "start")
     _preflight(paths, tree)
@@ -159,14 +161,16 @@ def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path,
     return None
 
 
-def attach_node(cwd: Path, name: str | None) -> None:
+def attach_node(ctx: Context, name: str | None) -> None:
     """Attach the terminal to the node's live pane (replaces this process).
 
-    Refuses unless the node is active with a live session. Raises FractalError.
+    Refuses unless the acting node may attach to it (``fractal.domain.authority``) and the
+    node is active with a live session. Raises Refused, FractalError.
     """
     from fractal.store import reader
 
-    tree, branch = target_node(cwd, name)
+    tree, branch = ctx.tree, ctx.target(name)
+    ctx.authorize("attach", branch)
     heal_if_crashed(tree, branch)
     row = reader.node_row(tree.db_path, branch)
     if row is None or row.status is not Status.ACTIVE or not row.tmux_session:

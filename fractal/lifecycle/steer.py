@@ -12,44 +12,18 @@ none is left unsignalled.
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 from fractal.control import Signalled, subtree, touch_wake, write_signal
 from fractal.domain.signals import Signal, fanout_reason
 from fractal.domain.states import Status
-from fractal.errors import FractalError
+from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.heal import crashed, heal_if_crashed
-from fractal.lifecycle.targets import subtree_target
 from fractal.store.ledger import Ledger
-from fractal.tree import Tree, caller_branch
+from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
 
-__all__ = ["Refused", "Signalled", "acting_branch", "actor_of", "cancel_finish",
-           "descendants", "send", "signal_node"]
-
-
-class Refused(FractalError):
-    """A verb was refused for the node it named; the reason is recorded as a failed event."""
-
-
-def acting_branch(cwd: Path, tree: Tree) -> str:
-    """The branch on whose behalf a verb runs. Inside a node's loop (its agent, or a tool
-    the agent runs) it is that node, whatever ``--path`` says: an agent cannot pose as its
-    parent. Otherwise the node whose worktree holds ``cwd`` (the root outside any)."""
-    inside = os.environ.get("_NODE")
-    if inside:
-        branch = Path(inside).name
-        if tree.owns(branch) and Path(inside) == tree.node(branch).node_dir:
-            return branch
-    return caller_branch(cwd, tree)
-
-
-def actor_of(cwd: Path, tree: Tree) -> str:
-    """Who is acting: the acting branch, or ``operator`` at the root."""
-    branch = acting_branch(cwd, tree)
-    return "operator" if branch == tree.root else branch
+__all__ = ["Refused", "Signalled", "cancel_finish", "descendants", "send", "signal_node"]
 
 
 descendants = subtree
@@ -96,17 +70,20 @@ def _active(ledger: Ledger, branches: list[str]) -> list[str]:
     return [b for b in branches if rows.get(b) is Status.ACTIVE]
 
 
-def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None) -> list[Signalled]:
+def send(ctx: Context, name: str | None, signal: Signal,
+         reason: str | None = None) -> list[Signalled]:
     """Send stop, finish or pause to ``name`` (default: the caller's node) and its subtree.
 
     At the root it is a tree-wide broadcast with no self signal. Raises Refused when the
+    acting node may not steer ``name`` (see ``fractal.domain.authority``), and when the
     named node itself is refused and no descendant was signalled; otherwise a refused
     node (the named one included: a settled parent of live children) is reported in the
     results and skipped.
     """
-    tree, top = subtree_target(cwd, name)
-    ledger = Ledger(tree.db_path)
-    actor = actor_of(cwd, tree)
+    tree, top = ctx.tree, ctx.subtree(name)
+    ctx.authorize(signal.value, top)
+    ledger = ctx.ledger
+    actor = ctx.actor
     is_root = top == tree.root
     results: list[Signalled] = []
 
@@ -137,12 +114,14 @@ def send(cwd: Path, name: str | None, signal: Signal, reason: str | None = None)
     return results
 
 
-def cancel_finish(cwd: Path, name: str | None) -> Signalled:
+def cancel_finish(ctx: Context, name: str | None) -> Signalled:
     """Withdraw ``name``'s own pending finish (``finish --cancel``); its descendants'
-    finishes stay. Raises Refused when the node has no open run."""
-    tree, branch = subtree_target(cwd, name)
-    ledger = Ledger(tree.db_path)
-    actor = actor_of(cwd, tree)
+    finishes stay. Raises Refused when the acting node may not steer ``name`` or the node
+    has no open run."""
+    tree, branch = ctx.tree, ctx.subtree(name)
+    ctx.authorize("finish_cancel", branch)
+    ledger = ctx.ledger
+    actor = ctx.actor
     await_run(tree, ledger, branch)
     run = ledger.open_run_of(branch)
     if run is None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.cleanup import Cleanup, deepest_first, tree_refusal
-from fractal.lifecycle.cleanup import Caller, facts_of, inside, refuse
+from fractal.lifecycle.cleanup import facts_of, inside
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.delete import Deleted, remove_node
 from fractal.tree import trees_in
 from fractal.workspace import git
@@ -37,31 +38,29 @@ class TornDown:
     data_dir: Path | None = None
 
 
-def plan(cwd: Path) -> list[str]:
+def plan(ctx: Context) -> list[str]:
     """The nodes ``reset``/``destroy`` would remove, in teardown order (for the prompt)."""
-    caller = Caller.at(cwd)
-    return deepest_first(r.node for r in caller.ledger.nodes() if r.node != caller.tree.root)
+    return deepest_first(r.node for r in ctx.ledger.nodes() if r.node != ctx.tree.root)
 
 
-def reset(cwd: Path) -> TornDown:
+def reset(ctx: Context) -> TornDown:
     """Remove every node of the tree, deepest first, after a rescue ref of each branch.
 
     Only the operator at the root may reset. Refused (recorded as a failed ``reset`` event
     on the root) while any node is live or when the caller is inside a node's worktree.
     Raises Refused, GitError, StoreError.
     """
-    return _teardown(Caller.at(cwd), Cleanup.RESET)
+    return _teardown(ctx, Cleanup.RESET)
 
 
-def destroy(cwd: Path) -> TornDown:
+def destroy(ctx: Context) -> TornDown:
     """Reset the tree, then delete its data directory (database and config): the inverse
     of ``fractal init``. The rescue refs, the root branch and its checkout stay. Same
     refusals as ``reset``. Raises Refused, GitError, StoreError, OSError."""
     from fractal.store.engine import close_engines
 
-    caller = Caller.at(cwd)
-    done = _teardown(caller, Cleanup.DESTROY)
-    tree = caller.tree
+    done = _teardown(ctx, Cleanup.DESTROY)
+    tree = ctx.tree
     close_engines()
     shutil.rmtree(tree.data_dir)
     with contextlib.suppress(OSError):  # .fractal/, unless another tree's data lives there
@@ -73,32 +72,32 @@ def destroy(cwd: Path) -> TornDown:
     return TornDown(root=done.root, nodes=done.nodes, data_dir=tree.data_dir)
 
 
-def _teardown(caller: Caller, verb: Cleanup) -> TornDown:
-    tree, ledger = caller.tree, caller.ledger
-    if caller.branch != tree.root:
-        raise refuse(caller, tree.root, verb.value, f"only the operator at the root may "
-                     f"{verb.value} the tree; {caller.branch} may delete its own descendants "
-                     "(`fractal node delete NODE`)")
+def _teardown(ctx: Context, verb: Cleanup) -> TornDown:
+    tree, ledger = ctx.tree, ctx.ledger
+    why = ctx.refusal(verb.value, tree.root)
+    if why is not None:
+        raise ctx.refuse(verb.value, tree.root, f"{why}; {ctx.acting} may delete its own "
+                         "descendants (`fractal node delete NODE`)")
     with file_lock(tree.lock_path):
         rows = [r for r in ledger.nodes() if r.node != tree.root]
         facts = {r.node: facts_of(tree, r) for r in rows}
         why = tree_refusal(facts.values(), verb.value)
         if why is None:
-            where = next((n for n in facts if inside(caller.cwd, tree.worktree_of(n))), None)
+            where = next((n for n in facts if inside(ctx.cwd, tree.worktree_of(n))), None)
             if where:
                 why = (f"the current directory is inside {where}'s worktree; run the command "
                        f"from the repository root {tree.repo}")
         if why:
-            raise refuse(caller, tree.root, verb.value, why)
+            raise ctx.refuse(verb.value, tree.root, why)
         done: list[Deleted] = []
         for node in deepest_first(facts):
             fact = facts[node]
-            ref = remove_node(tree, node, operation=verb.value, actor=caller.actor,
+            ref = remove_node(tree, node, operation=verb.value, actor=ctx.actor,
                               has_branch=fact.branch_exists)
-            ledger.add_event(node, "delete", actor=caller.actor, status="completed",
+            ledger.add_event(node, "delete", actor=ctx.actor, status="completed",
                              metadata=f"{verb.value}; rescued on {ref}" if ref
                              else f"{verb.value}; branch already gone")
             done.append(Deleted(node, ref, not fact.branch_exists))
-        ledger.add_event(tree.root, verb.value, actor=caller.actor, status="completed",
+        ledger.add_event(tree.root, verb.value, actor=ctx.actor, status="completed",
                          metadata=f"{len(done)} node(s) removed")
         return TornDown(root=tree.root, nodes=tuple(done))

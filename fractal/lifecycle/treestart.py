@@ -10,12 +10,11 @@ reported and the others still start.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from fractal.domain.states import SETTLED
 from fractal.errors import FractalError
+from fractal.lifecycle.context import Context
 from fractal.lifecycle.start import Started, start_node
-from fractal.lifecycle.targets import subtree_target
 
 
 @dataclass(frozen=True)
@@ -26,16 +25,18 @@ class TreeStart:
     refused: tuple[tuple[str, str], ...]
 
 
-def start_tree(cwd: Path, name: str | None, *, clean: bool = False,
+def start_tree(ctx: Context, name: str | None, *, clean: bool = False,
                max_cost: str | None = None) -> TreeStart:
     """Start a new run of every settled node of ``name``'s subtree (see the module
     docstring). ``clean`` and ``max_cost`` apply to each node as in ``start --continue``.
-    Raises FractalError when ``name`` itself is refused, or when nothing is settled."""
+    Raises Refused when the acting node may not start ``name``'s subtree
+    (``fractal.domain.authority``), FractalError when ``name`` itself is refused, or when
+    nothing is settled."""
     from fractal.control import subtree
-    from fractal.store.ledger import Ledger
 
-    tree, top = subtree_target(cwd, name)
-    ledger = Ledger(tree.db_path)
+    tree, top = ctx.tree, ctx.subtree(name)
+    ctx.authorize("start", top)
+    ledger = ctx.ledger
     members = subtree(ledger, top, tree)
     if top != tree.root:
         members = [top, *members]
@@ -48,7 +49,7 @@ def start_tree(cwd: Path, name: str | None, *, clean: bool = False,
     refused: list[tuple[str, str]] = []
     for branch in settled:
         try:
-            started.append(start_node(tree.repo, branch, continue_mode=True, clean=clean,
+            started.append(start_node(ctx, branch, continue_mode=True, clean=clean,
                                       max_cost=max_cost))
         except FractalError as exc:
             if branch == top:

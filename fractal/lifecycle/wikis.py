@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.workspace.wiki import WikiUpdate, node_wikis, update_wiki
+
+if TYPE_CHECKING:
+    from fractal.lifecycle.context import Context
 
 __all__ = ["update_wikis"]
 
 
-def update_wikis(cwd: Path, directory: Path | None = None) -> list[WikiUpdate]:
+def update_wikis(ctx: Context | None, directory: Path | None = None) -> list[WikiUpdate]:
     """Regenerate ``directory``'s index, or (None) the project wiki and memory wiki of
-    the node whose worktree holds ``cwd``. Raises MalformedPage naming every malformed
-    page, FractalError when ``cwd`` is in no tree and no directory was given."""
+    the acting node (``ctx``: None when the caller is in no tree). Raises MalformedPage
+    naming every malformed page, FractalError when there is no tree and no directory was
+    given."""
     if directory is not None:
         return [update_wiki(directory.resolve())]
-    from fractal.lifecycle.steer import acting_branch
-    from fractal.tree import find_tree
+    from fractal.errors import NotATree
 
-    tree = find_tree(cwd)
-    paths = tree.node(acting_branch(cwd, tree))
+    if ctx is None:
+        raise NotATree("not in a fractal tree: give a directory (`fractal wiki update DIR`)")
+    paths = ctx.tree.node(ctx.acting)
     return [update_wiki(w) for w in node_wikis(paths.worktree, paths.node_dir)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -30,6 +30,9 @@ from fractal.tui import render
 from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
 from fractal.tui.snapshot import Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
+
+if TYPE_CHECKING:
+    from fractal.lifecycle.context import Context
 
 REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
 WAKE_S = 0.25  # how often a watchdog wake is looked at
@@ -265,7 +268,7 @@ class Dashboard(App[None]):
         if view is None:
             return
         def verb() -> object:
-            return send(self.fractal.repo, view.branch, Signal(name))
+            return send(self.verb_context(), view.branch, Signal(name))
         if confirm:
             self._confirmed(f"{name} {view.branch} and its subtree?", name, verb)
         else:
@@ -285,7 +288,7 @@ class Dashboard(App[None]):
 
         view = self._target()
         if view is not None:
-            self.run_verb("resume", lambda: resume(self.fractal.repo, view.branch))
+            self.run_verb("resume", lambda: resume(self.verb_context(), view.branch))
 
     def action_kill(self) -> None:
         from fractal.lifecycle.kill import kill
@@ -293,7 +296,7 @@ class Dashboard(App[None]):
         view = self._target()
         if view is not None:
             self._confirmed(f"kill {view.branch} and its subtree now (loop, agent, pane)?",
-                            "kill", lambda: kill(self.fractal.repo, view.branch))
+                            "kill", lambda: kill(self.verb_context(), view.branch))
 
     def action_approve(self) -> None:
         view = self._target()
@@ -317,7 +320,7 @@ class Dashboard(App[None]):
         stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
         question = f"approve {branch}: {gate.summary}\n{stat}"
         self.call_from_thread(self._confirmed, question, "approve",
-                              lambda: approve(self.fractal.repo, branch, step_id))
+                              lambda: approve(self.verb_context(), branch, step_id))
 
     def action_open_pane(self) -> None:
         from fractal.errors import FractalError
@@ -360,6 +363,13 @@ class Dashboard(App[None]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def verb_context(self) -> Context:
+        """The context the dashboard's verbs act in: its tree, from the repository's main
+        checkout, in whatever loop this process runs (the operator's, outside any)."""
+        from fractal.lifecycle.context import open_context
+
+        return open_context(self.fractal.repo)
 
 
 def run_dashboard(tree: FractalTree, select: str | None = None) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import FractalError
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.delete import delete
 from fractal.lifecycle.reads import list_nodes, node_status
@@ -35,7 +36,7 @@ def tree(tmp_path: Path) -> Tree:
     repo = make_repo(tmp_path / "repo")
     made = init_tree(repo).tree
     for name, parent in (("a", None), ("b", "a"), ("c", None)):
-        init_node(repo, name, {}, parent=parent, actor="operator")
+        init_node(open_context(repo), name, {}, parent=parent)
     return made
 
 
@@ -68,7 +69,7 @@ def _commit(worktree: Path, name: str, text: str = "work\n") -> None:
 def test_retire_hides_the_subtree_and_unretire_restores_each_status(tree: Tree) -> None:
     force_status(tree, "main.a", "completed")
     force_status(tree, "main.a.b", "stopped")
-    done = retire(tree.repo, "a", reason="shipped")
+    done = retire(open_context(tree.repo), "a", reason="shipped")
     assert [(r.branch, r.before) for r in done] == [("main.a.b", "stopped"),
                                                     ("main.a", "completed")]
     for node in ("main.a", "main.a.b"):
@@ -77,16 +78,16 @@ def test_retire_hides_the_subtree_and_unretire_restores_each_status(tree: Tree) 
         assert git(tree.repo, "rev-parse", "--verify", node)  # the branch stays
     assert _events(tree, "main.a", "retire") == [("completed", "operator",
                                                   "was completed: shipped")]
-    assert [r["node"] for r in list_nodes(tree.repo, None)] == ["main.c"]
-    assert [r["node"] for r in list_nodes(tree.repo, None, show="retired")] == [
+    assert [r["node"] for r in list_nodes(open_context(tree.repo), None)] == ["main.c"]
+    assert [r["node"] for r in list_nodes(open_context(tree.repo), None, show="retired")] == [
         "main.a", "main.a.b"]
-    assert {r["node"]: r["status"] for r in list_nodes(tree.repo, None, show="all")} == {
+    assert {r["node"]: r["status"] for r in list_nodes(open_context(tree.repo), None, show="all")} == {
         "main.a": "retired", "main.a.b": "retired", "main.c": "idle"}
-    assert node_status(tree.repo, "a").line == "retired (was completed: shipped)"
+    assert node_status(open_context(tree.repo), "a").line == "retired (was completed: shipped)"
     with pytest.raises(FractalError, match="unretire"):
-        start_node(tree.repo, "a", continue_mode=True)
+        start_node(open_context(tree.repo), "a", continue_mode=True)
 
-    back = unretire(tree.repo, "a")
+    back = unretire(open_context(tree.repo), "a")
     assert [(r.branch, r.after) for r in back] == [("main.a", "completed"),
                                                    ("main.a.b", "stopped")]
     assert (tree.worktree_of("main.a") / ".fractal" / "main.a" / "config.json").is_file()
@@ -98,7 +99,7 @@ def test_retire_hides_the_subtree_and_unretire_restores_each_status(tree: Tree) 
 def test_retire_refuses_a_live_node_anywhere_in_the_subtree(tree: Tree, status: str) -> None:
     force_status(tree, "main.a.b", status)
     with pytest.raises(Refused, match=rf"main\.a\.b is {status}"):
-        retire(tree.repo, "a")
+        retire(open_context(tree.repo), "a")
     assert _status(tree, "main.a") == "idle" and tree.worktree_of("main.a").is_dir()
     assert _events(tree, "main.a.b", "retire")[0][0] == "failed"
 
@@ -107,13 +108,13 @@ def test_retire_of_a_dirty_worktree_needs_force_and_rescues_first(tree: Tree) ->
     wt = tree.worktree_of("main.c")
     (wt / "notes with space.txt").write_text("unsaved\n")
     with pytest.raises(Refused, match="uncommitted files"):
-        retire(tree.repo, "c")
+        retire(open_context(tree.repo), "c")
     assert wt.is_dir()
-    [done] = retire(tree.repo, "c", force=True)
+    [done] = retire(open_context(tree.repo), "c", force=True)
     assert done.rescue_ref is not None
     assert git(tree.repo, "show", f"{done.rescue_ref}:notes with space.txt") == "unsaved"
     with pytest.raises(Refused, match="already retired"):
-        retire(tree.repo, "c")
+        retire(open_context(tree.repo), "c")
 
 
 # ---- delete -------------------------------------------------------------------------
@@ -123,13 +124,13 @@ def test_delete_refuses_unmerged_work_listing_it_then_force_rescues(tree: Tree) 
     _commit(tree.worktree_of("main.a"), "feature.txt")
     (tree.worktree_of("main.a.b") / "scratch.txt").write_text("unsaved\n")
     with pytest.raises(Refused) as refused:
-        delete(tree.repo, "a")
+        delete(open_context(tree.repo), "a")
     text = str(refused.value)
     assert "add feature.txt" in text and "not merged into main" in text
     assert "scratch.txt" in text and "--force" in text
     assert _status(tree, "main.a") == "idle"
 
-    done = delete(tree.repo, "a", force=True)
+    done = delete(open_context(tree.repo), "a", force=True)
     assert [d.branch for d in done] == ["main.a.b", "main.a"]
     for node in ("main.a", "main.a.b"):
         assert _status(tree, node) is None
@@ -149,14 +150,14 @@ def test_a_squash_merged_branch_deletes_without_force(tree: Tree) -> None:
     git(tree.repo, "reset", "-q", "--", ".fractal")  # node directories never land
     git(tree.repo, "commit", "-q", "-m", "main: merge main.c")
     git(tree.repo, "clean", "-fdq", "--", ".fractal/main.c")
-    [done] = delete(tree.repo, "c")
+    [done] = delete(open_context(tree.repo), "c")
     assert done.rescue_ref is not None and not done.missing
 
 
 def test_delete_refuses_a_live_node_even_with_force(tree: Tree) -> None:
     force_status(tree, "main.a.b", "paused")
     with pytest.raises(Refused, match=r"main\.a\.b is paused"):
-        delete(tree.repo, "a", force=True)
+        delete(open_context(tree.repo), "a", force=True)
     assert _status(tree, "main.a.b") == "paused" and tree.worktree_of("main.a.b").is_dir()
 
 
@@ -166,8 +167,8 @@ def test_a_deleted_name_is_used_again_with_fresh_seeds(tree: Tree) -> None:
     node_md.write_text("# The old task\n")
     git(wt, "commit", "-qam", "old task")
     git(tree.repo, "merge", "-q", "--no-edit", "main.c")  # a plain merge carries the node dir
-    delete(tree.repo, "c", force=True)
-    made = init_node(tree.repo, "c", {}, actor="operator")
+    delete(open_context(tree.repo), "c", force=True)
+    made = init_node(open_context(tree.repo), "c", {})
     assert made.paths.branch == "main.c"
     assert "The old task" not in made.paths.node_md.read_text()
     assert _status(tree, "main.c") == "idle"
@@ -177,7 +178,7 @@ def test_a_deleted_name_is_used_again_with_fresh_seeds(tree: Tree) -> None:
 def test_rescue_restore_as_a_fresh_node(tree: Tree) -> None:
     wt = tree.worktree_of("main.c")
     (wt / "unsaved.txt").write_text("keep me\n")
-    [done] = delete(tree.repo, "c", force=True)
+    [done] = delete(open_context(tree.repo), "c", force=True)
     assert done.rescue_ref is not None
     restored = restore_rescue(tree.repo, done.rescue_ref, as_name="c")
     assert restored.node == "main.c"
@@ -194,15 +195,15 @@ def test_inside_a_loop_a_node_acts_on_its_descendants_only(
         tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
     a = tree.node("main.a")
     monkeypatch.setenv("_NODE", str(a.node_dir))
-    for verb in (lambda n: delete(a.worktree, n), lambda n: retire(a.worktree, n)):
+    for verb in (lambda n: delete(open_context(a.worktree), n), lambda n: retire(open_context(a.worktree), n)):
         for target in ("c", "main.a"):
             with pytest.raises(Refused, match="only the operator"):
                 verb(target)
     assert _events(tree, "main.c", "delete")[0][:2] == ("failed", "main.a")
     assert _events(tree, "main.c", "retire")[0][0] == "failed"
     with pytest.raises(Refused, match="only the operator at the root"):
-        reset(a.worktree)
-    [done] = delete(a.worktree, "main.a.b")
+        reset(open_context(a.worktree))
+    [done] = delete(open_context(a.worktree), "main.a.b")
     assert done.branch == "main.a.b"
     assert _events(tree, "main.a.b", "delete")[-1][:2] == ("completed", "main.a")
 
@@ -212,18 +213,18 @@ def test_inside_a_loop_a_node_acts_on_its_descendants_only(
 
 def test_a_vanished_worktree_reads_missing_with_the_fix(tree: Tree) -> None:
     shutil.rmtree(tree.worktree_of("main.c"))
-    status = node_status(tree.repo, "c")
+    status = node_status(open_context(tree.repo), "c")
     assert status.status == "missing"
     assert "fractal node delete main.c" in status.detail
-    row = next(r for r in list_nodes(tree.repo, None) if r["node"] == "main.c")
+    row = next(r for r in list_nodes(open_context(tree.repo), None) if r["node"] == "main.c")
     assert row["status"] == "missing"
     assert _status(tree, "main.c") == "missing"  # a VANISH move, recorded once
     assert _events(tree, "main.c", "orphan") == [
         ("completed", None, "was idle: its worktree is gone")]
     with pytest.raises(FractalError, match="is missing") as refused:
-        start_node(tree.repo, "c")
+        start_node(open_context(tree.repo), "c")
     assert "config.json" not in str(refused.value)
-    [done] = delete(tree.repo, "c")
+    [done] = delete(open_context(tree.repo), "c")
     assert done.missing and _status(tree, "main.c") is None
 
 
@@ -231,8 +232,8 @@ def test_a_vanished_branch_reads_missing(tree: Tree) -> None:
     shutil.rmtree(tree.worktree_of("main.c"))
     git(tree.repo, "worktree", "prune")
     git(tree.repo, "branch", "-D", "main.c")
-    assert node_status(tree.repo, "c").detail.startswith("its branch is gone")
-    [done] = delete(tree.repo, "c")
+    assert node_status(open_context(tree.repo), "c").detail.startswith("its branch is gone")
+    [done] = delete(open_context(tree.repo), "c")
     assert done.rescue_ref is None
 
 
@@ -242,9 +243,9 @@ def test_a_vanished_branch_reads_missing(tree: Tree) -> None:
 def test_reset_refuses_while_live_then_removes_every_node(tree: Tree) -> None:
     force_status(tree, "main.c", "active")
     with pytest.raises(Refused, match=r"main.c \(active\)"):
-        reset(tree.repo)
+        reset(open_context(tree.repo))
     force_status(tree, "main.c", "exited")
-    done = reset(tree.repo)
+    done = reset(open_context(tree.repo))
     assert [d.branch for d in done.nodes] == ["main.a.b", "main.a", "main.c"]
     assert Ledger(tree.db_path).nodes() == []
     assert git(tree.repo, "branch", "--format=%(refname:short)") == "main"
@@ -255,7 +256,7 @@ def test_reset_refuses_while_live_then_removes_every_node(tree: Tree) -> None:
 
 def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     (tree.worktree_of("main.a") / "unsaved.txt").write_text("x\n")
-    done = destroy(tree.repo)
+    done = destroy(open_context(tree.repo))
     assert len(done.nodes) == 3
     assert not tree.data_dir.exists() and not (tree.repo / ".worktrees").exists()
     refs = {r.branch: r.ref for r in list_rescue_refs(tree.repo)}
@@ -266,7 +267,7 @@ def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     back = restore_rescue(tree.repo, refs["main.a"])  # no tree needed for a branch
     assert git(tree.repo, "show", f"{back.branch}:unsaved.txt") == "x"
     init_tree(tree.repo)  # and the tree can be made again
-    assert init_node(tree.repo, "a", {}, actor="operator").paths.branch == "main.a"
+    assert init_node(open_context(tree.repo), "a", {}).paths.branch == "main.a"
 
 
 def test_continue_clean_writes_a_rescue_ref_before_it_cleans(tree: Tree) -> None:
@@ -299,17 +300,17 @@ def test_pending_at_the_root_inside_a_node_and_with_all(tree: Tree) -> None:
 
     _gate(tree, "main.a.b", "EXECUTE")
     _gate(tree, "main.c", "SHIP")
-    assert [r["branch"] for r in pending(tree.repo, None)] == ["main.a.b", "main.c"]
-    assert [r["branch"] for r in pending(tree.repo, "a")] == ["main.a.b"]
-    assert [r["branch"] for r in pending(tree.worktree_of("main.a"), None)] == ["main.a.b"]
-    assert pending(tree.repo, "main.a.b") == []
-    assert [r["branch"] for r in pending(tree.repo, "a", whole=True)] == ["main.a.b"]
+    assert [r["branch"] for r in pending(open_context(tree.repo), None)] == ["main.a.b", "main.c"]
+    assert [r["branch"] for r in pending(open_context(tree.repo), "a")] == ["main.a.b"]
+    assert [r["branch"] for r in pending(open_context(tree.worktree_of("main.a")), None)] == ["main.a.b"]
+    assert pending(open_context(tree.repo), "main.a.b") == []
+    assert [r["branch"] for r in pending(open_context(tree.repo), "a", whole=True)] == ["main.a.b"]
 
 
 def test_status_of_a_settled_node_names_descendants_still_running(tree: Tree) -> None:
     force_status(tree, "main.a", "completed")
     _gate(tree, "main.a.b", "EXECUTE")
-    assert node_status(tree.repo, "a").detail.endswith(
+    assert node_status(open_context(tree.repo), "a").detail.endswith(
         "ended with 1 child still running: main.a.b awaiting approval")
 
 
@@ -318,19 +319,19 @@ def test_a_missing_node_recovers_its_status_when_its_worktree_returns(tree: Tree
     wt = tree.worktree_of("main.c")
     moved = wt.with_name("elsewhere")
     wt.rename(moved)
-    assert node_status(tree.repo, "c").status == "missing"
+    assert node_status(open_context(tree.repo), "c").status == "missing"
     moved.rename(wt)
-    assert node_status(tree.repo, "c").status == "completed"
+    assert node_status(open_context(tree.repo), "c").status == "completed"
     assert _status(tree, "main.c") == "completed"
     assert _events(tree, "main.c", "recover")[0][2].endswith("restored completed")
 
 
 def test_an_idle_unretire_takes_its_spawn_slot_back_only_under_the_caps(tree: Tree) -> None:
-    init_node(tree.repo, "p", {"max_children": 1}, actor="operator")
-    init_node(tree.repo, "x", {}, parent="p", actor="operator")
-    retire(tree.repo, "main.p.x")  # frees p's one child slot
-    init_node(tree.repo, "y", {}, parent="p", actor="operator")
+    init_node(open_context(tree.repo), "p", {"max_children": 1})
+    init_node(open_context(tree.repo), "x", {}, parent="p")
+    retire(open_context(tree.repo), "main.p.x")  # frees p's one child slot
+    init_node(open_context(tree.repo), "y", {}, parent="p")
     with pytest.raises(Refused, match="max_children 1"):
-        unretire(tree.repo, "main.p.x")
+        unretire(open_context(tree.repo), "main.p.x")
     assert _status(tree, "main.p.x") == "retired"
     assert _events(tree, "main.p.x", "unretire")[0][0] == "failed"

@@ -20,6 +20,7 @@ import pytest
 from fractal.domain.config import coerce_value
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.commit import CommitMode, CommitResult, commit_work
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
@@ -45,7 +46,7 @@ class Node:
 
     def commit(self, message: str | None = "add work", mode: CommitMode = CommitMode.ITERATION,
                env: Mapping[str, str] | None = None) -> CommitResult:
-        return commit_work(self.wt, message, mode=mode, env=env)
+        return commit_work(open_context(self.wt), message, mode=mode, env=env)
 
     def head(self) -> str:
         return git(self.wt, "rev-parse", "HEAD")
@@ -90,7 +91,7 @@ def make_node(base: Path, *, scope: str | None = None, name: str = "a",
     settings: dict[str, object] = {}
     if scope is not None:
         settings["scope"] = coerce_value("scope", scope)
-    paths = init_node(repo, name, settings).paths
+    paths = init_node(open_context(repo), name, settings).paths
     ledger = Ledger(tree.db_path)
     run_id = ledger.open_run(paths.branch, agent=None, max_cost=None, parent_run_id=None)
     iter_id = ledger.open_iteration(paths.branch, run_id, 1, agent=None, model=None)
@@ -157,11 +158,11 @@ def test_bad_messages_are_refused(node: Node, message: str) -> None:
 def test_a_node_that_never_ran_takes_only_init(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     init_tree(repo)
-    paths = init_node(repo, "fresh", {}).paths
+    paths = init_node(open_context(repo), "fresh", {}).paths
     (paths.worktree / "e.txt").write_text("e\n")
     with pytest.raises(FractalError, match=r"no run yet.*--init"):
-        commit_work(paths.worktree, "add e")
-    result = commit_work(paths.worktree, "write the task", mode=CommitMode.INIT)
+        commit_work(open_context(paths.worktree), "add e")
+    result = commit_work(open_context(paths.worktree), "write the task", mode=CommitMode.INIT)
     assert git(paths.worktree, "log", "-1", "--format=%s") == "main.fresh: init (write the task)"
     assert result.lineage.run_id is None
 
@@ -170,10 +171,10 @@ def test_the_root_only_takes_the_baseline_commit(node: Node) -> None:
     (node.repo / "wiki").mkdir(exist_ok=True)  # `fractal init` made the project wiki
     (node.repo / "wiki" / "_index.md").write_text("# wiki\n")
     with pytest.raises(FractalError, match="root"):
-        commit_work(node.repo, "add wiki")
+        commit_work(open_context(node.repo), "add wiki")
     with pytest.raises(FractalError, match="root"):
-        commit_work(node.repo, None, mode=CommitMode.CHECK)
-    result = commit_work(node.repo, "baseline", mode=CommitMode.INIT)
+        commit_work(open_context(node.repo), None, mode=CommitMode.CHECK)
+    result = commit_work(open_context(node.repo), "baseline", mode=CommitMode.INIT)
     assert git(node.repo, "log", "-1", "--format=%s") == "main: init (baseline)"
     assert git(node.repo, "log", "-1", "--format=%an") == "Test User"
     assert result.outcome.files == ("wiki/_index.md",)  # the root's data dir stays out
@@ -241,7 +242,7 @@ def test_absolute_and_parent_scopes_are_refused(scoped: Node, spelling: str) -> 
     with pytest.raises(InvalidValue):
         coerce_value("scope", spelling)
     with pytest.raises(ConfigError):
-        init_node(scoped.repo, "bad", {"scope": [spelling]})
+        init_node(open_context(scoped.repo), "bad", {"scope": [spelling]})
     config = json.loads(scoped.paths.config_path.read_text())
     scoped.paths.config_path.write_text(json.dumps({**config, "scope": [spelling]}))
     with pytest.raises(InvalidValue):

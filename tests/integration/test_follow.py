@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.follow import follow_activity
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
@@ -37,7 +38,7 @@ def test_follow_yields_backlog_then_new_rows_once(repo_tree: Path) -> None:
             ledger.add_event("main.a", "note", actor="operator", status="completed",
                              metadata=name)
 
-    batches = list(follow_activity(repo_tree, None, 5, sleep=sleep, polls=5))
+    batches = list(follow_activity(open_context(repo_tree), None, 5, sleep=sleep, polls=5))
     assert [r["event"] for r in batches[0]] == ["init", "init"]
     later = [r["reason"] for batch in batches[1:] for r in batch]
     assert later == ["one", "two", "three"]

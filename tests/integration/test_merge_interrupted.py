@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.workspace.commit_lock import git_processes_in
@@ -38,7 +39,7 @@ def _fractal(repo: Path, *args: str) -> subprocess.Popen[str]:
 def _prepare(base: Path) -> tuple[Path, str]:
     repo = make_repo(base / "repo")
     init_tree(repo)
-    wt = init_node(repo, "a", {"title": "many files"}).paths.worktree
+    wt = init_node(open_context(repo), "a", {"title": "many files"}).paths.worktree
     for i in range(40):
         (wt / "src").mkdir(exist_ok=True)
         (wt / "src" / f"m{i}.py").write_text(f"value = {i}\n" * 50)

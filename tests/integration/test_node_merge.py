@@ -13,6 +13,7 @@ import pytest
 
 from fractal.errors import FractalError
 from fractal.lifecycle.conflicts import children_conflict_detail, node_conflicts
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.diff import node_diff
 from fractal.lifecycle.merge import MergeConflict, merge_node
 from fractal.lifecycle.spawn import init_node
@@ -74,7 +75,7 @@ def setup(tmp_path: Path) -> Setup:
     git(repo, "commit", "-q", "-m", "calc")
     tree = init_tree(repo).tree
     for name in ("a", "b"):
-        init_node(repo, name, {"title": f"work {name}"})
+        init_node(open_context(repo), name, {"title": f"work {name}"})
     return Setup(repo, tree)
 
 
@@ -87,7 +88,7 @@ def test_a_clean_squash_lands_without_node_dirs_or_artifacts(setup: Setup) -> No
     git(wt, "commit", "-q", "-m", "a db by hand")
     before = git(setup.repo, "rev-parse", "main")
     untracked = git(setup.repo, "status", "--porcelain")  # the project wiki fractal init made
-    result = merge_node(setup.repo, "a")
+    result = merge_node(open_context(setup.repo), "a")
     assert result.status == "merged" and result.files == 2
     assert git(setup.repo, "rev-parse", "main") == result.squash_sha
     assert git(setup.repo, "rev-parse", "main^") == before
@@ -101,9 +102,9 @@ def test_a_clean_squash_lands_without_node_dirs_or_artifacts(setup: Setup) -> No
     assert setup.rows() == [("main.a", "main", "merged", 2, "operator", "", result.squash_sha)]
     assert setup.events("main.a")[-1][:2] == ("completed", "operator")
     # The merge base advanced: merging again brings nothing, new work only the new work.
-    assert merge_node(setup.repo, "a").status == "nothing"
+    assert merge_node(open_context(setup.repo), "a").status == "nothing"
     setup.write(wt, "calc/div.py", "def div(a, b):\n    return a / b\n", "div")
-    again = merge_node(setup.repo, "a")
+    again = merge_node(open_context(setup.repo), "a")
     assert again.status == "merged" and again.files == 1
     body = git(setup.repo, "log", "-1", "--format=%b", "main")
     assert "- div" in body and "- swap" not in body
@@ -116,7 +117,7 @@ def test_a_conflict_leaves_the_target_exactly_as_it_was(setup: Setup) -> None:
     (setup.repo / ".fractal" / "main" / "scratch.md").write_text("own node dir, dirty\n")
     before = snapshot(setup.repo)
     with pytest.raises(MergeConflict) as caught:
-        merge_node(setup.repo, "a")
+        merge_node(open_context(setup.repo), "a")
     assert caught.value.files == ("calc/ops.py",)
     assert "calc/ops.py" in str(caught.value) and "--hand-back" in str(caught.value)
     assert snapshot(setup.repo) == before
@@ -128,7 +129,7 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
     setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
     setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
     before = snapshot(setup.repo)
-    result = merge_node(setup.repo, "a", hand_back=True)
+    result = merge_node(open_context(setup.repo), "a", hand_back=True)
     assert result.status == "handed-back" and result.conflicts == ("calc/ops.py",)
     assert not result.rearmed and "start" in " ".join(result.notices)  # never ran: idle
     assert snapshot(setup.repo) == before
@@ -138,7 +139,7 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
     (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
     git(wt, "add", "calc/ops.py")
     git(wt, "commit", "-q", "--no-edit")
-    merged = merge_node(setup.repo, "a")
+    merged = merge_node(open_context(setup.repo), "a")
     assert merged.status == "merged"
     assert git(setup.repo, "show", "main:calc/ops.py") == \
         "def add(a, b):\n    return int(a) + b + 0"
@@ -161,33 +162,33 @@ def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
     ledger = Ledger(setup.tree.db_path)
     setup.write(setup.wt("a"), "x.txt", "x\n", "x")
     with pytest.raises(FractalError, match="a node merges its children"):
-        merge_node(setup.wt("a"), None)
+        merge_node(open_context(setup.wt("a")), None)
     (setup.repo / "README.md").write_text("dirty\n")
     with pytest.raises(Refused, match="uncommitted changes outside its node directory"):
-        merge_node(setup.repo, "a")
+        merge_node(open_context(setup.repo), "a")
     git(setup.repo, "checkout", "--", "README.md")
     setup.set_status("main.a", "active")
     with pytest.raises(Refused, match=r"main\.a is active"):
-        merge_node(setup.repo, "a")
+        merge_node(open_context(setup.repo), "a")
     setup.set_status("main.a", "completed")
     run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
     ledger.close_run(run, "exited", 1, "crashed")
     with pytest.raises(Refused, match=r"exited.*--force"):
-        merge_node(setup.repo, "a")
+        merge_node(open_context(setup.repo), "a")
     with pytest.raises(Refused, match="only its own direct children"):
-        merge_node(setup.wt("b"), "a")
-    assert merge_node(setup.repo, "a", force=True).status == "merged"
+        merge_node(open_context(setup.wt("b")), "a")
+    assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
     statuses = [e[0] for e in setup.events("main.a")]
     assert statuses == ["failed"] * 4 + ["completed"]
 
 
 def test_a_node_merges_its_child_into_itself(setup: Setup) -> None:
-    init_node(setup.wt("a"), "c", {})
+    init_node(open_context(setup.wt("a")), "c", {})
     child_wt = setup.tree.worktree_of("main.a.c")
     setup.write(child_wt, "calc/c.py", "c = 1\n", "c")
     with pytest.raises(Refused, match="only into itself"):
-        merge_node(setup.wt("a"), "main.a.c", into="main")
-    result = merge_node(setup.wt("a"), "main.a.c")
+        merge_node(open_context(setup.wt("a")), "main.a.c", into="main")
+    result = merge_node(open_context(setup.wt("a")), "main.a.c")
     assert result.target == "main.a" and result.status == "merged"
     listed = git(setup.repo, "ls-tree", "-r", "--name-only", "main.a").splitlines()
     assert "calc/c.py" in listed and not any(p.startswith(".fractal/main.a.c/") for p in listed)
@@ -198,10 +199,10 @@ def test_diff_and_conflicts(setup: Setup) -> None:
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
     setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
     setup.write(setup.wt("b"), "calc/other.py", "o = 1\n", "o")
-    diff = node_diff(setup.repo, "b", stat=True)
+    diff = node_diff(open_context(setup.repo), "b", stat=True)
     assert "calc/other.py" in diff.text and ".fractal" not in diff.text
-    assert "+    return 1" in node_diff(setup.repo, "a").text
-    report = node_conflicts(setup.repo, None)
+    assert "+    return 1" in node_diff(open_context(setup.repo), "a").text
+    report = node_conflicts(open_context(setup.repo), None)
     found = {(p.left, p.right): p.files for p in report.pairs}
     assert found == {("main.a", "main"): (), ("main.b", "main"): (),
                      ("main.a", "main.b"): ("calc/ops.py",)}
@@ -209,7 +210,7 @@ def test_diff_and_conflicts(setup: Setup) -> None:
     setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 3\n", "main")
     assert children_conflict_detail(setup.tree, "main") == "2 children conflict (calc/ops.py)"
     with pytest.raises(Refused, match="descendants"):
-        node_diff(setup.wt("b"), "a")
+        node_diff(open_context(setup.wt("b")), "a")
 
 
 def test_the_cli_prints_the_sha_and_exits_1_on_a_conflict(setup: Setup) -> None:
@@ -232,14 +233,14 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2, step_name="EXECUTE",
                      agent=None, model=None, session=None, gated=True)
     setup.set_status("main.a", "active")
-    rows = pending(setup.repo, None)
+    rows = pending(open_context(setup.repo), None)
     assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [
         ("main.a", "EXECUTE", "1 file changed, 2 insertions(+)")]
     ledger.close_open("main.a", "stopped", "finish requested awaiting approval")
     setup.set_status("main.a", "completed")
     with pytest.raises(Refused, match="EXECUTE never approved"):
-        merge_node(setup.repo, "a")
-    assert merge_node(setup.repo, "a", force=True).status == "merged"
+        merge_node(open_context(setup.repo), "a")
+    assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
 
 
 @pytest.mark.parametrize(("then", "status"), [("retire", "retired"), ("delete", None)])
@@ -247,7 +248,7 @@ def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str |
     from fractal.lifecycle.merge import merge_then_clean
 
     setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
-    result = merge_then_clean(setup.repo, "a", then=then)
+    result = merge_then_clean(open_context(setup.repo), "a", then=then)
     assert result.status == "merged" and result.notices[-1].startswith(then[:-1])
     row = Ledger(setup.tree.db_path).node("main.a")
     assert (row.status if row else None) == status
@@ -275,7 +276,7 @@ def test_a_merge_cut_short_before_the_target_moved_is_rolled_back(setup: Setup) 
     _interrupted(setup)
     (setup.repo / "calc" / "new.py").write_text("n = 1\n")  # half a checkout
     index_lock_path(setup.repo).write_text("")  # and the lock a killed git left
-    result = merge_node(setup.repo, "a")
+    result = merge_node(open_context(setup.repo), "a")
     assert result.status == "merged"
     assert any("rolled back (1 file(s) restored)" in n for n in result.notices)
     assert any("rescue" in n for n in result.notices)
@@ -287,7 +288,7 @@ def test_a_merge_cut_short_before_the_target_moved_is_rolled_back(setup: Setup) 
 def test_a_merge_cut_short_after_the_target_moved_is_finished(setup: Setup) -> None:
     _merge_id, _old, squash = _interrupted(setup)
     git(setup.repo, "merge", "-q", "--ff-only", squash)
-    result = merge_node(setup.repo, "a")
+    result = merge_node(open_context(setup.repo), "a")
     assert result.status == "nothing"
     assert any("finished the interrupted merge" in n for n in result.notices)
     assert setup.rows() == [("main.a", "main", "merged", 1, "operator",
@@ -314,9 +315,9 @@ def test_the_read_commands_through_the_cli(setup: Setup) -> None:
         ("main.a", "main"): [], ("main.b", "main"): [], ("main.a", "main.b"): ["calc/ops.py"]}
     stat = cli("node", "diff", "a", "--stat")
     assert stat.returncode == 0 and "calc/ops.py" in stat.stdout and ".fractal" not in stat.stdout
-    init_node(setup.wt("a"), "c", {})
+    init_node(open_context(setup.wt("a")), "c", {})
     setup.write(setup.tree.worktree_of("main.a.c"), "calc/ops.py",
                 "def add(a, b):\n    return 3\n", "c")
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 4\n", "a again")
-    assert node_status(setup.repo, "a").line == "idle (1 child conflicts (calc/ops.py))"
+    assert node_status(open_context(setup.repo), "a").line == "idle (1 child conflicts (calc/ops.py))"
     assert "1 child conflicts (calc/ops.py)" in cli("node", "status", "a").stdout

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fractal.lifecycle import notify
+from fractal.lifecycle.context import open_context
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
@@ -127,12 +128,12 @@ def test_the_watcher_delivers_then_exits_when_the_tree_is_idle(tree: Tree,
 def test_inbox_notify_sets_and_clears_the_root_keys(tree: Tree) -> None:
     from fractal.errors import FractalError
 
-    setting = notify.configure(tree.repo, "echo hi", "gate, budget")
+    setting = notify.configure(open_context(tree.repo), "echo hi", "gate, budget")
     assert (setting.command, setting.events) == ("echo hi", "gate, budget")
     assert notify.notify_command(tree) == "echo hi"
     with pytest.raises(FractalError, match="unknown kind 'nope'"):
-        notify.configure(tree.repo, None, "gate,nope")
-    cleared = notify.configure(tree.repo, None, None, off=True)
+        notify.configure(open_context(tree.repo), None, "gate,nope")
+    cleared = notify.configure(open_context(tree.repo), None, None, off=True)
     assert (cleared.command, cleared.events) == (None, None)
     assert notify.ensure_watcher(tree) is False  # nothing to run
 
@@ -149,8 +150,8 @@ def test_only_the_operator_sets_the_notify_command_or_acks(tree: Tree,
     node_dir.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("_NODE", str(node_dir))
     with pytest.raises(FractalError, match="operator's"):
-        configure(tree.repo, "touch /tmp/owned", None)
+        configure(open_context(tree.repo), "touch /tmp/owned", None)
     with pytest.raises(FractalError, match="operator's"):
-        ack(tree.repo, "whatever")
+        ack(open_context(tree.repo), "whatever")
     monkeypatch.delenv("_NODE")
-    assert configure(tree.repo, None, None).command is None  # reading stays open
+    assert configure(open_context(tree.repo), None, None).command is None  # reading stays open

@@ -14,6 +14,7 @@ import pytest
 
 from fractal.domain.errors import FractalError, InvalidValue
 from fractal.lifecycle import radio
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.store import radio_reads
@@ -37,9 +38,9 @@ class Nodes:
 def nodes(tmp_path: Path) -> Iterator[Nodes]:
     repo = make_repo(tmp_path / "repo")
     init_tree(repo)
-    lead = init_node(repo, "lead", {"max_iters": 1}).paths.worktree
-    div = init_node(lead, "div", {"max_iters": 1}).paths.worktree
-    other = init_node(repo, "other", {"max_iters": 1}).paths.worktree
+    lead = init_node(open_context(repo), "lead", {"max_iters": 1}).paths.worktree
+    div = init_node(open_context(lead), "div", {"max_iters": 1}).paths.worktree
+    other = init_node(open_context(repo), "other", {"max_iters": 1}).paths.worktree
     yield Nodes(find_tree(repo), repo, lead, div, other)
 
 
@@ -48,24 +49,24 @@ def _subjects(rows: list[dict[str, object]]) -> list[object]:
 
 
 def test_send_to_parent_lands_in_its_inbox_unread_until_read(nodes: Nodes) -> None:
-    mid = radio.send(nodes.div, "the lexer is done", node=None, to_parent=True, channel=None,
+    mid = radio.send(open_context(nodes.div), "the lexer is done", node=None, to_parent=True, channel=None,
                      subject="lexer done", priority=6)
     assert len(mid) == 8
-    unread = radio.messages(nodes.lead, node=None, channel=None, state=ReadState.UNREAD,
+    unread = radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.UNREAD,
                             limit=None, since=None)
     assert [(r["uuid"], r["node"], r["channel"], r["sender"], r["priority"]) for r in unread] \
         == [(mid, "main.lead", "inbox", "main.lead.div", 6)]
-    got = radio.read(nodes.lead, ())
+    got = radio.read(open_context(nodes.lead), ())
     assert [(r["uuid"], r["data"]) for r in got] == [(mid, "the lexer is done")]
     # the receipt is written once, for the reader only
-    assert radio.messages(nodes.lead, node=None, channel=None, state=ReadState.UNREAD,
+    assert radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.UNREAD,
                           limit=None, since=None) == []
-    assert _subjects(radio.messages(nodes.lead, node=None, channel=None,
+    assert _subjects(radio.messages(open_context(nodes.lead), node=None, channel=None,
                                     state=ReadState.READ, limit=None, since=None)) \
         == ["lexer done"]
-    sent = radio.sent(nodes.div, limit=None, since=None)
+    sent = radio.sent(open_context(nodes.div), limit=None, since=None)
     assert [(r["uuid"], r["read_by"]) for r in sent] == [(mid, "main.lead")]
-    radio.read(nodes.lead, (mid,))  # reading again keeps the first receipt
+    radio.read(open_context(nodes.lead), (mid,))  # reading again keeps the first receipt
     message = radio_reads.message(nodes.tree.db_path, mid)
     assert message is not None
     assert radio_reads.readers(nodes.tree.db_path, [message.message_id]) == {
@@ -73,111 +74,111 @@ def test_send_to_parent_lands_in_its_inbox_unread_until_read(nodes: Nodes) -> No
 
 
 def test_channel_permissions_on_a_real_tree(nodes: Nodes) -> None:
-    radio.send(nodes.div, "x", node=None, to_parent=True, channel=None, subject="s",
+    radio.send(open_context(nodes.div), "x", node=None, to_parent=True, channel=None, subject="s",
                priority=1)
     with pytest.raises(InvalidValue, match=r"cannot read the inbox of main\.lead"):
-        radio.messages(nodes.other, node="lead", channel="inbox", state=ReadState.ALL,
+        radio.messages(open_context(nodes.other), node="lead", channel="inbox", state=ReadState.ALL,
                        limit=None, since=None)
     with pytest.raises(InvalidValue, match=r"cannot post to the outbox of main\.lead"):
-        radio.send(nodes.div, "x", node="lead", to_parent=False, channel="outbox",
+        radio.send(open_context(nodes.div), "x", node="lead", to_parent=False, channel="outbox",
                    subject="s", priority=1)
     with pytest.raises(InvalidValue, match="unknown channel 'news'"):
-        radio.messages(nodes.lead, node=None, channel="news", state=ReadState.ALL,
+        radio.messages(open_context(nodes.lead), node=None, channel="news", state=ReadState.ALL,
                        limit=None, since=None)
     with pytest.raises(InvalidValue, match="has no parent"):
-        radio.send(nodes.root, "x", node=None, to_parent=True, channel=None, subject="s",
+        radio.send(open_context(nodes.root), "x", node=None, to_parent=True, channel=None, subject="s",
                    priority=1)
     with pytest.raises(FractalError, match="no node found"):
-        radio.send(nodes.div, "x", node="ghost", to_parent=False, channel=None, subject="s",
+        radio.send(open_context(nodes.div), "x", node="ghost", to_parent=False, channel=None, subject="s",
                    priority=1)
     # a private note is the owner's alone
-    note = radio.post(nodes.lead, "remember the flaky test", node=None, channel="private",
+    note = radio.post(open_context(nodes.lead), "remember the flaky test", node=None, channel="private",
                       subject=None, priority=2)
     with pytest.raises(InvalidValue, match=f"no message {note}"):
-        radio.read(nodes.div, (note,))
-    assert _subjects(radio.read(nodes.lead, (note,))) == ["remember the flaky test"]
+        radio.read(open_context(nodes.div), (note,))
+    assert _subjects(radio.read(open_context(nodes.lead), (note,))) == ["remember the flaky test"]
 
 
 def test_inside_a_loop_the_actor_is_the_loops_node_whatever_the_path(
         nodes: Nodes, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("_NODE", str(nodes.tree.node("main.lead.div").node_dir))
-    mid = radio.post(nodes.lead, "posing?", node=None, channel=None, subject=None, priority=5)
+    mid = radio.post(open_context(nodes.lead), "posing?", node=None, channel=None, subject=None, priority=5)
     row = radio_reads.message(nodes.tree.db_path, mid)
     assert row is not None
     assert (row.node, row.channel, row.sender) == ("main.lead.div", "outbox", "main.lead.div")
 
 
 def test_reply_and_thread(nodes: Nodes) -> None:
-    question = radio.send(nodes.div, "which parser?", node=None, to_parent=True, channel=None,
+    question = radio.send(open_context(nodes.div), "which parser?", node=None, to_parent=True, channel=None,
                           subject="parser", priority=4)
-    answer = radio.reply(nodes.lead, question, "recursive descent")
-    follow = radio.reply(nodes.div, answer, "ok, starting")
+    answer = radio.reply(open_context(nodes.lead), question, "recursive descent")
+    follow = radio.reply(open_context(nodes.div), answer, "ok, starting")
     # routed to the other party's inbox each time
     assert [(r["uuid"], r["node"], r["sender"]) for r in
-            radio.messages(nodes.div, node=None, channel=None, state=ReadState.ALL,
+            radio.messages(open_context(nodes.div), node=None, channel=None, state=ReadState.ALL,
                            limit=None, since=None)] == [(answer, "main.lead.div", "main.lead")]
     reply_row = radio_reads.message(nodes.tree.db_path, answer)
     assert reply_row is not None
     assert (reply_row.subject, reply_row.parent_message_uuid, reply_row.priority) == \
         ("Re: parser", question, 4)
     for start in (question, answer, follow):  # the same thread from any member
-        rows = radio.thread(nodes.lead, start)
+        rows = radio.thread(open_context(nodes.lead), start)
         assert [r["uuid"] for r in rows] == [question, answer, follow]
         assert [r["reply_to"] for r in rows] == [None, question, answer]
     # replying read the original: the receipt is there
-    assert radio.messages(nodes.lead, node=None, channel=None, state=ReadState.UNREAD,
+    assert radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.UNREAD,
                           limit=None, since=None)[0]["uuid"] == follow
     # a node outside the conversation cannot open it
     with pytest.raises(InvalidValue, match=f"no message {question}"):
-        radio.thread(nodes.other, question)
+        radio.thread(open_context(nodes.other), question)
 
 
 def test_feed_shows_descendants_public_and_outbox_posts_and_notices(nodes: Nodes) -> None:
-    radio.post(nodes.div, "halfway", node=None, channel=None, subject=None, priority=5)
-    radio.post(nodes.other, "other news", node=None, channel="public", subject=None,
+    radio.post(open_context(nodes.div), "halfway", node=None, channel=None, subject=None, priority=5)
+    radio.post(open_context(nodes.other), "other news", node=None, channel="public", subject=None,
                priority=5)
-    radio.send(nodes.div, "just for you", node=None, to_parent=True, channel=None,
+    radio.send(open_context(nodes.div), "just for you", node=None, to_parent=True, channel=None,
                subject="private-ish", priority=5)
     Outbox(nodes.tree.db_path).post_notice("main.lead.div", "run completed: done", "body")
-    lead_feed = radio.feed(nodes.lead, node=None, limit=None, since=None)
+    lead_feed = radio.feed(open_context(nodes.lead), node=None, limit=None, since=None)
     assert _subjects(lead_feed) == ["run completed: done", "halfway"]
-    root_feed = radio.feed(nodes.root, node=None, limit=None, since=None)
+    root_feed = radio.feed(open_context(nodes.root), node=None, limit=None, since=None)
     assert _subjects(root_feed) == ["run completed: done", "other news", "halfway"]
-    assert _subjects(radio.feed(nodes.root, node="other", limit=None, since=None)) == []
-    assert _subjects(radio.feed(nodes.root, node=None, limit=1, since=None)) == \
+    assert _subjects(radio.feed(open_context(nodes.root), node="other", limit=None, since=None)) == []
+    assert _subjects(radio.feed(open_context(nodes.root), node=None, limit=1, since=None)) == \
         ["run completed: done"]
-    assert radio.feed(nodes.root, node=None, limit=None, since="2999-01-01T00:00:00Z") == []
-    assert len(radio.feed(nodes.root, node=None, limit=None, since="1h")) == 3
+    assert radio.feed(open_context(nodes.root), node=None, limit=None, since="2999-01-01T00:00:00Z") == []
+    assert len(radio.feed(open_context(nodes.root), node=None, limit=None, since="1h")) == 3
 
 
 def test_unsend_keeps_the_row_but_lists_it_nowhere(nodes: Nodes) -> None:
-    mid = radio.send(nodes.div, "oops", node=None, to_parent=True, channel=None,
+    mid = radio.send(open_context(nodes.div), "oops", node=None, to_parent=True, channel=None,
                      subject="wrong", priority=5)
     with pytest.raises(InvalidValue, match="only its sender"):
-        radio.unsend(nodes.lead, mid, force=False)
-    radio.read(nodes.lead, (mid,))
+        radio.unsend(open_context(nodes.lead), mid, force=False)
+    radio.read(open_context(nodes.lead), (mid,))
     with pytest.raises(InvalidValue, match=r"read already by main\.lead"):
-        radio.unsend(nodes.div, mid, force=False)
-    radio.unsend(nodes.div, mid, force=True)
-    assert radio.messages(nodes.lead, node=None, channel=None, state=ReadState.ALL,
+        radio.unsend(open_context(nodes.div), mid, force=False)
+    radio.unsend(open_context(nodes.div), mid, force=True)
+    assert radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.ALL,
                           limit=None, since=None) == []
-    assert radio.sent(nodes.div, limit=None, since=None) == []
+    assert radio.sent(open_context(nodes.div), limit=None, since=None) == []
     row = radio_reads.message(nodes.tree.db_path, mid)
     assert row is not None and row.unsent_at is not None and row.data == "oops"
 
 
 def test_save_and_unsave(nodes: Nodes) -> None:
-    mid = radio.post(nodes.div, "keep this", node=None, channel=None, subject=None,
+    mid = radio.post(open_context(nodes.div), "keep this", node=None, channel=None, subject=None,
                      priority=5)
-    assert radio.save(nodes.lead, mid, saved=True) is True
-    assert radio.save(nodes.lead, mid, saved=True) is False
-    saved = radio.messages(nodes.lead, node=None, channel=None, state=ReadState.SAVED,
+    assert radio.save(open_context(nodes.lead), mid, saved=True) is True
+    assert radio.save(open_context(nodes.lead), mid, saved=True) is False
+    saved = radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.SAVED,
                            limit=None, since=None)
     assert [r["uuid"] for r in saved] == [mid]
-    assert radio.messages(nodes.div, node=None, channel=None, state=ReadState.SAVED,
+    assert radio.messages(open_context(nodes.div), node=None, channel=None, state=ReadState.SAVED,
                           limit=None, since=None) == []
-    assert radio.save(nodes.lead, mid, saved=False) is True
-    assert radio.messages(nodes.lead, node=None, channel=None, state=ReadState.SAVED,
+    assert radio.save(open_context(nodes.lead), mid, saved=False) is True
+    assert radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.SAVED,
                           limit=None, since=None) == []
 
 
@@ -185,9 +186,9 @@ def test_merge_and_hand_back_notices_reach_the_parents_feed(nodes: Nodes) -> Non
     radio.notify_merged(nodes.tree, "main.lead.div", "main.lead", "abcdef0123456789",
                         " a.py | 1 +")
     radio.notify_handed_back(nodes.tree, "main.lead", "main", None, "squashed")
-    assert _subjects(radio.feed(nodes.lead, node=None, limit=None, since=None)) == \
+    assert _subjects(radio.feed(open_context(nodes.lead), node=None, limit=None, since=None)) == \
         ["main.lead.div merged into main.lead (abcdef0123)"]
-    assert _subjects(radio.feed(nodes.root, node=None, limit=None, since=None)) == [
+    assert _subjects(radio.feed(open_context(nodes.root), node=None, limit=None, since=None)) == [
         "main.lead handed back into main", "main.lead.div merged into main.lead (abcdef0123)"]
 
 
@@ -195,7 +196,7 @@ def test_run_end_notice_carries_the_spend(nodes: Nodes) -> None:
     store = Ledger(nodes.tree.db_path)
     run_id = store.open_run("main.lead", agent=None, max_cost=None, parent_run_id=None)
     store.post_run_end_notice("main.lead", run_id, "stopped", "Stopped by request")
-    row = radio.feed(nodes.root, node=None, limit=1, since=None)[0]
+    row = radio.feed(open_context(nodes.root), node=None, limit=1, since=None)[0]
     assert row["subject"] == "run stopped: Stopped by request"
     assert row["data"] == f"Stopped by request\nrun {run_id} spent $0.0000"
 
@@ -211,7 +212,7 @@ def test_twenty_parallel_senders_lose_no_message(nodes: Nodes) -> None:
     assert [p.returncode for p in procs] == [0] * 20, [err for _, err in outs]
     ids = {out.strip() for out, _ in outs}
     assert len(ids) == 20
-    rows = radio.messages(nodes.lead, node=None, channel=None, state=ReadState.ALL,
+    rows = radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.ALL,
                           limit=None, since=None)
     assert {r["uuid"] for r in rows} == ids
     assert sorted(str(r["subject"]) for r in rows) == sorted(f"msg {i}" for i in range(20))

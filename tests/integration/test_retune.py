@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import ConfigError, FractalError, InvalidValue
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.retune import arm_max_cost, config_get, config_set, update_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
@@ -22,7 +23,7 @@ from tests.helpers import make_repo
 def repo(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "repo")
     init_tree(repo, agent="true")
-    init_node(repo, "n", {"max_cost": 10.0, "max_iters": 3})
+    init_node(open_context(repo), "n", {"max_cost": 10.0, "max_iters": 3})
     return repo
 
 
@@ -41,15 +42,15 @@ def _row(repo: Path, node: str = "main.n") -> tuple[object, ...]:
 
 def test_config_get_and_set_are_typed_and_echo_changes(repo: Path) -> None:
     wt = repo / ".worktrees" / "main.n"
-    assert config_get(wt, "max_cost") == 10.0 and config_get(wt, "model") is None
-    done = config_set(wt, ["max_iters=7", "step_timeout=10m", "sync=false", "scope=src,docs/"])
+    assert config_get(open_context(wt), "max_cost") == 10.0 and config_get(open_context(wt), "model") is None
+    done = config_set(open_context(wt), ["max_iters=7", "step_timeout=10m", "sync=false", "scope=src,docs/"])
     assert [c.line for c in done.changes] == [
         "max_iters: 3 -> 7", 'step_timeout: null -> "10m"', "sync: true -> false",
         'scope: [] -> ["src", "docs"]']
-    assert config_set(wt, ["max_iters=null"]).changes[0].line == "max_iters: 7 -> null"
+    assert config_set(open_context(wt), ["max_iters=null"]).changes[0].line == "max_iters: 7 -> null"
     assert _config(repo)["max_iters"] is None
     with pytest.raises(InvalidValue, match="unknown config key 'nope'"):
-        config_get(wt, "nope")
+        config_get(open_context(wt), "nope")
 
 
 @pytest.mark.parametrize(("assignments", "problem"), [
@@ -66,31 +67,31 @@ def test_config_set_refuses_and_writes_nothing(repo: Path, assignments: list[str
                                                problem: str) -> None:
     before = _config(repo)
     with pytest.raises(ConfigError, match=problem):
-        config_set(repo / ".worktrees" / "main.n", ["max_iters=5", *assignments])
+        config_set(open_context(repo / ".worktrees" / "main.n"), ["max_iters=5", *assignments])
     assert _config(repo) == before
 
 
 def test_config_set_on_the_root(repo: Path) -> None:
-    done = config_set(repo, ["model=m1"])
+    done = config_set(open_context(repo), ["model=m1"])
     assert done.branch is None and [c.line for c in done.changes] == ['model: null -> "m1"']
 
 
 def test_update_writes_config_and_registry_and_rederives_the_reserve(repo: Path) -> None:
     assert _config(repo)["reserve_budget"] == 1.0
-    done = update_node(repo, "n", {"max_cost": "4", "title": "hi", "max_depth": "2",
+    done = update_node(open_context(repo), "n", {"max_cost": "4", "title": "hi", "max_depth": "2",
                                    "max_step_cost": None})
     assert [c.line for c in done.changes] == [
         "max_cost: 10.0 -> 4.0", 'title: null -> "hi"', "max_depth: null -> 2",
         "reserve_budget: 1.0 -> 0.4"]
     assert _row(repo) == (4.0, 2, "hi")
-    update_node(repo, "n", {"reserve_budget": "25%"})
+    update_node(open_context(repo), "n", {"reserve_budget": "25%"})
     assert _config(repo)["reserve_budget"] == 1.0
-    update_node(repo, "n", {"max_cost": "8"})  # a custom reserve is kept
+    update_node(open_context(repo), "n", {"max_cost": "8"})  # a custom reserve is kept
     assert (_config(repo)["max_cost"], _config(repo)["reserve_budget"]) == (8.0, 1.0)
-    update_node(repo, "n", {"max_cost": "null", "reserve_budget": "null"})
+    update_node(open_context(repo), "n", {"max_cost": "null", "reserve_budget": "null"})
     assert _row(repo)[0] is None and _config(repo)["reserve_budget"] is None
     with pytest.raises(InvalidValue, match="nothing to update"):
-        update_node(repo, "n", {"title": None})
+        update_node(open_context(repo), "n", {"title": None})
 
 
 def test_arming_a_ceiling_can_be_undone(repo: Path) -> None:
@@ -104,16 +105,16 @@ def test_arming_a_ceiling_can_be_undone(repo: Path) -> None:
 
 def test_a_child_must_fit_the_parents_remaining_budget(repo: Path) -> None:
     with pytest.raises(FractalError, match=r"give main\.n\.c a --max-cost of at most \$10\.0000"):
-        init_node(repo, "c", {}, parent="n")
+        init_node(open_context(repo), "c", {}, parent="n")
     with pytest.raises(FractalError, match=r"--max-cost \$12 does not fit main\.n's remaining"):
-        init_node(repo, "c", {"max_cost": 12.0}, parent="n")
+        init_node(open_context(repo), "c", {"max_cost": 12.0}, parent="n")
     ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
     run = ledger.open_run("main.n", agent="x", max_cost=10.0, parent_run_id=None)
     step = ledger.open_step(node="main.n", run_id=run, iter_id=None, step=1, step_name="S",
                             agent="x", model=None, session=None)
     ledger.set_step_cost(step, 7.5)
     with pytest.raises(FractalError, match=r"remaining budget \$2\.5000 \(\$10 max, run"):
-        init_node(repo, "c", {"max_cost": 3.0}, parent="n")
-    made = init_node(repo, "c", {"max_cost": 2.5}, parent="n")
+        init_node(open_context(repo), "c", {"max_cost": 3.0}, parent="n")
+    made = init_node(open_context(repo), "c", {"max_cost": 2.5}, parent="n")
     assert made.paths.branch == "main.n.c"
-    init_node(repo, "free", {})  # under the root: no parent budget
+    init_node(open_context(repo), "free", {})  # under the root: no parent budget

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fractal.domain.signals import Signal
+from fractal.lifecycle.context import open_context
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.steer import Refused, send
 from fractal.lifecycle.trees import init_tree
@@ -21,8 +22,8 @@ from tests.helpers import force_status, make_repo
 def repo(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "repo")
     init_tree(repo)
-    init_node(repo, "lead", {"title": "lead"})
-    init_node(repo / ".worktrees" / "main.lead", "a", {"title": "a"})
+    init_node(open_context(repo), "lead", {"title": "lead"})
+    init_node(open_context(repo / ".worktrees" / "main.lead"), "a", {"title": "a"})
     yield repo
     close_engines()
 
@@ -35,7 +36,7 @@ def test_a_settled_parent_is_skipped_and_its_live_child_signalled(repo: Path,
     run = ledger.open_run("main.lead.a", agent="stub", max_cost=None, parent_run_id=None)
     force_status(db, "main.lead", "completed")
     force_status(db, "main.lead.a", "active")
-    results = send(repo, "lead", signal)
+    results = send(open_context(repo), "lead", signal)
     by_node = {r.branch: r.ok for r in results}
     assert by_node == {"main.lead.a": True, "main.lead": False}
     assert [s.signal for s in ledger.signals(run)] == [signal.value]
@@ -44,4 +45,4 @@ def test_a_settled_parent_is_skipped_and_its_live_child_signalled(repo: Path,
 def test_a_settled_node_without_live_children_is_still_refused(repo: Path) -> None:
     force_status(repo / ".fractal" / "main" / "fractal.db", "main.lead", "completed")
     with pytest.raises(Refused, match="completed"):
-        send(repo, "lead", Signal.STOP)  # its child is idle: nothing to reach
+        send(open_context(repo), "lead", Signal.STOP)  # its child is idle: nothing to reach

@@ -1,0 +1,170 @@
+"""The context a verb acts in: the tree, who is calling, who is acting, the ledger.
+
+The CLI builds one ``Context`` per command (``open_context``) and hands it to the verb; a
+test builds one the same way on a tree in a temporary directory and calls the verb
+in-process. Two branches describe the caller:
+
+* ``caller``: the node whose worktree holds ``cwd`` (``--path``; the root outside any node
+  worktree). A verb given no node name acts on it.
+* ``acting``: on whose behalf the verb runs, which is what authority is measured from.
+  Inside a node's loop (its agent, or a tool the agent runs; the loop exports ``_NODE``,
+  that node's directory) it is that node whatever ``cwd`` says, so an agent cannot pose
+  as its parent or a sibling. Otherwise it is the caller. ``actor`` (recorded on event
+  rows) is ``operator`` at the root.
+
+Neither falls back: a ``_NODE`` that names no registered node of this tree by its
+directory, or a ``cwd`` inside the worktree of a branch that is no registered node, is
+refused (``Refused``) rather than read as the root or the directory's node.
+
+``authorize(verb, target)`` is the one place a verb's authority is checked, by the rule
+table of ``fractal.domain.authority``; a refusal is recorded as a ``failed`` event on the
+target and raised.
+
+Construction is cheap: the tree is found with git, and ``caller``, ``acting`` and the
+ledger are worked out on first use and then fixed for the context's life (the registry is
+read with the stdlib reader; the ledger, which checks the schema stamp, opens only when a verb
+writes).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fractal.domain import authority
+from fractal.domain.outcome import clip_reason
+from fractal.errors import FractalError
+from fractal.tree import Tree, caller_branch, find_tree, resolve_node
+
+if TYPE_CHECKING:
+    from fractal.store.ledger import Ledger
+
+__all__ = ["LOOP_NODE_ENV", "Context", "Refused", "open_context"]
+
+LOOP_NODE_ENV = "_NODE"
+"""The variable a node's loop exports to everything it runs: the node's directory."""
+
+_REASON_MAX = 1000  # characters of a refusal kept in the event row
+
+
+class Refused(FractalError):
+    """A verb was refused for the node it named; the reason is recorded as a failed event."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """One command's view of its tree. ``cwd`` is the caller's position (``--path``);
+    ``loop_node`` the ``_NODE`` value inherited from a loop (None outside any)."""
+
+    tree: Tree
+    cwd: Path
+    loop_node: str | None = None
+
+    def known(self) -> list[str]:
+        """Every registered node, read now with the light reader (no SQLAlchemy)."""
+        from fractal.store import reader
+
+        return [row.node for row in reader.node_rows(self.tree.db_path)]
+
+    @cached_property
+    def caller(self) -> str:
+        """The branch whose worktree holds ``cwd``; the tree's root when none does. Raises
+        Refused when that worktree's branch belongs to the tree but is no registered node
+        (a deleted node's leftovers, a hand-made checkout)."""
+        branch = caller_branch(self.cwd, self.tree)
+        if branch != self.tree.root and branch not in self.known():
+            raise Refused(f"{self.cwd} is in the worktree of {branch}, which is no registered "
+                          "node of this tree; run the command from a node's worktree or the "
+                          "main checkout (`fractal node list` shows the nodes)")
+        return branch
+
+    @cached_property
+    def loop_branch(self) -> str | None:
+        """The node whose loop runs this process (from ``loop_node``), None outside any
+        loop. Raises Refused when ``loop_node`` names no registered node of this tree by
+        its directory: an unknown ``_NODE`` is never read as the working directory."""
+        if not self.loop_node:
+            return None
+        branch = Path(self.loop_node).name
+        if (self.tree.owns(branch) and branch != self.tree.root and branch in self.known()
+                and Path(self.loop_node) == self.tree.node(branch).node_dir):
+            return branch
+        raise Refused(f"{LOOP_NODE_ENV}={self.loop_node} names no node of the tree rooted "
+                      f"at {self.tree.root} (it must be a registered node's directory, as "
+                      "the node's loop exports it); a node's agent acts only as its own "
+                      "node, and the operator runs fractal outside any node's loop")
+
+    @property
+    def acting(self) -> str:
+        """The branch the verb acts for: the loop's node inside a loop, else ``caller``."""
+        return self.loop_branch or self.caller
+
+    @property
+    def actor(self) -> str:
+        """Who is acting, as event rows record it: ``acting``, or ``operator`` at the root."""
+        return "operator" if self.acting == self.tree.root else self.acting
+
+    @property
+    def is_operator(self) -> bool:
+        """True when the operator at the root acts (no loop, no node worktree)."""
+        return self.acting == self.tree.root
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The tree's ledger (its database is created and migrated on first use)."""
+        from fractal.store.ledger import Ledger
+
+        return Ledger(self.tree.db_path)
+
+    def subtree(self, name: str | None) -> str:
+        """The branch ``name`` resolves to (the full branch, the branch below the root, or a
+        unique last segment), or ``caller`` when ``name`` is None; the root is allowed (a
+        verb over the whole tree). Raises NodeNotFound for an unknown or ambiguous name."""
+        if not name:
+            return self.caller
+        return resolve_node(name, [*self.known(), self.tree.root], self.tree)
+
+    def target(self, name: str | None) -> str:
+        """Like ``subtree``, but the root is refused (it has no loop): raises FractalError
+        naming the way to list the nodes, NodeNotFound for a name that does not resolve."""
+        branch = self.subtree(name)
+        if branch == self.tree.root:
+            raise FractalError(f"{branch} is the tree's root: it has no loop; name a node "
+                               "(`fractal node list` shows them)")
+        return branch
+
+    def refusal(self, verb: str, target: str) -> str | None:
+        """The authority rule's refusal of ``verb`` on ``target`` by the acting node, or
+        None when it may (``fractal.domain.authority.refusal``)."""
+        return authority.refusal(verb, acting=self.acting, target=target, root=self.tree.root)
+
+    def refuse(self, verb: str, target: str, why: str, *, limit: int = _REASON_MAX) -> Refused:
+        """Record a ``failed`` ``verb`` event on ``target`` (metadata ``refused: <why>`` on
+        one line, at most ``limit`` characters) and return the Refused error to raise."""
+        self.ledger.add_event(target, verb, actor=self.actor, status="failed",
+                              metadata=clip_reason(f"refused: {why}", limit))
+        return Refused(why)
+
+    def authorize(self, verb: str, target: str) -> None:
+        """Raise Refused, recorded as a ``failed`` ``verb`` event on ``target``, unless the
+        acting node may ``verb`` ``target`` (the operator may act on any node)."""
+        why = self.refusal(verb, target)
+        if why is not None:
+            raise self.refuse(verb, target, why)
+
+    def for_tree(self, tree: Tree) -> Context:
+        """The same caller's context over another tree of the repository, positioned at
+        that tree's repository; the loop it may run in carries over."""
+        return Context(tree=tree, cwd=tree.repo, loop_node=self.loop_node)
+
+
+def open_context(cwd: Path, environ: Mapping[str, str] | None = None) -> Context:
+    """The context of a command run at ``cwd`` with ``environ`` (default: this process's
+    environment). Raises NotATree when no tree exists there, GitError outside a git
+    repository."""
+    env = os.environ if environ is None else environ
+    return Context(tree=find_tree(cwd), cwd=cwd, loop_node=env.get(LOOP_NODE_ENV) or None)

@@ -1,0 +1,440 @@
+"""The verbs as a library: each called in-process with a Context on a real tree (real git,
+real SQLite) in a temporary directory, no click and no tmux. Also who may act on whom,
+verb by verb, from inside a node's loop."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fractal.domain.authority import spoken
+from fractal.domain.signals import Signal
+from fractal.domain.states import Move, Status
+from fractal.errors import ConfigError, FractalError, NodeNotFound
+from fractal.lifecycle.approve import Approved, approve, pending
+from fractal.lifecycle.brake import brake, release
+from fractal.lifecycle.checkreport import node_checks
+from fractal.lifecycle.conflicts import node_conflicts
+from fractal.lifecycle.context import Context, Refused, open_context
+from fractal.lifecycle.delete import delete
+from fractal.lifecycle.diff import node_diff
+from fractal.lifecycle.inbox import ack
+from fractal.lifecycle.kill import kill
+from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.notify import configure
+from fractal.lifecycle.plans import list_plans, new_plan
+from fractal.lifecycle.reads import activity, list_nodes, node_status
+from fractal.lifecycle.resume import resume
+from fractal.lifecycle.retire import retire, unretire
+from fractal.lifecycle.retune import config_get, config_set, update_node
+from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.spending import Scope, breakdown, remaining, spent
+from fractal.lifecycle.start import start_node
+from fractal.lifecycle.steer import Signalled, cancel_finish, send
+from fractal.lifecycle.teardown import destroy, reset
+from fractal.lifecycle.trees import init_tree
+from fractal.store.engine import close_engines
+from fractal.store.ledger import Ledger
+from tests.helpers import make_repo
+
+
+@pytest.fixture(autouse=True)
+def _fresh_engines() -> Iterator[None]:
+    yield
+    close_engines()
+
+
+@dataclass(frozen=True)
+class Small:
+    """``main`` with ``main.a`` (capped at $10), its children ``main.a.b`` and ``main.a.c``,
+    and ``main.a.b``'s child ``main.a.b.d``."""
+
+    repo: Path
+
+    def wt(self, branch: str) -> Path:
+        return self.repo / ".worktrees" / branch
+
+    def node_dir(self, branch: str) -> Path:
+        return self.wt(branch) / ".fractal" / branch
+
+    def ctx(self, where: str | None = None, *, loop: str | None = None) -> Context:
+        """The context of a caller in ``where``'s worktree (the repo for None), inside
+        ``loop``'s loop when given."""
+        cwd = self.repo if where is None else self.wt(where)
+        env = {} if loop is None else {"_NODE": str(self.node_dir(loop))}
+        return open_context(cwd, env)
+
+    @property
+    def db(self) -> Path:
+        return self.repo / ".fractal" / "main" / "fractal.db"
+
+    @property
+    def ledger(self) -> Ledger:
+        return Ledger(self.db)
+
+    def events(self, node: str, event: str) -> list[tuple[str | None, str | None, str]]:
+        with sqlite3.connect(self.db) as db:
+            rows = db.execute("SELECT actor, status, metadata FROM events WHERE node = ? AND "
+                              "event = ? ORDER BY event_id", (node, event)).fetchall()
+        return [(a, s, m or "") for a, s, m in rows]
+
+    def snapshot(self) -> tuple[object, ...]:
+        """Everything a verb could change: registry rows, signals, runs, configs, branches."""
+        with sqlite3.connect(self.db) as db:
+            nodes = db.execute("SELECT node, status, max_cost, title FROM nodes "
+                               "ORDER BY node").fetchall()
+            signals = db.execute("SELECT run_id, signal FROM signals ORDER BY 1, 2").fetchall()
+            runs = db.execute("SELECT run_id, node, status FROM runs ORDER BY 1").fetchall()
+            steps = db.execute("SELECT step_id, status, approved FROM steps "
+                               "ORDER BY 1").fetchall()
+        configs = tuple(sorted((p.parent.name, p.read_text())
+                               for p in self.repo.glob(".worktrees/*/.fractal/*/config.json")))
+        root_config = (self.repo / ".fractal" / "main" / "config.json").read_text()
+        worktrees = tuple(sorted(p.name for p in (self.repo / ".worktrees").iterdir()
+                                 if not p.name.startswith(".")))
+        return nodes, signals, runs, steps, configs, root_config, worktrees
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Small:
+    repo = make_repo(tmp_path / "repo")
+    init_tree(repo, agent="true")
+    top = open_context(repo, {})
+    init_node(top, "a", {"max_cost": 10.0, "max_iters": 3})
+    inside = open_context(repo / ".worktrees" / "main.a", {})
+    init_node(inside, "b", {"max_cost": 2.0})
+    init_node(top, "c", {"max_cost": 1.0}, parent="a")
+    init_node(top, "d", {"max_cost": 0.5}, parent="a.b")
+    return Small(repo)
+
+
+def _activate(small: Small, branch: str) -> int:
+    """Make ``branch`` active under a live supervisor (this process), with an open run and
+    iteration; return the run id."""
+    ledger = small.ledger
+    me = psutil.Process()  # a live supervisor as far as the heal can tell
+    assert ledger.move(branch, Move.START, supervisor=(me.pid, me.create_time())).ok
+    return ledger.open_run(branch, agent="true", max_cost=None, parent_run_id=None)
+
+
+def _gate(small: Small, branch: str) -> int:
+    """Make ``branch`` active with one step awaiting approval; return its step id."""
+    run = _activate(small, branch)
+    iter_id = small.ledger.open_iteration(branch, run, 1, agent="true", model=None)
+    return small.ledger.open_step(node=branch, run_id=run, iter_id=iter_id, step=1,
+                                  step_name="PLAN", agent="true", model=None, session=None,
+                                  gated=True)
+
+
+def _settle(small: Small, branch: str, status: str) -> None:
+    """Land idle ``branch`` on the settled ``status`` without a run."""
+    assert small.ledger.move(branch, Move.DISARM, to=Status(status)).ok
+
+
+def _steer(ctx: Context, verb: str, name: str | None) -> list[Signalled]:
+    if verb == "kill":
+        return kill(ctx, name)
+    if verb == "resume":
+        return resume(ctx, name)
+    return send(ctx, name, Signal(verb))
+
+
+# --- the context ---------------------------------------------------------------------------
+
+def test_the_context_resolves_caller_target_and_actor(small: Small) -> None:
+    root = small.ctx()
+    assert (root.caller, root.acting, root.actor) == ("main", "main", "operator")
+    assert root.subtree(None) == "main" and root.subtree("c") == "main.a.c"
+    assert root.subtree("a.b") == "main.a.b"
+    with pytest.raises(FractalError, match="main is the tree's root: it has no loop"):
+        root.target(None)
+    with pytest.raises(NodeNotFound, match="no node found for 'zz'"):
+        root.target("zz")
+    node = small.ctx("main.a")
+    assert (node.caller, node.actor, node.target(None)) == ("main.a", "main.a", "main.a")
+
+
+def test_inside_a_loop_the_actor_is_the_loop_node_whatever_the_path(small: Small) -> None:
+    posing = small.ctx(None, loop="main.a.b")  # an agent of main.a.b, with --path at the repo
+    assert posing.caller == "main" and (posing.acting, posing.actor) == ("main.a.b", "main.a.b")
+
+
+@pytest.mark.parametrize("loop_node", [
+    "/elsewhere/.fractal/main.a",  # not this tree's directory
+    "{repo}/.worktrees/main.zz/.fractal/main.zz",  # a node this tree never registered
+    "{repo}/.worktrees/main.a",  # the worktree, not the node directory
+    "{repo}/.fractal/main",  # the root's data dir: the root has no loop
+    "garbage",
+])
+def test_an_unknown_loop_node_is_refused_never_read_as_the_directory(
+        small: Small, loop_node: str) -> None:
+    ctx = open_context(small.repo, {"_NODE": loop_node.format(repo=small.repo)})
+    with pytest.raises(Refused, match="names no node of the tree rooted at main"):
+        _ = ctx.acting
+    with pytest.raises(Refused, match="names no node"):
+        send(ctx, "a", Signal.STOP)
+    assert small.events("main.a", "stop") == []  # refused before anything was written
+
+
+def test_a_path_in_an_unregistered_node_worktree_is_refused(small: Small) -> None:
+    stray = small.repo / ".worktrees" / "main.zz"
+    from tests.helpers import git
+
+    git(small.repo, "worktree", "add", "-q", "-b", "main.zz", str(stray), "main")
+    ctx = open_context(stray, {})
+    with pytest.raises(Refused, match=r"main\.zz, which is no registered node"):
+        _ = ctx.caller
+    with pytest.raises(Refused, match="no registered node"):
+        kill(ctx, None)
+
+
+# --- node init ------------------------------------------------------------------------------
+
+def test_init_spawns_under_the_caller_and_records_the_actor(small: Small) -> None:
+    rows = {r.node: r for r in small.ledger.nodes()}
+    assert set(rows) == {"main.a", "main.a.b", "main.a.c", "main.a.b.d"}
+    assert rows["main.a.b"].parent == "main.a" and rows["main.a.b"].status is Status.IDLE
+    assert [e[0] for e in small.events("main.a.b", "init")] == ["main.a"]
+    assert [e[0] for e in small.events("main.a", "init")] == ["operator"]
+    config = json.loads((small.node_dir("main.a.b") / "config.json").read_text())
+    assert config["parent"] == "main.a"
+
+
+def test_a_node_spawns_under_itself_and_its_descendants_only(small: Small) -> None:
+    lead = small.ctx("main.a", loop="main.a")
+    assert init_node(lead, "e", {"max_cost": 0.1}).paths.branch == "main.a.e"
+    assert init_node(lead, "f", {"max_cost": 0.1}, parent="b").paths.branch == "main.a.b.f"
+    child = small.ctx("main.a.b", loop="main.a.b")
+    for parent in ("a", "c", "main"):
+        with pytest.raises(Refused, match="may spawn only itself and its own descendants"):
+            init_node(child, "g", {"max_cost": 0.1}, parent=parent)
+    assert small.events("main.a.c", "spawn")[-1][:2] == ("main.a.b", "failed")
+    assert not any(r.node.endswith(".g") for r in small.ledger.nodes())
+
+
+# --- update and config ------------------------------------------------------------------------
+
+def test_update_and_config_through_the_context(small: Small) -> None:
+    done = update_node(small.ctx(), "b", {"max_cost": "1.5", "title": "lexer"})
+    assert "title: null -> \"lexer\"" in [c.line for c in done.changes]
+    row = small.ledger.node("main.a.b")
+    assert row is not None and (row.max_cost, row.title) == (1.5, "lexer")
+    inside = small.ctx("main.a.b")
+    assert config_get(inside, "title") == "lexer"
+    assert config_set(inside, ["max_iters=4"]).changes[0].line == "max_iters: null -> 4"
+    with pytest.raises(ConfigError, match=r"immutable|refused|cannot"):
+        config_set(inside, ["parent=main"])
+
+
+def test_a_loop_sets_only_its_own_config(small: Small) -> None:
+    before = small.snapshot()
+    posing = small.ctx("main.a.c", loop="main.a.b")  # main.a.b's agent, --path in a sibling
+    with pytest.raises(Refused, match="may config only for itself"):
+        config_set(posing, ["max_iters=9"])
+    assert small.events("main.a.c", "config")[-1][:2] == ("main.a.b", "failed")
+    assert small.snapshot() == before
+
+
+# --- approve and pending ------------------------------------------------------------------------
+
+def test_approve_refusals_are_explained_and_recorded(small: Small) -> None:
+    with pytest.raises(Refused, match=re.escape("node main.a.b has no step awaiting approval")):
+        approve(small.ctx(), "b")
+    step_id = _gate(small, "main.a.b")
+    with pytest.raises(Refused, match="may approve only its own direct children"):
+        approve(small.ctx(None, loop="main.a.c"), "b")  # a sibling's agent
+    with pytest.raises(Refused, match="may approve only its own direct children"):
+        approve(small.ctx(None, loop="main.a.b"), "b")  # its own agent
+    with pytest.raises(Refused, match=re.escape(f"step {step_id + 1} of main.a.b is not awaiting")):
+        approve(small.ctx(), "b", step_id + 1)
+    refused = small.events("main.a.b", "approve")
+    assert [(a, s) for a, s, _ in refused] == [("operator", "failed"), ("main.a.c", "failed"),
+                                               ("main.a.b", "failed"), ("operator", "failed")]
+    assert all(m.startswith("refused: ") for _, _, m in refused)
+
+
+def test_the_parent_approves_once_and_pending_lists_the_gate(small: Small) -> None:
+    step_id = _gate(small, "main.a.b")
+    assert [(r["branch"], r["step_id"]) for r in pending(small.ctx("main.a"), None)] == [
+        ("main.a.b", step_id)]
+    parent = small.ctx(None, loop="main.a")
+    assert approve(parent, "b") == Approved("main.a.b", step_id, "PLAN")
+    assert pending(small.ctx("main.a"), None) == []
+    with pytest.raises(Refused, match="has no step awaiting approval"):
+        approve(parent, "b")
+    assert (small.node_dir("main.a.b") / ".wake").exists()
+
+
+# --- cost, checks, plans and reads --------------------------------------------------------------
+
+def test_cost_reads_on_a_tree_that_never_ran(small: Small) -> None:
+    report = spent(small.ctx(), "a")
+    assert (report.branch, report.usd, report.priced, report.unpriced) == ("main.a", 0.0, 0, 0)
+    assert remaining(small.ctx(), "a") == "$10.0000"
+    assert remaining(small.ctx(), "a", Scope.ITER) == "no budget"
+    rows, unpriced = breakdown(small.ctx(), None)
+    assert unpriced == 0 and {r["node"] for r in rows} >= {"main.a", "main.a.b", "main.a.c"}
+    with pytest.raises(FractalError, match="the tree's root: it has no runs"):
+        spent(small.ctx(), None, Scope.RUN)
+
+
+def test_checks_of_a_node_that_never_ran(small: Small) -> None:
+    report = node_checks(small.ctx("main.a"), None)
+    assert (report.node, report.rows, report.trend) == ("main.a", [], [])
+
+
+def test_plans_belong_to_the_acting_node(small: Small) -> None:
+    made = new_plan(small.ctx(None, loop="main.a.b"), "lexer", iter_ref="1.1")
+    assert made.parent == small.node_dir("main.a.b") / "plans"
+    assert [r["path"] for r in list_plans(small.ctx("main.a.b"))] == [str(made.resolve())]
+    assert list_plans(small.ctx("main.a.c")) == []
+
+
+def test_reads_through_the_context(small: Small) -> None:
+    status = node_status(small.ctx(), "b")
+    assert (status.branch, status.line) == ("main.a.b", "idle")
+    listed = list_nodes(small.ctx("main.a"), None)
+    assert [(n["node"], n["status"]) for n in listed] == [
+        ("main.a", "idle"), ("main.a.b", "idle"), ("main.a.b.d", "idle"), ("main.a.c", "idle")]
+    rows = activity(small.ctx(), "b", None)
+    assert [(r["node"], r["event"], r["actor"]) for r in rows] == [("main.a.b", "init", "main.a")]
+
+
+# --- steering on nodes that are not running ----------------------------------------------------
+
+@pytest.mark.parametrize(("verb", "why"), [
+    ("stop", "node main.a.b is {status}; stop needs an active node"),
+    ("finish", "node main.a.b is {status}; finish needs an active node"),
+    ("pause", "node main.a.b is {status}; pause needs an active node"),
+    ("kill", "node main.a.b is {status}; nothing to kill"),
+    ("resume", "node main.a.b is {status}; resume needs a paused node"),
+], ids=lambda v: v if v in ("stop", "finish", "pause", "kill", "resume") else "")
+@pytest.mark.parametrize("status", ["idle", "completed", "killed"])
+def test_steering_a_node_that_is_not_running_is_refused_and_recorded(
+        small: Small, verb: str, why: str, status: str) -> None:
+    if status != "idle":
+        _settle(small, "main.a.b", status)
+    ctx = small.ctx("main.a")
+    with pytest.raises(Refused, match=re.escape(why.format(status=status))):
+        _steer(ctx, verb, "b")
+    assert small.events("main.a.b", verb)[-1][:2] == ("main.a", "failed")
+    row = small.ledger.node("main.a.b")
+    assert row is not None and row.status == status  # nothing moved
+
+
+def test_cancelling_a_finish_needs_an_open_run(small: Small) -> None:
+    with pytest.raises(Refused, match=re.escape("node main.a.b has no open run")):
+        cancel_finish(small.ctx(), "b")
+
+
+def test_a_subtree_sweep_with_nothing_running_does_nothing(small: Small) -> None:
+    for verb in ("stop", "finish", "pause", "kill", "resume"):
+        assert _steer(small.ctx(), verb, None) == []  # the root: a broadcast, no self signal
+
+
+def test_a_node_steers_its_own_loop_and_its_children(small: Small) -> None:
+    run = _activate(small, "main.a.b")
+    mine = small.ctx("main.a.b", loop="main.a.b")
+    [done] = send(mine, None, Signal.FINISH, "enough")
+    assert done.ok and done.branch == "main.a.b"
+    assert cancel_finish(mine, None).ok
+    [paused] = send(small.ctx(None, loop="main.a"), "b", Signal.PAUSE)
+    assert paused.ok
+    with sqlite3.connect(small.db) as db:
+        assert db.execute("SELECT signal FROM signals WHERE run_id = ?",
+                          (run,)).fetchall() == [("pause",)]
+
+
+def test_the_tree_brake_is_the_operators(small: Small) -> None:
+    with pytest.raises(Refused, match="only the operator at the root may brake"):
+        brake(small.ctx(None, loop="main.a"), None, "lunch")
+    assert not (small.repo / ".fractal" / "main" / ".paused").exists()
+    assert brake(small.ctx(), None, "lunch") == []  # nothing running to pause
+    with pytest.raises(FractalError, match=re.escape("the tree main is paused")):
+        init_node(small.ctx(), "x", {})
+    with pytest.raises(Refused, match=re.escape("the tree main is paused")):
+        resume(small.ctx(), "b")  # only `fractal resume` lifts the brake
+    with pytest.raises(Refused, match="only the operator at the root may release"):
+        release(small.ctx("main.a"), None)
+    with pytest.raises(FractalError, match=re.escape("no tree rooted at 'other'")):
+        brake(small.ctx(), "other", None)
+    assert release(small.ctx(), None) == []
+    assert init_node(small.ctx(), "x", {}).paths.branch == "main.x"
+
+
+# --- who may act on whom: main.a.b's agent against its parent and its sibling ----------------
+
+VERBS: dict[str, Callable[[Context, str], object]] = {
+    "stop": lambda ctx, n: send(ctx, n, Signal.STOP),
+    "finish": lambda ctx, n: send(ctx, n, Signal.FINISH),
+    "finish_cancel": lambda ctx, n: cancel_finish(ctx, n),
+    "pause": lambda ctx, n: send(ctx, n, Signal.PAUSE),
+    "resume": lambda ctx, n: resume(ctx, n),
+    "kill": lambda ctx, n: kill(ctx, n),
+    "start": lambda ctx, n: start_node(ctx, n),
+    "update": lambda ctx, n: update_node(ctx, n, {"title": "hijacked"}),
+    "spawn": lambda ctx, n: init_node(ctx, "intruder", {"max_cost": 0.1}, parent=n),
+    "approve": lambda ctx, n: approve(ctx, n),
+    "merge": lambda ctx, n: merge_node(ctx, n),
+    "diff": lambda ctx, n: node_diff(ctx, n),
+    "conflicts": lambda ctx, n: node_conflicts(ctx, n),
+    "retire": lambda ctx, n: retire(ctx, n),
+    "unretire": lambda ctx, n: unretire(ctx, n),
+    "delete": lambda ctx, n: delete(ctx, n, force=True),
+}
+TREE_VERBS: dict[str, Callable[[Context], object]] = {
+    "reset": reset,
+    "destroy": destroy,
+    "brake": lambda ctx: brake(ctx, None, None),
+    "release": lambda ctx: release(ctx, None),
+    "notify": lambda ctx: configure(ctx, "touch owned", None),
+    "ack": lambda ctx: ack(ctx, "anything"),
+}
+
+
+@pytest.mark.parametrize("target", ["main.a", "main.a.c"], ids=["parent", "sibling"])
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_a_child_loop_acting_on_its_parent_or_sibling_is_refused(
+        small: Small, verb: str, target: str) -> None:
+    _activate(small, target)  # a live target: a refusal must not be a status refusal
+    before = small.snapshot()
+    agent = small.ctx("main.a.b", loop="main.a.b")
+    with pytest.raises(Refused, match=f"main.a.b may {spoken(verb)}|or an ancestor of {target}"):
+        VERBS[verb](agent, target)
+    assert small.events(target, verb)[-1][:2] == ("main.a.b", "failed")
+    assert small.snapshot() == before
+
+
+@pytest.mark.parametrize("verb", sorted(TREE_VERBS))
+def test_a_loop_may_not_act_for_the_whole_tree(small: Small, verb: str) -> None:
+    before = small.snapshot()
+    with pytest.raises(Refused, match=f"only the operator at the root may {verb}"):
+        TREE_VERBS[verb](small.ctx(None, loop="main.a"))
+    assert small.events("main", verb)[-1][:2] == ("main.a", "failed")
+    assert small.snapshot() == before
+
+
+def test_building_and_checking_a_context_imports_no_sqlalchemy(small: Small) -> None:
+    """The steering path stays light: resolving who acts, the target and the rule reads
+    the registry with the stdlib reader; the ORM is imported only when a verb writes."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom pathlib import Path\n"
+             "from fractal.lifecycle.context import open_context\n"
+             f"ctx = open_context(Path({str(small.wt('main.a'))!r}), "
+             f"{{'_NODE': {str(small.node_dir('main.a'))!r}}})\n"
+             "assert (ctx.caller, ctx.acting, ctx.actor) == ('main.a', 'main.a', 'main.a')\n"
+             "ctx.authorize('stop', ctx.subtree('b'))\n"
+             "assert ctx.refusal('stop', 'main') is not None\n"
+             "print(sorted(m for m in sys.modules if m.startswith('sqlalchemy')))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=small.repo).stdout
+    assert out.strip() == "[]"
