@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,7 @@ class Steering(Latency):
     def _status_then(self, label: str, name: str, *verb: str) -> None:
         """``node status NAME`` (timed as the baseline), then the verb (timed)."""
         self._timed("status", "node", "status", name)
+        self.ms.setdefault(f"status before {label}", []).append(self.ms["status"][-1])
         self._timed(label, "node", *verb)
 
     def starts(self, names: list[str], *verb: str) -> dict[str, int]:
@@ -185,17 +187,17 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
         bench = Steering(box, samples)
         try:
             bench.measure(log)
-        except BenchError as exc:  # what was measured before still stands
+        except (BenchError, subprocess.TimeoutExpired) as exc:  # what was measured stands
             log(f"steering: stopped early: {exc}")
         ms = bench.ms
         try:
             gaps, (hwm, early) = footprint(box, log)
-        except BenchError as exc:
+        except (BenchError, subprocess.TimeoutExpired) as exc:
             log(f"footprint: stopped early: {exc}")
             gaps, hwm, early = [], 0, None
         try:
             cpu = idle_cpu(bench, idle, window, log) if idle else {}
-        except BenchError as exc:  # the other figures still stand
+        except (BenchError, subprocess.TimeoutExpired) as exc:  # the others still stand
             log(f"idle CPU: could not measure: {exc}")
             cpu = {}
     finally:
@@ -208,9 +210,10 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
                     "nodes, each verb right after a `node status` of the same node"),
             Row("fractal node status (the baseline)", ms.get("status", []))]
     for label in STEERING:
-        times = ms.get(label, [])
-        ratio = f"{statistics.median(times) / status:.2f}x" if times and status else "?"
-        rows.append(Row(f"fractal node {label} ({ratio} status)", times, target=bound,
+        times, paired = ms.get(label, []), ms.get(f"status before {label}", [])
+        ratio = (f"{statistics.median(times) / statistics.median(paired):.2f}x"
+                 if times and paired else "?")
+        rows.append(Row(f"fractal node {label} ({ratio} its status)", times, target=bound,
                         reference=REFERENCE.get(label, ""), note="" if times else "n/a"))
     rows += [Row("fractal node start (prompt returns)", ms.get("start", []),
                  target="< 400 ms", reference=REFERENCE["start"]),
