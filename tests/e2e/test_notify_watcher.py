@@ -29,7 +29,7 @@ def test_a_run_that_exits_is_notified_once(tree: Tree, tmp_path: Path) -> None:
     env = {**os.environ, "SOME_API_KEY": "sk-never-seen", "FRACTAL_NOTIFY_IDLE_S": "1"}
     tree.cli("node", "start", "fails", env=env)
     assert tree.wait_settled("fails") == "exited"
-    wait_until(lambda: list(out.glob("*.json")), timeout=30, message="the hook ran")
+    wait_until(lambda: list(out.glob("*.env")), timeout=30, message="the hook ran")  # written last
     (call,) = [json.loads(p.read_text()) for p in out.glob("*.json")]
     assert [(e["kind"], e["node"]) for e in call["events"]] == [("exited", "main.fails")]
     assert "sk-never-seen" not in next(out.glob("*.env")).read_text()
