@@ -4,7 +4,8 @@ One effect-level module used by both the verbs (``fractal.lifecycle``) and the l
 (``fractal.runtime``), so neither has to import the other:
 
 - its files: ``<node_dir>/.wake``, touched after a signal row is written so the node's
-  supervisor looks at once (it also polls the database at least once a second); the
+  supervisor looks at once (it also polls the database: every second, every 5 s in an idle
+  wait while the file is watched); the
   tree-wide latch ``<root data dir>/.paused``, present while ``fractal pause`` brakes the
   tree; the per-node heal lock beside the tree lock (``Tree.lock_path``);
 - signals: ``write_signal`` queues a signal row on a node's open run together with its

@@ -24,7 +24,7 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ledger, parts
+from bench import ledger, parts, steering
 from bench.memory import watch_memory
 from bench.report import Row, render, section
 from bench.sandbox import ROOT, BenchError, Sandbox
@@ -83,7 +83,7 @@ def time_cli(box: Sandbox, commands: dict[str, list[str]] = CLI_COMMANDS) -> dic
     return times
 
 
-def run(keep: bool, samples: int = 5) -> str:
+def run(keep: bool, samples: int = 5, idle: int = 50, window: float = 60.0) -> str:
     """Build the sandboxes, measure, clean up; return the report text. ``samples``: per
     verb-to-reaction cell. Raises BenchError."""
     started = time.monotonic()
@@ -143,7 +143,8 @@ def run(keep: bool, samples: int = 5) -> str:
     notes: list[str] = []
     for more, lines in (parts.latency(keep, samples, _log), parts.reads(keep, _log),
                         parts.many_nodes(keep, _log), parts.dashboard_part(keep, _log),
-                        parts.usage_wait(keep, USAGE_NODES, _log)):
+                        parts.usage_wait(keep, USAGE_NODES, _log),
+                        steering.run(keep, samples, idle, window, _log)):
         table += more
         notes += lines
     head = (f"fractal bench: {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -169,20 +170,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the sandbox directory (tree, traces) for inspection")
     parser.add_argument("--latency-samples", type=int, default=5, metavar="N",
                         help="nodes (samples) per verb-to-reaction cell (default 5)")
-    parser.add_argument("--only", choices=["dashboard", "usagewait"], default=None,
+    parser.add_argument("--only", choices=["dashboard", "usagewait", "steering"],
+                        default=None,
                         help="run one part alone (dashboard: fractal open and fractal inbox "
                              "on 1,000 nodes / 1,000,000 steps; usagewait: nodes waiting "
-                             "out a usage window)")
+                             "out a usage window; steering: the typed commands, start and "
+                             "resume, the supervisor's footprint)")
+    parser.add_argument("--idle-nodes", type=int, default=50, metavar="N",
+                        help="nodes asleep (then at a gate) for the idle-CPU figure; 0 skips "
+                             "it (default 50)")
+    parser.add_argument("--idle-window", type=float, default=60.0, metavar="S",
+                        help="seconds the idle CPU is measured over (default 60)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
     try:
-        if args.only is not None:
+        if args.only in ("dashboard", "usagewait"):
             rows, notes = (parts.dashboard_part(args.keep, _log) if args.only == "dashboard"
                            else parts.usage_wait(args.keep, USAGE_NODES, _log))
             print(render(rows) + "\n\n" + "\n".join(notes))
+        elif args.only == "steering":
+            rows, notes = steering.run(args.keep, max(1, args.latency_samples),
+                                       max(0, args.idle_nodes), args.idle_window, _log)
+            print(render(rows) + "\n\n" + "\n".join(notes))
         else:
-            print(run(args.keep, max(1, args.latency_samples)))
+            print(run(args.keep, max(1, args.latency_samples), max(0, args.idle_nodes),
+                      args.idle_window))
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1

@@ -124,7 +124,8 @@ def test_node_status_is_written_in_one_place() -> None:
     """Only ``Transitions.move`` updates the nodes table (a node changes status by a move
     of the table in ``fractal/domain/states.py``); registration inserts the first one."""
     writers = [path for path in FILES
-               if "update(Node)" in (ROOT / path).read_text(encoding="utf-8")]
+               if any(form in (ROOT / path).read_text(encoding="utf-8")
+                      for form in ("update(Node)", "UPDATE nodes SET"))]
     assert writers == ["fractal/store/transition.py"]
 
 
@@ -246,6 +247,36 @@ def test_lazy_imports(args: tuple[str, ...], forbidden: tuple[str, ...], proof: 
     assert proc.returncode == 0, proc.stderr
     assert proof in loaded  # the probe saw the command run
     assert sorted(m for m in loaded if under(m, forbidden)) == []
+
+
+STEERING_CASES = [
+    ("node", "stop", "n"), ("node", "finish", "n"), ("node", "finish", "--cancel", "n"),
+    ("node", "pause", "n"), ("node", "approve", "n"), ("node", "resume", "n"),
+]
+
+
+@pytest.mark.parametrize("args", [pytest.param(a, id=" ".join(("fractal", *a)))
+                                  for a in STEERING_CASES])
+def test_steering_verbs_leave_sqlalchemy_out(args: tuple[str, ...], small_tree: Path,
+                                              tmp_path: Path) -> None:
+    """The steering verbs reach the database through the store's stdlib seam: SQLAlchemy and
+    Alembic stay unimported (here each refuses the idle node, after reading and writing)."""
+    proc, loaded = modules_loaded(args, cwd=small_tree, scratch=tmp_path / "modules.json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "fractal.store.db" in loaded  # the probe saw the verb reach the store
+    assert sorted(m for m in loaded if under(m, ("sqlalchemy", "alembic"))) == []
+
+
+def test_the_supervisor_imports_no_sqlalchemy() -> None:
+    """The supervisor's whole import graph (the pane's entry point) stays off SQLAlchemy:
+    its writes go through the store's stdlib seam (about 30 MiB less per node)."""
+    import subprocess
+
+    code = ("import sys, fractal.runtime.entry; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert proc.stdout.strip() == "[]"
 
 
 # --- module size -----------------------------------------------------------------------------

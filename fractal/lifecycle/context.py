@@ -22,7 +22,7 @@ target and raised.
 
 Construction is cheap: the tree is found with git, and ``caller``, ``acting`` and the
 ledger are worked out on first use and then fixed for the context's life (the registry is
-read with the stdlib reader; the ledger, which imports SQLAlchemy, opens only when a verb
+read with the stdlib reader; the ledger, which checks the schema stamp, opens only when a verb
 writes).
 """
 

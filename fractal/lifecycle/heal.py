@@ -98,8 +98,12 @@ def _heal(tree: Tree, branch: str) -> bool:
                          step_id=step.step_id)
     _reap_leftovers(branch, ledger, leftovers)
     run = ledger.open_run_of(branch)
-    if run is None:
-        return ledger.move(branch, Move.HEAL, to=Status.EXITED, reason=ABNORMAL_EXIT).ok
+    if run is None:  # it died while it booted, before opening a run: say so in the outbox
+        log = tree.node(branch).supervisor_log
+        return ledger.move(branch, Move.HEAL, to=Status.EXITED, reason=ABNORMAL_EXIT, notice=(
+            f"run exited: {ABNORMAL_EXIT}",
+            f"The supervisor of {branch} is gone before it opened a run (it failed while it "
+            f"booted); see {log}, then `fractal node start {branch} --continue`.")).ok
     iteration = ledger.iterations_of(run.run_id)
     iter_id = iteration[-1].iter_id if iteration and iteration[-1].ended_at is None else None
     return ledger.move(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fractal import tmux
 from fractal.domain.outcome import Status
+from fractal.domain.states import Move
 from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.notify import ensure_watcher
 from fractal.store.ledger import Ledger
@@ -27,10 +28,11 @@ BOOT_WAIT = 20.0  # seconds a verb waits for the supervisor to take the node
 
 @dataclass(frozen=True)
 class Hosted:
-    """Where a supervisor now runs."""
+    """Where a supervisor now runs; ``pid`` is its pane process (None when unknown)."""
 
     session: str
     socket: Path
+    pid: int | None = None
 
 
 def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
@@ -68,15 +70,39 @@ def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
         raise FractalError(f"cannot write {paths.launch_env_path}: {exc.strerror or exc}; "
                            f"check that {paths.node_dir} is writable") from None
     try:
-        tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
-                                                    resume_mode=resume_mode),
-                    cwd=paths.worktree, socket=hosted.socket)
+        pid = tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
+                                                          resume_mode=resume_mode),
+                          cwd=paths.worktree, socket=hosted.socket)
     except BaseException:
         paths.launch_env_path.unlink(missing_ok=True)
         raise
     ledger.set_tmux(paths.branch, hosted.session, str(hosted.socket))
     ensure_watcher(paths.tree)  # the root config's `notify` command (docs/dashboard.md)
-    return hosted
+    return Hosted(hosted.session, hosted.socket, pid)
+
+
+def take(paths: NodePaths, ledger: Ledger, hosted: Hosted, move: Move) -> bool:
+    """Take the node for the supervisor just hosted: perform ``move`` (START or RESUME)
+    with the pane process's pid and create time, so the node reads ``active`` the moment
+    the verb returns and a supervisor that dies while it boots is found by the crash heal
+    like any other (its pane gone, its pid dead). The supervisor, finding the node taken
+    under its own pid (or its parent shell's), goes on with its run.
+
+    True when the node is now held by that process (this move, or the supervisor's own
+    that came first); False when the pane process is already gone or the move was refused
+    for another reason: the caller then waits for the boot as before.
+    """
+    from fractal.runtime.processes import process_create_time
+
+    if hosted.pid is None:
+        return False
+    created = process_create_time(hosted.pid)
+    if created is None:
+        return False
+    if ledger.move(paths.branch, move, supervisor=(hosted.pid, created)).ok:
+        return True
+    row = ledger.node(paths.branch)
+    return row is not None and row.status is Status.ACTIVE and row.supervisor_pid == hosted.pid
 
 
 def await_boot(paths: NodePaths, ledger: Ledger, hosted: Hosted, *,

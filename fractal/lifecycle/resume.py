@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
 from fractal.domain.signals import Signal
-from fractal.domain.states import Status
+from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.host import await_boot, host
+from fractal.lifecycle.host import await_boot, host, take
 from fractal.lifecycle.steer import Refused, Signalled
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
@@ -43,7 +43,10 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
             ledger.add_event(branch, "resume", actor=actor, status="failed",
                              metadata=f"refused: {exc}", run_id=run.run_id)
             return Signalled(branch, False, str(exc))
+        taken = take(paths, ledger, hosted, Move.RESUME)
         ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
+    if taken:  # booting under its recorded pid; a run that parks again says so itself
+        return Signalled(branch, True, f"resumed {branch} (run {run.run_id})")
     try:
         await_boot(paths, ledger, hosted, from_status=Status.PAUSED)
     except FractalError:

@@ -24,11 +24,12 @@ from fractal.lifecycle.context import Context
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.host import host, session_free
+from fractal.lifecycle.host import host, session_free, take
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.startcheck import start_warnings
-from fractal.tree import NodePaths, Tree
+from fractal.lifecycle.steer import await_run
+from fractal.tree import NodePaths, Tree, parent_of
 from fractal.workspace.nodedir import file_lock, read_config
 
 BOOT_WAIT = 20.0  # seconds `start` waits for the supervisor to take the node
@@ -53,8 +54,10 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node, but
     refuses one whose last run landed on its budget unless ``max_cost`` (USD text) arms
     the next run explicitly; that ceiling is rolled back when the launch fails. The re-arm
-    (REARM) is undone (DISARM) when the supervisor never takes the node. Waits until the
-    supervisor has taken the node (status leaves ``idle``).
+    (REARM) is undone (DISARM) when the launch fails. The node is taken for the hosted
+    supervisor (``host.take``: ``active`` under the pane's pid) before this returns, so
+    ``run_id`` is None while it boots; where that cannot be done, waits until the
+    supervisor has taken the node itself (status leaves ``idle``).
     Raises Refused when the acting node may not start ``name``
     (``fractal.domain.authority``), FractalError (wrong status, budget landing, invalid
     config, missing agent, already running), ConfigError, TmuxError.
@@ -67,6 +70,9 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     heal_if_crashed(tree, branch)
     refuse_if_gone(tree, ledger.node(branch), "start")
     _preflight(paths, tree)
+    parent = parent_of(branch)
+    if parent and parent != tree.root:  # a booting parent opens its run first: the child's
+        await_run(tree, ledger, parent)  # run chains on it
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
         status = row.status if row else None
@@ -98,8 +104,12 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
             if continue_mode:
                 ledger.move(branch, Move.DISARM, to=status)
             raise
+        taken = take(paths, ledger, hosted, Move.START)
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
+    if taken:  # booting under its recorded pid: a failure from here on is the run's own
+        return Started(paths=paths, session=hosted.session, socket=hosted.socket,
+                       run_id=None, warnings=tuple(start_warnings(paths)))
     try:
         run_id = _await_boot(paths, ledger, hosted.session, hosted.socket, previous)
     except FractalError:

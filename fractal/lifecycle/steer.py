@@ -3,7 +3,8 @@
 A verb takes the tree lock, heals the target if it crashed, then writes the signal
 through the control plane (``fractal.control.write_signal``: the signal row on the
 target's open run and its event, then a touch of ``<node_dir>/.wake`` so the supervisor
-reacts at once; the supervisor also polls the database at least once a second).
+reacts at once; the supervisor also polls the database, every second in a busy wait and
+every few seconds in an idle one).
 Fan-out order: stop and finish signal descendants first (deepest first), then the node;
 pause signals the node first, then descendants shallowest-first, re-enumerating until
 none is left unsignalled.
@@ -11,11 +12,13 @@ none is left unsignalled.
 
 from __future__ import annotations
 
+import time
+
 from fractal.control import Signalled, subtree, touch_wake, write_signal
 from fractal.domain.signals import Signal, fanout_reason
 from fractal.domain.states import Status
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
@@ -26,12 +29,36 @@ __all__ = ["Refused", "Signalled", "cancel_finish", "descendants", "send", "sign
 descendants = subtree
 """Registered descendants of a node, shallowest first (``fractal.control.subtree``)."""
 
+BOOT_WAIT = 20.0
+"""Seconds a verb waits for a booting node (taken by its start, run not yet open)."""
+BOOT_POLL = 0.02
+"""Seconds between the reads of that wait."""
+
+
+def await_run(tree: Tree, ledger: Ledger, branch: str) -> None:
+    """Wait while ``branch`` is booting: ``active`` (its start verb took it for the new
+    supervisor) with no open run yet, its supervisor alive. Returns when the run opened,
+    the status changed, the supervisor is gone (the heal then settles it), or after
+    BOOT_WAIT seconds; the caller then reads the node as it is."""
+    deadline = time.monotonic() + BOOT_WAIT
+    checked = time.monotonic()
+    while time.monotonic() < deadline:
+        row = ledger.node(branch)
+        if row is None or row.status is not Status.ACTIVE or ledger.open_run_of(branch):
+            return
+        if time.monotonic() - checked >= 0.5:
+            checked = time.monotonic()
+            if crashed(tree, branch, row):
+                return
+        time.sleep(BOOT_POLL)
+
 
 def signal_node(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, actor: str,
                 reason: str, include_paused: bool = False) -> Signalled:
     """The verb's signal: under the tree lock, heal ``branch`` if it crashed, then
     ``fractal.control.write_signal`` (refused, as a ``failed`` event, unless the node is
     active with an open run, or parked with ``include_paused``)."""
+    await_run(tree, ledger, branch)
     with file_lock(tree.lock_path):
         heal_if_crashed(tree, branch)
         return write_signal(tree, ledger, branch, signal, actor=actor, reason=reason,
@@ -95,6 +122,7 @@ def cancel_finish(ctx: Context, name: str | None) -> Signalled:
     ctx.authorize("finish_cancel", branch)
     ledger = ctx.ledger
     actor = ctx.actor
+    await_run(tree, ledger, branch)
     run = ledger.open_run_of(branch)
     if run is None:
         raise Refused(f"node {branch} has no open run; nothing to cancel")

@@ -18,10 +18,12 @@ from fractal.control import latched, paused_ancestor
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import clip_reason
+from fractal.domain.states import Status
 from fractal.pricing import PricingError
 from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import load_plans
+from fractal.runtime.processes import process_create_time
 from fractal.runtime.steprunner import StepPlan
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
@@ -139,3 +141,17 @@ def brake_reason(paths: NodePaths, ledger: Ledger, *, fresh: bool) -> str | None
         if ancestor is not None:
             return f"ancestor {ancestor} is paused"
     return None
+
+
+def taken_for(ledger: Ledger, branch: str, status: Status | None, pid: int) -> bool:
+    """True when the verb that hosted this supervisor (``pid``) already took the node for
+    it: ``branch`` is active under the pane's pid, this process or the shell that started
+    it (whose pid is then replaced by this one)."""
+    if status is not Status.ACTIVE:
+        return False
+    row = ledger.node(branch)
+    if row is None or row.supervisor_pid not in (pid, os.getppid()):
+        return False
+    if row.supervisor_pid != pid:
+        ledger.set_supervisor(branch, pid, process_create_time(pid))
+    return True

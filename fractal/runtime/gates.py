@@ -45,7 +45,8 @@ class WaitEnd(StrEnum):
 
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: Deadline, window: float, sync: WaitSync | None,
-          finish_ends_it: bool, urgent: Callable[[], bool] | None = None) -> WaitEnd:
+          finish_ends_it: bool, urgent: Callable[[], bool] | None = None,
+          poll: float = 1.0) -> WaitEnd:
     clock = waker.clock
     next_sync = clock.monotonic() + window
     while True:
@@ -67,10 +68,10 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
             next_sync = clock.monotonic() + window
             continue
         # Without a SYNC the window is no timer (a past one would spin); wake at least
-        # once a second to poll.
-        limits = ([next_sync - now] if sync is not None else [1.0]) + \
+        # every ``poll`` seconds to read the database.
+        limits = ([next_sync - now] if sync is not None else [poll]) + \
             ([until - now] if until is not None else [])
-        waker.wait(max(0.0, min(limits)))
+        waker.wait(max(0.0, min(limits)), poll=poll)
 
 
 def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: Waker,
@@ -84,7 +85,7 @@ def await_approval(ledger: Ledger, step_id: int, *, steering: Steering, waker: W
         return row is not None and bool(row.approved)
 
     return _wait(approved, steering=steering, waker=waker, deadline=deadline, window=window,
-                 sync=sync, finish_ends_it=True)
+                 sync=sync, finish_ends_it=True, poll=waker.idle_poll)
 
 
 def await_released(released: Callable[[], bool], *, steering: Steering, waker: Waker,

@@ -315,8 +315,12 @@ class IterationRunner(LoopPart):
         env = dict(self.boot.launch_env)
         env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
                     "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
-        code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
-                                  log_path=paths.setup_log, echo=self.reporter.raw_output)
+        if script.is_file() and script.stat().st_size == 0:  # bash would do nothing, exit 0
+            paths.setup_log.write_bytes(b"")
+            code = 0
+        else:
+            code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
+                                      log_path=paths.setup_log, echo=self.reporter.raw_output)
         took = self.clock.monotonic() - started
         if code == 0:
             self.reporter.banner_close("Setup", "done", took)

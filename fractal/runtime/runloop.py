@@ -180,4 +180,4 @@ class RunLoop(LoopPart):
         while (left := end - clock.monotonic()) > 0:
             if self.steering.check() is not None:
                 return
-            self.waker.wait(left)
+            self.waker.wait(left, poll=self.waker.idle_poll)

@@ -39,6 +39,7 @@ from fractal.runtime.boot import (
     preflight,
     raise_interrupted,
     read_boot_config,
+    taken_for,
 )
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.checkrestore import restore_track
@@ -98,7 +99,7 @@ class Supervisor:
         pid = os.getpid()
         taken = self.ledger.move(node, Move.RESUME if resume else Move.START,
                                  supervisor=(pid, processes.process_create_time(pid)))
-        if not taken.ok:
+        if not taken.ok and not taken_for(self.ledger, node, taken.before, pid):
             self.reporter.warning(f"node {node} is {taken.before or 'unregistered'}, "
                                   f"not {expected.value}; this supervisor will not run it")
             return 1

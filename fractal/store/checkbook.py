@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fractal.store.models import Check
 from fractal.store.registry import Registry, new_id
 from fractal.store.timefmt import utc_now
 
@@ -21,8 +20,8 @@ class CheckBook(Registry):
         ``kind`` is ``exit`` or ``gate`` (``step_id`` then names the gate's step row);
         ``signature`` is '' for a pass; counts and ``score`` are None when unknown.
         """
-        with self._tx() as conn:
-            return new_id(conn, Check, {
+        with self._db() as tx:
+            return new_id(tx, "checks", {
                 "node": node, "run_id": run_id, "iter_id": iter_id, "step_id": step_id,
                 "kind": kind, "command": command, "exit_code": exit_code,
                 "signature": signature, "failures": failures, "passed": passed,

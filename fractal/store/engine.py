@@ -20,19 +20,11 @@ from sqlalchemy import URL, Engine, create_engine, event
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
+from fractal.store.db import BUSY_TIMEOUT_MS, close_connections
+from fractal.store.db import PRAGMAS as _PRAGMAS
 from fractal.store.schema import ensure_schema
 
 __all__ = ["BUSY_TIMEOUT_MS", "close_engines", "create_sqlite_engine", "open_engine"]
-
-BUSY_TIMEOUT_MS = 30_000
-"""How long a connection waits for another writer's lock before failing (ms)."""
-
-_PRAGMAS = (
-    f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA foreign_keys=ON",
-    "PRAGMA synchronous=NORMAL",
-)
 
 _engines: dict[Path, Engine] = {}
 _engines_lock = threading.Lock()
@@ -90,12 +82,14 @@ def open_engine(db_path: Path) -> Engine:
 
 
 def close_engines() -> None:
-    """Dispose every cached engine (closing pooled connections) and forget them."""
+    """Dispose every cached engine (closing pooled connections) and forget them; the
+    connection seam's idle connections (``store.db``) close too."""
     with _engines_lock:
         engines = list(_engines.values())
         _engines.clear()
     for engine in engines:
         engine.dispose()
+    close_connections()
 
 
 def _forget_after_fork() -> None:

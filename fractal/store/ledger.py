@@ -14,11 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, select, update
-
 from fractal.domain.outcome import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
-from fractal.store.models import Event, Iteration, Run, Signal, Step
 from fractal.store.registry import CAP_KEYS, new_id
 from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
 from fractal.store.timefmt import utc_now
@@ -45,31 +42,31 @@ class Ledger(Transitions):
         without closing them). ``max_cost`` is
         the USD cap armed at launch; ``parent_run_id`` the parent's active run.
         """
-        with self._tx() as conn:
+        with self._db() as tx:
             now = utc_now()
-            close_open_rows(conn, node, "exited", ABNORMAL_EXIT, exit_code=1, now=now)
-            return new_id(conn, Run, {
+            close_open_rows(tx, node, "exited", ABNORMAL_EXIT, exit_code=1, now=now)
+            return new_id(tx, "runs", {
                 "node": node, "agent": agent, "max_cost": max_cost,
                 "parent_run_id": parent_run_id, "status": "active", "started_at": now})
 
     def close_run(self, run_id: int, status: str, exit_code: int | None, reason: str) -> bool:
         """Fenced close of a run; True when this call won (first writer wins)."""
-        with self._tx() as conn:
-            return fenced_close(conn, Run, Run.run_id, run_id, status, exit_code, reason)
+        with self._db() as tx:
+            return fenced_close(tx, "runs", run_id, status, exit_code, reason)
 
     def open_run_of(self, node: str) -> RunRow | None:
         """The node's open run (``ended_at`` NULL), newest first, or None."""
-        return self._one(RunRow, select(Run.__table__).where(
-            Run.node == node, Run.ended_at.is_(None)).order_by(Run.run_id.desc()))
+        return self._one(RunRow, "SELECT * FROM runs WHERE node = :node AND ended_at IS NULL "
+                         "ORDER BY run_id DESC LIMIT 1", {"node": node})
 
     def run(self, run_id: int) -> RunRow | None:
         """The run row ``run_id``, or None."""
-        return self._one(RunRow, select(Run.__table__).where(Run.run_id == run_id))
+        return self._one(RunRow, "SELECT * FROM runs WHERE run_id = :id", {"id": run_id})
 
     def last_run(self, node: str) -> RunRow | None:
         """The node's newest run, open or closed, or None."""
-        return self._one(RunRow, select(Run.__table__).where(Run.node == node)
-                         .order_by(Run.run_id.desc()))
+        return self._one(RunRow, "SELECT * FROM runs WHERE node = :node "
+                         "ORDER BY run_id DESC LIMIT 1", {"node": node})
 
     def active_run_id(self, node: str) -> int | None:
         """The run_id of the node's open run, or None (children chain on it)."""
@@ -83,34 +80,32 @@ class Ledger(Transitions):
         """Open an ``active`` iteration (``iteration`` is 1-based in the run); return iter_id."""
         values = {"node": node, "run_id": run_id, "iter": iteration, "agent": agent,
                   "model": model, "status": "active"}
-        with self._tx() as conn:
-            return new_id(conn, Iteration, {**values, "started_at": utc_now()})
+        with self._db() as tx:
+            return new_id(tx, "iterations", {**values, "started_at": utc_now()})
 
     def close_iteration(self, iter_id: int, status: str, exit_code: int | None,
                         reason: str) -> bool:
         """Fenced close of an iteration; True when this call won."""
-        with self._tx() as conn:
-            return fenced_close(conn, Iteration, Iteration.iter_id, iter_id, status,
-                                exit_code, reason)
+        with self._db() as tx:
+            return fenced_close(tx, "iterations", iter_id, status, exit_code, reason)
 
     def set_iteration_session(self, iter_id: int, session: str | None) -> None:
         """Record the iteration's continuous-mode session id."""
-        self._set(Iteration.iter_id, iter_id, {"session": session})
+        self._set("iterations", "iter_id", iter_id, {"session": session})
 
     def set_iteration_model(self, iter_id: int, model: str | None) -> None:
         """Record the model the iteration's agent served."""
-        self._set(Iteration.iter_id, iter_id, {"model": model})
+        self._set("iterations", "iter_id", iter_id, {"model": model})
 
     def iterations_of(self, run_id: int) -> list[IterationRow]:
         """Every iteration of the run, in order."""
-        return self._all(IterationRow, select(Iteration.__table__).where(
-            Iteration.run_id == run_id).order_by(Iteration.iter_id))
+        return self._all(IterationRow, "SELECT * FROM iterations WHERE run_id = :id "
+                         "ORDER BY iter_id", {"id": run_id})
 
     def open_iteration_of(self, run_id: int) -> IterationRow | None:
         """The run's open iteration, newest first, or None."""
-        return self._one(IterationRow, select(Iteration.__table__).where(
-            Iteration.run_id == run_id, Iteration.ended_at.is_(None))
-            .order_by(Iteration.iter_id.desc()))
+        return self._one(IterationRow, "SELECT * FROM iterations WHERE run_id = :id AND "
+                         "ended_at IS NULL ORDER BY iter_id DESC LIMIT 1", {"id": run_id})
 
     # ---- steps -------------------------------------------------------------------
 
@@ -125,12 +120,12 @@ class Ledger(Transitions):
         values = {"node": node, "run_id": run_id, "iter_id": iter_id, "step": step,
                   "step_name": step_name, "agent": agent, "model": model, "session": session,
                   "status": "active", "approved": "" if gated else None}
-        with self._tx() as conn:
+        with self._db() as tx:
             if gated:  # an older pending twin of this iteration step is voided
-                conn.execute(update(Step).where(
-                    Step.node == node, Step.iter_id == iter_id, Step.step == step,
-                    Step.approved == "").values(approved=None))
-            return new_id(conn, Step, {**values, "started_at": utc_now()})
+                tx.run("UPDATE steps SET approved = NULL WHERE node = :node AND "
+                       "iter_id = :iter_id AND step = :step AND approved = ''",
+                       {"node": node, "iter_id": iter_id, "step": step})
+            return new_id(tx, "steps", {**values, "started_at": utc_now()})
 
     def close_step(self, step_id: int, status: str, exit_code: int | None, reason: str, *,
                    cost: float | None = None) -> bool:
@@ -140,9 +135,8 @@ class Ledger(Transitions):
         survives a close that knows none.
         """
         extra = {} if cost is None else {"cost": cost}
-        with self._tx() as conn:
-            return fenced_close(conn, Step, Step.step_id, step_id, status, exit_code,
-                                reason, **extra)
+        with self._db() as tx:
+            return fenced_close(tx, "steps", step_id, status, exit_code, reason, **extra)
 
     def book_closed_step(self, *, node: str, run_id: int, iter_id: int | None, step: int,
                          step_name: str, status: str, exit_code: int | None, reason: str,
@@ -151,16 +145,16 @@ class Ledger(Transitions):
 
         For steps that never launched (``failed on <STEP>``, ``over budget``).
         """
-        with self._tx() as conn:
+        with self._db() as tx:
             now = utc_now()
-            return new_id(conn, Step, {
+            return new_id(tx, "steps", {
                 "node": node, "run_id": run_id, "iter_id": iter_id, "step": step,
                 "step_name": step_name, "status": status, "exit_code": exit_code, "cost": cost,
-                "meta": reason, "started_at": now, "ended_at": now})
+                "metadata": reason, "started_at": now, "ended_at": now})
 
     def set_step_cost(self, step_id: int, usd: float) -> None:
         """Flush the step's spend so far (USD), open or closed: a killed step keeps it."""
-        self._set(Step.step_id, step_id, {"cost": usd})
+        self._set("steps", "step_id", step_id, {"cost": usd})
 
     def set_step_usage(self, step_id: int, input_tokens: int, cached_input_tokens: int,
                        output_tokens: int) -> None:
@@ -168,9 +162,9 @@ class Ledger(Transitions):
 
         ``input_tokens`` includes the ``cached_input_tokens`` subset. Open or closed rows.
         """
-        self._set(Step.step_id, step_id, {"input_tokens": input_tokens,
-                                          "cached_input_tokens": cached_input_tokens,
-                                          "output_tokens": output_tokens})
+        self._set("steps", "step_id", step_id, {"input_tokens": input_tokens,
+                                                "cached_input_tokens": cached_input_tokens,
+                                                "output_tokens": output_tokens})
 
     def session_usage(self, node: str, session: str) -> tuple[int, int, int] | None:
         """The token usage recorded so far on ``node``'s steps of ``session``: the sums of
@@ -179,68 +173,66 @@ class Ledger(Transitions):
         Per-attempt figures add up to the session's total (for codex: the thread's
         cumulative usage before its next launch).
         """
-        stmt = select(func.sum(Step.input_tokens), func.sum(Step.cached_input_tokens),
-                      func.sum(Step.output_tokens), func.count()).where(
-            Step.node == node, Step.session == session, Step.input_tokens.is_not(None))
-        with self._tx() as conn:
-            row = conn.execute(stmt).one()
-        if not row[3]:
+        with self._db(write=False) as tx:
+            row = tx.one("SELECT SUM(input_tokens), SUM(cached_input_tokens), "
+                         "SUM(output_tokens), COUNT(*) FROM steps WHERE node = :node AND "
+                         "session = :session AND input_tokens IS NOT NULL",
+                         {"node": node, "session": session})
+        if row is None or not row[3]:
             return None
         return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
 
     def set_step_session(self, step_id: int, session: str | None) -> None:
         """Record the agent session id the step ran in."""
-        self._set(Step.step_id, step_id, {"session": session})
+        self._set("steps", "step_id", step_id, {"session": session})
 
     def set_step_model(self, step_id: int, model: str | None) -> None:
         """Record the model last served to the step."""
-        self._set(Step.step_id, step_id, {"model": model})
+        self._set("steps", "step_id", step_id, {"model": model})
 
     def set_step_process(self, step_id: int, pgid: int, started: float) -> None:
         """Record the agent's process group and its leader's create time (epoch s)."""
-        self._set(Step.step_id, step_id, {"pgid": pgid, "pgid_started": started})
+        self._set("steps", "step_id", step_id, {"pgid": pgid, "pgid_started": started})
 
     def approve_step(self, step_id: int) -> bool:
         """Release a pending gate (``approved`` '' -> now); True when this call released it."""
-        stmt = (update(Step).where(Step.step_id == step_id, Step.approved == "")
-                .values(approved=utc_now()))
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount == 1
+        with self._db() as tx:
+            return tx.run("UPDATE steps SET approved = :now WHERE step_id = :id AND "
+                          "approved = ''", {"now": utc_now(), "id": step_id}) == 1
 
     def note_step(self, step_id: int, reason: str) -> None:
         """Set the reason of an open step (a closed row keeps the one it closed with)."""
-        stmt = (update(Step).where(Step.step_id == step_id, Step.ended_at.is_(None))
-                .values(meta=reason))
-        with self._tx() as conn:
-            conn.execute(stmt)
+        with self._db() as tx:
+            tx.run("UPDATE steps SET metadata = :reason WHERE step_id = :id AND "
+                   "ended_at IS NULL", {"reason": reason, "id": step_id})
 
     def mark_awaiting_approval(self, step_id: int) -> None:
         """Mark an open gate's row as in its approval wait (reason ``awaiting approval``):
         whoever parks the open steps later (an interruption, a heal) keeps that reason in
         front, so a resume waits at the gate again rather than rerun its agent."""
-        stmt = (update(Step).where(Step.step_id == step_id, Step.ended_at.is_(None),
-                                   Step.approved == "").values(meta=AWAITING_APPROVAL))
-        with self._tx() as conn:
-            conn.execute(stmt)
+        with self._db() as tx:
+            tx.run("UPDATE steps SET metadata = :reason WHERE step_id = :id AND "
+                   "ended_at IS NULL AND approved = ''",
+                   {"reason": AWAITING_APPROVAL, "id": step_id})
 
     def pending_approvals(self, node: str) -> list[StepRow]:
         """The node's gated steps still awaiting approval (``approved`` = ''), oldest first."""
-        return self._all(StepRow, select(Step.__table__).where(
-            Step.node == node, Step.approved == "").order_by(Step.step_id))
+        return self._all(StepRow, "SELECT * FROM steps WHERE node = :node AND approved = '' "
+                         "ORDER BY step_id", {"node": node})
 
     def step(self, step_id: int) -> StepRow | None:
         """The step row ``step_id``, or None."""
-        return self._one(StepRow, select(Step.__table__).where(Step.step_id == step_id))
+        return self._one(StepRow, "SELECT * FROM steps WHERE step_id = :id", {"id": step_id})
 
     def steps_of_iteration(self, iter_id: int) -> list[StepRow]:
         """Every step attempt of an iteration, in booking order."""
-        return self._all(StepRow, select(Step.__table__).where(Step.iter_id == iter_id)
-                         .order_by(Step.step_id))
+        return self._all(StepRow, "SELECT * FROM steps WHERE iter_id = :id ORDER BY step_id",
+                         {"id": iter_id})
 
     def open_steps(self, node: str) -> list[StepRow]:
         """The node's steps with ``ended_at`` NULL, in booking order."""
-        return self._all(StepRow, select(Step.__table__).where(
-            Step.node == node, Step.ended_at.is_(None)).order_by(Step.step_id))
+        return self._all(StepRow, "SELECT * FROM steps WHERE node = :node AND ended_at IS NULL "
+                         "ORDER BY step_id", {"node": node})
 
     def close_open(self, node: str, status: str, reason: str, *, exit_code: int = 1) -> int:
         """Close every open step, iteration and run of ``node`` in one transaction.
@@ -250,8 +242,8 @@ class Ledger(Transitions):
         recorded). Returns the number of rows closed. The node's status is untouched:
         a move that closes rows is ``move``.
         """
-        with self._tx() as conn:
-            return close_open_rows(conn, node, status, reason, exit_code=exit_code,
+        with self._db() as tx:
+            return close_open_rows(tx, node, status, reason, exit_code=exit_code,
                                    now=utc_now())
 
     # ---- events and signals ------------------------------------------------------
@@ -262,38 +254,39 @@ class Ledger(Transitions):
                   exit_code: int | None = None) -> int:
         """Record an event (``commit``, ``pause``, ``orphan``, ...); return event_id."""
         values = {"node": node, "event": event, "actor": actor, "status": status,
-                  "meta": metadata, "run_id": run_id, "iter_id": iter_id, "step_id": step_id,
-                  "exit_code": exit_code}
-        with self._tx() as conn:
-            return new_id(conn, Event, {**values, "created_at": utc_now()})
+                  "metadata": metadata, "run_id": run_id, "iter_id": iter_id,
+                  "step_id": step_id, "exit_code": exit_code}
+        with self._db() as tx:
+            return new_id(tx, "events", {**values, "created_at": utc_now()})
 
     def end_event(self, event_id: int, status: str, exit_code: int | None = None) -> bool:
         """Settle an ``active`` (or status-less) event; True when this call settled it."""
-        stmt = (update(Event).where(Event.event_id == event_id,
-                                    (Event.status == "active") | Event.status.is_(None))
-                .values(status=status, exit_code=exit_code))
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount == 1
+        with self._db() as tx:
+            return tx.run("UPDATE events SET status = :status, exit_code = :exit_code WHERE "
+                          "event_id = :id AND (status = 'active' OR status IS NULL)",
+                          {"status": status, "exit_code": exit_code, "id": event_id}) == 1
 
     def events_of(self, node: str, run_id: int, names: Sequence[str]) -> list[EventRow]:
         """The run's events named in ``names``, oldest first."""
-        return self._all(EventRow, select(Event.__table__).where(
-            Event.node == node, Event.run_id == run_id, Event.event.in_(list(names)))
-            .order_by(Event.event_id))
+        marks = ", ".join(f":n{i}" for i in range(len(names)))
+        return self._all(EventRow, f"SELECT * FROM events WHERE node = :node AND "
+                         f"run_id = :run_id AND event IN ({marks or 'NULL'}) ORDER BY event_id",
+                         {"node": node, "run_id": run_id,
+                          **{f"n{i}": name for i, name in enumerate(names)}})
 
     def add_signal(self, node: str, run_id: int, signal: str, metadata: str = "") -> int:
         """Queue a signal (``pause``, ``finish``, ``stop``, ...) for a run; return signal_id."""
-        values = {"node": node, "run_id": run_id, "signal": signal, "meta": metadata}
-        with self._tx() as conn:
-            return new_id(conn, Signal, {**values, "created_at": utc_now()})
+        values = {"node": node, "run_id": run_id, "signal": signal, "metadata": metadata}
+        with self._db() as tx:
+            return new_id(tx, "signals", {**values, "created_at": utc_now()})
 
     def signals(self, run_id: int) -> list[SignalRow]:
         """The run's pending signals, oldest first."""
-        return self._all(SignalRow, select(Signal.__table__).where(Signal.run_id == run_id)
-                         .order_by(Signal.signal_id))
+        return self._all(SignalRow, "SELECT * FROM signals WHERE run_id = :id "
+                         "ORDER BY signal_id", {"id": run_id})
 
     def delete_signals(self, run_id: int, signal: str) -> int:
         """Consume every ``signal`` of the run; return how many were deleted."""
-        stmt = delete(Signal).where(Signal.run_id == run_id, Signal.signal == signal)
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount
+        with self._db() as tx:
+            return tx.run("DELETE FROM signals WHERE run_id = :id AND signal = :signal",
+                          {"id": run_id, "signal": signal})

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
-
-from fractal.store.models import Merge
 from fractal.store.registry import Registry, new_id
 from fractal.store.timefmt import utc_now
 
@@ -52,30 +49,25 @@ class MergeBook(Registry):
         now = utc_now()
         values = {"child": child, "target": target, "child_sha": child_sha,
                   "target_sha": target_sha, "squash_sha": squash_sha, "files": files,
-                  "status": status, "actor": actor, "meta": reason, "created_at": now,
+                  "status": status, "actor": actor, "metadata": reason, "created_at": now,
                   "ended_at": None if status == "active" else now}
-        with self._tx() as conn:
-            return new_id(conn, Merge, values)
+        with self._db() as tx:
+            return new_id(tx, "merges", values)
 
     def settle_merge(self, merge_id: int, status: str, reason: str = "") -> bool:
         """Close an ``active`` merge as ``merged`` or ``failed``; True when this call won."""
-        stmt = (update(Merge).where(Merge.merge_id == merge_id, Merge.status == "active")
-                .values(status=status, meta=reason, ended_at=utc_now()))
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount == 1
+        with self._db() as tx:
+            return tx.run("UPDATE merges SET status = :status, metadata = :reason, "
+                          "ended_at = :now WHERE merge_id = :id AND status = 'active'",
+                          {"status": status, "reason": reason, "now": utc_now(),
+                           "id": merge_id}) == 1
 
     def active_merges(self, target: str) -> list[MergeRow]:
         """The target's merges still ``active`` (interrupted ones), oldest first."""
-        return self._merges(select(Merge.__table__).where(
-            Merge.target == target, Merge.status == "active").order_by(Merge.merge_id))
+        return self._all(MergeRow, "SELECT * FROM merges WHERE target = :target AND "
+                         "status = 'active' ORDER BY merge_id", {"target": target})
 
     def merges_of(self, child: str) -> list[MergeRow]:
         """Every merge of ``child``, oldest first."""
-        return self._merges(select(Merge.__table__).where(Merge.child == child)
-                            .order_by(Merge.merge_id))
-
-    def _merges(self, stmt: object) -> list[MergeRow]:
-        from sqlalchemy.sql import Select
-
-        assert isinstance(stmt, Select)
-        return self._all(MergeRow, stmt)
+        return self._all(MergeRow, "SELECT * FROM merges WHERE child = :child "
+                         "ORDER BY merge_id", {"child": child})

@@ -7,11 +7,9 @@ texts are composed by ``domain.radio``; the rows are ``store.radio`` messages.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, select
-
 from fractal.domain.outcome import clip_reason
 from fractal.domain.radio import NOTICE_PRIORITY, Channel, run_end_notice
-from fractal.store.models import Message
+from fractal.store.db import Tx
 from fractal.store.radio import Draft, Radio, insert_message
 from fractal.store.rows import MessageRow
 
@@ -27,14 +25,14 @@ class Outbox(Radio):
     def post_notice(self, node: str, subject: str, body: str = "") -> str:
         """Post a notice (priority 7, subject clipped like a reason) to ``node``'s outbox;
         return its 8-hex id."""
-        with self._tx() as conn:
-            return insert_notice(conn, node, subject, body)
+        with self._db() as tx:
+            return insert_notice(tx, node, subject, body)
 
     def post_exit_notice(self, node: str, reason: str, figures: str = "") -> str:
         """Post ``run exited: <reason>`` to ``node``'s outbox (``figures``, a capped run's
         spend, join the body); return its id."""
-        with self._tx() as conn:
-            return insert_exit_notice(conn, node, reason, figures)
+        with self._db() as tx:
+            return insert_exit_notice(tx, node, reason, figures)
 
     def post_run_end_notice(self, node: str, run_id: int, status: str, reason: str,
                             figures: str = "") -> str:
@@ -46,9 +44,9 @@ class Outbox(Radio):
 
     def messages(self, node: str, channel: str = OUTBOX) -> list[MessageRow]:
         """``node``'s messages on ``channel``, newest first (unsent ones included)."""
-        return self._all(MessageRow, select(Message.__table__).where(
-            Message.node == node, Message.channel == channel)
-            .order_by(Message.message_id.desc()))
+        return self._all(MessageRow, "SELECT * FROM messages WHERE node = :node AND "
+                         "channel = :channel ORDER BY message_id DESC",
+                         {"node": node, "channel": channel})
 
     def run_end_draft(self, run_id: int, status: str, reason: str,
                       figures: str = "") -> tuple[str, str]:
@@ -62,14 +60,14 @@ class Outbox(Radio):
                               unpriced=spend.unpriced, figures=figures)
 
 
-def insert_notice(conn: Connection, node: str, subject: str, body: str) -> str:
+def insert_notice(tx: Tx, node: str, subject: str, body: str) -> str:
     """``post_notice`` inside the caller's transaction."""
-    return insert_message(conn, Draft(host=node, channel=OUTBOX, sender=node,
+    return insert_message(tx, Draft(host=node, channel=OUTBOX, sender=node,
                                       subject=clip_reason(subject), data=body,
                                       priority=NOTICE_PRIORITY))
 
 
-def insert_exit_notice(conn: Connection, node: str, reason: str, figures: str = "") -> str:
+def insert_exit_notice(tx: Tx, node: str, reason: str, figures: str = "") -> str:
     """``post_exit_notice`` inside the caller's transaction."""
-    return insert_notice(conn, node, f"run exited: {reason}",
+    return insert_notice(tx, node, f"run exited: {reason}",
                          f"{reason}\n{figures}" if figures else reason)

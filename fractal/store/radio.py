@@ -14,10 +14,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-from fractal.store.models import Message, MessageRead, MessageSave
+from fractal.store.db import Tx
 from fractal.store.registry import Registry, new_id
 from fractal.store.timefmt import utc_now
 
@@ -38,21 +35,21 @@ class Draft:
     parent: str | None = None
 
 
-def new_message_uuid(conn: Connection) -> str:
+def new_message_uuid(tx: Tx) -> str:
     """A fresh 8-hex message id no stored message has (call inside a write transaction)."""
     while True:
         mid = secrets.token_hex(4)
-        taken = conn.execute(select(Message.message_id).where(Message.message_uuid == mid)
-                             .limit(1)).first()
+        taken = tx.one("SELECT message_id FROM messages WHERE message_uuid = :mid LIMIT 1",
+                       {"mid": mid})
         if taken is None:
             return mid
 
 
-def insert_message(conn: Connection, draft: Draft) -> str:
+def insert_message(tx: Tx, draft: Draft) -> str:
     """Insert ``draft`` inside the caller's transaction; return its 8-hex id. The
     priority is clamped to 0-10."""
-    mid = new_message_uuid(conn)
-    new_id(conn, Message, {
+    mid = new_message_uuid(tx)
+    new_id(tx, "messages", {
         "message_uuid": mid, "node": draft.host, "channel": draft.channel,
         "sender": draft.sender, "priority": max(0, min(10, draft.priority)),
         "subject": draft.subject, "data": draft.data, "created_at": utc_now(),
@@ -65,8 +62,8 @@ class Radio(Registry):
 
     def post(self, draft: Draft) -> str:
         """Store ``draft``; return its 8-hex id."""
-        with self._tx() as conn:
-            return insert_message(conn, draft)
+        with self._db() as tx:
+            return insert_message(tx, draft)
 
     def mark_read(self, reader: str, message_ids: Sequence[int]) -> int:
         """Write ``reader``'s read receipt for each message (one per message and reader;
@@ -74,28 +71,27 @@ class Radio(Registry):
         if not message_ids:
             return 0
         now = utc_now()
-        with self._tx() as conn:
-            result = conn.execute(sqlite_insert(MessageRead).values(
-                [{"message_id": m, "node": reader, "created_at": now} for m in message_ids])
-                .on_conflict_do_nothing())
-            return int(result.rowcount or 0)
+        with self._db() as tx:
+            return tx.many("INSERT INTO reads (message_id, node, created_at) "
+                           "VALUES (:message_id, :node, :created_at) ON CONFLICT DO NOTHING",
+                           [{"message_id": m, "node": reader, "created_at": now}
+                            for m in message_ids])
 
     def set_saved(self, node: str, message_id: int, saved: bool) -> bool:
         """Save (or unsave) the message for ``node``; True when that changed anything."""
-        with self._tx() as conn:
+        params = {"message_id": message_id, "node": node}
+        with self._db() as tx:
             if saved:
-                result = conn.execute(sqlite_insert(MessageSave).values(
-                    message_id=message_id, node=node, created_at=utc_now())
-                    .on_conflict_do_nothing())
-            else:
-                result = conn.execute(delete(MessageSave).where(
-                    MessageSave.message_id == message_id, MessageSave.node == node))
-            return bool(result.rowcount)
+                return bool(tx.run(
+                    "INSERT INTO saves (message_id, node, created_at) VALUES "
+                    "(:message_id, :node, :created_at) ON CONFLICT DO NOTHING",
+                    {**params, "created_at": utc_now()}))
+            return bool(tx.run("DELETE FROM saves WHERE message_id = :message_id "
+                               "AND node = :node", params))
 
     def unsend(self, message_id: int) -> bool:
         """Withdraw the message (``unsent_at`` set, the row and its receipts kept); False
         when it was withdrawn already."""
-        with self._tx() as conn:
-            return bool(conn.execute(update(Message).where(
-                Message.message_id == message_id, Message.unsent_at.is_(None))
-                .values(unsent_at=utc_now())).rowcount)
+        with self._db() as tx:
+            return bool(tx.run("UPDATE messages SET unsent_at = :now WHERE message_id = :id "
+                               "AND unsent_at IS NULL", {"now": utc_now(), "id": message_id}))

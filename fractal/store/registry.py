@@ -9,20 +9,13 @@ callers use ``Ledger``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, delete, insert, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql import Select
-
 from fractal.errors import NodeNotFound, StoreError
-from fractal.store.engine import open_engine
-from fractal.store.models import Node
+from fractal.store.db import Tx, prepare, transaction
 from fractal.store.rows import NodeRow, build
 from fractal.store.timefmt import utc_now
 
@@ -30,6 +23,7 @@ __all__ = ["CAP_KEYS", "Registry", "new_id"]
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+    from sqlalchemy import Connection, Engine
 
 R = TypeVar("R", bound="DataclassInstance")
 
@@ -46,11 +40,32 @@ class Registry:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
-        self._engine = open_engine(self.db_path)
+        prepare(self.db_path)
+        self._sa_engine: Engine | None = None
+
+    @contextmanager
+    def _db(self, *, write: bool = True) -> Iterator[Tx]:
+        """One short transaction through the store's connection seam (``store.db``):
+        ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``."""
+        with transaction(self.db_path, write=write) as tx:
+            yield tx
+
+    @property
+    def _engine(self) -> Engine:
+        """The SQLAlchemy engine, built on first use (the tables whose statements are
+        still SQLAlchemy Core use it; importing SQLAlchemy is slow, so never before)."""
+        if self._sa_engine is None:
+            from fractal.store.engine import open_engine
+
+            self._sa_engine = open_engine(self.db_path)
+        return self._sa_engine
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
-        """One short BEGIN IMMEDIATE transaction; DBAPI errors become StoreError."""
+        """One short BEGIN IMMEDIATE transaction on the SQLAlchemy engine (for the
+        statements still written as SQLAlchemy Core); DBAPI errors become StoreError."""
+        from sqlalchemy.exc import DBAPIError
+
         try:
             with self._engine.begin() as conn:
                 yield conn
@@ -66,28 +81,30 @@ class Registry:
                 "is writable and is this tree's fractal database"
             ) from exc
 
-    def _one(self, cls: type[R], stmt: Select[Any]) -> R | None:
-        """The first row of ``stmt`` as a ``cls`` value, or None."""
-        with self._tx() as conn:
-            row = conn.execute(stmt.limit(1)).mappings().first()
+    def _one(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> R | None:
+        """The first row of the query ``sql`` as a ``cls`` value, or None."""
+        with self._db(write=False) as tx:
+            row = tx.one(sql, params)
         return None if row is None else build(cls, row)
 
-    def _all(self, cls: type[R], stmt: Select[Any]) -> list[R]:
-        """Every row of ``stmt`` as ``cls`` values."""
-        with self._tx() as conn:
-            return [build(cls, row) for row in conn.execute(stmt).mappings()]
+    def _all(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> list[R]:
+        """Every row of the query ``sql`` as ``cls`` values."""
+        with self._db(write=False) as tx:
+            return [build(cls, row) for row in tx.all(sql, params)]
 
-    def _set(self, key: Any, ident: object, values: Mapping[str, object]) -> int:
-        """UPDATE the row whose ORM attribute ``key`` equals ``ident``; return rows matched."""
-        with self._tx() as conn:
-            return conn.execute(update(key.class_).where(key == ident).values(**values)).rowcount
+    def _set(self, table: str, key: str, ident: object, values: Mapping[str, object]) -> int:
+        """UPDATE the ``table`` row whose column ``key`` equals ``ident``; return rows matched."""
+        sets = ", ".join(f"{name} = :{name}" for name in values)
+        with self._db() as tx:
+            return tx.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key",
+                          {**values, "_key": ident})
 
     def _set_node(self, node: str, **values: object) -> None:
         """Update a registered node's columns; raise NodeNotFound when it is not registered.
         Never its status: that changes only by a move (``Transitions.move``)."""
         if "status" in values:
             raise StoreError("a node's status changes only through Ledger.move")
-        if self._set(Node.node, node, {"updated_at": utc_now(), **values}) == 0:
+        if self._set("nodes", "node", node, {"updated_at": utc_now(), **values}) == 0:
             raise NodeNotFound(f"node {node!r} is not registered in {self.db_path}; "
                                "create it with `fractal node init`")
 
@@ -106,11 +123,13 @@ class Registry:
         now = utc_now()
         fields: dict[str, object] = {"parent": parent, "title": title, "worktree": worktree,
                                      "status": status, **cap_values}
-        stmt = sqlite_insert(Node).values(node=node, created_at=now, updated_at=now, **fields)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[Node.node], set_={**fields, "updated_at": now})
-        with self._tx() as conn:
-            conn.execute(stmt)
+        columns = ["node", *fields, "created_at", "updated_at"]
+        sets = ", ".join(f"{name} = excluded.{name}" for name in [*fields, "updated_at"])
+        with self._db() as tx:
+            tx.run(f"INSERT INTO nodes ({', '.join(columns)}) "
+                   f"VALUES ({', '.join(':' + c for c in columns)}) "
+                   f"ON CONFLICT (node) DO UPDATE SET {sets}",
+                   {"node": node, **fields, "created_at": now, "updated_at": now})
 
     def set_caps(self, node: str, caps: Mapping[str, float | int | None]) -> None:
         """Rewrite the named caps of a registered node (``fractal node update``, drift heal).
@@ -128,11 +147,11 @@ class Registry:
 
     def node(self, node: str) -> NodeRow | None:
         """The registry row of ``node``, or None."""
-        return self._one(NodeRow, select(Node.__table__).where(Node.node == node))
+        return self._one(NodeRow, "SELECT * FROM nodes WHERE node = :node", {"node": node})
 
     def nodes(self) -> list[NodeRow]:
         """Every registered node, in registration order."""
-        return self._all(NodeRow, select(Node.__table__).order_by(Node.node_id))
+        return self._all(NodeRow, "SELECT * FROM nodes ORDER BY node_id")
 
     def set_tmux(self, node: str, session: str | None, socket: str | None) -> None:
         """Record the node's tmux session name and socket path (None clears them)."""
@@ -144,8 +163,8 @@ class Registry:
 
     def delete_node(self, node: str) -> None:
         """Remove the registry row only; history rows stay. Idempotent."""
-        with self._tx() as conn:
-            conn.execute(delete(Node).where(Node.node == node))
+        with self._db() as tx:
+            tx.run("DELETE FROM nodes WHERE node = :node", {"node": node})
 
     # ---- maintenance -------------------------------------------------------------
 
@@ -160,25 +179,15 @@ class Registry:
     def _pragma(self, sql: str) -> list[tuple[Any, ...]]:
         """Run a pragma outside any transaction (checkpoints cannot run inside one)."""
         try:
-            raw = self._engine.raw_connection()
-        except DBAPIError as exc:
-            raise StoreError(f"cannot open database {self.db_path}: {exc.orig}") from exc
-        try:
-            cursor = raw.cursor()
-            cursor.execute(sql)
-            return [tuple(row) for row in cursor.fetchall()]
-        except sqlite3.Error as exc:
-            raise StoreError(f"database {self.db_path} failed {sql!r}: {exc}") from exc
-        finally:
-            raw.close()
+            with transaction(self.db_path, tx=False) as tx:
+                return tx.pragma(sql)
+        except StoreError as exc:
+            raise StoreError(f"database {self.db_path} failed {sql!r}: {exc.__cause__}") from exc
 
 
-def new_id(conn: Connection, model: Any, values: Mapping[str, object]) -> int:
-    """INSERT one row of ``model`` inside ``conn``'s transaction; return its integer id."""
-    key = conn.execute(insert(model).values(**values)).inserted_primary_key
-    if key is None:
-        raise StoreError(f"the database returned no id for a new {model.__tablename__} row")
-    return int(key[0])
+def new_id(tx: Tx, table: str, values: Mapping[str, object]) -> int:
+    """INSERT one row of ``table`` inside ``tx``'s transaction; return its integer id."""
+    return tx.insert(table, values)
 
 
 def _caps(caps: Mapping[str, float | int | None] | None) -> dict[str, float | int | None]:

@@ -11,9 +11,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
-
-from fractal.store.models import Rescue
 from fractal.store.registry import Registry, new_id
 
 __all__ = ["RescueBook", "RescueRow"]
@@ -44,18 +41,16 @@ class RescueBook(Registry):
         ``created_at`` is the rescue's own instant (the stamp in its ref name), in the
         database format. Raises StoreError when ``ref`` is booked already.
         """
-        with self._tx() as conn:
-            return new_id(conn, Rescue, {
+        with self._db() as tx:
+            return new_id(tx, "rescues", {
                 "node": node, "operation": operation, "ref": ref, "sha": sha, "tip": tip,
                 "files": json.dumps(list(files)), "actor": actor, "created_at": created_at})
 
     def rescues(self, node: str | None = None) -> list[RescueRow]:
         """Every booked rescue (of ``node`` only when given), oldest first."""
-        stmt = select(Rescue.__table__).order_by(Rescue.rescue_id)
-        if node is not None:
-            stmt = stmt.where(Rescue.node == node)
-        with self._tx() as conn:
-            rows = list(conn.execute(stmt).mappings())
+        where = "" if node is None else "WHERE node = :node "
+        with self._db(write=False) as tx:
+            rows = tx.all(f"SELECT * FROM rescues {where}ORDER BY rescue_id", {"node": node})
         return [RescueRow(rescue_id=r["rescue_id"], node=r["node"], operation=r["operation"],
                           ref=r["ref"], sha=r["sha"], tip=r["tip"], files=_files(r["files"]),
                           actor=r["actor"], created_at=r["created_at"]) for r in rows]

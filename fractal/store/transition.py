@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select, update
-
 from fractal.domain.states import (
     Closes,
     IllegalMove,
@@ -28,8 +26,8 @@ from fractal.domain.states import (
     rule_of,
 )
 from fractal.errors import NodeNotFound
+from fractal.store.db import Tx
 from fractal.store.fence import close_open_rows, close_open_steps, fenced_close
-from fractal.store.models import Event, Node, Run, Signal, Step
 from fractal.store.outbox import Outbox, insert_exit_notice, insert_notice
 from fractal.store.registry import new_id
 from fractal.store.timefmt import utc_now
@@ -120,8 +118,8 @@ class Transitions(Outbox):
             raise ValueError(f"{move.value} closes a run: pass run_id")
         if rule.supervisor is SupervisorEffect.RECORD and supervisor is None:
             raise ValueError(f"{move.value} records the supervisor: pass supervisor")
-        with self._tx() as conn:
-            raw = conn.execute(select(Node.status).where(Node.node == node)).scalar()
+        with self._db() as conn:
+            raw = conn.scalar("SELECT status FROM nodes WHERE node = :node", {"node": node})
             before = None if raw is None else Status(raw)
             why = refusal(move, before, to)
             if why is not None:
@@ -138,34 +136,35 @@ class Transitions(Outbox):
             elif after is Status.EXITED and had_run:
                 posted = insert_exit_notice(conn, node, reason, figures)
             if event is not None:
-                new_id(conn, Event, {
+                new_id(conn, "events", {
                     "node": node, "event": event.event, "actor": event.actor,
-                    "status": event.status, "meta": event.metadata, "run_id": event.run_id,
+                    "status": event.status, "metadata": event.metadata, "run_id": event.run_id,
                     "iter_id": event.iter_id, "step_id": event.step_id, "created_at": now})
             if signal is not None:
-                new_id(conn, Signal, {"node": node, "run_id": signal.run_id,
-                                      "signal": signal.signal, "meta": signal.metadata,
+                new_id(conn, "signals", {"node": node, "run_id": signal.run_id,
+                                         "signal": signal.signal, "metadata": signal.metadata,
                                       "created_at": now})
             values: dict[str, object] = {"status": after.value, "updated_at": now}
             if rule.supervisor is SupervisorEffect.RECORD and supervisor is not None:
                 values.update(supervisor_pid=supervisor[0], supervisor_started=supervisor[1])
             elif rule.supervisor is SupervisorEffect.CLEAR:
                 values.update(supervisor_pid=None, supervisor_started=None)
-            conn.execute(update(Node).where(Node.node == node, Node.status == before.value)
-                         .values(**values))
+            sets = ", ".join(f"{name} = :{name}" for name in values)
+            conn.run(f"UPDATE nodes SET {sets} WHERE node = :_node AND status = :_before",
+                     {**values, "_node": node, "_before": before.value})
             return Moved(move, node, before, after, closed=closed, notice=posted)
 
     def signal_run(self, node: str, run_id: int, signal: str, *, actor: str | None,
                    reason: str) -> int:
         """Queue ``signal`` on ``run_id`` and record its ``completed`` event (metadata
         ``reason``) in one transaction; return the signal_id."""
-        with self._tx() as conn:
+        with self._db() as conn:
             now = utc_now()
-            new_id(conn, Event, {"node": node, "event": signal, "actor": actor,
-                                 "status": "completed", "meta": reason, "run_id": run_id,
-                                 "created_at": now})
-            return new_id(conn, Signal, {"node": node, "run_id": run_id, "signal": signal,
-                                         "meta": reason, "created_at": now})
+            new_id(conn, "events", {"node": node, "event": signal, "actor": actor,
+                                    "status": "completed", "metadata": reason,
+                                    "run_id": run_id, "created_at": now})
+            return new_id(conn, "signals", {"node": node, "run_id": run_id, "signal": signal,
+                                            "metadata": reason, "created_at": now})
 
     def park_step(self, step_id: int, node: str, exit_code: int | None, reason: str) -> bool:
         """Close a step ``paused`` and park its node in one PARK move, so a supervisor
@@ -175,20 +174,19 @@ class Transitions(Outbox):
                          reason=reason).closed == 1
 
 
-def _has_open_run(conn: Connection, node: str) -> bool:
-    return conn.execute(select(Run.run_id).where(
-        Run.node == node, Run.ended_at.is_(None)).limit(1)).first() is not None
+def _has_open_run(conn: Tx, node: str) -> bool:
+    return conn.one("SELECT run_id FROM runs WHERE node = :node AND ended_at IS NULL LIMIT 1",
+                    {"node": node}) is not None
 
 
-def _close(conn: Connection, closes: Closes, node: str, after: Status, reason: str,
+def _close(conn: Tx, closes: Closes, node: str, after: Status, reason: str,
            exit_code: int | None, run_id: int | None, step_id: int | None, now: str) -> int:
     """The fenced closes of a move; returns how many rows this call closed."""
     if closes is Closes.STEP and step_id is not None:
-        return int(fenced_close(conn, Step, Step.step_id, step_id, Status.PAUSED.value,
-                                exit_code, reason))
-    if closes is Closes.RUN and run_id is not None:
-        return int(fenced_close(conn, Run, Run.run_id, run_id, after.value, exit_code,
+        return int(fenced_close(conn, "steps", step_id, Status.PAUSED.value, exit_code,
                                 reason))
+    if closes is Closes.RUN and run_id is not None:
+        return int(fenced_close(conn, "runs", run_id, after.value, exit_code, reason))
     if closes is Closes.OPEN_STEPS and after is Status.PAUSED:
         return close_open_steps(conn, node, Status.PAUSED.value, reason, exit_code=exit_code,
                                 now=now)

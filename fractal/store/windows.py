@@ -11,15 +11,26 @@ next wake off. Instants are epoch seconds.
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.dialects.sqlite import insert
-
 from fractal.domain.usage import PROBE_STALE, WindowRow, WindowState, next_wake
-from fractal.store.models import UsageWindow
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
 __all__ = ["Windows"]
+
+_WINDOW = "SELECT * FROM usage_windows WHERE credential = :credential"
+_CLOSE_COLUMNS = ("window", "state", "resets_at", "wake_at", "prober", "probe_started", "misses",
+                  "opened_at", "released", "closed_by", "updated_at")
+_CLOSE = (f"INSERT INTO usage_windows (credential, {', '.join(_CLOSE_COLUMNS)}) "
+          f"VALUES (:credential, {', '.join(':' + c for c in _CLOSE_COLUMNS)}) "
+          "ON CONFLICT (credential) DO UPDATE SET "
+          + ", ".join(f"{c} = excluded.{c}" for c in _CLOSE_COLUMNS))
+_CLAIM = ("UPDATE usage_windows SET state = :probing, prober = :node, probe_started = :now, "
+          "updated_at = :stamp WHERE credential = :credential AND ("
+          "(state = :closed AND wake_at <= :now) OR "
+          "(state = :probing AND (prober = :node OR probe_started <= :stale)))")
+_REOPEN = ("UPDATE usage_windows SET state = :open, opened_at = :now, prober = NULL, "
+           "probe_started = NULL, misses = 0, released = 0, updated_at = :stamp "
+           "WHERE credential = :credential AND state = :probing AND prober = :node")
 
 
 class Windows(Registry):
@@ -27,9 +38,8 @@ class Windows(Registry):
 
     def window(self, credential: str) -> WindowRow | None:
         """The credential's window row, or None when it never closed."""
-        with self._tx() as conn:
-            row = conn.execute(select(UsageWindow.__table__).where(
-                UsageWindow.credential == credential)).mappings().first()
+        with self._db(write=False) as tx:
+            row = tx.one(_WINDOW, {"credential": credential})
         if row is None:
             return None
         return WindowRow(credential=row["credential"], window=row["window"],
@@ -47,9 +57,8 @@ class Windows(Registry):
         still closed), which lengthens the backoff when no new reset lies ahead. A
         closing of a window already closed keeps the later wake instant.
         """
-        with self._tx() as conn:
-            old = conn.execute(select(UsageWindow.__table__).where(
-                UsageWindow.credential == credential)).mappings().first()
+        with self._db() as tx:
+            old = tx.one(_WINDOW, {"credential": credential})
             misses = 0
             wake = next_wake(resets_at, now, 0)
             if old is not None and old["state"] == WindowState.PROBING.value:
@@ -62,9 +71,7 @@ class Windows(Registry):
                       "resets_at": resets_at, "wake_at": wake, "prober": None,
                       "probe_started": None, "misses": misses, "opened_at": None,
                       "released": 0, "closed_by": node, "updated_at": utc_now()}
-            conn.execute(insert(UsageWindow).values(credential=credential, **values)
-                         .on_conflict_do_update(index_elements=[UsageWindow.credential],
-                                                set_=values))
+            tx.run(_CLOSE, {"credential": credential, **values})
         row = self.window(credential)
         assert row is not None
         return row
@@ -72,37 +79,29 @@ class Windows(Registry):
     def claim_probe(self, credential: str, node: str, now: float) -> bool:
         """Make ``node`` the one probe of a window whose wake instant has passed (or whose
         probe went silent for ``PROBE_STALE`` seconds). True when this node holds it."""
-        stmt = (update(UsageWindow).where(
-            UsageWindow.credential == credential,
-            or_((UsageWindow.state == WindowState.CLOSED.value) & (UsageWindow.wake_at <= now),
-                (UsageWindow.state == WindowState.PROBING.value)
-                & ((UsageWindow.prober == node)
-                   | (UsageWindow.probe_started <= now - PROBE_STALE))))
-            .values(state=WindowState.PROBING.value, prober=node, probe_started=now,
-                    updated_at=utc_now()))
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount == 1
+        with self._db() as tx:
+            return tx.run(_CLAIM, {
+                "credential": credential, "node": node, "now": now, "stamp": utc_now(),
+                "stale": now - PROBE_STALE, "closed": WindowState.CLOSED.value,
+                "probing": WindowState.PROBING.value}) == 1
 
     def reopen(self, credential: str, node: str, now: float) -> bool:
         """The probe ``node`` got through: the window is open from ``now``. Only the node
         holding the probe reopens it (a step that began before the window closed and
         ended well proves nothing). True when this call reopened it."""
-        stmt = (update(UsageWindow).where(
-            UsageWindow.credential == credential,
-            UsageWindow.state == WindowState.PROBING.value, UsageWindow.prober == node)
-            .values(state=WindowState.OPEN.value, opened_at=now, prober=None,
-                    probe_started=None, misses=0, released=0, updated_at=utc_now()))
-        with self._tx() as conn:
-            return conn.execute(stmt).rowcount == 1
+        with self._db() as tx:
+            return tx.run(_REOPEN, {
+                "credential": credential, "node": node, "now": now, "stamp": utc_now(),
+                "open": WindowState.OPEN.value, "probing": WindowState.PROBING.value}) == 1
 
     def release_slot(self, credential: str) -> int:
         """This node's place (0, 1, 2 ...) among the nodes released by a reopened window;
         -1 when the window is not open."""
-        with self._tx() as conn:
-            row = conn.execute(select(UsageWindow.state, UsageWindow.released).where(
-                UsageWindow.credential == credential)).first()
+        with self._db() as tx:
+            row = tx.one("SELECT state, released FROM usage_windows "
+                         "WHERE credential = :credential", {"credential": credential})
             if row is None or row[0] != WindowState.OPEN.value:
                 return -1
-            conn.execute(update(UsageWindow).where(UsageWindow.credential == credential)
-                         .values(released=UsageWindow.released + 1))
+            tx.run("UPDATE usage_windows SET released = released + 1 "
+                   "WHERE credential = :credential", {"credential": credential})
             return int(row[1])

@@ -54,7 +54,7 @@ def _unaddable(worktree: Path, paths: Sequence[str]) -> list[str]:
     return odd
 
 
-def _stage(worktree: Path, paths: Sequence[str]) -> None:
+def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> None:
     odd = _unaddable(worktree, paths)
     if odd:
         log.warning("not committing %d special file(s) git cannot add: %s", len(odd),
@@ -63,7 +63,7 @@ def _stage(worktree: Path, paths: Sequence[str]) -> None:
         skip = [f":(exclude,literal){rel}" for rel in odd]
         run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip], worktree)
     else:  # named one by one: see commit_stage.add_paths
-        add_paths(worktree, [p for p in _candidates(worktree, paths) if p not in odd])
+        add_paths(worktree, [p for p in candidates if p not in odd])
     # Never commit an artifact, even one somebody staged by hand earlier.
     staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
     artifacts = [p for p in staged.split("\0") if p and is_runtime_artifact(p)]
@@ -96,8 +96,11 @@ def _diffstat(worktree: Path) -> str:
 
 
 def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str]) -> str | None:
-    check_no_conflict(worktree, _candidates(worktree, paths))
-    _stage(worktree, paths)
+    candidates = _candidates(worktree, paths)
+    check_no_conflict(worktree, candidates)
+    if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
+        return None
+    _stage(worktree, paths, candidates)
     if run_git(["diff", "--cached", "--quiet"], worktree, check=False).returncode == 0:
         return None
     message = subject.strip()

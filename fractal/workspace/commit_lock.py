@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fractal.workspace.commit_types import IndexLocked
-from fractal.workspace.git import run_git
+from fractal.workspace.git import git_paths, run_git
 from fractal.workspace.nodedir import flock_held
 
 __all__ = ["COMMIT_TURN_WAIT", "LOCK_SETTLE", "clear_index_lock", "commit_turn",
@@ -100,8 +100,7 @@ def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[N
     say from a hook, gets that error instead of a deadlock) or when the lock path is not
     a regular file, and GitError when the git dir cannot be found.
     """
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "fractal-commit.lock"],
-                  worktree).stdout.strip()
+    raw = str(git_paths(worktree, ["fractal-commit.lock"])[0])
     with flock_held(_open_lock(raw), wait, lambda: IndexLocked(
             f"another commit has been running in {worktree} for over {wait:g}s ({raw} is "
             "held); wait for it to finish and retry")):

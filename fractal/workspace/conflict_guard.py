@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fractal.domain.conflicts import Operation, conflict_reason, has_conflict_markers
 from fractal.workspace.commit_types import UnresolvedConflict
-from fractal.workspace.git import changed_paths, run_git
+from fractal.workspace.git import changed_paths, git_paths, run_git
 
 __all__ = ["ConflictState", "check_no_conflict", "conflict_state", "marker_files",
            "operation_in_progress", "unmerged_paths"]
@@ -55,16 +55,11 @@ class ConflictState:
         return conflict_reason(self.paths, self.operation)
 
 
-def _git_path(worktree: Path, name: str) -> Path:
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", name],
-                  worktree).stdout.strip()
-    return Path(raw)
-
-
 def operation_in_progress(worktree: Path) -> Operation | None:
     """The merge, rebase, cherry-pick or revert half done in ``worktree``, or None."""
-    for name, operation in _STATE_FILES:
-        if _git_path(worktree, name).exists():
+    found = git_paths(worktree, [name for name, _ in _STATE_FILES])
+    for (_name, operation), path in zip(_STATE_FILES, found, strict=True):
+        if path.exists():
             return operation
     return None
 

@@ -103,6 +103,24 @@ def repo_root(cwd: Path) -> Path:
     return Path(lines[0][len("worktree "):])
 
 
+def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
+    """Where git keeps each of ``names`` (``MERGE_HEAD``, a lock file) for the worktree at
+    ``cwd``: absolute paths in its own git dir, from one ``rev-parse``. A worktree's git
+    dir does not move while it exists, so each answer is kept while its directory is there
+    (a supervisor asks after every iteration). Raises GitError."""
+    key = (Path(cwd).resolve(), tuple(names))
+    found = _GIT_PATHS.get(key)
+    if found is None or not all(p.parent.is_dir() for p in found):  # a worktree re-made
+        args = [arg for name in names for arg in ("--git-path", name)]
+        out = run_git(["rev-parse", "--path-format=absolute", *args], cwd).stdout
+        found = tuple(Path(line) for line in out.splitlines())
+        _GIT_PATHS[key] = found
+    return found
+
+
+_GIT_PATHS: dict[tuple[Path, tuple[str, ...]], tuple[Path, ...]] = {}
+
+
 def current_branch(cwd: Path) -> str | None:
     """Return the short name of the checked-out branch, or None when HEAD is detached."""
     proc = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False)

@@ -1,0 +1,197 @@
+"""The store's one connection seam: a DB-API connection to the tree database, lent out
+for one short transaction at a time.
+
+The ledger's statements are plain portable SQL with named parameters (``:name``), run
+through a ``Tx``; nothing above this module sees a driver. The driver here is the stdlib
+``sqlite3`` (importing SQLAlchemy costs a verb about a quarter of a second and a
+supervisor about 30 MiB; the schema itself stays owned by the SQLAlchemy models and the
+Alembic migrations, which run only when ``schema.ensure_schema`` finds the stamp behind).
+
+Every connection gets the same setup as the SQLAlchemy engine's (``store.engine``):
+``busy_timeout`` 30 s, WAL, foreign keys on, ``synchronous=NORMAL``, and autocommit mode
+so the transactions are explicit: a write opens with ``BEGIN IMMEDIATE`` (the write lock
+up front, so two writers queue on the busy timeout instead of failing an upgrade), a
+read with a deferred ``BEGIN`` (one WAL snapshot, no lock taken). Idle connections are
+kept per database file and reused (threads each borrow their own); a forked child drops
+its parent's without closing them.
+
+A second backend (PostgreSQL) would be a second ``Tx`` here: it would rewrite the
+``:name`` markers to its driver's style, return ``insert`` ids with ``RETURNING``, and map
+its lock errors the same way; the statements above the seam stay as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fractal.errors import StoreError
+from fractal.store.schema import ensure_schema
+
+__all__ = ["BUSY_TIMEOUT_MS", "Tx", "close_connections", "prepare", "transaction"]
+
+BUSY_TIMEOUT_MS = 30_000
+"""How long a connection waits for another writer's lock before failing (ms)."""
+
+PRAGMAS = (
+    f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA synchronous=NORMAL",
+)
+"""Applied to every new connection (the SQLAlchemy engine applies the same)."""
+
+Params = Mapping[str, object]
+
+_idle: dict[Path, list[sqlite3.Connection]] = {}
+_ready: set[Path] = set()
+_lock = threading.Lock()
+
+
+class Tx:
+    """One open transaction. Statements use ``:name`` parameters; rows come back keyed
+    by column name (``row["status"]``) and by position."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def run(self, sql: str, params: Params | None = None) -> int:
+        """Execute one statement; return the rows it changed (0 for a SELECT)."""
+        return self._conn.execute(sql, params or {}).rowcount
+
+    def many(self, sql: str, rows: Sequence[Params]) -> int:
+        """Execute one statement once per parameter set; return the rows changed."""
+        return self._conn.executemany(sql, rows).rowcount
+
+    def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
+        """The first row of a query, or None."""
+        row: sqlite3.Row | None = self._conn.execute(sql, params or {}).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
+        """Every row of a query."""
+        return list(self._conn.execute(sql, params or {}).fetchall())
+
+    def scalar(self, sql: str, params: Params | None = None) -> Any:
+        """The first column of the first row, or None when there is no row."""
+        row = self.one(sql, params)
+        return None if row is None else row[0]
+
+    def insert(self, table: str, values: Params) -> int:
+        """INSERT one row of ``table`` (column names are the keys of ``values``, always
+        names written in the store's code); return its integer primary key."""
+        columns = ", ".join(values)
+        marks = ", ".join(f":{name}" for name in values)
+        cursor = self._conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
+        if cursor.lastrowid is None:
+            raise StoreError(f"the database returned no id for a new {table} row")
+        return int(cursor.lastrowid)
+
+    def pragma(self, sql: str) -> list[tuple[Any, ...]]:
+        """A pragma's rows (run outside any transaction: see ``transaction(tx=False)``)."""
+        return [tuple(row) for row in self._conn.execute(sql).fetchall()]
+
+
+def prepare(db_path: Path) -> Path:
+    """Bring ``db_path`` to the head revision the first time this process sees it (a
+    stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
+    Raises StoreError when the database cannot be created or migrated."""
+    key = Path(db_path).resolve()
+    if key not in _ready:
+        ensure_schema(key)
+        with _lock:
+            _ready.add(key)
+    return key
+
+
+def _connect(key: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(key), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    for pragma in PRAGMAS:
+        conn.execute(pragma)
+    return conn
+
+
+def _borrow(key: Path) -> sqlite3.Connection:
+    with _lock:
+        idle = _idle.get(key)
+        if idle:
+            return idle.pop()
+    return _connect(key)
+
+
+def _give_back(key: Path, conn: sqlite3.Connection) -> None:
+    with _lock:
+        _idle.setdefault(key, []).append(conn)
+
+
+def _refusal(db_path: Path, exc: sqlite3.Error) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreError(
+            f"database {db_path} is locked by another process (a sqlite3 shell or a tool "
+            "holding a transaction open); nothing was written; try again once it lets go")
+    return StoreError(f"database {db_path} refused the operation: {text}; check the file "
+                      "is writable and is this tree's fractal database")
+
+
+@contextmanager
+def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterator[Tx]:
+    """One short transaction on the tree database at ``db_path`` (migrated first use).
+
+    ``write`` takes the write lock up front (``BEGIN IMMEDIATE``), else a deferred read
+    snapshot; ``tx=False`` opens none (pragmas such as checkpoints). Commits when the
+    block ends, rolls back when it raises; SQLite errors become StoreError naming the
+    file, other exceptions pass through after the rollback.
+    """
+    key = prepare(db_path)
+    try:
+        conn = _borrow(key)
+    except sqlite3.Error as exc:
+        raise _refusal(db_path, exc) from exc
+    healthy = True
+    try:
+        if tx:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield Tx(conn)
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        if conn.in_transaction:
+            conn.commit()
+    except sqlite3.Error as exc:
+        healthy = False
+        raise _refusal(db_path, exc) from exc
+    finally:
+        if healthy and not conn.in_transaction:
+            _give_back(key, conn)
+        else:
+            conn.close()
+
+
+def close_connections() -> None:
+    """Close every idle connection and forget which databases were checked."""
+    with _lock:
+        idle = [c for conns in _idle.values() for c in conns]
+        _idle.clear()
+        _ready.clear()
+    for conn in idle:
+        conn.close()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child, drop the parent's connections without touching them."""
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,236 @@
+"""The commands people type and the supervisor's footprint, each beside the reference.
+
+One sandbox, one pool of ``samples`` nodes whose agent holds (sleeps) in its step:
+
+- the steering verbs on running nodes (``stop``, ``finish``, ``finish --cancel``,
+  ``pause``, ``kill``, ``approve`` at a gate, ``stop`` during the inter-iteration sleep),
+  each sample taken right after a ``node status`` of the same node, so the ratio to
+  ``node status`` is measured under the same load;
+- ``node start`` and ``node resume``: spawn -> the prompt returns;
+- the iteration boundary (last step's agent exit -> next iteration's first spawn, empty
+  setup) and the supervisor's memory over a 200-iteration run (VmHWM after iteration 20
+  and at the end);
+- ``idle`` nodes asleep between iterations, then the same number waiting at an approval
+  gate: the CPU their supervisors burn over ``window`` seconds (``/proc/<pid>/stat``).
+
+The figures in ``REFERENCE`` were measured with the public reference implementation on
+this kind of machine (2 cores); docs/benchmarks.md says what each one means.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.latency import GATED, Latency
+from bench.memory import watch_memory
+from bench.report import Row, section
+from bench.sandbox import ROOT, BenchError, Sandbox
+from bench.trace import intervals, read_trace
+
+Log = Callable[[str], None]
+MEMORY_ITERATIONS, EARLY_AT = 200, 20
+BOUNDARY_ITERATIONS = 30
+REFERENCE = {"start": "461 ms", "resume": "601 ms", "stop": "580 ms",
+             "stop (loop sleeping)": "442 ms", "rss": "37.2 MiB", "boundary": "~40 ms"}
+STEERING = ("stop", "finish", "finish --cancel", "pause", "kill", "approve",
+            "stop (loop sleeping)")
+
+
+class Steering(Latency):
+    """Times the typed commands on the pool (``Latency``'s pool and helpers)."""
+
+    def __init__(self, box: Sandbox, samples: int) -> None:
+        super().__init__(box, samples)
+        self.ms: dict[str, list[float]] = {}
+
+    def _timed(self, label: str, *args: str) -> None:
+        started = time.perf_counter()
+        self.box.cli(*args, timeout=120)
+        self.ms.setdefault(label, []).append((time.perf_counter() - started) * 1e3)
+
+    def _status_then(self, label: str, name: str, *verb: str) -> None:
+        """``node status NAME`` (timed as the baseline), then the verb (timed)."""
+        self._timed("status", "node", "status", name)
+        self.ms.setdefault(f"status before {label}", []).append(self.ms["status"][-1])
+        self._timed(label, "node", *verb)
+
+    def starts(self, names: list[str], *verb: str) -> dict[str, int]:
+        """``fractal node VERB NAME`` for each name in turn (at once, a slow start can time
+        out on the tree lock); each node's newest step id before. Raises BenchError."""
+        before = {name: self._max_step(name) for name in names}
+        for name in names:
+            self.box.cli("node", verb[0], name, *verb[1:], timeout=180)
+        return before
+
+    def measure(self, log: Log) -> dict[str, list[float]]:
+        """Every command's wall times (ms) by label (also kept in ``ms`` as they come, so a
+        BenchError part-way leaves what was measured). Raises BenchError."""
+        for name in self.pool:
+            self.box.add_custom_node(name, {"01-H.md": "BENCH-HOLD\n"}, "--no-sync",
+                                     "--max-iters", "1000", "--agent", self.agent)
+        log("steering: node start")
+        for name in self.pool:
+            self._timed("start", "node", "start", name)
+        for name in self.pool:
+            self.d.running(name)
+        log("steering: stop, finish, finish --cancel, pause with the agent in flight")
+        for name in self.pool:
+            self._status_then("stop", name, "stop", name)
+            self._status_then("finish", name, "finish", name)
+            self._status_then("finish --cancel", name, "finish", "--cancel", name)
+        self._settle_all(self.pool, kill=True)  # the queued stops would end the next run
+        for name in self.pool:
+            self.box.cli("node", "start", name, "--continue", timeout=180)
+            self.d.running(name)
+            self._status_then("pause", name, "pause", name)
+        for name in self.pool:
+            self.d.supervisor_gone(name)
+        log("steering: node resume, then kill with the agent in flight")
+        for name in self.pool:
+            self._timed("resume", "node", "resume", name)
+        for name in self.pool:
+            self.d.running(name)
+            self._status_then("kill", name, "kill", name)
+        self._settle_all(self.pool, kill=False)
+        log("steering: approve at a gate")
+        self._configure({"01-GATE.md": GATED, "02-NEXT.md": "BENCH-HOLD\n"})
+        before = self.starts(self.pool, "start", "--continue")
+        for name in self.pool:
+            self._gate(name, before[name])
+            self._status_then("approve", name, "approve", name)
+        self._settle_all(self.pool, kill=True)
+        log("steering: stop during the inter-iteration sleep")
+        self._configure({"01-A.md": "noop\n"}, sleep="1h")
+        before = self.starts(self.pool, "start", "--continue")
+        for name in self.pool:
+            self._napping(name, before[name])
+            self._status_then("stop (loop sleeping)", name, "stop", name)
+        self._settle_all(self.pool, kill=False)
+        return self.ms
+
+
+def _supervisor_ticks(box: Sandbox, names: list[str]) -> int:
+    """utime + stime (clock ticks) of the live supervisors of ``names``."""
+    total = 0
+    for name in names:
+        pid = box.node_state(name)[1]
+        if pid is None:
+            continue
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def idle_cpu(lat: Steering, count: int, window: float, log: Log) -> dict[str, float]:
+    """Percent of one core the supervisors of ``count`` sleeping nodes, then of ``count``
+    nodes waiting at an approval gate, used over ``window`` seconds (on ``lat``'s sandbox,
+    with its agent; its pool becomes these nodes)."""
+    box = lat.box
+    names = [f"idle{n}" for n in range(1, count + 1)]
+    lat.pool = names
+    for name in names:
+        box.add_custom_node(name, {"01-A.md": "noop\n"}, "--no-sync", "--max-iters", "1000",
+                            "--agent", lat.agent)
+    out: dict[str, float] = {}
+    hz = os.sysconf("SC_CLK_TCK")
+    for label, steps, config, reach in (
+            ("sleeping", {"01-A.md": "noop\n"}, {"sleep": "1h"}, lat._napping),
+            ("approval", {"01-GATE.md": GATED}, {}, lat._at_gate)):
+        lat._configure(steps, **config)
+        log(f"idle CPU: {count} nodes {label}")
+        verb = ("start",) if label == "sleeping" else ("start", "--continue")
+        before = lat.starts(names, *verb)
+        for name in names:
+            reach(name, before[name])
+        time.sleep(2.0)  # past the boot and the wait's first reads
+        first = _supervisor_ticks(box, names)
+        time.sleep(window)
+        used = _supervisor_ticks(box, names) - first
+        out[label] = 100.0 * used / hz / window
+        lat._settle_all(names, kill=True)
+        for name in names:
+            if lat.d.status(name) not in ("killed", "stopped", "completed", "exited"):
+                raise BenchError(f"{name} did not settle after the idle window")
+    return out
+
+
+def footprint(box: Sandbox, log: Log) -> tuple[list[float], tuple[int, int | None]]:
+    """(iteration-boundary ms, (VmHWM KiB at the end, after EARLY_AT iterations))."""
+    box.add_node("edge", steps=1, max_iters=BOUNDARY_ITERATIONS)
+    trace = box.base / "trace-edge.log"
+    log(f"iteration boundary: {BOUNDARY_ITERATIONS} iterations x 1 no-op step")
+    box.start("edge", trace)
+    if box.wait_settled("edge", 120) != "completed":
+        raise BenchError("the boundary run did not complete")
+    rows = box.sql("SELECT step_id, iter_id FROM steps WHERE node = ?", f"{ROOT}.edge")
+    gaps = intervals(read_trace(trace), {int(str(r[0])): int(str(r[1])) for r in rows}).iter_gap
+    log(f"supervisor memory: {MEMORY_ITERATIONS} iterations x 1 no-op step")
+    box.add_node("mem", steps=1, max_iters=MEMORY_ITERATIONS)
+    box.start("mem", None)
+    memory = watch_memory(box, "mem", early_at=EARLY_AT, timeout=400)
+    return gaps, (memory.hwm_kib, memory.early_hwm_kib)
+
+
+def run(keep: bool, samples: int, idle: int, window: float, log: Log
+        ) -> tuple[list[Row], list[str]]:
+    """The whole table. ``idle`` 0 skips the idle-CPU part."""
+    box = Sandbox.create()
+    try:
+        bench = Steering(box, samples)
+        try:
+            bench.measure(log)
+        except (BenchError, subprocess.TimeoutExpired) as exc:  # what was measured stands
+            log(f"steering: stopped early: {exc}")
+        ms = bench.ms
+        try:
+            gaps, (hwm, early) = footprint(box, log)
+        except (BenchError, subprocess.TimeoutExpired) as exc:
+            log(f"footprint: stopped early: {exc}")
+            gaps, hwm, early = [], 0, None
+        try:
+            cpu = idle_cpu(bench, idle, window, log) if idle else {}
+        except (BenchError, subprocess.TimeoutExpired) as exc:  # the others still stand
+            log(f"idle CPU: could not measure: {exc}")
+            cpu = {}
+    finally:
+        box.close(keep=keep)
+        if keep:
+            log(f"kept {box.base}")
+    status = statistics.median(ms["status"]) if ms.get("status") else 0.0
+    bound = f"<= {1.5 * status:.0f} ms (1.5x status), < 250 ms"
+    rows = [section(f"Typed commands: subprocess wall time, a pool of {samples} running "
+                    "nodes, each verb right after a `node status` of the same node"),
+            Row("fractal node status (the baseline)", ms.get("status", []))]
+    for label in STEERING:
+        times, paired = ms.get(label, []), ms.get(f"status before {label}", [])
+        ratio = (f"{statistics.median(times) / statistics.median(paired):.2f}x"
+                 if times and paired else "?")
+        rows.append(Row(f"fractal node {label} ({ratio} its status)", times, target=bound,
+                        reference=REFERENCE.get(label, ""), note="" if times else "n/a"))
+    rows += [Row("fractal node start (prompt returns)", ms.get("start", []),
+                 target="< 400 ms", reference=REFERENCE["start"]),
+             Row("fractal node resume (prompt returns)", ms.get("resume", []),
+                 target="< 400 ms", reference=REFERENCE["resume"]),
+             section("Supervisor footprint"),
+             Row("iteration boundary: last agent exit -> next first spawn", gaps,
+                 target="< 15 ms", reference=REFERENCE["boundary"], note="" if gaps else "n/a")]
+    if hwm:
+        rows.append(Row(f"peak RSS over {MEMORY_ITERATIONS} iterations (VmHWM)",
+                        [hwm / 1024.0], unit="MiB", peak=True, count=1, target="< 35 MiB",
+                        reference=REFERENCE["rss"]))
+    if hwm and early is not None:
+        rows.append(Row(f"  growth, iteration {EARLY_AT} -> {MEMORY_ITERATIONS} (VmHWM)",
+                        [(hwm - early) / 1024.0], unit="MiB", peak=True, count=1,
+                        target="0 MiB"))
+    for label, pct in cpu.items():
+        rows.append(Row(f"{idle} nodes {label}: supervisors' CPU over {window:.0f} s", [],
+                        note=f"{pct:.2f} % of a core", target="< 1 %"))
+    return rows, [f"steering: {samples} samples per verb; status median {status:.0f} ms"]
