@@ -18,8 +18,10 @@ still migrated for real, and a module that tests migrations themselves sets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -54,6 +56,22 @@ def _strip_env() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     count_spawns()  # the leak guard reads the process table only after a launch
+    _deliverable_sigint()
+
+
+def _deliverable_sigint() -> None:
+    """Give SIGINT back its default handler when this process inherited it ignored.
+
+    A suite started in the background by a non-interactive shell (``make test &``, a CI
+    runner) inherits SIGINT ignored, and an ignored disposition survives ``exec``: every
+    stub agent, ``sh`` script and ``fractal`` CLI the tests start would then ignore the
+    soft interrupt the tests send them (a trapped ``INT`` never runs, ``--follow`` never
+    stops). Python's own handler is reset to the default across ``exec``, as when the
+    suite is started from a terminal. Runs in the main process and in each xdist worker.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        with contextlib.suppress(ValueError):  # not the main thread: leave it as it is
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
