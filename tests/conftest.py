@@ -37,6 +37,8 @@ from fractal.store import schema
 from tests.guards import LeakGuard, count_spawns, loopback_only
 from tests.helpers import TEMPLATES_ENV, make_repo
 
+pytest_plugins = ["tests.timing"]  # FRACTAL_TEST_TIMING=<file>: per-test wall and CPU
+
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
 """A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""
 
