@@ -257,19 +257,30 @@ def _text(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def run(args: list[str], cwd: Path, env: Mapping[str, str], timeout: float
-        ) -> subprocess.CompletedProcess[str]:
+def _feed(fd: int, data: bytes) -> None:
+    with contextlib.suppress(OSError), os.fdopen(fd, "wb") as pipe:
+        pipe.write(data)
+
+
+def run(args: list[str], cwd: Path, env: Mapping[str, str], timeout: float,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m fractal ARGS`` as a child of the server; the result as
-    ``subprocess.run(..., capture_output=True, text=True, timeout=timeout)`` gives it
-    (raises ``subprocess.TimeoutExpired`` after killing the child)."""
+    ``subprocess.run(..., input=input, capture_output=True, text=True, timeout=timeout)``
+    gives it (stdin is ``/dev/null`` without ``input``; raises ``subprocess.TimeoutExpired``
+    after killing the child)."""
     cmd = [sys.executable, "-m", "fractal", *args]
     server = _server() if ENABLED else None
     if server is None:
         return subprocess.run(cmd, cwd=cwd, text=True, capture_output=True, env=dict(env),
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, input=input,
+                              stdin=subprocess.DEVNULL if input is None else None)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    null = os.open(os.devnull, os.O_RDONLY)
+    if input is None:
+        null = os.open(os.devnull, os.O_RDONLY)
+    else:
+        null, in_w = os.pipe()
+        threading.Thread(target=_feed, args=(in_w, input.encode()), daemon=True).start()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(server.socket)
