@@ -18,8 +18,10 @@ still migrated for real, and a module that tests migrations themselves sets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -34,6 +36,8 @@ import pytest
 from fractal.store import schema
 from tests.guards import LeakGuard, count_spawns, loopback_only
 from tests.helpers import TEMPLATES_ENV, make_repo
+
+pytest_plugins = ["tests.timing"]  # FRACTAL_TEST_TIMING=<file>: per-test wall and CPU
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
 """A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""
@@ -54,6 +58,22 @@ def _strip_env() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     count_spawns()  # the leak guard reads the process table only after a launch
+    _deliverable_sigint()
+
+
+def _deliverable_sigint() -> None:
+    """Give SIGINT back its default handler when this process inherited it ignored.
+
+    A suite started in the background by a non-interactive shell (``make test &``, a CI
+    runner) inherits SIGINT ignored, and an ignored disposition survives ``exec``: every
+    stub agent, ``sh`` script and ``fractal`` CLI the tests start would then ignore the
+    soft interrupt the tests send them (a trapped ``INT`` never runs, ``--follow`` never
+    stops). Python's own handler is reset to the default across ``exec``, as when the
+    suite is started from a terminal. Runs in the main process and in each xdist worker.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        with contextlib.suppress(ValueError):  # not the main thread: leave it as it is
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -51,6 +51,17 @@ _PROC_TICK = 0.011
 _SPAWNS = [0]
 """Processes this interpreter has started (``subprocess`` launches and forks)."""
 
+EXEMPT_PIDS: set[int] = set()
+"""Processes a test may start and leave running for the session (the CLI fork server)."""
+
+CLI_SPAWNS = [0]
+"""Of those, launches of the ``fractal`` CLI (``python -m fractal ...``, ``fractal ...``)."""
+
+
+def _is_cli(argv: Any) -> bool:
+    words = [str(a) for a in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
+    return (words[1:3] == ["-m", "fractal"]) or (bool(words) and words[0].endswith("/fractal"))
+
 
 def _count_spawn() -> None:
     _SPAWNS[0] += 1
@@ -64,6 +75,8 @@ def count_spawns() -> None:
 
     def _execute_child(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
         _count_spawn()
+        if args and _is_cli(args[0]):
+            CLI_SPAWNS[0] += 1
         real(self, *args, **kwargs)
 
     subprocess.Popen._execute_child = _execute_child  # type: ignore[attr-defined]
@@ -186,8 +199,8 @@ class LeakGuard:
             created = proc.info["create_time"]
             if proc.pid != me and created is not None and created >= self.started - _PROC_TICK:
                 fresh.append(proc)
-        return [proc for proc in fresh
-                if _alive(proc) and (_descends(proc.pid, me, parents) or self._marked(proc))]
+        return [proc for proc in fresh if proc.pid not in EXEMPT_PIDS
+                and _alive(proc) and (_descends(proc.pid, me, parents) or self._marked(proc))]
 
     def _marked(self, proc: psutil.Process) -> bool:
         """Does ``proc`` carry this session's HOME or the test's tmp path?"""

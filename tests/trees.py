@@ -27,6 +27,7 @@ from typing import ClassVar
 
 import psutil
 
+from tests import cliserver
 from tests.helpers import git, make_repo, wait_until
 
 STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
@@ -37,14 +38,15 @@ SETTLED = frozenset({"completed", "stopped", "exited", "killed"})
 
 
 def run_cli(args: list[str], cwd: Path, env: Mapping[str, str] | None = None,
-            check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``fractal ARGS`` in ``cwd`` as a real subprocess (``env`` defaults to ours).
+            check: bool = True, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``fractal ARGS`` in ``cwd`` as a real subprocess (``env`` defaults to ours; stdin
+    is ``input``, or ``/dev/null``).
 
-    With ``check``, a nonzero exit raises AssertionError showing both streams.
+    With ``check``, a nonzero exit raises AssertionError showing both streams. The process
+    is forked from a server that has the CLI imported already (``tests/cliserver.py``).
     """
-    proc = subprocess.run([sys.executable, "-m", "fractal", *args], cwd=cwd, text=True,
-                          capture_output=True, env=dict(env or os.environ), timeout=timeout,
-                          check=False)
+    proc = cliserver.run(args, cwd, env=dict(env or os.environ), timeout=timeout, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"fractal {' '.join(args)} exited {proc.returncode}\n"
                              f"stdout: {proc.stdout}\nstderr: {proc.stderr}")

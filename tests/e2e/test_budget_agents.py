@@ -5,6 +5,7 @@ refusals, the price-table preflight. Live retuning of a running node is tested i
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from tests.conftest import PRICES_FIXTURE
 from tests.e2e.conftest import Tree
 from tests.e2e.fakes import make_fakes, start_all, step_rows
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -86,6 +88,12 @@ def test_pricing_preflight_aborts_without_a_table_and_warns_on_a_stale_one(
     cache.write_text(PRICES_FIXTURE.read_text())
     old = time.time() - 3 * 24 * 3600
     os.utime(cache, (old, old))
+    # the status settles before the pane exits: a start meeting the pane is refused
+    (session, sock), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes WHERE node = ?",
+                                "main.pf")
+    wait_until(lambda: subprocess.run(["tmux", "-S", str(sock), "has-session", "-t",
+                                       f"={session}"], capture_output=True).returncode != 0,
+               timeout=30, message="pane gone")
     tree.cli("node", "start", "pf", "--continue", env=fakes.env(**missing))
     assert tree.wait_settled("pf") == "completed"
     # the run went ahead on the old copy, with a warning in the pane (and its log)

@@ -212,6 +212,8 @@ def test_continue_commits_node_edits_and_refuses_project_dirt(tree: Tree) -> Non
     assert tree.wait_settled("again") == "completed"
     (ndir / "NODE.md").write_text("# Task\n\nA sharper task.\n")
     (tree.worktree("again") / "stray.txt").write_text("operator scratch\n")
+    # the status settles before the pane exits: a start meeting the pane is refused
+    wait_until(lambda: not _session_alive(tree, "again"), timeout=30, message="pane gone")
     refused = tree.cli("node", "start", "again", "--continue", check=False)
     assert refused.returncode == 1 and "stray.txt" in refused.stderr
     tree.cli("node", "start", "again", "--continue", "--clean")

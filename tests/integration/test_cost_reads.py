@@ -3,14 +3,13 @@ runtime imported (DESIGN: reads are plain queries), and their output shapes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import make_repo
 from tests.stylecheck import modules_loaded, under
+from tests.trees import run_cli
 
 FORBIDDEN = ("sqlalchemy", "alembic", "watchdog", "libtmux", "fractal.runtime")
 
@@ -19,8 +18,7 @@ FORBIDDEN = ("sqlalchemy", "alembic", "watchdog", "libtmux", "fractal.runtime")
 def small_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = make_repo(tmp_path_factory.mktemp("costs") / "repo")
     for args in (["init"], ["node", "init", "n", "--max-cost", "2", "--max-iter-cost", "1"]):
-        subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=True,
-                       capture_output=True, text=True, timeout=60)
+        run_cli(args, repo)
     return repo
 
 
@@ -51,7 +49,5 @@ def test_config_get_is_lazy(small_tree: Path, tmp_path: Path) -> None:
 
 
 def test_a_root_has_no_run_to_read(small_tree: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "fractal", "node", "cost", "spent", "--run"],
-                          cwd=small_tree, capture_output=True, text=True, timeout=60,
-                          check=False)
+    proc = run_cli(["node", "cost", "spent", "--run"], small_tree, check=False)
     assert proc.returncode == 1 and "is the tree's root: it has no runs" in proc.stderr

@@ -16,14 +16,14 @@ from fractal.lifecycle.follow import follow_activity
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from tests.helpers import make_repo, wait_until
+from tests.trees import run_cli
 
 
 @pytest.fixture
 def repo_tree(tmp_path: Path) -> Iterator[Path]:
     repo = make_repo(tmp_path / "repo")
     for args in (["init"], ["node", "init", "a"]):
-        subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=True,
-                       capture_output=True, timeout=60)
+        run_cli(args, repo)
     yield repo
     close_engines()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +12,11 @@ import pytest
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from tests.helpers import force_status, git, make_repo
+from tests.trees import run_cli
 
 
 def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=False,
-                          capture_output=True, text=True, timeout=60)
+    return run_cli(list(args), repo, check=False)
 
 
 @pytest.fixture

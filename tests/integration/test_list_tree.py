@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.helpers import make_repo
+from tests.trees import run_cli
 
 
 def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=False,
-                          capture_output=True, text=True, timeout=60)
+    return run_cli(list(args), repo, check=False)
 
 
 def test_list_tree_draws_ascii_when_piped(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from fractal.tree import Tree
 from fractal.workspace.handback import read_note
 from tests.helpers import git, make_repo
 from tests.integration.test_commit_conflicts import snapshot
+from tests.trees import run_cli
 
 
 @dataclass
@@ -214,12 +215,10 @@ def test_diff_and_conflicts(setup: Setup) -> None:
 
 
 def test_the_cli_prints_the_sha_and_exits_1_on_a_conflict(setup: Setup) -> None:
-    import sys
 
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
     setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 3\n", "main")
-    proc = subprocess.run([sys.executable, "-m", "fractal", "node", "merge", "a"],
-                          cwd=setup.repo, capture_output=True, text=True, check=False)
+    proc = run_cli(["node", "merge", "a"], setup.repo, check=False)
     assert proc.returncode == 1 and "calc/ops.py" in proc.stderr and proc.stdout == ""
 
 
@@ -298,7 +297,6 @@ def test_a_merge_cut_short_after_the_target_moved_is_finished(setup: Setup) -> N
 
 def test_the_read_commands_through_the_cli(setup: Setup) -> None:
     import json
-    import sys
 
     from fractal.lifecycle.reads import node_status
 
@@ -306,8 +304,7 @@ def test_the_read_commands_through_the_cli(setup: Setup) -> None:
     setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=setup.repo,
-                              capture_output=True, text=True, check=False)
+        return run_cli(list(args), setup.repo, check=False)
 
     report = json.loads(cli("node", "conflicts", "--json").stdout)
     assert report["node"] == "main"

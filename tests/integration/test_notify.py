@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,13 +19,13 @@ from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import update_config
 from tests.helpers import force_status, make_repo
+from tests.trees import run_cli
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Iterator[Tree]:
     repo = make_repo(tmp_path / "repo")
-    subprocess.run([sys.executable, "-m", "fractal", "init"], cwd=repo, check=True,
-                   capture_output=True, timeout=60)
+    run_cli(["init"], repo)
     made = Tree(repo=repo, root="main")
     ledger = Ledger(made.db_path)
     for branch in ("main.a", "main.b"):  # registry rows are all the inbox reads here

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from fractal.store.outbox import Outbox
 from fractal.store.radio_reads import ReadState
 from fractal.tree import Tree, find_tree
 from tests.helpers import make_repo
+from tests.trees import run_cli
 
 
 @dataclass
@@ -203,14 +204,14 @@ def test_run_end_notice_carries_the_spend(nodes: Nodes) -> None:
 
 def test_twenty_parallel_senders_lose_no_message(nodes: Nodes) -> None:
     env = {k: v for k, v in os.environ.items() if k != "_NODE"}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "fractal", "radio", "send", f"body {i}", "--parent",
-         "--subject", f"msg {i}", "--priority", str(i % 11)],
-        cwd=nodes.div, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(20)]
-    outs = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0] * 20, [err for _, err in outs]
-    ids = {out.strip() for out, _ in outs}
+    def send(i: int) -> subprocess.CompletedProcess[str]:  # one process per sender
+        return run_cli(["radio", "send", f"body {i}", "--parent", "--subject", f"msg {i}",
+                        "--priority", str(i % 11)], nodes.div, env=env, check=False,
+                       timeout=120)
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        procs = list(pool.map(send, range(20)))
+    assert [p.returncode for p in procs] == [0] * 20, [p.stderr for p in procs]
+    ids = {p.stdout.strip() for p in procs}
     assert len(ids) == 20
     rows = radio.messages(open_context(nodes.lead), node=None, channel=None, state=ReadState.ALL,
                           limit=None, since=None)
@@ -220,8 +221,7 @@ def test_twenty_parallel_senders_lose_no_message(nodes: Nodes) -> None:
 
 def _cli(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "_NODE"}
-    return subprocess.run([sys.executable, "-m", "fractal", "radio", *args], cwd=cwd, env=env,
-                          input=stdin, text=True, capture_output=True, timeout=120, check=False)
+    return run_cli(["radio", *args], cwd, env=env, input=stdin, timeout=120, check=False)
 
 
 def test_the_cli_surface(nodes: Nodes) -> None:

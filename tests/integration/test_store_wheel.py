@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import email.parser
+import importlib.util
 import json
 import subprocess
 import sys
 import textwrap
+import zipfile
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 from fractal.store.schema import HEAD_REVISION
 
@@ -48,14 +54,69 @@ def _run(*argv: str | Path, cwd: Path) -> str:
     return proc.stdout
 
 
+def _pip(*args: str | Path, cwd: Path) -> str:
+    return _run(sys.executable, "-m", "pip", "--disable-pip-version-check", *args, cwd=cwd)
+
+
+def _requires(wheel: Path) -> list[Requirement]:
+    """The wheel's own ``Requires-Dist`` (without the extras)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        meta = email.parser.BytesParser().parsebytes(archive.read(name))
+    return [Requirement(line) for line in meta.get_all("Requires-Dist") or []]
+
+
+def _link_dependencies(wheel: Path, target: Path) -> list[str]:
+    """Make the wheel's declared dependencies, and theirs, importable from ``target`` by
+    linking each one's files from this environment (only those: an import the wheel does
+    not declare fails as in a real install); return their names.
+
+    This is the offline equivalent of letting pip resolve and download them: every
+    requirement must be met by the linked version."""
+    target.mkdir(parents=True)
+    linked: dict[str, str] = {}
+    todo = _requires(wheel)
+    while todo:
+        req = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        dist = metadata.distribution(req.name)
+        assert req.specifier.contains(dist.version, prereleases=True), (req, dist.version)
+        key = req.name.lower().replace("_", "-")
+        if key in linked:
+            continue
+        linked[key] = dist.version
+        assert dist.files is not None, f"{req.name} lists no files"
+        for top in {f.parts[0] for f in dist.files} - {"..", "__pycache__"}:
+            source = Path(str(dist.locate_file(top)))
+            if source.exists() and not (target / top).exists():
+                (target / top).symlink_to(source)
+        todo += [Requirement(line) for line in dist.requires or []]
+    return sorted(linked)
+
+
 def test_wheel_in_a_fresh_venv_creates_a_working_database(tmp_path: Path) -> None:
+    """Build the wheel with the project's own backend, install it into a new virtualenv
+    with the dependencies it declares, and open a database with that environment alone.
+
+    Offline and quick: the backend (hatchling, a dev dependency) is reused from this
+    environment when installed instead of an isolated build environment being made; the new
+    venv gets no pip of its own (this environment's pip installs into it with
+    ``--python``); the dependencies are linked from this environment, not downloaded."""
     dist = tmp_path / "dist"
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, REPO, cwd=tmp_path)
+    isolation = [] if importlib.util.find_spec("hatchling") is None else ["--no-build-isolation"]
+    _pip("wheel", "--no-deps", *isolation, "-q", "-w", dist, REPO, cwd=tmp_path)
     (wheel,) = dist.glob("fractal-*.whl")
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
+    _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
-    _run(python, "-m", "pip", "install", "-q", wheel, cwd=tmp_path)
+    _pip("--python", python, "install", "-q", "--no-deps", "--no-index", "--no-compile",
+         wheel, cwd=tmp_path)
+    deps = venv / "deps"
+    assert {"sqlalchemy", "alembic", "click"} <= set(_link_dependencies(wheel, deps))
+    site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))",
+                     cwd=tmp_path).strip())
+    (site / "dependencies.pth").write_text(f"{deps}\n")
 
     db = tmp_path / "elsewhere" / "tree" / "fractal.db"
     # cwd is tmp_path, so the checkout is not on sys.path: only the wheel can answer.

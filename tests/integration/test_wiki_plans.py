@@ -19,13 +19,12 @@ from fractal.workspace.commit_types import CommitFailed
 from fractal.workspace.wiki import WikiMalformed
 from tests.helpers import git, make_repo
 from tests.integration.test_commit_pipeline import Node, make_node
+from tests.trees import run_cli
 
 
 def cli(cwd: Path, *args: str, env: dict[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "fractal", *args], cwd=cwd, text=True,
-                          capture_output=True, env={**os.environ, **(env or {})}, timeout=120,
-                          check=False)
+    proc = run_cli(list(args), cwd, env={**os.environ, **(env or {})}, timeout=120, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"fractal {' '.join(args)} exited {proc.returncode}\n"
                              f"{proc.stdout}\n{proc.stderr}")

@@ -1,0 +1,90 @@
+"""Where a test's time goes: an opt-in per-test record of wall and CPU seconds.
+
+With ``FRACTAL_TEST_TIMING=<file>`` set, every test appends one JSON line to the file
+(each xdist worker to ``<file>.<worker>``): its node id, wall seconds (setup, call and
+teardown), this process's CPU seconds, the CPU seconds of the child processes it waited
+for (git, stub agents run in-process; not a tmux-hosted supervisor, whose parent is the
+tmux server) plus its CLI calls' (``tests/cliserver.py``), and how many ``fractal`` CLI
+processes it started. Sum the
+file per test module or per tier to see where the suite spends its time::
+
+    FRACTAL_TEST_TIMING=/tmp/t.jsonl pytest -n 2 tests/e2e
+    python -m tests.timing /tmp/t.jsonl*
+
+Without the variable nothing is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cliserver import CLI_CPU
+from tests.guards import CLI_SPAWNS
+
+TIMING_ENV = "FRACTAL_TEST_TIMING"
+_TARGET = os.environ.get(TIMING_ENV)  # read at import: the session strips FRACTAL_* later
+
+
+def _cpu() -> tuple[float, float]:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime + CLI_CPU[0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    target = _TARGET
+    if not target:
+        yield
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    path = Path(f"{target}.{worker}" if worker else target)
+    wall, (mine, kids), clis = time.monotonic(), _cpu(), CLI_SPAWNS[0]
+    yield
+    after_mine, after_kids = _cpu()
+    record = {"test": item.nodeid, "wall": round(time.monotonic() - wall, 3),
+              "cpu": round(after_mine - mine, 3), "child_cpu": round(after_kids - kids, 3),
+              "cli": CLI_SPAWNS[0] - clis}
+    with path.open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 else "top"
+
+
+def summary(files: list[Path]) -> str:
+    """Per tier and the 25 heaviest modules: tests, wall, CPU (own + children), CLI calls."""
+    tiers: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    modules: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for file in files:
+        for line in file.read_text().splitlines():
+            rec = json.loads(line)
+            module = rec["test"].split("::")[0]
+            for key, table in ((_tier(module), tiers), (module, modules)):
+                row = table[key]
+                row[0] += 1
+                row[1] += rec["wall"]
+                row[2] += rec["cpu"] + rec["child_cpu"]
+                row[3] += rec["cli"]
+    lines = [f"{'':48} {'tests':>6} {'wall s':>8} {'cpu s':>8} {'cli':>6}"]
+    for title, table, limit in (("tier", tiers, None), ("module", modules, 25)):
+        lines.append(f"-- by {title}")
+        ranked = sorted(table.items(), key=lambda kv: -kv[1][2])[:limit]
+        lines += [f"{k[-48:]:48} {int(v[0]):6} {v[1]:8.1f} {v[2]:8.1f} {int(v[3]):6}"
+                  for k, v in ranked]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(summary([Path(a) for a in sys.argv[1:]]))
