@@ -18,7 +18,10 @@ $(STAMP): pyproject.toml scripts/bootstrap.sh
 demo: bootstrap
 	$(BIN)/fractal demo $(DEMO_DIR) --force
 
+# compileall first: a shell with PYTHONDONTWRITEBYTECODE set would make every supervisor
+# and CLI process the suite starts recompile fractal's modules.
 test: bootstrap
+	$(BIN)/python -m compileall -q fractal
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 # Only the real-CLI tier: the pinned claude and codex, installed from npm into .cache/agents
