@@ -43,7 +43,9 @@ def _children(tree: Tree, node: str) -> list[str]:
 
 def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
                    ) -> tuple[list[ConflictPair], list[float]]:
-    """Compare each child with its target's tip (and, with ``siblings``, each pair)."""
+    """Compare each child with its target's tip (and, with ``siblings``, each pair of the
+    children that still have work to bring). A child whose target already holds all of
+    its work (merged, nothing since) is left out: it can no longer collide with anyone."""
     pairs: list[ConflictPair] = []
     took: list[float] = []
 
@@ -56,12 +58,25 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
         took.append((time.perf_counter() - started) * 1000.0)
         pairs.append(ConflictPair(left, right, files))
 
+    pending: list[str] = []
     for child in children:
         target = merge_target(tree, child, None)
-        if git.branch_exists(tree.repo, target):
-            compare(child, target)
+        if not git.branch_exists(tree.repo, target):
+            pending.append(child)
+            continue
+        started = time.perf_counter()
+        try:
+            plan = gitmerge.plan_squash(tree.repo, child, target)
+            files = plan.conflicts
+            if not files and not plan.files:
+                continue  # merged already: nothing of it is left to collide
+        except FractalError:
+            files = ("(git could not merge these branches)",)
+        took.append((time.perf_counter() - started) * 1000.0)
+        pairs.append(ConflictPair(child, target, files))
+        pending.append(child)
     if siblings:
-        for left, right in combinations(children, 2):
+        for left, right in combinations(pending, 2):
             compare(left, right)
     return pairs, took
 

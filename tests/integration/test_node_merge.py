@@ -214,6 +214,16 @@ def test_diff_and_conflicts(setup: Setup) -> None:
         node_diff(open_context(setup.wt("b")), "a")
 
 
+def test_a_merged_child_is_no_longer_reported_as_conflicting(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
+    merge_node(open_context(setup.repo), "main.a")
+    report = node_conflicts(open_context(setup.repo), None)
+    found = {(p.left, p.right): p.files for p in report.pairs}
+    # a's work is in main now: b conflicts with main's tip, and a is no one's rival
+    assert found == {("main.b", "main"): ("calc/ops.py",)}
+
+
 def test_the_cli_prints_the_sha_and_exits_1_on_a_conflict(setup: Setup) -> None:
 
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
