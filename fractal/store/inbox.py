@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import delete, insert, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-from fractal.store.models import InboxAck, Notification
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
 __all__ = ["Claim", "InboxStore"]
+
+_ACK = ("INSERT INTO inbox_acks (item_key, fingerprint, created_at) "
+        "VALUES (:item_key, :fingerprint, :created_at) ON CONFLICT (item_key) DO UPDATE SET "
+        "fingerprint = excluded.fingerprint, created_at = excluded.created_at")
+_FORGET = "DELETE FROM notifications WHERE item_key = :item_key"
+_SETTLE = ("UPDATE notifications SET status = :status, exit_code = :exit_code, "
+           "metadata = :meta, ended_at = :ended_at WHERE batch = :batch AND status = 'pending'")
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,9 @@ class InboxStore(Registry):
 
     def ack(self, item_key: str, fingerprint: str) -> None:
         """Hide ``item_key`` while its state is ``fingerprint`` (replaces an older ack)."""
-        stmt = sqlite_insert(InboxAck).values(item_key=item_key, fingerprint=fingerprint,
-                                              created_at=utc_now())
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[InboxAck.item_key],
-            set_={"fingerprint": fingerprint, "created_at": utc_now()})
-        with self._tx() as conn:
-            conn.execute(stmt)
+        with self._db() as tx:
+            tx.run(_ACK, {"item_key": item_key, "fingerprint": fingerprint,
+                          "created_at": utc_now()})
 
     def claim(self, events: Sequence[Claim], batch: str, *, skipped: set[str]) -> list[Claim]:
         """Record every event of ``events`` not yet notified in its current state, in one
@@ -49,29 +48,26 @@ class InboxStore(Registry):
         keys = [e.item_key for e in events]
         now = utc_now()
         claimed: list[Claim] = []
-        with self._tx() as conn:
-            known = {str(k): str(f) for k, f in conn.execute(
-                select(Notification.item_key, Notification.fingerprint)
-                .where(Notification.item_key.in_(keys)))}
+        marks = {f"k{n}": key for n, key in enumerate(keys)}
+        known_sql = ("SELECT item_key, fingerprint FROM notifications WHERE item_key IN ("
+                     + ", ".join(f":{mark}" for mark in marks) + ")")
+        with self._db() as tx:
+            known = {str(k): str(f) for k, f in tx.all(known_sql, marks)}
             for event in events:
                 if known.get(event.item_key) == event.fingerprint:
                     continue
                 status = "skipped" if event.kind in skipped else "pending"
                 values = {"fingerprint": event.fingerprint, "kind": event.kind,
                           "node": event.node, "batch": batch, "status": status,
-                          "exit_code": None, "meta": "", "created_at": now, "ended_at": None}
-                conn.execute(delete(Notification).where(
-                    Notification.item_key == event.item_key))
-                conn.execute(insert(Notification).values(item_key=event.item_key, **values))
+                          "exit_code": None, "metadata": "", "created_at": now, "ended_at": None}
+                tx.run(_FORGET, {"item_key": event.item_key})
+                tx.insert("notifications", {"item_key": event.item_key, **values})
                 if status == "pending":
                     claimed.append(event)
         return claimed
 
     def settle(self, batch: str, status: str, exit_code: int | None, reason: str) -> int:
         """Close the pending rows of ``batch`` as ``status``; return how many."""
-        with self._tx() as conn:
-            return conn.execute(
-                update(Notification).where(Notification.batch == batch,
-                                           Notification.status == "pending")
-                .values(status=status, exit_code=exit_code, meta=reason[:250],
-                        ended_at=utc_now())).rowcount
+        with self._db() as tx:
+            return tx.run(_SETTLE, {"batch": batch, "status": status, "exit_code": exit_code,
+                                    "meta": reason[:250], "ended_at": utc_now()})

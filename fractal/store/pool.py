@@ -14,8 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
-
 from fractal.domain.pool import (
     Item,
     ItemStatus,
@@ -27,11 +25,25 @@ from fractal.domain.pool import (
     resume,
 )
 from fractal.errors import FractalError
-from fractal.store.models import Pool, PoolItem
+from fractal.store.db import Tx
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
 __all__ = ["PoolStore", "pool_progress"]
+
+_POOL = "SELECT brief, max_workers, review_done, created_at FROM pools WHERE pool = :pool"
+_ITEMS = "SELECT * FROM pool_items WHERE pool = :pool ORDER BY position"
+_CLAIMED = ("SELECT * FROM pool_items WHERE pool = :pool AND status = :claimed "
+            "ORDER BY position")
+_BUSY = "SELECT COUNT(*) FROM pool_items WHERE pool = :pool AND status = :claimed"
+_FIRST_OPEN = ("SELECT * FROM pool_items WHERE pool = :pool AND status = :open "
+               "ORDER BY position LIMIT 1")
+_HELD = ("SELECT * FROM pool_items WHERE pool = :pool AND worker = :worker "
+         "AND status = :claimed")
+_ITEM = "SELECT * FROM pool_items WHERE pool = :pool AND item_id = :item_id"
+_RENAME_ITEMS = "UPDATE pool_items SET pool = :kept WHERE pool = :pool"
+_RENAME_POOL = "UPDATE pools SET pool = :kept WHERE pool = :pool"
+_REVIEWED = "UPDATE pools SET review_done = 1 WHERE pool = :pool AND review_done = 0"
 
 
 def pool_progress(db_path: Path) -> dict[str, tuple[int, int, int, int]]:
@@ -71,89 +83,80 @@ class PoolStore(Registry):
         return the width used. Refused when the pool exists."""
         width = clamp_workers(max_workers)
         now = utc_now()
-        with self._tx() as conn:
-            if conn.execute(select(Pool.pool).where(Pool.pool == pool)).first() is not None:
+        with self._db() as tx:
+            if tx.one(_POOL, {"pool": pool}) is not None:
                 raise FractalError(f"pool {pool} already exists; `fractal pool status {pool}` "
                                    "lists its items")
-            conn.execute(insert(Pool).values(pool=pool, brief=brief, max_workers=width,
-                                             review_done=0, created_at=now))
+            tx.insert("pools", {"pool": pool, "brief": brief, "max_workers": width,
+                                "review_done": 0, "created_at": now})
             for position, (item_id, value) in enumerate(items):
-                conn.execute(insert(PoolItem).values(
-                    pool=pool, item_id=item_id, position=position, input=value,
-                    status=ItemStatus.OPEN.value, worker=None, attempts=0, result="",
-                    created_at=now, claimed_at=None, ended_at=None))
+                tx.insert("pool_items", {
+                    "pool": pool, "item_id": item_id, "position": position, "input": value,
+                    "status": ItemStatus.OPEN.value, "worker": None, "attempts": 0,
+                    "result": "", "created_at": now, "claimed_at": None, "ended_at": None})
         return width
 
     def pool(self, pool: str) -> tuple[str, int, bool] | None:
         """(brief, max_workers, review_done) of ``pool``, or None."""
-        with self._tx() as conn:
-            row = conn.execute(select(Pool.brief, Pool.max_workers, Pool.review_done)
-                               .where(Pool.pool == pool)).first()
+        with self._db(write=False) as tx:
+            row = tx.one(_POOL, {"pool": pool})
         return None if row is None else (row[0], int(row[1]), bool(row[2]))
 
     def items(self, pool: str) -> list[Item]:
         """Every item of ``pool`` in file order."""
-        with self._tx() as conn:
-            return [_item(r) for r in conn.execute(
-                select(PoolItem.__table__).where(PoolItem.pool == pool)
-                .order_by(PoolItem.position)).mappings()]
+        with self._db(write=False) as tx:
+            return [_item(r) for r in tx.all(_ITEMS, {"pool": pool})]
 
     def claim_next(self, pool: str, worker_of: Callable[[str], str]) -> Item | None:
         """Claim the first open item for its worker (``worker_of(item_id)``) when the pool
         has a free slot; None when it has none or no item is open."""
-        with self._tx() as conn:
-            width = conn.execute(select(Pool.max_workers).where(Pool.pool == pool)).scalar()
-            if width is None:
+        with self._db() as tx:
+            head = tx.one(_POOL, {"pool": pool})
+            if head is None:
                 raise FractalError(f"no pool {pool}")
-            busy = conn.execute(select(func.count()).select_from(PoolItem).where(
-                PoolItem.pool == pool, PoolItem.status == ItemStatus.CLAIMED.value)).scalar()
-            if int(busy or 0) >= int(width):
+            busy = tx.scalar(_BUSY, {"pool": pool, "claimed": ItemStatus.CLAIMED.value})
+            if int(busy or 0) >= int(head["max_workers"]):
                 return None
-            row = conn.execute(select(PoolItem.__table__).where(
-                PoolItem.pool == pool, PoolItem.status == ItemStatus.OPEN.value)
-                .order_by(PoolItem.position).limit(1)).mappings().first()
+            row = tx.one(_FIRST_OPEN, {"pool": pool, "open": ItemStatus.OPEN.value})
             if row is None:
                 return None
             # The previous attempt's error stays in the worker's own run records; while
             # claimed, ``result`` holds what this attempt's worker reports.
             after = replace(claim(_item(row), worker_of(row["item_id"])), result="")
-            self._write(conn, pool, after, claimed=True)
+            self._write(tx, pool, after, claimed=True)
             return after
 
     def claims(self, pool: str) -> list[tuple[Item, str | None]]:
         """The claimed items of ``pool`` in file order, each with its claim instant."""
-        with self._tx() as conn:
-            return [(_item(r), r["claimed_at"]) for r in conn.execute(
-                select(PoolItem.__table__).where(PoolItem.pool == pool,
-                                                 PoolItem.status == ItemStatus.CLAIMED.value)
-                .order_by(PoolItem.position)).mappings()]
+        with self._db(write=False) as tx:
+            return [(_item(r), r["claimed_at"]) for r in tx.all(
+                _CLAIMED, {"pool": pool, "claimed": ItemStatus.CLAIMED.value})]
 
     def report(self, pool: str, worker: str, text: str) -> Item:
         """The worker ``worker`` reports its one-line result: kept on the item it holds
         claimed (the dispatcher makes it the item's result when the worker's run
         completes). Refused when ``worker`` holds no claimed item of ``pool``."""
-        with self._tx() as conn:
-            row = conn.execute(select(PoolItem.__table__).where(
-                PoolItem.pool == pool, PoolItem.worker == worker,
-                PoolItem.status == ItemStatus.CLAIMED.value)).mappings().first()
+        with self._db() as tx:
+            row = tx.one(_HELD, {"pool": pool, "worker": worker,
+                                 "claimed": ItemStatus.CLAIMED.value})
             if row is None:
                 raise FractalError(f"{worker} holds no claimed item of pool {pool}: a result "
                                    "is reported by the worker while its item is being worked")
             after = replace(_item(row), result=" ".join(text.split())[:250])
-            self._write(conn, pool, after)
+            self._write(tx, pool, after)
             return after
 
     def archive(self, pool: str) -> str | None:
         """Move the rows of ``pool`` (a pool whose node no longer exists) aside under
         ``<pool>@<its creation instant>``, so a new pool may take the name and the old
         items stay on record; returns the new name, None when there was no such pool."""
-        with self._tx() as conn:
-            created = conn.execute(select(Pool.created_at).where(Pool.pool == pool)).scalar()
-            if created is None:
+        with self._db() as tx:
+            head = tx.one(_POOL, {"pool": pool})
+            if head is None:
                 return None
-            kept = f"{pool}@{created}"
-            conn.execute(update(PoolItem).where(PoolItem.pool == pool).values(pool=kept))
-            conn.execute(update(Pool).where(Pool.pool == pool).values(pool=kept))
+            kept = f"{pool}@{head['created_at']}"
+            tx.run(_RENAME_ITEMS, {"pool": pool, "kept": kept})
+            tx.run(_RENAME_POOL, {"pool": pool, "kept": kept})
             return kept
 
     def finish(self, pool: str, item_id: str, result: str) -> Item:
@@ -170,38 +173,37 @@ class PoolStore(Registry):
 
     def mark_reviewed(self, pool: str) -> bool:
         """Record that the pool's one review pass ran; False when it had already."""
-        with self._tx() as conn:
-            return conn.execute(update(Pool).where(Pool.pool == pool, Pool.review_done == 0)
-                                .values(review_done=1)).rowcount == 1
+        with self._db() as tx:
+            return tx.run(_REVIEWED, {"pool": pool}) == 1
 
     def resume(self, pool: str, alive: Callable[[str], bool]) -> list[Item]:
         """Return every claimed item whose worker is not ``alive`` to open (or failed
         ``interrupted`` at 2 attempts); the items that changed."""
         changed: list[Item] = []
-        with self._tx() as conn:
-            for row in conn.execute(select(PoolItem.__table__).where(
-                    PoolItem.pool == pool, PoolItem.status == ItemStatus.CLAIMED.value)
-                    ).mappings().all():
+        with self._db() as tx:
+            for row in tx.all(_CLAIMED, {"pool": pool, "claimed": ItemStatus.CLAIMED.value}):
                 before = _item(row)
                 after = resume(before, alive(before.worker or ""))
                 if after != before:
-                    self._write(conn, pool, after)
+                    self._write(tx, pool, after)
                     changed.append(after)
         return changed
 
     def _move(self, pool: str, item_id: str, rule: Callable[[Item], Item]) -> Item:
-        with self._tx() as conn:
-            row = conn.execute(select(PoolItem.__table__).where(
-                PoolItem.pool == pool, PoolItem.item_id == item_id)).mappings().first()
+        with self._db() as tx:
+            row = tx.one(_ITEM, {"pool": pool, "item_id": item_id})
             if row is None:
                 raise FractalError(f"pool {pool} has no item {item_id!r}; "
                                    f"`fractal pool status {pool}` lists them")
             after = rule(_item(row))
-            self._write(conn, pool, after)
+            self._write(tx, pool, after)
             return after
 
     @staticmethod
-    def _write(conn: Connection, pool: str, item: Item, *, claimed: bool = False) -> None:
+    def _write(tx: Tx, pool: str, item: Item, *, claimed: bool = False) -> None:
+        """UPDATE the item's row to ``item`` (status, worker, attempts, result); a claim
+        also stamps ``claimed_at`` and clears ``ended_at``, a done or failed item stamps
+        ``ended_at``. Column names here are fixed in the code, never caller input."""
         now = utc_now()
         values: dict[str, object] = {"status": item.status.value, "worker": item.worker,
                                      "attempts": item.attempts, "result": item.result}
@@ -209,5 +211,6 @@ class PoolStore(Registry):
             values.update(claimed_at=now, ended_at=None)
         elif item.status in (ItemStatus.DONE, ItemStatus.FAILED):
             values["ended_at"] = now
-        conn.execute(update(PoolItem).where(PoolItem.pool == pool,
-                                            PoolItem.item_id == item.item_id).values(**values))
+        sets = ", ".join(f"{column} = :{column}" for column in values)
+        tx.run(f"UPDATE pool_items SET {sets} WHERE pool = :pool AND item_id = :item_id",
+               {**values, "pool": pool, "item_id": item.item_id})

@@ -23,7 +23,6 @@ __all__ = ["CAP_KEYS", "Registry", "new_id"]
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
-    from sqlalchemy import Connection, Engine
 
 R = TypeVar("R", bound="DataclassInstance")
 
@@ -41,7 +40,6 @@ class Registry:
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
         prepare(self.db_path)
-        self._sa_engine: Engine | None = None
 
     @contextmanager
     def _db(self, *, write: bool = True) -> Iterator[Tx]:
@@ -49,37 +47,6 @@ class Registry:
         ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``."""
         with transaction(self.db_path, write=write) as tx:
             yield tx
-
-    @property
-    def _engine(self) -> Engine:
-        """The SQLAlchemy engine, built on first use (the tables whose statements are
-        still SQLAlchemy Core use it; importing SQLAlchemy is slow, so never before)."""
-        if self._sa_engine is None:
-            from fractal.store.engine import open_engine
-
-            self._sa_engine = open_engine(self.db_path)
-        return self._sa_engine
-
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        """One short BEGIN IMMEDIATE transaction on the SQLAlchemy engine (for the
-        statements still written as SQLAlchemy Core); DBAPI errors become StoreError."""
-        from sqlalchemy.exc import DBAPIError
-
-        try:
-            with self._engine.begin() as conn:
-                yield conn
-        except DBAPIError as exc:
-            if "locked" in str(exc.orig) or "busy" in str(exc.orig):
-                raise StoreError(
-                    f"database {self.db_path} is locked by another process (a sqlite3 shell "
-                    "or a tool holding a transaction open); nothing was written; try again "
-                    "once it lets go"
-                ) from exc
-            raise StoreError(
-                f"database {self.db_path} refused the operation: {exc.orig}; check the file "
-                "is writable and is this tree's fractal database"
-            ) from exc
 
     def _one(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> R | None:
         """The first row of the query ``sql`` as a ``cls`` value, or None."""
