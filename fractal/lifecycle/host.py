@@ -24,6 +24,9 @@ from fractal.tree import NodePaths
 from fractal.workspace.nodedir import write_atomic
 
 BOOT_WAIT = 20.0  # seconds a verb waits for the supervisor to take the node
+SETTLING_WAIT = 10.0
+"""Seconds a start waits for the session of a node that has just settled (its supervisor
+closed the run and is on its way out) to close, before refusing."""
 
 
 @dataclass(frozen=True)
@@ -46,11 +49,19 @@ def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
     return argv
 
 
-def session_free(paths: NodePaths) -> Hosted:
-    """The session name and socket for ``paths``, refusing when it is (or may be) live."""
+def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT) -> Hosted:
+    """The session name and socket for ``paths``, refusing when it is (or may be) live.
+
+    Called once the node is known settled or parked: a session still alive then belongs to
+    a supervisor that has closed its run and is exiting, so it is given ``settling_wait``
+    seconds to close (polled every 0.1 s) before the refusal."""
     socket = tmux.socket_path()
     session = tmux.session_name(paths.tree.repo, paths.branch)
     liveness = tmux.probe(session, socket)
+    deadline = time.monotonic() + settling_wait
+    while liveness is tmux.Liveness.ALIVE and time.monotonic() < deadline:
+        time.sleep(0.1)
+        liveness = tmux.probe(session, socket)
     if liveness is tmux.Liveness.ALIVE:
         raise FractalError(f"tmux session {session} already exists; node {paths.branch} "
                            "is still running (or parking: retry in a moment)")

@@ -13,6 +13,7 @@ from fractal.domain.budget import Landing
 from fractal.domain.config import NodeConfig
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.context import Boot, RunState
+from fractal.store import spend
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, Tree
 from tests.fakes import RecordingReporter
@@ -58,14 +59,20 @@ def test_probes_of_one_launch_share_a_reading(tmp_path: Path) -> None:
     assert guard.run_spent() == 0.75  # a launch ended: read again
 
 
-def test_a_failed_read_holds_the_last_good_figure_and_warns_once(tmp_path: Path) -> None:
+def test_a_failed_read_holds_the_last_good_figure_and_warns_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     guard, ledger, reporter = _guard(tmp_path, NodeConfig(max_cost=1.0))
     _spend(guard, ledger, 0.75)
     assert guard.run_spent() == 0.75
     broken = tmp_path / "broken.db"
     broken.write_bytes(b"not a database" * 200)
-    real = ledger.db_path
-    ledger.db_path = broken  # reads now fail; writes still reach the real file
+    real = spend.run_and_iteration_spend
+
+    def read_broken(_db: Path, run_id: int | None, iter_id: int | None) -> object:
+        return real(broken, run_id, iter_id)
+
+    # the spend reads now meet a file that is no database; the ledger's writes still work
+    monkeypatch.setattr(spend, "run_and_iteration_spend", read_broken)
     guard.stale()
     assert guard.run_spent() == 0.75
     guard.stale()
@@ -73,7 +80,6 @@ def test_a_failed_read_holds_the_last_good_figure_and_warns_once(tmp_path: Path)
     assert guard.launch(guard.boot.backend, None, None).usd == pytest.approx(0.15)
     warnings = [ln for ln in reporter.lines if "holding the last good figure" in ln]
     assert len(warnings) == 1
-    ledger.db_path = real
     assert ledger.events_of(NODE, guard.state.run_id, ["budget"])[0].meta.startswith(
         "could not read the run's spend")
 

@@ -191,7 +191,8 @@ def tmux_server_killed(box: SoakTree, rng: random.Random) -> Outcome:
         box.node(name, {"01-A.md": work(rng), "02-B.md": work(rng)}, "--no-sync",
                  "--max-iters", "50")
         box.cli("node", "start", name)
-    box.wait_running("one")
+    box.wait_running("one")  # a start returns while its supervisor boots: both run first
+    box.wait_running("two")
     time.sleep(rng.uniform(0, 1.5))  # the injection point
     if subprocess.run(["tmux", "-S", str(box.socket), "kill-server"], capture_output=True,
                       check=False).returncode == 0:
