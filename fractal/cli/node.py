@@ -222,7 +222,8 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
     click.echo(result.paths.branch)
     todo = "its task is in" if task is not None else "write its task in"
     click.echo(f"created {result.paths.branch} at {result.paths.worktree}; {todo} "
-               f"{result.paths.node_md}, then `fractal node start {name}`", err=True)
+               f"{result.paths.node_md}, then `fractal node start {result.paths.branch}`",
+               err=True)
 
 
 @node_group.command("start")

@@ -12,8 +12,8 @@ in-process. Two branches describe the caller:
   as its parent or a sibling. Otherwise it is the caller. ``actor`` (recorded on event
   rows) is ``operator`` at the root.
 
-Neither falls back: a ``_NODE`` that names no registered node of this tree by its
-directory, or a ``cwd`` inside the worktree of a branch that is no registered node, is
+Neither falls back: a ``_NODE`` that is empty or names no registered node of this tree
+by its directory, or a ``cwd`` inside the worktree of a branch that is no registered node, is
 refused (``Refused``) rather than read as the root or the directory's node.
 
 ``authorize(verb, target)`` is the one place a verb's authority is checked, by the rule
@@ -87,8 +87,11 @@ class Context:
         """The node whose loop runs this process (from ``loop_node``), None outside any
         loop. Raises Refused when ``loop_node`` names no registered node of this tree by
         its directory: an unknown ``_NODE`` is never read as the working directory."""
-        if not self.loop_node:
+        if self.loop_node is None:
             return None
+        if not self.loop_node.strip():
+            raise Refused(f"{LOOP_NODE_ENV} is set but empty: inside a node's loop it names "
+                          "that node's directory; outside any loop, unset it")
         branch = Path(self.loop_node).name
         if (self.tree.owns(branch) and branch != self.tree.root and branch in self.known()
                 and Path(self.loop_node) == self.tree.node(branch).node_dir):
@@ -167,4 +170,4 @@ def open_context(cwd: Path, environ: Mapping[str, str] | None = None) -> Context
     environment). Raises NotATree when no tree exists there, GitError outside a git
     repository."""
     env = os.environ if environ is None else environ
-    return Context(tree=find_tree(cwd), cwd=cwd, loop_node=env.get(LOOP_NODE_ENV) or None)
+    return Context(tree=find_tree(cwd), cwd=cwd, loop_node=env.get(LOOP_NODE_ENV))

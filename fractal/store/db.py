@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fractal.domain.errors import InvalidValue
 from fractal.errors import StoreError
 from fractal.store.schema import ensure_schema
 
@@ -170,6 +171,10 @@ def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterat
     except sqlite3.Error as exc:
         healthy = False
         raise _refusal(db_path, exc) from exc
+    except UnicodeEncodeError as exc:  # rolled back above: nothing of it was written
+        raise InvalidValue(f"text that is not valid UTF-8 cannot be stored ({exc.reason} at "
+                           f"character {exc.start}); nothing was written: pass UTF-8 "
+                           "text") from None
     finally:
         if healthy and not conn.in_transaction:
             _give_back(key, conn)

@@ -83,3 +83,18 @@ def test_a_rolled_back_transaction_leaves_nothing(tmp_path: Path) -> None:
         raise RuntimeError("abort")
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM nodes").scalar() == 0
+
+
+def test_text_that_is_not_utf8_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    from fractal.domain.errors import InvalidValue
+    from fractal.store.registry import Registry
+
+    db = tmp_path / "fractal.db"
+    registry = Registry(db)
+    with pytest.raises(InvalidValue, match=r"not valid UTF-8.*nothing was written"):
+        registry.register_node("main.bad", parent=None, title="bad\udcff", worktree=None)
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("SELECT COUNT(*) FROM nodes WHERE node = 'main.bad'").fetchone() == (0,)
+    finally:
+        con.close()

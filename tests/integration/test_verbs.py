@@ -183,6 +183,17 @@ def test_an_unknown_loop_node_is_refused_never_read_as_the_directory(
     assert small.events("main.a", "stop") == []  # refused before anything was written
 
 
+@pytest.mark.parametrize("loop_node", ["", "  "])
+def test_an_empty_loop_node_is_refused_never_read_as_the_operator(
+        small: Small, loop_node: str) -> None:
+    ctx = open_context(small.repo, {"_NODE": loop_node})
+    with pytest.raises(Refused, match="set but empty"):
+        _ = ctx.acting
+    with pytest.raises(Refused, match="set but empty"):
+        send(ctx, "a", Signal.STOP)
+    assert small.events("main.a", "stop") == []
+
+
 def test_a_path_in_an_unregistered_node_worktree_is_refused(small: Small) -> None:
     stray = small.repo / ".worktrees" / "main.zz"
     from tests.helpers import git
