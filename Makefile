@@ -19,10 +19,11 @@ demo: bootstrap
 	$(BIN)/fractal demo $(DEMO_DIR) --force
 
 # compileall first: a shell with PYTHONDONTWRITEBYTECODE set would make every supervisor
-# and CLI process the suite starts recompile fractal's modules.
+# and CLI process the suite starts recompile fractal's modules. Four workers on two cores:
+# most tests wait on child processes (supervisors, agents, tmux), not on the CPU.
 test: bootstrap
 	$(BIN)/python -m compileall -q fractal
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 4 $(PYTEST_ARGS)
 
 # Only the real-CLI tier: the pinned claude and codex, installed from npm into .cache/agents
 # on first use (skipped, with the reason, when npm or its registry is unavailable).

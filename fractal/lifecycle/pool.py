@@ -241,12 +241,14 @@ def _land(ctx: Context, store: PoolStore, pool: str, item: Item) -> str:
 
 
 def _last_subject(tree: Tree, pool: str, worker: str) -> str:
-    """The newest commit subject on the worker's branch that fractal did not write
-    (backstop, seed and merge commits start with the worker's or the pool's branch)."""
+    """The newest subject of a commit the worker made itself: on its branch and not on the
+    pool's (what it inherited when it forked is not its result), and not written by
+    fractal (backstop, seed and merge commits start with the worker's or the pool's
+    branch). Empty when it made none."""
     from fractal.workspace import git
 
     try:
-        subjects = git.log_subjects(tree.repo, worker, 20)
+        subjects = git.log_subjects(tree.repo, f"{pool}..{worker}", 20)
     except FractalError:
         return ""
     return next((s for s in subjects if not s.startswith((f"{worker}: ", f"{pool}: "))), "")

@@ -140,6 +140,15 @@ def test_without_a_reported_line_the_last_commit_subject_is_the_result(setup: Se
     assert setup.items()["1"].result == "the subject of item 1"
 
 
+def test_a_worker_without_a_commit_of_its_own_reports_no_inherited_subject(
+        setup: Setup) -> None:
+    poolverbs.dispatch(setup.ctx())
+    setup.worker_ran("1", "completed")  # completed, wrote no line and made no commit
+    poolverbs.dispatch(setup.ctx())
+    item = setup.items()["1"]
+    assert (item.status, item.result) == (ItemStatus.DONE, "done")
+
+
 def test_a_failed_worker_gets_one_more_attempt_then_fails(setup: Setup) -> None:
     poolverbs.dispatch(setup.ctx())
     setup.worker_ran("1", "exited")
