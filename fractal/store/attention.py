@@ -169,7 +169,8 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
-            if step.approved == "" and step.node in known:
+            if step.approved == "" and step.node in known and \
+                    "awaiting approval" in step.meta:
                 gates.setdefault(step.node, []).append(step)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}

@@ -216,9 +216,12 @@ class Ledger(Transitions):
                    {"reason": AWAITING_APPROVAL, "id": step_id})
 
     def pending_approvals(self, node: str) -> list[StepRow]:
-        """The node's gated steps still awaiting approval (``approved`` = ''), oldest first."""
+        """The node's gated steps awaiting approval, oldest first: unapproved (``approved`` =
+        '') and past their agent's turn (reason ``awaiting approval``, kept in front when the
+        wait was parked). A gate whose agent still works is not pending yet."""
         return self._all(StepRow, "SELECT * FROM steps WHERE node = :node AND approved = '' "
-                         "ORDER BY step_id", {"node": node})
+                         "AND metadata LIKE :waiting ORDER BY step_id",
+                         {"node": node, "waiting": f"%{AWAITING_APPROVAL}%"})
 
     def step(self, step_id: int) -> StepRow | None:
         """The step row ``step_id``, or None."""

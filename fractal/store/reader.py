@@ -191,9 +191,10 @@ def pending_signals(db_path: Path, node: str) -> set[str]:
 
 
 def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:
-    """The node's open steps whose approval gate is pending, oldest first."""
+    """The node's open steps whose approval gate is pending (the agent's turn is over:
+    reason ``awaiting approval``), oldest first."""
     with _connect(db_path) as conn:
         rows = conn.execute(
             "SELECT * FROM steps WHERE node = ? AND approved = '' AND ended_at IS NULL "
-            "ORDER BY step_id", (node,)).fetchall()
+            "AND metadata LIKE '%awaiting approval%' ORDER BY step_id", (node,)).fetchall()
     return [build(StepRow, row) for row in rows]

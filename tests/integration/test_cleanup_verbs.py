@@ -291,8 +291,10 @@ def _gate(tree: Tree, node: str, name: str) -> int:
     force_status(tree, node, "active")
     ledger = Ledger(tree.db_path)
     run = ledger.open_run(node, agent=None, max_cost=None, parent_run_id=None)
-    return ledger.open_step(node=node, run_id=run, iter_id=None, step=2, step_name=name,
+    gate = ledger.open_step(node=node, run_id=run, iter_id=None, step=2, step_name=name,
                             agent=None, model=None, session=None, gated=True)
+    ledger.mark_awaiting_approval(gate)  # its agent's turn is over: the loop marks it so
+    return gate
 
 
 def test_pending_at_the_root_inside_a_node_and_with_all(tree: Tree) -> None:

@@ -59,6 +59,7 @@ def test_inbox_lists_each_kind_oldest_first_and_ack_hides_it(repo: Path) -> None
     gate = ledger.open_step(node="main.gated", run_id=gated, iter_id=None, step=2,
                             step_name="REVIEW", agent="stub", model=None, session=None,
                             gated=True)
+    ledger.mark_awaiting_approval(gate)  # its agent's turn is over: the loop marks it so
     force_status(ledger.db_path, "main.gated", "active")
 
     items = _items(repo)

@@ -239,8 +239,10 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     setup.write(setup.wt("a"), "calc/new.py", "n = 1\nm = 2\n", "new")
     run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
     iter_id = ledger.open_iteration("main.a", run, 1, agent=None, model=None)
-    ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2, step_name="EXECUTE",
-                     agent=None, model=None, session=None, gated=True)
+    gate = ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2,
+                            step_name="EXECUTE", agent=None, model=None, session=None,
+                            gated=True)
+    ledger.mark_awaiting_approval(gate)  # its agent's turn is over: the loop marks it so
     setup.set_status("main.a", "active")
     rows = pending(open_context(setup.repo), None)
     assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [

@@ -35,8 +35,10 @@ def test_a_finish_over_a_waiting_gate_says_so(tmp_path: Path) -> None:
 def test_the_end_notice_names_descendants_still_running(tmp_path: Path) -> None:
     ledger = _ledger(tmp_path)
     run = ledger.open_run("main.lead.div", agent=None, max_cost=None, parent_run_id=None)
-    ledger.open_step(node="main.lead.div", run_id=run, iter_id=None, step=2,
-                     step_name="EXECUTE", agent=None, model=None, session=None, gated=True)
+    gate = ledger.open_step(node="main.lead.div", run_id=run, iter_id=None, step=2,
+                            step_name="EXECUTE", agent=None, model=None, session=None,
+                            gated=True)
+    ledger.mark_awaiting_approval(gate)  # its agent's turn is over: the loop marks it so
     notice = notify_unsettled(ledger, "main.lead")
     assert notice == "ended with 1 child still running: main.lead.div awaiting approval"
     [posted] = ledger.messages("main.lead")

@@ -124,13 +124,17 @@ def _activate(small: Small, branch: str) -> int:
     return ledger.open_run(branch, agent="true", max_cost=None, parent_run_id=None)
 
 
-def _gate(small: Small, branch: str) -> int:
-    """Make ``branch`` active with one step awaiting approval; return its step id."""
+def _gate(small: Small, branch: str, *, turn_over: bool = True) -> int:
+    """Make ``branch`` active with one gated step, awaiting approval once its agent's turn
+    is over (``turn_over``: the loop marks the row then); return its step id."""
     run = _activate(small, branch)
     iter_id = small.ledger.open_iteration(branch, run, 1, agent="true", model=None)
-    return small.ledger.open_step(node=branch, run_id=run, iter_id=iter_id, step=1,
+    gate = small.ledger.open_step(node=branch, run_id=run, iter_id=iter_id, step=1,
                                   step_name="PLAN", agent="true", model=None, session=None,
                                   gated=True)
+    if turn_over:
+        small.ledger.mark_awaiting_approval(gate)
+    return gate
 
 
 def _settle(small: Small, branch: str, status: str) -> None:
@@ -281,6 +285,17 @@ def test_the_parent_approves_once_and_pending_lists_the_gate(small: Small) -> No
     with pytest.raises(Refused, match="has no step awaiting approval"):
         approve(parent, "b")
     assert (small.node_dir("main.a.b") / ".wake").exists()
+
+
+def test_a_gate_whose_agent_still_works_is_not_pending_and_cannot_be_approved(
+        small: Small) -> None:
+    step_id = _gate(small, "main.a.b", turn_over=False)
+    assert pending(small.ctx("main.a"), None) == []
+    parent = small.ctx(None, loop="main.a")
+    with pytest.raises(Refused, match="has no step awaiting approval"):
+        approve(parent, "b")
+    small.ledger.mark_awaiting_approval(step_id)  # the agent's turn ends: the wait starts
+    assert approve(parent, "b") == Approved("main.a.b", step_id, "PLAN")
 
 
 # --- cost, checks, plans and reads --------------------------------------------------------------

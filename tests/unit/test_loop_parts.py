@@ -60,6 +60,7 @@ def _gate(t: LoopTree) -> tuple[Ledger, Steering, Waker, int]:
     run_id = ledger.open_run("main.n", agent=None, max_cost=None, parent_run_id=None)
     step_id = ledger.open_step(node="main.n", run_id=run_id, iter_id=None, step=1,
                                step_name="A", agent=None, model=None, session=None, gated=True)
+    ledger.mark_awaiting_approval(step_id)  # its agent's turn is over: the loop marks it so
     return ledger, Steering(ledger, run_id), Waker(t.clock), step_id
 
 

@@ -110,8 +110,8 @@ def test_a_child_gate_wakes_a_sync_at_once(loop_tree: LoopTree) -> None:
 
     def gate() -> None:
         t.sql_write("INSERT INTO steps (node, run_id, iter_id, step, step_name, status, "
-                    "approved, started_at) VALUES ('main.lead.div', (SELECT MAX(run_id) FROM runs), NULL, 1, 'EXECUTE', "
-                    "'active', '', '2026-01-01T00:00:00.000Z')")
+                    "approved, metadata, started_at) VALUES ('main.lead.div', (SELECT MAX(run_id) FROM runs), NULL, 1, 'EXECUTE', "
+                    "'active', '', 'awaiting approval', '2026-01-01T00:00:00.000Z')")
 
     def on_sync(call: FakeCall) -> None:
         if call.is_sync and "waiting for children" in call.label:
@@ -193,4 +193,4 @@ def test_prompts_carry_the_tree_and_child_modes(loop_tree: LoopTree) -> None:
     assert "You are a child of `main.lead`" in call.prompt
     assert "(they wait for the parent's approval after your turn): PLAN." \
         in " ".join(call.prompt.split())
-    assert '`fractal radio send "TEXT" --parent --subject "SUBJECT"`' in call.prompt
+    assert '`fractal radio send "TEXT" --parent --subject "SUBJECT" --priority 5`' in call.prompt
