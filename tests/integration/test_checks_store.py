@@ -4,6 +4,7 @@ iteration and gate step), listed by ``node_checks`` with its trend, and shown in
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def test_book_and_read_back(db: Path) -> None:
     _book(book, run, it1, None, 1, "t.py::test_b", 2)
     it2 = ledger.open_iteration(NODE, run, 2, agent="stub", model=None)
     _book(book, run, it2, None, 0, "", 0)
+    # three bookings may land in one millisecond: give each its own instant, in order
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE checks SET ended_at = strftime('%Y-%m-%dT%H:%M:%fZ', started_at, "
+                    "'+' || check_id || ' seconds')")
+    con.close()
 
     rows = checks(db, NODE)
     assert [(r.kind, r.iter, r.step, r.step_name, r.exit_code, r.signature, r.failures)
