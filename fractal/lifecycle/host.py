@@ -59,7 +59,9 @@ def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT) -> H
     session = tmux.session_name(paths.tree.repo, paths.branch)
     liveness = tmux.probe(session, socket)
     deadline = time.monotonic() + settling_wait
-    while liveness is tmux.Liveness.ALIVE and time.monotonic() < deadline:
+    settling = liveness is tmux.Liveness.ALIVE
+    # While the last session closes, its server exits too: a probe then may not tell.
+    while settling and liveness is not tmux.Liveness.GONE and time.monotonic() < deadline:
         time.sleep(0.1)
         liveness = tmux.probe(session, socket)
     if liveness is tmux.Liveness.ALIVE:

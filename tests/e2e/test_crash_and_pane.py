@@ -40,6 +40,8 @@ def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
     tree.cli("node", "start", "victim")
     _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
     wait_until(lambda: (tree.worktree("victim") / "half-done.txt").exists(), timeout=10)
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE cost = 0.2"), timeout=10,
+               message="the reported cost recorded")  # the agent's line, read by the loop
     (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.victim'")
     os.kill(int(sup), signal.SIGKILL)
     wait_until(lambda: not psutil.pid_exists(int(sup)) or

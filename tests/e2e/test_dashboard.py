@@ -105,7 +105,8 @@ def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -
     tree.cli("node", "start", "gated")
     # Poll the row, not the CLI: a CLI process per poll starves the booting supervisor.
     wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE node = 'main.gated' AND "
-                                "approved = '' AND ended_at IS NULL"), timeout=30,
+                                "approved = '' AND ended_at IS NULL AND "
+                                "metadata = 'awaiting approval'"), timeout=30,
                message="gate pending")
     assert json.loads(tree.cli("node", "pending", "--json").stdout)  # the CLI agrees
 
