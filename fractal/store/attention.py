@@ -19,6 +19,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.domain.outcome import AWAITING_APPROVAL
 from fractal.store.reader import _connect
 from fractal.store.rows import NodeRow, RunRow, StepRow
 
@@ -170,7 +171,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
             if step.approved == "" and step.node in known and \
-                    "awaiting approval" in step.meta:
+                    AWAITING_APPROVAL in step.meta:
                 gates.setdefault(step.node, []).append(step)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from fractal.domain.outcome import AWAITING_APPROVAL
 from fractal.errors import StoreError
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
@@ -196,5 +197,5 @@ def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:
     with _connect(db_path) as conn:
         rows = conn.execute(
             "SELECT * FROM steps WHERE node = ? AND approved = '' AND ended_at IS NULL "
-            "AND metadata LIKE '%awaiting approval%' ORDER BY step_id", (node,)).fetchall()
+            "AND metadata LIKE ? ORDER BY step_id", (node, f"%{AWAITING_APPROVAL}%")).fetchall()
     return [build(StepRow, row) for row in rows]
