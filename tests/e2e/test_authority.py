@@ -176,7 +176,8 @@ def test_no_secret_reaches_a_long_lived_argv_nor_a_notify_command(
             assert value not in line, (name, line)
     release.touch()
     assert tree.wait_settled("s", timeout=120) == "exited"
-    wait_until(lambda: list(calls.glob("*.env")), timeout=60, message="the hook ran")
+    # the hook writes its .argv file last: once it is there, the hook has run whole
+    wait_until(lambda: list(calls.glob("*.argv")), timeout=60, message="the hook ran")
     (call,) = [json.loads(p.read_text()) for p in calls.glob("*.json")]
     assert [(e["kind"], e["node"]) for e in call["events"]] == [("exited", "main.s")]
     env_seen = next(calls.glob("*.env")).read_text()
