@@ -18,14 +18,18 @@ quiescent tree, after ``fractal node list`` has healed crashed nodes:
   disk in its worktree or committed on its node branch.
 - ``paused-untouched``: a node snapshotted while paused (``snapshot_node``) has the same
   rows, branch head and worktree files.
+- ``pool-items`` (``check_pool``, asked for by a pool scenario): no item worked by two
+  runs at once, attempts exact, no item lost, the pool's end reason its counts.
 
-Plain sqlite3, git and /proc: the checker shares no code with what it checks, except
+Over 400 lines: every invariant's checker is here, so the fault scenarios and the tree
+driver (chaos.py) check one definition of each. Plain sqlite3, git and /proc: the checker shares no code with what it checks, except
 ``launch_marker`` (the marker is a contract between the launcher and the healer).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sqlite3
@@ -328,6 +332,65 @@ def check_untouched(repo: Path, before: Iterable[NodeSnapshot]) -> list[Violatio
                     old, new = sorted(set(old) - set(new))[:2], sorted(set(new) - set(old))[:2]
                 out.append(Violation("paused-untouched", f"{snap.branch}: {part} changed "
                                                          f"from {old} to {new}"))
+    return out
+
+
+# -- worker pools -------------------------------------------------------------------------
+
+def _pool_files(repo: Path, ref: str, under: str) -> dict[str, str]:
+    out = _git(repo, "ls-tree", "-r", ref, "--", under).stdout.decode()
+    return {line.partition("\t")[2]: line.split()[2] for line in out.splitlines() if line}
+
+
+def check_pool(db: Path, pool: str, *, unstarted: int = 0,
+               repo: Path | None = None) -> list[Violation]:
+    """``pool-items`` for pool node ``pool``: each item's worker node is its own and its
+    runs never overlap (no item worked twice at once); an item has at least as many
+    attempts as worker runs, at most 2, and all items together have no more attempts
+    beyond their runs than ``unstarted`` (claims the dispatcher announced as never
+    started: their attempt counts, no run exists); once the pool's newest run is closed
+    ``completed`` every item is ``done`` or ``failed`` and the run's reason is
+    ``pool: N done, M failed`` of those counts (no item lost). With ``repo``, each done
+    item's files under ``soak/<worker>/`` are on the pool's branch as on the worker's."""
+    out: list[Violation] = []
+    items = _query(db, "SELECT item_id, status, attempts, worker FROM pool_items WHERE "
+                       "pool = ? ORDER BY position", pool)
+    workers = [str(w) for _i, _s, _a, w in items if w is not None]
+    if len(set(workers)) != len(workers):
+        out.append(Violation("pool-items", f"{pool}: two items share a worker: {workers}"))
+    beyond = 0
+    for item_id, status, attempts, worker in items:
+        runs = _query(db, "SELECT started_at, ended_at FROM runs WHERE node = ? ORDER BY "
+                          "started_at", str(worker)) if worker is not None else []
+        what = f"{pool} item {item_id} ({status}, {attempts} attempt(s), {len(runs)} run(s))"
+        for (_, ended), (started, _) in itertools.pairwise(runs):
+            if ended is None or str(ended) > str(started):
+                out.append(Violation("pool-items", f"{what}: runs overlap: {runs}"))
+        if not len(runs) <= int(str(attempts)) <= 2:
+            out.append(Violation("pool-items", f"{what}: attempts are not its runs"))
+        beyond += int(str(attempts)) - len(runs)
+        if repo is not None and status == "done" and worker is not None:
+            theirs = _pool_files(repo, str(worker), f"soak/{worker}")
+            ours = _pool_files(repo, pool, f"soak/{worker}")
+            if not theirs.items() <= ours.items():
+                out.append(Violation("pool-items", f"{what}: its work is not all merged "
+                                                   f"({len(ours)} of {len(theirs)} files)"))
+    if beyond > unstarted:
+        out.append(Violation("pool-items", f"{pool}: {beyond} attempt(s) without a worker "
+                                           f"run, {unstarted} announced as never started"))
+    last = _query(db, "SELECT status, metadata FROM runs WHERE node = ? AND ended_at IS NOT "
+                      "NULL AND run_id = (SELECT MAX(run_id) FROM runs WHERE node = ?)",
+                  pool, pool)
+    if last and last[0][0] == "completed":
+        left = [str(i) for i, s, _a, _w in items if s not in ("done", "failed")]
+        if left:
+            out.append(Violation("pool-items", f"{pool} ended with items not done or "
+                                               f"failed: {left}"))
+        done = sum(1 for _i, s, _a, _w in items if s == "done")
+        failed = sum(1 for _i, s, _a, _w in items if s == "failed")
+        if last[0][1] != f"pool: {done} done, {failed} failed":
+            out.append(Violation("pool-items", f"{pool}'s run ended {last[0][1]!r}, its "
+                                               f"items say {done} done, {failed} failed"))
     return out
 
 

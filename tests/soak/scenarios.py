@@ -32,6 +32,7 @@ from tests.soak.faults import (
     work,
 )
 from tests.soak.harness import SETTLED, SoakTree
+from tests.soak.poolfaults import pool_dispatcher_killed
 from tests.soak.storage import (
     database_locked,
     database_locked_long,
@@ -259,6 +260,7 @@ SCENARIOS: dict[str, Scenario] = {
     "notify-misbehaves": notify_misbehaves,
     "supervisor-in-waits": supervisor_in_waits,
     "tmux-kill-server-tree": tmux_server_killed_tree,
+    "pool-dispatcher-killed": pool_dispatcher_killed,
 }
 """Every scenario by name (``make soak`` runs them all)."""
 
