@@ -69,7 +69,7 @@ def database_locked_long(box: SoakTree, rng: random.Random) -> Outcome:
     """Another process holds the database's write lock for FRACTAL_SOAK_LOCK_SECONDS
     (default 30 s) while a node runs; a writing verb meanwhile either gets through once
     the lock is let go or refuses saying the database is locked, never hanging. The loop
-    waits and loses no row."""
+    waits and loses no row (every iteration and step row of its run is there)."""
     out = Outcome()
     hold = float(os.environ.get(LOCK_SECONDS_ENV, "30"))
     steps = {f"0{n}-S{n}.md": work(rng, pace=0.05, low=1, high=3) for n in range(1, 4)}
@@ -100,6 +100,9 @@ def database_locked_long(box: SoakTree, rng: random.Random) -> Outcome:
     bad = box.sql("SELECT status, metadata FROM steps WHERE node = 'main.busy' "
                   "AND status != 'completed'")
     out.expect(not bad, f"steps that did not complete under the lock: {bad}")
+    rows = box.sql("SELECT (SELECT COUNT(*) FROM iterations WHERE node = 'main.busy'), "
+                   "(SELECT COUNT(*) FROM steps WHERE node = 'main.busy')")
+    out.expect(rows == [(2, 6)], f"no row lost: 2 iterations of 3 steps, found {rows}")
     return out
 
 

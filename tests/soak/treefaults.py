@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from tests.helpers import wait_until
-from tests.soak.faults import Outcome, kill_supervisor_then_heal, run_meta, work
+from tests.soak.faults import Outcome, bystander, kill_supervisor_then_heal, run_meta, work
 from tests.soak.harness import SETTLED, SoakTree
 from tests.soak.invariants import tree_processes
 
@@ -89,8 +89,10 @@ def _forget_journal(box: SoakTree, worktree: Path) -> None:
 
 def checkout_removed(box: SoakTree, rng: random.Random) -> Outcome:
     """``rm -rf`` of a running node's worktree, or ``git update-ref -d`` of its branch: the
-    node ends ``exited`` (then ``missing``) with that reason; a sibling runs on untouched."""
+    node ends ``exited`` (then ``missing``) with that reason; a sibling runs on to its end
+    and a paused bystander keeps its rows, head and files."""
     out = Outcome()
+    bystander(box, out)
     box.node("doomed", {"01-A.md": work(rng, pace=0.2), "02-B.md": work(rng, pace=0.2)},
              "--no-sync", "--max-iters", "30", "--step-retry-backoff", "1s")
     box.node("neighbour", {"01-A.md": work(rng, pace=0.1)}, "--no-sync", "--max-iters", "3")
@@ -158,20 +160,36 @@ def merge_killed(box: SoakTree, rng: random.Random) -> Outcome:
     return out
 
 
-def _saved(box: SoakTree, branch: str) -> set[str]:
-    """Paths of ``branch``'s soak files as saved by its rescue refs (any of them)."""
-    refs = git(box.repo, "for-each-ref", "--format=%(refname)",
+def _rescues(box: SoakTree, branch: str) -> list[str]:
+    return git(box.repo, "for-each-ref", "--format=%(refname)",
                f"refs/fractal/rescue/{branch}/", check=False).split()
-    files: set[str] = set()
-    for ref in refs:
-        files |= set(_tree_files(box, ref, f"soak/{branch}"))
+
+
+def _saved(box: SoakTree, branch: str) -> set[tuple[str, str]]:
+    """(path, blob sha) of ``branch``'s soak files as saved by its rescue refs (any)."""
+    files: set[tuple[str, str]] = set()
+    for ref in _rescues(box, branch):
+        files |= set(_tree_files(box, ref, f"soak/{branch}").items())
+    return files
+
+
+def _own(box: SoakTree, name: str) -> set[tuple[str, str]]:
+    """(path, blob sha) of the node's soak files: committed on its branch, and on disk in
+    its worktree (uncommitted work included)."""
+    files = set(_tree_files(box, f"main.{name}", f"soak/main.{name}").items())
+    worktree = box.worktree(name)
+    for path in sorted((worktree / "soak" / f"main.{name}").rglob("*")):
+        if path.is_file():
+            sha = git(worktree, "hash-object", str(path))
+            files.add((str(path.relative_to(worktree)), sha))
     return files
 
 
 def cleanup_killed(box: SoakTree, rng: random.Random) -> Outcome:
     """SIGKILL ``delete --force``, ``reset --force`` or ``destroy --force`` half-way: every
     node already (partly) removed has a rescue ref holding all its files, committed and
-    uncommitted; a rerun of the verb completes, and still nothing is lost."""
+    uncommitted, byte for byte (same blobs); a rerun of the verb completes, and still
+    nothing is lost."""
     out = Outcome()
     verb = rng.choice(["delete", "reset", "destroy"])
     names = ["alpha", "beta", "gamma"]
@@ -186,8 +204,7 @@ def cleanup_killed(box: SoakTree, rng: random.Random) -> Outcome:
     for name in every:  # uncommitted work a rescue must keep
         extra = box.worktree(name) / "soak" / f"main.{name}" / "uncommitted.txt"
         extra.write_text(f"left by the operator in {name}\n")
-    own = {name: set(_tree_files(box, f"main.{name}", f"soak/main.{name}"))
-           | {f"soak/main.{name}/uncommitted.txt"} for name in every}
+    own = {name: _own(box, name) for name in every}
     argv = {"delete": ("node", "delete", "main.alpha", "--force"),
             "reset": ("reset", "--force"), "destroy": ("destroy", "--force")}[verb]
     scope = ["alpha", "alpha.sub"] if verb == "delete" else every
@@ -197,10 +214,12 @@ def cleanup_killed(box: SoakTree, rng: random.Random) -> Outcome:
     def check(when: str) -> None:
         for name in scope:
             gone = not (box.worktree(name) / ".git").exists() or not _head(box, f"main.{name}")
-            if gone:
+            if gone:  # removed, wholly or in part: its rescue ref came first
+                out.expect(bool(_rescues(box, f"main.{name}")),
+                           f"{when}: main.{name} was removed without a rescue ref")
                 lost = own[name] - _saved(box, f"main.{name}")
                 out.expect(not lost, f"{when}: main.{name} was removed but its rescue refs "
-                                     f"lack {sorted(lost)[:3]}")
+                                     f"lack (or hold other bytes of) {sorted(lost)[:3]}")
     check(f"{verb} killed")
     if verb != "destroy":
         box.heal()
