@@ -337,9 +337,23 @@ def _heads(box: SoakTree, names: list[str]) -> dict[str, str]:
     return {name: _head(box, f"main.{name}") for name in names}
 
 
+def _committed_by_paused(box: SoakTree, name: str) -> tuple[list[str], int]:
+    """Files of the node's ``paused`` steps (the agent names them ``<step id>-<k>.txt``)
+    committed on its branch, and how many of them are in its worktree."""
+    steps = {str(s) for (s,) in box.sql("SELECT step_id FROM steps WHERE node = ? AND "
+                                        "status = 'paused'", f"main.{name}")}
+    listed = git(box.repo, "ls-tree", "-r", "--name-only", f"main.{name}", "--",
+                 f"soak/main.{name}", check=False).split()
+    on_disk = [p for p in (box.worktree(name) / "soak" / f"main.{name}").glob("*-*.txt")
+               if p.name.split("-", 1)[0] in steps]
+    return [p for p in listed if Path(p).name.split("-", 1)[0] in steps], len(on_disk)
+
+
 def tmux_server_killed_tree(box: SoakTree, rng: random.Random) -> Outcome:
     """``tmux kill-server`` under ten running nodes (two levels): every node parks, the
-    interruption commits nothing, and ``fractal resume`` brings every one back to its end."""
+    interruption commits nothing (neither the heal nor the parking: the files of each
+    interrupted step stay uncommitted), and ``fractal resume`` brings every one back to
+    its end."""
     out = Outcome()
     names = [f"n{i}" for i in range(6)] + ["n0.a", "n0.b", "n1.a", "n2.a"]
     go = box.base / "go"  # every node is mid-step once all have started
@@ -357,8 +371,9 @@ def tmux_server_killed_tree(box: SoakTree, rng: random.Random) -> Outcome:
                       check=False).returncode == 0:
         out.faults += 1
     for name in names:
-        wait_until(lambda n=name: not box.session_alive(n), timeout=30,
-                   message=f"{name}'s pane gone")
+        def gone(node: str = name) -> bool:
+            return not box.session_alive(node)
+        wait_until(gone, timeout=30, message=f"{name}'s pane gone")
     deadline = time.monotonic() + 30
     while any(" node _run" in p.cmdline for p in tree_processes(box.repo)) \
             and time.monotonic() < deadline:
@@ -370,6 +385,13 @@ def tmux_server_killed_tree(box: SoakTree, rng: random.Random) -> Outcome:
     out.expect(all(s in ("paused", "completed") for s in statuses.values()),
                f"every node parked (or had ended): {statuses}")
     out.expect(_heads(box, names) == parked, "the heal committed something")
+    kept = 0
+    for name in names:  # what the interrupted steps wrote stays uncommitted
+        held, on_disk = _committed_by_paused(box, name)
+        kept += on_disk
+        out.expect(not held, f"the interruption committed {name}'s interrupted step's "
+                             f"files: {held[:3]}")
+    out.notes.append(f"files of interrupted steps left uncommitted on disk: {kept}")
     resumed = box.cli("resume", check=False)
     out.expect(resumed.returncode == 0, f"fractal resume: {resumed.stderr.strip()}")
     for name in names:
