@@ -194,9 +194,22 @@ class Context:
                                "(`fractal node list` shows them)")
         return branch
 
+    def check_claim(self, verb: str, target: str) -> None:
+        """Raise Posing, recorded as a failed ``verb`` event on ``target`` by the node this
+        process really runs under, when its claim disagrees with that node (``posing``).
+        A verb that reads ``acting`` before its authority check calls this first."""
+        why = self.posing()
+        if why is not None:
+            process = self.process_branch or self.tree.root
+            self.ledger.add_event(target, verb, actor=process, status="failed",
+                                  metadata=clip_reason(f"refused: {why}", _REASON_MAX))
+            raise Posing(why, process)
+
     def refusal(self, verb: str, target: str) -> str | None:
         """The authority rule's refusal of ``verb`` on ``target`` by the acting node, or
-        None when it may (``fractal.domain.authority.refusal``)."""
+        None when it may (``fractal.domain.authority.refusal``). A posing claim is not
+        returned but raised (``check_claim``)."""
+        self.check_claim(verb, target)
         return authority.refusal(verb, acting=self.acting, target=target, root=self.tree.root)
 
     def refuse(self, verb: str, target: str, why: str, *, limit: int = _REASON_MAX) -> Refused:
@@ -209,12 +222,6 @@ class Context:
     def authorize(self, verb: str, target: str) -> None:
         """Raise Refused, recorded as a ``failed`` ``verb`` event on ``target``, unless the
         acting node may ``verb`` ``target`` (the operator may act on any node)."""
-        posing = self.posing()
-        if posing is not None:  # recorded on the target, by the node it really runs under
-            process = self.process_branch or self.tree.root
-            self.ledger.add_event(target, verb, actor=process, status="failed",
-                                  metadata=clip_reason(f"refused: {posing}", _REASON_MAX))
-            raise Posing(posing, process)
         why = self.refusal(verb, target)
         if why is not None:
             raise self.refuse(verb, target, why)

@@ -140,6 +140,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     tree = ctx.tree
     child = resolve_child(ctx, name)
     ledger = ctx.ledger
+    ctx.check_claim("merge", child)
     caller, actor = ctx.acting, ctx.actor
     target = merge_target(tree, child, into)
 
