@@ -1,0 +1,37 @@
+"""Hostile input is refused with a reason, never an internal error: JSON items nested
+past the parser's depth, a radio body over its cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from fractal.domain.errors import InvalidValue
+from fractal.domain.pool import parse_items
+from fractal.domain.radio import MAX_BODY_BYTES, check_body
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param("[" * DEEP + "]" * DEEP, id="array"),
+    pytest.param('{"id": "a", "input": ' + "[" * DEEP + "]" * DEEP + "}", id="json-lines"),
+])
+def test_items_nested_too_deeply_are_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match=r"nested too deeply|is not JSON"):
+        parse_items(text)
+
+
+@pytest.mark.parametrize(("body", "ok"), [
+    ("", True),
+    ("x" * MAX_BODY_BYTES, True),
+    ("x" * (MAX_BODY_BYTES + 1), False),
+    ("é" * (MAX_BODY_BYTES // 2), True),  # two bytes each: exactly the cap
+    ("é" * (MAX_BODY_BYTES // 2 + 1), False),
+])
+def test_radio_body_cap(body: str, ok: bool) -> None:
+    if ok:
+        assert check_body(body) == body
+    else:
+        with pytest.raises(InvalidValue, match=r"over the radio's cap of 65536 \(64 KiB\)"):
+            check_body(body)
+
