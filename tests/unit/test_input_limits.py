@@ -35,3 +35,18 @@ def test_radio_body_cap(body: str, ok: bool) -> None:
         with pytest.raises(InvalidValue, match=r"over the radio's cap of 65536 \(64 KiB\)"):
             check_body(body)
 
+
+
+@pytest.mark.parametrize(("reason", "plain"), [
+    ("exit 1; retry", "exit 1"),
+    ("retry", ""),
+    ("exit 1; retry; unpriced", "exit 1; unpriced"),
+    ("exit 1", "exit 1"),
+    ("", ""),
+    ("retrying the parse failed", "retrying the parse failed"),
+])
+def test_an_iterations_reason_drops_the_retry_marker(reason: str, plain: str) -> None:
+    from fractal.domain.outcome import retry_reason, without_retry
+
+    assert without_retry(reason) == plain
+    assert without_retry(retry_reason(plain)) == plain
