@@ -50,3 +50,20 @@ def test_an_iterations_reason_drops_the_retry_marker(reason: str, plain: str) ->
 
     assert without_retry(reason) == plain
     assert without_retry(retry_reason(plain)) == plain
+
+
+@pytest.mark.parametrize(("typed", "echoed"), [
+    ("lexr", "no node found for 'lexr'; known nodes: main.lexer"),
+    ("x" * 80, f"no node found for {'x' * 80!r}; known nodes"),
+    ("y" * 100_000, f"no node found for {'y' * 80!r}... (100000 characters); known nodes"),
+])
+def test_an_unknown_node_name_is_echoed_cut(typed: str, echoed: str) -> None:
+    from pathlib import Path
+
+    from fractal.errors import NodeNotFound
+    from fractal.tree import Tree, resolve_node
+
+    with pytest.raises(NodeNotFound) as refused:
+        resolve_node(typed, ["main.lexer"], Tree(repo=Path("/nonexistent"), root="main"))
+    assert str(refused.value).startswith(echoed)
+    assert len(str(refused.value)) < 300
