@@ -84,11 +84,9 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
     agent). Returns (worktree, branch, width used, item count). Raises InvalidValue for a
     bad items file or an empty brief, and whatever ``node init`` raises.
 
-    Resumable: the node is made and seeded first and its items recorded last, so a
-    failure in between (a locked database) leaves an idle pool node without a pool row,
-    and raises FractalError saying so; the same command run again finds that node and
-    records its items (a half-made pool is a registered, idle node with the pool's
-    ``worker-steps/`` and no pool row; it is authorised as ``pool`` on it).
+    Resumable: the items are recorded last, so a failure before (a locked database)
+    raises FractalError and leaves an idle pool node (``worker-steps/``, no pool row) that
+    the same command run again completes (authorised as ``pool`` on it).
     """
     from fractal.lifecycle.spawn import NodeSeed, init_node
     from fractal.store.pool import PoolStore
@@ -131,8 +129,7 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
 
 
 def _half_made(tree: Tree, branch: str, status: Status, store: PoolStore) -> bool:
-    """True when ``branch`` is a pool node whose creation stopped before its items were
-    recorded: idle, seeded with the pool's ``worker-steps/``, and without a pool row."""
+    """True when ``branch`` is an idle pool node without a pool row (made, not recorded)."""
     from fractal.workspace.poolseed import WORKER_STEPS
 
     return (status is Status.IDLE and store.pool(branch) is None
