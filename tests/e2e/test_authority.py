@@ -1,7 +1,9 @@
 """Who may act on whom, through the real CLI: a child's agent (a ``command``-backend script
 run by the real supervisor in a private tmux server) tries every verb on its parent and on
 its sibling, and every tree-wide verb; each is refused, exit 1, recorded as a ``failed``
-event, and nothing changes. And no secret of the starting shell reaches the argv of a
+event, and nothing changes. The same agent rewriting ``_NODE`` to its parent's directory,
+or dropping it and passing ``--path`` of the main checkout, is refused the same way: its
+processes descend from its own supervisor. And no secret of the starting shell reaches the argv of a
 long-lived process or a notify command's argv or environment."""
 
 from __future__ import annotations
