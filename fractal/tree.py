@@ -231,6 +231,17 @@ def resolve_node(name: str, known: Sequence[str], tree: Tree) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise NodeNotFound(f"node name {name!r} is ambiguous: " + ", ".join(matches))
+        raise NodeNotFound(f"node name {_shown(name)} is ambiguous: " + ", ".join(matches))
     listing = ", ".join(sorted(known)) or "none yet (create one with `fractal node init NAME`)"
-    raise NodeNotFound(f"no node found for {name!r}; known nodes: {listing}")
+    raise NodeNotFound(f"no node found for {_shown(name)}; known nodes: {listing}")
+
+
+_NAME_SHOWN = 80  # characters of a typed name a refusal echoes
+
+
+def _shown(name: str) -> str:
+    """``name`` quoted for a refusal, cut to _NAME_SHOWN characters (``...`` and its full
+    length after a cut): a huge argument never floods the terminal."""
+    if len(name) <= _NAME_SHOWN:
+        return repr(name)
+    return f"{name[:_NAME_SHOWN]!r}... ({len(name)} characters)"

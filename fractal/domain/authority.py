@@ -29,16 +29,25 @@ repository even after its tree is destroyed (``restore --as`` spawns, and is aut
 as ``spawn``); and the radio, whose channels have their own write rules
 (``fractal.domain.radio``: a node reports up to its parent and down to its children).
 
-``refusal`` is pure: it names the rule and what to do next, or returns None.
+Who the acting node is, when processes are involved (``acting_node``, ``posing``): a
+process that descends from a node's live supervisor acts as that node whatever it claims
+(a supervisor is a child subreaper, so an agent's descendants stay below it). Its claim
+is the loop's variable (``_NODE``) when set, else its position (``--path``); a claim that
+names another node is refused, never silently corrected. A process below no supervisor
+(the operator's shell, a cron job) acts as its claim, exactly as before.
+
+``refusal`` and ``posing`` are pure: they name the rule and what to do next, or return
+None.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from types import MappingProxyType
 
-__all__ = ["RULES", "Relation", "is_below", "parent_of", "refusal", "relation_of", "spoken"]
+__all__ = ["CREATE_TIME_TOLERANCE", "RULES", "Relation", "acting_node", "is_below",
+           "loop_by_ancestry", "parent_of", "posing", "refusal", "relation_of", "spoken"]
 
 
 class Relation(Enum):
@@ -156,3 +165,52 @@ def refusal(verb: str, *, acting: str, target: str, root: str) -> str | None:
                 "it")
     return (f"{acting} may {verb} only for itself, not for {target}; run it in {target}'s "
             f"own worktree or loop, or as the operator at the root")
+
+
+CREATE_TIME_TOLERANCE = 0.01
+"""Seconds two readings of one process's create time may differ by."""
+
+
+def loop_by_ancestry(chain: Sequence[tuple[int, float | None]],
+                     supervisors: Mapping[int, tuple[str, float]]) -> str | None:
+    """The node whose supervisor is the nearest of ``chain`` (a process's ancestors,
+    nearest first, as ``(pid, create time in epoch seconds)``), or None when none is.
+    ``supervisors`` maps each recorded supervisor pid to ``(node, its create time)``; a
+    pid matches only when the create times agree (a recycled pid is someone else)."""
+    for pid, created in chain:
+        known = supervisors.get(pid)
+        if (known is not None and created is not None
+                and abs(created - known[1]) <= CREATE_TIME_TOLERANCE):
+            return known[0]
+    return None
+
+
+def acting_node(process: str | None, loop: str | None, caller: str) -> str:
+    """Who acts: ``process`` (the node whose supervisor the process descends from) when
+    there is one, else the node ``loop`` names (``_NODE``), else ``caller`` (``--path``).
+    Pair it with ``posing``, which refuses a claim that disagrees with ``process``."""
+    return process or loop or caller
+
+
+def posing(process: str | None, loop: str | None, caller: str, *, root: str,
+           variable: str = "_NODE") -> str | None:
+    """Why a process's claim is refused, or None when it holds. ``process`` is the node
+    whose supervisor it descends from (None: below no supervisor, the claim holds);
+    ``loop`` the node its ``variable`` names (None when unset); ``caller`` the node its
+    ``--path`` lies in (``root``: the main checkout). Under ``process``'s supervisor the
+    claim must be ``process``: ``loop`` when set, else ``caller``."""
+    if process is None:
+        return None
+    under = f"this process runs under {process}'s supervisor, so it acts as {process}"
+    if loop is not None:
+        if loop == process:
+            return None
+        return (f"{under}, but {variable} names {loop}; a node's agent acts only as its own "
+                f"node: keep {variable} as the loop set it, or ask {loop}'s parent or the "
+                "operator to act")
+    if caller == process:
+        return None
+    where = "the main checkout (the operator's place)" if caller == root else caller
+    return (f"{under}, but {variable} is unset and --path places it at {where}; a node's "
+            f"agent acts only as its own node: keep {variable} as the loop set it, or ask "
+            "the operator to act")

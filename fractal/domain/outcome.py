@@ -32,6 +32,7 @@ __all__ = [
     "exit_code_from_returncode",
     "retry_reason",
     "signal_exit_code",
+    "without_retry",
 ]
 
 
@@ -86,6 +87,13 @@ def retry_reason(reason: str) -> str:
     if not reason.strip():
         return "retry"
     return clip_reason(reason, REASON_LIMIT - len(suffix)) + suffix
+
+
+def without_retry(reason: str) -> str:
+    """``reason`` without the ``retry`` marker ``retry_reason`` adds (``<reason>; retry``
+    -> ``<reason>``, ``retry`` -> ``""``; a later marker stays: ``x; retry; unpriced`` ->
+    ``x; unpriced``): what the attempt failed of, for a reason about the whole iteration."""
+    return "; ".join(part for part in reason.split("; ") if part != "retry")
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,9 @@ def parse_items(text: str) -> list[tuple[str, str]]:
             loaded = json.loads(stripped)
         except ValueError as exc:
             raise ValueError(f"the items file looks like JSON but is not: {exc}") from None
+        except RecursionError:  # nested past the parser's depth: no items file is
+            raise ValueError("the items file's JSON is nested too deeply; an item is an "
+                             "object with id and input, or a string") from None
         if not isinstance(loaded, list):
             raise ValueError("a JSON items file must hold an array")
         entries = list(loaded)
@@ -213,7 +216,7 @@ def parse_items(text: str) -> list[tuple[str, str]]:
                 continue
             try:
                 entries.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ValueError(f"line {number} of the JSON-lines items file is not "
                                  "JSON") from None
     else:

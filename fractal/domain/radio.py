@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from fractal.domain.errors import InvalidValue
 
-__all__ = ["CHANNELS", "DEFAULT_PRIORITY", "MAX_PRIORITY", "NOTICE_PRIORITY", "Access",
-           "Channel", "Route", "can_read", "can_write", "check_message_id", "check_priority",
-           "feed_hosts", "gate_notice", "is_descendant", "merge_notice", "money", "parse_channel", "reply_route",
+__all__ = ["CHANNELS", "DEFAULT_PRIORITY", "MAX_BODY_BYTES", "MAX_PRIORITY",
+           "NOTICE_PRIORITY", "Access", "Channel", "Route", "can_read", "can_write",
+           "check_body", "check_message_id", "check_priority", "feed_hosts", "gate_notice",
+           "is_descendant", "merge_notice", "money", "parse_channel", "reply_route",
            "reply_subject", "route_post", "route_send", "run_end_notice"]
 
 MAX_PRIORITY = 10
@@ -81,6 +82,21 @@ def _refuse_write(actor: str, host: str, channel: Channel) -> None:
     if not can_write(actor, host, channel):
         raise InvalidValue(f"{actor} cannot post to the {channel.value} of {host}: only its "
                            f"owner writes there; send to its inbox or public channel instead")
+
+
+MAX_BODY_BYTES = 64 * 1024
+"""The largest message body the radio takes, in bytes of UTF-8 (64 KiB)."""
+
+
+def check_body(data: str) -> str:
+    """``data`` when its UTF-8 form is at most MAX_BODY_BYTES; raise InvalidValue
+    otherwise, saying the size and the cap."""
+    size = len(data.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY_BYTES:
+        raise InvalidValue(f"the message body is {size} bytes, over the radio's cap of "
+                           f"{MAX_BODY_BYTES} (64 KiB): commit a large payload to a file in "
+                           "your worktree and send its path")
+    return data
 
 
 def check_priority(priority: int) -> int:

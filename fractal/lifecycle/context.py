@@ -7,30 +7,36 @@ in-process. Two branches describe the caller:
 * ``caller``: the node whose worktree holds ``cwd`` (``--path``; the root outside any node
   worktree). A verb given no node name acts on it.
 * ``acting``: on whose behalf the verb runs, which is what authority is measured from.
-  Inside a node's loop (its agent, or a tool the agent runs; the loop exports ``_NODE``,
-  that node's directory) it is that node whatever ``cwd`` says, so an agent cannot pose
-  as its parent or a sibling. Otherwise it is the caller. ``actor`` (recorded on event
-  rows) is ``operator`` at the root.
+  A process that descends from a node's live supervisor (``process_branch``: its pid
+  and create time are recorded on the node's row, and a supervisor is a child
+  subreaper) acts as that node, and its claim must agree: ``_NODE`` (which the loop
+  exports, the node's directory) when set, else the caller. A claim naming another node
+  (a rewritten ``_NODE``, or ``_NODE`` dropped and ``--path`` at the main checkout) is
+  refused, never corrected (``fractal.domain.authority.posing``). A process below no
+  supervisor acts as ``_NODE``'s node when it is set, else as the caller. ``actor``
+  (recorded on event rows) is ``operator`` at the root.
 
 Neither falls back: a ``_NODE`` that is empty or names no registered node of this tree
 by its directory, or a ``cwd`` inside the worktree of a branch that is no registered node, is
 refused (``Refused``) rather than read as the root or the directory's node.
 
 ``authorize(verb, target)`` is the one place a verb's authority is checked, by the rule
-table of ``fractal.domain.authority``; a refusal is recorded as a ``failed`` event on the
-target and raised.
+table of ``fractal.domain.authority``; a refusal (a posing claim's too) is recorded as a
+``failed`` event on the target and raised. A posing claim met elsewhere (a verb that
+acts on its own node: radio, plans, pool result) is recorded as a ``failed`` ``act``
+event on the node the process really runs under.
 
 Construction is cheap: the tree is found with git, and ``caller``, ``acting`` and the
 ledger are worked out on first use and then fixed for the context's life (the registry is
-read with the stdlib reader; the ledger, which checks the schema stamp, opens only when a verb
-writes).
+read with the stdlib reader, the ancestry from ``/proc``; the ledger, which checks the
+schema stamp, opens only when a verb writes).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +49,7 @@ from fractal.tree import Tree, caller_branch, find_tree, resolve_node
 if TYPE_CHECKING:
     from fractal.store.ledger import Ledger
 
-__all__ = ["LOOP_NODE_ENV", "Context", "Refused", "open_context"]
+__all__ = ["LOOP_NODE_ENV", "Context", "Posing", "Refused", "open_context"]
 
 LOOP_NODE_ENV = "_NODE"
 """The variable a node's loop exports to everything it runs: the node's directory."""
@@ -55,20 +61,50 @@ class Refused(FractalError):
     """A verb was refused for the node it named; the reason is recorded as a failed event."""
 
 
+class Posing(Refused):
+    """A process below one node's supervisor claimed to act as another node (or as the
+    operator); ``process`` is the node it runs under."""
+
+    def __init__(self, why: str, process: str) -> None:
+        super().__init__(why)
+        self.process = process
+
+
 @dataclass(frozen=True)
 class Context:
     """One command's view of its tree. ``cwd`` is the caller's position (``--path``);
-    ``loop_node`` the ``_NODE`` value inherited from a loop (None outside any)."""
+    ``loop_node`` the ``_NODE`` value inherited from a loop (None outside any); ``pid`` the
+    process whose ancestry decides which supervisor it runs under (None: read as below
+    none, for a context built on behalf of another process)."""
 
     tree: Tree
     cwd: Path
     loop_node: str | None = None
+    pid: int | None = field(default_factory=os.getpid)
 
     def known(self) -> list[str]:
         """Every registered node, read now with the light reader (no SQLAlchemy)."""
         from fractal.store import reader
 
         return [row.node for row in reader.node_rows(self.tree.db_path)]
+
+    @cached_property
+    def process_branch(self) -> str | None:
+        """The node whose live supervisor ``pid`` descends from (the nearest ancestor; the
+        supervisor process itself is not below itself), or None below none. Read from ``/proc`` against the registry's recorded supervisor pids
+        and create times, so a recycled pid is never taken for a supervisor."""
+        if self.pid is None:
+            return None
+        from fractal.runtime.ancestry import lineage
+        from fractal.store import reader
+
+        supervisors = {row.supervisor_pid: (row.node, row.supervisor_started)
+                       for row in reader.node_rows(self.tree.db_path)
+                       if row.supervisor_pid and row.supervisor_started is not None}
+        if not supervisors:
+            return None
+        ancestors = lineage(self.pid, supervisors)[1:]  # a supervisor is not its own agent
+        return authority.loop_by_ancestry(ancestors, supervisors)
 
     @cached_property
     def caller(self) -> str:
@@ -101,10 +137,28 @@ class Context:
                       "the node's loop exports it); a node's agent acts only as its own "
                       "node, and the operator runs fractal outside any node's loop")
 
-    @property
+    def posing(self) -> str | None:
+        """Why this process's claim (``_NODE``, else ``--path``) disagrees with the
+        supervisor it runs under, or None when it agrees or it runs under none."""
+        process = self.process_branch
+        if process is None:
+            return None
+        caller = self.caller if self.loop_node is None else self.tree.root
+        return authority.posing(process, self.loop_branch, caller, root=self.tree.root,
+                                variable=LOOP_NODE_ENV)
+
+    @cached_property
     def acting(self) -> str:
-        """The branch the verb acts for: the loop's node inside a loop, else ``caller``."""
-        return self.loop_branch or self.caller
+        """The branch the verb acts for: the node whose supervisor this process runs
+        under, else the loop's node (``_NODE``), else ``caller``. Raises Posing, recorded
+        as a failed ``act`` event on the node it runs under, when the claim disagrees."""
+        why = self.posing()
+        if why is not None:
+            process = self.process_branch or self.tree.root
+            self.ledger.add_event(process, "act", actor=process, status="failed",
+                                  metadata=clip_reason(f"refused: {why}", _REASON_MAX))
+            raise Posing(why, process)
+        return authority.acting_node(self.process_branch, self.loop_branch, self.caller)
 
     @property
     def actor(self) -> str:
@@ -140,9 +194,22 @@ class Context:
                                "(`fractal node list` shows them)")
         return branch
 
+    def check_claim(self, verb: str, target: str) -> None:
+        """Raise Posing, recorded as a failed ``verb`` event on ``target`` by the node this
+        process really runs under, when its claim disagrees with that node (``posing``).
+        A verb that reads ``acting`` before its authority check calls this first."""
+        why = self.posing()
+        if why is not None:
+            process = self.process_branch or self.tree.root
+            self.ledger.add_event(target, verb, actor=process, status="failed",
+                                  metadata=clip_reason(f"refused: {why}", _REASON_MAX))
+            raise Posing(why, process)
+
     def refusal(self, verb: str, target: str) -> str | None:
         """The authority rule's refusal of ``verb`` on ``target`` by the acting node, or
-        None when it may (``fractal.domain.authority.refusal``)."""
+        None when it may (``fractal.domain.authority.refusal``). A posing claim is not
+        returned but raised (``check_claim``)."""
+        self.check_claim(verb, target)
         return authority.refusal(verb, acting=self.acting, target=target, root=self.tree.root)
 
     def refuse(self, verb: str, target: str, why: str, *, limit: int = _REASON_MAX) -> Refused:
@@ -162,12 +229,14 @@ class Context:
     def for_tree(self, tree: Tree) -> Context:
         """The same caller's context over another tree of the repository, positioned at
         that tree's repository; the loop it may run in carries over."""
-        return Context(tree=tree, cwd=tree.repo, loop_node=self.loop_node)
+        return Context(tree=tree, cwd=tree.repo, loop_node=self.loop_node, pid=self.pid)
 
 
-def open_context(cwd: Path, environ: Mapping[str, str] | None = None) -> Context:
+def open_context(cwd: Path, environ: Mapping[str, str] | None = None, *,
+                 pid: int | None = None) -> Context:
     """The context of a command run at ``cwd`` with ``environ`` (default: this process's
-    environment). Raises NotATree when no tree exists there, GitError outside a git
-    repository."""
+    environment) by process ``pid`` (default: this process). Raises NotATree when no tree
+    exists there, GitError outside a git repository."""
     env = os.environ if environ is None else environ
-    return Context(tree=find_tree(cwd), cwd=cwd, loop_node=env.get(LOOP_NODE_ENV))
+    return Context(tree=find_tree(cwd), cwd=cwd, loop_node=env.get(LOOP_NODE_ENV),
+                   pid=os.getpid() if pid is None else pid)

@@ -140,6 +140,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     tree = ctx.tree
     child = resolve_child(ctx, name)
     ledger = ctx.ledger
+    ctx.check_claim("merge", child)
     caller, actor = ctx.acting, ctx.actor
     target = merge_target(tree, child, into)
 
@@ -308,6 +309,13 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
     _notify(notices, lambda: notify_handed_back(tree, child, target, plan.target_sha,
                                                 f"conflict in {shown}"))
     rearmed = False
+    ending = _ending(tree, parent_of(child))
+    if ending is not None:  # like its siblings, it gets no new run while its parent ends
+        notices.append(f"the conflict waits in {child_wt}; {child} was not re-armed: its "
+                       f"parent's run is ending ({ending} pending); start it with "
+                       f"`fractal node start {child} --continue`")
+        return MergeResult(child, target, "handed-back", conflicts=note.files,
+                           rearmed=False, notices=tuple(notices))
     try:
         from fractal.lifecycle.start import start_node
 
@@ -318,6 +326,17 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
                        f"{exc}; start it with `fractal node start {child} --continue`")
     return MergeResult(child, target, "handed-back", conflicts=note.files, rearmed=rearmed,
                        notices=tuple(notices))
+
+
+def _ending(tree: Tree, parent: str | None) -> str | None:
+    """The stop, finish or kill pending on ``parent``'s open run (its run is ending and
+    its children are being wound down with it), or None."""
+    from fractal.store import reader
+
+    if parent is None or parent == tree.root:
+        return None
+    pending = reader.pending_signals(tree.db_path, parent)
+    return next((s for s in ("kill", "stop", "finish") if s in pending), None)
 
 
 def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,

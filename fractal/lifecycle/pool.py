@@ -83,6 +83,10 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
     (``max_iters`` defaults to POOL_MAX_ITERS, ``sync`` to off: the dispatcher is no
     agent). Returns (worktree, branch, width used, item count). Raises InvalidValue for a
     bad items file or an empty brief, and whatever ``node init`` raises.
+
+    Resumable: the items are recorded last, so a failure before (a locked database)
+    raises FractalError and leaves an idle pool node (``worker-steps/``, no pool row) that
+    the same command run again completes (authorised as ``pool`` on it).
     """
     from fractal.lifecycle.spawn import NodeSeed, init_node
     from fractal.store.pool import PoolStore
@@ -98,19 +102,38 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
     tree = ctx.tree
     store = PoolStore(tree.db_path)
     branch = f"{ctx.caller}.{name}"
-    known = {row.node for row in _ledger(tree).nodes()}
-    if store.pool(branch) is not None and branch not in known:
+    rows = {row.node: row for row in _ledger(tree).nodes()}
+    if store.pool(branch) is not None and branch not in rows:
         store.archive(branch)  # a deleted namesake's items stay on record, renamed
-    config: dict[str, object] = {"max_iters": POOL_MAX_ITERS, "sync": False, **settings}
-    task = (f"Worker pool of {len(items)} items. fractal dispatches one worker node per "
-            f"item and merges each done worker here; this node reviews them once.\n\n"
-            f"### The workers' brief\n\n{brief.strip()}\n")
-    made = init_node(ctx, name, config, reserve=reserve, seed=NodeSeed(task=task))
-    seed_pool_steps(made.paths.node_dir)
-    backstop_commit(made.paths.worktree, subject=f"{made.paths.branch}: pool steps",
-                    branch=made.paths.branch)
-    width = store.create_pool(made.paths.branch, brief, max_workers, items)
-    return made.paths.worktree, made.paths.branch, width, len(items)
+    if branch in rows and _half_made(tree, branch, rows[branch].status, store):
+        ctx.authorize("pool", branch)
+        paths = tree.node(branch)
+    else:
+        config: dict[str, object] = {"max_iters": POOL_MAX_ITERS, "sync": False, **settings}
+        task = (f"Worker pool of {len(items)} items. fractal dispatches one worker node per "
+                f"item and merges each done worker here; this node reviews them once.\n\n"
+                f"### The workers' brief\n\n{brief.strip()}\n")
+        paths = init_node(ctx, name, config, reserve=reserve, seed=NodeSeed(task=task)).paths
+    try:
+        seed_pool_steps(paths.node_dir)
+        backstop_commit(paths.worktree, subject=f"{paths.branch}: pool steps",
+                        branch=paths.branch)
+        width = store.create_pool(paths.branch, brief, max_workers, items)
+    except (FractalError, OSError) as exc:
+        raise FractalError(
+            f"pool node {paths.branch} was made but its {len(items)} items were not "
+            f"recorded ({exc}); run the same `fractal node pool` command again to record "
+            f"them (the node is kept, idle and without items), or `fractal node delete "
+            f"{paths.branch}` to drop it") from None
+    return paths.worktree, paths.branch, width, len(items)
+
+
+def _half_made(tree: Tree, branch: str, status: Status, store: PoolStore) -> bool:
+    """True when ``branch`` is an idle pool node without a pool row (made, not recorded)."""
+    from fractal.workspace.poolseed import WORKER_STEPS
+
+    return (status is Status.IDLE and store.pool(branch) is None
+            and (tree.node(branch).node_dir / WORKER_STEPS).is_dir())
 
 
 def _ledger(tree: Tree) -> Ledger:

@@ -22,6 +22,7 @@ from fractal.domain.radio import (
     Channel,
     Route,
     can_read,
+    check_body,
     check_message_id,
     check_priority,
     feed_hosts,
@@ -106,7 +107,7 @@ def _store(who: Actor, route: Route, data: str, subject: str, priority: int,
     from fractal.store.radio import Draft
 
     return who.store.post(Draft(host=route.host, channel=route.channel.value,
-                                sender=who.branch, subject=subject, data=data,
+                                sender=who.branch, subject=subject, data=check_body(data),
                                 priority=check_priority(priority), parent=parent))
 
 

@@ -131,7 +131,8 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
     the tree's dotted names, so no node claims it). With ``as_name``, a node
     ``<caller>.<as_name>`` is spawned like ``fractal node init`` but forked from the rescue
     commit (its node directory kept when the rescued node had the same branch name), and
-    the branch is the node's. Raises FractalError when the ref is unknown or the branch
+    the branch is the node's; it keeps the rescued node's title (from its config in the
+    rescue commit). Raises FractalError when the ref is unknown or the branch
     exists, and whatever ``node init`` raises.
     """
     repo, _tree = _repo(cwd)
@@ -147,8 +148,12 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
             raise FractalError(f"no rescue ref {full}; list them with "
                                "`fractal rescue list`") from None
         from fractal.lifecycle.context import open_context
+        from fractal.workspace.rescue import rescued_title
 
-        made = init_node(open_context(cwd), as_name, {}, start_point=sha)
+        rescued = full[len(RESCUE_PREFIX):].rpartition("/")[0]  # <branch>/<stamp>
+        title = rescued_title(tree.repo, sha, rescued) if rescued else None
+        made = init_node(open_context(cwd), as_name, {"title": title} if title else {},
+                         start_point=sha)
         return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch)
     rest = full[len(RESCUE_PREFIX):]
     name = branch or f"rescued/{rest}"

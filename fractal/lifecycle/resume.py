@@ -9,14 +9,29 @@ from __future__ import annotations
 
 from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
 from fractal.domain.signals import Signal
-from fractal.domain.states import Move, Status
+from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
+from fractal.lifecycle.heal import heal_all
 from fractal.lifecycle.host import await_boot, host, take
 from fractal.lifecycle.steer import Refused, Signalled
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
+
+
+def not_paused(branch: str, status: Status | str) -> str:
+    """Why ``branch`` (``status``) cannot be resumed, and what to do instead: a settled
+    node (its run ended, or its supervisor was lost before it opened one) starts a new
+    run with ``node start --continue``, an idle one with ``node start``."""
+    why = f"node {branch} is {status}; resume needs a paused node"
+    if status in SETTLED:
+        return (f"{why} (resume continues a parked run; this node's run has ended, or its "
+                f"supervisor was lost before it opened one): `fractal node start {branch} "
+                "--continue` starts a new run")
+    if status is Status.IDLE:
+        return f"{why}: it has not started; `fractal node start {branch}` starts it"
+    return why
 
 
 def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signalled:
@@ -33,7 +48,7 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
             touch_wake(paths.node_dir)
             return Signalled(branch, True, f"withdrew the pending pause of {branch}")
         if status is not Status.PAUSED or run is None:
-            why = f"node {branch} is {status}; resume needs a paused node"
+            why = not_paused(branch, status)
             ledger.add_event(branch, "resume", actor=actor, status="failed",
                              metadata=f"refused: {why}")
             return Signalled(branch, False, why)
@@ -91,6 +106,8 @@ def resume(ctx: Context, name: str | None, *, lifting_latch: bool = False) -> li
     if top != tree.root:
         members = [top, *members]
     rows = {r.node: r.status for r in ledger.nodes()}
+    if heal_all(tree, [b for b in members if rows.get(b) is Status.ACTIVE]):
+        rows = {r.node: r.status for r in ledger.nodes()}  # a lost supervisor is parked now
     wanted = [b for b in members if rows.get(b) in (Status.PAUSED, Status.ACTIVE)]
     results: list[Signalled] = []
     for branch in sorted(wanted, key=lambda b: -b.count(".")):
@@ -101,7 +118,7 @@ def resume(ctx: Context, name: str | None, *, lifting_latch: bool = False) -> li
         if branch == top and not result.ok:
             raise Refused(result.message)
     if top != tree.root and not any(r.branch == top for r in results):
-        why = f"node {top} is {rows.get(top, 'unregistered')}; resume needs a paused node"
+        why = not_paused(top, rows.get(top, "unregistered"))
         ledger.add_event(top, "resume", actor=actor, status="failed", metadata=f"refused: {why}")
         raise Refused(why)
     return results

@@ -112,13 +112,13 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
     """
     tree = ctx.tree
     validate_name(name)
-    actor = ctx.actor
     ledger = ctx.ledger
     known = [row.node for row in ledger.nodes()]
     parent_branch = resolve_node(parent, [*known, tree.root], tree) if parent else ctx.caller
     if parent_branch != tree.root and parent_branch not in known:
         raise NodeNotFound(f"parent {parent_branch} is not a registered node")
     ctx.authorize("spawn", parent_branch)
+    actor = ctx.actor
     branch = f"{parent_branch}.{name}"
     seed = seed or NodeSeed()
     if seed.inherit & {"steps", "scripts"} and parent_branch == tree.root:

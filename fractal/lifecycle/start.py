@@ -24,7 +24,7 @@ from fractal.lifecycle.context import Context
 from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.host import host, session_free, take
+from fractal.lifecycle.host import Hosted, host, session_free, take
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.startcheck import start_warnings
@@ -91,6 +91,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
             refuse_budget_landing(tree, branch, last)
         session_free(paths)  # refuses a live (or unknowable) session before anything changes
         undo: Callable[[], None] | None = None
+        hosted: Hosted | None = None
         try:
             if continue_mode:
                 prepare_continue(paths, clean=clean, actor=actor)
@@ -98,13 +99,16 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
             if max_cost is not None:  # arms the next run; undone when the launch fails
                 undo = arm_max_cost(tree, branch, max_cost)
             hosted = host(paths, ledger, continue_mode=continue_mode)
+            taken = take(paths, ledger, hosted, Move.START)
         except BaseException:
+            if hosted is not None:  # launched, not taken (a locked database): end it all
+                tmux.kill_session(hosted.session, hosted.socket)
+                paths.launch_env_path.unlink(missing_ok=True)
             if undo is not None:
                 undo()
             if continue_mode:
                 ledger.move(branch, Move.DISARM, to=status)
             raise
-        taken = take(paths, ledger, hosted, Move.START)
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
     if taken:  # booting under its recorded pid: a failure from here on is the run's own

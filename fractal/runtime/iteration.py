@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fractal.domain.errors import StepFileError
 from fractal.domain.frontmatter import frontmatter_warnings, parse_frontmatter
-from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason
+from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason, without_retry
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
 from fractal.domain.steps import discover_steps
@@ -296,7 +296,8 @@ class IterationRunner(LoopPart):
                 reason = "timed out"
             label = f"{name} timed out"
         else:
-            reason = f"failed on {name}: {outcome.reason}" if outcome.reason else f"failed on {name}"
+            why = without_retry(outcome.reason)  # the step failed, not only its retry
+            reason = f"failed on {name}: {why}" if why else f"failed on {name}"
             label = f"failed on {name}"
         self.steps.book_not_run(not_run, f"failed on {name}")
         body = f"{name}: {outcome.status.value} (exit {outcome.exit_code}) {outcome.reason}".strip()

@@ -35,6 +35,7 @@ __all__ = [
     "list_rescue_refs",
     "rescue",
     "rescue_branch",
+    "rescued_title",
     "restore_branch",
     "stamp_of",
 ]
@@ -237,3 +238,19 @@ def _commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:
         return run_git(argv, cwd, env=_IDENTITY).stdout.strip()
     finally:
         os.unlink(name)
+
+
+def rescued_title(repo: Path, sha: str, branch: str) -> str | None:
+    """The ``title`` of node ``branch``'s config as the rescue commit ``sha`` holds it
+    (``.fractal/<branch>/config.json``), or None when it holds none (no such file, no
+    title, not JSON)."""
+    import json
+
+    shown = run_git(["show", f"{sha}:.fractal/{branch}/config.json"], repo, check=False)
+    if shown.returncode != 0:
+        return None
+    try:
+        title = json.loads(shown.stdout).get("title")
+    except (ValueError, AttributeError):
+        return None
+    return title if isinstance(title, str) and title.strip() else None

@@ -1,7 +1,9 @@
 """Who may act on whom, through the real CLI: a child's agent (a ``command``-backend script
 run by the real supervisor in a private tmux server) tries every verb on its parent and on
 its sibling, and every tree-wide verb; each is refused, exit 1, recorded as a ``failed``
-event, and nothing changes. And no secret of the starting shell reaches the argv of a
+event, and nothing changes. The same agent rewriting ``_NODE`` to its parent's directory,
+or dropping it and passing ``--path`` of the main checkout, is refused the same way: its
+processes descend from its own supervisor. And no secret of the starting shell reaches the argv of a
 long-lived process or a notify command's argv or environment."""
 
 from __future__ import annotations
@@ -57,23 +59,33 @@ def _attempts() -> list[tuple[str, str, list[str]]]:
     return out + [(event, "main", argv) for event, argv in TREE_VERBS]
 
 
-def _agent_script(attempts: Path, results: Path) -> str:
+def _agent_script(attempts: Path, results: Path, pose: str = "") -> str:
     """A command-backend agent (Python) that runs each attempt through the CLI's entry
     point in its own process, as a tool the agent runs would (its environment carries the
     loop's ``_NODE``), and appends ``{argv, rc, stderr}`` lines to ``results``. One
     process for all the attempts keeps the test inside its time limit on a loaded
-    machine; each attempt still parses its argv and builds its own context."""
+    machine; each attempt still parses its argv and builds its own context.
+
+    ``pose`` makes it pose first: ``node=DIR`` rewrites ``_NODE`` to DIR (another node's
+    directory), ``path=DIR`` drops ``_NODE`` and passes ``--path DIR`` to every attempt."""
     return f"""#!{sys.executable}
-import contextlib, io, json, sys
+import contextlib, io, json, os, sys
 sys.stdin.read()
 from fractal.cli import main
+pose = {pose!r}
+extra = []
+if pose.startswith("node="):
+    os.environ["_NODE"] = pose[5:]
+elif pose.startswith("path="):
+    os.environ.pop("_NODE", None)
+    extra = ["--path", pose[5:]]
 with open({str(results)!r}, "a") as out:
     for argv in json.loads(open({str(attempts)!r}).read()):
         err = io.StringIO()
         rc = 0
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             try:
-                main(argv)
+                main([*argv, *extra])
             except SystemExit as exc:
                 rc = exc.code if isinstance(exc.code, int) else 1
         out.write(json.dumps({{"argv": argv, "rc": rc, "stderr": err.getvalue()}}) + "\\n")
@@ -100,16 +112,18 @@ def _state(tree: Tree) -> tuple[object, ...]:
     return nodes, runs, signals, configs, root, worktrees, sorted(branches)
 
 
-def test_a_childs_agent_is_refused_every_verb_on_its_parent_and_sibling(
-        tree: Tree, tmp_path: Path) -> None:
+def _hostile_child(tree: Tree, tmp_path: Path, pose: str = "") -> list[dict[str, object]]:
+    """Run ``main.a.b``, whose one step is the hostile agent (posing as ``pose`` says),
+    to completion; return its attempts. Asserts that nothing changed."""
     results = tmp_path / "attempts.jsonl"
     planned = tmp_path / "attempts.json"
     planned.write_text(json.dumps([argv for _e, _t, argv in _attempts()]))
     agent = tmp_path / "hostile-agent"
-    agent.write_text(_agent_script(planned, results))
-    agent.chmod(0o755)
     tree.node("a", {"01-A.md": "lead"}, "--max-cost", "5")
     tree.cli("node", "init", "c", "--parent", "a", "--max-cost", "1")
+    pose = pose.format(a=tree.node_dir("a"), repo=tree.repo)
+    agent.write_text(_agent_script(planned, results, pose))
+    agent.chmod(0o755)
     tree.cli("node", "init", "b", "--parent", "a", "--max-cost", "1", "--no-sync",
              "--max-iters", "1", "--agent", str(agent), "--step-timeout", "10m")
     steps = tree.node_dir("a.b") / "steps"
@@ -125,14 +139,33 @@ def test_a_childs_agent_is_refused_every_verb_on_its_parent_and_sibling(
     assert [a["argv"] for a in attempts] == [argv for _e, _t, argv in _attempts()]
     for attempt in attempts:
         assert attempt["rc"] == 1, attempt
-        assert attempt["stderr"].startswith("Error: "), attempt
-        assert "Traceback" not in attempt["stderr"], attempt
+        assert str(attempt["stderr"]).startswith("Error: "), attempt
+        assert "Traceback" not in str(attempt["stderr"]), attempt
     failed = set(tree.sql("SELECT node, event FROM events WHERE status = 'failed' "
                           "AND actor = 'main.a.b'"))
     for event, target, argv in _attempts():
         assert (target, event) in failed, (event, target, argv)
     assert _state(tree) == before  # nothing changed
     assert not (tree.repo / "owned").exists()
+    return attempts
+
+
+def test_a_childs_agent_is_refused_every_verb_on_its_parent_and_sibling(
+        tree: Tree, tmp_path: Path) -> None:
+    _hostile_child(tree, tmp_path)
+
+
+@pytest.mark.parametrize("pose", [
+    pytest.param("node={a}", id="rewrites-_NODE-to-its-parent"),
+    pytest.param("path={repo}", id="drops-_NODE-and-passes-the-roots-path"),
+])
+def test_a_childs_agent_posing_as_its_parent_or_the_operator_is_refused(
+        tree: Tree, tmp_path: Path, pose: str) -> None:
+    """Its processes descend from its supervisor, so they act as main.a.b whatever
+    ``_NODE`` or ``--path`` say: every attempt is refused as a disagreement."""
+    attempts = _hostile_child(tree, tmp_path, pose)
+    for attempt in attempts:
+        assert "runs under main.a.b's supervisor" in str(attempt["stderr"]), attempt
 
 
 SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-secret-0001", "OPENAI_API_KEY": "sk-secret-0002",

@@ -330,3 +330,34 @@ def test_the_read_commands_through_the_cli(setup: Setup) -> None:
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 4\n", "a again")
     assert node_status(open_context(setup.repo), "a").line == "idle (1 child conflicts (calc/ops.py))"
     assert "1 child conflicts (calc/ops.py)" in cli("node", "status", "a").stdout
+
+
+def test_a_child_handed_back_while_its_parent_stops_is_not_re_armed(setup: Setup) -> None:
+    """Its siblings got the parent's stop; a child re-armed after it would run on alone
+    once the parent's run ended. It is left settled, the conflict waiting, with the way
+    on."""
+    import psutil
+
+    from fractal.domain.signals import Signal
+    from fractal.domain.states import Move
+    from fractal.lifecycle.steer import send
+    from fractal.store.ledger import Ledger
+
+    init_node(open_context(setup.repo), "c", {"title": "work c"}, parent="a")
+    child_wt = setup.tree.worktree_of("main.a.c")
+    setup.write(child_wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "c")
+    setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "a")
+    setup.set_status("main.a.c", "completed")
+    ledger = Ledger(setup.tree.db_path)
+    me = psutil.Process()  # the lead's live supervisor, as far as any heal can tell
+    assert ledger.move("main.a", Move.START, supervisor=(me.pid, me.create_time())).ok
+    ledger.open_run("main.a", agent="true", max_cost=None, parent_run_id=None)
+    send(open_context(setup.repo), "a", Signal.STOP)  # the operator stops the lead
+    lead_loop = {"_NODE": str(setup.tree.node("main.a").node_dir)}  # its agent merges
+    result = merge_node(open_context(setup.wt("a"), lead_loop), "a.c", hand_back=True)
+    assert result.status == "handed-back" and not result.rearmed
+    assert any("parent's run is ending (stop pending)" in n and "--continue" in n
+               for n in result.notices), result.notices
+    row = ledger.node("main.a.c")
+    assert row is not None and row.status.value == "completed"  # no new run
+    assert "<<<<<<<" in (child_wt / "calc" / "ops.py").read_text()  # the conflict waits

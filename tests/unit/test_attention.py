@@ -167,3 +167,15 @@ def test_running_below_marks_every_ancestor() -> None:
 ])
 def test_wait_until(shown: str, wakes: list[float], until: float | None) -> None:
     assert wait_until(shown, wakes) == until
+
+
+def test_a_child_re_armed_by_a_hand_back_is_an_orphan_of_its_parents_ended_run() -> None:
+    """Like any child still running at its parent's end: the parent's run gets the
+    ``orphans`` item naming it (and the child's own handed-back merge waits for it)."""
+    lead = NodeFacts(B, "completed", run_id=2, run_status="completed", run_ended=NOW - 5)
+    child = NodeFacts(f"{B}.c", "active", run_id=4,
+                      merge=HandBack(3, B, f"conflict in a.py; handed back to {B}.c",
+                                     NOW - 50))
+    items = [item for item, _acked in classify(with_running_below([lead, child]), NOW)]
+    assert [(i.kind, i.node, i.details.get("children")) for i in items] == [
+        (Kind.ORPHANS, B, [f"{B}.c"])]

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.authority import RULES, Relation, refusal, relation_of, spoken
+from fractal.domain.authority import (
+    RULES,
+    Relation,
+    acting_node,
+    loop_by_ancestry,
+    posing,
+    refusal,
+    relation_of,
+    spoken,
+)
 
 ROOT = "main"
 ACTING = "main.a"
@@ -91,3 +100,53 @@ def test_each_refusal_says_what_to_do() -> None:
 def test_a_verb_without_a_rule_is_a_programming_error() -> None:
     with pytest.raises(KeyError):
         refusal("frobnicate", acting=ACTING, target="main.b", root=ROOT)
+
+
+# --- who acts, by process ancestry -------------------------------------------------------
+
+SUPERVISORS = {100: ("main.a", 50.0), 200: ("main.a.b", 60.0)}
+
+
+@pytest.mark.parametrize(("chain", "expected"), [
+    pytest.param([], None, id="no-chain"),
+    pytest.param([(7, None), (1, None)], None, id="below-no-supervisor"),
+    pytest.param([(7, None), (100, 50.0), (1, None)], "main.a", id="below-a"),
+    pytest.param([(100, 50.0)], "main.a", id="its-parent-is-the-supervisor"),
+    pytest.param([(7, None), (200, 60.0), (9, None), (100, 50.0)], "main.a.b",
+                 id="nearest-wins"),
+    pytest.param([(7, None), (100, 51.0)], None, id="recycled-pid"),
+    pytest.param([(7, None), (100, 50.005)], "main.a", id="within-tolerance"),
+    pytest.param([(7, None), (100, None)], None, id="unreadable-create-time"),
+])
+def test_loop_by_ancestry(chain: list[tuple[int, float | None]], expected: str | None) -> None:
+    assert loop_by_ancestry(chain, SUPERVISORS) == expected
+
+
+# (process, _NODE's node, --path's node) -> acting node, or "refused"
+POSING_CASES = [
+    (None, None, "main", "main"),  # the operator's shell
+    (None, None, "main.a", "main.a"),  # a shell in a node's worktree
+    (None, "main.a", "main", "main.a"),  # below no supervisor, _NODE set: as before
+    ("main.a", "main.a", "main", "main.a"),  # the loop's own agent at the main checkout
+    ("main.a", "main.a", "main.b", "main.a"),  # --path elsewhere: still its own node
+    ("main.a", None, "main.a", "main.a"),  # _NODE dropped, in its own worktree
+    ("main.a", "main", "main", "refused"),  # _NODE rewritten to the root's directory
+    ("main.a", "main.b", "main.a", "refused"),  # _NODE rewritten to a sibling
+    ("main.a", "main.a.x", "main.a", "refused"),  # even to its own child
+    ("main.a", None, "main", "refused"),  # _NODE dropped, --path at the main checkout
+    ("main.a", None, "main.b", "refused"),  # _NODE dropped, --path at a sibling
+    ("main.a", None, "main.a.x", "refused"),  # _NODE dropped, --path at its child
+]
+
+
+@pytest.mark.parametrize(("process", "loop", "caller", "expected"), POSING_CASES)
+def test_a_process_acts_as_the_node_it_runs_under(
+        process: str | None, loop: str | None, caller: str, expected: str) -> None:
+    why = posing(process, loop, caller, root=ROOT)
+    if expected == "refused":
+        assert why is not None
+        assert f"runs under {process}'s supervisor" in why
+        assert "ask" in why  # says what to do instead
+    else:
+        assert why is None
+        assert acting_node(process, loop, caller) == expected

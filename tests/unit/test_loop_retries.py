@@ -60,3 +60,15 @@ def test_a_pause_in_the_backoff_parks_and_the_resume_retries(loop_tree: LoopTree
     t.run("r", resume=True)
     assert t.run_row("r") == ("completed", 0, "Reached max iterations (1)")
     assert [s[1] for s in t.steps("r")] == ["failed", "completed"]
+
+
+def test_a_failed_final_iteration_names_the_failure_not_the_retry(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("r", {"01-WORK.md": "[stub:fail=3]"}, "--no-sync", "--max-iters", "1",
+           "--step-retries", "1", "--step-retry-backoff", "1s")
+    t.run("r")
+    steps = t.steps("r")
+    assert "retry" in steps[-1][3]  # the attempt's own row keeps its marker
+    (reason,) = [r[0] for r in t.sql("SELECT metadata FROM iterations")]
+    assert reason.startswith("failed on WORK: agent error (exit 3)"), reason
+    assert "retry" not in reason.split("; "), reason
