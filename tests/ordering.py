@@ -19,7 +19,9 @@ worker builds that fixture once.
 Longest-first only pays when a worker takes its next test when it is free: xdist's
 default ``load`` scheduling hands each worker a quarter of its share up front, which would
 give the first worker every long test. So unless the command line says otherwise, the
-plugin sets ``--maxschedchunk 1``: each worker holds at most two tests ahead.
+plugin sets ``--maxschedchunk 1``: each worker holds at most two tests ahead. (xdist's
+``--dist worksteal`` is no better a partner: it also splits the list into one contiguous
+share per worker up front, and steals by count of tests, not by their length.)
 
 ``FRACTAL_TEST_ORDER=file`` keeps pytest's own order (to reproduce a file-order run).
 """
