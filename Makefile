@@ -20,7 +20,9 @@ demo: bootstrap
 
 # compileall first: a shell with PYTHONDONTWRITEBYTECODE set would make every supervisor
 # and CLI process the suite starts recompile fractal's modules. Four workers on two cores:
-# most tests wait on child processes (supervisors, agents, tmux), not on the CPU.
+# most tests wait on child processes (supervisors, agents, tmux), not on the CPU. The
+# longest tests start first (tests/durations.json; docs/architecture.md says how to
+# regenerate it), so the run ends with short tests on every worker: six minutes at most.
 test: bootstrap
 	$(BIN)/python -m compileall -q fractal
 	$(BIN)/python -m pytest -n 4 $(PYTEST_ARGS)

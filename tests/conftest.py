@@ -37,7 +37,9 @@ from fractal.store import schema
 from tests.guards import LeakGuard, count_spawns, loopback_only
 from tests.helpers import TEMPLATES_ENV, make_repo
 
-pytest_plugins = ["tests.timing"]  # FRACTAL_TEST_TIMING=<file>: per-test wall and CPU
+# tests.timing: FRACTAL_TEST_TIMING=<file> records per-test wall and CPU seconds;
+# tests.ordering: runs the longest tests first (tests/durations.json).
+pytest_plugins = ["tests.timing", "tests.ordering"]
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
 """A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""

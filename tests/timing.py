@@ -11,11 +11,16 @@ file per test module or per tier to see where the suite spends its time::
     FRACTAL_TEST_TIMING=/tmp/t.jsonl pytest -n 2 tests/e2e
     python -m tests.timing /tmp/t.jsonl*
 
-Without the variable nothing is measured.
+Without the variable nothing is measured. The same files regenerate the table of walls
+that orders the suite longest first (``tests/ordering.py``); record it from a whole-suite
+run (``make test``), since a test missing from the table falls back to an estimate::
+
+    python -m tests.timing --write-durations tests/durations.json /tmp/t.jsonl*
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -86,5 +91,40 @@ def summary(files: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def durations(files: list[Path]) -> dict[str, float]:
+    """node id -> wall seconds (0.1 s steps) from timing files; a test recorded more than
+    once (a rerun) keeps its longest wall."""
+    walls: dict[str, float] = {}
+    for file in files:
+        for line in file.read_text().splitlines():
+            rec = json.loads(line)
+            walls[rec["test"]] = max(walls.get(rec["test"], 0.0), float(rec["wall"]))
+    return {test: round(wall, 1) for test, wall in sorted(walls.items())}
+
+
+def write_durations(target: Path, files: list[Path]) -> int:
+    """Write ``{"tests": durations(files)}`` to ``target`` (sorted, one test a line, so a
+    regeneration diffs readably); returns the number of tests written."""
+    table = durations(files)
+    body = ",\n".join(f"    {json.dumps(test)}: {wall}" for test, wall in table.items())
+    target.write_text('{"tests": {\n' + body + "\n}}\n")
+    return len(table)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.timing", description=(
+        "Sum FRACTAL_TEST_TIMING files per tier and module, or write the durations table."))
+    parser.add_argument("files", nargs="+", type=Path, help="timing files (one per worker)")
+    parser.add_argument("--write-durations", type=Path, metavar="JSON",
+                        help="write the per-test walls to JSON (tests/durations.json)")
+    args = parser.parse_args(argv)
+    if args.write_durations is not None:
+        count = write_durations(args.write_durations, args.files)
+        print(f"{count} tests written to {args.write_durations}", file=sys.stderr)
+        return 0
+    print(summary(args.files))
+    return 0
+
+
 if __name__ == "__main__":
-    print(summary([Path(a) for a in sys.argv[1:]]))
+    sys.exit(main(sys.argv[1:]))

@@ -132,8 +132,10 @@ RELEASE_BATCH = 3
 """Nodes released together once a probe got through the reopened window."""
 RELEASE_GAP = 2.0
 """Seconds between two release batches."""
-PROBE_POLL = 10.0
-"""Seconds a waiting node sleeps between looks while another node probes."""
+PROBE_POLL = 3.0
+"""Seconds a waiting node sleeps between looks while another node probes: the probe's
+launch reopens the window when it ends, and the waiters see it within this (one row
+read each per look, only for the length of one launch)."""
 
 
 def credential_key(backend: str, auth_home: str | None, api_key: str | None,

@@ -68,7 +68,8 @@ class MockLLM:
     daemon thread; ``stop()`` shuts it down and ends any stall at once.
 
     ``requests`` lists every request seen, in order, as dicts: ``method``, ``path``,
-    ``headers`` (dict), ``body`` (parsed JSON or None) and ``answer`` (a summary).
+    ``headers`` (dict), ``body`` (parsed JSON or None), ``answer`` (a summary) and ``at``
+    (epoch seconds it arrived).
     """
 
     def __init__(self, options: Options | None = None, port: int = 0,
@@ -82,6 +83,10 @@ class MockLLM:
         self.window_until: float | None = None
         self.window_name = "five_hour"
         self.window_use: float | None = None
+        self.warn_reset: float | None = None
+        self._close_for: float | None = None  # close_window_at_first_call's pending spans
+        self._again_for: float | None = None
+        self._warn_for: float | None = None
         self._server = _Server(self, port)
         self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm",
                                         daemon=True)
@@ -122,19 +127,47 @@ class MockLLM:
         with self._lock:
             self.window_until, self.window_name = until, window
 
-    def warn_window(self, utilization: float | None) -> None:
-        """Report ``utilization`` (0..1) of the window used on each answer (None: stop)."""
+    def close_window_at_first_call(self, lasting: float, again: float | None = None,
+                                   window: str = "five_hour") -> None:
+        """The next model call finds the window used up, stating a reset ``lasting``
+        seconds after that call; calls before the reset meet it too. With ``again``, the
+        first call at or after that reset meets the window once more (a reset that
+        drifted), now stating a reset ``again`` seconds after it.
+
+        Anchored at the calls rather than at the clock, a short window still meets the
+        first call however long the CLI takes to start, and the probe after the first
+        reset meets the second window however late it comes."""
         with self._lock:
-            self.window_use = utilization
+            self._close_for, self._again_for, self.window_name = lasting, again, window
+
+    def warn_window(self, utilization: float | None, resets_in: float | None = None) -> None:
+        """Report ``utilization`` (0..1) of the window used on each answer (None: stop).
+        With ``resets_in``, the window's stated reset is that many seconds after the next
+        model call (else 5 h after the last closing, or after each call)."""
+        with self._lock:
+            self.window_use, self._warn_for = utilization, resets_in
 
     def window_state(self) -> tuple[str, float, str]:
-        """(``rejected`` | ``warning`` | ``allowed``, reset instant, window name) now."""
-        with self._lock:
-            until, name, use = self.window_until, self.window_name, self.window_use
+        """(``rejected`` | ``warning`` | ``allowed``, reset instant, window name) for a
+        model call arriving now (it starts the spans ``close_window_at_first_call`` and
+        ``warn_window`` left pending)."""
         now = time.time()
+        with self._lock:
+            if self._close_for is not None:
+                self.window_until, self._close_for = now + self._close_for, None
+            elif (self._again_for is not None and self.window_until is not None
+                  and now >= self.window_until):
+                self.window_until, self._again_for = now + self._again_for, None
+            if self._warn_for is not None:
+                self.warn_reset, self._warn_for = now + self._warn_for, None
+            until, name, use, warn_reset = (self.window_until, self.window_name,
+                                            self.window_use, self.warn_reset)
         if until is not None and now < until:
             return "rejected", until, name
-        reset = until + 5 * 3600 if until is not None else now + 5 * 3600
+        if warn_reset is not None:
+            reset = warn_reset
+        else:
+            reset = until + 5 * 3600 if until is not None else now + 5 * 3600
         return ("warning" if use is not None else "allowed"), reset, name
 
     def usage_answers(self) -> list[str]:
@@ -236,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _entry(self, body: Any, answer: dict[str, Any]) -> None:
         self.server.mock.record({"method": self.command, "path": self.path,
                                  "headers": dict(self.headers.items()), "body": body,
-                                 "answer": answer})
+                                 "answer": answer, "at": time.time()})
 
     def _send_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,3 +95,27 @@ def test_http_answers_fail_first_then_stream_fixed_usage(mock: MockLLM) -> None:
     status, _, text = _post(mock, "/v1/messages/count_tokens", {"messages": [USER]})
     assert (status, json.loads(text)) == (200, {"input_tokens": 1000})
     assert [r["answer"]["status"] for r in mock.requests] == [529, 200, 200, 200]
+
+
+def test_a_window_closed_at_the_first_call_drifts_once_then_opens(mock: MockLLM) -> None:
+    mock.close_window_at_first_call(5.0, again=3.0)
+    before = time.time()
+    state, reset, window = mock.window_state()  # the first call starts the window
+    assert (state, window) == ("rejected", "five_hour")
+    assert before + 5.0 <= reset <= time.time() + 5.0
+    assert mock.window_state()[:2] == ("rejected", reset)  # the same window until its reset
+    mock.window_until = time.time() - 0.01  # as if its reset had passed
+    before = time.time()
+    state, reset, _ = mock.window_state()  # the probe after the reset: closed once more
+    assert state == "rejected" and before + 3.0 <= reset <= time.time() + 3.0
+    mock.window_until = time.time() - 0.01
+    assert mock.window_state()[0] == "allowed"
+
+
+def test_a_warning_states_a_reset_counted_from_the_warned_call(mock: MockLLM) -> None:
+    mock.warn_window(0.96, resets_in=4.0)
+    before = time.time()
+    state, reset, _ = mock.window_state()
+    assert state == "warning" and before + 4.0 <= reset <= time.time() + 4.0
+    assert mock.window_state() == ("warning", reset, "five_hour")  # fixed at the first call
+    assert mock.warn_reset == reset

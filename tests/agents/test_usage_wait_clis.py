@@ -8,8 +8,6 @@ proactive wait from Claude Code's 96 % warning.
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,11 @@ from tests.helpers import wait_until
 pytestmark = [pytest.mark.agents, pytest.mark.timeout(720)]  # a first install included
 
 STEP = {"01-SAY.md": "Say hi. [mock:text]\n"}
+CLOSED = 5.0
+"""Seconds the window stays closed after a's first call: b has the window, the resume
+jitter and a's probe launch to reach its first step boundary (a few seconds under load)."""
+AGAIN = 3.0
+"""Seconds the window closes again when the first probe meets it."""
 
 
 def _subscriber_env(home: Path, agent_bin: Path, mock: MockLLM) -> dict[str, str]:
@@ -65,13 +68,9 @@ def test_two_nodes_on_one_credential_wait_out_one_window(
     env = _subscriber_env(tmp_path / "home", agent_bin, mock_llm)
     for name in ("a", "b"):
         _make_node(tree, name, cli, mock_llm)
-    until = time.time() + 15
-    mock_llm.close_window(until)
-    if again:  # the stated reset drifts: the window is still closed when the probe comes
-        later = until + 15
-        timer = threading.Timer(until - time.time() - 1,
-                                lambda: mock_llm.close_window(later))
-        timer.start()
+    # The window closes at a's first call for CLOSED seconds; with ``again`` the stated
+    # reset drifts: the probe after it meets the window once more, for AGAIN seconds.
+    mock_llm.close_window_at_first_call(CLOSED, AGAIN if again else None)
     tree.cli("node", "start", "a", env=env)
     wait_until(lambda: tree.sql("SELECT state FROM usage_windows") == [("closed",)],
                timeout=60, message="a recorded the closed window")
@@ -101,20 +100,26 @@ def test_two_nodes_on_one_credential_wait_out_one_window(
     assert tree.sql("SELECT state FROM usage_windows") == [("open",)]
 
 
+RESETS_IN = 4.0
+"""Seconds from the warned call to the window's stated reset."""
+
+
 def test_a_warning_at_96_percent_waits_for_the_reset_before_the_next_launch(
         real_tree: Tree, agent_bin: Path, mock_llm: MockLLM, tmp_path: Path) -> None:
     tree = real_tree
     env = _subscriber_env(tmp_path / "home", agent_bin, mock_llm)
     tree.node("w", {"01-SAY.md": "Say hi. [mock:text]\n", "02-MORE.md": "More. [mock:text]\n"},
               "--agent", "claude", "--model", "claude-opus-4-8", "--no-sync", "--max-iters", "1")
-    mock_llm.close_window(time.time() - 5 * 3600 + 12)  # long past: the reset is 12 s away
-    mock_llm.warn_window(0.96)
-    began = time.time()
+    mock_llm.warn_window(0.96, resets_in=RESETS_IN)  # the reset: 4 s after the first call
     tree.cli("node", "start", "w", env=env)
     wait_until(lambda: tree.cli("node", "status", "w").stdout.startswith(
         "active (waiting for usage window until"), timeout=60, message="w waiting early")
     assert len(mock_llm.posts("/v1/messages")) == 1  # the second step did not launch
     assert tree.wait_settled("w", timeout=120) == "completed"
-    assert time.time() - began >= 12
+    calls = mock_llm.posts("/v1/messages")
+    assert len(calls) >= 2 and mock_llm.warn_reset is not None
+    first, second = calls[0], calls[1]
+    assert second["at"] >= mock_llm.warn_reset  # the next launch waited for the reset
+    assert second["at"] - first["at"] >= RESETS_IN
     assert [s for (s,) in tree.sql("SELECT status FROM steps ORDER BY step_id")] == [
         "completed", "completed"]

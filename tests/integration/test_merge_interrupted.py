@@ -73,8 +73,8 @@ def _active_rows(repo: Path) -> int:
 @pytest.mark.timeout(300)
 def test_sigkill_at_random_points_never_leaves_half_a_merge(tmp_path: Path) -> None:
     rng = random.Random(SEED)
-    started = time.monotonic()
     probe_repo, _ = _prepare(tmp_path / "probe")
+    started = time.monotonic()  # the kill points span the merge command's own run
     probe = _fractal(probe_repo, "node", "merge", "a")
     probe.communicate(timeout=60)
     assert probe.returncode == 0

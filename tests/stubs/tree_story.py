@@ -62,15 +62,18 @@ def status(name: str) -> str:
 
 
 def wait_settled(name: str, runs_at_least: int = 1) -> None:
+    """Poll ``node status`` (one CLI call a look) until the node is settled, then check
+    in ``node activity`` that at least ``runs_at_least`` of its runs have ended (a node
+    handed back still shows its first run's end until the second run starts)."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        ended = fractal("node", "activity", name, "--json", check=False).stdout
-        rows = json.loads(ended or "[]")
-        runs_done = sum(1 for r in rows if r["kind"] == "run" and r["status"] not in
-                        ("active", "paused", None, ""))
-        if status(name) in ("completed", "stopped", "exited", "killed", "failed") \
-                and runs_done >= runs_at_least:
-            return
+        if status(name) in ("completed", "stopped", "exited", "killed", "failed"):
+            ended = fractal("node", "activity", name, "--json", check=False).stdout
+            rows = json.loads(ended or "[]")
+            runs_done = sum(1 for r in rows if r["kind"] == "run" and r["status"] not in
+                            ("active", "paused", None, ""))
+            if runs_done >= runs_at_least:
+                return
         time.sleep(0.5)
     raise SystemExit(f"{name} never settled")
 
