@@ -28,6 +28,7 @@ from tests.soak.chaoschecks import QUIET_CPU_PCT
 from tests.soak.chaosdriver import KINDS, MIN_EACH, TICK, Chaos, schedule
 from tests.soak.chaostree import build
 from tests.soak.harness import SoakTree
+from tests.soak.treefaults import git
 
 __all__ = ["KINDS", "MIN_EACH", "TICK", "main", "schedule"]
 
@@ -84,9 +85,14 @@ def report(chaos: Chaos, seed: str, minutes: float, cpu: float | None,
     print("  kinds with nothing to act on at their tick (tried later): "
           + (", ".join(f"{k} {v}" for k, v in sorted(chaos.deferred.items())) or "none"))
     print("  upkeep: " + ", ".join(f"{k} {v}" for k, v in sorted(chaos.upkeep.items())))
-    merges = Counter(str(s) for (s,) in chaos.box.sql("SELECT status FROM merges"))
-    items = Counter(str(s) for (s,) in chaos.box.sql("SELECT status FROM pool_items"))
-    print(f"  merges: {dict(merges)}; pool items: {dict(items)}")
+    box = chaos.box
+    merges = Counter(str(s) for (s,) in box.sql("SELECT status FROM merges"))
+    (handed,), = box.sql("SELECT COUNT(*) FROM merges WHERE meta LIKE '%handed back to%'")
+    (approved,), = box.sql("SELECT COUNT(*) FROM steps WHERE approved != ''")
+    items = Counter(str(s) for (s,) in box.sql("SELECT status FROM pool_items"))
+    commits = git(box.repo, "rev-list", "--count", "--branches", check=False)
+    print(f"  work: {commits} commits on the branches; merges {dict(merges)}, {handed} of them "
+          f"conflicts handed back; {approved} gates approved; pool items {dict(items)}")
     print("  invariants checked: " + ", ".join(f"{k} {v}" for k, v in
                                                sorted(watch.checks.items())))
     print(f"  supervisors: {len(watch.memory)} seen; {judged} judged for memory, largest RSS "

@@ -70,7 +70,7 @@ class Watch:
         self.checks["one supervisor per node"] += 1
         seen: dict[str, int] = {}
         for proc in supervisors(self.box.repo):
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, ValueError):  # gone meanwhile
                 branch = supervised(proc)
                 if branch in seen:
                     self.fail("one-supervisor", f"{branch}: pids {seen[branch]} and {proc.pid}")

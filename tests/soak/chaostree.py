@@ -8,9 +8,9 @@ Three leads under the root, 30 nodes in all, every agent the soak agent
 - ``c``: one leaf of its own (``c.w``) and a pool node ``c.p`` of ten items, whose ten
   workers (``c.p.i0`` ... ``c.p.i9``) fractal's dispatcher creates, starts and merges.
 
-Leaves write journaled chunks that their backstop commits keep, some behind an approval
-gate, about half of the sibling pairs writing the same conflict file, some sending radio
-messages to their parent. Leads and mids merge their settled children with
+Leaves write journaled chunks that their backstop commits keep, some (one at least) behind
+an approval gate, about half of the sibling pairs (one at least) writing the same conflict
+file, some (one at least) sending radio messages to their parent. Leads and mids merge their settled children with
 ``--hand-back`` (the child's agent keeps its side of a handed-back conflict and concludes
 the merge) and write a chunk of their own. Workers write chunks too; the pool's review
 step only sleeps (it rejects nothing).
@@ -75,26 +75,30 @@ def _markers(box: SoakTree, **more: object) -> str:
 
 def build(box: SoakTree, rng: random.Random, shape: Shape) -> dict[str, int]:
     """Create the tree, a level at a time (five ``node init`` at once), then the pool under
-    ``c``; returns what it made ({"gated": N, "conflicting": N, "radio": N, ...})."""
-    made = {"gated": 0, "conflicting": 0, "radio": 0}
+    ``c``; returns what it made ({"gated": N, "conflicting pairs": N, "radio": N, ...}):
+    at least one gated leaf, one sibling pair writing the same conflict file and one leaf
+    sending radio messages."""
+    made = {"gated": 0, "conflicting pairs": 0, "radio": 0}
+    leaves = [n for n in shape.planned() if n not in shape.mergers() and n != POOL]
+    mids = sorted({n.rsplit(".", 1)[0] for n in leaves if n.count(".") == 2})
+    clash = {m for i, m in enumerate(mids) if i == 0 or rng.random() < 0.5}  # one at least
+    gated = {leaves[0], *(n for n in leaves[1:] if rng.random() < 0.3)}
+    radio = {leaves[-1], *(n for n in leaves[:-1] if rng.random() < 0.4)}
+    made["conflicting pairs"] = len(clash)
     plans: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
-    for name in shape.planned():
-        if name == POOL:
-            continue
-        if name in shape.mergers():
-            body = _markers(box, **{"merge-children": "", "chunks": 1, "pace": 0.5,
-                                    "sleep": rng.randint(3, 8)})
-            plans[name] = ({"01-MERGE.md": body}, (*COMMON, "--sleep", "3s"))
-            continue
+    for name in shape.mergers():
+        body = _markers(box, **{"merge-children": "", "chunks": 1, "pace": 0.5,
+                                "sleep": rng.randint(3, 8)})
+        plans[name] = ({"01-MERGE.md": body}, (*COMMON, "--sleep", "3s"))
+    for name in leaves:
         extra: dict[str, object] = {"chunks": rng.randint(1, 4), "pace": 1}
-        if name != "c.w" and rng.random() < 0.5:
+        if name.rsplit(".", 1)[0] in clash:
             extra["conflict"] = name.rsplit(".", 1)[0]
-            made["conflicting"] += 1
-        if rng.random() < 0.4:
+        if name in radio:
             extra["radio"] = 1
             made["radio"] += 1
         steps = {"01-WORK.md": _markers(box, **extra)}
-        if rng.random() < 0.3:
+        if name in gated:
             steps["02-REVIEW.md"] = "---\nrequires_approval: true\n---\n" + _markers(
                 box, chunks=1, pace=0.2)
             made["gated"] += 1
