@@ -19,15 +19,19 @@ import argparse
 import functools
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 
 from tests.soak.chaoschecks import QUIET_CPU_PCT
 from tests.soak.chaosdriver import KINDS, MIN_EACH, TICK, Chaos, schedule
 from tests.soak.chaostree import build
 from tests.soak.harness import SoakTree
+from tests.soak.run import forensics
 from tests.soak.treefaults import git
 
 __all__ = ["KINDS", "MIN_EACH", "TICK", "main", "schedule"]
@@ -104,6 +108,16 @@ def report(chaos: Chaos, seed: str, minutes: float, cpu: float | None,
         print(f"    {violation}")
 
 
+def keep(box: SoakTree, seed: str) -> None:
+    """Save what a violation leaves to read before the tree is removed: a copy of the
+    database and every row's status and reason with each node's log tail."""
+    out = Path(tempfile.gettempdir()) / f"soak-tree-{seed}"
+    out.mkdir(exist_ok=True)
+    shutil.copyfile(box.db, out / "fractal.db")
+    (out / "forensics.txt").write_text(forensics(box), encoding="utf-8")
+    print(f"  kept for reading: {out}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--minutes", type=float,
@@ -134,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         chaos.watch.final()
         times["end"] = time.monotonic() - ending
         report(chaos, args.seed, args.minutes, cpu, made, times)
+        if chaos.watch.violations:
+            keep(box, args.seed)
     finally:
         chaos.threads.shutdown(wait=False, cancel_futures=True)
         box.close()
