@@ -91,7 +91,7 @@ def report(chaos: Chaos, seed: str, minutes: float, cpu: float | None,
     print("  upkeep: " + ", ".join(f"{k} {v}" for k, v in sorted(chaos.upkeep.items())))
     box = chaos.box
     merges = Counter(str(s) for (s,) in box.sql("SELECT status FROM merges"))
-    (handed,), = box.sql("SELECT COUNT(*) FROM merges WHERE meta LIKE '%handed back to%'")
+    (handed,), = box.sql("SELECT COUNT(*) FROM merges WHERE metadata LIKE '%handed back to%'")
     (approved,), = box.sql("SELECT COUNT(*) FROM steps WHERE approved != ''")
     items = Counter(str(s) for (s,) in box.sql("SELECT status FROM pool_items"))
     commits = git(box.repo, "rev-list", "--count", "--branches", check=False)
