@@ -6,7 +6,9 @@ As it runs (``Watch.look``, every tick): ``integrity`` (``PRAGMA integrity_check
 two looks at least ORPHAN_GRACE_S apart); every branch tip is noted for ``reachable``;
 every supervisor's RSS is sampled for ``memory-flat``.
 
-At the end (``final``, on the stopped and healed tree): the soak invariants of
+At the end: ``resumable`` (``resumed``: every node parked once all was stopped leaves
+``paused`` after ``fractal resume``); then (``final``, on the tree stopped and healed
+again): the soak invariants of
 tests/soak/invariants.py (rows closed with a valid status or parked and resumable, node
 statuses, integrity, ``no-process``, ``bytes-kept``; a node whose supervisor died while
 it booted, before it opened a run, is healed ``exited`` with a notice that says so, which
@@ -146,6 +148,15 @@ class Watch:
         self._merged_present()
         self._radio()
         self._pool()
+
+    def resumed(self, parked: list[str], left: list[str]) -> None:
+        """``resumable``: every node parked at the end left ``paused`` once resumed."""
+        self.checks["parked run resumed"] += len(parked)
+        for name in left:
+            why = self.box.sql("SELECT metadata FROM events WHERE node = ? AND event = "
+                               "'pause' ORDER BY event_id DESC LIMIT 1", f"main.{name}")
+            self.fail("resumable", f"main.{name} is still paused after `fractal resume`"
+                                   + (f" ({why[0][0]})" if why else ""))
 
     def _reachable(self) -> None:
         box = self.box

@@ -47,6 +47,8 @@ WEIGHTS = (3, 3, 2, 2, 1, 3, 1, 0.15, 2, 3)  # kill-server rare: it ends every s
 MIN_EACH = 2
 RETRY_TICKS = 3  # a kind with nothing to act on comes back this many ticks later
 EVERYONE = "*"  # a verb in flight on the whole tree
+SETTLE_S = 240.0  # the wind-down's wait for every node to settle
+RESUME_S = 120.0  # the wind-down's wait for every parked node to leave paused
 
 
 def schedule(seed: str, ticks: int) -> list[str]:
@@ -329,18 +331,36 @@ class Chaos:
         return None if not procs else 100.0 * used / QUIET_S
 
     def wind_down(self) -> None:
-        """Stop every node (one verb from the root), wait for all to settle (a parked
-        node may stay parked), heal, and give the supervisors time to exit."""
+        """Stop every node and let all settle; then prove every parked run resumable:
+        ``fractal resume``, every parked node must leave ``paused`` within RESUME_S
+        (``Watch.resumed``), and everything is stopped and settled again. Last, give the
+        supervisors time to exit."""
         if os.path.exists(self.flag):
             os.unlink(self.flag)
-        self.box.cli("node", "stop", check=False, timeout=300)  # the main checkout: all
-        deadline = time.monotonic() + 240
+        self.settle()
+        parked = sorted(n for n, s in self.statuses().items() if s == "paused")
+        if parked:
+            self.box.cli("resume", check=False, timeout=300)
+            deadline, left = time.monotonic() + RESUME_S, parked
+            while left and time.monotonic() < deadline:
+                time.sleep(2)
+                self.box.cli("node", "list", "--csv", check=False, timeout=300)
+                statuses = self.statuses()
+                left = [n for n in left if statuses.get(n) == "paused"]
+            self.watch.resumed(parked, left)
+            self.settle()
+        _quiesce(self.box)
+
+    def settle(self) -> None:
+        """``node stop`` of every node (one verb in the main checkout), then heal until
+        nothing is active (at most SETTLE_S; a parked node stays parked)."""
+        self.box.cli("node", "stop", check=False, timeout=300)
+        deadline = time.monotonic() + SETTLE_S
         while time.monotonic() < deadline:
             self.box.cli("node", "list", "--csv", check=False, timeout=300)
             if not any(s in ("active", "booting") for s in self.statuses().values()):
                 break
             time.sleep(2)
-        _quiesce(self.box)
 
 
 def _ancestors(name: str) -> list[str]:
