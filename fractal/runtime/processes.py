@@ -32,8 +32,8 @@ from typing import IO
 
 import psutil
 
+from fractal import procinfo
 from fractal.errors import SpawnError
-from fractal.runtime import procinfo
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
 

@@ -179,9 +179,21 @@ def footprint(box: Sandbox, log: Log) -> tuple[list[float], tuple[int, int | Non
     return gaps, (memory.hwm_kib, memory.early_hwm_kib)
 
 
+def compile_bytecode() -> bool:
+    """Write the ``fractal`` package's bytecode (``__pycache__``), as an installed package
+    has it: with ``PYTHONDONTWRITEBYTECODE`` set and no cache, every timed command would
+    compile its modules from source first. True when every module compiled."""
+    import compileall
+
+    import fractal
+
+    return bool(compileall.compile_dir(str(Path(fractal.__file__).parent), quiet=1))
+
+
 def run(keep: bool, samples: int, idle: int, window: float, log: Log
         ) -> tuple[list[Row], list[str]]:
     """The whole table. ``idle`` 0 skips the idle-CPU part."""
+    compiled = compile_bytecode()
     box = Sandbox.create()
     try:
         bench = Steering(box, samples)
@@ -233,4 +245,6 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
     for label, pct in cpu.items():
         rows.append(Row(f"{idle} nodes {label}: supervisors' CPU over {window:.0f} s", [],
                         note=f"{pct:.2f} % of a core", target="< 1 %"))
-    return rows, [f"steering: {samples} samples per verb; status median {status:.0f} ms"]
+    return rows, [f"steering: {samples} samples per verb; status median {status:.0f} ms; "
+                  f"bytecode {'compiled first' if compiled else 'NOT all compiled'}; "
+                  f"load average {os.getloadavg()[0]:.1f} at the end"]

@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 
-from fractal.runtime import procinfo
+from fractal import procinfo
 from tests.helpers import wait_until
 
 
