@@ -6,9 +6,8 @@ probes the right server) and every target is exact: ``=name`` for a session, ``=
 its windows and panes (a bare ``name`` is a prefix/fnmatch match and ``a`` would find ``ab``;
 even ``list-panes -s -t =a`` finds ``ab``, hence the colon).
 
-libtmux is used only to launch sessions and is imported inside ``launch``: importing it
-costs about 70-120 ms (73 ms measured on the dev VM), while ``probe`` runs on fast read paths
-(``status``, listings), so the probe and the other small queries shell out to ``tmux``.
+Every call is one plain ``tmux`` client (no tmux library: importing one costs more than
+the call itself on the start path, and ``probe`` runs on the fast read paths too).
 
 Liveness is ALIVE, GONE or UNKNOWN. Callers' rule: nothing destructive (healing a node,
 closing rows, killing processes) may ever act on UNKNOWN; only GONE is evidence.
@@ -128,36 +127,37 @@ def launch(name: str, command: Sequence[str], *, cwd: Path, socket: Path,
     The socket's directory is created 0700 if missing; the window is 200x50 and
     ``remain-on-exit`` is off, so the session ends with its pane process. Raises TmuxError
     when tmux is missing, the name is invalid, the session already exists, or tmux refuses.
+
+    One tmux client does it all: ``new-session -P`` prints the pane's pid as it creates the
+    pane (a command that exits at once cannot make the answer fail), and the chained
+    ``set-option`` applies to the new window before the server's event loop can see the
+    pane process exit.
     """
     _check_name(name)
-    if shutil.which("tmux") is None:
-        raise TmuxError(_NOT_INSTALLED)
-    exists = TmuxError(f"session {name} already exists on {socket}; attach to it or kill it")
-    if probe(name, socket) is Liveness.ALIVE:
-        raise exists
     socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-    import libtmux  # lazy: 70-120 ms to import, not wanted on read paths
-    from libtmux import exc as tmux_exc
-
-    server = libtmux.Server(socket_path=str(socket))
+    argv = ["new-session", "-d", "-P", "-F", "#{pane_pid}", "-s", name, "-c", str(cwd),
+            "-x", str(_PANE_SIZE[0]), "-y", str(_PANE_SIZE[1])]
+    for key, value in (env or {}).items():
+        argv += ["-e", f"{key}={value}"]
+    argv += [shlex.join(command), ";", "set-option", "-w", "remain-on-exit", "off"]
     try:
-        session = server.new_session(
-            session_name=name, attach=False, start_directory=str(cwd),
-            window_command=shlex.join(command), x=_PANE_SIZE[0], y=_PANE_SIZE[1],
-            environment=dict(env) if env else None)
-    except tmux_exc.LibTmuxException as err:  # TmuxSessionExists, or tmux's own refusal
-        if isinstance(err, tmux_exc.TmuxSessionExists) or "duplicate session" in str(err):
-            raise exists from err
-        raise TmuxError(f"tmux could not create session {name} on {socket}: {err}") from err
-    # pane_pid and window_id come from new-session's own -P output, so a command that has
-    # already exited cannot make these lookups fail; set-option then fails harmlessly.
-    if session.window_id:
-        server.cmd("set-option", "-w", "-t", session.window_id, "remain-on-exit", "off")
-    if not session.pane_pid:
+        proc = _tmux(socket, *argv)
+    except subprocess.TimeoutExpired as err:
+        raise TmuxError(f"tmux did not answer within {_TIMEOUT:.0f}s creating session {name} "
+                        f"on {socket}; check `tmux -S {socket} list-sessions`") from err
+    except OSError as err:
+        raise TmuxError(f"tmux could not be run to create session {name}: {err}") from err
+    first = proc.stdout.split()[:1]
+    if proc.returncode != 0 and not first:
+        if "duplicate session" in proc.stderr:
+            raise TmuxError(f"session {name} already exists on {socket}; attach to it or "
+                            "kill it")
+        raise TmuxError(f"tmux could not create session {name} on {socket}: "
+                        f"{proc.stderr.strip() or f'exit {proc.returncode}'}")
+    if not first or not first[0].isdigit():
         raise TmuxError(f"tmux created session {name} but reported no pane pid; "
                         f"check `tmux -S {socket} list-panes -t ={name}`")
-    return int(session.pane_pid)
+    return int(first[0])
 
 
 def kill_session(name: str, socket: Path) -> bool:

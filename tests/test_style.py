@@ -33,7 +33,7 @@ from tests.stylecheck import (
 FILES = source_files("fractal")
 SQL = ("sqlalchemy", "sqlite3", "alembic")
 EFFECTS = ("fractal/store/", "fractal/tmux.py", "fractal/runtime/processes.py",
-           "fractal/workspace/", "fractal/control.py")
+           "fractal/procinfo.py", "fractal/workspace/", "fractal/control.py")
 # Programs are started only by the process, git and tmux owners, and by the demo agent
 # (a separate program the loop runs, not fractal itself).
 SPAWNERS = ("fractal/runtime/processes.py", "fractal/workspace/", "fractal/tmux.py",

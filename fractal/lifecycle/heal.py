@@ -45,7 +45,7 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
     if os.environ.get(LOOP_NODE_ENV) == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
     if row.supervisor_pid and row.supervisor_started:
-        from fractal.runtime.processes import same_process
+        from fractal.procinfo import same_process
 
         if same_process(row.supervisor_pid, row.supervisor_started):
             return False

@@ -21,7 +21,6 @@ from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.cleanup import refuse_if_gone
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.continuing import prepare_continue
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.lifecycle.host import Hosted, host, session_free, take
@@ -94,10 +93,15 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
         hosted: Hosted | None = None
         try:
             if continue_mode:
+                from fractal.lifecycle.continuing import prepare_continue
+
                 prepare_continue(paths, clean=clean, actor=actor)
                 ledger.move(branch, Move.REARM).raise_if_refused()
             if max_cost is not None:  # arms the next run; undone when the launch fails
                 undo = arm_max_cost(tree, branch, max_cost)
+            # Read before the launch (never raises): the booting supervisor then has the
+            # cores to itself while this command finishes.
+            warnings = tuple(start_warnings(paths))
             hosted = host(paths, ledger, continue_mode=continue_mode)
             taken = take(paths, ledger, hosted, Move.START)
         except BaseException:
@@ -113,7 +117,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
                          metadata="continue" if continue_mode else "")
     if taken:  # booting under its recorded pid: a failure from here on is the run's own
         return Started(paths=paths, session=hosted.session, socket=hosted.socket,
-                       run_id=None, warnings=tuple(start_warnings(paths)))
+                       run_id=None, warnings=warnings)
     try:
         run_id = _await_boot(paths, ledger, hosted.session, hosted.socket, previous)
     except FractalError:
@@ -124,7 +128,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
             undo()
         raise
     return Started(paths=paths, session=hosted.session, socket=hosted.socket, run_id=run_id,
-                   warnings=tuple(start_warnings(paths)))
+                   warnings=warnings)
 
 
 def _preflight(paths: NodePaths, tree: Tree) -> None:

@@ -150,7 +150,10 @@ class BudgetGuard:
         if self.state.budget.reason is not None:
             return True
         self.stale()
-        reason = budget.boundary_reason(self.caps, self.run_spent())
+        caps = self.caps
+        if not caps.armed:  # no ceiling, no reserve: the spend cannot end the run here
+            return False
+        reason = budget.boundary_reason(caps, self.run_spent())
         if reason is None:
             return False
         self.trip(reason)

@@ -32,6 +32,7 @@ from typing import IO
 
 import psutil
 
+from fractal import procinfo
 from fractal.errors import SpawnError
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
@@ -69,7 +70,6 @@ _KILL_SETTLE = 2.0  # seconds to wait for SIGKILLed processes to disappear
 _DRAIN = 1.0  # seconds a teed pipe is drained after its leader exited
 _EXEC_RETRIES, _EXEC_RETRY_DELAY = 5, 0.01  # re-reads (10 ms apart) of a mid-exec environ
 _PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flag of a kernel thread
-_CREATE_TIME_TOLERANCE = 0.01
 _EXEC_HINTS = {
     errno_mod.ENOENT: "no such file, or its #! interpreter is missing (check PATH and config)",
     errno_mod.EACCES: "permission denied (is it executable? chmod +x)",
@@ -96,16 +96,14 @@ class Launched:
 
 
 def process_create_time(pid: int) -> float | None:
-    """Create time of ``pid`` in epoch seconds (zombies too), or None when there is no ``pid``."""
-    proc = _process(pid)
-    return proc.create_time() if proc is not None else None
+    """Create time of ``pid`` in epoch seconds (zombies too), or None when there is no ``pid``
+    (read from ``/proc`` by ``procinfo``, the psutil formula)."""
+    return procinfo.create_time(pid)
 
 
 def same_process(pid: int, create_time: float) -> bool:
     """True when ``pid`` is alive (not a zombie) and was created at ``create_time`` (±0.01 s)."""
-    proc = _process(pid)  # psutil reads the create time once, when the object is built
-    return (proc is not None and not _is_dead(proc)
-            and abs(proc.create_time() - create_time) <= _CREATE_TIME_TOLERANCE)
+    return procinfo.same_process(pid, create_time)
 
 
 def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], marker: str, stdin: int,
@@ -257,7 +255,7 @@ def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
     """(pgid, leader) when the group may be signalled as such, else (None, None): marker only."""
     leader = _process(handle.pid)
     if leader is not None:  # alive or a zombie: trusted only if it is the same process
-        ours = abs(leader.create_time() - handle.create_time) <= _CREATE_TIME_TOLERANCE
+        ours = abs(leader.create_time() - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE
     else:  # Linux never reuses a pgid while a member lives: a marked member proves it is ours
         ours = bool(_group_members(handle.pgid) & set(_marked_pids(handle.marker)))
     usable = ours and handle.pgid not in (os.getpgid(0), 0, 1)

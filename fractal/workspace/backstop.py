@@ -26,7 +26,13 @@ from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_stage import add_paths
 from fractal.workspace.conflict_guard import check_no_conflict
-from fractal.workspace.git import branch_exists, changed_paths, current_branch, head_sha, run_git
+from fractal.workspace.git import (
+    branch_exists,
+    current_branch,
+    head_sha,
+    run_git,
+    worktree_status,
+)
 
 __all__ = ["STAT_LINES", "backstop_commit"]
 
@@ -75,14 +81,18 @@ def _whole(paths: Sequence[str]) -> bool:
     return any(p.strip("/") in ("", ".") for p in paths)
 
 
-def _candidates(worktree: Path, paths: Sequence[str]) -> list[str]:
-    """The changed paths (artifacts aside) under ``paths``, plus what is staged already."""
+def _candidates(worktree: Path, paths: Sequence[str]) -> tuple[list[str], bool]:
+    """The changed paths (artifacts aside) under ``paths``, plus what is staged already;
+    and whether the index matches HEAD (nothing staged, nothing unmerged: git was not asked
+    for either)."""
     roots = [p.strip("/") for p in paths]
-    changed = changed_paths(worktree)
+    changed, index_clean = worktree_status(worktree)
     if not _whole(paths):
         changed = [p for p in changed if covered(p, roots)]
+    if index_clean:
+        return changed, True
     staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
-    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))]))
+    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))])), False
 
 
 def _diffstat(worktree: Path) -> str:
@@ -96,8 +106,8 @@ def _diffstat(worktree: Path) -> str:
 
 
 def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str]) -> str | None:
-    candidates = _candidates(worktree, paths)
-    check_no_conflict(worktree, candidates)
+    candidates, index_clean = _candidates(worktree, paths)
+    check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
     _stage(worktree, paths, candidates)

@@ -9,7 +9,7 @@ The check only reads: the worktree, its index and its git dir are left exactly a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,14 +93,18 @@ def _staged(worktree: Path) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def conflict_state(worktree: Path, paths: Iterable[str] | None = None) -> ConflictState:
+def conflict_state(worktree: Path, paths: Iterable[str] | None = None, *,
+                   unmerged_known: Sequence[str] | None = None) -> ConflictState:
     """Inspect ``worktree`` without changing it.
 
     ``paths`` are the files a commit would stage (None: every changed path, plus what is
-    staged already); only they are scanned for markers. Raises GitError.
+    staged already); only they are scanned for markers. ``unmerged_known`` is the unmerged
+    paths when the caller has just read them from ``git status`` (None: ask git). Raises
+    GitError.
     """
     operation = operation_in_progress(worktree)
-    unmerged = unmerged_paths(worktree)
+    unmerged = (unmerged_paths(worktree) if unmerged_known is None
+                else list(dict.fromkeys(unmerged_known)))
     if paths is None:
         candidates = list(dict.fromkeys((*changed_paths(worktree), *_staged(worktree))))
     else:
@@ -109,9 +113,10 @@ def conflict_state(worktree: Path, paths: Iterable[str] | None = None) -> Confli
     return ConflictState(operation, tuple(unmerged), tuple(markers))
 
 
-def check_no_conflict(worktree: Path, paths: Iterable[str] | None = None) -> None:
+def check_no_conflict(worktree: Path, paths: Iterable[str] | None = None, *,
+                      unmerged_known: Sequence[str] | None = None) -> None:
     """Raise UnresolvedConflict (nothing committed, nothing changed) when ``worktree`` is
     held back by a conflict (see ``conflict_state``); return None otherwise."""
-    state = conflict_state(worktree, paths)
+    state = conflict_state(worktree, paths, unmerged_known=unmerged_known)
     if state.blocked:
         raise UnresolvedConflict(state.reason, state.paths, state.operation)

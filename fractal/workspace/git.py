@@ -9,6 +9,7 @@ closed (git never waits on a prompt) and text decoded as UTF-8 with ``errors="re
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ __all__ = [
     "commit_files",
     "common_dir",
     "current_branch",
+    "git_dirs",
     "git_env",
     "has_remote",
     "head_sha",
@@ -31,6 +33,7 @@ __all__ = [
     "run_git",
     "toplevel",
     "tracked_changes",
+    "worktree_status",
 ]
 
 
@@ -122,7 +125,21 @@ _GIT_PATHS: dict[tuple[Path, tuple[str, ...]], tuple[Path, ...]] = {}
 
 
 def current_branch(cwd: Path) -> str | None:
-    """Return the short name of the checked-out branch, or None when HEAD is detached."""
+    """Return the short name of the checked-out branch, or None when HEAD is detached.
+
+    Read from the worktree's ``HEAD`` file when ``cwd`` is a checkout's top (``git_dirs``);
+    anything unusual there (a symbolic ref outside ``refs/heads/``, ref storage other than
+    files) is asked of git."""
+    dirs = git_dirs(cwd)
+    if dirs is not None:
+        try:
+            head = (dirs[0] / "HEAD").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        if head.startswith("ref: refs/heads/") and len(head) > len("ref: refs/heads/"):
+            return head[len("ref: refs/heads/"):]
+        if _SHA.fullmatch(head):
+            return None
     proc = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False)
     if proc.returncode == 1:
         return None
@@ -137,9 +154,51 @@ def head_sha(cwd: Path, ref: str = "HEAD") -> str:
 
 
 def branch_exists(cwd: Path, branch: str) -> bool:
-    """Tell whether the local branch ``refs/heads/<branch>`` exists."""
+    """Tell whether the local branch ``refs/heads/<branch>`` exists.
+
+    A loose ref file holding a commit id answers yes without running git (a loop asks
+    before every step); a packed or missing ref is asked of git."""
+    dirs = git_dirs(cwd)
+    if dirs is not None and branch and ".." not in branch and not branch.startswith("/"):
+        try:
+            value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            value = ""
+        if _SHA.fullmatch(value):
+            return True
     proc = run_git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False)
     return proc.returncode == 0
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+
+
+def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
+    """(git dir, common dir) of the checkout whose top is ``cwd``, read from its ``.git``
+    (a directory, or a worktree's ``gitdir:`` file and the ``commondir`` beside it), for
+    reading ``HEAD`` and loose refs without a git process. None when git itself must be
+    asked: ``cwd`` is not a checkout's top, the environment relocates the repository
+    (``GIT_DIR`` and friends), or the refs are not stored as files (reftable)."""
+    if any(os.environ.get(name) for name in _GIT_LOCATION_ENV):
+        return None
+    dot = Path(cwd) / ".git"
+    try:
+        if dot.is_dir():
+            gitdir = dot
+        else:
+            text = dot.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir: "):
+                return None
+            gitdir = (Path(cwd) / text[len("gitdir: "):]).resolve()
+        common_file = gitdir / "commondir"
+        common = ((gitdir / common_file.read_text(encoding="utf-8").strip()).resolve()
+                  if common_file.is_file() else gitdir)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not (gitdir / "HEAD").is_file() or (common / "reftable").exists():
+        return None
+    return gitdir, common
 
 
 def changed_paths(cwd: Path) -> list[str]:
@@ -150,10 +209,20 @@ def changed_paths(cwd: Path) -> list[str]:
     (``artifacts.is_runtime_artifact``) are left out, so a worktree holding only artifacts
     reads as clean.
     """
+    return worktree_status(cwd)[0]
+
+
+def worktree_status(cwd: Path) -> tuple[list[str], bool]:
+    """(``changed_paths``, whether the index matches HEAD) from one ``git status``.
+
+    The second value is True when no entry has an index-side change: then nothing is
+    staged (``git diff --cached`` would list nothing) and no path is unmerged, so a caller
+    need not ask git either question."""
     out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd).stdout
     fields = out.split("\0")
     paths: list[str] = []
     seen: set[str] = set()
+    index_clean = True
     i = 0
     while i < len(fields):
         entry = fields[i]
@@ -161,6 +230,8 @@ def changed_paths(cwd: Path) -> list[str]:
         if len(entry) < 4:
             continue
         status, path = entry[:2], entry[3:]
+        if status[0] not in " ?":
+            index_clean = False
         found = [path]
         if "R" in status or "C" in status:  # the next field is the source path
             if i < len(fields):
@@ -170,7 +241,7 @@ def changed_paths(cwd: Path) -> list[str]:
             if item and item not in seen and not is_runtime_artifact(item):
                 seen.add(item)
                 paths.append(item)
-    return paths
+    return paths, index_clean
 
 
 def tracked_changes(cwd: Path) -> list[str]:

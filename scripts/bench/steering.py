@@ -20,6 +20,7 @@ this kind of machine (2 cores); docs/benchmarks.md says what each one means.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import time
@@ -47,11 +48,18 @@ class Steering(Latency):
     def __init__(self, box: Sandbox, samples: int) -> None:
         super().__init__(box, samples)
         self.ms: dict[str, list[float]] = {}
+        self.cpu: dict[str, list[float]] = {}
 
     def _timed(self, label: str, *args: str) -> None:
+        """Wall ms of ``fractal ARGS`` into ``ms``; the CPU ms it and the children it reaped
+        (git, the tmux client) used into ``cpu`` (a supervisor it hosts is tmux's child)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         self.box.cli(*args, timeout=120)
         self.ms.setdefault(label, []).append((time.perf_counter() - started) * 1e3)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        self.cpu.setdefault(label, []).append(used * 1e3)
 
     def _status_then(self, label: str, name: str, *verb: str) -> None:
         """``node status NAME`` (timed as the baseline), then the verb (timed)."""
@@ -179,9 +187,21 @@ def footprint(box: Sandbox, log: Log) -> tuple[list[float], tuple[int, int | Non
     return gaps, (memory.hwm_kib, memory.early_hwm_kib)
 
 
+def compile_bytecode() -> bool:
+    """Write the ``fractal`` package's bytecode (``__pycache__``), as an installed package
+    has it: with ``PYTHONDONTWRITEBYTECODE`` set and no cache, every timed command would
+    compile its modules from source first. True when every module compiled."""
+    import compileall
+
+    import fractal
+
+    return bool(compileall.compile_dir(str(Path(fractal.__file__).parent), quiet=1))
+
+
 def run(keep: bool, samples: int, idle: int, window: float, log: Log
         ) -> tuple[list[Row], list[str]]:
     """The whole table. ``idle`` 0 skips the idle-CPU part."""
+    compiled = compile_bytecode()
     box = Sandbox.create()
     try:
         bench = Steering(box, samples)
@@ -219,7 +239,11 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
                  target="< 400 ms", reference=REFERENCE["start"]),
              Row("fractal node resume (prompt returns)", ms.get("resume", []),
                  target="< 400 ms", reference=REFERENCE["resume"]),
-             section("Supervisor footprint"),
+             section("The same commands' CPU time (the command and the git and tmux clients "
+                     "it ran; less sensitive to other load than wall time)")]
+    rows += [Row(f"fractal node {label} (CPU)", bench.cpu[label])
+             for label in ("status", *STEERING, "start", "resume") if bench.cpu.get(label)]
+    rows += [section("Supervisor footprint"),
              Row("iteration boundary: last agent exit -> next first spawn", gaps,
                  target="< 15 ms", reference=REFERENCE["boundary"], note="" if gaps else "n/a")]
     if hwm:
@@ -233,4 +257,6 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
     for label, pct in cpu.items():
         rows.append(Row(f"{idle} nodes {label}: supervisors' CPU over {window:.0f} s", [],
                         note=f"{pct:.2f} % of a core", target="< 1 %"))
-    return rows, [f"steering: {samples} samples per verb; status median {status:.0f} ms"]
+    return rows, [f"steering: {samples} samples per verb; status median {status:.0f} ms; "
+                  f"bytecode {'compiled first' if compiled else 'NOT all compiled'}; "
+                  f"load average {os.getloadavg()[0]:.1f} at the end"]
