@@ -24,17 +24,18 @@ def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> N
     """Redraw the inbox and radio panes when their lines changed, and reload the node
     pane when the selected node's line changed or it is active (its clocks, its
     transcript): an unchanged pane is not re-rendered."""
-    from textual.widgets import Static
-
     from fractal.tui import render
 
     fresh = previous is None or previous.gone
     if fresh or previous is None or previous.inbox != snap.inbox:
-        app.query_one("#inbox", Static).update(render.inbox(snap))
+        app._put("#inbox", render.inbox(snap))  # a stall's quiet time moves, its line not
     if fresh or previous is None or previous.feed != snap.feed:
-        app.query_one("#feed", Static).update(render.feed(snap))
+        app._put("#feed", render.feed(snap))
     chosen = snap.node(app.selected) if app.selected else None
-    if fresh or previous is None or chosen is None or chosen.status == "active" \
+    if chosen is None:  # nothing (or a node now gone) selected: clear the pane once
+        if fresh or app.shown is not None:
+            app.show_node()
+    elif fresh or previous is None or chosen.status == "active" \
             or previous.node(chosen.branch) != chosen:
         app.show_node()
 

@@ -303,7 +303,9 @@ class Builder:
                          steps=self._step_count(f.branch) if step else None,
                          step_name=step.step_name if step else None,
                          step_started=_epoch(step.started_at) if step else None,
-                         gate=bool(f.gates), signal=signal, gone=f.gone)
+                         gate=bool(f.gates), signal=signal, gone=f.gone,
+                         usage_wait=f.usage is not None,
+                         usage_until=f.usage.until if f.usage is not None else None)
             reserve = config.get("reserve_budget")
             spent = spends.get(f.run_id) if f.run_id is not None else None
             try:
@@ -311,7 +313,7 @@ class Builder:
                 step_timeout = parse_duration(timeout) if isinstance(timeout, str) else None
             except FractalError:
                 step_timeout = None
-            stalled = (f.status == "active" and not f.gone and not f.gates
+            stalled = (f.status == "active" and not f.gone and not f.gates and f.usage is None
                        and f.last_write is not None
                        and now - f.last_write > stall_after(step_timeout))
             views.append(NodeView(
