@@ -30,7 +30,7 @@ from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
 from fractal.tui import flows, render
 from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
-from fractal.tui.snapshot import Builder, NodeView, Snapshot
+from fractal.tui.snapshot import SETTLE_S, Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class Dashboard(App[None]):
         self._members: tuple[str, ...] = ()
         self._views: list[NodeView] = []
         self.painted: float | None = None  # monotonic instant of the first paint
+        self.applied = 0  # how many snapshots the panes have taken
         self.db_watch = DbWatch()
         self._wake = threading.Event()  # set: the build loop builds now
         self._stop = threading.Event()
@@ -139,13 +140,15 @@ class Dashboard(App[None]):
     def build_loop(self) -> None:
         """The one thread that builds snapshots while the app is live: it waits for a wake
         (a watchdog event on the database files, a verb's result) or ``REFRESH_S`` seconds
-        (the poll), builds, and hands a changed snapshot to the UI thread. One builder
+        (the poll; 0.1 s after a read that began right behind a write, see
+        ``snapshot.SETTLE_S``), builds, and hands a changed snapshot to the UI thread. One builder
         thread means no two builds overlap and a burst of writes costs one build more,
         not one per write."""
         from fractal.errors import FractalError
 
         while not self._stop.is_set():
-            self._wake.wait(REFRESH_S)
+            settling = getattr(self.builder, "settling", False)  # look again soon
+            self._wake.wait(2 * SETTLE_S if settling else REFRESH_S)
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -203,6 +206,7 @@ class Dashboard(App[None]):
                     self._tree_nodes[view.branch].set_label(render.node_label(view, now))
         self._views = views
         flows.update_panes(self, previous, snap)  # the inbox, the radio, the node pane
+        self.applied += 1
         if self.painted is None:
             self.painted = time.monotonic()
 

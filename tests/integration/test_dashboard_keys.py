@@ -138,3 +138,51 @@ def test_a_tree_destroyed_under_the_dashboard_is_shown_gone_never_recreated(
 
     asyncio.run(scenario())
     assert not data_dir.exists()
+
+
+def test_the_confirmation_takes_enter_as_yes_and_escape_as_no() -> None:
+    from textual.app import App
+
+    from fractal.tui.screens import ConfirmScreen
+
+    answers: list[bool | None] = []
+
+    class Host(App[None]):
+        def ask(self) -> None:
+            self.push_screen(ConfirmScreen("approve main.feat?"), answers.append)
+
+    async def scenario() -> None:
+        app = Host()
+        async with app.run_test(size=SIZE) as pilot:
+            for key in ("enter", "escape", "y", "n"):
+                app.ask()
+                await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
+                             message="the box")
+                await pilot.press(key)
+                await _until(pilot, lambda: not isinstance(app.screen, ConfirmScreen),
+                             message=f"closed by {key}")
+
+    asyncio.run(scenario())
+    assert answers == [True, False, True, False]
+
+
+def test_a_write_reaches_the_screen_by_the_watchdog_wake_not_the_poll(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fractal.tui.app as dashboard
+
+    monkeypatch.setattr(dashboard, "REFRESH_S", 3600.0)  # no poll within the test
+
+    async def scenario() -> None:
+        app = _app(repo, live=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            assert app.db_watch._observer is not None  # watchdog runs here
+            with sqlite3.connect(repo / ".fractal" / "main" / "fractal.db") as conn:
+                conn.execute("INSERT INTO messages (message_uuid, node, channel, sender, "
+                             "priority, subject, data, created_at) VALUES ('u-1', "
+                             "'main.feat', 'outbox', 'main.feat', 5, 'tests pass', '', "
+                             "'2026-01-01T00:00:00.000Z')")
+            await _until(pilot, lambda: "tests pass" in str(app.query_one("#feed").render()),
+                         timeout=20, message="the radio feed shows the message")
+
+    asyncio.run(scenario())

@@ -154,6 +154,10 @@ def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None
     # The dashboard's inbox pane is the same list.
     snap = Builder(find_tree(repo)).build(force=True)
     assert {e.item.key for e in snap.inbox} == {str(i["key"]) for i in _items(repo)}
+    # Its tree line reads the wait, until when, and carries no stall mark.
+    view = snap.node("main.gated")
+    assert view is not None and not view.stalled
+    assert view.detail(time.time()) == f"run {gated} · {shown}"
 
     # ack hides an item until its state changes; each command resolves its item.
     assert _fractal(repo, "inbox", "ack", str(items["orphans"]["id"])).returncode == 0
