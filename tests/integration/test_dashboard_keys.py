@@ -186,3 +186,45 @@ def test_a_write_reaches_the_screen_by_the_watchdog_wake_not_the_poll(
                          timeout=20, message="the radio feed shows the message")
 
     asyncio.run(scenario())
+
+
+def test_retired_nodes_hidden_until_toggled_filter_and_search() -> None:
+    from dataclasses import replace
+
+    from fractal.tui.screens import PromptScreen
+    from tests.integration.test_dashboard_snapshot import (
+        FixedBuilder,
+        _view,
+        fixed_history,
+        fixed_snapshot,
+    )
+
+    base = fixed_snapshot()
+    snap = replace(base, nodes=tuple(sorted(
+        (*base.nodes, _view("main.old", "retired", reason="superseded")),
+        key=lambda v: v.branch)))
+    app = Dashboard(Tree(repo=Path("/nonexistent-fractal-repo"), root="main"),
+                    builder=FixedBuilder(snap), history=fixed_history, live=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            assert "main.old" not in app._members  # retired: hidden
+            await pilot.press("t")
+            assert "main.old" in app._members
+            await pilot.press("t")
+            assert "main.old" not in app._members
+            await pilot.press("x")  # only what waits for a human (the inbox's nodes)
+            assert app._members == ("main.api.auth", "main.api.db", "main.docs")
+            await pilot.press("x")  # only active nodes
+            assert app._members == ("main.api", "main.api.auth", "main.lexer")
+            await pilot.press("x")  # all again
+            assert len(app._members) == 6
+            await pilot.press("slash")
+            await _until(pilot, lambda: isinstance(app.screen, PromptScreen),
+                         message="the search prompt")
+            await pilot.press(*"lexer", "enter")
+            await _until(pilot, lambda: app.selected == "main.lexer",
+                         message="the cursor on the match")
+
+    asyncio.run(scenario())
