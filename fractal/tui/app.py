@@ -29,7 +29,7 @@ from textual.widgets.tree import TreeNode
 from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
 from fractal.tui import flows, render
-from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
+from fractal.tui.screens import ConfirmScreen, HelpScreen
 from fractal.tui.snapshot import SETTLE_S, Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
 
@@ -198,7 +198,7 @@ class Dashboard(App[None]):
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
         if members != self._members:
-            self._rebuild(tree, views, now)
+            flows.rebuild_tree(self, tree, views, now)
         else:  # only the lines whose node changed
             for view in views:
                 known = before.get(view.branch)
@@ -209,30 +209,6 @@ class Dashboard(App[None]):
         self.applied += 1
         if self.painted is None:
             self.painted = time.monotonic()
-
-    def _rebuild(self, tree: Tree[str], views: list[NodeView], now: float) -> None:
-        tree.clear()
-        self._tree_nodes = {}
-        present = {v.branch for v in views}
-        above: dict[str, str | None] = {}
-        for view in views:
-            head, above[view.branch] = view.branch, None
-            while "." in head:
-                head = head.rpartition(".")[0]
-                if head in present:
-                    above[view.branch] = head
-                    break
-        parents = set(above.values())
-        for view in views:  # sorted by branch: parents before children
-            up = above[view.branch]
-            parent: TreeNode[str] = tree.root if up is None else self._tree_nodes[up]
-            label = render.node_label(view, now)
-            node = parent.add(label, data=view.branch, expand=True) \
-                if view.branch in parents else parent.add_leaf(label, data=view.branch)
-            self._tree_nodes[view.branch] = node
-        self._members = tuple(v.branch for v in views)
-        if self.selected in self._tree_nodes:
-            tree.move_cursor(self._tree_nodes[self.selected])
 
     def _relabel_running(self) -> None:
         if self.snapshot is None:
@@ -286,9 +262,12 @@ class Dashboard(App[None]):
         update re-lays out the whole screen: tens of milliseconds on a big tree)."""
         key = (content.plain, content.spans, content.style) if isinstance(content, Text) \
             else content
-        if self._pane_keys.get(pane) != key:
-            self._pane_keys[pane] = key
-            self.query_one(pane, Static).update(content)
+        before = self._pane_keys.get(pane)
+        if before == key:
+            return
+        self._pane_keys[pane] = key
+        widget = self.query_one(pane, Static)
+        widget.update(content, layout=not render.same_height(before, key, widget.size.width))
 
     # -- keys -------------------------------------------------------------------------
 
@@ -383,32 +362,10 @@ class Dashboard(App[None]):
         flows.send_key(self)
 
     def action_open_pane(self) -> None:
-        from fractal.errors import FractalError
-        from fractal.lifecycle.panes import attach_here, switch_to
-
-        view = self._target()
-        if view is None:
-            return
-        try:
-            if switch_to(self.fractal, view.branch):
-                return
-            with self.suspend():
-                attach_here(self.fractal, view.branch)
-        except FractalError as exc:
-            self.notify(str(exc), severity="error")
+        flows.open_pane_key(self)
 
     def action_search(self) -> None:
-        def found(text: str | None) -> None:
-            if not text:
-                return
-            names = [b for b in self._members if text in b]
-            after = [b for b in names if self.selected is None or b > self.selected]
-            picks = after or names
-            if not picks:
-                self.notify(f"no node matches {text!r}", severity="warning")
-                return
-            self.query_one("#tree", Tree).move_cursor(self._tree_nodes[picks[0]])
-        self.push_screen(PromptScreen("search nodes:"), found)
+        flows.search_key(self)
 
     def action_filter(self) -> None:
         self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
