@@ -228,3 +228,19 @@ def test_retired_nodes_hidden_until_toggled_filter_and_search() -> None:
                          message="the cursor on the match")
 
     asyncio.run(scenario())
+
+
+def test_the_node_pane_tails_the_selected_node_transcript(repo: Path) -> None:
+    log = Tree(repo=repo, root="main").node("main.feat").pane_log
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"line {n}\n" for n in range(1, 41)))
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "line 40" in str(app.query_one("#tail").render()),
+                         message="the transcript's last line")
+            shown = str(app.query_one("#tail").render())
+            assert "line 27" in shown and "line 26" not in shown  # its last 14 lines
+
+    asyncio.run(scenario())
