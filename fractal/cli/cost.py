@@ -26,7 +26,23 @@ def _scope_options(func: click.decorators.FC) -> click.decorators.FC:
     return func
 
 
-@click.group("cost")
+class _CostGroup(click.Group):
+    """The ``cost`` group; a node name where a read belongs (``fractal node cost lead``)
+    is refused with the reads that take it."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            reads = ", ".join(self.list_commands(ctx))
+            raise click.UsageError(
+                f"{name!r} is not a cost read ({reads}); to read a node's cost name the "
+                f"read first, e.g. `fractal node cost spent {name}` or `fractal node cost "
+                f"remaining {name}`", ctx)
+        return super().resolve_command(ctx, args)
+
+
+@click.group("cost", cls=_CostGroup)
 def cost_group() -> None:
     """Read the budget ledger: spend and remaining budget, children included."""
 

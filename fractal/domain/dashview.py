@@ -25,7 +25,9 @@ def clock_label(seconds: float) -> str:
 class Live:
     """Where an active node is: run id, iteration n of ``max_iters`` (None unlimited),
     step k of ``steps`` and its name, the step's start (epoch s), a pending gate,
-    a pending signal word (``pausing``...), and whether its supervisor is gone."""
+    a pending signal word (``pausing``...), whether its supervisor is gone, and an open
+    usage-window wait (``usage_wait``) with the instant it ends (``usage_until`` epoch s,
+    None unknown)."""
 
     run_id: int | None = None
     iteration: int | None = None
@@ -37,12 +39,23 @@ class Live:
     gate: bool = False
     signal: str | None = None
     gone: bool = False
+    usage_wait: bool = False
+    usage_until: float | None = None
+
+
+def _hhmm(instant: float) -> str:
+    """``14:05Z``: the UTC hour and minute of ``instant`` (epoch s)."""
+    import time
+
+    return time.strftime("%H:%MZ", time.gmtime(instant))
 
 
 def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
     """The tree's detail text: ``run 3 · iter 2/10 · step 3/5 EXECUTE 4m12s`` for an
-    active node, ``awaiting approval`` at a gate, ``supervisor gone`` when provably dead;
-    the last run's ``reason`` for a settled node; ``parked`` for a paused one."""
+    active node, ``awaiting approval`` at a gate, ``waiting for usage window until 14:05Z``
+    (UTC; ``until an unknown instant`` when the window gave none) while its run waits out a
+    usage window, ``supervisor gone`` when provably dead; the last run's ``reason`` for a
+    settled node; ``parked`` for a paused one."""
     if status == "active":
         if live.gone:
             return "supervisor gone (any read heals it: the run parks, interrupted)"
@@ -51,6 +64,10 @@ def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
             parts.append(f"iter {live.iteration}/{live.max_iters or '∞'}")
         if live.gate:
             parts.append("awaiting approval")
+        elif live.usage_wait:
+            until = "an unknown instant" if live.usage_until is None \
+                else _hhmm(live.usage_until)
+            parts.append(f"waiting for usage window until {until}")
         elif live.step is not None:
             of = f"/{live.steps}" if live.steps else ""
             took = "" if live.step_started is None else \

@@ -12,6 +12,7 @@ they would remove. The root branch and its checkout are never touched.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,11 @@ def destroy(ctx: Context) -> TornDown:
     done = _teardown(ctx, Cleanup.DESTROY)
     tree = ctx.tree
     close_engines()
-    shutil.rmtree(tree.data_dir)
+    # Renamed first (one atomic step), so a reader opening the database meanwhile (an open
+    # dashboard) finds it gone instead of recreating a -shm file the removal trips on.
+    doomed = tree.data_dir.with_name(f".{tree.data_dir.name}.destroyed-{os.getpid()}")
+    tree.data_dir.rename(doomed)
+    shutil.rmtree(doomed)
     with contextlib.suppress(OSError):  # .fractal/, unless another tree's data lives there
         tree.data_dir.parent.rmdir()
     if not any(p for p in tree.worktrees_dir.glob("*") if not p.name.startswith(".")):

@@ -1,21 +1,24 @@
 """The ``fractal open`` dashboard: the tree, the selected node, the inbox, the radio.
 
-Data path: a 1 s timer (and, sooner, a watchdog wake on the database files) asks a
-thread worker (exclusive: at most one build in flight) for
-``Builder.build()``, which stats the database files and node dirs and reads only when
-they changed, and returns the same object when nothing did; the UI applies a new
-snapshot only (tree labels updated in place, the tree rebuilt only when its members
-change). Elapsed step times tick on the UI thread from the snapshot, without reads.
+Data path: one build thread waits for a wake (a watchdog event on the database files,
+a verb's result) or 1 s (the poll), then calls ``Builder.build()``, which stats the
+database files and node dirs and reads only when they changed, and returns the same
+object when nothing did; the UI applies a new snapshot only (tree labels updated in
+place, the tree rebuilt only when its members change, a pane only when its text
+changed). Elapsed step times tick on the UI thread from the snapshot, without reads.
 Keys call the lifecycle functions the CLI verbs call, in thread workers, confirmed first
 when destructive; the dashboard itself never writes.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -26,15 +29,14 @@ from textual.widgets.tree import TreeNode
 from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
 from fractal.tui import flows, render
-from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
-from fractal.tui.snapshot import Builder, NodeView, Snapshot
+from fractal.tui.screens import ConfirmScreen, HelpScreen
+from fractal.tui.snapshot import SETTLE_S, Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
 
 if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
 
 REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
-WAKE_S = 0.25  # how often a watchdog wake is looked at
 FILTERS = ("all", "attention", "active")
 
 CSS = """
@@ -79,8 +81,14 @@ class Dashboard(App[None]):
         self._members: tuple[str, ...] = ()
         self._views: list[NodeView] = []
         self.painted: float | None = None  # monotonic instant of the first paint
+        self.applied = 0  # how many snapshots the panes have taken
         self.db_watch = DbWatch()
+        self._wake = threading.Event()  # set: the build loop builds now
+        self._stop = threading.Event()
+        self._looping = False
         self.outcomes: list[str] = []  # every verb's result line, as notified
+        self.shown: NodeView | None = None  # the node pane's node, as last loaded
+        self._pane_keys: dict[str, object] = {}
 
     # -- layout -----------------------------------------------------------------------
 
@@ -108,31 +116,59 @@ class Dashboard(App[None]):
         self.query_one("#tree", Tree).focus()
         self.apply(self.builder.build(force=True))
         if self.live:
-            self.set_interval(REFRESH_S, self.tick)
-            if self.db_watch.start(self.fractal.db_path):
-                self.set_interval(WAKE_S, self._wake)
-
-    def _wake(self) -> None:
-        """A database write seen by watchdog: refresh now rather than at the next tick."""
-        if self.db_watch.pending():
-            self.refresh_snapshot()
+            self.set_interval(REFRESH_S, self._relabel_running)
+            self.db_watch.start(self.fractal.db_path, on_change=self._wake.set)
+            self._looping = True
+            self.build_loop()
 
     def on_unmount(self) -> None:
+        self._stop.set()
+        self._wake.set()
         self.db_watch.close()
 
     # -- data path --------------------------------------------------------------------
 
-    def tick(self) -> None:
-        self.refresh_snapshot()
-        self._relabel_running()
+    def refresh_snapshot(self) -> None:
+        """Rebuild the snapshot now: wake the build loop when it runs, else build once in
+        a thread worker."""
+        if self._looping:
+            self._wake.set()
+        else:
+            self.build_once()
+
+    @work(thread=True, group="snapshot")
+    def build_loop(self) -> None:
+        """The one thread that builds snapshots while the app is live: it waits for a wake
+        (a watchdog event on the database files, a verb's result) or ``REFRESH_S`` seconds
+        (the poll; 0.1 s after a read that began right behind a write, see
+        ``snapshot.SETTLE_S``), builds, and hands a changed snapshot to the UI thread. One builder
+        thread means no two builds overlap and a burst of writes costs one build more,
+        not one per write."""
+        from fractal.errors import FractalError
+
+        while not self._stop.is_set():
+            settling = getattr(self.builder, "settling", False)  # look again soon
+            self._wake.wait(2 * SETTLE_S if settling else REFRESH_S)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                snap = self.builder.build()
+            except FractalError:  # a locked database, say: the next wake reads again
+                continue
+            if snap is not self.snapshot:
+                try:
+                    self.call_from_thread(self.apply, snap)
+                except (RuntimeError, CancelledError):  # the app stopped meanwhile
+                    return
 
     @work(thread=True, exclusive=True, group="snapshot")
-    def refresh_snapshot(self) -> None:
+    def build_once(self) -> None:
         from fractal.errors import FractalError
 
         try:
             snap = self.builder.build()
-        except FractalError:  # a locked database, say: the next tick reads again
+        except FractalError:  # a locked database, say: the next refresh reads again
             return
         if snap is not self.snapshot:
             self.call_from_thread(self.apply, snap)
@@ -162,39 +198,17 @@ class Dashboard(App[None]):
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
         if members != self._members:
-            self._rebuild(tree, views, now)
+            flows.rebuild_tree(self, tree, views, now)
         else:  # only the lines whose node changed
             for view in views:
-                if before.get(view.branch) != view:
+                known = before.get(view.branch)
+                if known is not view and known != view:
                     self._tree_nodes[view.branch].set_label(render.node_label(view, now))
         self._views = views
         flows.update_panes(self, previous, snap)  # the inbox, the radio, the node pane
+        self.applied += 1
         if self.painted is None:
             self.painted = time.monotonic()
-
-    def _rebuild(self, tree: Tree[str], views: list[NodeView], now: float) -> None:
-        tree.clear()
-        self._tree_nodes = {}
-        present = {v.branch for v in views}
-        above: dict[str, str | None] = {}
-        for view in views:
-            head, above[view.branch] = view.branch, None
-            while "." in head:
-                head = head.rpartition(".")[0]
-                if head in present:
-                    above[view.branch] = head
-                    break
-        parents = set(above.values())
-        for view in views:  # sorted by branch: parents before children
-            up = above[view.branch]
-            parent: TreeNode[str] = tree.root if up is None else self._tree_nodes[up]
-            label = render.node_label(view, now)
-            node = parent.add(label, data=view.branch, expand=True) \
-                if view.branch in parents else parent.add_leaf(label, data=view.branch)
-            self._tree_nodes[view.branch] = node
-        self._members = tuple(v.branch for v in views)
-        if self.selected in self._tree_nodes:
-            tree.move_cursor(self._tree_nodes[self.selected])
 
     def _relabel_running(self) -> None:
         if self.snapshot is None:
@@ -238,10 +252,22 @@ class Dashboard(App[None]):
 
     def _show(self, view: NodeView | None, hist: History | None, tail: Any) -> None:
         now = self.clock()
-        self.query_one("#card", Static).update(render.card(view, now))
-        self.query_one("#explorer", Static).update(
-            render.explorer(hist, now) if view else "")
-        self.query_one("#tail", Static).update(tail or "")
+        self.shown = view
+        self._put("#card", render.card(view, now))
+        self._put("#explorer", render.explorer(hist, now) if view else "")
+        self._put("#tail", tail or "")
+
+    def _put(self, pane: str, content: Any) -> None:
+        """Update the Static ``pane`` only when ``content`` differs from what it shows (an
+        update re-lays out the whole screen: tens of milliseconds on a big tree)."""
+        key = (content.plain, content.spans, content.style) if isinstance(content, Text) \
+            else content
+        before = self._pane_keys.get(pane)
+        if before == key:
+            return
+        self._pane_keys[pane] = key
+        widget = self.query_one(pane, Static)
+        widget.update(content, layout=not render.same_height(before, key, widget.size.width))
 
     # -- keys -------------------------------------------------------------------------
 
@@ -336,32 +362,10 @@ class Dashboard(App[None]):
         flows.send_key(self)
 
     def action_open_pane(self) -> None:
-        from fractal.errors import FractalError
-        from fractal.lifecycle.panes import attach_here, switch_to
-
-        view = self._target()
-        if view is None:
-            return
-        try:
-            if switch_to(self.fractal, view.branch):
-                return
-            with self.suspend():
-                attach_here(self.fractal, view.branch)
-        except FractalError as exc:
-            self.notify(str(exc), severity="error")
+        flows.open_pane_key(self)
 
     def action_search(self) -> None:
-        def found(text: str | None) -> None:
-            if not text:
-                return
-            names = [b for b in self._members if text in b]
-            after = [b for b in names if self.selected is None or b > self.selected]
-            picks = after or names
-            if not picks:
-                self.notify(f"no node matches {text!r}", severity="warning")
-                return
-            self.query_one("#tree", Tree).move_cursor(self._tree_nodes[picks[0]])
-        self.push_screen(PromptScreen("search nodes:"), found)
+        flows.search_key(self)
 
     def action_filter(self) -> None:
         self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]

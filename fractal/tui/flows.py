@@ -2,7 +2,8 @@
 ``fractal node merge`` path, confirmed after its diffstat) and send it a message (the
 ``fractal radio send`` path, from a one-line prompt). Each runs the verb in the app's
 verb worker, so its result or refusal shows as a notification like every other key.
-Also the screen of a tree destroyed under the dashboard."""
+Also the screen of a tree destroyed under the dashboard, the tree pane's rebuild, and the
+pane (``o``) and search (``/``) keys."""
 
 from __future__ import annotations
 
@@ -12,29 +13,32 @@ from fractal.tui.screens import PromptScreen
 
 if TYPE_CHECKING:
     from textual.widgets import Tree
+    from textual.widgets.tree import TreeNode
 
     from fractal.lifecycle.merge import MergeResult
     from fractal.tui.app import Dashboard
-    from fractal.tui.snapshot import Snapshot
+    from fractal.tui.snapshot import NodeView, Snapshot
 
-__all__ = ["merge_key", "merge_line", "send_key", "show_gone", "start_merge", "update_panes"]
+__all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key", "send_key",
+           "show_gone", "start_merge", "update_panes"]
 
 
 def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> None:
     """Redraw the inbox and radio panes when their lines changed, and reload the node
     pane when the selected node's line changed or it is active (its clocks, its
     transcript): an unchanged pane is not re-rendered."""
-    from textual.widgets import Static
-
     from fractal.tui import render
 
     fresh = previous is None or previous.gone
     if fresh or previous is None or previous.inbox != snap.inbox:
-        app.query_one("#inbox", Static).update(render.inbox(snap))
+        app._put("#inbox", render.inbox(snap))  # a stall's quiet time moves, its line not
     if fresh or previous is None or previous.feed != snap.feed:
-        app.query_one("#feed", Static).update(render.feed(snap))
+        app._put("#feed", render.feed(snap))
     chosen = snap.node(app.selected) if app.selected else None
-    if fresh or previous is None or chosen is None or chosen.status == "active" \
+    if chosen is None:  # nothing (or a node now gone) selected: clear the pane once
+        if fresh or app.shown is not None:
+            app.show_node()
+    elif fresh or previous is None or chosen.status == "active" \
             or previous.node(chosen.branch) != chosen:
         app.show_node()
 
@@ -139,3 +143,67 @@ def send_prompt(app: Dashboard, branch: str) -> None:
         app.run_verb("send", verb)
 
     app.push_screen(PromptScreen(f"message to {branch} (enter sends, escape cancels):"), sent)
+
+
+def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: float) -> None:
+    """Redraw the tree pane from ``views`` (parents first): each node under its nearest
+    shown ancestor, the cursor kept on the selected node."""
+    from fractal.tui import render
+
+    tree.clear()
+    app._tree_nodes = {}
+    present = {v.branch for v in views}
+    above: dict[str, str | None] = {}
+    for view in views:
+        head, above[view.branch] = view.branch, None
+        while "." in head:
+            head = head.rpartition(".")[0]
+            if head in present:
+                above[view.branch] = head
+                break
+    parents = set(above.values())
+    for view in views:  # sorted by branch: parents before children
+        up = above[view.branch]
+        parent: TreeNode[str] = tree.root if up is None else app._tree_nodes[up]
+        label = render.node_label(view, now)
+        node = parent.add(label, data=view.branch, expand=True) \
+            if view.branch in parents else parent.add_leaf(label, data=view.branch)
+        app._tree_nodes[view.branch] = node
+    app._members = tuple(v.branch for v in views)
+    if app.selected in app._tree_nodes:
+        tree.move_cursor(app._tree_nodes[app.selected])
+
+
+def open_pane_key(app: Dashboard) -> None:
+    """``o``: switch this tmux client to the node's pane, else suspend the app and attach
+    (back on detach)."""
+    from fractal.errors import FractalError
+    from fractal.lifecycle.panes import attach_here, switch_to
+
+    view = app._target()
+    if view is None:
+        return
+    try:
+        if switch_to(app.fractal, view.branch):
+            return
+        with app.suspend():
+            attach_here(app.fractal, view.branch)
+    except FractalError as exc:
+        app.notify(str(exc), severity="error")
+
+
+def search_key(app: Dashboard) -> None:
+    """``/``: move the cursor to the next node whose branch holds the typed text."""
+    from textual.widgets import Tree
+
+    def found(text: str | None) -> None:
+        if not text:
+            return
+        names = [b for b in app._members if text in b]
+        after = [b for b in names if app.selected is None or b > app.selected]
+        picks = after or names
+        if not picks:
+            app.notify(f"no node matches {text!r}", severity="warning")
+            return
+        app.query_one("#tree", Tree).move_cursor(app._tree_nodes[picks[0]])
+    app.push_screen(PromptScreen("search nodes:"), found)

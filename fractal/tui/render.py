@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from fractal.domain.dashview import Level, clock_label
@@ -175,3 +176,12 @@ def feed(snapshot: Snapshot) -> Text:
         text.append(f"{line.node.rpartition('.')[2]}", style="bold")
         text.append(f" {line.subject}\n")
     return text
+
+
+def same_height(before: object, after: object, width: int) -> bool:
+    """True when two pane texts (``_put`` keys) take the same lines at ``width`` cells: as
+    many lines, none wrapped. Then the update needs no new layout of the screen."""
+    if not (isinstance(before, tuple) and isinstance(after, tuple)) or width <= 0:
+        return False
+    old, new = str(before[0]).split("\n"), str(after[0]).split("\n")
+    return len(old) == len(new) and all(cell_len(line) < width for line in old + new)

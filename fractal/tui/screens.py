@@ -38,11 +38,12 @@ ConfirmScreen, PromptScreen, HelpScreen { align: center middle; }
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Ask ``question``; dismiss with True on ``y``, False on ``n`` or escape."""
+    """Ask ``question``; dismiss with True on ``y`` or enter, False on ``n`` or escape."""
 
     DEFAULT_CSS = _CSS
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
-                Binding("escape", "answer(False)", "cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y,enter", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
+        Binding("escape", "answer(False)", "cancel")]
 
     def __init__(self, question: str) -> None:
         super().__init__()
@@ -51,7 +52,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(self.question)
-            yield Static("[b]y[/b] yes   [b]n[/b] no")
+            yield Static("[b]y[/b]/[b]enter[/b] yes   [b]n[/b]/[b]escape[/b] no")
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -7,7 +7,9 @@ database files, the mtime of each active node's ``config.json`` and ``pane.log``
 marks of ``store.attention_marks`` name the nodes whose rows differ since the last read,
 and only those (and the active nodes, whose clocks and transcripts move) have their
 facts re-read and their lines rebuilt; the others keep theirs. It returns the previous
-snapshot object itself when the rebuilt one is equal, so the panes skip work. A node
+snapshot object itself when the rebuilt one is equal, so the panes skip work. A read that
+began right behind a database write keeps no token (the commit may not be visible yet),
+so the next look reads again. A node
 recorded active whose supervisor is provably gone is shown as such (``gone``), never
 written.
 """
@@ -107,6 +109,11 @@ SPEND_BATCH = 200
 """At most this many ended runs have their spend summed per read (the rest next time)."""
 PARTIAL_MAX = 300
 """More changed nodes than this and the builder re-reads the whole tree at once."""
+SETTLE_S = 0.05
+"""A database file written less than this many seconds before a read began may hold a
+commit the read did not see (SQLite updates its WAL index after writing the log), so
+that read's token is not kept: the next look reads again, and ``settling`` asks for that
+look soon."""
 
 _CARD_KEYS = ("timeout", "iter_timeout", "step_timeout", "max_iters", "max_cost",
               "max_iter_cost", "max_step_cost", "reserve_budget", "max_depth",
@@ -134,6 +141,7 @@ class Builder:
     _items: dict[str, tuple[NodeFacts, list[tuple[Item, bool]]]] = field(default_factory=dict)
     _items_acks: dict[str, str] = field(default_factory=dict)
     _backlog: bool = False  # ended runs whose spend is not summed yet
+    settling: bool = False  # the last read began right after a database write
 
     def _paths(self, branch: str) -> tuple[str, str, str]:
         """(config.json, pane.log, steps/) of ``branch`` as strings, computed once."""
@@ -197,11 +205,16 @@ class Builder:
             return self.last
         from fractal.store.reader import TreeGone
 
+        started = time.time()
         try:
-            snap = self._read(time.time() if now is None else now, token)
+            snap = self._read(started if now is None else now, token)
         except TreeGone as exc:  # destroyed under the dashboard: say so, never recreate
             snap = Snapshot(self.tree.root, time.time(), token=token, gone=str(exc))
-        self._token = self.token()  # with the node dirs the new snapshot lists
+        db_files = token[0] if isinstance(token, tuple) else ()
+        self.settling = any(stamp and started - stamp / 1e9 < SETTLE_S
+                            for stamp, _ in db_files)
+        # with the node dirs the new snapshot lists; none while a write may be in flight
+        self._token = None if self.settling else self.token()
         if self.last is not None and snap == self.last:
             return self.last
         self.last = snap
@@ -245,7 +258,7 @@ class Builder:
         items: dict[str, tuple[NodeFacts, list[tuple[Item, bool]]]] = {}
         for f in facts:
             known = self._items.get(f.branch)
-            if known is not None and known[0] == f and f.status != "active":
+            if known is not None and f.status != "active" and (known[0] is f or known[0] == f):
                 mine = known[1]
             else:
                 mine = classify([f], now, acks)
@@ -303,7 +316,9 @@ class Builder:
                          steps=self._step_count(f.branch) if step else None,
                          step_name=step.step_name if step else None,
                          step_started=_epoch(step.started_at) if step else None,
-                         gate=bool(f.gates), signal=signal, gone=f.gone)
+                         gate=bool(f.gates), signal=signal, gone=f.gone,
+                         usage_wait=f.usage is not None,
+                         usage_until=f.usage.until if f.usage is not None else None)
             reserve = config.get("reserve_budget")
             spent = spends.get(f.run_id) if f.run_id is not None else None
             try:
@@ -311,7 +326,7 @@ class Builder:
                 step_timeout = parse_duration(timeout) if isinstance(timeout, str) else None
             except FractalError:
                 step_timeout = None
-            stalled = (f.status == "active" and not f.gone and not f.gates
+            stalled = (f.status == "active" and not f.gone and not f.gates and f.usage is None
                        and f.last_write is not None
                        and now - f.last_write > stall_after(step_timeout))
             views.append(NodeView(

@@ -4,6 +4,7 @@ wake re-checks the real state, and the dashboard's 1 s poll carries on without i
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,10 @@ class DbWatch:
         self._flag = threading.Event()
         self._observer: Any = None
 
-    def start(self, db_path: Path) -> bool:
-        """Watch ``db_path``'s directory; False when watchdog cannot (polling then)."""
+    def start(self, db_path: Path, on_change: Callable[[], None] | None = None) -> bool:
+        """Watch ``db_path``'s directory, calling ``on_change`` (from the observer's thread,
+        so it must be quick and thread-safe) at each change; False when watchdog cannot
+        (polling then)."""
         try:
             from watchdog.events import FileSystemEvent, FileSystemEventHandler
             from watchdog.observers import Observer
@@ -29,6 +32,8 @@ class DbWatch:
             def on_any_event(self, event: FileSystemEvent) -> None:
                 if Path(str(event.src_path)).name.startswith(stem):
                     flag.set()
+                    if on_change is not None:
+                        on_change()
 
         try:
             observer = Observer()

@@ -51,3 +51,12 @@ def test_config_get_is_lazy(small_tree: Path, tmp_path: Path) -> None:
 def test_a_root_has_no_run_to_read(small_tree: Path) -> None:
     proc = run_cli(["node", "cost", "spent", "--run"], small_tree, check=False)
     assert proc.returncode == 1 and "is the tree's root: it has no runs" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["n", "main.n", "lead"])
+def test_a_node_named_where_the_read_belongs_says_which_reads_take_it(
+        small_tree: Path, name: str) -> None:
+    proc = run_cli(["node", "cost", name], small_tree, check=False)
+    assert proc.returncode == 2
+    assert f"'{name}' is not a cost read (breakdown, remaining, spent)" in proc.stderr
+    assert f"`fractal node cost spent {name}`" in proc.stderr

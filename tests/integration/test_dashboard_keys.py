@@ -138,3 +138,109 @@ def test_a_tree_destroyed_under_the_dashboard_is_shown_gone_never_recreated(
 
     asyncio.run(scenario())
     assert not data_dir.exists()
+
+
+def test_the_confirmation_takes_enter_as_yes_and_escape_as_no() -> None:
+    from textual.app import App
+
+    from fractal.tui.screens import ConfirmScreen
+
+    answers: list[bool | None] = []
+
+    class Host(App[None]):
+        def ask(self) -> None:
+            self.push_screen(ConfirmScreen("approve main.feat?"), answers.append)
+
+    async def scenario() -> None:
+        app = Host()
+        async with app.run_test(size=SIZE) as pilot:
+            for key in ("enter", "escape", "y", "n"):
+                app.ask()
+                await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen),
+                             message="the box")
+                await pilot.press(key)
+                await _until(pilot, lambda: not isinstance(app.screen, ConfirmScreen),
+                             message=f"closed by {key}")
+
+    asyncio.run(scenario())
+    assert answers == [True, False, True, False]
+
+
+def test_a_write_reaches_the_screen_by_the_watchdog_wake_not_the_poll(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fractal.tui.app as dashboard
+
+    monkeypatch.setattr(dashboard, "REFRESH_S", 3600.0)  # no poll within the test
+
+    async def scenario() -> None:
+        app = _app(repo, live=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            assert app.db_watch._observer is not None  # watchdog runs here
+            with sqlite3.connect(repo / ".fractal" / "main" / "fractal.db") as conn:
+                conn.execute("INSERT INTO messages (message_uuid, node, channel, sender, "
+                             "priority, subject, data, created_at) VALUES ('u-1', "
+                             "'main.feat', 'outbox', 'main.feat', 5, 'tests pass', '', "
+                             "'2026-01-01T00:00:00.000Z')")
+            await _until(pilot, lambda: "tests pass" in str(app.query_one("#feed").render()),
+                         timeout=20, message="the radio feed shows the message")
+
+    asyncio.run(scenario())
+
+
+def test_retired_nodes_hidden_until_toggled_filter_and_search() -> None:
+    from dataclasses import replace
+
+    from fractal.tui.screens import PromptScreen
+    from tests.integration.test_dashboard_snapshot import (
+        FixedBuilder,
+        _view,
+        fixed_history,
+        fixed_snapshot,
+    )
+
+    base = fixed_snapshot()
+    snap = replace(base, nodes=tuple(sorted(
+        (*base.nodes, _view("main.old", "retired", reason="superseded")),
+        key=lambda v: v.branch)))
+    app = Dashboard(Tree(repo=Path("/nonexistent-fractal-repo"), root="main"),
+                    builder=FixedBuilder(snap), history=fixed_history, live=False)
+
+    async def scenario() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            assert "main.old" not in app._members  # retired: hidden
+            await pilot.press("t")
+            assert "main.old" in app._members
+            await pilot.press("t")
+            assert "main.old" not in app._members
+            await pilot.press("x")  # only what waits for a human (the inbox's nodes)
+            assert app._members == ("main.api.auth", "main.api.db", "main.docs")
+            await pilot.press("x")  # only active nodes
+            assert app._members == ("main.api", "main.api.auth", "main.lexer")
+            await pilot.press("x")  # all again
+            assert len(app._members) == 6
+            await pilot.press("slash")
+            await _until(pilot, lambda: isinstance(app.screen, PromptScreen),
+                         message="the search prompt")
+            await pilot.press(*"lexer", "enter")
+            await _until(pilot, lambda: app.selected == "main.lexer",
+                         message="the cursor on the match")
+
+    asyncio.run(scenario())
+
+
+def test_the_node_pane_tails_the_selected_node_transcript(repo: Path) -> None:
+    log = Tree(repo=repo, root="main").node("main.feat").pane_log
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"line {n}\n" for n in range(1, 41)))
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "line 40" in str(app.query_one("#tail").render()),
+                         message="the transcript's last line")
+            shown = str(app.query_one("#tail").render())
+            assert "line 27" in shown and "line 26" not in shown  # its last 14 lines
+
+    asyncio.run(scenario())

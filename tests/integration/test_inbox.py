@@ -154,6 +154,10 @@ def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None
     # The dashboard's inbox pane is the same list.
     snap = Builder(find_tree(repo)).build(force=True)
     assert {e.item.key for e in snap.inbox} == {str(i["key"]) for i in _items(repo)}
+    # Its tree line reads the wait, until when, and carries no stall mark.
+    view = snap.node("main.gated")
+    assert view is not None and not view.stalled
+    assert view.detail(time.time()) == f"run {gated} · {shown}"
 
     # ack hides an item until its state changes; each command resolves its item.
     assert _fractal(repo, "inbox", "ack", str(items["orphans"]["id"])).returncode == 0
@@ -206,3 +210,35 @@ def test_the_dashboard_rereads_only_what_changed_and_stays_exact(repo: Path) -> 
     InboxStore(tree.db_path).ack(entry.item.key, entry.item.fingerprint)
     same()
     assert entry.item.key not in {e.item.key for e in live.build(now=now).inbox}
+
+
+def test_a_read_right_behind_a_write_keeps_no_token_so_the_next_look_reads(
+        repo: Path) -> None:
+    import os
+    import time
+
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import SETTLE_S, Builder
+
+    tree = find_tree(repo)
+    builder = Builder(tree)
+    builder.build(force=True)
+    files = list(tree.db_path.parent.glob(tree.db_path.name + "*"))
+
+    def written(at: float | None) -> None:  # the db files' mtime: now (None) or ``at``
+        for path in files:
+            os.utime(path, None if at is None else (at, at))
+
+    Ledger(tree.db_path).add_event("main.quiet", "note", actor="operator",
+                                   status="completed", metadata="a write")
+    written(None)
+    builder.build()  # within SETTLE_S of the write: the commit may not be visible yet
+    assert builder.settling and builder._token is None
+    before = builder.last
+    written(None)
+    assert builder.build() is before  # it read again: nothing new, the same snapshot
+    written(time.time() - 10 * SETTLE_S)
+    builder.build()
+    assert not builder.settling  # settled: this read's token is kept
+    token = builder._token
+    assert token is not None and builder.build() is builder.last
