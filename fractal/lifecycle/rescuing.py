@@ -55,6 +55,8 @@ class Restored:
     sha: str
     branch: str
     node: str | None
+    reset: tuple[str, ...] = ()
+    """What a restored node could not take over from the rescued one (one line each)."""
 
 
 def record_rescue(tree: Tree, saved: Rescue, *, actor: str) -> int:
@@ -123,6 +125,32 @@ def list_rescues(cwd: Path) -> list[RescueListing]:
     return out
 
 
+def _rescued_settings(repo: Path, sha: str, ref: str) -> tuple[dict[str, object],
+                                                                tuple[str, ...]]:
+    """The rescued node's config.json as settings for the node restored from ``sha``, and
+    a line per thing that could not be kept (its default applies)."""
+    import json
+
+    from fractal.domain.nodeinit import restored_settings
+    from fractal.workspace.git import show_file
+
+    rescued = ref[len(RESCUE_PREFIX):].rsplit("/", 1)[0]
+    path = f".fractal/{rescued}/config.json"
+    text = show_file(repo, sha, path)
+    if text is None:
+        return {}, (f"the rescue commit holds no {path}: every config key is a default",)
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict):
+        return {}, (f"{path} in the rescue commit is not a JSON object: every config key "
+                    "is a default",)
+    settings, reset = restored_settings(raw)
+    return settings, tuple(f"config key {key} ({json.dumps(raw.get(key))}) is invalid here: "
+                           "reset to its default" for key in reset)
+
+
 def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
                    branch: str | None = None) -> Restored:
     """Make a branch from the rescue ``ref``, and with ``as_name`` a fresh node from it.
@@ -148,8 +176,10 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
                                "`fractal rescue list`") from None
         from fractal.lifecycle.context import open_context
 
-        made = init_node(open_context(cwd), as_name, {}, start_point=sha)
-        return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch)
+        settings, reset = _rescued_settings(tree.repo, sha, full)
+        made = init_node(open_context(cwd), as_name, settings, start_point=sha)
+        return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch,
+                        reset=reset)
     rest = full[len(RESCUE_PREFIX):]
     name = branch or f"rescued/{rest}"
     sha = restore_branch(repo, full, name)

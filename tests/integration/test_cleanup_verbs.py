@@ -188,6 +188,28 @@ def test_rescue_restore_as_a_fresh_node(tree: Tree) -> None:
     assert [r.operation for r in list_rescues(tree.repo)] == ["delete"]
 
 
+def test_rescue_restore_as_keeps_the_rescued_config_and_title(tree: Tree) -> None:
+    import json
+
+    init_node(open_context(tree.repo), "d", {"title": "the parser", "agent": "command:true",
+                                             "max_iters": 3, "sync": False})
+    config = tree.node("main.d").config_path
+    raw = json.loads(config.read_text())
+    raw["iter_timeout"] = "not a duration"  # hand-edited, then committed
+    config.write_text(json.dumps(raw))
+    git(tree.worktree_of("main.d"), "commit", "-qam", "edit config")
+    [done] = delete(open_context(tree.repo), "d", force=True)
+    assert done.rescue_ref is not None
+    restored = restore_rescue(tree.repo, done.rescue_ref, as_name="e")
+    kept = json.loads(tree.node("main.e").config_path.read_text())
+    assert (kept["title"], kept["agent"], kept["max_iters"], kept["sync"]) == (
+        "the parser", "command:true", 3, False)
+    assert (kept["parent"], kept["iter_timeout"]) == ("main", None)
+    assert [line.split(" (")[0] for line in restored.reset] == ["config key iter_timeout"]
+    row = Ledger(tree.db_path).node("main.e")
+    assert row is not None and row.title == "the parser"
+
+
 # ---- authorisation ------------------------------------------------------------------
 
 
