@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fractal.domain.budget import is_budget_reason
+from fractal.domain.merging import unresolved_hand_back
 from fractal.domain.subtree import Unsettled, unsettled_notice
 
 __all__ = ["RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
@@ -65,6 +66,8 @@ class HandBack:
     target: str
     reason: str
     since: float
+    unresolved: str | None = None
+    """The child's worktree path when it still holds the handed-back merge, unresolved."""
 
     @property
     def handed_back(self) -> bool:
@@ -278,7 +281,12 @@ def _merge(facts: NodeFacts) -> Item | None:
     merge = facts.merge
     if merge is None or facts.status in ("active", "paused"):
         return None  # the child's loop is still at work on it
-    if merge.handed_back:
+    if merge.unresolved is not None:  # a later plain merge attempt conflicted again
+        summary = (f"merge into {merge.target} was handed back; its run has ended with the "
+                   "merge unresolved. "
+                   + unresolved_hand_back(facts.branch, merge.target, merge.unresolved))
+        command = f"fractal node start {facts.branch} --continue"
+    elif merge.handed_back:
         summary = (f"merge into {merge.target} was handed back ({merge.reason}); its run "
                    "has ended: merge again")
         command = f"fractal node merge {facts.branch}"

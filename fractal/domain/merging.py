@@ -34,6 +34,7 @@ __all__ = [
     "merge_refusal",
     "merge_subject",
     "travels_by_place",
+    "unresolved_hand_back",
     "view_refusal",
 ]
 
@@ -139,6 +140,16 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 "review it (`fractal node diff " + child + "`), then merge with --force "
                 "to take it anyway")
     return None
+
+
+def unresolved_hand_back(child: str, target: str, worktree: str) -> str:
+    """What to do when ``child``'s ``worktree`` still holds the merge of ``target`` handed
+    back to it, unresolved, and no loop of the child is at it: a second hand-back is
+    refused there, and a plain merge conflicts again until the merge is concluded."""
+    return (f"{child}'s worktree {worktree} still holds the unresolved merge of {target} "
+            f"handed back to it: resolve the conflicted files there and `git commit "
+            f"--no-edit`, then `fractal node merge {child}`; or let its loop resolve it: "
+            f"`fractal node start {child} --continue`")
 
 
 def merge_subject(target: str, child: str, title: str | None) -> str:

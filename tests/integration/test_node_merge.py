@@ -159,6 +159,32 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
         "main.a handed back into main", "main.a merged into main"], subjects
 
 
+def test_an_unresolved_hand_back_is_refused_with_the_ways_that_work(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    merge_node(open_context(setup.repo), "a", hand_back=True)
+    setup.set_status("main.a", "exited")  # its run ended without resolving the conflict
+    with pytest.raises(MergeConflict) as caught:
+        merge_node(open_context(setup.repo), "a")
+    text = str(caught.value)
+    assert "--hand-back" not in text
+    assert f"{wt}" in text and "git commit --no-edit" in text
+    assert "fractal node start main.a --continue" in text
+    with pytest.raises(Refused) as again:
+        merge_node(open_context(setup.repo), "a", hand_back=True)
+    assert "git commit --no-edit" in str(again.value)
+    from fractal.lifecycle.inbox import node_facts
+
+    facts = {f.branch: f for f in node_facts(setup.tree, diffstats=False)[0]}
+    hand = facts["main.a"].merge
+    assert hand is not None and hand.unresolved == str(wt)
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")  # the first way out the refusal names
+    assert merge_node(open_context(setup.repo), "a").status == "merged"
+
+
 def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
     ledger = Ledger(setup.tree.db_path)
     setup.write(setup.wt("a"), "x.txt", "x\n", "x")

@@ -69,6 +69,11 @@ CASES = [
                                     run_ended=NOW - 5,
                                     merge=HandBack(3, "main", HANDED, NOW - 50)),
      [(Kind.MERGE, f"fractal node merge {B}")]),
+    ("handed-back-ended-unresolved", NodeFacts(
+        B, "exited", run_id=2, run_status="exited", run_ended=NOW - 5,
+        merge=HandBack(3, "main", HANDED, NOW - 50, unresolved="/repo/.worktrees/main.a")),
+     [(Kind.MERGE, f"fractal node start {B} --continue"),
+      (Kind.EXITED, f"fractal node start {B} --continue")]),
     ("conflict", NodeFacts(B, "completed", merge=HandBack(3, "main", "conflict in a.py",
                                                           NOW - 50)),
      [(Kind.MERGE, f"fractal node merge {B} --hand-back")]),
