@@ -186,6 +186,19 @@ def test_a_closed_usage_window_is_waited_out_and_the_step_reentered(
     assert subjects[1] == "usage window reopened (five_hour)"
 
 
+def test_one_usage_wait_posts_one_wait_and_one_reopening(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("w", {"01-A.md": "[stub:limit-first=1] [stub:write=a.txt:a]"}, "--max-iters", "1")
+    assert t.run("w") == 0  # SYNC on: the re-entered step looks at the window first
+    subjects = [s for (s,) in t.sql("SELECT subject FROM messages WHERE node = 'main.w' "
+                                    "AND subject LIKE '%usage window%' ORDER BY rowid")]
+    assert len(subjects) == 2, subjects
+    assert subjects[0].startswith("waiting for usage window until ")
+    assert subjects[1] == "usage window reopened (five_hour)"
+    waits = t.sql("SELECT status FROM events WHERE node = 'main.w' AND event = 'usage_wait'")
+    assert waits == [("started",), ("completed",)]
+
+
 def test_on_usage_limit_stop_ends_the_run_stopped(loop_tree: LoopTree) -> None:
     t = loop_tree
     t.node("s", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
