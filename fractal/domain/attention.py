@@ -265,10 +265,12 @@ def _usage(facts: NodeFacts) -> Item | None:
     hold = facts.usage
     if facts.status != "active" or hold is None or facts.gone:
         return None
-    until = "an unknown instant" if hold.until is None else _iso(hold.until)
     window = f" ({hold.window})" if hold.window else ""
+    until = (f"until {_iso(hold.until)}" if hold.until is not None else
+             "until another node's probe of it gets through (the window reopened or is "
+             "being probed; it launches in its turn)")
     return Item(Kind.USAGE, facts.branch, hold.since,
-                f"waiting for usage window{window} until {until}; it launches again by "
+                f"waiting for usage window{window} {until}; it launches again by "
                 "itself then (the command ends the wait instead)",
                 f"fractal node stop {facts.branch}",
                 key=f"usage:{facts.branch}:{hold.event_id}",

@@ -9,7 +9,7 @@ retry is spent). ``on_usage_limit: stop`` ends the run ``stopped`` with the limi
 reason instead of waiting; a wait longer than ``max_usage_wait`` ends the run ``exited``
 (``usage window did not reopen within 12h``). A notice goes to the node's outbox when a
 wait starts and when it ends, and a ``usage_wait`` event (``started`` while waiting)
-gives ``fractal node status`` its ``active (waiting for usage window until 14:05Z)``.
+gives ``fractal node status`` its ``active (waiting for usage window until 14:05:05Z)``.
 
 Tree-wide, per credential (``domain.usage.launch_credential``): the node that hits the
 window writes its ``usage_windows`` row; every node on that credential reads the row
@@ -61,8 +61,9 @@ def end_parked_wait(ledger: Ledger, node: str, run_id: int) -> None:
 
 
 def hhmm(instant: float) -> str:
-    """``14:05Z``: the UTC clock time of an epoch instant."""
-    return time.strftime("%H:%MZ", time.gmtime(instant))
+    """``14:05:05Z``: the UTC clock time of an epoch instant, to the second (a window of
+    a few seconds must not read as already past)."""
+    return time.strftime("%H:%M:%SZ", time.gmtime(instant))
 
 
 class UsageWait(LoopPart):

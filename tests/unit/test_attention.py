@@ -140,6 +140,9 @@ def test_the_new_kinds_say_what_and_until_when() -> None:
     (item, _), = classify([wait], NOW)
     assert "until 2026-01-01T04:05:00Z" in item.summary
     assert item.details["until"] == "2026-01-01T04:05:00Z"
+    follower = replace(wait, usage=UsageHold(41, NOW - 60, None, "five_hour"))
+    (item, _), = classify([follower], NOW)
+    assert "another node's probe" in item.summary and "unknown" not in item.summary
     parent = NodeFacts(B, "exited", run_id=4, run_status="exited", run_ended=NOW - 5,
                        running_below=(Unsettled(f"{B}.c", "active", True),
                                       Unsettled(f"{B}.d", "paused")))
@@ -169,6 +172,10 @@ def test_running_below_marks_every_ancestor() -> None:
      1_767_240_300.0),
     ("waiting for usage window until 09:99Z", [1.0, 2.0], 2.0),
     ("waiting for usage window until 04:05Z", [], None),
+    ("waiting for usage window until 04:05:00Z", [1_767_240_300.0, 1_767_240_305.0],
+     1_767_240_300.0),  # to the second: two wakes in one minute are told apart
+    ("waiting for usage window until 04:05:05Z", [1_767_240_300.0, 1_767_240_305.0],
+     1_767_240_305.0),
 ])
 def test_wait_until(shown: str, wakes: list[float], until: float | None) -> None:
     assert wait_until(shown, wakes) == until

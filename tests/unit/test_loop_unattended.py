@@ -4,6 +4,7 @@ run. In-process, with the fake clock and the scripted launcher."""
 
 from __future__ import annotations
 
+import re
 import signal
 from typing import Any
 
@@ -193,7 +194,8 @@ def test_one_usage_wait_posts_one_wait_and_one_reopening(loop_tree: LoopTree) ->
     subjects = [s for (s,) in t.sql("SELECT subject FROM messages WHERE node = 'main.w' "
                                     "AND subject LIKE '%usage window%' ORDER BY rowid")]
     assert len(subjects) == 2, subjects
-    assert subjects[0].startswith("waiting for usage window until ")
+    assert re.fullmatch(r"waiting for usage window until \d\d:\d\d:\d\dZ \(five_hour\)",
+                        subjects[0]), subjects[0]  # to the second
     assert subjects[1] == "usage window reopened (five_hour)"
     waits = t.sql("SELECT status FROM events WHERE node = 'main.w' AND event = 'usage_wait'")
     assert waits == [("started",), ("completed",)]
