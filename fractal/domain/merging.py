@@ -86,7 +86,8 @@ class MergeFacts:
     (None: never ran); ``unapproved_gate`` names a gated step that run left waiting;
     ``target_dirty`` lists the target worktree's changed paths outside its node directory;
     ``target_operation`` is a git operation in progress there; ``caller_is_target_loop``
-    is True when the target's own loop (its agent) runs the merge.
+    is True when the target's own loop (its agent) runs the merge. A last run that ended
+    ``exited`` is refused (a breakdown) unless it was a ``budget_landing``.
     """
 
     child: str
@@ -99,6 +100,9 @@ class MergeFacts:
     target_operation: str | None = None
     caller_is_target_loop: bool = False
     force: bool = False
+    budget_landing: bool = False
+    """The last run ``exited`` at exit 0: it landed on its cost budget, a planned wind-down
+    whose work was committed, not a breakdown."""
     handed_back: bool = False
     """A conflict was handed back to the child and not yet merged again."""
 
@@ -131,7 +135,7 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 f"exited without resolving it); run it again to resolve it "
                 f"(`fractal node start --continue {child}`), or resolve and commit it by hand "
                 f"in its worktree, then merge again")
-    if facts.last_run_status == "exited":
+    if facts.last_run_status == "exited" and not facts.budget_landing:
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
                 f"done); look at `fractal node activity {child}`, then merge with --force "
                 "to take it anyway")

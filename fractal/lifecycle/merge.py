@@ -36,6 +36,7 @@ from fractal.domain.merging import (
     unresolved_hand_back,
 )
 from fractal.domain.outcome import REASON_LIMIT, clip_reason
+from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.mergetarget import merge_target, resolve_child
@@ -117,6 +118,8 @@ def _facts(ctx: Context, child: str, target: str, target_wt: Path,
         last_run_status=last.status if last else None, unapproved_gate=gate,
         target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
         caller_is_target_loop=ctx.loop_branch == target, force=force,
+        budget_landing=last is not None and last.status is Status.EXITED
+        and last.exit_code == 0,
         handed_back=read_note(tree.node(child).node_dir) is not None)
 
 

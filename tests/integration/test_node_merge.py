@@ -185,6 +185,22 @@ def test_an_unresolved_hand_back_is_refused_with_the_ways_that_work(setup: Setup
     assert merge_node(open_context(setup.repo), "a").status == "merged"
 
 
+def test_a_child_whose_run_landed_on_its_budget_merges(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/more.py", "X = 1\n", "a")
+    ledger = Ledger(setup.tree.db_path)
+    run = ledger.open_run("main.a", agent="stub", max_cost=1.0, parent_run_id=None)
+    ledger.close_run(run, "exited", 0, "cost budget reserve reached (spent $0.9500 >= $1 max "
+                     "- $0.1 reserve)")
+    setup.set_status("main.a", "exited")
+    assert merge_node(open_context(setup.repo), "a").status == "merged"
+    broke = ledger.open_run("main.b", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(broke, "exited", 1, "Exited at iteration 1.2")
+    setup.set_status("main.b", "exited")
+    setup.write(setup.wt("b"), "calc/other.py", "Y = 1\n", "b")
+    with pytest.raises(Refused, match="broke down"):
+        merge_node(open_context(setup.repo), "b")
+
+
 def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
     ledger = Ledger(setup.tree.db_path)
     setup.write(setup.wt("a"), "x.txt", "x\n", "x")
