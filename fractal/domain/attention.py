@@ -235,7 +235,8 @@ def _paused(facts: NodeFacts) -> Item | None:
     if facts.status != "paused":
         return None
     since = facts.paused_since if facts.paused_since is not None else 0.0
-    why = f": {facts.pause_reason}" if facts.pause_reason else ""
+    reason = facts.pause_reason.removeprefix("parked ")  # `paused: during PLAN`, said once
+    why = f": {reason}" if reason else ""
     return Item(Kind.PAUSED, facts.branch, since, f"paused{why}",
                 f"fractal node resume {facts.branch}",
                 key=f"paused:{facts.branch}:{facts.run_id}", fingerprint=f"{since}",

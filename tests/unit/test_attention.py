@@ -158,6 +158,13 @@ def test_the_new_kinds_say_what_and_until_when() -> None:
         Kind.MESSAGE]  # a new message: the item is back
 
 
+def test_a_paused_item_says_paused_once() -> None:
+    parked = NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9,
+                       pause_reason="parked during PLAN")
+    (item, _), = classify([parked], NOW)
+    assert item.summary == "paused: during PLAN"
+
+
 def test_running_below_marks_every_ancestor() -> None:
     facts = [NodeFacts("main.a", "completed"), NodeFacts("main.a.b", "exited"),
              NodeFacts("main.a.b.c", "active", gates=(Gate(1, "R", NOW),)),
