@@ -360,6 +360,9 @@ def test_the_read_commands_through_the_cli(setup: Setup) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return run_cli(list(args), setup.repo, check=False)
 
+    piped = cli("node", "conflicts").stdout.splitlines()  # stdout is not a terminal: CSV
+    assert piped[0] == "left,right,conflicts,files"
+    assert "main.a,main.b,True,calc/ops.py" in piped
     report = json.loads(cli("node", "conflicts", "--json").stdout)
     assert report["node"] == "main"
     assert {(p["left"], p["right"]): p["files"] for p in report["pairs"]} == {
