@@ -166,14 +166,17 @@ def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
 
 
 def gate_diffstat(tree: Tree, branch: str) -> str | None:
-    """What ``branch`` changed since it forked from its parent (``git diff --shortstat``)."""
+    """What ``branch`` changed since it forked from its parent (``git diff --shortstat``),
+    with ``; N uncommitted file(s)`` when its worktree holds project edits not committed."""
+    from fractal.lifecycle.diff import uncommitted_note, with_uncommitted
     from fractal.workspace.diffstat import shortstat
 
     base = parent_of(branch) or tree.root
     try:
-        return shortstat(tree.repo, base, branch)
+        stat = shortstat(tree.repo, base, branch)
     except FractalError:
-        return None
+        stat = None
+    return with_uncommitted(stat, uncommitted_note(tree, branch))
 
 
 def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = None,

@@ -289,6 +289,20 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     rows = pending(open_context(setup.repo), None)
     assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [
         ("main.a", "EXECUTE", "1 file changed, 2 insertions(+)")]
+    gate_b = ledger.open_step(node="main.b", run_id=ledger.open_run(
+        "main.b", agent=None, max_cost=None, parent_run_id=None), iter_id=None, step=2,
+        step_name="EXECUTE", agent=None, model=None, session=None, gated=True)
+    ledger.mark_awaiting_approval(gate_b)
+    setup.set_status("main.b", "active")
+    (setup.wt("b") / "calc" / "wip.py").write_text("w = 1\n")  # edits not committed yet
+    (setup.wt("b") / "calc" / "ops.py").write_text("changed\n")
+    rows = pending(open_context(setup.repo), None)
+    assert {r["branch"]: r["diffstat"] for r in rows}["main.b"] == \
+        "nothing new; 2 uncommitted file(s)"
+    from fractal.lifecycle.inbox import gate_diffstat
+
+    assert gate_diffstat(setup.tree, "main.b") == "no changes; 2 uncommitted file(s)"
+    assert gate_diffstat(setup.tree, "main.a") == "1 file changed, 2 insertions(+)"
     ledger.close_open("main.a", "stopped", "finish requested awaiting approval")
     setup.set_status("main.a", "completed")
     with pytest.raises(Refused, match="EXECUTE never approved"):
