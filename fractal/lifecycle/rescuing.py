@@ -18,10 +18,13 @@ from fractal.tree import Tree, find_tree
 from fractal.workspace.rescue import (
     RESCUE_PREFIX,
     Rescue,
+    files_of,
     list_rescue_refs,
+    operation_of,
     rescue,
     rescue_branch,
     restore_branch,
+    stamp_iso,
 )
 
 __all__ = ["RescueListing", "Restored", "list_rescues", "record_rescue", "rescue_node",
@@ -32,9 +35,10 @@ __all__ = ["RescueListing", "Restored", "list_rescues", "record_rescue", "rescue
 class RescueListing:
     """One rescue ref as ``fractal rescue list`` shows it.
 
-    ``operation``, ``files`` (count) and ``created_at`` come from the ``rescues`` row; they
-    are None when the ref has no row (the database was destroyed, or the row was never
-    booked).
+    ``operation``, ``files`` (count) and ``created_at`` (ISO-8601 UTC) come from the
+    ``rescues`` row; without one (the database was destroyed, or the row was never
+    booked) they are read from the ref itself: its commit's subject and body and its
+    stamp (None where those do not say).
     """
 
     ref: str
@@ -119,9 +123,9 @@ def list_rescues(cwd: Path) -> list[RescueListing]:
         row = rows.get(ref.ref)
         out.append(RescueListing(
             ref=ref.ref, sha=ref.sha, node=ref.branch, stamp=ref.stamp,
-            operation=row.operation if row else None,
-            files=len(row.files) if row else None,
-            created_at=row.created_at if row else None))
+            operation=row.operation if row else operation_of(ref.subject),
+            files=len(row.files) if row else files_of(ref.body),
+            created_at=row.created_at if row else stamp_iso(ref.stamp)))
     return out
 
 

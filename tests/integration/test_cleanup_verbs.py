@@ -6,6 +6,7 @@ heal leaves alone (nothing proves them gone).
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -286,6 +287,11 @@ def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     assert (tree.repo / "README.md").is_file()
     assert "fractal" not in (tree.repo / ".git" / "info" / "exclude").read_text()
     assert {r.node for r in list_rescues(tree.repo)} == {"main.a", "main.a.b", "main.c"}
+    listed = {r.node: r for r in list_rescues(tree.repo)}  # no rows any more: read the refs
+    assert {r.operation for r in listed.values()} == {"destroy"}
+    assert listed["main.a"].files == 1 and listed["main.c"].files == 0
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(r.created_at))
+               for r in listed.values())
     back = restore_rescue(tree.repo, refs["main.a"])  # no tree needed for a branch
     assert git(tree.repo, "show", f"{back.branch}:unsaved.txt") == "x"
     init_tree(tree.repo)  # and the tree can be made again
