@@ -158,7 +158,7 @@ class Tree:
         """The root data dir's config.json (``{}`` when unreadable)."""
         try:
             data = json.loads(self.config_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -176,7 +176,7 @@ def trees_in(repo: Path) -> list[Tree]:
             continue
         try:
             data = json.loads(cfg.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(data, dict) and data.get("user") is True:
             found.append(Tree(repo=repo, root=cfg.parent.name))
