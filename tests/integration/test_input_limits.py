@@ -70,3 +70,26 @@ def test_json_an_agent_writes_nested_past_the_parsers_depth_is_bad_input_not_a_c
     line = '{"type": "cost", "usd": ' + DEEP + "}"
     assert json_object(line) is None
     assert [type(e) for e in CommandParser().feed(line)] == [TextEvent]
+
+
+def test_an_endless_standard_input_is_refused_at_the_cap_not_read_whole(
+        tmp_path: Path) -> None:
+    """``yes | fractal radio post -`` never ends its input: the command read it whole
+    (its memory grew until it was killed); it reads one character past the cap and
+    refuses."""
+    import subprocess
+    import sys
+
+    repo = make_repo(tmp_path / "repo")
+    init_tree(repo, agent="true")
+    close_engines()
+    endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run([sys.executable, "-m", "fractal", "radio", "post", "-",
+                               "--subject", "endless"], cwd=repo, stdin=endless.stdout,
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        endless.kill()
+        endless.wait()
+    assert done.returncode == 1, done.stderr
+    assert "over the radio's cap" in done.stderr
