@@ -158,21 +158,25 @@ class Tree:
         """The root data dir's config.json (``{}`` when unreadable)."""
         try:
             data = json.loads(self.config_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
 
 def trees_in(repo: Path) -> list[Tree]:
-    """Every tree initialised in ``repo`` (a root data dir whose config says ``user: true``)."""
+    """Every tree initialised in ``repo`` (a root data dir whose config says ``user: true``).
+    A directory whose name starts with ``.`` is never a tree (no branch name does): it is
+    a data dir ``destroy`` has renamed to remove it."""
     found: list[Tree] = []
     base = repo / ".fractal"
     if not base.is_dir():
         return found
     for cfg in sorted(base.glob("*/config.json")):
+        if cfg.parent.name.startswith("."):
+            continue
         try:
             data = json.loads(cfg.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(data, dict) and data.get("user") is True:
             found.append(Tree(repo=repo, root=cfg.parent.name))

@@ -29,6 +29,7 @@ share per worker up front, and steals by count of tests, not by their length.)
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections import defaultdict
@@ -50,12 +51,16 @@ _SHARED_SCOPES = ("module", "class", "package")
 
 
 def load_table(path: Path = DURATIONS) -> dict[str, float]:
-    """node id -> recorded wall seconds; empty when the file is missing or unreadable."""
+    """node id -> recorded wall seconds; empty when the file is missing or unreadable
+    (not JSON, nested past the parser's depth, not the table's shape). An entry whose
+    wall is not a finite number of seconds >= 0 (``NaN``, ``Infinity``, ``-1``) is left
+    out: it would make the order's sort keys incomparable."""
     try:
         data = json.loads(path.read_text())
-        return {str(k): float(v) for k, v in data["tests"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        table = {str(k): float(v) for k, v in data["tests"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return {}
+    return {k: v for k, v in table.items() if math.isfinite(v) and v >= 0}
 
 
 def module_of(nodeid: str) -> str:

@@ -126,7 +126,7 @@ def read_rollout(path: Path) -> RolloutFacts:
 def _payload(line: str) -> dict[str, object] | None:
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("type") != "event_msg":
         return None

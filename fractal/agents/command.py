@@ -73,7 +73,7 @@ class CommandParser:
 def _protocol_event(text: str) -> AgentEvent | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: no event
         return None
     if not isinstance(data, dict):
         return None

@@ -24,7 +24,7 @@ def json_object(line: str) -> dict[str, object] | None:
         return None
     try:
         data = json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not one
         return None
     return data if isinstance(data, dict) else None
 

@@ -31,8 +31,12 @@ def radio_group() -> None:
 
 
 def _data(text: str) -> str:
-    """DATA as given, or standard input for ``-``."""
-    return sys.stdin.read() if text == "-" else text
+    """DATA as given, or standard input for ``-``: at most one character past the body
+    cap (64 KiB of UTF-8) is read, since a body that long is refused whatever follows,
+    so an endless or huge input is refused without being held in memory whole."""
+    from fractal.domain.radio import MAX_BODY_BYTES
+
+    return sys.stdin.read(MAX_BODY_BYTES + 1) if text == "-" else text
 
 
 def _listing(rows: Sequence[dict[str, object]], as_json: bool, as_csv: bool, body: bool,

@@ -91,15 +91,23 @@ class Context:
     @cached_property
     def process_branch(self) -> str | None:
         """The node whose live supervisor ``pid`` descends from (the nearest ancestor; the
-        supervisor process itself is not below itself), or None below none. Read from ``/proc`` against the registry's recorded supervisor pids
-        and create times, so a recycled pid is never taken for a supervisor."""
+        supervisor process itself is not below itself), or None below none. Read from
+        ``/proc`` against the recorded supervisor pids and create times, so a recycled pid
+        is never taken for a supervisor. Every tree of the repository counts: a process
+        below another tree's node acts as that node (a branch this tree does not own), so
+        its claim on this tree (its ``--path``) is refused as posing, never read as this
+        tree's operator or one of its nodes."""
         if self.pid is None:
             return None
         from fractal.runtime.ancestry import lineage
         from fractal.store import reader
+        from fractal.tree import trees_in
 
+        others = [t.db_path for t in trees_in(self.tree.repo)
+                  if t.root != self.tree.root and t.db_path.is_file()]
         supervisors = {row.supervisor_pid: (row.node, row.supervisor_started)
-                       for row in reader.node_rows(self.tree.db_path)
+                       for db_path in (self.tree.db_path, *others)
+                       for row in reader.node_rows(db_path)
                        if row.supervisor_pid and row.supervisor_started is not None}
         if not supervisors:
             return None

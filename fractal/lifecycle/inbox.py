@@ -59,7 +59,7 @@ def _step_timeout(tree: Tree, branch: str) -> int | None:
         data = json.loads(tree.node(branch).config_path.read_text(encoding="utf-8"))
         value = data.get("step_timeout") if isinstance(data, dict) else None
         return parse_duration(value, "step_timeout") if isinstance(value, str) else None
-    except (OSError, ValueError, FractalError):
+    except (OSError, ValueError, RecursionError, FractalError):
         return None
 
 

@@ -68,6 +68,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     ledger = ctx.ledger
     heal_if_crashed(tree, branch)
     refuse_if_gone(tree, ledger.node(branch), "start")
+    _refuse_unrecorded_pool(tree, paths)
     _preflight(paths, tree)
     parent = parent_of(branch)
     if parent and parent != tree.root:  # a booting parent opens its run first: the child's
@@ -129,6 +130,27 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
         raise
     return Started(paths=paths, session=hosted.session, socket=hosted.socket, run_id=run_id,
                    warnings=warnings)
+
+
+def _refuse_unrecorded_pool(tree: Tree, paths: NodePaths) -> None:
+    """Raise FractalError when ``paths`` is a pool node whose items were never recorded
+    (``node pool`` cut off, by a locked database say): its DISPATCH step would fail each
+    iteration and the run would settle the node, after which the same ``node pool``
+    command, which completes only an idle node, could no longer record them. A stat for
+    every other node (the pool row is read only when ``worker-steps/`` is there)."""
+    from fractal.workspace.poolseed import WORKER_STEPS
+
+    if not (paths.node_dir / WORKER_STEPS).is_dir():
+        return
+    from fractal.store.pool import PoolStore
+
+    if PoolStore(tree.db_path).pool(paths.branch) is None:
+        name = paths.branch.rpartition(".")[2]
+        raise FractalError(f"pool node {paths.branch} has no items recorded (its `fractal "
+                           "node pool` command was cut off); run that command again "
+                           f"(`fractal node pool {name} --items FILE --brief FILE`) to "
+                           f"record them, then start it, or `fractal node delete "
+                           f"{paths.branch}` to drop it")
 
 
 def _preflight(paths: NodePaths, tree: Tree) -> None:

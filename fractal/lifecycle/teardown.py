@@ -65,7 +65,11 @@ def destroy(ctx: Context) -> TornDown:
     close_engines()
     # Renamed first (one atomic step), so a reader opening the database meanwhile (an open
     # dashboard) finds it gone instead of recreating a -shm file the removal trips on.
+    # The renamed directory is no tree (``trees_in`` skips dot names); one a destroy
+    # killed mid-way left behind is removed here too.
     doomed = tree.data_dir.with_name(f".{tree.data_dir.name}.destroyed-{os.getpid()}")
+    for left in tree.data_dir.parent.glob(f".{tree.data_dir.name}.destroyed-*"):
+        shutil.rmtree(left, ignore_errors=True)
     tree.data_dir.rename(doomed)
     shutil.rmtree(doomed)
     with contextlib.suppress(OSError):  # .fractal/, unless another tree's data lives there

@@ -71,7 +71,7 @@ def load_sessions(path: Path) -> dict[str, str]:
     """The saved continuous-mode session map (empty when missing or unreadable)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}

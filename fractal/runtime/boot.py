@@ -62,7 +62,7 @@ def load_launch_env(path: Path) -> dict[str, str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         path.unlink()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return dict(os.environ)
     if not isinstance(data, dict):
         return dict(os.environ)

@@ -177,7 +177,7 @@ class Builder:
         path = Path(name)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # an agent's config, nested past depth
             data = {}
         data = data if isinstance(data, dict) else {}
         self._configs[branch] = (stamp, data)

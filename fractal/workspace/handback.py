@@ -48,7 +48,7 @@ def read_note(node_dir: Path) -> HandBack | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = tuple(str(f) for f in data.get("files", []))
         return HandBack(str(data["target"]), str(data.get("target_sha", "")), files)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 

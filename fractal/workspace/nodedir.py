@@ -150,6 +150,10 @@ def read_config(path: Path) -> dict[str, object]:
              "fix the file or restore it from git"],
             source=str(path),
         ) from None
+    except RecursionError:
+        raise ConfigError([f"{path}: JSON nested deeper than the parser reads; a config is "
+                           "one object of settings: fix the file or restore it from git"],
+                          source=str(path)) from None
     if not isinstance(value, dict):
         raise ConfigError(
             [f"{path}: expected a JSON object at the top level, got {type(value).__name__}"],

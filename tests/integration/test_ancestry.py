@@ -154,3 +154,31 @@ def test_the_supervisor_process_itself_is_below_no_supervisor(
     _under_a(repo, supervisor)
     ctx = open_context(repo, {}, pid=supervisor.pid)
     assert (ctx.process_branch, ctx.acting) == (None, "main")
+
+
+def test_below_another_trees_supervisor_the_process_is_no_one_of_this_tree(
+        repo: Path, escapee: tuple[psutil.Process, int]) -> None:
+    """A second tree in the repository (rooted at ``dev``): a process below main.a's
+    supervisor that places itself in a checkout of ``dev`` (or in a worktree of one of its
+    nodes) with ``_NODE`` dropped is refused as posing, not read as dev's operator (it
+    retitled dev's nodes, and could retire or delete them)."""
+    from fractal.lifecycle.retune import update_node
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    git("checkout", "-q", "-b", "dev")
+    init_tree(repo, agent="true")
+    init_node(open_context(repo, {}), "x", {"max_cost": 1.0})
+    git("checkout", "-q", "main")
+    dev_checkout = repo.parent / "dev-checkout"
+    git("worktree", "add", "-q", str(dev_checkout), "dev")
+    supervisor, grandchild = escapee
+    _under_a(repo, supervisor)
+    for cwd in (dev_checkout, repo / ".worktrees" / "dev.x"):
+        ctx = open_context(cwd, {}, pid=grandchild)
+        assert (ctx.tree.root, ctx.process_branch) == ("dev", "main.a")
+        with pytest.raises(Posing, match=r"runs under main\.a's supervisor"):
+            update_node(ctx, "dev.x", {"title": "pwn"})
+    operator = open_context(dev_checkout, {})  # the operator of dev, below no supervisor
+    assert (operator.process_branch, operator.acting) == (None, "dev")

@@ -26,7 +26,7 @@ from fractal.lifecycle.steer import Refused
 from fractal.lifecycle.teardown import destroy, reset
 from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
-from fractal.tree import Tree
+from fractal.tree import Tree, trees_in
 from fractal.workspace.rescue import list_rescue_refs
 from tests.helpers import git, make_repo
 
@@ -365,3 +365,20 @@ def test_an_idle_unretire_takes_its_spawn_slot_back_only_under_the_caps(tree: Tr
         unretire(open_context(tree.repo), "main.p.x")
     assert _status(tree, "main.p.x") == "retired"
     assert _events(tree, "main.p.x", "unretire")[0][0] == "failed"
+
+
+def test_a_data_dir_renamed_by_destroy_is_no_tree_and_the_next_destroy_removes_it(
+        tree: Tree) -> None:
+    """While ``destroy`` removes the renamed data dir (or after a destroy killed there), no
+    command finds it as a tree: it would read, write or re-create a database inside a
+    directory being removed (``node list`` listed ``main.a`` from it, ``destroy``
+    destroyed a tree named ``.main.destroyed-<pid>``)."""
+    left = tree.data_dir.with_name(f".{tree.data_dir.name}.destroyed-1")
+    shutil.copytree(tree.data_dir, left)
+    shutil.rmtree(tree.data_dir)
+    with pytest.raises(FractalError, match="no fractal tree"):
+        open_context(tree.repo)
+    init_tree(tree.repo)
+    assert [t.root for t in trees_in(tree.repo)] == ["main"]
+    destroy(open_context(tree.repo))
+    assert not left.exists() and not (tree.repo / ".fractal").exists()

@@ -88,3 +88,23 @@ def test_a_complete_pool_is_not_created_twice(repo: Path) -> None:
     poolverbs.create_pool(open_context(repo), "p", "a\n", BRIEF, None, {})
     with pytest.raises(FractalError, match="exists"):
         poolverbs.create_pool(open_context(repo), "p", "a\n", BRIEF, None, {})
+
+
+def test_a_pool_whose_items_were_not_recorded_is_not_started(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started, its DISPATCH step failed every iteration and the run left the node
+    ``exited``, where the rerun of ``node pool`` refused it (``node main.p already
+    exists``): the documented way on was lost. Refused before anything changes, the
+    rerun still completes it."""
+    from fractal.lifecycle.start import start_node
+
+    _locked_once(monkeypatch)
+    with pytest.raises(FractalError, match="items were not recorded"):
+        poolverbs.create_pool(open_context(repo), "p", "a\nb\n", BRIEF, 2, {})
+    with pytest.raises(FractalError, match=r"no items recorded.*fractal node pool p"):
+        start_node(open_context(repo), "p")
+    assert _nodes(repo) == [("main.p", "idle")]
+    with sqlite3.connect(repo / ".fractal" / "main" / "fractal.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    poolverbs.create_pool(open_context(repo), "p", "a\nb\n", BRIEF, 2, {})
+    assert _nodes(repo) == [("main.p", "idle")]

@@ -82,3 +82,26 @@ def test_the_committed_table_names_real_test_modules() -> None:
     missing = sorted({m for m in (k.split("::", 1)[0] for k in table)
                       if not (root / m).is_file()})
     assert missing == [], f"regenerate {DURATIONS.name}: these modules are gone"
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param("[" * 100_000, id="nested-past-the-parsers-depth"),
+    pytest.param('{"tests": ' + "[" * 100_000, id="table-nested-past-the-depth"),
+    pytest.param('{"tests": [1, 2]}', id="tests-not-an-object"),
+    pytest.param('["tests"]', id="not-an-object"),
+    pytest.param('{"tests": {"a": {"b": 1}}}', id="a-wall-not-a-number"),
+])
+def test_a_malformed_table_reads_as_empty_never_crashes(tmp_path: Path, text: str) -> None:
+    (tmp_path / "durations.json").write_text(text)
+    assert load_table(tmp_path / "durations.json") == {}
+
+
+def test_a_wall_that_is_no_finite_number_of_seconds_is_left_out(tmp_path: Path) -> None:
+    (tmp_path / "durations.json").write_text(
+        f'{{"tests": {{"{U}::nan": NaN, "{U}::inf": Infinity, "{U}::neg": -1, '
+        f'"{U}::ok": 2.5, "{U}::odd[a::b/c d]": 1}}}}')
+    table = load_table(tmp_path / "durations.json")
+    assert table == {f"{U}::ok": 2.5, f"{U}::odd[a::b/c d]": 1.0}
+    ids = [f"{U}::nan", f"{U}::ok", f"{U}::odd[a::b/c d]"]
+    assert estimates(ids, table) == [1.75, 2.5, 1.0]  # the module's median, not NaN
+    assert longest_first(ids, [None] * 3, table) == [1, 0, 2]
