@@ -20,7 +20,23 @@ if TYPE_CHECKING:
     from fractal.tui.snapshot import NodeView, Snapshot
 
 __all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key", "send_key",
-           "show_gone", "start_merge", "update_panes"]
+           "show_gone", "start_merge", "update_panes", "visible"]
+
+
+def visible(app: Dashboard, snap: Snapshot) -> list[NodeView]:
+    """The nodes the tree pane shows under the app's filter (retired ones only when
+    shown; ``attention``: those with an inbox item; ``active``: active ones)."""
+    waiting = {e.item.node for e in snap.inbox}
+    out = []
+    for view in snap.nodes:
+        if view.status == "retired" and not app.show_retired:
+            continue
+        if app.filter == "attention" and view.branch not in waiting:
+            continue
+        if app.filter == "active" and view.status != "active":
+            continue
+        out.append(view)
+    return out
 
 
 def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> None:
@@ -48,7 +64,8 @@ def merge_key(app: Dashboard) -> None:
     view = app._target()
     if view is not None:
         branch = view.branch
-        app.run_worker(lambda: start_merge(app, branch), thread=True, group="verb")
+        app.run_worker(lambda: app.prepare("merge", lambda: start_merge(app, branch)),
+                       thread=True, group="verb")
 
 
 def send_key(app: Dashboard) -> None:

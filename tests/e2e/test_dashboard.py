@@ -73,18 +73,29 @@ def test_navigation_and_the_pause_resume_kill_keys(tree: Tree, tmp_path: Path) -
             await _select(pilot, app, "main.busy")
             await pilot.press("p")
             await _until(pilot, lambda: tree.status("busy") == "paused", message="paused")
+            (run_id,), = tree.sql("SELECT MAX(run_id) FROM runs WHERE node = 'main.busy'")
             await _until(pilot, lambda: "parked" in _label(app, "main.busy"),
                          message="the tree shows it parked")
             (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
                                           "WHERE node = 'main.busy'")
             await _until(pilot, lambda: tmux.probe(str(session), Path(str(socket)))
                          is tmux.Liveness.GONE, message="the parked pane ended")
-            await pilot.press("r")
+            await pilot.press("r")  # a real supervisor is hosted again, from the app
             try:
                 await _until(pilot, lambda: tree.status("busy") == "active", message="resumed")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; {app.outcomes}") \
                     from None
+            await _until(pilot, lambda: any(o.startswith("resume:") for o in app.outcomes),
+                         message="the resume notification")
+            assert [o for o in app.outcomes if o.startswith("resume:")] == \
+                [f"resume: resumed main.busy (run {run_id})"]
+            await _until(pilot, lambda: tree.sql(
+                "SELECT 1 FROM steps WHERE node = 'main.busy' AND run_id = ? AND "
+                "ended_at IS NULL", run_id), message="the resumed run's step runs")
+            assert tree.sql("SELECT COUNT(*) FROM events WHERE node = 'main.busy' AND "
+                            "event = 'resume' AND status = 'failed'") == [(0,)]
+            assert not list((tree.repo / ".fractal" / "main" / "logs").glob("crash-*"))
             await pilot.press("k")
             await pilot.press("n")  # declined: nothing happens
             await pilot.pause(0.5)
@@ -125,6 +136,9 @@ def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -
             await pilot.press("y")
             await _until(pilot, lambda: tree.status("gated") == "completed",
                          message="approved and completed")
+            (step_id,), = tree.sql("SELECT step_id FROM steps WHERE node = 'main.gated' "
+                                   "AND step_name = 'A'")
+            assert f"approve: approved main.gated step {step_id} (A)" in app.outcomes
 
     asyncio.run(scenario())
 

@@ -244,3 +244,70 @@ def test_the_node_pane_tails_the_selected_node_transcript(repo: Path) -> None:
             assert "line 27" in shown and "line 26" not in shown  # its last 14 lines
 
     asyncio.run(scenario())
+
+
+def test_a_key_verb_runs_with_real_streams_while_textual_captures_them(repo: Path) -> None:
+    """A verb that reads ``sys.stdout.encoding``, prints, and hands ``sys.stdout`` to a
+    child process works under the running app; what it wrote joins its notification."""
+    def verb() -> str:
+        encoding = sys.stdout.encoding
+        print("from the verb")
+        subprocess.run([sys.executable, "-c", "print('from its child')"], stdout=sys.stdout,
+                       stderr=sys.stderr, check=True)
+        return f"done ({encoding})"
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            captured = sys.stdout
+            assert not hasattr(captured, "encoding")  # Textual's capture is in place
+            app.run_verb("probe", verb)
+            await _until(pilot, lambda: app.outcomes, message="the verb's outcome")
+            assert sys.stdout is captured  # put back
+
+        assert app.outcomes == ["probe: done (utf-8); from the verb; from its child"]
+
+    asyncio.run(scenario())
+
+
+def test_an_unexpected_fault_in_a_key_writes_a_crash_log(repo: Path) -> None:
+    logs = repo / ".fractal" / "main" / "logs"
+
+    def verb() -> object:
+        raise RuntimeError("the verb broke")
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            app.run_verb("resume", verb)
+            await _until(pilot, lambda: app.outcomes, message="the verb's outcome")
+            assert app.is_running  # the dashboard survives its verb's fault
+        outcome, = app.outcomes
+        assert outcome.startswith("resume: Internal error (RuntimeError: the verb broke); "
+                                  "the traceback is in ")
+        saved, = logs.glob("crash-*.log")
+        assert str(saved) in outcome
+        body = saved.read_text()
+        assert "RuntimeError: the verb broke" in body and "Traceback" in body
+
+    asyncio.run(scenario())
+
+
+def test_a_refusal_in_a_key_writes_no_crash_log(repo: Path) -> None:
+    from fractal.errors import FractalError
+
+    def verb() -> object:
+        raise FractalError("main.feat is not paused; nothing to resume")
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            app.run_verb("resume", verb)
+            await _until(pilot, lambda: app.outcomes, message="the verb's outcome")
+        assert app.outcomes == ["resume: main.feat is not paused; nothing to resume"]
+
+    asyncio.run(scenario())
+    assert not list((repo / ".fractal" / "main" / "logs").glob("crash-*.log"))
