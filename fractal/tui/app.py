@@ -212,6 +212,10 @@ class Dashboard(App[None]):
                     node.set_label(label)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
+        """The highlighted row is the selection (a message about a row the cursor has
+        left since, as a tree rebuild posts, is stale and ignored)."""
+        if event.node is not event.control.cursor_node:
+            return
         branch = event.node.data
         if branch is not None and branch != self.selected:  # the root has no loop
             self.selected = branch

@@ -41,8 +41,8 @@ def visible(app: Dashboard, snap: Snapshot) -> list[NodeView]:
 
 def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> None:
     """Redraw the inbox and radio panes when their lines changed, and reload the node
-    pane when the selected node's line changed or it is active (its clocks, its
-    transcript): an unchanged pane is not re-rendered."""
+    pane when the selected node's line changed, it is active (its clocks, its
+    transcript) or the pane shows another node: an unchanged pane is not re-rendered."""
     from fractal.tui import render
 
     fresh = previous is None or previous.gone
@@ -55,6 +55,7 @@ def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> N
         if fresh or app.shown is not None:
             app.show_node()
     elif fresh or previous is None or chosen.status == "active" \
+            or app.shown is None or app.shown.branch != chosen.branch \
             or previous.node(chosen.branch) != chosen:
         app.show_node()
 
@@ -164,7 +165,8 @@ def send_prompt(app: Dashboard, branch: str) -> None:
 
 def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: float) -> None:
     """Redraw the tree pane from ``views`` (parents first): each node under its nearest
-    shown ancestor, the cursor kept on the selected node."""
+    shown ancestor, the cursor kept on the selected branch wherever its row moved (a
+    selected node no longer shown gives the selection to the row under the cursor)."""
     from fractal.tui import render
 
     tree.clear()
@@ -187,8 +189,16 @@ def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: fl
             if view.branch in parents else parent.add_leaf(label, data=view.branch)
         app._tree_nodes[view.branch] = node
     app._members = tuple(v.branch for v in views)
+    # The new rows have no line numbers until the tree lays them out, and the layout puts
+    # the cursor back on the old cursor's row index (another node now): lay out first,
+    # then move the cursor to the selected branch. A highlight message the layout posted
+    # is stale by then and ignored (``Dashboard.on_tree_node_highlighted``).
+    _ = tree.last_line
     if app.selected in app._tree_nodes:
         tree.move_cursor(app._tree_nodes[app.selected])
+    elif app.selected is not None:  # the selected node is gone or filtered out
+        cursor = tree.cursor_node
+        app.selected = cursor.data if cursor is not None else None
 
 
 def open_pane_key(app: Dashboard) -> None:

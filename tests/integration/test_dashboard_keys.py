@@ -311,3 +311,48 @@ def test_a_refusal_in_a_key_writes_no_crash_log(repo: Path) -> None:
 
     asyncio.run(scenario())
     assert not list((repo / ".fractal" / "main" / "logs").glob("crash-*.log"))
+
+
+def test_the_cursor_follows_its_branch_when_nodes_appear_above_it(repo: Path) -> None:
+    """Nodes inserted above the selection between two reads: the highlight, the node pane
+    and the keys all stay on the branch the operator chose, not on its old row."""
+    from textual.widgets import Tree as TreeWidget
+
+    def init(name: str) -> None:
+        parent, _, leaf = name.rpartition(".")
+        done = _fractal(repo, "node", "init", leaf,
+                        *(("--parent", f"main.{parent}") if parent else ()))
+        assert done.returncode == 0, done.stderr
+
+    for name in ("lead", "lead.add", "lead.fix"):
+        init(name)
+
+    async def scenario() -> None:
+        app = Dashboard(Tree(repo=repo, root="main"), live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "main.lead.fix" in app._members, message="painted")
+            widget = app.query_one("#tree", TreeWidget)
+            for _ in range(3):  # root -> main.feat -> main.lead -> main.lead.add
+                await pilot.press("down")
+            await _until(pilot, lambda: app.selected == "main.lead.add", message="selected")
+            for name in ("items", "items.w1", "items.w2", "items.w3", "items.w4"):
+                init(name)  # all sort above main.lead
+            app.refresh_snapshot()
+            await _until(pilot, lambda: "main.items.w4" in app._members, message="rebuilt")
+            await pilot.pause(0.3)  # every highlight message the rebuild posted is handled
+            cursor = widget.cursor_node
+            assert cursor is not None and cursor.data == "main.lead.add"
+            assert app.selected == "main.lead.add"
+            await _until(pilot, lambda: app.shown is not None
+                         and app.shown.branch == "main.lead.add", message="the node pane")
+            assert "main.lead.add" in str(app.query_one("#card").render())
+            await pilot.press("n")
+            await _until(pilot, lambda: "message to main.lead.add" in _dialog(app),
+                         message="the prompt names the highlighted node")
+            await pilot.press(*"hello", "enter")
+            await _until(pilot, lambda: _rows(repo, "SELECT 1 FROM messages WHERE "
+                                              "channel = 'inbox'"), message="the message")
+
+    asyncio.run(scenario())
+    assert _rows(repo, "SELECT node FROM messages WHERE channel = 'inbox'") == \
+        [("main.lead.add",)]
