@@ -3,10 +3,11 @@ durations (pure; the clock is passed in)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail"]
+__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "subtree_spends"]
 
 
 def clock_label(seconds: float) -> str:
@@ -107,3 +108,22 @@ def gauge(spent: float | None, cap: float | None, reserve: float | None) -> Gaug
     window = cap * 0.1 if reserve is None else reserve
     level = Level.CAP if used >= cap else Level.RESERVE if used >= cap - window else Level.OK
     return Gauge(min(1.0, used / cap), level)
+
+
+def subtree_spends(parents: Mapping[int, int | None],
+                   own: Mapping[int, float | None]) -> dict[int, float | None]:
+    """Each run's spend with its descendant runs' (USD), the figure a run's ``max_cost``
+    bounds: ``parents`` maps every run id to the run it was started under (None for
+    none), ``own`` each run's own steps' recorded cost (None: no step of it recorded one;
+    a run missing from it counts as None). A run's figure is the sum of the known costs
+    in its subtree, None when none of them is known (unknown, never 0). A run is always
+    started after the run it is started under, so its id is the larger: a link to an id
+    not smaller, or to a run outside ``parents``, is ignored (the run counts as a top)."""
+    totals: dict[int, float | None] = {run: own.get(run) for run in parents}
+    for run in sorted(parents, reverse=True):  # children before their parents
+        parent, value = parents[run], totals[run]
+        if value is None or parent is None or parent >= run or parent not in totals:
+            continue
+        above = totals[parent]
+        totals[parent] = value if above is None else above + value
+    return totals
