@@ -91,6 +91,7 @@ class Dashboard(App[None]):
         self.shown: NodeView | None = None  # the node pane's node, as last loaded
         self._pane_keys: dict[str, object] = {}
         self.verb_streams = verbs.VerbStreams()  # sys.stdout/stderr while a verb runs
+        self.panes: tuple[Any, Any] | None = None  # the o key's (switch, attach); None: tmux
 
     # -- layout -----------------------------------------------------------------------
 

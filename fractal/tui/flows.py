@@ -12,12 +12,18 @@ from typing import TYPE_CHECKING
 from fractal.tui.screens import PromptScreen
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from textual.widgets import Tree
     from textual.widgets.tree import TreeNode
 
     from fractal.lifecycle.merge import MergeResult
+    from fractal.tree import Tree as FractalTree
     from fractal.tui.app import Dashboard
     from fractal.tui.snapshot import NodeView, Snapshot
+
+    PaneSwitch = Callable[[FractalTree, str], bool]  # True: this tmux client switched
+    PaneAttach = Callable[[FractalTree, str], object]  # attach in this terminal until detach
 
 __all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key", "send_key",
            "show_gone", "start_merge", "update_panes", "visible"]
@@ -202,21 +208,40 @@ def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: fl
 
 
 def open_pane_key(app: Dashboard) -> None:
-    """``o``: switch this tmux client to the node's pane, else suspend the app and attach
-    (back on detach)."""
+    """``o``: show the node's tmux pane. Inside tmux this terminal's client switches to it
+    (the dashboard keeps running in its own pane); otherwise the app suspends, a tmux
+    client attaches in this terminal, and the app comes back when it detaches. A node
+    without a pane, or a terminal the app cannot hand over, is refused in a notification.
+    ``app.panes`` (switch, attach) is the seam to tmux (``lifecycle.panes`` by default)."""
+    from textual.app import SuspendNotSupported
+
     from fractal.errors import FractalError
-    from fractal.lifecycle.panes import attach_here, switch_to
 
     view = app._target()
     if view is None:
         return
+    switch, attach = app.panes if app.panes is not None else _tmux_panes()
     try:
-        if switch_to(app.fractal, view.branch):
+        if switch(app.fractal, view.branch):
             return
         with app.suspend():
-            attach_here(app.fractal, view.branch)
+            attach(app.fractal, view.branch)
     except FractalError as exc:
-        app.notify(str(exc), severity="error")
+        _refuse(app, f"open: {exc}")
+    except SuspendNotSupported:
+        _refuse(app, f"open: this terminal cannot be handed to tmux; run `fractal node "
+                     f"attach {view.branch}` in another one")
+
+
+def _tmux_panes() -> tuple[PaneSwitch, PaneAttach]:
+    from fractal.lifecycle.panes import attach_here, switch_to
+
+    return switch_to, attach_here
+
+
+def _refuse(app: Dashboard, text: str) -> None:
+    app.outcomes.append(text)
+    app.notify(text, severity="error")
 
 
 def search_key(app: Dashboard) -> None:

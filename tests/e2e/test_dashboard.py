@@ -170,3 +170,46 @@ def test_a_node_whose_supervisor_died_is_shown_gone_and_never_written(tree: Tree
                          message="the healed status shown")
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("key", "after", "status", "ran"), [
+    ("s", "stop", "stopped", ["A"]),  # after the current step: B never starts
+    ("f", "finish", "completed", ["A", "B"]),  # after the current iteration: B runs too
+])
+def test_the_stop_and_finish_keys_end_the_run_as_the_cli_verbs_do(
+        tree: Tree, tmp_path: Path, key: str, after: str, status: str,
+        ran: list[str]) -> None:
+    go = tmp_path / "go"
+    steps = {"01-A.md": f"[stub:hang-unless={go}]", "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node("busy", steps, "--no-sync", "--max-iters", "5")
+    tree.cli("node", "start", "busy")
+
+    async def scenario() -> None:
+        app = _app(tree)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "step 1/2 A" in _label(app, "main.busy"),
+                         message="busy's step A runs")
+            await _select(pilot, app, "main.busy")
+            await pilot.press(key)
+            await pilot.press("n")  # declined: no signal
+            await pilot.pause(0.5)
+            assert tree.sql("SELECT 1 FROM signals WHERE node = 'main.busy'") == []
+            await pilot.press(key)
+            await pilot.press("y")
+            await _until(pilot, lambda: tree.sql(
+                "SELECT signal FROM signals WHERE node = 'main.busy'"),
+                message=f"the {after} signal")
+            assert tree.sql("SELECT signal FROM signals WHERE node = 'main.busy'") == [(after,)]
+            await _until(pilot, lambda: any(o.startswith(f"{after}:") for o in app.outcomes),
+                         message="the notification")
+            assert not any("Internal error" in o or "skipped" in o for o in app.outcomes)
+            go.touch()  # step A ends
+            await _until(pilot, lambda: tree.status("busy") == status,
+                         message=f"the run ended {status}")
+
+    asyncio.run(scenario())
+    steps_run = [str(r[0]) for r in tree.sql(
+        "SELECT step_name FROM steps WHERE node = 'main.busy' ORDER BY step_id")]
+    assert steps_run == ran
+    (reason,), = tree.sql("SELECT metadata FROM runs WHERE node = 'main.busy'")
+    assert str(reason).startswith("Stopped" if key == "s" else "Finished")

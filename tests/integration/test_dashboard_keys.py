@@ -5,6 +5,7 @@ from the rows and the branches."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -356,3 +357,78 @@ def test_the_cursor_follows_its_branch_when_nodes_appear_above_it(repo: Path) ->
     asyncio.run(scenario())
     assert _rows(repo, "SELECT node FROM messages WHERE channel = 'inbox'") == \
         [("main.lead.add",)]
+
+
+class _PaneRecorder:
+    """The o key's tmux seam, recorded: ``inside`` says whether a tmux client shows this
+    dashboard (so switching succeeds)."""
+
+    def __init__(self, inside: bool) -> None:
+        self.inside = inside
+        self.calls: list[str] = []
+
+    def switch(self, tree: Tree, branch: str) -> bool:
+        self.calls.append(f"switch {branch}")
+        return self.inside
+
+    def attach(self, tree: Tree, branch: str) -> int:
+        self.calls.append(f"attach {branch}")
+        return 0
+
+
+class _SuspendingDashboard(Dashboard):
+    """A dashboard whose terminal can be handed over (Pilot's headless one cannot)."""
+
+    calls: list[str]
+
+    @contextlib.contextmanager
+    def suspend(self) -> Iterator[None]:
+        self.calls.append("suspend")
+        yield
+        self.calls.append("back")
+
+
+@pytest.mark.parametrize(("inside", "calls"), [
+    (True, ["switch main.feat"]),  # inside tmux: the client switches, the app stays
+    (False, ["switch main.feat", "suspend", "attach main.feat", "back"]),
+])
+def test_the_open_key_switches_inside_tmux_else_suspends_and_attaches(
+        repo: Path, inside: bool, calls: list[str]) -> None:
+    panes = _PaneRecorder(inside)
+
+    async def scenario() -> None:
+        app = _SuspendingDashboard(Tree(repo=repo, root="main"), live=False)
+        app.selected, app.calls, app.panes = "main.feat", panes.calls, (panes.switch,
+                                                                         panes.attach)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            await pilot.press("o")
+            await _until(pilot, lambda: panes.calls, message="the key acted")
+            await pilot.pause(0.2)
+        assert app.outcomes == []
+
+    asyncio.run(scenario())
+    assert panes.calls == calls
+
+
+def test_the_open_key_refuses_a_node_without_a_pane_and_a_terminal_it_cannot_hand_over(
+        repo: Path) -> None:
+    panes = _PaneRecorder(inside=False)
+
+    async def scenario() -> None:
+        app = _app(repo)  # the real tmux seam: main.feat is idle, it has no pane
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            await pilot.press("o")
+            await _until(pilot, lambda: app.outcomes, message="the refusal")
+            assert app.outcomes[0].startswith("open: node main.feat is idle; only an active "
+                                              "node has a pane")
+            app.panes = (panes.switch, panes.attach)  # outside tmux, headless: no hand-over
+            await pilot.press("o")
+            await _until(pilot, lambda: len(app.outcomes) == 2, message="the second refusal")
+            assert app.outcomes[1] == ("open: this terminal cannot be handed to tmux; run "
+                                       "`fractal node attach main.feat` in another one")
+            assert app.is_running
+
+    asyncio.run(scenario())
+    assert panes.calls == ["switch main.feat"]  # never attached without the terminal
