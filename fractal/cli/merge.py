@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from fractal.cli.context import verb_context
-from fractal.cli.format import render_rows
+from fractal.cli.format import output_format, render_rows
 
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
@@ -71,11 +71,13 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
 @click.command("conflicts")
 @click.argument("node", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
 @PATH_OPTION
-def conflicts_cmd(node: str | None, as_json: bool, path: Path) -> None:
+def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """Whether NODE's children would conflict with its tip and with each other."""
     from fractal.lifecycle.conflicts import node_conflicts
 
+    fmt = output_format(as_json, as_csv)
     report = node_conflicts(verb_context(path), node)
     rows = [{"left": p.left, "right": p.right, "conflicts": p.conflicts,
              "files": ", ".join(p.files)} for p in report.pairs]
@@ -86,5 +88,4 @@ def conflicts_cmd(node: str | None, as_json: bool, path: Path) -> None:
         return
     if not rows:
         click.echo(f"{report.node} has no children to compare", err=True)
-        return
-    click.echo(render_rows(rows, ["left", "right", "conflicts", "files"], fmt="table"))
+    click.echo(render_rows(rows, ["left", "right", "conflicts", "files"], fmt=fmt))

@@ -47,3 +47,5 @@ def restore_cmd(ref: str, as_name: str | None, branch: str | None, path: Path) -
     click.echo(restored.branch)
     what = f"node {restored.node}" if restored.node else f"branch {restored.branch}"
     click.echo(f"restored {restored.ref} as {what} at {restored.sha[:12]}", err=True)
+    for line in restored.reset:
+        click.echo(f"warning: {line}", err=True)

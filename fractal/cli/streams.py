@@ -1,7 +1,8 @@
 """``node activity --follow``: render each batch of new rows as it arrives.
 
 One line per row: a JSON object per line with ``--json``, CSV (header once) with
-``--csv`` or when piped, and aligned text on a terminal. Ctrl-C ends it with exit 0.
+``--csv`` or when piped, and aligned text on a terminal. It ends by itself once a
+followed node's run is over (see ``lifecycle.follow``); Ctrl-C ends it with exit 0.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _WIDTHS = {"timestamp": 24, "node": 16, "kind": 9, "event": 8, "ref": 6, "step":
 
 def stream_activity(path: Path, node: str | None, limit: int | None, fmt: str | None,
                     columns: Sequence[str]) -> None:
-    """Follow the activity of ``node`` and write rows to stdout until interrupted."""
+    """Follow the activity of ``node`` and write rows to stdout until its run is over (one
+    node) or until interrupted."""
     from fractal.lifecycle.follow import follow_activity
 
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")

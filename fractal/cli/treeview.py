@@ -9,13 +9,14 @@ from fractal.domain.treedraw import ASCII, UNICODE, draw_tree, glyph
 
 def render_tree(rows: Sequence[Mapping[str, object]], *, ascii_only: bool) -> str:
     """One line per node: connectors, status mark, the branch's last segment, status,
-    detail and title. Several top-level nodes hang under their unlisted parent (the
-    root), drawn without a mark; a single one (a subtree's top) heads the drawing."""
+    detail and title. The first line is always the branch the top-level nodes hang under
+    (the root for the whole tree, NODE's parent for ``node list NODE``), in full and
+    without a mark; every node below it is named by its last segment."""
     glyphs = ASCII if ascii_only else UNICODE
     by_branch = {str(r["node"]): r for r in rows}
     orphans = [b for b in by_branch
                if "." in b and not any(b.startswith(a + ".") for a in by_branch)]
-    heads = {b.rpartition(".")[0] for b in orphans} if len(orphans) > 1 else set()
+    heads = {b.rpartition(".")[0] for b in orphans}
     branches = sorted(set(by_branch) | heads)
     lines: list[str] = []
     for line in draw_tree(branches, glyphs):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fractal.domain.budget import is_budget_reason
+from fractal.domain.merging import unresolved_hand_back
 from fractal.domain.subtree import Unsettled, unsettled_notice
 
 __all__ = ["RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
@@ -65,6 +66,8 @@ class HandBack:
     target: str
     reason: str
     since: float
+    unresolved: str | None = None
+    """The child's worktree path when it still holds the handed-back merge, unresolved."""
 
     @property
     def handed_back(self) -> bool:
@@ -232,7 +235,8 @@ def _paused(facts: NodeFacts) -> Item | None:
     if facts.status != "paused":
         return None
     since = facts.paused_since if facts.paused_since is not None else 0.0
-    why = f": {facts.pause_reason}" if facts.pause_reason else ""
+    reason = facts.pause_reason.removeprefix("parked ")  # `paused: during PLAN`, said once
+    why = f": {reason}" if reason else ""
     return Item(Kind.PAUSED, facts.branch, since, f"paused{why}",
                 f"fractal node resume {facts.branch}",
                 key=f"paused:{facts.branch}:{facts.run_id}", fingerprint=f"{since}",
@@ -262,10 +266,12 @@ def _usage(facts: NodeFacts) -> Item | None:
     hold = facts.usage
     if facts.status != "active" or hold is None or facts.gone:
         return None
-    until = "an unknown instant" if hold.until is None else _iso(hold.until)
     window = f" ({hold.window})" if hold.window else ""
+    until = (f"until {_iso(hold.until)}" if hold.until is not None else
+             "until another node's probe of it gets through (the window reopened or is "
+             "being probed; it launches in its turn)")
     return Item(Kind.USAGE, facts.branch, hold.since,
-                f"waiting for usage window{window} until {until}; it launches again by "
+                f"waiting for usage window{window} {until}; it launches again by "
                 "itself then (the command ends the wait instead)",
                 f"fractal node stop {facts.branch}",
                 key=f"usage:{facts.branch}:{hold.event_id}",
@@ -278,7 +284,12 @@ def _merge(facts: NodeFacts) -> Item | None:
     merge = facts.merge
     if merge is None or facts.status in ("active", "paused"):
         return None  # the child's loop is still at work on it
-    if merge.handed_back:
+    if merge.unresolved is not None:  # a later plain merge attempt conflicted again
+        summary = (f"merge into {merge.target} was handed back; its run has ended with the "
+                   "merge unresolved. "
+                   + unresolved_hand_back(facts.branch, merge.target, merge.unresolved))
+        command = f"fractal node start {facts.branch} --continue"
+    elif merge.handed_back:
         summary = (f"merge into {merge.target} was handed back ({merge.reason}); its run "
                    "has ended: merge again")
         command = f"fractal node merge {facts.branch}"

@@ -36,8 +36,10 @@ def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
 def wait_until(shown: str, wakes: Sequence[float]) -> float | None:
     """The instant a usage-window wait ends: of the closed windows' wake instants
     ``wakes`` (epoch s), the one whose UTC ``HH:MMZ`` the wait's notice ``shown``
-    (``waiting for usage window until 14:05Z``) names, else the latest; None when no
-    window is closed."""
-    named = [w for w in wakes if shown.endswith(time.strftime("%H:%MZ", time.gmtime(w)))]
+    (``waiting for usage window until 14:05:05Z``; an older notice's ``14:05Z``) names,
+    else the latest; None when no window is closed (it reopened, or another node's probe
+    of it is the thing waited for)."""
+    named = [w for w in wakes if shown.endswith(time.strftime("%H:%M:%SZ", time.gmtime(w)))] \
+        or [w for w in wakes if shown.endswith(time.strftime("%H:%MZ", time.gmtime(w)))]
     pool = named or list(wakes)
     return max(pool) if pool else None

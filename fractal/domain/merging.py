@@ -34,6 +34,7 @@ __all__ = [
     "merge_refusal",
     "merge_subject",
     "travels_by_place",
+    "unresolved_hand_back",
     "view_refusal",
 ]
 
@@ -85,7 +86,8 @@ class MergeFacts:
     (None: never ran); ``unapproved_gate`` names a gated step that run left waiting;
     ``target_dirty`` lists the target worktree's changed paths outside its node directory;
     ``target_operation`` is a git operation in progress there; ``caller_is_target_loop``
-    is True when the target's own loop (its agent) runs the merge.
+    is True when the target's own loop (its agent) runs the merge. A last run that ended
+    ``exited`` is refused (a breakdown) unless it was a ``budget_landing``.
     """
 
     child: str
@@ -98,6 +100,9 @@ class MergeFacts:
     target_operation: str | None = None
     caller_is_target_loop: bool = False
     force: bool = False
+    budget_landing: bool = False
+    """The last run ``exited`` at exit 0: it landed on its cost budget, a planned wind-down
+    whose work was committed, not a breakdown."""
     handed_back: bool = False
     """A conflict was handed back to the child and not yet merged again."""
 
@@ -130,7 +135,7 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 f"exited without resolving it); run it again to resolve it "
                 f"(`fractal node start --continue {child}`), or resolve and commit it by hand "
                 f"in its worktree, then merge again")
-    if facts.last_run_status == "exited":
+    if facts.last_run_status == "exited" and not facts.budget_landing:
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
                 f"done); look at `fractal node activity {child}`, then merge with --force "
                 "to take it anyway")
@@ -139,6 +144,16 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 "review it (`fractal node diff " + child + "`), then merge with --force "
                 "to take it anyway")
     return None
+
+
+def unresolved_hand_back(child: str, target: str, worktree: str) -> str:
+    """What to do when ``child``'s ``worktree`` still holds the merge of ``target`` handed
+    back to it, unresolved, and no loop of the child is at it: a second hand-back is
+    refused there, and a plain merge conflicts again until the merge is concluded."""
+    return (f"{child}'s worktree {worktree} still holds the unresolved merge of {target} "
+            f"handed back to it: resolve the conflicted files there and `git commit "
+            f"--no-edit`, then `fractal node merge {child}`; or let its loop resolve it: "
+            f"`fractal node start {child} --continue`")
 
 
 def merge_subject(target: str, child: str, title: str | None) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from fractal.domain.config import KEYS, validate_config
 from fractal.domain.errors import InvalidValue
 from fractal.domain.frontmatter import normalise_newlines
 
 __all__ = ["INHERIT_SURFACES", "PREFERENCE_KEYS", "fill_instructions", "inherited_preferences",
-           "match_step", "parse_inherit", "uncommitted_warning", "with_approval_gate"]
+           "match_step", "parse_inherit", "restored_settings", "uncommitted_warning",
+           "with_approval_gate"]
 
 INHERIT_SURFACES: tuple[str, ...] = ("steps", "scripts", "config")
 """What ``--inherit`` can copy from the parent (``all``: every one)."""
@@ -55,6 +57,25 @@ def inherited_preferences(parent: Mapping[str, object],
     own flags) does not set; unset (None) parent values are skipped."""
     return {key: value for key, value in parent.items()
             if key in PREFERENCE_KEYS and key not in explicit and value is not None}
+
+
+LINEAGE_KEYS: frozenset[str] = frozenset({"root", "parent", "user", "base"})
+"""Config keys that say where a node sits in the tree: a restored node takes its own."""
+
+
+def restored_settings(raw: Mapping[str, object]) -> tuple[dict[str, object], tuple[str, ...]]:
+    """The settings a node restored from a rescue commit keeps of the rescued node's
+    config.json ``raw``, and the keys it cannot keep (sorted: their defaults apply).
+
+    Kept: every schema key except the lineage ones (``LINEAGE_KEYS``: the new node's place
+    decides them), unset (None) values skipped. Reset: a key whose value breaks its own
+    rule or a rule between keys (every key such a rule names is reset)."""
+    settings = {key: value for key, value in raw.items()
+                if key in KEYS and key not in LINEAGE_KEYS and value is not None}
+    reset = {key for key, value in settings.items() if validate_config({key: value})}
+    for problem in validate_config({k: v for k, v in settings.items() if k not in reset}):
+        reset.update(name.strip() for name in problem.split(":", 1)[0].split(","))
+    return {k: v for k, v in settings.items() if k not in reset}, tuple(sorted(reset))
 
 
 def fill_instructions(node_md: str, task: str) -> str:

@@ -17,7 +17,7 @@ from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 
-__all__ = ["NodeDiff", "diffstat_summary", "node_diff"]
+__all__ = ["NodeDiff", "diffstat_summary", "node_diff", "uncommitted_note", "with_uncommitted"]
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,40 @@ def node_diff(ctx: Context, name: str, *, stat: bool = False) -> NodeDiff:
     return NodeDiff(child, target, text, plan.conflicts, (notice,))
 
 
+def uncommitted_note(tree: Tree, branch: str) -> str:
+    """``N uncommitted file(s)`` for the project files changed in ``branch``'s worktree
+    and not committed (its node directory aside: it never travels), '' when none or when
+    there is no worktree to look at."""
+    from fractal.errors import FractalError
+
+    worktree = tree.node(branch).worktree
+    if not worktree.is_dir():
+        return ""
+    try:
+        changed = [p for p in git.changed_paths(worktree) if not p.startswith(".fractal/")]
+    except FractalError:
+        return ""
+    return f"{len(changed)} uncommitted file(s)" if changed else ""
+
+
+def with_uncommitted(stat: str | None, note: str) -> str | None:
+    """A diffstat line with the uncommitted-files ``note`` appended (``nothing new; 2
+    uncommitted file(s)``); ``stat`` unchanged when ``note`` is empty."""
+    if not note:
+        return stat
+    return note if stat is None else f"{stat}; {note}"
+
+
 def diffstat_summary(tree: Tree, child: str) -> str:
     """One line for listings: ``2 files changed, 3 insertions(+)``, ``conflicts: a, b``,
-    ``nothing new``, or ``?`` when git cannot tell."""
+    ``nothing new``, or ``?`` when git cannot tell; ``; N uncommitted file(s)`` appended
+    when the child's worktree holds project edits not committed yet (a merge would not
+    bring them)."""
+    return with_uncommitted(_committed_summary(tree, child), uncommitted_note(tree, child)) \
+        or ""
+
+
+def _committed_summary(tree: Tree, child: str) -> str:
     from fractal.errors import FractalError
 
     target = merge_target(tree, child, None)

@@ -5,6 +5,11 @@ FOLLOW_POLL_S seconds (a ``stat``, no connection) and the view is queried only w
 changed. Each query reaches LAG_S seconds behind the newest row shown (another writer's
 clock may trail this one's by a little) and rows already shown are remembered by identity,
 so a row is printed once.
+
+Following one node ends once its run is over: when the node, seen ``active`` while
+followed, is no longer ``active`` (completed, stopped, exited, killed, or parked
+``paused``), its last rows are yielded and the iteration stops. The whole tree (no node
+named at the root) is followed until the caller stops.
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ def follow_activity(ctx: Context, name: str | None, backlog: int, *,
                     sleep: Callable[[float], None] = time.sleep,
                     polls: int | None = None) -> Iterator[list[dict[str, object]]]:
     """Yield batches of activity rows (the listing's columns), oldest first: first the
-    newest ``backlog`` rows, then each batch of new rows. Runs until the caller stops
-    iterating (Ctrl-C in the CLI); ``polls`` bounds the looks (None: forever), for tests.
+    newest ``backlog`` rows, then each batch of new rows. For one node, stops once the
+    node has been seen ``active`` and is not any more (its rows up to that move yielded);
+    else runs until the caller stops iterating (Ctrl-C in the CLI); ``polls`` bounds the
+    looks (None: forever), for tests.
 
     ``name`` None means the caller's node, or the whole tree at the root. Crashed nodes
     in scope are healed once at the start, as ``node activity`` does.
@@ -51,6 +58,12 @@ def follow_activity(ctx: Context, name: str | None, backlog: int, *,
 
     tree, branch = ctx.tree, ctx.subtree(name)
     nodes = None if branch == tree.root else [branch]
+
+    def active() -> bool:
+        row = reader.node_row(tree.db_path, branch) if nodes is not None else None
+        return row is not None and row.status == Status.ACTIVE.value
+
+    was_active = active()
     heal_all(tree, [r.node for r in reader.node_rows(tree.db_path)
                     if r.status == Status.ACTIVE.value and (nodes is None or r.node in nodes)])
     first = list(reversed(reader.activity(tree.db_path, nodes, backlog)))
@@ -66,12 +79,19 @@ def follow_activity(ctx: Context, name: str | None, backlog: int, *,
         if now == token:
             continue
         token = now
+        is_active = active()  # read before the rows: every row up to a settling move is shown
+        ended = was_active and not is_active
+        was_active = was_active or is_active
         window = None if since is None else _behind(since, LAG_S)
         rows = follow.activity_since(tree.db_path, nodes, window)
         fresh = [r for r in rows if _identity(r) not in seen]
         if not fresh:
+            if ended:
+                return
             continue
         since = max(since or "", fresh[-1].timestamp)
         floor = _behind(since, LAG_S)
         seen = {k for k in seen | {_identity(r) for r in fresh} if str(k[-1]) >= floor}
         yield [activity_row(r) for r in fresh]
+        if ended:
+            return

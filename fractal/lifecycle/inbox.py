@@ -134,12 +134,30 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             paused_since=_epoch(pause[0]) if pause else None,
             pause_reason=pause[1] if pause else "", title=node.title or "",
             merge=HandBack(merge.merge_id, merge.target, merge.reason,
-                           _epoch(merge.created_at) or 0.0) if merge else None,
+                           _epoch(merge.created_at) or 0.0,
+                           _unresolved(tree, node.node, node.status))
+            if merge else None,
             usage=hold, to_operator=_notes(rows.notes.get(node.node, ()))))
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]
     return facts, rows.acks
+
+
+def _unresolved(tree: Tree, branch: str, status: str) -> str | None:
+    """The worktree of a settled child that still holds a handed-back merge, unresolved
+    (its hand-back note kept, git's merge in progress), else None."""
+    if status in ("active", "paused"):
+        return None
+    from fractal.domain.conflicts import Operation
+    from fractal.workspace.conflict_guard import operation_in_progress
+    from fractal.workspace.handback import read_note
+
+    paths = tree.node(branch)
+    if not paths.worktree.is_dir() or read_note(paths.node_dir) is None:
+        return None
+    return str(paths.worktree) if operation_in_progress(paths.worktree) is Operation.MERGE \
+        else None
 
 
 def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
@@ -148,14 +166,17 @@ def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
 
 
 def gate_diffstat(tree: Tree, branch: str) -> str | None:
-    """What ``branch`` changed since it forked from its parent (``git diff --shortstat``)."""
+    """What ``branch`` changed since it forked from its parent (``git diff --shortstat``),
+    with ``; N uncommitted file(s)`` when its worktree holds project edits not committed."""
+    from fractal.lifecycle.diff import uncommitted_note, with_uncommitted
     from fractal.workspace.diffstat import shortstat
 
     base = parent_of(branch) or tree.root
     try:
-        return shortstat(tree.repo, base, branch)
+        stat = shortstat(tree.repo, base, branch)
     except FractalError:
-        return None
+        stat = None
+    return with_uncommitted(stat, uncommitted_note(tree, branch))
 
 
 def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = None,

@@ -33,8 +33,10 @@ from fractal.domain.merging import (
     merge_body,
     merge_refusal,
     merge_subject,
+    unresolved_hand_back,
 )
 from fractal.domain.outcome import REASON_LIMIT, clip_reason
+from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.mergetarget import merge_target, resolve_child
@@ -116,6 +118,8 @@ def _facts(ctx: Context, child: str, target: str, target_wt: Path,
         last_run_status=last.status if last else None, unapproved_gate=gate,
         target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
         caller_is_target_loop=ctx.loop_branch == target, force=force,
+        budget_landing=last is not None and last.status is Status.EXITED
+        and last.exit_code == 0,
         handed_back=read_note(tree.node(child).node_dir) is not None)
 
 
@@ -274,6 +278,9 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
     tree, ledger = ctx.tree, ctx.ledger
     files = plan.conflicts
     shown = ", ".join(files)
+    child_wt = tree.node(child).worktree
+    pending = (child_wt.is_dir() and operation_in_progress(child_wt) is Operation.MERGE
+               and read_note(tree.node(child).node_dir) is not None)
     if not hand_back:
         reason = clip_reason(f"conflict in {shown}")
         book.book_merge(child=child, target=target, child_sha=plan.child_sha,
@@ -281,13 +288,15 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
                         status="failed", reason=reason)
         ledger.add_event(child, "merge", actor=actor, status="failed", metadata=reason)
         listed = "\n  ".join(files)
+        way = unresolved_hand_back(child, target, str(child_wt)) if pending else (
+            f"Resolve it in the child: `fractal node merge {child} --hand-back` hands the "
+            f"conflict to {child}'s loop")
         raise MergeConflict(f"{child} conflicts with {target} in {len(files)} file(s); "
-                            f"{target} is unchanged:\n  {listed}\nResolve it in the child: "
-                            f"`fractal node merge {child} --hand-back` hands the conflict to "
-                            f"{child}'s loop", files)
-    child_wt = tree.node(child).worktree
+                            f"{target} is unchanged:\n  {listed}\n{way}", files)
     if not child_wt.is_dir():
         raise refuse(f"{child} has no worktree to resolve the conflict in; restore it first")
+    if pending:
+        raise refuse(unresolved_hand_back(child, target, str(child_wt)))
     if operation_in_progress(child_wt) is Operation.MERGE:
         raise refuse(f"{child}'s worktree already has a merge in progress; let it conclude "
                       "it (or `git merge --abort` there) and merge again")

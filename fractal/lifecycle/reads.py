@@ -112,7 +112,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         waiting = last_event(db_path, branch, "usage_wait")
         if waiting is not None and waiting.status == "started" and \
                 waiting.run_id == last.run_id:
-            return waiting.meta  # `waiting for usage window until 14:05Z`
+            return waiting.meta  # `waiting for usage window until 14:05:05Z`
         gates = reader.awaiting_approval(db_path, branch)
         if gates:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "

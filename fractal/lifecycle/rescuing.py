@@ -18,10 +18,13 @@ from fractal.tree import Tree, find_tree
 from fractal.workspace.rescue import (
     RESCUE_PREFIX,
     Rescue,
+    files_of,
     list_rescue_refs,
+    operation_of,
     rescue,
     rescue_branch,
     restore_branch,
+    stamp_iso,
 )
 
 __all__ = ["RescueListing", "Restored", "list_rescues", "record_rescue", "rescue_node",
@@ -32,9 +35,10 @@ __all__ = ["RescueListing", "Restored", "list_rescues", "record_rescue", "rescue
 class RescueListing:
     """One rescue ref as ``fractal rescue list`` shows it.
 
-    ``operation``, ``files`` (count) and ``created_at`` come from the ``rescues`` row; they
-    are None when the ref has no row (the database was destroyed, or the row was never
-    booked).
+    ``operation``, ``files`` (count) and ``created_at`` (ISO-8601 UTC) come from the
+    ``rescues`` row; without one (the database was destroyed, or the row was never
+    booked) they are read from the ref itself: its commit's subject and body and its
+    stamp (None where those do not say).
     """
 
     ref: str
@@ -55,6 +59,8 @@ class Restored:
     sha: str
     branch: str
     node: str | None
+    reset: tuple[str, ...] = ()
+    """What a restored node could not take over from the rescued one (one line each)."""
 
 
 def record_rescue(tree: Tree, saved: Rescue, *, actor: str) -> int:
@@ -117,10 +123,36 @@ def list_rescues(cwd: Path) -> list[RescueListing]:
         row = rows.get(ref.ref)
         out.append(RescueListing(
             ref=ref.ref, sha=ref.sha, node=ref.branch, stamp=ref.stamp,
-            operation=row.operation if row else None,
-            files=len(row.files) if row else None,
-            created_at=row.created_at if row else None))
+            operation=row.operation if row else operation_of(ref.subject),
+            files=len(row.files) if row else files_of(ref.body),
+            created_at=row.created_at if row else stamp_iso(ref.stamp)))
     return out
+
+
+def _rescued_settings(repo: Path, sha: str, ref: str) -> tuple[dict[str, object],
+                                                                tuple[str, ...]]:
+    """The rescued node's config.json as settings for the node restored from ``sha``, and
+    a line per thing that could not be kept (its default applies)."""
+    import json
+
+    from fractal.domain.nodeinit import restored_settings
+    from fractal.workspace.git import show_file
+
+    rescued = ref[len(RESCUE_PREFIX):].rsplit("/", 1)[0]
+    path = f".fractal/{rescued}/config.json"
+    text = show_file(repo, sha, path)
+    if text is None:
+        return {}, (f"the rescue commit holds no {path}: every config key is a default",)
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict):
+        return {}, (f"{path} in the rescue commit is not a JSON object: every config key "
+                    "is a default",)
+    settings, reset = restored_settings(raw)
+    return settings, tuple(f"config key {key} ({json.dumps(raw.get(key))}) is invalid here: "
+                           "reset to its default" for key in reset)
 
 
 def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
@@ -148,13 +180,11 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
             raise FractalError(f"no rescue ref {full}; list them with "
                                "`fractal rescue list`") from None
         from fractal.lifecycle.context import open_context
-        from fractal.workspace.rescue import rescued_title
 
-        rescued = full[len(RESCUE_PREFIX):].rpartition("/")[0]  # <branch>/<stamp>
-        title = rescued_title(tree.repo, sha, rescued) if rescued else None
-        made = init_node(open_context(cwd), as_name, {"title": title} if title else {},
-                         start_point=sha)
-        return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch)
+        settings, reset = _rescued_settings(tree.repo, sha, full)
+        made = init_node(open_context(cwd), as_name, settings, start_point=sha)
+        return Restored(ref=full, sha=sha, branch=made.paths.branch, node=made.paths.branch,
+                        reset=reset)
     rest = full[len(RESCUE_PREFIX):]
     name = branch or f"rescued/{rest}"
     sha = restore_branch(repo, full, name)

@@ -287,7 +287,11 @@ class BudgetGuard:
         caps = self.caps
         if caps.max_cost is None:
             return ""
-        return f"spent {budget.usd4(self.run_spent())} of {budget.usd(caps.max_cost)} max"
+        spent = self.run_spent()
+        figures = self.state.budget
+        shown = "unknown" if figures.run_priced == 0 and figures.run_unpriced > 0 \
+            else budget.usd4(spent)  # launched steps ran and none recorded a cost
+        return f"spent {shown} of {budget.usd(caps.max_cost)} max"
 
     # -- registry drift --------------------------------------------------------------------
 

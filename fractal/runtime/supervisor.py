@@ -112,7 +112,7 @@ class Supervisor:
         try:
             return self._run()
         except Park as exc:
-            return self._park(str(exc))
+            return self._park(exc.where)  # `during PLAN`: "paused"/"parked" said once
         except Interrupted as exc:
             self._interrupted(exc)
             return 128 + exc.signum

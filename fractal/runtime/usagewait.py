@@ -9,7 +9,7 @@ retry is spent). ``on_usage_limit: stop`` ends the run ``stopped`` with the limi
 reason instead of waiting; a wait longer than ``max_usage_wait`` ends the run ``exited``
 (``usage window did not reopen within 12h``). A notice goes to the node's outbox when a
 wait starts and when it ends, and a ``usage_wait`` event (``started`` while waiting)
-gives ``fractal node status`` its ``active (waiting for usage window until 14:05Z)``.
+gives ``fractal node status`` its ``active (waiting for usage window until 14:05:05Z)``.
 
 Tree-wide, per credential (``domain.usage.launch_credential``): the node that hits the
 window writes its ``usage_windows`` row; every node on that credential reads the row
@@ -61,8 +61,9 @@ def end_parked_wait(ledger: Ledger, node: str, run_id: int) -> None:
 
 
 def hhmm(instant: float) -> str:
-    """``14:05Z``: the UTC clock time of an epoch instant."""
-    return time.strftime("%H:%MZ", time.gmtime(instant))
+    """``14:05:05Z``: the UTC clock time of an epoch instant, to the second (a window of
+    a few seconds must not read as already past)."""
+    return time.strftime("%H:%M:%SZ", time.gmtime(instant))
 
 
 class UsageWait(LoopPart):
@@ -116,11 +117,15 @@ class UsageWait(LoopPart):
         """At a step boundary: when the credential's window is closed (another node hit
         it) or being probed by another node, wait instead of calling the API. None:
         launch (as the probe when ``state.probing`` is set). As ``wait_out`` otherwise."""
-        row = Windows(self.boot.paths.tree.db_path).window(self.credential)
-        if row is None or row.state is WindowState.OPEN:
+        windows, credential = Windows(self.boot.paths.tree.db_path), self.credential
+        row = windows.window(credential)
+        if row is None or row.state is WindowState.OPEN or self.state.probing == credential:
+            return None  # open, or this node holds the probe (a re-entered step)
+        node, now = self.boot.paths.branch, self.clock.time()
+        if decide(row, node, now).action is Action.PROBE and \
+                windows.claim_probe(credential, node, now):
+            self.state.probing = credential  # no wait to announce: launch as the probe
             return None
-        if decide(row, self.boot.paths.branch, self.clock.time()).action is Action.PROBE:
-            return self._hold(row.window, row.wake_at, "")  # claims the probe at once
         reason = limit_reason(UsageLimit(row.window, row.resets_at))
         if self.state.live.on_usage_limit == "stop":
             return self._stop(reason)
@@ -132,8 +137,12 @@ class UsageWait(LoopPart):
         if self.state.probing is None:
             return
         if got_through:
-            Windows(self.boot.paths.tree.db_path).reopen(
-                self.state.probing, self.boot.paths.branch, self.clock.time())
+            windows, node = Windows(self.boot.paths.tree.db_path), self.boot.paths.branch
+            row = windows.window(self.state.probing)
+            if windows.reopen(self.state.probing, node, self.clock.time()):
+                window = f" ({row.window})" if row is not None and row.window else ""
+                self.ledger.post_notice(node, f"usage window reopened{window}",
+                                        "the probe launch got through; launching again")
         self.state.probing = None
 
     def _stop(self, reason: str) -> StepOutcome:
@@ -162,9 +171,11 @@ class UsageWait(LoopPart):
         if ended is not None:
             self._close_event(node, f"ended: {ended.reason}")
             return ended
+        if state.probing:  # its launch is the probe: the reopening is posted if it gets through
+            self._close_event(node, "probing the usage window")
+            return None
         self._close_event(node, "usage window reopened")
-        self.ledger.post_notice(node, f"usage window reopened ({window})",
-                                "probing it" if state.probing else "launching again")
+        self.ledger.post_notice(node, f"usage window reopened ({window})", "launching again")
         return None
 
     def _wait(self, give_up: float) -> StepOutcome | None:

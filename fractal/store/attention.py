@@ -22,6 +22,7 @@ from pathlib import Path
 from fractal.domain.outcome import AWAITING_APPROVAL
 from fractal.store.reader import _connect
 from fractal.store.rows import NodeRow, RunRow, StepRow
+from fractal.store.spend import KNOWN_COST_SUM
 
 _SQL_NAME = {"meta": "metadata"}
 
@@ -178,10 +179,10 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         for start in range(0, len(exited), 500):
             chunk = exited[start:start + 500]
             marks = ", ".join("?" * len(chunk))
-            for run_id, total, priced in conn.execute(
-                    f"SELECT run_id, SUM(cost), COUNT(cost) FROM steps WHERE run_id IN "
+            for run_id, total in conn.execute(
+                    f"SELECT run_id, {KNOWN_COST_SUM} FROM steps WHERE run_id IN "
                     f"({marks}) GROUP BY run_id", chunk):
-                spent[int(run_id)] = float(total) if priced else None
+                spent[int(run_id)] = None if total is None else float(total)
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
         if paused:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fractal.store.reader import _connect
 from fractal.store.rows import IterationRow, MessageRow, RunRow, StepRow, build
+from fractal.store.spend import KNOWN_COST_SUM
 
 __all__ = ["CheckPoint", "History", "LiveRows", "history", "live_rows", "run_links"]
 
@@ -54,10 +55,10 @@ def live_rows(db_path: Path, newest_runs: list[int], feed: int = 30) -> LiveRows
         spent: dict[int, float | None] = {}
         for start in range(0, len(newest_runs), 500):
             chunk = newest_runs[start:start + 500]
-            for run_id, total, priced in conn.execute(
-                    f"SELECT run_id, SUM(cost), COUNT(cost) FROM steps WHERE run_id IN "
+            for run_id, total in conn.execute(
+                    f"SELECT run_id, {KNOWN_COST_SUM} FROM steps WHERE run_id IN "
                     f"({', '.join('?' * len(chunk))}) GROUP BY run_id", chunk):
-                spent[int(run_id)] = float(total) if priced else None
+                spent[int(run_id)] = None if total is None else float(total)
             for run_id in chunk:  # a run without steps: nothing spent, nothing priced
                 spent.setdefault(run_id, None)
         messages = [build(MessageRow, x) for x in conn.execute(

@@ -19,7 +19,7 @@ from typing import Any
 
 from fractal.store.reader import _connect
 
-__all__ = ["NodeSpend", "Spend", "iteration_spend", "last_iteration_id", "last_step_spend",
+__all__ = ["KNOWN_COST_SUM", "NodeSpend", "Spend", "iteration_spend", "last_iteration_id", "last_step_spend",
            "node_spends", "run_and_iteration_spend", "run_node_spends", "run_spend"]
 
 # Per group: the sum, priced launched steps, unpriced launched steps, all steps.
@@ -28,6 +28,13 @@ _SUMS = ("COALESCE(SUM(s.cost), 0.0), "
          "COALESCE(SUM(CASE WHEN s.cost IS NULL AND s.pgid IS NOT NULL "
          "AND s.ended_at IS NOT NULL THEN 1 END), 0), "
          "COUNT(*)")
+# A group's cost as readers show it (USD, NULL = unknown): NULL when launched steps ended
+# without a cost and none recorded one (every figure unknown, so the sum is too), else the
+# sum of the known costs (NULL as well for a group without any cost row). The same rule as
+# ``Spend.untracked``; the ``activity`` view's run and iteration rows spell it in SQL too.
+KNOWN_COST_SUM = ("CASE WHEN COUNT(CASE WHEN cost IS NOT NULL AND pgid IS NOT NULL THEN 1 END) = 0 "
+                  "AND COUNT(CASE WHEN cost IS NULL AND pgid IS NOT NULL "
+                  "AND ended_at IS NOT NULL THEN 1 END) > 0 THEN NULL ELSE SUM(cost) END")
 _SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT ?, 0 UNION "
             "SELECT r.run_id, sub.depth + 1 FROM runs r JOIN sub ON r.parent_run_id = sub.run_id "
             "WHERE sub.depth < ?) ")

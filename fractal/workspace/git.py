@@ -279,6 +279,13 @@ def commit_files(cwd: Path, sha: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in out.split("\0") if p))
 
 
+def show_file(cwd: Path, ref: str, path: str) -> str | None:
+    """The text of ``path`` (relative to the repository root) in commit ``ref``, or None
+    when the commit holds no such file."""
+    done = run_git(["show", f"{ref}:{path}"], cwd, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
 def has_remote(cwd: Path, name: str = "origin") -> bool:
     """Tell whether a remote called ``name`` is configured for the repository."""
     return name in _out(["remote"], cwd).splitlines()

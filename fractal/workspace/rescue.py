@@ -19,6 +19,7 @@ them (they are refs). Restore with ``git branch NAME <ref>`` (``restore_branch``
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -32,11 +33,13 @@ __all__ = [
     "RESCUE_PREFIX",
     "Rescue",
     "RescueRef",
+    "files_of",
     "list_rescue_refs",
+    "operation_of",
     "rescue",
     "rescue_branch",
-    "rescued_title",
     "restore_branch",
+    "stamp_iso",
     "stamp_of",
 ]
 
@@ -79,6 +82,35 @@ class RescueRef:
     branch: str
     stamp: str
     subject: str
+    body: str = ""
+
+
+_STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)\.(\d{3})Z")
+_SUBJECT = re.compile(r"rescue \S+ before (\S+)")
+_FILES = re.compile(r"(\d+) unsaved file\(s\)")
+
+
+def stamp_iso(stamp: str) -> str:
+    """``2026-12-01T10:15:03.123Z`` for the ref stamp ``20261201T101503.123Z`` (a ``-2``
+    suffix of a second rescue in one millisecond dropped); ``stamp`` itself when it has
+    another shape."""
+    found = _STAMP.match(stamp)
+    if found is None:
+        return stamp
+    y, mo, d, h, mi, s, ms = found.groups()
+    return f"{y}-{mo}-{d}T{h}:{mi}:{s}.{ms}Z"
+
+
+def operation_of(subject: str) -> str | None:
+    """The verb a rescue commit's subject (``rescue main.a before delete``) names, or None."""
+    found = _SUBJECT.fullmatch(subject.strip())
+    return found.group(1) if found else None
+
+
+def files_of(body: str) -> int | None:
+    """The unsaved-file count a rescue commit's body starts with, or None."""
+    found = _FILES.match(body.strip())
+    return int(found.group(1)) if found else None
 
 
 def stamp_of(instant: datetime) -> str:
@@ -134,18 +166,19 @@ def list_rescue_refs(repo: Path, branch: str | None = None) -> list[RescueRef]:
     Sorted by stamp, then branch. Raises GitError when git fails.
     """
     pattern = RESCUE_PREFIX + (f"{branch}/" if branch else "")
-    out = run_git(["for-each-ref", "--format=%(refname)%00%(objectname)%00%(subject)",
-                   pattern], repo).stdout
+    out = run_git(["for-each-ref", "--format=%(refname)%00%(objectname)%00%(subject)%00"
+                   "%(contents:body)%00%01", pattern], repo).stdout
     found: list[RescueRef] = []
-    for line in out.splitlines():
-        parts = line.split("\0")
-        if len(parts) != 3:
+    for record in out.split("\0\x01"):
+        parts = record.lstrip("\n").split("\0")
+        if len(parts) != 4:
             continue
-        ref, sha, subject = parts
+        ref, sha, subject, body = parts
         rest = ref[len(RESCUE_PREFIX):]
         name, _, stamp = rest.rpartition("/")
         if name:
-            found.append(RescueRef(ref=ref, sha=sha, branch=name, stamp=stamp, subject=subject))
+            found.append(RescueRef(ref=ref, sha=sha, branch=name, stamp=stamp, subject=subject,
+                                   body=body))
     return sorted(found, key=lambda r: (r.stamp, r.branch))
 
 
@@ -239,18 +272,3 @@ def _commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:
     finally:
         os.unlink(name)
 
-
-def rescued_title(repo: Path, sha: str, branch: str) -> str | None:
-    """The ``title`` of node ``branch``'s config as the rescue commit ``sha`` holds it
-    (``.fractal/<branch>/config.json``), or None when it holds none (no such file, no
-    title, not JSON)."""
-    import json
-
-    shown = run_git(["show", f"{sha}:.fractal/{branch}/config.json"], repo, check=False)
-    if shown.returncode != 0:
-        return None
-    try:
-        title = json.loads(shown.stdout).get("title")
-    except (ValueError, AttributeError):
-        return None
-    return title if isinstance(title, str) and title.strip() else None

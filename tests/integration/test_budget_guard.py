@@ -149,3 +149,19 @@ def test_a_deliberate_finish_during_the_wind_down_completes_with_the_overshoot(
     assert guard.landing() == Landing(
         None, "cost budget exceeded in finish wind-down (spent $1.2000 >= $1 max)")
     assert guard.figures() == "spent $1.2000 of $1 max"
+
+
+def test_the_exit_figures_of_a_run_whose_steps_all_lack_a_cost_read_unknown(
+        tmp_path: Path) -> None:
+    guard, ledger, _ = _guard(tmp_path, NodeConfig(max_cost=1.0))
+    ledger.book_closed_step(node=NODE, run_id=guard.state.run_id, iter_id=guard.state.iter_id,
+                            step=1, step_name="CHECK", status="completed", exit_code=0,
+                            reason="", cost=0.0)  # never launched: a known $0
+    step = ledger.open_step(node=NODE, run_id=guard.state.run_id, iter_id=guard.state.iter_id,
+                            step=2, step_name="S", agent="x", model=None, session=None)
+    ledger.set_step_process(step, 1, 1.0)
+    ledger.close_step(step, "exited", 3, "")  # launched, no cost reported
+    guard.stale()
+    assert guard.figures() == "spent unknown of $1 max"
+    _spend(guard, ledger, 0.25)
+    assert guard.figures() == "spent $0.2500 of $1 max"  # the known part

@@ -6,6 +6,7 @@ heal leaves alone (nothing proves them gone).
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -188,6 +189,28 @@ def test_rescue_restore_as_a_fresh_node(tree: Tree) -> None:
     assert [r.operation for r in list_rescues(tree.repo)] == ["delete"]
 
 
+def test_rescue_restore_as_keeps_the_rescued_config_and_title(tree: Tree) -> None:
+    import json
+
+    init_node(open_context(tree.repo), "d", {"title": "the parser", "agent": "command:true",
+                                             "max_iters": 3, "sync": False})
+    config = tree.node("main.d").config_path
+    raw = json.loads(config.read_text())
+    raw["iter_timeout"] = "not a duration"  # hand-edited, then committed
+    config.write_text(json.dumps(raw))
+    git(tree.worktree_of("main.d"), "commit", "-qam", "edit config")
+    [done] = delete(open_context(tree.repo), "d", force=True)
+    assert done.rescue_ref is not None
+    restored = restore_rescue(tree.repo, done.rescue_ref, as_name="e")
+    kept = json.loads(tree.node("main.e").config_path.read_text())
+    assert (kept["title"], kept["agent"], kept["max_iters"], kept["sync"]) == (
+        "the parser", "command:true", 3, False)
+    assert (kept["parent"], kept["iter_timeout"]) == ("main", None)
+    assert [line.split(" (")[0] for line in restored.reset] == ["config key iter_timeout"]
+    row = Ledger(tree.db_path).node("main.e")
+    assert row is not None and row.title == "the parser"
+
+
 # ---- authorisation ------------------------------------------------------------------
 
 
@@ -264,6 +287,11 @@ def test_destroy_is_the_inverse_of_init(tree: Tree) -> None:
     assert (tree.repo / "README.md").is_file()
     assert "fractal" not in (tree.repo / ".git" / "info" / "exclude").read_text()
     assert {r.node for r in list_rescues(tree.repo)} == {"main.a", "main.a.b", "main.c"}
+    listed = {r.node: r for r in list_rescues(tree.repo)}  # no rows any more: read the refs
+    assert {r.operation for r in listed.values()} == {"destroy"}
+    assert listed["main.a"].files == 1 and listed["main.c"].files == 0
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(r.created_at))
+               for r in listed.values())
     back = restore_rescue(tree.repo, refs["main.a"])  # no tree needed for a branch
     assert git(tree.repo, "show", f"{back.branch}:unsaved.txt") == "x"
     init_tree(tree.repo)  # and the tree can be made again

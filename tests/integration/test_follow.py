@@ -45,6 +45,37 @@ def test_follow_yields_backlog_then_new_rows_once(repo_tree: Path) -> None:
     assert all(batch for batch in batches[1:])  # a look that found nothing yields nothing
 
 
+def test_following_one_node_ends_once_its_run_is_over(repo_tree: Path) -> None:
+    import sqlite3
+
+    db = repo_tree / ".fractal" / "main" / "fractal.db"
+    ledger = Ledger(db)
+
+    def status(value: str) -> None:
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE nodes SET status = ? WHERE node = 'main.a'", (value,))
+
+    status("active")
+    looks: list[int] = []
+
+    def sleep(_seconds: float) -> None:
+        looks.append(1)
+        if len(looks) == 1:
+            ledger.add_event("main.a", "note", actor="loop", status="completed",
+                             metadata="working")
+        elif len(looks) == 2:  # the run ends: its last row and the settled status
+            ledger.add_event("main.a", "note", actor="loop", status="completed",
+                             metadata="last words")
+            status("completed")
+
+    batches = list(follow_activity(open_context(repo_tree), "a", 5, sleep=sleep, polls=50))
+    assert [r["reason"] for batch in batches[1:] for r in batch] == ["working", "last words"]
+    assert len(looks) == 2  # it stopped at the settling look, not after 50
+    whole = list(follow_activity(open_context(repo_tree), None, 5, sleep=lambda _s: None,
+                                 polls=3))
+    assert len(whole) == 1  # the whole tree: followed until the caller stops (3 looks here)
+
+
 def test_follow_cli_streams_json_lines_until_interrupted(repo_tree: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "fractal", "node", "activity", "--follow",
                              "--json"], cwd=repo_tree, stdout=subprocess.PIPE, text=True)

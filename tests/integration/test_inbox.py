@@ -120,7 +120,7 @@ def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None
     Windows(db).close("cred", "five_hour", wake, "main.gated", time.time())
     wake_at = Windows(db).window("cred")
     assert wake_at is not None
-    shown = time.strftime("waiting for usage window until %H:%MZ", time.gmtime(wake_at.wake_at))
+    shown = time.strftime("waiting for usage window until %H:%M:%SZ", time.gmtime(wake_at.wake_at))
     ledger.add_event("main.gated", "usage_wait", actor="loop", status="started",
                      metadata=shown, run_id=gated)
     force_status(db, "main.gated", "active")

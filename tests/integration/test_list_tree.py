@@ -23,6 +23,11 @@ def test_list_tree_draws_ascii_when_piped(tmp_path: Path) -> None:
     assert out.stdout.splitlines() == ["main", "|-- o a  idle", "|   `-- o x  idle",
                                        "`-- o b  idle"]
     sub = _fractal(repo, "node", "list", "a", "--tree", "--ascii")
-    assert sub.stdout.splitlines() == ["o main.a  idle", "`-- o x  idle"]
+    assert sub.stdout.splitlines() == ["main", "`-- o a  idle", "    `-- o x  idle"]
+    for args in (["node", "delete", "b"], ["node", "delete", "a", "--force"]):
+        assert _fractal(repo, *args).returncode == 0, args
+    assert _fractal(repo, "node", "init", "solo").returncode == 0
+    single = _fractal(repo, "node", "list", "--tree")  # one top-level node: the same shape
+    assert single.stdout.splitlines() == ["main", "`-- o solo  idle"]
     refused = _fractal(repo, "node", "list", "--tree", "--json")
     assert refused.returncode == 2

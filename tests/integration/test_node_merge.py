@@ -159,6 +159,48 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
         "main.a handed back into main", "main.a merged into main"], subjects
 
 
+def test_an_unresolved_hand_back_is_refused_with_the_ways_that_work(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    merge_node(open_context(setup.repo), "a", hand_back=True)
+    setup.set_status("main.a", "exited")  # its run ended without resolving the conflict
+    with pytest.raises(MergeConflict) as caught:
+        merge_node(open_context(setup.repo), "a")
+    text = str(caught.value)
+    assert "--hand-back" not in text
+    assert f"{wt}" in text and "git commit --no-edit" in text
+    assert "fractal node start main.a --continue" in text
+    with pytest.raises(Refused) as again:
+        merge_node(open_context(setup.repo), "a", hand_back=True)
+    assert "git commit --no-edit" in str(again.value)
+    from fractal.lifecycle.inbox import node_facts
+
+    facts = {f.branch: f for f in node_facts(setup.tree, diffstats=False)[0]}
+    hand = facts["main.a"].merge
+    assert hand is not None and hand.unresolved == str(wt)
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")  # the first way out the refusal names
+    assert merge_node(open_context(setup.repo), "a").status == "merged"
+
+
+def test_a_child_whose_run_landed_on_its_budget_merges(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "calc/more.py", "X = 1\n", "a")
+    ledger = Ledger(setup.tree.db_path)
+    run = ledger.open_run("main.a", agent="stub", max_cost=1.0, parent_run_id=None)
+    ledger.close_run(run, "exited", 0, "cost budget reserve reached (spent $0.9500 >= $1 max "
+                     "- $0.1 reserve)")
+    setup.set_status("main.a", "exited")
+    assert merge_node(open_context(setup.repo), "a").status == "merged"
+    broke = ledger.open_run("main.b", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(broke, "exited", 1, "Exited at iteration 1.2")
+    setup.set_status("main.b", "exited")
+    setup.write(setup.wt("b"), "calc/other.py", "Y = 1\n", "b")
+    with pytest.raises(Refused, match="broke down"):
+        merge_node(open_context(setup.repo), "b")
+
+
 def test_refusals_are_explained_and_recorded(setup: Setup) -> None:
     ledger = Ledger(setup.tree.db_path)
     setup.write(setup.wt("a"), "x.txt", "x\n", "x")
@@ -247,6 +289,20 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     rows = pending(open_context(setup.repo), None)
     assert [(r["branch"], r["step_name"], r["diffstat"]) for r in rows] == [
         ("main.a", "EXECUTE", "1 file changed, 2 insertions(+)")]
+    gate_b = ledger.open_step(node="main.b", run_id=ledger.open_run(
+        "main.b", agent=None, max_cost=None, parent_run_id=None), iter_id=None, step=2,
+        step_name="EXECUTE", agent=None, model=None, session=None, gated=True)
+    ledger.mark_awaiting_approval(gate_b)
+    setup.set_status("main.b", "active")
+    (setup.wt("b") / "calc" / "wip.py").write_text("w = 1\n")  # edits not committed yet
+    (setup.wt("b") / "calc" / "ops.py").write_text("changed\n")
+    rows = pending(open_context(setup.repo), None)
+    assert {r["branch"]: r["diffstat"] for r in rows}["main.b"] == \
+        "nothing new; 2 uncommitted file(s)"
+    from fractal.lifecycle.inbox import gate_diffstat
+
+    assert gate_diffstat(setup.tree, "main.b") == "no changes; 2 uncommitted file(s)"
+    assert gate_diffstat(setup.tree, "main.a") == "1 file changed, 2 insertions(+)"
     ledger.close_open("main.a", "stopped", "finish requested awaiting approval")
     setup.set_status("main.a", "completed")
     with pytest.raises(Refused, match="EXECUTE never approved"):
@@ -318,6 +374,9 @@ def test_the_read_commands_through_the_cli(setup: Setup) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return run_cli(list(args), setup.repo, check=False)
 
+    piped = cli("node", "conflicts").stdout.splitlines()  # stdout is not a terminal: CSV
+    assert piped[0] == "left,right,conflicts,files"
+    assert "main.a,main.b,True,calc/ops.py" in piped
     report = json.loads(cli("node", "conflicts", "--json").stdout)
     assert report["node"] == "main"
     assert {(p["left"], p["right"]): p["files"] for p in report["pairs"]} == {

@@ -165,3 +165,46 @@ def test_a_limited_listing_is_the_head_of_the_full_one(ledger: Ledger,
     assert len(full) == expected[nodes[0] if nodes else None]
     for limit in range(1, len(full) + 3):
         assert reader.activity(ledger.db_path, nodes, limit) == full[:limit], limit
+
+
+def _unpriced_run(ledger: Ledger, node: str, priced: float | None) -> tuple[int, int]:
+    """A run of one iteration: a gate check (never launched, a known $0), an agent step
+    launched without a cost and, when ``priced`` is set, a launched step that reported it."""
+    ledger.register_node(node, parent="main", title=None, worktree=None)
+    run = ledger.open_run(node, agent="stub", max_cost=None, parent_run_id=None)
+    it = ledger.open_iteration(node, run, 1, agent="stub", model=None)
+    ledger.book_closed_step(node=node, run_id=run, iter_id=it, step=1, step_name="CHECK",
+                            status="completed", exit_code=0, reason="", cost=0.0)
+    for position, cost in ((2, None), (3, priced)):
+        if position == 3 and priced is None:
+            break
+        step = ledger.open_step(node=node, run_id=run, iter_id=it, step=position,
+                                step_name="EXECUTE", agent="stub", model=None, session=None)
+        ledger.set_step_process(step, 4242, 1.0)
+        if cost is not None:
+            ledger.set_step_cost(step, cost)
+        ledger.close_step(step, "exited" if cost is None else "completed", 3, "")
+    ledger.close_iteration(it, "exited", 3, "")
+    ledger.close_run(run, "exited", 3, "Exited at iteration 1.2")
+    return run, it
+
+
+def test_a_run_whose_launched_steps_all_lack_a_cost_reads_unknown_everywhere(
+        ledger: Ledger) -> None:
+    from fractal.store.attention import attention_rows
+    from fractal.store.dashboard import live_rows
+
+    unknown, _ = _unpriced_run(ledger, "main.unknown", None)
+    partial, _ = _unpriced_run(ledger, "main.partial", 0.5)
+    rows = {(r.node, r.kind): r for r in reader.activity(ledger.db_path, None, None)
+            if r.event == "end" and r.kind in ("run", "iteration")}
+    assert rows["main.unknown", "run"].cost is None  # not the gate check's 0
+    assert rows["main.unknown", "iteration"].cost is None
+    assert rows["main.partial", "run"].cost == pytest.approx(0.5)  # the known part
+    assert rows["main.partial", "iteration"].cost == pytest.approx(0.5)
+
+    inbox = attention_rows(ledger.db_path).spent
+    assert inbox[unknown] is None
+    assert inbox[partial] == pytest.approx(0.5)
+    dash = live_rows(ledger.db_path, [unknown, partial]).spent
+    assert dash == {unknown: None, partial: pytest.approx(0.5)}

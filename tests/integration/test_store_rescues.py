@@ -54,5 +54,6 @@ def test_a_ref_without_a_row_is_still_listed(repo: Path) -> None:
     booked = rescue_branch(repo, "main", "reset")
     record_rescue(tree, booked, actor="operator")
     listed = {r.ref: r for r in list_rescues(repo)}
-    assert listed[orphan.ref].operation is None and listed[orphan.ref].files is None
+    # no row: the operation and file count are read from the rescue commit itself
+    assert (listed[orphan.ref].operation, listed[orphan.ref].files) == ("destroy", 0)
     assert listed[booked.ref].operation == "reset"

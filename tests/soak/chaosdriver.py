@@ -10,7 +10,7 @@ kill-server``, SIGKILL a random supervisor or a random agent's process group. A 
 in a thread of its own with a time limit of VERB_TIMEOUT_S, so a slow verb never holds
 the next fault back; a fault goes to a node no verb in flight touches (neither it nor an
 ancestor nor a descendant), and a kind with nothing to act on now is tried again
-RETRY_TICKS ticks later. Between faults the driver tends the tree as an operator would
+RETRY_TICKS ticks later while the tick fires another kind that can act (``fire_one``). Between faults the driver tends the tree as an operator would
 (heal with a read, resume what parked on its own, restart what ended with ``node start
 --continue``, leftovers committed first); pool workers are the dispatcher's and are never
 restarted.
@@ -62,6 +62,30 @@ def schedule(seed: str, ticks: int) -> list[str]:
     for place, kind in zip(places, forced, strict=True):
         out[place] = kind
     return out
+
+
+def fire_one(plan: list[str], tick: int, fire: Callable[[str], bool], rng: random.Random,
+             deferred: Counter[str]) -> str | None:
+    """Fire ``plan[tick]`` (a weighted draw appended past the plan's end) and return the
+    kind fired, or None when nothing could act. A kind with nothing to act on now is
+    counted in ``deferred`` and comes back RETRY_TICKS ticks later (one pending retry
+    per kind), and the tick fires the first other kind, in a weighted random order, that
+    has something to act on: a few kinds waiting for a target never starve the rest."""
+    if tick >= len(plan):
+        plan.append(rng.choices(KINDS, WEIGHTS)[0])
+    kind = plan[tick]
+    if fire(kind):
+        return kind
+    deferred[kind] += 1
+    if kind not in plan[tick + 1:tick + 1 + RETRY_TICKS]:
+        plan.insert(min(tick + RETRY_TICKS, len(plan)), kind)
+    others = [(k, w) for k, w in zip(KINDS, WEIGHTS, strict=True) if k != kind]
+    while others:
+        pick = rng.choices(range(len(others)), [w for _, w in others])[0]
+        other, _ = others.pop(pick)
+        if fire(other):
+            return other
+    return None
 
 
 @dataclass
@@ -146,15 +170,13 @@ class Chaos:
     # -- faults -----------------------------------------------------------------------
 
     def inject(self, tick: int) -> None:
-        """The scheduled fault of ``tick`` (past the plan: a weighted draw)."""
-        if tick >= len(self.plan):
-            self.plan.append(self.rng.choices(KINDS, WEIGHTS)[0])
-        kind = self.plan[tick]
-        if getattr(self, "_" + kind.replace("-", "_"))():
-            self.sent[kind] += 1
-            return
-        self.deferred[kind] += 1
-        self.plan.insert(min(tick + RETRY_TICKS, len(self.plan)), kind)
+        """The fault of ``tick`` (see ``fire_one``)."""
+        fired = fire_one(self.plan, tick, self._fire, self.rng, self.deferred)
+        if fired is not None:
+            self.sent[fired] += 1
+
+    def _fire(self, kind: str) -> bool:
+        return bool(getattr(self, "_" + kind.replace("-", "_"))())
 
     def _count(self, kind: str, then: Callable[[], None] | None = None) -> Callable[[int], None]:
         def done(code: int) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pytest
 
 from tests.soak.chaos import KINDS, MIN_EACH, TICK, schedule
+from tests.soak.chaosdriver import fire_one
 from tests.soak.chaostree import POOL_ITEMS, Shape, overlaps
 
 
@@ -48,3 +50,22 @@ def test_the_tree_has_thirty_nodes_on_three_levels_and_a_pool() -> None:
     assert not any(shape.is_worker(n) for n in shape.planned())
     assert set(shape.mergers()) == {n for n in names if any(m.startswith(n + ".") for m in
                                                            names)} - {"c.p"}
+
+
+def test_kinds_without_a_target_never_starve_the_others() -> None:
+    """Three kinds that never find a target (no gate waiting, nothing paused, a window
+    already closed) cycling through their retries still leave every tick a fault."""
+    stuck = {"approve", "resume", "usage-window"}
+    plan = schedule("298498418", 300)
+    rng, deferred, fired = random.Random(1), Counter[str](), Counter[str]()
+    for tick in range(300):
+        kind = fire_one(plan, tick, lambda k: k not in stuck, rng, deferred)
+        assert kind is not None and kind not in stuck
+        fired[kind] += 1
+    assert set(fired) == set(KINDS) - stuck
+
+
+def test_a_tick_fires_nothing_only_when_nothing_can_act() -> None:
+    plan, deferred = ["stop"], Counter[str]()
+    assert fire_one(plan, 0, lambda k: False, random.Random(1), deferred) is None
+    assert deferred == Counter({"stop": 1}) and plan.count("stop") == 2

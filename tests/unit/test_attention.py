@@ -69,6 +69,11 @@ CASES = [
                                     run_ended=NOW - 5,
                                     merge=HandBack(3, "main", HANDED, NOW - 50)),
      [(Kind.MERGE, f"fractal node merge {B}")]),
+    ("handed-back-ended-unresolved", NodeFacts(
+        B, "exited", run_id=2, run_status="exited", run_ended=NOW - 5,
+        merge=HandBack(3, "main", HANDED, NOW - 50, unresolved="/repo/.worktrees/main.a")),
+     [(Kind.MERGE, f"fractal node start {B} --continue"),
+      (Kind.EXITED, f"fractal node start {B} --continue")]),
     ("conflict", NodeFacts(B, "completed", merge=HandBack(3, "main", "conflict in a.py",
                                                           NOW - 50)),
      [(Kind.MERGE, f"fractal node merge {B} --hand-back")]),
@@ -135,6 +140,9 @@ def test_the_new_kinds_say_what_and_until_when() -> None:
     (item, _), = classify([wait], NOW)
     assert "until 2026-01-01T04:05:00Z" in item.summary
     assert item.details["until"] == "2026-01-01T04:05:00Z"
+    follower = replace(wait, usage=UsageHold(41, NOW - 60, None, "five_hour"))
+    (item, _), = classify([follower], NOW)
+    assert "another node's probe" in item.summary and "unknown" not in item.summary
     parent = NodeFacts(B, "exited", run_id=4, run_status="exited", run_ended=NOW - 5,
                        running_below=(Unsettled(f"{B}.c", "active", True),
                                       Unsettled(f"{B}.d", "paused")))
@@ -148,6 +156,13 @@ def test_the_new_kinds_say_what_and_until_when() -> None:
     assert classify([note], NOW, {msg.key: msg.fingerprint}) == []
     assert [i.kind for i, _ in classify([newer], NOW, {msg.key: msg.fingerprint})] == [
         Kind.MESSAGE]  # a new message: the item is back
+
+
+def test_a_paused_item_says_paused_once() -> None:
+    parked = NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9,
+                       pause_reason="parked during PLAN")
+    (item, _), = classify([parked], NOW)
+    assert item.summary == "paused: during PLAN"
 
 
 def test_running_below_marks_every_ancestor() -> None:
@@ -164,6 +179,10 @@ def test_running_below_marks_every_ancestor() -> None:
      1_767_240_300.0),
     ("waiting for usage window until 09:99Z", [1.0, 2.0], 2.0),
     ("waiting for usage window until 04:05Z", [], None),
+    ("waiting for usage window until 04:05:00Z", [1_767_240_300.0, 1_767_240_305.0],
+     1_767_240_300.0),  # to the second: two wakes in one minute are told apart
+    ("waiting for usage window until 04:05:05Z", [1_767_240_300.0, 1_767_240_305.0],
+     1_767_240_305.0),
 ])
 def test_wait_until(shown: str, wakes: list[float], until: float | None) -> None:
     assert wait_until(shown, wakes) == until

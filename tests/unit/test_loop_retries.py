@@ -56,7 +56,8 @@ def test_a_pause_in_the_backoff_parks_and_the_resume_retries(loop_tree: LoopTree
     t.run("r")
     assert t.status("r") == "paused"
     events = t.sql("SELECT metadata FROM events WHERE event = 'pause' AND actor = 'loop'")
-    assert events == [("parked paused during a retry backoff",)]
+    assert events == [("parked during a retry backoff",)]
+    assert "Run paused during a retry backoff;" in t.pane()  # "paused" said once
     t.run("r", resume=True)
     assert t.run_row("r") == ("completed", 0, "Reached max iterations (1)")
     assert [s[1] for s in t.steps("r")] == ["failed", "completed"]

@@ -4,6 +4,7 @@ run. In-process, with the fake clock and the scripted launcher."""
 
 from __future__ import annotations
 
+import re
 import signal
 from typing import Any
 
@@ -184,6 +185,20 @@ def test_a_closed_usage_window_is_waited_out_and_the_step_reentered(
                                     "ORDER BY rowid")]
     assert subjects[0].startswith("waiting for usage window until ")
     assert subjects[1] == "usage window reopened (five_hour)"
+
+
+def test_one_usage_wait_posts_one_wait_and_one_reopening(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("w", {"01-A.md": "[stub:limit-first=1] [stub:write=a.txt:a]"}, "--max-iters", "1")
+    assert t.run("w") == 0  # SYNC on: the re-entered step looks at the window first
+    subjects = [s for (s,) in t.sql("SELECT subject FROM messages WHERE node = 'main.w' "
+                                    "AND subject LIKE '%usage window%' ORDER BY rowid")]
+    assert len(subjects) == 2, subjects
+    assert re.fullmatch(r"waiting for usage window until \d\d:\d\d:\d\dZ \(five_hour\)",
+                        subjects[0]), subjects[0]  # to the second
+    assert subjects[1] == "usage window reopened (five_hour)"
+    waits = t.sql("SELECT status FROM events WHERE node = 'main.w' AND event = 'usage_wait'")
+    assert waits == [("started",), ("completed",)]
 
 
 def test_on_usage_limit_stop_ends_the_run_stopped(loop_tree: LoopTree) -> None:

@@ -67,6 +67,9 @@ BASE = MergeFacts(child="main.a", target="main", child_status="completed", targe
     ({"target_dirty": ("README.md",)}, "README.md"),
     ({"last_run_status": "exited"}, "--force"),
     ({"last_run_status": "exited", "force": True}, None),
+    ({"last_run_status": "exited", "budget_landing": True}, None),  # a wind-down, no breakdown
+    ({"last_run_status": "exited", "budget_landing": True, "unapproved_gate": "REVIEW"},
+     "REVIEW never approved"),
     ({"unapproved_gate": "EXECUTE"}, "EXECUTE never approved"),
     ({"unapproved_gate": "EXECUTE", "force": True}, None),
     ({"target_dirty": ("x",), "force": True}, "uncommitted"),

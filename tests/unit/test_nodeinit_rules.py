@@ -12,6 +12,7 @@ from fractal.domain.nodeinit import (
     inherited_preferences,
     match_step,
     parse_inherit,
+    restored_settings,
     uncommitted_warning,
     with_approval_gate,
 )
@@ -102,3 +103,16 @@ def test_uncommitted_warning_lists_a_few_paths() -> None:
     text = uncommitted_warning("main.lead", "0123456789abcdef", [f"f{i}" for i in range(7)])
     assert "main.lead has 7 uncommitted change(s)" in text
     assert "0123456789" in text and "f0, f1, f2, f3, f4 and 2 more" in text
+
+
+@pytest.mark.parametrize(("raw", "kept", "reset"), [
+    ({"title": "t", "agent": "claude", "max_iters": 2, "sync": False, "parent": "main.x",
+      "root": "main", "user": False, "base": "main.x", "model": None},
+     {"title": "t", "agent": "claude", "max_iters": 2, "sync": False}, ()),
+    ({"max_iters": 0, "title": "t"}, {"title": "t"}, ("max_iters",)),
+    ({"interval": "1m", "sleep": "5s", "title": "t"}, {"title": "t"}, ("interval", "sleep")),
+    ({"max_iter_cost": 2.0, "unknown_key": 1}, {}, ("max_iter_cost",)),
+])
+def test_restored_settings_keep_the_rescued_config_but_lineage_and_invalid_keys(
+        raw: dict[str, object], kept: dict[str, object], reset: tuple[str, ...]) -> None:
+    assert restored_settings(raw) == (kept, reset)
