@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from fractal.domain.attention import FOLLOWER_UNTIL
+
 __all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "subtree_spends"]
 
 
@@ -44,17 +46,19 @@ class Live:
     usage_until: float | None = None
 
 
-def _hhmm(instant: float) -> str:
-    """``14:05Z``: the UTC hour and minute of ``instant`` (epoch s)."""
+def _hhmmss(instant: float) -> str:
+    """``14:05:05Z``: the UTC time of day of ``instant`` (epoch s), to the second, as the
+    wait's notice, the pane and ``fractal node status`` give it."""
     import time
 
-    return time.strftime("%H:%MZ", time.gmtime(instant))
+    return time.strftime("%H:%M:%SZ", time.gmtime(instant))
 
 
 def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
     """The tree's detail text: ``run 3 · iter 2/10 · step 3/5 EXECUTE 4m12s`` for an
-    active node, ``awaiting approval`` at a gate, ``waiting for usage window until 14:05Z``
-    (UTC; ``until an unknown instant`` when the window gave none) while its run waits out a
+    active node, ``awaiting approval`` at a gate, ``waiting for usage window until
+    14:05:05Z`` (UTC, the instant the inbox gives; ``attention.FOLLOWER_UNTIL`` when no
+    window is closed and the node follows another node's probe) while its run waits out a
     usage window, ``supervisor gone`` when provably dead; the last run's ``reason`` for a
     settled node; ``parked`` for a paused one."""
     if status == "active":
@@ -66,9 +70,9 @@ def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
         if live.gate:
             parts.append("awaiting approval")
         elif live.usage_wait:
-            until = "an unknown instant" if live.usage_until is None \
-                else _hhmm(live.usage_until)
-            parts.append(f"waiting for usage window until {until}")
+            until = FOLLOWER_UNTIL if live.usage_until is None \
+                else f"until {_hhmmss(live.usage_until)}"
+            parts.append(f"waiting for usage window {until}")
         elif live.step is not None:
             of = f"/{live.steps}" if live.steps else ""
             took = "" if live.step_started is None else \
