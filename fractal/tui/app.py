@@ -179,9 +179,12 @@ class Dashboard(App[None]):
 
     def apply(self, snap: Snapshot) -> None:
         """Show ``snap``: relabel the tree in place, or rebuild it when its members changed."""
+        try:
+            tree = self.query_one("#tree", Tree)
+        except NoMatches:  # the app is closing: its panes are gone
+            return
         previous, self.snapshot = self.snapshot, snap
         now = self.clock()
-        tree = self.query_one("#tree", Tree)
         if snap.gone:
             flows.show_gone(self, tree, snap.gone)
             return

@@ -213,11 +213,16 @@ class Builder:
             snap = self._read(started if now is None else now, token)
         except TreeGone as exc:  # destroyed under the dashboard: say so, never recreate
             snap = Snapshot(self.tree.root, time.time(), token=token, gone=str(exc))
-        db_files = token[0] if isinstance(token, tuple) else ()
+        # The token after the read (with the node dirs the new snapshot lists) is kept
+        # unless a database write landed within SETTLE_S before the read or at any time
+        # during it (its stamp is then later than the read's start): the read may not have
+        # seen that commit, and keeping the token would hide it until the next write.
+        after = self.token()
+        db_files = [*(token[0] if isinstance(token, tuple) else ()),
+                    *(after[0] if isinstance(after, tuple) else ())]
         self.settling = any(stamp and started - stamp / 1e9 < SETTLE_S
                             for stamp, _ in db_files)
-        # with the node dirs the new snapshot lists; none while a write may be in flight
-        self._token = None if self.settling else self.token()
+        self._token = None if self.settling else after
         if self.last is not None and snap == self.last:
             return self.last
         self.last = snap

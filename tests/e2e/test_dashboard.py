@@ -165,9 +165,15 @@ def test_a_node_whose_supervisor_died_is_shown_gone_and_never_written(tree: Tree
             assert tree.status("doomed") == "active"  # the dashboard wrote nothing
             tree.cli("node", "status", "doomed")  # any read heals it
             # the heal parks the run (interrupted: supervisor lost), resumable
-            await _until(pilot, lambda: "‖ doomed" in _label(app, "main.doomed")
-                         and "gone" not in _label(app, "main.doomed"),
-                         message="the healed status shown")
+            try:
+                await _until(pilot, lambda: "‖ doomed" in _label(app, "main.doomed")
+                             and "gone" not in _label(app, "main.doomed"),
+                             message="the healed status shown")
+            except AssertionError as exc:
+                snap = app.snapshot
+                raise AssertionError(f"{exc}: {_label(app, 'main.doomed')!r} "
+                                     f"{tree.sql('SELECT status FROM nodes')} "
+                                     f"{snap.node('main.doomed') if snap else None}") from None
 
     asyncio.run(scenario())
 
