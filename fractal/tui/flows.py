@@ -231,6 +231,10 @@ def open_pane_key(app: Dashboard) -> None:
     except SuspendNotSupported:
         _refuse(app, f"open: this terminal cannot be handed to tmux; run `fractal node "
                      f"attach {view.branch}` in another one")
+    except Exception as exc:  # fractal's fault: a crash log, and the dashboard stays
+        from fractal.tui.verbs import fault
+
+        _refuse(app, fault(app, "open", exc).text)
 
 
 def _tmux_panes() -> tuple[PaneSwitch, PaneAttach]:

@@ -27,7 +27,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from fractal.tui.app import Dashboard
 
-__all__ = ["Outcome", "VerbStreams", "call_verb", "outcome_lines"]
+__all__ = ["Outcome", "VerbStreams", "call_verb", "fault", "outcome_lines"]
 
 
 class VerbStreams:
@@ -96,7 +96,6 @@ class Outcome:
 def call_verb(app: Dashboard, label: str, verb: Callable[[], object]) -> Outcome:
     """Run ``verb`` with the app's real streams and word its outcome as the CLI would,
     prefixed ``LABEL: ``; an unexpected exception's traceback is saved first."""
-    from fractal.cli.crash import CrashSite, crash_line, save_crash
     from fractal.errors import FractalError
 
     written: list[str] = []
@@ -106,11 +105,19 @@ def call_verb(app: Dashboard, label: str, verb: Callable[[], object]) -> Outcome
     except FractalError as exc:
         return Outcome(f"{label}: {exc}", failed=True)
     except Exception as exc:  # fractal's fault: keep the traceback, say where
-        site = CrashSite(data_dir=app.fractal.data_dir, argv=["open", f"(key: {label})"])
-        path = save_crash(exc, site)
-        text = crash_line(exc, path) if path is not None else \
-            f"Internal error ({type(exc).__name__}: {exc}); no crash log could be written"
-        return Outcome(f"{label}: {text}", failed=True,
-                       crash_log=str(path) if path is not None else None)
+        return fault(app, label, exc)
     lines = outcome_lines(result) + written
     return Outcome(f"{label}: " + "; ".join(lines[:3]), failed=False)
+
+
+def fault(app: Dashboard, label: str, exc: Exception) -> Outcome:
+    """Save the traceback of ``exc``, an unexpected exception of the key ``label``, to a
+    crash log (as the CLI's exit 3 does) and word the notification that names it."""
+    from fractal.cli.crash import CrashSite, crash_line, save_crash
+
+    site = CrashSite(data_dir=app.fractal.data_dir, argv=["open", f"(key: {label})"])
+    path = save_crash(exc, site)
+    text = crash_line(exc, path) if path is not None else \
+        f"Internal error ({type(exc).__name__}: {exc}); no crash log could be written"
+    return Outcome(f"{label}: {text}", failed=True,
+                   crash_log=str(path) if path is not None else None)

@@ -430,5 +430,17 @@ def test_the_open_key_refuses_a_node_without_a_pane_and_a_terminal_it_cannot_han
                                        "`fractal node attach main.feat` in another one")
             assert app.is_running
 
+            def broken(tree: Tree, branch: str) -> bool:
+                raise RuntimeError("tmux went away")
+
+            app.panes = (broken, panes.attach)  # an unexpected fault: a crash log
+            await pilot.press("o")
+            await _until(pilot, lambda: len(app.outcomes) == 3, message="the fault")
+            assert app.outcomes[2].startswith("open: Internal error (RuntimeError: tmux "
+                                              "went away); the traceback is in ")
+            assert app.is_running
+
     asyncio.run(scenario())
     assert panes.calls == ["switch main.feat"]  # never attached without the terminal
+    saved, = (repo / ".fractal" / "main" / "logs").glob("crash-*.log")
+    assert "RuntimeError: tmux went away" in saved.read_text()
