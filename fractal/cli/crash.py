@@ -19,7 +19,8 @@ from pathlib import Path
 
 from fractal import __version__
 
-__all__ = ["CRASH_EXIT", "KEEP", "CrashSite", "crash_dirs", "locate_tree", "report_crash"]
+__all__ = ["CRASH_EXIT", "KEEP", "CrashSite", "crash_dirs", "crash_line", "locate_tree",
+           "report_crash", "save_crash"]
 
 CRASH_EXIT = 3
 KEEP = 20  # crash logs kept per directory (older ones are deleted)
@@ -110,6 +111,26 @@ def _prune(directory: Path) -> None:
         pass
 
 
+def save_crash(exc: BaseException, site: CrashSite,
+               problems: list[str] | None = None) -> Path | None:
+    """Write ``exc``'s crash log into the first of ``crash_dirs(site)`` that takes it and
+    return its path; None when none could (each directory's error appended to
+    ``problems``). Never raises OSError."""
+    for directory in crash_dirs(site):
+        try:
+            return _write(directory, exc, site)
+        except OSError as err:
+            if problems is not None:
+                problems.append(f"{directory}: {err.strerror or err}")
+    return None
+
+
+def crash_line(exc: BaseException, path: Path) -> str:
+    """The one line that names a crash and its log."""
+    return (f"Internal error ({_one_line(exc)}); the traceback is in {path} "
+            "(a fractal bug: please report it with that file)")
+
+
 def report_crash(exc: BaseException, site: CrashSite) -> int:
     """Save ``exc``'s traceback and print one line about it on stderr; return CRASH_EXIT.
 
@@ -119,14 +140,9 @@ def report_crash(exc: BaseException, site: CrashSite) -> int:
     import traceback
 
     problems: list[str] = []
-    for directory in crash_dirs(site):
-        try:
-            path = _write(directory, exc, site)
-        except OSError as err:
-            problems.append(f"{directory}: {err.strerror or err}")
-            continue
-        sys.stderr.write(f"Internal error ({_one_line(exc)}); the traceback is in {path} "
-                         "(a fractal bug: please report it with that file)\n")
+    path = save_crash(exc, site, problems)
+    if path is not None:
+        sys.stderr.write(f"{crash_line(exc, path)}\n")
         return CRASH_EXIT
     sys.stderr.write(f"Internal error ({_one_line(exc)}); no crash log could be written "
                      f"({'; '.join(problems)}), so the traceback follows\n")

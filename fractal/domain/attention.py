@@ -20,7 +20,7 @@ from fractal.domain.budget import is_budget_reason
 from fractal.domain.merging import unresolved_hand_back
 from fractal.domain.subtree import Unsettled, unsettled_notice
 
-__all__ = ["RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
+__all__ = ["FOLLOWER_UNTIL", "RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
            "Rule", "UsageHold", "classify", "item_id", "stall_after"]
 
 STALL_FLOOR_S = 300
@@ -258,6 +258,11 @@ def _stall_at(facts: NodeFacts, now: float) -> Item | None:
                 fingerprint=f"{facts.last_write}", details={"quiet_s": int(quiet)})
 
 
+FOLLOWER_UNTIL = "until another node's probe of it gets through"
+"""How long a usage-window wait lasts when no window is closed: the node follows another
+node's probe (the inbox item and the dashboard's tree line both say it)."""
+
+
 def _iso(instant: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(instant))
 
@@ -268,8 +273,8 @@ def _usage(facts: NodeFacts) -> Item | None:
         return None
     window = f" ({hold.window})" if hold.window else ""
     until = (f"until {_iso(hold.until)}" if hold.until is not None else
-             "until another node's probe of it gets through (the window reopened or is "
-             "being probed; it launches in its turn)")
+             f"{FOLLOWER_UNTIL} (the window reopened or is being probed; it launches in its "
+             "turn)")
     return Item(Kind.USAGE, facts.branch, hold.since,
                 f"waiting for usage window{window} {until}; it launches again by "
                 "itself then (the command ends the wait instead)",

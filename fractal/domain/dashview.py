@@ -3,10 +3,13 @@ durations (pure; the clock is passed in)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail"]
+from fractal.domain.attention import FOLLOWER_UNTIL
+
+__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "subtree_spends"]
 
 
 def clock_label(seconds: float) -> str:
@@ -43,17 +46,19 @@ class Live:
     usage_until: float | None = None
 
 
-def _hhmm(instant: float) -> str:
-    """``14:05Z``: the UTC hour and minute of ``instant`` (epoch s)."""
+def _hhmmss(instant: float) -> str:
+    """``14:05:05Z``: the UTC time of day of ``instant`` (epoch s), to the second, as the
+    wait's notice, the pane and ``fractal node status`` give it."""
     import time
 
-    return time.strftime("%H:%MZ", time.gmtime(instant))
+    return time.strftime("%H:%M:%SZ", time.gmtime(instant))
 
 
 def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
     """The tree's detail text: ``run 3 · iter 2/10 · step 3/5 EXECUTE 4m12s`` for an
-    active node, ``awaiting approval`` at a gate, ``waiting for usage window until 14:05Z``
-    (UTC; ``until an unknown instant`` when the window gave none) while its run waits out a
+    active node, ``awaiting approval`` at a gate, ``waiting for usage window until
+    14:05:05Z`` (UTC, the instant the inbox gives; ``attention.FOLLOWER_UNTIL`` when no
+    window is closed and the node follows another node's probe) while its run waits out a
     usage window, ``supervisor gone`` when provably dead; the last run's ``reason`` for a
     settled node; ``parked`` for a paused one."""
     if status == "active":
@@ -65,9 +70,9 @@ def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
         if live.gate:
             parts.append("awaiting approval")
         elif live.usage_wait:
-            until = "an unknown instant" if live.usage_until is None \
-                else _hhmm(live.usage_until)
-            parts.append(f"waiting for usage window until {until}")
+            until = FOLLOWER_UNTIL if live.usage_until is None \
+                else f"until {_hhmmss(live.usage_until)}"
+            parts.append(f"waiting for usage window {until}")
         elif live.step is not None:
             of = f"/{live.steps}" if live.steps else ""
             took = "" if live.step_started is None else \
@@ -107,3 +112,22 @@ def gauge(spent: float | None, cap: float | None, reserve: float | None) -> Gaug
     window = cap * 0.1 if reserve is None else reserve
     level = Level.CAP if used >= cap else Level.RESERVE if used >= cap - window else Level.OK
     return Gauge(min(1.0, used / cap), level)
+
+
+def subtree_spends(parents: Mapping[int, int | None],
+                   own: Mapping[int, float | None]) -> dict[int, float | None]:
+    """Each run's spend with its descendant runs' (USD), the figure a run's ``max_cost``
+    bounds: ``parents`` maps every run id to the run it was started under (None for
+    none), ``own`` each run's own steps' recorded cost (None: no step of it recorded one;
+    a run missing from it counts as None). A run's figure is the sum of the known costs
+    in its subtree, None when none of them is known (unknown, never 0). A run is always
+    started after the run it is started under, so its id is the larger: a link to an id
+    not smaller, or to a run outside ``parents``, is ignored (the run counts as a top)."""
+    totals: dict[int, float | None] = {run: own.get(run) for run in parents}
+    for run in sorted(parents, reverse=True):  # children before their parents
+        parent, value = parents[run], totals[run]
+        if value is None or parent is None or parent >= run or parent not in totals:
+            continue
+        above = totals[parent]
+        totals[parent] = value if above is None else above + value
+    return totals

@@ -12,7 +12,7 @@ from fractal.store.reader import _connect
 from fractal.store.rows import IterationRow, MessageRow, RunRow, StepRow, build
 from fractal.store.spend import KNOWN_COST_SUM
 
-__all__ = ["CheckPoint", "History", "LiveRows", "history", "live_rows"]
+__all__ = ["CheckPoint", "History", "LiveRows", "history", "live_rows", "run_links"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,18 @@ class LiveRows:
     spent: dict[int, float | None]
     messages: list[MessageRow]
     signals: dict[str, set[str]]  # node -> names pending on its open run
+
+
+def run_links(db_path: Path, after: int) -> list[tuple[int, int | None, bool]]:
+    """``(run_id, parent_run_id, ended)`` of every run newer than run ``after`` and of
+    every open run (through the primary key and the ``ended_at`` index): the run tree a
+    subtree's spend is summed over, read a little at a time."""
+    with _connect(db_path, create=False) as conn:
+        rows = conn.execute(
+            "SELECT run_id, parent_run_id, ended_at IS NOT NULL FROM runs WHERE run_id > ? "
+            "UNION SELECT run_id, parent_run_id, 0 FROM runs INDEXED BY ix_runs_ended_at "
+            "WHERE ended_at IS NULL", (after,)).fetchall()
+    return [(int(r[0]), None if r[1] is None else int(r[1]), bool(r[2])) for r in rows]
 
 
 def live_rows(db_path: Path, newest_runs: list[int], feed: int = 30) -> LiveRows:

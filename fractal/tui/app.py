@@ -23,12 +23,13 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
-from fractal.tui import flows, render
+from fractal.tui import flows, render, verbs
 from fractal.tui.screens import ConfirmScreen, HelpScreen
 from fractal.tui.snapshot import SETTLE_S, Builder, NodeView, Snapshot
 from fractal.tui.watch import DbWatch
@@ -89,6 +90,8 @@ class Dashboard(App[None]):
         self.outcomes: list[str] = []  # every verb's result line, as notified
         self.shown: NodeView | None = None  # the node pane's node, as last loaded
         self._pane_keys: dict[str, object] = {}
+        self.verb_streams = verbs.VerbStreams()  # sys.stdout/stderr while a verb runs
+        self.panes: tuple[Any, Any] | None = None  # the o key's (switch, attach); None: tmux
 
     # -- layout -----------------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Dashboard(App[None]):
         self._stop.set()
         self._wake.set()
         self.db_watch.close()
+        self.verb_streams.close()
 
     # -- data path --------------------------------------------------------------------
 
@@ -173,28 +177,18 @@ class Dashboard(App[None]):
         if snap is not self.snapshot:
             self.call_from_thread(self.apply, snap)
 
-    def _visible(self, snap: Snapshot) -> list[NodeView]:
-        waiting = {e.item.node for e in snap.inbox}
-        out = []
-        for view in snap.nodes:
-            if view.status == "retired" and not self.show_retired:
-                continue
-            if self.filter == "attention" and view.branch not in waiting:
-                continue
-            if self.filter == "active" and view.status != "active":
-                continue
-            out.append(view)
-        return out
-
     def apply(self, snap: Snapshot) -> None:
         """Show ``snap``: relabel the tree in place, or rebuild it when its members changed."""
+        try:
+            tree = self.query_one("#tree", Tree)
+        except NoMatches:  # the app is closing: its panes are gone
+            return
         previous, self.snapshot = self.snapshot, snap
         now = self.clock()
-        tree = self.query_one("#tree", Tree)
         if snap.gone:
             flows.show_gone(self, tree, snap.gone)
             return
-        views = self._visible(snap)
+        views = flows.visible(self, snap)
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
         if members != self._members:
@@ -222,6 +216,10 @@ class Dashboard(App[None]):
                     node.set_label(label)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
+        """The highlighted row is the selection (a message about a row the cursor has
+        left since, as a tree rebuild posts, is stale and ignored)."""
+        if event.node is not event.control.cursor_node:
+            return
         branch = event.node.data
         if branch is not None and branch != self.selected:  # the root has no loop
             self.selected = branch
@@ -265,8 +263,11 @@ class Dashboard(App[None]):
         before = self._pane_keys.get(pane)
         if before == key:
             return
+        try:
+            widget = self.query_one(pane, Static)
+        except NoMatches:  # the app is closing: its panes are gone
+            return
         self._pane_keys[pane] = key
-        widget = self.query_one(pane, Static)
         widget.update(content, layout=not render.same_height(before, key, widget.size.width))
 
     # -- keys -------------------------------------------------------------------------
@@ -282,26 +283,17 @@ class Dashboard(App[None]):
 
     @work(thread=True, group="verb")
     def run_verb(self, label: str, verb: Callable[[], object]) -> None:
-        """Run a lifecycle verb off the UI thread and report how it went."""
-        from fractal.errors import FractalError
-
-        try:
-            result = verb()
-        except FractalError as exc:
-            self.outcomes.append(f"{label}: {exc}")
-            self.call_from_thread(self.notify, f"{label}: {exc}", severity="error")
-            return
-        results = result if isinstance(result, list) else [result]
-        lines = [getattr(r, "message", "") or str(r) for r in results] or ["nothing to do"]
-        self.outcomes.append(f"{label}: " + "; ".join(lines[:3]))
-        self.call_from_thread(self.notify, self.outcomes[-1])
-        self.call_from_thread(self.refresh_snapshot)
+        """Run a lifecycle verb off the UI thread and notify how it went, in the CLI's
+        words (``verbs.call_verb``: real streams, a crash log for a fault)."""
+        outcome = verbs.call_verb(self, label, verb)
+        self.outcomes.append(outcome.text)
+        self.call_from_thread(self.notify, outcome.text,
+                              severity="error" if outcome.failed else "information")
+        if not outcome.failed:
+            self.call_from_thread(self.refresh_snapshot)
 
     def confirm_verb(self, question: str, label: str, verb: Callable[[], object]) -> None:
         """Ask ``question``; run ``verb`` (as ``run_verb``) on yes."""
-        self._confirmed(question, label, verb)
-
-    def _confirmed(self, question: str, label: str, verb: Callable[[], object]) -> None:
         def done(yes: bool | None) -> None:
             if yes:
                 self.run_verb(label, verb)
@@ -317,7 +309,7 @@ class Dashboard(App[None]):
         def verb() -> object:
             return send(self.verb_context(), view.branch, Signal(name))
         if confirm:
-            self._confirmed(f"{name} {view.branch} and its subtree?", name, verb)
+            self.confirm_verb(f"{name} {view.branch} and its subtree?", name, verb)
         else:
             self.run_verb(name, verb)
 
@@ -342,7 +334,7 @@ class Dashboard(App[None]):
 
         view = self._target()
         if view is not None:
-            self._confirmed(f"kill {view.branch} and its subtree now (loop, agent, pane)?",
+            self.confirm_verb(f"kill {view.branch} and its subtree now (loop, agent, pane)?",
                             "kill", lambda: kill(self.verb_context(), view.branch))
 
     def action_approve(self) -> None:
@@ -353,7 +345,15 @@ class Dashboard(App[None]):
     @work(thread=True, group="verb")
     def approve_flow(self, branch: str) -> None:
         """Show the gate and its diffstat, then approve on ``y``."""
-        flows.start_approve(self, branch)
+        self.prepare("approve", lambda: flows.start_approve(self, branch))
+
+    def prepare(self, label: str, step: Callable[[], object]) -> None:
+        """Run a key's preparation (reading a gate, a diffstat) as a verb is run; notify
+        only when it failed (call from a worker thread)."""
+        outcome = verbs.call_verb(self, label, step)
+        if outcome.failed:
+            self.outcomes.append(outcome.text)
+            self.call_from_thread(self.notify, outcome.text, severity="error")
 
     def action_merge(self) -> None:
         flows.merge_key(self)

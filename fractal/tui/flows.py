@@ -12,21 +12,43 @@ from typing import TYPE_CHECKING
 from fractal.tui.screens import PromptScreen
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from textual.widgets import Tree
     from textual.widgets.tree import TreeNode
 
     from fractal.lifecycle.merge import MergeResult
+    from fractal.tree import Tree as FractalTree
     from fractal.tui.app import Dashboard
     from fractal.tui.snapshot import NodeView, Snapshot
 
+    PaneSwitch = Callable[[FractalTree, str], bool]  # True: this tmux client switched
+    PaneAttach = Callable[[FractalTree, str], object]  # attach in this terminal until detach
+
 __all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key", "send_key",
-           "show_gone", "start_merge", "update_panes"]
+           "show_gone", "start_merge", "update_panes", "visible"]
+
+
+def visible(app: Dashboard, snap: Snapshot) -> list[NodeView]:
+    """The nodes the tree pane shows under the app's filter (retired ones only when
+    shown; ``attention``: those with an inbox item; ``active``: active ones)."""
+    waiting = {e.item.node for e in snap.inbox}
+    out = []
+    for view in snap.nodes:
+        if view.status == "retired" and not app.show_retired:
+            continue
+        if app.filter == "attention" and view.branch not in waiting:
+            continue
+        if app.filter == "active" and view.status != "active":
+            continue
+        out.append(view)
+    return out
 
 
 def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> None:
     """Redraw the inbox and radio panes when their lines changed, and reload the node
-    pane when the selected node's line changed or it is active (its clocks, its
-    transcript): an unchanged pane is not re-rendered."""
+    pane when the selected node's line changed, it is active (its clocks, its
+    transcript) or the pane shows another node: an unchanged pane is not re-rendered."""
     from fractal.tui import render
 
     fresh = previous is None or previous.gone
@@ -39,6 +61,7 @@ def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> N
         if fresh or app.shown is not None:
             app.show_node()
     elif fresh or previous is None or chosen.status == "active" \
+            or app.shown is None or app.shown.branch != chosen.branch \
             or previous.node(chosen.branch) != chosen:
         app.show_node()
 
@@ -48,7 +71,8 @@ def merge_key(app: Dashboard) -> None:
     view = app._target()
     if view is not None:
         branch = view.branch
-        app.run_worker(lambda: start_merge(app, branch), thread=True, group="verb")
+        app.run_worker(lambda: app.prepare("merge", lambda: start_merge(app, branch)),
+                       thread=True, group="verb")
 
 
 def send_key(app: Dashboard) -> None:
@@ -147,7 +171,8 @@ def send_prompt(app: Dashboard, branch: str) -> None:
 
 def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: float) -> None:
     """Redraw the tree pane from ``views`` (parents first): each node under its nearest
-    shown ancestor, the cursor kept on the selected node."""
+    shown ancestor, the cursor kept on the selected branch wherever its row moved (a
+    selected node no longer shown gives the selection to the row under the cursor)."""
     from fractal.tui import render
 
     tree.clear()
@@ -170,26 +195,57 @@ def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: fl
             if view.branch in parents else parent.add_leaf(label, data=view.branch)
         app._tree_nodes[view.branch] = node
     app._members = tuple(v.branch for v in views)
+    # The new rows have no line numbers until the tree lays them out, and the layout puts
+    # the cursor back on the old cursor's row index (another node now): lay out first,
+    # then move the cursor to the selected branch. A highlight message the layout posted
+    # is stale by then and ignored (``Dashboard.on_tree_node_highlighted``).
+    _ = tree.last_line
     if app.selected in app._tree_nodes:
         tree.move_cursor(app._tree_nodes[app.selected])
+    elif app.selected is not None:  # the selected node is gone or filtered out
+        cursor = tree.cursor_node
+        app.selected = cursor.data if cursor is not None else None
 
 
 def open_pane_key(app: Dashboard) -> None:
-    """``o``: switch this tmux client to the node's pane, else suspend the app and attach
-    (back on detach)."""
+    """``o``: show the node's tmux pane. Inside tmux this terminal's client switches to it
+    (the dashboard keeps running in its own pane); otherwise the app suspends, a tmux
+    client attaches in this terminal, and the app comes back when it detaches. A node
+    without a pane, or a terminal the app cannot hand over, is refused in a notification.
+    ``app.panes`` (switch, attach) is the seam to tmux (``lifecycle.panes`` by default)."""
+    from textual.app import SuspendNotSupported
+
     from fractal.errors import FractalError
-    from fractal.lifecycle.panes import attach_here, switch_to
 
     view = app._target()
     if view is None:
         return
+    switch, attach = app.panes if app.panes is not None else _tmux_panes()
     try:
-        if switch_to(app.fractal, view.branch):
+        if switch(app.fractal, view.branch):
             return
         with app.suspend():
-            attach_here(app.fractal, view.branch)
+            attach(app.fractal, view.branch)
     except FractalError as exc:
-        app.notify(str(exc), severity="error")
+        _refuse(app, f"open: {exc}")
+    except SuspendNotSupported:
+        _refuse(app, f"open: this terminal cannot be handed to tmux; run `fractal node "
+                     f"attach {view.branch}` in another one")
+    except Exception as exc:  # fractal's fault: a crash log, and the dashboard stays
+        from fractal.tui.verbs import fault
+
+        _refuse(app, fault(app, "open", exc).text)
+
+
+def _tmux_panes() -> tuple[PaneSwitch, PaneAttach]:
+    from fractal.lifecycle.panes import attach_here, switch_to
+
+    return switch_to, attach_here
+
+
+def _refuse(app: Dashboard, text: str) -> None:
+    app.outcomes.append(text)
+    app.notify(text, severity="error")
 
 
 def search_key(app: Dashboard) -> None:

@@ -128,7 +128,9 @@ class Builder:
     last: Snapshot | None = None
     _configs: dict[str, tuple[int, dict[str, object]]] = field(default_factory=dict)
     _steps: dict[str, tuple[int, int]] = field(default_factory=dict)
-    _spent: dict[int, float | None] = field(default_factory=dict)  # ended runs: final
+    _spent: dict[int, float | None] = field(default_factory=dict)  # ended runs' own: final
+    _parents: dict[int, int | None] = field(default_factory=dict)  # every run's parent run
+    _last_run: int = 0  # the newest run id in _parents
     _token: object = None
     _node_paths: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     _looks: int = 0
@@ -141,6 +143,7 @@ class Builder:
     _items: dict[str, tuple[NodeFacts, list[tuple[Item, bool]]]] = field(default_factory=dict)
     _items_acks: dict[str, str] = field(default_factory=dict)
     _backlog: bool = False  # ended runs whose spend is not summed yet
+    _live: Any = None  # store.dashboard.LiveRows of the last read
     settling: bool = False  # the last read began right after a database write
 
     def _paths(self, branch: str) -> tuple[str, str, str]:
@@ -210,11 +213,16 @@ class Builder:
             snap = self._read(started if now is None else now, token)
         except TreeGone as exc:  # destroyed under the dashboard: say so, never recreate
             snap = Snapshot(self.tree.root, time.time(), token=token, gone=str(exc))
-        db_files = token[0] if isinstance(token, tuple) else ()
+        # The token after the read (with the node dirs the new snapshot lists) is kept
+        # unless a database write landed within SETTLE_S before the read or at any time
+        # during it (its stamp is then later than the read's start): the read may not have
+        # seen that commit, and keeping the token would hide it until the next write.
+        after = self.token()
+        db_files = [*(token[0] if isinstance(token, tuple) else ()),
+                    *(after[0] if isinstance(after, tuple) else ())]
         self.settling = any(stamp and started - stamp / 1e9 < SETTLE_S
                             for stamp, _ in db_files)
-        # with the node dirs the new snapshot lists; none while a write may be in flight
-        self._token = None if self.settling else self.token()
+        self._token = None if self.settling else after
         if self.last is not None and snap == self.last:
             return self.last
         self.last = snap
@@ -268,26 +276,39 @@ class Builder:
         found.sort(key=lambda pair: (pair[0].since, pair[0].node, pair[0].kind.value))
         return found
 
+    def _subtree_spends(self) -> dict[int, float | None]:
+        """Each run's spend with its descendant runs' (``dashview.subtree_spends``: what
+        ``fractal node cost spent --run`` sums), from the run tree read a little at a
+        time and each run's own spend: an open run's read every time, an ended one's once
+        (it never changes again; a big tree's first paint would wait on all of them, so
+        they are summed SPEND_BATCH runs per read, the newest first)."""
+        from fractal.domain.dashview import subtree_spends
+        from fractal.store.dashboard import live_rows, run_links
+
+        links = run_links(self.tree.db_path, self._last_run)
+        for run_id, parent, _ in links:
+            self._parents[run_id] = parent
+            self._last_run = max(self._last_run, run_id)
+        running = [run_id for run_id, _, ended in links if not ended]
+        open_runs = set(running)
+        todo = sorted((r for r in self._parents if r not in open_runs and r not in self._spent),
+                      reverse=True)
+        self._backlog = len(todo) > SPEND_BATCH
+        self._live = live = live_rows(self.tree.db_path, running + todo[:SPEND_BATCH])
+        for run_id in todo[:SPEND_BATCH]:
+            self._spent[run_id] = live.spent.get(run_id)
+        own = {**self._spent, **{r: live.spent.get(r) for r in running}}
+        return subtree_spends(self._parents, own)
+
     def _read(self, now: float, token: object) -> Snapshot:
         from fractal.domain.durations import parse_duration
         from fractal.errors import FractalError
-        from fractal.store.dashboard import live_rows
         from fractal.store.pool import pool_progress
 
         facts, acks = self._read_facts()
         found = self._classify(facts, now, acks)
-        running = [f.run_id for f in facts if f.run_id is not None and f.run_ended is None]
-        ended = [f.run_id for f in facts if f.run_id is not None
-                 and f.run_ended is not None and f.run_id not in self._spent]
-        # An ended run's spend sums its steps once; a big tree's first paint would wait on
-        # all of them, so they are summed SPEND_BATCH runs per read, the newest runs first.
-        ended.sort(reverse=True)
-        self._backlog = len(ended) > SPEND_BATCH
-        live = live_rows(self.tree.db_path, running + ended[:SPEND_BATCH])
-        for f in facts:  # an ended run's spend never changes again: keep it
-            if f.run_id is not None and f.run_ended is not None and f.run_id in live.spent:
-                self._spent[f.run_id] = live.spent[f.run_id]
-        spends = {**self._spent, **live.spent}
+        spends = self._subtree_spends()
+        live = self._live
         pools = pool_progress(self.tree.db_path)
         views: list[NodeView] = []
         lines: dict[str, tuple[object, NodeView]] = {}

@@ -73,18 +73,29 @@ def test_navigation_and_the_pause_resume_kill_keys(tree: Tree, tmp_path: Path) -
             await _select(pilot, app, "main.busy")
             await pilot.press("p")
             await _until(pilot, lambda: tree.status("busy") == "paused", message="paused")
+            (run_id,), = tree.sql("SELECT MAX(run_id) FROM runs WHERE node = 'main.busy'")
             await _until(pilot, lambda: "parked" in _label(app, "main.busy"),
                          message="the tree shows it parked")
             (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
                                           "WHERE node = 'main.busy'")
             await _until(pilot, lambda: tmux.probe(str(session), Path(str(socket)))
                          is tmux.Liveness.GONE, message="the parked pane ended")
-            await pilot.press("r")
+            await pilot.press("r")  # a real supervisor is hosted again, from the app
             try:
                 await _until(pilot, lambda: tree.status("busy") == "active", message="resumed")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; {app.outcomes}") \
                     from None
+            await _until(pilot, lambda: any(o.startswith("resume:") for o in app.outcomes),
+                         message="the resume notification")
+            assert [o for o in app.outcomes if o.startswith("resume:")] == \
+                [f"resume: resumed main.busy (run {run_id})"]
+            await _until(pilot, lambda: tree.sql(
+                "SELECT 1 FROM steps WHERE node = 'main.busy' AND run_id = ? AND "
+                "ended_at IS NULL", run_id), message="the resumed run's step runs")
+            assert tree.sql("SELECT COUNT(*) FROM events WHERE node = 'main.busy' AND "
+                            "event = 'resume' AND status = 'failed'") == [(0,)]
+            assert not list((tree.repo / ".fractal" / "main" / "logs").glob("crash-*"))
             await pilot.press("k")
             await pilot.press("n")  # declined: nothing happens
             await pilot.pause(0.5)
@@ -125,6 +136,9 @@ def test_the_approve_key_shows_the_diffstat_then_releases_the_gate(tree: Tree) -
             await pilot.press("y")
             await _until(pilot, lambda: tree.status("gated") == "completed",
                          message="approved and completed")
+            (step_id,), = tree.sql("SELECT step_id FROM steps WHERE node = 'main.gated' "
+                                   "AND step_name = 'A'")
+            assert f"approve: approved main.gated step {step_id} (A)" in app.outcomes
 
     asyncio.run(scenario())
 
@@ -151,8 +165,57 @@ def test_a_node_whose_supervisor_died_is_shown_gone_and_never_written(tree: Tree
             assert tree.status("doomed") == "active"  # the dashboard wrote nothing
             tree.cli("node", "status", "doomed")  # any read heals it
             # the heal parks the run (interrupted: supervisor lost), resumable
-            await _until(pilot, lambda: "‖ doomed" in _label(app, "main.doomed")
-                         and "gone" not in _label(app, "main.doomed"),
-                         message="the healed status shown")
+            try:
+                await _until(pilot, lambda: "‖ doomed" in _label(app, "main.doomed")
+                             and "gone" not in _label(app, "main.doomed"),
+                             message="the healed status shown")
+            except AssertionError as exc:
+                snap = app.snapshot
+                raise AssertionError(f"{exc}: {_label(app, 'main.doomed')!r} "
+                                     f"{tree.sql('SELECT status FROM nodes')} "
+                                     f"{snap.node('main.doomed') if snap else None}") from None
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("key", "after", "status", "ran"), [
+    ("s", "stop", "stopped", ["A"]),  # after the current step: B never starts
+    ("f", "finish", "completed", ["A", "B"]),  # after the current iteration: B runs too
+])
+def test_the_stop_and_finish_keys_end_the_run_as_the_cli_verbs_do(
+        tree: Tree, tmp_path: Path, key: str, after: str, status: str,
+        ran: list[str]) -> None:
+    go = tmp_path / "go"
+    steps = {"01-A.md": f"[stub:hang-unless={go}]", "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node("busy", steps, "--no-sync", "--max-iters", "5")
+    tree.cli("node", "start", "busy")
+
+    async def scenario() -> None:
+        app = _app(tree)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "step 1/2 A" in _label(app, "main.busy"),
+                         message="busy's step A runs")
+            await _select(pilot, app, "main.busy")
+            await pilot.press(key)
+            await pilot.press("n")  # declined: no signal
+            await pilot.pause(0.5)
+            assert tree.sql("SELECT 1 FROM signals WHERE node = 'main.busy'") == []
+            await pilot.press(key)
+            await pilot.press("y")
+            await _until(pilot, lambda: tree.sql(
+                "SELECT signal FROM signals WHERE node = 'main.busy'"),
+                message=f"the {after} signal")
+            assert tree.sql("SELECT signal FROM signals WHERE node = 'main.busy'") == [(after,)]
+            await _until(pilot, lambda: any(o.startswith(f"{after}:") for o in app.outcomes),
+                         message="the notification")
+            assert not any("Internal error" in o or "skipped" in o for o in app.outcomes)
+            go.touch()  # step A ends
+            await _until(pilot, lambda: tree.status("busy") == status,
+                         message=f"the run ended {status}")
+
+    asyncio.run(scenario())
+    steps_run = [str(r[0]) for r in tree.sql(
+        "SELECT step_name FROM steps WHERE node = 'main.busy' ORDER BY step_id")]
+    assert steps_run == ran
+    (reason,), = tree.sql("SELECT metadata FROM runs WHERE node = 'main.busy'")
+    assert str(reason).startswith("Stopped" if key == "s" else "Finished")

@@ -5,6 +5,7 @@ from the rows and the branches."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -244,3 +245,202 @@ def test_the_node_pane_tails_the_selected_node_transcript(repo: Path) -> None:
             assert "line 27" in shown and "line 26" not in shown  # its last 14 lines
 
     asyncio.run(scenario())
+
+
+def test_a_key_verb_runs_with_real_streams_while_textual_captures_them(repo: Path) -> None:
+    """A verb that reads ``sys.stdout.encoding``, prints, and hands ``sys.stdout`` to a
+    child process works under the running app; what it wrote joins its notification."""
+    def verb() -> str:
+        encoding = sys.stdout.encoding
+        print("from the verb")
+        subprocess.run([sys.executable, "-c", "print('from its child')"], stdout=sys.stdout,
+                       stderr=sys.stderr, check=True)
+        return f"done ({encoding})"
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            captured = sys.stdout
+            assert not hasattr(captured, "encoding")  # Textual's capture is in place
+            app.run_verb("probe", verb)
+            await _until(pilot, lambda: app.outcomes, message="the verb's outcome")
+            assert sys.stdout is captured  # put back
+
+        assert app.outcomes == ["probe: done (utf-8); from the verb; from its child"]
+
+    asyncio.run(scenario())
+
+
+def test_an_unexpected_fault_in_a_key_writes_a_crash_log(repo: Path) -> None:
+    logs = repo / ".fractal" / "main" / "logs"
+
+    def verb() -> object:
+        raise RuntimeError("the verb broke")
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            app.run_verb("resume", verb)
+            await _until(pilot, lambda: app.outcomes, message="the verb's outcome")
+            assert app.is_running  # the dashboard survives its verb's fault
+        outcome, = app.outcomes
+        assert outcome.startswith("resume: Internal error (RuntimeError: the verb broke); "
+                                  "the traceback is in ")
+        saved, = logs.glob("crash-*.log")
+        assert str(saved) in outcome
+        body = saved.read_text()
+        assert "RuntimeError: the verb broke" in body and "Traceback" in body
+
+    asyncio.run(scenario())
+
+
+def test_a_refusal_in_a_key_writes_no_crash_log(repo: Path) -> None:
+    from fractal.errors import FractalError
+
+    def verb() -> object:
+        raise FractalError("main.feat is not paused; nothing to resume")
+
+    async def scenario() -> None:
+        app = _app(repo)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            app.run_verb("resume", verb)
+            await _until(pilot, lambda: app.outcomes, message="the verb's outcome")
+        assert app.outcomes == ["resume: main.feat is not paused; nothing to resume"]
+
+    asyncio.run(scenario())
+    assert not list((repo / ".fractal" / "main" / "logs").glob("crash-*.log"))
+
+
+def test_the_cursor_follows_its_branch_when_nodes_appear_above_it(repo: Path) -> None:
+    """Nodes inserted above the selection between two reads: the highlight, the node pane
+    and the keys all stay on the branch the operator chose, not on its old row."""
+    from textual.widgets import Tree as TreeWidget
+
+    def init(name: str) -> None:
+        parent, _, leaf = name.rpartition(".")
+        done = _fractal(repo, "node", "init", leaf,
+                        *(("--parent", f"main.{parent}") if parent else ()))
+        assert done.returncode == 0, done.stderr
+
+    for name in ("lead", "lead.add", "lead.fix"):
+        init(name)
+
+    async def scenario() -> None:
+        app = Dashboard(Tree(repo=repo, root="main"), live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: "main.lead.fix" in app._members, message="painted")
+            widget = app.query_one("#tree", TreeWidget)
+            for _ in range(3):  # root -> main.feat -> main.lead -> main.lead.add
+                await pilot.press("down")
+            await _until(pilot, lambda: app.selected == "main.lead.add", message="selected")
+            for name in ("items", "items.w1", "items.w2", "items.w3", "items.w4"):
+                init(name)  # all sort above main.lead
+            app.refresh_snapshot()
+            await _until(pilot, lambda: "main.items.w4" in app._members, message="rebuilt")
+            await pilot.pause(0.3)  # every highlight message the rebuild posted is handled
+            cursor = widget.cursor_node
+            assert cursor is not None and cursor.data == "main.lead.add"
+            assert app.selected == "main.lead.add"
+            await _until(pilot, lambda: app.shown is not None
+                         and app.shown.branch == "main.lead.add", message="the node pane")
+            assert "main.lead.add" in str(app.query_one("#card").render())
+            await pilot.press("n")
+            await _until(pilot, lambda: "message to main.lead.add" in _dialog(app),
+                         message="the prompt names the highlighted node")
+            await pilot.press(*"hello", "enter")
+            await _until(pilot, lambda: _rows(repo, "SELECT 1 FROM messages WHERE "
+                                              "channel = 'inbox'"), message="the message")
+
+    asyncio.run(scenario())
+    assert _rows(repo, "SELECT node FROM messages WHERE channel = 'inbox'") == \
+        [("main.lead.add",)]
+
+
+class _PaneRecorder:
+    """The o key's tmux seam, recorded: ``inside`` says whether a tmux client shows this
+    dashboard (so switching succeeds)."""
+
+    def __init__(self, inside: bool) -> None:
+        self.inside = inside
+        self.calls: list[str] = []
+
+    def switch(self, tree: Tree, branch: str) -> bool:
+        self.calls.append(f"switch {branch}")
+        return self.inside
+
+    def attach(self, tree: Tree, branch: str) -> int:
+        self.calls.append(f"attach {branch}")
+        return 0
+
+
+class _SuspendingDashboard(Dashboard):
+    """A dashboard whose terminal can be handed over (Pilot's headless one cannot)."""
+
+    calls: list[str]
+
+    @contextlib.contextmanager
+    def suspend(self) -> Iterator[None]:
+        self.calls.append("suspend")
+        yield
+        self.calls.append("back")
+
+
+@pytest.mark.parametrize(("inside", "calls"), [
+    (True, ["switch main.feat"]),  # inside tmux: the client switches, the app stays
+    (False, ["switch main.feat", "suspend", "attach main.feat", "back"]),
+])
+def test_the_open_key_switches_inside_tmux_else_suspends_and_attaches(
+        repo: Path, inside: bool, calls: list[str]) -> None:
+    panes = _PaneRecorder(inside)
+
+    async def scenario() -> None:
+        app = _SuspendingDashboard(Tree(repo=repo, root="main"), live=False)
+        app.selected, app.calls, app.panes = "main.feat", panes.calls, (panes.switch,
+                                                                         panes.attach)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            await pilot.press("o")
+            await _until(pilot, lambda: panes.calls, message="the key acted")
+            await pilot.pause(0.2)
+        assert app.outcomes == []
+
+    asyncio.run(scenario())
+    assert panes.calls == calls
+
+
+def test_the_open_key_refuses_a_node_without_a_pane_and_a_terminal_it_cannot_hand_over(
+        repo: Path) -> None:
+    panes = _PaneRecorder(inside=False)
+
+    async def scenario() -> None:
+        app = _app(repo)  # the real tmux seam: main.feat is idle, it has no pane
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            await pilot.press("o")
+            await _until(pilot, lambda: app.outcomes, message="the refusal")
+            assert app.outcomes[0].startswith("open: node main.feat is idle; only an active "
+                                              "node has a pane")
+            app.panes = (panes.switch, panes.attach)  # outside tmux, headless: no hand-over
+            await pilot.press("o")
+            await _until(pilot, lambda: len(app.outcomes) == 2, message="the second refusal")
+            assert app.outcomes[1] == ("open: this terminal cannot be handed to tmux; run "
+                                       "`fractal node attach main.feat` in another one")
+            assert app.is_running
+
+            def broken(tree: Tree, branch: str) -> bool:
+                raise RuntimeError("tmux went away")
+
+            app.panes = (broken, panes.attach)  # an unexpected fault: a crash log
+            await pilot.press("o")
+            await _until(pilot, lambda: len(app.outcomes) == 3, message="the fault")
+            assert app.outcomes[2].startswith("open: Internal error (RuntimeError: tmux "
+                                              "went away); the traceback is in ")
+            assert app.is_running
+
+    asyncio.run(scenario())
+    assert panes.calls == ["switch main.feat"]  # never attached without the terminal
+    saved, = (repo / ".fractal" / "main" / "logs").glob("crash-*.log")
+    assert "RuntimeError: tmux went away" in saved.read_text()

@@ -242,3 +242,31 @@ def test_a_read_right_behind_a_write_keeps_no_token_so_the_next_look_reads(
     assert not builder.settling  # settled: this read's token is kept
     token = builder._token
     assert token is not None and builder.build() is builder.last
+
+
+def test_a_write_during_a_read_keeps_no_token_so_the_next_look_sees_it(repo: Path) -> None:
+    """A commit that lands while the builder reads (after its rows were taken, before the
+    change token is) must not be taken as seen: the next look reads it."""
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import Builder, Snapshot
+
+    tree = find_tree(repo)
+    builder = Builder(tree)
+    builder.build(force=True)
+    reading = builder._read
+    late = {"done": False}
+
+    def read_then_written(now: float, token: object) -> Snapshot:
+        snap = reading(now, token)
+        if not late["done"]:  # the heal of a dead supervisor, landing mid-read
+            late["done"] = True
+            force_status(tree.db_path, "main.quiet", "paused")
+        return snap
+
+    builder._read = read_then_written  # type: ignore[method-assign]
+    before = builder.build(force=True)
+    view = before.node("main.quiet")
+    assert view is not None and view.status == "idle"  # the read missed it
+    assert builder.settling and builder._token is None  # so it looks again soon
+    shown = builder.build().node("main.quiet")
+    assert shown is not None and shown.status == "paused"

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.dashview import Gauge, Level, Live, clock_label, gauge, live_detail
+from fractal.domain.dashview import (
+    Gauge,
+    Level,
+    Live,
+    clock_label,
+    gauge,
+    live_detail,
+    subtree_spends,
+)
 
 NOW = 10_000.0
 
@@ -25,8 +33,12 @@ def test_clock_label(seconds: float, text: str) -> None:
     ("active", Live(), "", "booting"),
     ("active", Live(3, 2, 10, 1, 5, "WORK", NOW - 9, usage_wait=True,
                     usage_until=1_767_276_300.0), "",
-     "run 3 · iter 2/10 · waiting for usage window until 14:05Z"),
-    ("active", Live(3, usage_wait=True), "", "run 3 · waiting for usage window until an unknown instant"),
+     "run 3 · iter 2/10 · waiting for usage window until 14:05:00Z"),
+    ("active", Live(3, 2, 10, 1, 5, "WORK", NOW - 9, usage_wait=True,
+                    usage_until=1_767_276_305.0), "",
+     "run 3 · iter 2/10 · waiting for usage window until 14:05:05Z"),
+    ("active", Live(3, usage_wait=True), "",  # no window closed: it follows another's probe
+     "run 3 · waiting for usage window until another node's probe of it gets through"),
     ("active", Live(3, gone=True), "", "supervisor gone (any read heals it: the run parks, interrupted)"),
     ("paused", Live(3, gate=True), "", "parked · awaiting approval"),
     ("exited", Live(), "Exited at iteration 3.2", "Exited at iteration 3.2"),
@@ -52,3 +64,30 @@ def test_gauge(spent: float | None, cap: float | None, reserve: float | None,
     else:
         assert got is not None and got.level is expected.level
         assert got.share == pytest.approx(expected.share)
+
+
+# Runs: 1 the lead's (own 0.23), 2 and 3 its children's (0.10, 0.11), 4 a grandchild's
+# with nothing priced, 5 a pool's run (no steps) over workers 6 and 7, 8 an unpriced run.
+_PARENTS = {1: None, 2: 1, 3: 1, 4: 2, 5: None, 6: 5, 7: 5, 8: None}
+
+
+@pytest.mark.parametrize(("own", "expected"), [
+    ({1: 0.23, 2: 0.10, 3: 0.11, 4: None, 5: None, 6: 0.5, 7: 0.25, 8: None},
+     {1: pytest.approx(0.44), 2: 0.10, 3: 0.11, 4: None, 5: 0.75, 6: 0.5, 7: 0.25, 8: None}),
+    ({6: 0.5}, {1: None, 2: None, 3: None, 4: None, 5: 0.5, 6: 0.5, 7: None, 8: None}),
+    ({}, dict.fromkeys(_PARENTS)),  # nothing known anywhere: unknown, never 0
+    ({4: 0.0}, {1: 0.0, 2: 0.0, 3: None, 4: 0.0, 5: None, 6: None, 7: None, 8: None}),
+])
+def test_subtree_spends(own: dict[int, float | None],
+                        expected: dict[int, float | None]) -> None:
+    assert subtree_spends(_PARENTS, own) == expected
+
+
+@pytest.mark.parametrize(("parents", "expected"), [
+    ({1: 9, 2: 1}, {1: 3.0, 2: 2.0}),  # a parent outside the map: a top run
+    ({1: 2, 2: 1}, {1: 3.0, 2: 2.0}),  # a link to a newer run is ignored
+    ({1: 2, 2: 1, 3: 3}, {1: 3.0, 2: 2.0, 3: None}),  # so is one to itself
+])
+def test_subtree_spends_odd_links(parents: dict[int, int | None],
+                                  expected: dict[int, float | None]) -> None:
+    assert subtree_spends(parents, {1: 1.0, 2: 2.0}) == expected
