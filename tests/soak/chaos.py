@@ -110,10 +110,16 @@ def report(chaos: Chaos, seed: str, minutes: float, cpu: float | None,
 
 def keep(box: SoakTree, seed: str) -> None:
     """Save what a violation leaves to read before the tree is removed: a copy of the
-    database and every row's status and reason with each node's log tail."""
+    database, every row's status and reason with each node's log tail, the soak agents'
+    journal, and a bundle of every ref of the repository (``git clone repo.bundle``)."""
     out = Path(tempfile.gettempdir()) / f"soak-tree-{seed}"
     out.mkdir(exist_ok=True)
     shutil.copyfile(box.db, out / "fractal.db")
+    journal = box.base / "journal.jsonl"
+    if journal.exists():
+        shutil.copyfile(journal, out / "journal.jsonl")
+    subprocess.run(["git", "bundle", "create", str(out / "repo.bundle"), "--all"],
+                   cwd=box.repo, capture_output=True, check=False)
     (out / "forensics.txt").write_text(forensics(box), encoding="utf-8")
     print(f"  kept for reading: {out}", flush=True)
 
