@@ -154,9 +154,10 @@ class Step(Base):
     """
 
     __tablename__ = "steps"
-    # (run_id, cost): a run's own spend summed from the index (migration 0014).
+    # A run's own spend, with the known-cost rule's pgid and ended_at, read from the index
+    # alone (migration 0015).
     __table_args__ = (*_by_node("steps", "started_at", "ended_at"),
-                      Index("ix_steps_run_id_cost", "run_id", "cost"))
+                      Index("ix_steps_run_spend", "run_id", "cost", "pgid", "ended_at"))
 
     step_id: Mapped[int] = mapped_column(primary_key=True)
     node: Mapped[str]

@@ -8,7 +8,8 @@ A run or iteration end row summed its steps' costs, and steps that never launche
 check, a step the budget would not pay for) record a known 0.0, so a run whose only agent
 step reported no cost read ``0``. The end rows now read NULL (unknown) when launched steps
 ended without a cost and none recorded one, else the sum of the known costs: the rule of
-``fractal node cost spent``.
+``fractal node cost spent``. The rule reads ``pgid`` and ``ended_at`` too, so the index
+a run's spend is read from (0014's ``(run_id, cost)``) gains those two columns.
 """
 
 from __future__ import annotations
@@ -43,16 +44,21 @@ def _view_0012() -> str:
 
 
 def upgrade() -> None:
-    """Recreate ``activity`` with the unknown-aware run and iteration costs."""
+    """Recreate ``activity`` with the unknown-aware run and iteration costs; widen the
+    spend index."""
     view = _view_0012()
     assert _RUN_SUM in view and _ITER_SUM in view, "the view changed; update this migration"
     view = view.replace(_RUN_SUM, f"(SELECT {_KNOWN} FROM steps s WHERE s.run_id = r.run_id)")
     view = view.replace(_ITER_SUM, f"(SELECT {_KNOWN} FROM steps s WHERE s.iter_id = i.iter_id)")
     op.execute("DROP VIEW IF EXISTS activity")
     op.execute(view)
+    op.drop_index("ix_steps_run_id_cost", table_name="steps")
+    op.create_index("ix_steps_run_spend", "steps", ["run_id", "cost", "pgid", "ended_at"])
 
 
 def downgrade() -> None:
-    """Restore the 0012 ``activity`` view."""
+    """Restore the 0012 ``activity`` view and 0014's spend index."""
+    op.drop_index("ix_steps_run_spend", table_name="steps")
+    op.create_index("ix_steps_run_id_cost", "steps", ["run_id", "cost"])
     op.execute("DROP VIEW IF EXISTS activity")
     op.execute(_view_0012())

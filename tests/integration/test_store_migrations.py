@@ -42,8 +42,9 @@ INDEXES = {
         ("events", "created_at"), ("checks", "ended_at"))),
     # 0007: merges into a target by status, a child's merges by time.
     "ix_merges_target_status", "ix_merges_child_created_at",
-    # 0014: each node's newest event of a kind; a run's spend from the index alone.
-    "ix_events_event_node", "ix_steps_run_id_cost",
+    # 0014: each node's newest event of a kind. 0015: a run's spend, known-cost rule
+    # included, from the index alone.
+    "ix_events_event_node", "ix_steps_run_spend",
 }
 
 
