@@ -54,14 +54,15 @@ def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT) -> H
 
     Called once the node is known settled or parked: a session still alive then belongs to
     a supervisor that has closed its run and is exiting, so it is given ``settling_wait``
-    seconds to close (polled every 0.1 s) before the refusal."""
+    seconds to close (polled every 0.1 s) before the refusal; a probe that cannot tell
+    (its server exiting, or wedged) is given the same wait."""
     socket = tmux.socket_path()
     session = tmux.session_name(paths.tree.repo, paths.branch)
     liveness = tmux.probe(session, socket)
     deadline = time.monotonic() + settling_wait
-    settling = liveness is tmux.Liveness.ALIVE
-    # While the last session closes, its server exits too: a probe then may not tell.
-    while settling and liveness is not tmux.Liveness.GONE and time.monotonic() < deadline:
+    # While the last session closes, its server exits too: a probe then may not tell, even
+    # the first one, so an answer other than GONE is waited on alike.
+    while liveness is not tmux.Liveness.GONE and time.monotonic() < deadline:
         time.sleep(0.1)
         liveness = tmux.probe(session, socket)
     if liveness is tmux.Liveness.ALIVE:
