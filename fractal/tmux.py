@@ -35,6 +35,7 @@ _ATTEMPTS = 3  # has-session tries when a server drops the connection (it is shu
 _RETRY_DELAY = 0.05  # seconds between those tries
 _PANE_SIZE = (200, 50)  # columns, rows of a detached session's window
 _NOT_INSTALLED = "tmux is not installed; run make bootstrap or apt-get install tmux"
+_SERVER_EXITING = ("server exited unexpectedly", "lost server")  # a client met a dying server
 _GONE_MARKERS = ("no server running", "can't find session", "no such file or directory")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -128,7 +129,8 @@ def launch(name: str, command: Sequence[str], *, cwd: Path, socket: Path,
     ``remain-on-exit`` is off, so the session ends with its pane process. Raises TmuxError
     when tmux is missing, the name is invalid, the session already exists, or tmux refuses.
 
-    One tmux client does it all: ``new-session -P`` prints the pane's pid as it creates the
+    A client that reaches a server in the middle of exiting (its last session has just
+    closed) is tried again, up to three times. One tmux client does it all: ``new-session -P`` prints the pane's pid as it creates the
     pane (a command that exits at once cannot make the answer fail), and the chained
     ``set-option`` applies to the new window before the server's event loop can see the
     pane process exit.
@@ -140,13 +142,20 @@ def launch(name: str, command: Sequence[str], *, cwd: Path, socket: Path,
     for key, value in (env or {}).items():
         argv += ["-e", f"{key}={value}"]
     argv += [shlex.join(command), ";", "set-option", "-w", "remain-on-exit", "off"]
-    try:
-        proc = _tmux(socket, *argv)
-    except subprocess.TimeoutExpired as err:
-        raise TmuxError(f"tmux did not answer within {_TIMEOUT:.0f}s creating session {name} "
-                        f"on {socket}; check `tmux -S {socket} list-sessions`") from err
-    except OSError as err:
-        raise TmuxError(f"tmux could not be run to create session {name}: {err}") from err
+    for attempt in range(_ATTEMPTS):
+        try:
+            proc = _tmux(socket, *argv)
+        except subprocess.TimeoutExpired as err:
+            raise TmuxError(f"tmux did not answer within {_TIMEOUT:.0f}s creating session "
+                            f"{name} on {socket}; check `tmux -S {socket} list-sessions`") from err
+        except OSError as err:
+            raise TmuxError(f"tmux could not be run to create session {name}: {err}") from err
+        # The server was exiting (its last session had just closed) when this client
+        # reached it: the session went with it, and the next client starts a new server.
+        if proc.returncode == 0 or not any(m in proc.stderr for m in _SERVER_EXITING) \
+                or attempt == _ATTEMPTS - 1:
+            break
+        time.sleep(_RETRY_DELAY)
     first = proc.stdout.split()[:1]
     if proc.returncode != 0 and not first:
         if "duplicate session" in proc.stderr:

@@ -48,3 +48,23 @@ def test_the_session_ends_with_its_command_whatever_the_global_option(
     tmux.launch("fxl-quick", ["true"], cwd=tmp_path, socket=sock)
     wait_until(lambda: tmux.probe("fxl-quick", sock) is Liveness.GONE)
     assert tmux.probe("fxl-keep", sock) is Liveness.ALIVE
+
+
+def test_a_launch_that_meets_an_exiting_server_starts_a_new_one(
+        sock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first client reaches a server as it exits (what a fake tmux prints then, once);
+    the launch tries again and the session runs."""
+    real = shutil.which("tmux")
+    assert real is not None
+    once = tmp_path / "failed-once"
+    fake = tmp_path / "bin" / "tmux"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\ncase " $* " in *" new-session "*)\n'
+                    f'  if [ ! -e {once} ]; then : > {once}; '
+                    f'echo "server exited unexpectedly" >&2; exit 1; fi;;\nesac\n'
+                    f'exec {real} "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    pid = tmux.launch("fxl-x", ["sleep", "30"], cwd=tmp_path, socket=sock)
+    assert once.exists() and tmux.pane_pid("fxl-x", sock) == pid
+    assert tmux.probe("fxl-x", sock) is Liveness.ALIVE
