@@ -31,7 +31,7 @@ from fractal.errors import TmuxError
 
 SOCKET_ENV = "FRACTAL_TMUX_SOCKET"
 _TIMEOUT = 5.0  # seconds; a tmux client that takes longer means a wedged server (UNKNOWN)
-_ATTEMPTS = 3  # has-session tries when a server drops the connection (it is shutting down)
+_ATTEMPTS = 3  # tries of a client that met a server shutting down (has-session, new-session)
 _RETRY_DELAY = 0.05  # seconds between those tries
 _PANE_SIZE = (200, 50)  # columns, rows of a detached session's window
 _NOT_INSTALLED = "tmux is not installed; run make bootstrap or apt-get install tmux"
@@ -81,6 +81,12 @@ def _tmux(socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
+def _server_exiting(stderr: str) -> bool:
+    """Did this client reach a server in the middle of shutting down (ask again)?"""
+    text = stderr.lower()
+    return any(marker in text for marker in _SERVER_EXITING)
+
+
 def probe(name: str, socket: Path) -> Liveness:
     """Is session ``name`` (exact) alive on the server at ``socket``?
 
@@ -105,7 +111,7 @@ def probe(name: str, socket: Path) -> Liveness:
         stderr = proc.stderr.lower()
         if any(marker in stderr for marker in _GONE_MARKERS):
             return Liveness.GONE
-        if "server exited unexpectedly" not in stderr or attempt + 1 == _ATTEMPTS:
+        if not _server_exiting(stderr) or attempt + 1 == _ATTEMPTS:
             return Liveness.UNKNOWN
         # A server shutting down drops the connection; ask again for a definitive answer.
         time.sleep(_RETRY_DELAY)
@@ -152,8 +158,8 @@ def launch(name: str, command: Sequence[str], *, cwd: Path, socket: Path,
             raise TmuxError(f"tmux could not be run to create session {name}: {err}") from err
         # The server was exiting (its last session had just closed) when this client
         # reached it: the session went with it, and the next client starts a new server.
-        if proc.returncode == 0 or not any(m in proc.stderr for m in _SERVER_EXITING) \
-                or attempt == _ATTEMPTS - 1:
+        if proc.returncode == 0 or not _server_exiting(proc.stderr) \
+                or attempt + 1 == _ATTEMPTS:
             break
         time.sleep(_RETRY_DELAY)
     first = proc.stdout.split()[:1]
