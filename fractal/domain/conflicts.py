@@ -140,6 +140,22 @@ def parse_merge_tree(output: str, *, ignore: Iterable[str] = ()) -> MergeTree:
     return MergeTree(fields[0].strip(), tuple(paths))
 
 
+def parse_stages(records: Iterable[str]) -> list[tuple[str, str, str, str]]:
+    """The conflicted-file records of ``git merge-tree --write-tree -z`` output (without
+    ``--name-only``): each ``<mode> <sha> <stage>\\t<path>``, up to the first empty record,
+    as (mode, sha, stage, path). Raises ValueError on a malformed record."""
+    out: list[tuple[str, str, str, str]] = []
+    for record in records:
+        if not record:
+            break
+        meta, tab, path = record.partition("\t")
+        parts = meta.split()
+        if not tab or len(parts) != 3 or parts[2] not in ("1", "2", "3"):
+            raise ValueError(f"not a merge-tree conflict record: {record!r}")
+        out.append((parts[0], parts[1], parts[2], path))
+    return out
+
+
 @dataclass(frozen=True)
 class ConflictPair:
     """Whether ``left`` and ``right`` (a child and its target, or two siblings) would

@@ -16,7 +16,7 @@ from itertools import combinations
 from fractal.domain.conflicts import ConflictPair
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.mergetarget import merge_target
+from fractal.lifecycle.mergetarget import landed_merge, merge_target
 from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
@@ -66,7 +66,8 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
             continue
         started = time.perf_counter()
         try:
-            plan = gitmerge.plan_squash(tree.repo, child, target)
+            plan = gitmerge.plan_squash(tree.repo, child, target,
+                                    landed_merge(tree, child, target))
             files = plan.conflicts
             if not files and not plan.files:
                 continue  # merged already: nothing of it is left to collide

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergetarget import merge_target, resolve_child
+from fractal.lifecycle.mergetarget import landed_merge, merge_target, resolve_child
 from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
@@ -42,7 +42,8 @@ def node_diff(ctx: Context, name: str, *, stat: bool = False) -> NodeDiff:
     target = merge_target(tree, child, None)
     if not git.branch_exists(tree.repo, target):
         raise Refused(f"{child}'s target {target} is not a branch; nothing to diff against")
-    plan = gitmerge.plan_squash(tree.repo, child, target)
+    plan = gitmerge.plan_squash(tree.repo, child, target,
+                                    landed_merge(tree, child, target))
     if plan.tree is not None:
         text = gitmerge.diff_text(tree.repo, plan.target_sha, plan.tree, stat=stat)
         notices = () if plan.files else (f"nothing new: {target} holds all of {child}'s work",)
@@ -92,7 +93,8 @@ def _committed_summary(tree: Tree, child: str) -> str:
 
     target = merge_target(tree, child, None)
     try:
-        plan = gitmerge.plan_squash(tree.repo, child, target)
+        plan = gitmerge.plan_squash(tree.repo, child, target,
+                                    landed_merge(tree, child, target))
         if plan.tree is None:
             return "conflicts: " + ", ".join(plan.conflicts)
         if not plan.files:

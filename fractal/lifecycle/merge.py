@@ -39,7 +39,7 @@ from fractal.domain.outcome import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergetarget import merge_target, resolve_child
+from fractal.lifecycle.mergetarget import landed_merge, merge_target, resolve_child
 from fractal.lifecycle.radio import notify_handed_back, notify_merged
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
@@ -167,7 +167,8 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     book = MergeBook(tree.db_path)
     with commit_turn(target_wt):
         notices = list(_recover(tree, book, ledger, target, target_wt))
-        plan = gitmerge.plan_squash(target_wt, child, target)
+        plan = gitmerge.plan_squash(target_wt, child, target,
+                                    landed_merge(tree, child, target))
         if plan.conflicts:
             return _conflict(ctx, book, child, target, plan, actor, hand_back,
                              notices, refuse)
@@ -307,7 +308,7 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
                       "commit them there before handing a conflict back")
     left = gitmerge.hand_back_merge(
         child_wt, plan.target_sha, f"{child}: merge {target} ({plan.target_sha[:10]}) to "
-        "resolve the conflict")
+        "resolve the conflict", base=plan.base)
     note = HandBack(target, plan.target_sha, tuple(left or files))
     write_note(tree.node(child).node_dir, note)
     reason = clip_reason(f"conflict in {shown}; handed back to {child}")

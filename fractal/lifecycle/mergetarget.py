@@ -11,8 +11,9 @@ from fractal.workspace.nodedir import read_config
 
 if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
+    from fractal.workspace.merge import LandedMerge
 
-__all__ = ["merge_target", "resolve_child"]
+__all__ = ["landed_merge", "merge_target", "resolve_child"]
 
 
 def resolve_child(ctx: Context, name: str | None) -> str:
@@ -39,3 +40,21 @@ def merge_target(tree: Tree, child: str, into: str | None) -> str:
     if isinstance(base, str) and base.strip():
         return base.strip()
     return parent_of(child) or tree.root
+
+
+def landed_merge(tree: Tree, child: str, target: str) -> LandedMerge | None:
+    """The child's newest merge into ``target`` that landed (its ``merges`` row settled
+    ``merged``), for ``workspace.merge.merge_base``; None when there is none or the
+    database cannot be read (the branches alone then decide the base)."""
+    from fractal.errors import StoreError
+    from fractal.store.merges import MergeBook
+    from fractal.workspace.merge import LandedMerge
+
+    try:
+        rows = MergeBook(tree.db_path).merges_of(child)
+    except StoreError:
+        return None
+    for row in reversed(rows):
+        if row.target == target and row.status == "merged" and row.squash_sha:
+            return LandedMerge(row.child_sha, row.squash_sha)
+    return None

@@ -47,10 +47,12 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+            env: Mapping[str, str] | None = None,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``git -C <cwd> <args>`` and return the completed process (stdout/stderr as str).
 
-    ``env`` entries are added on top of the inherited environment (after ``LC_ALL=C``).
+    ``env`` entries are added on top of the inherited environment (after ``LC_ALL=C``);
+    ``stdin`` is fed to git's standard input (else it reads an empty one).
     With ``check`` (default) a non-zero exit raises GitError naming the command, the
     directory, the exit code and git's stderr. A missing git binary always raises GitError.
     """
@@ -58,7 +60,8 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-            stdin=subprocess.DEVNULL, env=git_env(env), check=False,
+            env=git_env(env), check=False,
+            **({"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}),
         )
     except FileNotFoundError as exc:
         raise GitError("git is not installed or not on PATH; install git and retry") from exc

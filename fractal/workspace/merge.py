@@ -2,7 +2,8 @@
 land it on the target by fast-forward, advance the child's merge base, hand a conflict back.
 
 The squash is computed in the object store alone: ``git merge-tree --write-tree`` merges
-the child's tip with the target's tip; the result is then filtered in a temporary index
+the child's tip with the target's tip, on the base ``mergebase.merge_base`` names once the
+child has been merged before (git's own base is wrong after a merge-base advance); the result is then filtered in a temporary index
 (nothing under ``.fractal/`` travels: that subtree is put back exactly as the target has
 it; runtime artifacts are put back too), written as a tree and committed with
 ``git commit-tree`` on top of the target's tip. Only then is the target's worktree touched,
@@ -14,6 +15,9 @@ The merge base advances without a worktree either: a commit with the child's own
 the parents (child tip, squash) — what ``git merge -s ours`` makes — moved onto the child's
 branch by a compare-and-swap ``update-ref``. The child's files never change, so it works
 whether the child's worktree is clean, dirty or gone.
+
+A conflict handed back is the target's tip merged into the child's worktree on the same
+base the squash used, left there with its markers for the child to resolve and commit.
 """
 
 from __future__ import annotations
@@ -25,13 +29,22 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import MergeTree, parse_merge_tree
+from fractal.domain.conflicts import MergeTree, parse_merge_tree, parse_stages
 from fractal.domain.merging import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.git import changed_paths, head_sha, run_git
+from fractal.workspace.mergebase import (
+    LandedMerge,
+    advance_base,
+    based_on,
+    contains,
+    is_advance,
+    merge_base,
+)
 
 __all__ = [
+    "LandedMerge",
     "SquashPlan",
     "advance_base",
     "contains",
@@ -40,6 +53,7 @@ __all__ = [
     "diffstat_lines",
     "fast_forward",
     "hand_back_merge",
+    "merge_base",
     "merge_tree",
     "plan_squash",
     "roll_back",
@@ -55,7 +69,8 @@ class SquashPlan:
 
     ``conflicts`` lists conflicting paths (then ``tree`` is None); otherwise ``tree`` is the
     filtered result and ``files`` the paths it changes against the target (empty: nothing
-    new to merge).
+    new to merge). ``base`` is the commit whose tree served as the merge base (None: git's
+    own), which a hand-back of the conflict must use too (``hand_back_merge``).
     """
 
     child_sha: str
@@ -63,6 +78,7 @@ class SquashPlan:
     tree: str | None
     files: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
+    base: str | None = None
 
 
 def merge_tree(repo: Path, left: str, right: str) -> MergeTree:
@@ -110,7 +126,8 @@ def _entry(repo: Path, commit: str, path: str) -> str | None:
 
 
 def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
-    """``merged_tree`` with ``.fractal/`` and runtime artifacts as ``target_sha`` has them."""
+    """``merged_tree`` with ``.fractal/`` and runtime artifacts as commit ``target_sha`` has
+    them (the target's tip for a squash, the child's for a hand-back)."""
     with _scratch_index() as env:
         run_git(["read-tree", merged_tree], repo, env=env)
         run_git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", NODE_DIRS], repo,
@@ -133,53 +150,23 @@ def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
         return run_git(["write-tree"], repo, env=env).stdout.strip()
 
 
-def plan_squash(repo: Path, child: str, target: str) -> SquashPlan:
+def plan_squash(repo: Path, child: str, target: str,
+                landed: LandedMerge | None = None) -> SquashPlan:
     """Compute the squash of branch ``child`` into branch ``target`` (see the module
-    docstring). Touches no worktree and no ref. Raises GitError."""
+    docstring) on the base ``merge_base`` picks (``landed``: the child's newest merge into
+    ``target`` that landed, from the tree's records, or None). Touches no worktree and no
+    ref. Raises GitError."""
     child_sha, target_sha = head_sha(repo, child), head_sha(repo, target)
-    advance = _newest_advance(repo, child_sha, target_sha)
-    if advance is None:
+    base = merge_base(repo, child_sha, target_sha, landed)
+    if base is None:
         merged = merge_tree(repo, target_sha, child_sha)
     else:
-        merged = merge_tree(repo, *_based_on(repo, advance, target_sha, child_sha))
+        merged = merge_tree(repo, *based_on(repo, base, target_sha, child_sha))
     if not merged.clean:
-        return SquashPlan(child_sha, target_sha, None, conflicts=merged.conflicts)
+        return SquashPlan(child_sha, target_sha, None, conflicts=merged.conflicts, base=base)
     tree = _filter(repo, merged.tree, target_sha)
     files = tuple(p for p in diff_names(repo, target_sha, tree) if travels_by_place(p))
-    return SquashPlan(child_sha, target_sha, tree, files)
-
-
-def _newest_advance(repo: Path, child_sha: str, target_sha: str) -> str | None:
-    """The child's newest merge-base advance the target holds, unless a real merge of the
-    target's work (a hand-back) came after it (git's own merge base is right then)."""
-    merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
-                      f"^{target_sha}"], repo).stdout.split()
-    for commit in merges:
-        parents = run_git(["rev-list", "--parents", "--max-count=1", commit],
-                          repo).stdout.split()
-        if len(parents) >= 3 and contains(repo, target_sha, parents[2]):
-            return commit if _is_advance(repo, commit, target_sha) else None
-    return None
-
-
-_SCRATCH_ID = {"GIT_AUTHOR_NAME": "fractal", "GIT_AUTHOR_EMAIL": "fractal@localhost",
-               "GIT_COMMITTER_NAME": "fractal", "GIT_COMMITTER_EMAIL": "fractal@localhost"}
-
-
-def _based_on(repo: Path, advance: str, target_sha: str, child_sha: str) -> tuple[str, str]:
-    """Two scratch commits with the target's and the child's trees on one parent holding
-    the advance's tree: merged, they apply only what the child did since its last merge.
-
-    An advance keeps the child's own tree while naming the squash as a parent, so git's
-    merge base (the squash) would read every file the target held then and the child
-    never had (a sibling's work merged before) as deleted by the child."""
-    def scratch(tree: str, *parents: str) -> str:
-        flags = [arg for parent in parents for arg in ("-p", parent)]
-        return run_git(["commit-tree", tree, *flags, "-m", "fractal: scratch merge base"],
-                       repo, env=_SCRATCH_ID).stdout.strip()
-
-    base = scratch(f"{advance}^{{tree}}")
-    return scratch(f"{target_sha}^{{tree}}", base), scratch(f"{child_sha}^{{tree}}", base)
+    return SquashPlan(child_sha, target_sha, tree, files, base=base)
 
 
 def diff_text(repo: Path, old: str, new: str, *, stat: bool) -> str:
@@ -196,17 +183,6 @@ def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
     return [line.rstrip() for line in out.splitlines() if line.strip()]
 
 
-def _is_advance(repo: Path, commit: str, target_sha: str) -> bool:
-    """A merge whose tree is its first parent's and whose second parent the target holds:
-    a merge-base advance (``merge -s ours``), not real work."""
-    parents = run_git(["rev-list", "--parents", "--max-count=1", commit], repo).stdout.split()
-    if len(parents) < 3:
-        return False
-    same = run_git(["rev-parse", f"{commit}^{{tree}}", f"{parents[1]}^{{tree}}"],
-                   repo).stdout.split()
-    return len(same) == 2 and same[0] == same[1] and contains(repo, target_sha, parents[2])
-
-
 def subjects_since_merge(repo: Path, child_sha: str, target_sha: str,
                          limit: int) -> list[str]:
     """Subjects of the child's own commits not yet merged, newest first (at most ``limit``
@@ -216,7 +192,7 @@ def subjects_since_merge(repo: Path, child_sha: str, target_sha: str,
     merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
                       f"^{target_sha}"], repo).stdout.split()
     for commit in merges:
-        if _is_advance(repo, commit, target_sha):
+        if is_advance(repo, commit, target_sha):
             exclude.append(f"^{commit}")
             break
     out = run_git(["log", "--no-merges", f"--max-count={limit + 1}", "--format=%s",
@@ -236,12 +212,6 @@ def write_squash_commit(repo: Path, plan: SquashPlan, message: str) -> str:
                        repo).stdout.strip()
     finally:
         os.unlink(out.name)
-
-
-def contains(repo: Path, branch_or_sha: str, sha: str) -> bool:
-    """Tell whether commit ``sha`` is reachable from ``branch_or_sha``."""
-    return run_git(["merge-base", "--is-ancestor", sha, branch_or_sha], repo,
-                   check=False).returncode == 0
 
 
 def fast_forward(worktree: Path, squash_sha: str) -> None:
@@ -280,33 +250,16 @@ def _index_changes(worktree: Path) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def advance_base(repo: Path, child: str, child_sha: str, squash_sha: str,
-                 message: str) -> str | None:
-    """Record on branch ``child`` that ``squash_sha`` holds its work up to ``child_sha``:
-    a commit with the child's tree and parents (child tip, squash), moved onto the branch
-    only if it still points at ``child_sha``. Returns the new tip, or None when the branch
-    moved meanwhile (new work: the next merge simply carries it) or already holds it."""
-    if contains(repo, child, squash_sha):
-        return None
-    with tempfile.NamedTemporaryFile("w", prefix="fractal-merge-", suffix=".msg",
-                                     encoding="utf-8", delete=False) as out:
-        out.write(message.rstrip() + "\n")
-    try:
-        commit = run_git(["commit-tree", f"{child_sha}^{{tree}}", "-p", child_sha, "-p",
-                          squash_sha, "-F", out.name], repo).stdout.strip()
-    finally:
-        os.unlink(out.name)
-    proc = run_git(["update-ref", "-m", "fractal: merge base advance", f"refs/heads/{child}",
-                    commit, child_sha], repo, check=False)
-    return commit if proc.returncode == 0 else None
-
-
-def hand_back_merge(worktree: Path, target_sha: str, message: str) -> list[str]:
+def hand_back_merge(worktree: Path, target_sha: str, message: str,
+                    base: str | None = None) -> list[str]:
     """Merge ``target_sha`` into the branch checked out in ``worktree``, leaving the
     conflicts there (markers in the files, ``MERGE_HEAD`` set) for the node to resolve.
+    ``base`` is the merge base the squash used (``SquashPlan.base``; None: git's own).
     Returns the conflicting paths (outside ``.fractal/``); an empty list means git merged
     cleanly (the merge is then left staged, uncommitted, for the node to conclude).
     Raises GitError when git refuses to start (local changes in the way)."""
+    if base is not None:
+        return _hand_back_on(worktree, target_sha, message, base)
     proc = run_git(["-c", f"core.hooksPath={os.devnull}", "merge", "--no-ff", "--no-commit",
                     "-m", message, target_sha], worktree, check=False)
     out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout
@@ -315,6 +268,44 @@ def hand_back_merge(worktree: Path, target_sha: str, message: str) -> list[str]:
         detail = proc.stderr.strip() or proc.stdout.strip() or "(no output)"
         raise GitError(f"git merge {target_sha[:10]} refused in {worktree}: {detail}")
     return conflicts
+
+
+def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> list[str]:
+    """``hand_back_merge`` on an explicit ``base``: the merge is computed in the object
+    store (``merge-tree`` of two scratch commits on ``base``'s tree), then laid into the
+    worktree as ``git merge --no-commit`` would leave it: files and index at the result,
+    each conflicted path's stages in the index, ``MERGE_HEAD`` the target's tip, so the
+    node resolves it and ``git commit --no-edit`` makes the merge commit (or ``git merge
+    --abort`` drops it). Nothing under ``.fractal/`` travels this way either, nor does a
+    runtime artifact: they stay as the child has them."""
+    head = head_sha(worktree)
+    ours, theirs = based_on(worktree, base, head, target_sha)
+    proc = run_git(["merge-tree", "--write-tree", "--no-messages", "-z", ours, theirs],
+                   worktree, check=False)
+    fields = proc.stdout.split("\0")
+    if proc.returncode not in (0, 1) or not fields[0].strip():
+        detail = proc.stderr.strip() or "(no output)"
+        raise GitError(f"git merge-tree of {target_sha[:10]} into {worktree} failed "
+                       f"(exit {proc.returncode}): {detail}")
+    try:
+        records = parse_stages(fields[1:])
+    except ValueError as exc:
+        raise GitError(f"git merge-tree of {target_sha[:10]} into {worktree}: {exc}") from exc
+    stages = [s for s in records if travels_by_place(s[3]) and not is_runtime_artifact(s[3])]
+    merged = _filter(worktree, fields[0].strip(), head)
+    run_git(["read-tree", "-m", "-u", head, merged], worktree)
+    if stages:
+        zero = "0" * len(head)
+        lines = [f"0 {zero}\t{path}" for path in dict.fromkeys(p for *_, p in stages)]
+        lines += [f"{mode} {sha} {stage}\t{path}" for mode, sha, stage, path in stages]
+        run_git(["update-index", "-z", "--index-info"], worktree,
+                stdin="".join(f"{line}\0" for line in lines))
+    for name, text in (("MERGE_HEAD", target_sha), ("ORIG_HEAD", head),
+                       ("MERGE_MSG", message.rstrip()), ("MERGE_MODE", "no-ff")):
+        raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", name],
+                      worktree).stdout.strip()
+        Path(raw).write_text(text + "\n", encoding="utf-8")
+    return list(dict.fromkeys(p for *_, p in stages))
 
 
 def _merging(worktree: Path) -> bool:

@@ -1,0 +1,113 @@
+"""The merge base a merge and a hand-back use once a child has been merged before: real git,
+a real tree database, real merges.
+
+A merged child's branch holds a merge-base advance: a commit with the child's own tree whose
+second parent is the squash on the target. Git's own merge base is then that squash, whose
+tree holds everything the target had then (its own work, siblings' merged work) that the
+child never had; a merge on that base reads all of it as deleted by the child. These tests
+keep the target's and the siblings' work through a hand-back after such an advance, and
+keep a child's own appended file from conflicting when its last advance never landed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fractal.lifecycle.context import open_context
+from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.trees import init_tree
+from fractal.tree import Tree
+from fractal.workspace.merge import hand_back_merge, merge_base
+from tests.helpers import git, make_repo
+
+
+def _commit(where: Path, rel: str, text: str, *, append: bool = False) -> None:
+    path = where / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", encoding="utf-8") as out:
+        out.write(text)
+    git(where, "add", "-A")
+    git(where, "commit", "-q", "-m", f"write {rel}")
+
+
+def _files(repo: Path, ref: str) -> set[str]:
+    return set(git(repo, "ls-tree", "-r", "--name-only", ref).split())
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    repo = make_repo(tmp_path / "repo")
+    tree = init_tree(repo).tree
+    for name in ("a", "b"):
+        init_node(open_context(repo), name, {})
+    return tree
+
+
+def test_a_hand_back_after_a_merge_keeps_the_targets_and_the_siblings_work(tree: Tree) -> None:
+    repo, a, b = tree.repo, tree.worktree_of("main.a"), tree.worktree_of("main.b")
+    _commit(repo, "own/1.txt", "the target's own work\n")  # the child never had it
+    _commit(b, "out/b.txt", "b\n")
+    assert merge_node(open_context(repo), "b").status == "merged"  # before a's first merge
+    _commit(a, "out/a.txt", "a 1\n")
+    assert merge_node(open_context(repo), "a").status == "merged"  # a's base advances
+    _commit(repo, "clash.txt", "the target's line\n")
+    _commit(a, "clash.txt", "a's line\n")
+    handed = merge_node(open_context(repo), "a", hand_back=True)
+    assert handed.status == "handed-back" and handed.conflicts == ("clash.txt",)
+    # the child's worktree holds the target's tip and the one conflict, nothing deleted
+    assert (a / "own" / "1.txt").read_text() == "the target's own work\n"
+    assert (a / "out" / "b.txt").read_text() == "b\n"
+    assert "<<<<<<<" in (a / "clash.txt").read_text()
+    unmerged = git(a, "diff", "--name-only", "--diff-filter=U").split()
+    assert unmerged == ["clash.txt"]
+    deleted = git(a, "diff", "--cached", "--name-only", "--diff-filter=D").split()
+    assert deleted == []
+    git(a, "checkout", "--ours", "--", "clash.txt")  # what the soak agent does
+    git(a, "add", "clash.txt")
+    git(a, "commit", "-q", "--no-edit")
+    assert len(git(a, "rev-list", "--parents", "-n", "1", "HEAD").split()) == 3  # a merge
+    merged = merge_node(open_context(repo), "a")
+    assert merged.status == "merged"
+    assert {"own/1.txt", "out/a.txt", "out/b.txt", "clash.txt"} <= _files(repo, "main")
+    assert git(repo, "show", "main:own/1.txt") == "the target's own work"
+    assert git(repo, "show", "main:clash.txt") == "a's line"
+    assert merge_node(open_context(repo), "a").status == "nothing"
+
+
+def test_a_clean_hand_back_on_the_squash_base_is_left_staged_with_nothing_deleted(
+        tree: Tree) -> None:
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _commit(repo, "own/0.txt", "before a's merge\n")
+    _commit(a, "out/a.txt", "a 1\n")
+    assert merge_node(open_context(repo), "a").status == "merged"
+    _commit(repo, "own/1.txt", "after a's merge\n")
+    child, target = git(repo, "rev-parse", "main.a"), git(repo, "rev-parse", "main")
+    base = merge_base(repo, child, target)
+    assert base == child  # the advance: git's own base would be the squash
+    assert hand_back_merge(a, target, "a: merge main", base=base) == []
+    assert (a / "own" / "0.txt").read_text() == "before a's merge\n"
+    assert (a / "own" / "1.txt").read_text() == "after a's merge\n"
+    assert (a / "out" / "a.txt").read_text() == "a 1\n"
+    assert git(a, "diff", "--cached", "--name-only", "--diff-filter=D") == ""
+    git(a, "commit", "-q", "--no-edit")
+    assert git(a, "log", "-1", "--format=%P").split()[1] == target  # a real merge commit
+    assert merge_node(open_context(repo), "a").status == "nothing"
+
+
+def test_a_re_merge_after_an_advance_that_never_landed_does_not_conflict(tree: Tree) -> None:
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _commit(a, "soak/log.txt", "line 1\n", append=True)
+    assert merge_node(open_context(repo), "a").status == "merged"
+    _commit(a, "soak/log.txt", "line 2\n", append=True)
+    tip = git(repo, "rev-parse", "main.a")
+    assert merge_node(open_context(repo), "a").status == "merged"
+    # the child committed during that merge, so its base advance could not land
+    git(repo, "update-ref", "refs/heads/main.a", tip)
+    _commit(a, "soak/log.txt", "line 3\n", append=True)
+    again = merge_node(open_context(repo), "a")
+    assert again.status == "merged" and again.conflicts == ()
+    assert git(repo, "show", "main:soak/log.txt") == "line 1\nline 2\nline 3"
+    assert merge_node(open_context(repo), "a").status == "nothing"
