@@ -67,7 +67,7 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
         started = time.perf_counter()
         try:
             plan = gitmerge.plan_squash(tree.repo, child, target,
-                                    landed_merge(tree, child, target))
+                                        landed_merge(tree, child, target))
             files = plan.conflicts
             if not files and not plan.files:
                 continue  # merged already: nothing of it is left to collide

@@ -42,13 +42,13 @@ def node_diff(ctx: Context, name: str, *, stat: bool = False) -> NodeDiff:
     target = merge_target(tree, child, None)
     if not git.branch_exists(tree.repo, target):
         raise Refused(f"{child}'s target {target} is not a branch; nothing to diff against")
-    plan = gitmerge.plan_squash(tree.repo, child, target,
-                                    landed_merge(tree, child, target))
+    plan = gitmerge.plan_squash(tree.repo, child, target, landed_merge(tree, child, target))
     if plan.tree is not None:
         text = gitmerge.diff_text(tree.repo, plan.target_sha, plan.tree, stat=stat)
         notices = () if plan.files else (f"nothing new: {target} holds all of {child}'s work",)
         return NodeDiff(child, target, text, notices=notices)
-    base = git.run_git(["merge-base", plan.target_sha, plan.child_sha], tree.repo).stdout.strip()
+    base = plan.base or git.run_git(["merge-base", plan.target_sha, plan.child_sha],
+                                    tree.repo).stdout.strip()
     text = gitmerge.diff_text(tree.repo, base, plan.child_sha, stat=stat)
     notice = (f"merging {child} into {target} now would conflict in "
               f"{', '.join(plan.conflicts)}; shown: {child}'s own changes since they parted")

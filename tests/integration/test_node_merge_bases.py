@@ -111,3 +111,19 @@ def test_a_re_merge_after_an_advance_that_never_landed_does_not_conflict(tree: T
     assert again.status == "merged" and again.conflicts == ()
     assert git(repo, "show", "main:soak/log.txt") == "line 1\nline 2\nline 3"
     assert merge_node(open_context(repo), "a").status == "nothing"
+
+
+def test_a_hand_back_on_the_squash_base_can_be_abandoned(tree: Tree) -> None:
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _commit(a, "clash.txt", "a 1\n")
+    assert merge_node(open_context(repo), "a").status == "merged"
+    _commit(repo, "clash.txt", "the target's line\n")
+    _commit(a, "clash.txt", "a 2\n")
+    tip = git(a, "rev-parse", "HEAD")
+    handed = merge_node(open_context(repo), "a", hand_back=True)
+    assert handed.status == "handed-back" and handed.conflicts == ("clash.txt",)
+    assert "You have unmerged paths" in git(a, "status")
+    git(a, "merge", "--abort")
+    assert git(a, "rev-parse", "HEAD") == tip
+    assert git(a, "status", "--porcelain", "--untracked-files=no") == ""
+    assert (a / "clash.txt").read_text() == "a 2\n"
