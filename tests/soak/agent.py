@@ -7,8 +7,9 @@ a journal line proves the bytes reached the worktree; the invariant checker
 (tests/soak/invariants.py) then demands that each journaled chunk is still on disk or
 committed on the node branch, whatever was killed in between.
 
-Markers in the prompt decide what it does (all optional; a conflict handed back is
-resolved first, then ``merge-children``, then the rest in this order):
+Markers in the prompt decide what it does (all optional; a merge handed back is concluded
+first, its deletions recorded in ``$SOAK_HANDBACKS``, then ``merge-children``, then the
+rest in this order):
 
   [soak:chunks=N]        write N chunks: each a new file soak/<node>/<step>-<k>.txt and one
                          line appended to soak/<node>/log.txt
@@ -88,14 +89,24 @@ def _record(env: str, item: dict[str, object]) -> None:
             os.close(fd)
 
 
-def _resolve_conflicts() -> None:
+def _resolve_conflicts(node: str) -> None:
     """A conflict handed back by a parent's merge: keep this node's side of every
-    conflicted file and conclude the merge (what a resolving agent would commit)."""
+    conflicted file and conclude the merge (what a resolving agent would commit). First the
+    target's files the merge left out are recorded (node, target tip, paths; node
+    directories aside, they never travel): no soak agent deletes a file, so a hand-back
+    that leaves one out has read the target's work as deleted by this node."""
+    merging = subprocess.run(["git", "rev-parse", "-q", "--verify", "MERGE_HEAD"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+    if not merging:
+        return
     listed = subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"],
                             capture_output=True, text=True, check=False)
     paths = [p for p in listed.stdout.splitlines() if p]
-    if not paths:
-        return
+    gone = subprocess.run(["git", "diff", "--cached", "--name-only", "--diff-filter=D",
+                           merging, "--", ".", ":(exclude).fractal"],
+                          capture_output=True, text=True, check=False)
+    _record("SOAK_HANDBACKS", {"node": node, "target": merging, "conflicts": paths[:20],
+                               "deleted": [p for p in gone.stdout.splitlines() if p][:20]})
     for path in paths:
         subprocess.run(["git", "checkout", "--ours", "--", path], capture_output=True,
                        check=False)
@@ -131,7 +142,7 @@ def main() -> int:
     _emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"soak-{uuid.uuid4().hex[:8]}")
     print(f"soak agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
     base = f"soak/{node}"
-    _resolve_conflicts()
+    _resolve_conflicts(node)
     if "merge-children" in todo:  # first, while the worktree holds only committed work
         _merge_children(node)
     pace = float(todo.get("pace") or 0)

@@ -111,13 +111,13 @@ def report(chaos: Chaos, seed: str, minutes: float, cpu: float | None,
 def keep(box: SoakTree, seed: str) -> None:
     """Save what a violation leaves to read before the tree is removed: a copy of the
     database, every row's status and reason with each node's log tail, the soak agents'
-    journal, and a bundle of every ref of the repository (``git clone repo.bundle``)."""
+    journal and hand-back record, and a bundle of every ref of the repository (``git clone repo.bundle``)."""
     out = Path(tempfile.gettempdir()) / f"soak-tree-{seed}"
     out.mkdir(exist_ok=True)
     shutil.copyfile(box.db, out / "fractal.db")
-    journal = box.base / "journal.jsonl"
-    if journal.exists():
-        shutil.copyfile(journal, out / "journal.jsonl")
+    for name in ("journal.jsonl", "handbacks.jsonl"):
+        if (box.base / name).exists():
+            shutil.copyfile(box.base / name, out / name)
     subprocess.run(["git", "bundle", "create", str(out / "repo.bundle"), "--all"],
                    cwd=box.repo, capture_output=True, check=False)
     (out / "forensics.txt").write_text(forensics(box), encoding="utf-8")
@@ -133,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"soak-tree seed: {args.seed} (replay: FRACTAL_SOAK_SEED={args.seed} make "
           f"soak-tree SOAK_TREE_MINUTES={args.minutes:g})", flush=True)
-    box = SoakTree.create(args.seed, {"SOAK_RADIO": "", "FRACTAL_NOTIFY_IDLE_S": "5"})
+    box = SoakTree.create(args.seed, {"SOAK_RADIO": "", "SOAK_HANDBACKS": "",
+                                      "FRACTAL_NOTIFY_IDLE_S": "5"})
     box.env["SOAK_RADIO"] = str(box.base / "radio.jsonl")
+    box.env["SOAK_HANDBACKS"] = str(box.base / "handbacks.jsonl")
     chaos = Chaos(box, random.Random(args.seed),
                   schedule(args.seed, int(args.minutes * 60 / TICK)))
     times: dict[str, float] = {}

@@ -15,7 +15,9 @@ it booted, before it opened a run, is healed ``exited`` with a notice that says 
 those checks do not know: such a node is counted, not reported); ``reachable``: every commit any
 branch ever pointed at (the tips noted, and every entry of the branches' reflogs) is
 reachable from a branch or a rescue ref; ``merged-present``: every merged child's files
-are in its target; ``radio``: every message the CLI accepted is in the database;
+are in its target; ``hand-back-keeps``: no merge handed back to a child left out a file
+of the target's tip (no soak agent deletes one); ``radio``: every message the CLI accepted is in the
+database;
 ``pool``: ten items, each attempted at most twice, none claimed by a worker that is not
 running; ``memory-flat``: no supervisor alive for LONG_S grew more than GROWTH_MIB from
 its early samples, nor did the median supervisor (30 s old or more) from the run's first
@@ -146,6 +148,7 @@ class Watch:
         self.note_tips()
         self._reachable()
         self._merged_present()
+        self._hand_backs()
         self._radio()
         self._pool()
 
@@ -190,6 +193,16 @@ class Watch:
             if lost:
                 self.fail("merged-present", f"{child} merged into {target}, which lacks "
                                             f"{lost[:3]}")
+
+    def _hand_backs(self) -> None:
+        record = self.box.base / "handbacks.jsonl"
+        for line in record.read_text().splitlines() if record.exists() else []:
+            item = json.loads(line)
+            self.checks["hand-back kept the target's files"] += 1
+            if item["deleted"]:
+                self.fail("hand-back-keeps", f"the merge of {item['target'][:10]} handed back "
+                                             f"to {item['node']} left out the target's "
+                                             f"{item['deleted'][:3]}")
 
     def _radio(self) -> None:
         sent = self.box.base / "radio.jsonl"
