@@ -3,9 +3,10 @@ land it on the target by fast-forward, advance the child's merge base, hand a co
 
 The squash is computed in the object store alone: ``git merge-tree --write-tree`` merges
 the child's tip with the target's tip, on the base ``mergebase.merge_base`` names once the
-child has been merged before (git's own base is wrong after a merge-base advance); the result is then filtered in a temporary index
-(nothing under ``.fractal/`` travels: that subtree is put back exactly as the target has
-it; runtime artifacts are put back too), written as a tree and committed with
+child has been merged before (git's own base is wrong after a merge-base advance); the
+result is then filtered in a temporary index (nothing under ``.fractal/`` travels: that
+subtree is put back exactly as the target has it; runtime artifacts are put back too),
+written as a tree and committed with
 ``git commit-tree`` on top of the target's tip. Only then is the target's worktree touched,
 by one ``git merge --ff-only`` to that commit: git checks the whole update before it writes
 anything, so a refusal (an untracked file in the way) leaves the target as it was. A
