@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from fractal.workspace.git import branch_exists, run_git
+from fractal.workspace.mergebase import based_on, merge_base
 from fractal.workspace.nodedir import BLOCK_BEGIN, BLOCK_END, write_atomic
 
 __all__ = ["delete_branch", "drop_worktree", "remove_exclude_block", "restore_worktree",
@@ -61,13 +62,16 @@ def unmerged_commits(repo: Path, branch: str, target: str) -> tuple[str, ...]:
     Empty when merging ``branch`` into ``target`` would change no file outside node
     directories (a squash merge already landed it, or it never changed anything), and when
     ``branch`` is gone. Otherwise the commits of ``target..branch`` that touch files
-    outside node directories, at most MAX_SUBJECTS of them; when there is none (the
-    difference comes from ``target`` having moved on alone) the listing is empty too.
+    outside node directories and came after the last merge, at most MAX_SUBJECTS of
+    them; when there is none (the difference comes from ``target`` having moved on alone)
+    the listing is empty too. The merge is computed on ``mergebase.merge_base``.
     Raises GitError when ``target`` is not a commit.
     """
     if not branch_exists(repo, branch):
         return ()
-    merged = run_git(["merge-tree", "--write-tree", "--no-messages", target, branch], repo,
+    base = merge_base(repo, branch, target)  # git's own is wrong after a merge
+    pair = [target, branch] if base is None else list(based_on(repo, base, target, branch))
+    merged = run_git(["merge-tree", "--write-tree", "--no-messages", *pair], repo,
                      check=False)
     if merged.returncode == 0:
         tree = merged.stdout.split("\n", 1)[0].strip()
@@ -75,8 +79,9 @@ def unmerged_commits(repo: Path, branch: str, target: str) -> tuple[str, ...]:
                        check=False)
         if diff.returncode == 0:
             return ()
+    since = [] if base is None else [f"^{base}"]  # what travelled before is merged
     log = run_git(["log", f"--max-count={MAX_SUBJECTS}", "--format=%s", "--end-of-options",
-                   f"{target}..{branch}", "--", *_OUTSIDE_NODE_DIRS], repo)
+                   f"{target}..{branch}", *since, "--", *_OUTSIDE_NODE_DIRS], repo)
     return tuple(line for line in log.stdout.splitlines())
 
 

@@ -21,6 +21,7 @@ from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.tree import Tree
 from fractal.workspace.merge import hand_back_merge, merge_base
+from fractal.workspace.teardown import unmerged_commits
 from tests.helpers import git, make_repo
 
 
@@ -127,3 +128,16 @@ def test_a_hand_back_on_the_squash_base_can_be_abandoned(tree: Tree) -> None:
     assert git(a, "rev-parse", "HEAD") == tip
     assert git(a, "status", "--porcelain", "--untracked-files=no") == ""
     assert (a / "clash.txt").read_text() == "a 2\n"
+
+
+def test_a_merged_child_has_no_unmerged_commits_though_its_target_has_work_of_its_own(
+        tree: Tree) -> None:
+    repo, a, b = tree.repo, tree.worktree_of("main.a"), tree.worktree_of("main.b")
+    _commit(repo, "own/1.txt", "the target's own work\n")
+    _commit(b, "out/b.txt", "b\n")
+    assert merge_node(open_context(repo), "b").status == "merged"
+    _commit(a, "out/a.txt", "a 1\n")
+    assert merge_node(open_context(repo), "a").status == "merged"
+    assert unmerged_commits(repo, "main.a", "main") == ()
+    _commit(a, "out/a.txt", "a 2\n")
+    assert unmerged_commits(repo, "main.a", "main") == ("write out/a.txt",)
