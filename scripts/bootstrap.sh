@@ -26,9 +26,6 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
-# An editable install needs pip 21.3 or newer (PEP 660); a newer pip is left as it is.
-if ! "$venv/bin/python" -c 'import sys, pip; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (21, 3))' 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-fi
+"$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$venv/bin/python" -m pip install -q -e '.[dev]'
 echo "bootstrap: ready ($("$venv/bin/fractal" --version))" >&2
