@@ -110,7 +110,9 @@ def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
         _TREES[key] = base / "repo"
     template = _TREES[key]
     path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(template, path, symlinks=True)
+    # the WAL was checkpointed into the database file: its sidecars carry nothing
+    shutil.copytree(template, path, symlinks=True,
+                    ignore=shutil.ignore_patterns("*.db-wal", "*.db-shm"))
     old, new = str(template), str(path)
     links = [*path.glob(".git/worktrees/*/gitdir"), *path.glob(".worktrees/*/.git")]
     for link in links:
