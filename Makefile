@@ -19,12 +19,18 @@ demo: bootstrap
 	$(BIN)/fractal demo $(DEMO_DIR) --force
 
 # compileall first: a shell with PYTHONDONTWRITEBYTECODE set would make every supervisor
-# and CLI process the suite starts recompile fractal's modules. Four workers on two cores:
-# most tests wait on child processes (supervisors, agents, tmux), not on the CPU. The
-# longest tests start first (tests/durations.json; docs/architecture.md says how to
-# regenerate it), so the run ends with short tests on every worker: six minutes at most.
+# and CLI process the suite starts recompile fractal's modules. Beside it, one collection
+# with bytecode writing on leaves pytest's assertion-rewritten test modules in __pycache__:
+# without it each of the four workers rewrites every test module again (about 6 s of CPU
+# each); its output is dropped, the real run reports any collection error. Four workers on
+# two cores: most tests wait on child processes (supervisors, agents, tmux), not on the
+# CPU. The longest tests start first (tests/durations.json; docs/architecture.md says how
+# to regenerate it), so the run ends with short tests on every worker.
 test: bootstrap
-	$(BIN)/python -m compileall -q fractal
+	$(BIN)/python -m compileall -q fractal & compiling=$$!; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p no:cacheprovider --collect-only -q \
+	  -n 0 $(PYTEST_ARGS) >/dev/null 2>&1; \
+	wait $$compiling
 	$(BIN)/python -m pytest -n 4 $(PYTEST_ARGS)
 
 # Only the real-CLI tier: the pinned claude and codex, installed from npm into .cache/agents

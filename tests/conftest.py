@@ -207,3 +207,15 @@ def _schema_from_template(request: pytest.FixtureRequest,
         patch.setattr(schema, "_upgrade", _upgrade_from_template(
             schema._upgrade, hermetic_session / f"head-{schema.HEAD_REVISION}.db"))
         yield
+
+
+@pytest.fixture
+def short_lock_settle() -> Iterator[None]:
+    """A commit waits 0.3 s, not ``LOCK_SETTLE``, for an ``index.lock`` to vanish on its
+    own: for tests whose lock is a leftover (or held for good) by construction, where that
+    wait can only run out."""
+    from fractal.workspace import commit_lock
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(commit_lock, "LOCK_SETTLE", 0.3)
+        yield

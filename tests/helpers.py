@@ -5,13 +5,16 @@ Waits are conditions with deadlines, never bare sleeps. Every timeout is multipl
 
 ``make_repo`` builds a repository once per branch name and session and copies it after
 that (``TEMPLATES_ENV`` names the session's template directory; without it every call
-runs git).
+runs git); ``copy_of_tree`` does the same for a whole tree a fixture builds (nodes,
+worktrees, registry), so a module's tests share one build per test process.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -74,6 +77,54 @@ def make_repo(path: Path, branch: str = "main") -> Path:
             shutil.rmtree(staging, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(template, path, symlinks=True, dirs_exist_ok=True)
+    return path
+
+
+_TREES: dict[str, Path] = {}
+
+
+def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
+    """A repository at ``path`` that ``build(repo)`` made, built once per ``key`` in this
+    process (into a temporary template) and copied for each later call; returns ``path``.
+
+    A copy is the same tree at a new place: the absolute paths a tree records are
+    rewritten from the template's to ``path`` (each linked worktree's ``.git`` file and
+    its ``gitdir`` back-link, and the ``worktree`` column of the registry), as git's
+    ``worktree repair`` and a re-registration would. ``build`` must leave no process
+    behind and every database engine closed; the rows it wrote (events, timestamps) are
+    the copy's history.
+    """
+    if key not in _TREES:
+        from fractal.store.engine import close_engines
+
+        base = Path(tempfile.mkdtemp(prefix="fx-tree-", dir=os.environ.get(TEMPLATES_ENV)))
+        atexit.register(shutil.rmtree, base, True)
+        build(base / "repo")
+        close_engines()
+        for db in (base / "repo").glob(".fractal/*/fractal.db"):
+            con = sqlite3.connect(db)
+            try:
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                con.close()
+        _TREES[key] = base / "repo"
+    template = _TREES[key]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the WAL was checkpointed into the database file: its sidecars carry nothing
+    shutil.copytree(template, path, symlinks=True,
+                    ignore=shutil.ignore_patterns("*.db-wal", "*.db-shm"))
+    old, new = str(template), str(path)
+    links = [*path.glob(".git/worktrees/*/gitdir"), *path.glob(".worktrees/*/.git")]
+    for link in links:
+        link.write_text(link.read_text().replace(old, new))
+    for db in path.glob(".fractal/*/fractal.db"):
+        con = sqlite3.connect(db)
+        try:
+            with con:
+                con.execute("UPDATE nodes SET worktree = ? || substr(worktree, ?) "
+                            "WHERE worktree LIKE ? || '%'", (new, len(old) + 1, old))
+        finally:
+            con.close()
     return path
 
 

@@ -15,6 +15,7 @@ call. The fakes record; they never assert that they were called.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import heapq
 import io
 import itertools
@@ -491,12 +492,27 @@ class LoopTree:
                         "WHERE node = ? ORDER BY iter_id", f"main.{name}")
 
 
+@contextlib.contextmanager
+def _no_boot_wait() -> Iterator[None]:
+    """The signal verbs wait (in real seconds, ``steer.BOOT_WAIT``) while a node is active
+    with no open run yet, its supervisor booting. In this harness no supervisor boots
+    while a verb runs (a run is a call in this thread), so such a node is a test's setup
+    (a child set active to be waited on) and the wait could only run out: the verbs read
+    the node as it is at once, as they would after that wait."""
+    from fractal.lifecycle import steer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(steer, "BOOT_WAIT", 0.0)
+        yield
+
+
 @pytest.fixture
 def loop_tree(tmp_path: Path) -> Iterator[LoopTree]:
     """A fresh in-process tree (see LoopTree); the process environment is restored."""
     saved = dict(os.environ)
     try:
-        yield LoopTree(tmp_path)
+        with _no_boot_wait():
+            yield LoopTree(tmp_path)
     finally:
         from fractal.store.engine import close_engines
 
@@ -512,7 +528,8 @@ def real_loop_tree(tmp_path: Path) -> Iterator[LoopTree]:
     saved = dict(os.environ)
     os.environ["FRACTAL_KILL_GRACE"] = "1"
     try:
-        yield LoopTree(tmp_path, real=True)
+        with _no_boot_wait():
+            yield LoopTree(tmp_path, real=True)
     finally:
         from fractal.store.engine import close_engines
 

@@ -47,6 +47,7 @@ IDLE_EXIT_S = 60.0  # FRACTAL_NOTIFY_IDLE_S in the starting shell overrides it
 NOTIFY_TIMEOUT_S = 10.0
 KILL_GRACE_S = 2.0
 BOOT_GRACE_S = 20.0  # a watcher started with a supervisor waits this long for it to boot
+# (FRACTAL_NOTIFY_BOOT_GRACE_S in the starting shell overrides it)
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
         token = db_token(tree.db_path)
         looked = began = clock()
         idle_since: float | None = None
-        idle_exit = _idle_exit()
+        idle_exit = _seconds("FRACTAL_NOTIFY_IDLE_S", IDLE_EXIT_S)
+        boot_grace = _seconds("FRACTAL_NOTIFY_BOOT_GRACE_S", BOOT_GRACE_S)
         first = True
         while True:
             now_token = db_token(tree.db_path)
@@ -209,18 +211,20 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
                 idle_since = None
             elif idle_since is None:
                 idle_since = clock()
-            elif clock() - idle_since >= idle_exit and clock() - began >= BOOT_GRACE_S:
+            elif clock() - idle_since >= idle_exit and clock() - began >= boot_grace:
                 return delivered
             sleep(POLL_S)
     finally:
         os.close(fd)
 
 
-def _idle_exit() -> float:
+def _seconds(name: str, default: float) -> float:
+    """Seconds from the environment variable ``name`` (at least 0), else ``default`` (also
+    when the value is not a number)."""
     try:
-        return max(0.0, float(os.environ.get("FRACTAL_NOTIFY_IDLE_S", IDLE_EXIT_S)))
+        return max(0.0, float(os.environ.get(name, default)))
     except ValueError:
-        return IDLE_EXIT_S
+        return default
 
 
 def watcher_running(tree: Tree) -> bool:

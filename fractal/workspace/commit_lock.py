@@ -63,15 +63,16 @@ def git_processes_in(worktree: Path) -> list[tuple[int, str]]:
     return found
 
 
-def clear_index_lock(worktree: Path, *, settle: float = LOCK_SETTLE) -> str | None:
+def clear_index_lock(worktree: Path, *, settle: float | None = None) -> str | None:
     """Make sure ``worktree``'s index is not locked before the pipeline writes it.
 
-    Returns None when there is no lock (waiting up to ``settle`` seconds for one to vanish),
-    or a notice naming the stale lock it removed because no git process for the worktree is
-    alive. Raises IndexLocked, leaving the lock in place, while such a process runs.
+    Returns None when there is no lock (waiting up to ``settle`` seconds, LOCK_SETTLE as it
+    is at the call when None, for one to vanish), or a notice naming the stale lock it
+    removed because no git process for the worktree is alive. Raises IndexLocked, leaving
+    the lock in place, while such a process runs.
     """
     lock = index_lock_path(worktree)
-    deadline = time.monotonic() + settle
+    deadline = time.monotonic() + (LOCK_SETTLE if settle is None else settle)
     while lock.exists():
         if time.monotonic() >= deadline:
             break

@@ -192,8 +192,9 @@ def test_no_secret_reaches_a_long_lived_argv_nor_a_notify_command(
     tree.cli("inbox", "notify", str(hook), "--events", "exited")
     release = tmp_path / "release"
     tree.node("s", {"01-A.md": f"[stub:wait-file={release}][stub:fail=3]"}, "--no-sync",
-              "--max-iters", "1")
-    env = {**os.environ, **SECRETS, "FRACTAL_NOTIFY_IDLE_S": "1"}
+              "--max-iters", "1", "--step-retry-backoff", "1s")  # the one retry at once
+    env = {**os.environ, **SECRETS, "FRACTAL_NOTIFY_IDLE_S": "1",
+           "FRACTAL_NOTIFY_BOOT_GRACE_S": "5"}  # the node is active from its start verb on
     tree.cli("node", "start", "s", env=env)
     supervisor = tree.supervisor("s")
     tree.wait_running("s")

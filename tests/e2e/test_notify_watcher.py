@@ -25,8 +25,10 @@ def test_a_run_that_exits_is_notified_once(tree: Tree, tmp_path: Path) -> None:
                     f"env > '{out}/'$n.env\n")
     hook.chmod(0o755)
     tree.cli("inbox", "notify", str(hook), "--events", "exited,budget")
-    tree.node("fails", {"01-A.md": "[stub:fail=3]"}, "--no-sync", "--max-iters", "1")
-    env = {**os.environ, "SOME_API_KEY": "sk-never-seen", "FRACTAL_NOTIFY_IDLE_S": "1"}
+    tree.node("fails", {"01-A.md": "[stub:fail=3]"}, "--no-sync", "--max-iters", "1",
+              "--step-retry-backoff", "1s")  # the one retry at once
+    env = {**os.environ, "SOME_API_KEY": "sk-never-seen", "FRACTAL_NOTIFY_IDLE_S": "1",
+           "FRACTAL_NOTIFY_BOOT_GRACE_S": "5"}  # the node is active from its start verb on
     tree.cli("node", "start", "fails", env=env)
     assert tree.wait_settled("fails") == "exited"
     wait_until(lambda: list(out.glob("*.env")), timeout=30, message="the hook ran")  # written last

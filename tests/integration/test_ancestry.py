@@ -22,7 +22,7 @@ from fractal.lifecycle.trees import init_tree
 from fractal.runtime.ancestry import lineage
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import make_repo, wait_until
+from tests.helpers import copy_of_tree, make_repo, wait_until
 
 # A subreaper that double-forks a setsid'd grandchild, writes its pid, and waits on stdin.
 _SUPERVISOR = r"""
@@ -49,14 +49,18 @@ def _fresh_engines() -> Iterator[None]:
     close_engines()
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     init_tree(repo, agent="true")
     top = open_context(repo, {})
     init_node(top, "a", {"max_cost": 10.0})
     init_node(top, "b", {"max_cost": 10.0})
-    return repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A tree with nodes ``main.a`` and ``main.b``, built once per test process and copied."""
+    return copy_of_tree(tmp_path / "repo", "ancestry-a-b", _build)
 
 
 @pytest.fixture

@@ -28,17 +28,21 @@ from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree, trees_in
 from fractal.workspace.rescue import list_rescue_refs
-from tests.helpers import git, make_repo
+from tests.helpers import copy_of_tree, git, make_repo
+
+
+def _build(repo: Path) -> None:
+    make_repo(repo)
+    init_tree(repo)
+    for name, parent in (("a", None), ("b", "a"), ("c", None)):
+        init_node(open_context(repo), name, {}, parent=parent)
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Tree:
-    """A tree rooted at ``main`` with nodes ``main.a``, ``main.a.b`` and ``main.c``."""
-    repo = make_repo(tmp_path / "repo")
-    made = init_tree(repo).tree
-    for name, parent in (("a", None), ("b", "a"), ("c", None)):
-        init_node(open_context(repo), name, {}, parent=parent)
-    return made
+    """A tree rooted at ``main`` with nodes ``main.a``, ``main.a.b`` and ``main.c``, built
+    by the verbs once per test process and copied for each test."""
+    return Tree(repo=copy_of_tree(tmp_path / "repo", "cleanup-a-b-c", _build), root="main")
 
 
 def _events(tree: Tree, node: str, event: str) -> list[tuple[str, str, str]]:

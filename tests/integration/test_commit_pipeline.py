@@ -27,7 +27,7 @@ from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, Tree
 from fractal.workspace.commit_stage import LARGE_FILE, staged_paths
 from fractal.workspace.commit_types import LintFailed, ScopeViolation, UncommittedChanges
-from tests.helpers import git, make_repo
+from tests.helpers import copy_of_tree, git, make_repo
 
 
 @dataclass
@@ -84,14 +84,23 @@ def make_node(base: Path, *, scope: str | None = None, name: str = "a",
               prepare: Callable[[Path], None] | None = None) -> Node:
     """A repo (``prepare(repo)`` runs before the tree exists), a tree, a node with
     ``--scope scope`` and a run with iteration 1 open."""
-    repo = make_repo(base / "repo")
-    if prepare is not None:
-        prepare(repo)
-    tree = init_tree(repo).tree
-    settings: dict[str, object] = {}
-    if scope is not None:
-        settings["scope"] = coerce_value("scope", scope)
-    paths = init_node(open_context(repo), name, settings).paths
+    def build(repo: Path) -> None:
+        make_repo(repo)
+        if prepare is not None:
+            prepare(repo)
+        init_tree(repo)
+        settings: dict[str, object] = {}
+        if scope is not None:
+            settings["scope"] = coerce_value("scope", scope)
+        init_node(open_context(repo), name, settings)
+
+    if prepare is None:  # the same tree every time: one build per process, then copies
+        repo = copy_of_tree(base / "repo", f"commit-{name}-{scope}", build)
+    else:
+        repo = base / "repo"
+        build(repo)
+    tree = Tree(repo=repo, root="main")
+    paths = tree.node(f"main.{name}")
     ledger = Ledger(tree.db_path)
     run_id = ledger.open_run(paths.branch, agent=None, max_cost=None, parent_run_id=None)
     iter_id = ledger.open_iteration(paths.branch, run_id, 1, agent=None, model=None)

@@ -95,6 +95,7 @@ def test_a_hook_that_keeps_failing_fails_the_commit_with_its_output(tmp_path: Pa
 
 # --- index.lock -----------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("short_lock_settle")
 def test_stale_index_lock_is_removed_when_no_git_runs(tmp_path: Path) -> None:
     node = make_node(tmp_path)
     lock = index_lock_path(node.wt)
@@ -118,6 +119,7 @@ def live_git(tmp_path: Path) -> Iterator[tuple[Node, subprocess.Popen[bytes]]]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.usefixtures("short_lock_settle")
 def test_index_lock_of_a_live_git_process_is_reported_and_kept(
         live_git: tuple[Node, subprocess.Popen[bytes]]) -> None:
     node, proc = live_git

@@ -18,19 +18,19 @@ import pytest
 from fractal.store.engine import close_engines
 from fractal.tree import Tree
 from fractal.tui.app import Dashboard
-from tests.helpers import SCALE, git, make_repo
+from tests.helpers import SCALE, copy_of_tree, git, make_repo
+from tests.trees import run_cli
 
 SIZE = (150, 45)
 
 
 def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo, check=False,
-                          capture_output=True, text=True, timeout=60)
+    """``fractal ARGS`` as a real process in ``repo`` (forked by ``tests/cliserver.py``)."""
+    return run_cli(list(args), repo, check=False, timeout=60)
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[Path]:
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     for args in (["init"], ["node", "init", "feat"]):
         done = _fractal(repo, *args)
         assert done.returncode == 0, done.stderr
@@ -38,7 +38,13 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     (worktree / "feature.txt").write_text("the feature\n")
     git(worktree, "add", "feature.txt")
     git(worktree, "commit", "-q", "-m", "feature")
-    yield repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """``main`` with ``main.feat`` one commit ahead (``feature.txt``), made by the CLI once
+    per test process and copied for each test."""
+    yield copy_of_tree(tmp_path / "repo", "dashboard-keys-feat", _build)
     close_engines()
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import force_status, git, make_repo
+from tests.helpers import copy_of_tree, force_status, git, make_repo
 from tests.trees import run_cli
 
 
@@ -19,13 +19,17 @@ def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(list(args), repo, check=False)
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[Path]:
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     for args in (["init"], ["node", "init", "ended"], ["node", "init", "parked"],
                  ["node", "init", "gated"], ["node", "init", "quiet"]):
         assert _fractal(repo, *args).returncode == 0
-    yield repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """A tree with four idle nodes, made by the CLI once per test process and copied."""
+    yield copy_of_tree(tmp_path / "repo", "inbox-four", _build)
     close_engines()
 
 

@@ -22,7 +22,7 @@ from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.handback import read_note
-from tests.helpers import git, make_repo
+from tests.helpers import copy_of_tree, git, make_repo
 from tests.integration.test_commit_conflicts import snapshot
 from tests.trees import run_cli
 
@@ -67,17 +67,23 @@ class Setup:
             con.close()
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> Setup:
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     (repo / "calc").mkdir()
     (repo / "calc" / "ops.py").write_text("def add(a, b):\n    return a + b\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "calc")
-    tree = init_tree(repo).tree
+    init_tree(repo)
     for name in ("a", "b"):
         init_node(open_context(repo), name, {"title": f"work {name}"})
-    return Setup(repo, tree)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    """``calc/ops.py`` committed, then nodes ``main.a`` and ``main.b``: built by the verbs
+    once per test process and copied for each test."""
+    repo = copy_of_tree(tmp_path / "repo", "merge-calc-a-b", _build)
+    return Setup(repo, Tree(repo=repo, root="main"))
 
 
 def test_a_clean_squash_lands_without_node_dirs_or_artifacts(setup: Setup) -> None:

@@ -24,7 +24,7 @@ from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.store.pool import PoolStore
 from fractal.tree import Tree
-from tests.helpers import git, make_repo
+from tests.helpers import copy_of_tree, git, make_repo
 
 BRIEF = "Write out/<id>.txt.\n"
 
@@ -85,11 +85,18 @@ class Setup:
             con.close()
 
 
+def _build(repo: Path) -> None:
+    make_repo(repo)
+    init_tree(repo)
+    poolverbs.create_pool(open_context(repo), "p", "a\nb\nc\n", BRIEF, 2, {"title": "the pool"})
+
+
 @pytest.fixture
 def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Setup:
-    repo = make_repo(tmp_path / "repo")
-    tree = init_tree(repo).tree
-    poolverbs.create_pool(open_context(repo), "p", "a\nb\nc\n", BRIEF, 2, {"title": "the pool"})
+    """The pool ``main.p`` (items a, b, c; two at a time), made once per test process and
+    copied; its starts are recorded, not made."""
+    repo = copy_of_tree(tmp_path / "repo", "pool-p", _build)
+    tree = Tree(repo=repo, root="main")
     starts = Starts()
     monkeypatch.setattr(poolverbs, "_try_start", starts)
     monkeypatch.setenv("_NODE", str(tree.node("main.p").node_dir))  # the pool's own loop

@@ -22,7 +22,7 @@ from fractal.store.ledger import Ledger
 from fractal.store.outbox import Outbox
 from fractal.store.radio_reads import ReadState
 from fractal.tree import Tree, find_tree
-from tests.helpers import make_repo
+from tests.helpers import copy_of_tree, make_repo
 from tests.trees import run_cli
 
 
@@ -35,14 +35,22 @@ class Nodes:
     other: Path
 
 
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[Nodes]:
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     init_tree(repo)
     lead = init_node(open_context(repo), "lead", {"max_iters": 1}).paths.worktree
-    div = init_node(open_context(lead), "div", {"max_iters": 1}).paths.worktree
-    other = init_node(open_context(repo), "other", {"max_iters": 1}).paths.worktree
-    yield Nodes(find_tree(repo), repo, lead, div, other)
+    init_node(open_context(lead), "div", {"max_iters": 1})
+    init_node(open_context(repo), "other", {"max_iters": 1})
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[Nodes]:
+    """``main.lead`` (its child ``main.lead.div``) and ``main.other``, built by the verbs
+    once per test process and copied for each test."""
+    repo = copy_of_tree(tmp_path / "repo", "radio-lead-div-other", _build)
+    tree = find_tree(repo)
+    yield Nodes(tree, repo, *(tree.node(b).worktree
+                              for b in ("main.lead", "main.lead.div", "main.other")))
 
 
 def _subjects(rows: list[dict[str, object]]) -> list[object]:

@@ -16,15 +16,19 @@ from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
 from fractal.tree import find_tree
-from tests.helpers import make_repo
+from tests.helpers import copy_of_tree, make_repo
+
+
+def _build(repo: Path) -> None:
+    make_repo(repo)
+    init_tree(repo, agent="true")
+    init_node(open_context(repo), "n", {"max_cost": 10.0, "max_iters": 3})
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    init_tree(repo, agent="true")
-    init_node(open_context(repo), "n", {"max_cost": 10.0, "max_iters": 3})
-    return repo
+    """A tree with node ``main.n``, built by the verbs once per test process and copied."""
+    return copy_of_tree(tmp_path / "repo", "retune-n", _build)
 
 
 def _config(repo: Path, node: str = "main.n") -> dict[str, object]:

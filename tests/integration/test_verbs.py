@@ -42,7 +42,7 @@ from fractal.lifecycle.teardown import destroy, reset
 from fractal.lifecycle.trees import init_tree
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import make_repo
+from tests.helpers import copy_of_tree, make_repo
 
 
 @pytest.fixture(autouse=True)
@@ -102,9 +102,8 @@ class Small:
         return nodes, signals, runs, steps, configs, root_config, worktrees
 
 
-@pytest.fixture
-def small(tmp_path: Path) -> Small:
-    repo = make_repo(tmp_path / "repo")
+def _build_small(repo: Path) -> None:
+    make_repo(repo)
     init_tree(repo, agent="true")
     top = open_context(repo, {})
     init_node(top, "a", {"max_cost": 10.0, "max_iters": 3})
@@ -112,7 +111,12 @@ def small(tmp_path: Path) -> Small:
     init_node(inside, "b", {"max_cost": 2.0})
     init_node(top, "c", {"max_cost": 1.0}, parent="a")
     init_node(top, "d", {"max_cost": 0.5}, parent="a.b")
-    return Small(repo)
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Small:
+    """The Small tree, built by the verbs once per test process and copied for each test."""
+    return Small(copy_of_tree(tmp_path / "repo", "verbs-small", _build_small))
 
 
 def _activate(small: Small, branch: str) -> int:

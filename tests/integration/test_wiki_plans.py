@@ -17,7 +17,7 @@ import pytest
 from fractal.domain.wiki import GENERATED_NOTE
 from fractal.workspace.commit_types import CommitFailed
 from fractal.workspace.wiki import WikiMalformed
-from tests.helpers import git, make_repo
+from tests.helpers import copy_of_tree, git, make_repo
 from tests.integration.test_commit_pipeline import Node, make_node
 from tests.trees import run_cli
 
@@ -31,11 +31,15 @@ def cli(cwd: Path, *args: str, env: dict[str, str] | None = None,
     return proc
 
 
+def _build(repo: Path) -> None:
+    make_repo(repo)
+    cli(repo, "init")
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    cli(repo, "init")
-    return repo
+    """A tree (``fractal init``), made by the CLI once per test process and copied."""
+    return copy_of_tree(tmp_path / "repo", "wiki-init", _build)
 
 
 def test_init_creates_the_project_wiki_and_node_init_the_memory_wiki(repo: Path) -> None:

@@ -113,6 +113,7 @@ def _age(path: Path, seconds: float) -> None:
     os.utime(path, (old, old))
 
 
+@pytest.mark.usefixtures("short_lock_settle")
 def test_stale_index_lock_is_removed_and_commit_retried(
         repo: Path, caplog: pytest.LogCaptureFixture) -> None:
     lock = repo / ".git" / "index.lock"
@@ -126,6 +127,7 @@ def test_stale_index_lock_is_removed_and_commit_retried(
     assert any("stale git lock" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.usefixtures("short_lock_settle")
 def test_stale_lock_of_a_linked_worktree(repo: Path) -> None:
     wt = repo / ".worktrees" / "main.w"
     add_worktree(repo, "main.w", wt, "main")
@@ -138,6 +140,7 @@ def test_stale_lock_of_a_linked_worktree(repo: Path) -> None:
     assert not lock.exists()
 
 
+@pytest.mark.usefixtures("short_lock_settle")
 def test_a_lock_held_by_a_live_git_process_is_respected(repo: Path) -> None:
     import subprocess
     import sys
@@ -161,6 +164,7 @@ def test_a_lock_held_by_a_live_git_process_is_respected(repo: Path) -> None:
         holder.wait()
 
 
+@pytest.mark.usefixtures("short_lock_settle")
 def test_a_fresh_lock_nobody_holds_is_removed(repo: Path) -> None:
     lock = repo / ".git" / "index.lock"
     lock.write_text("")  # an agent (or a killed git) left it a moment ago
