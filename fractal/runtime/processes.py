@@ -16,9 +16,10 @@ stopping and reaping share its identity checks and its grace table.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno as errno_mod
+import math
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -241,14 +242,52 @@ def _is_dead(proc: psutil.Process) -> bool:
 
 
 def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Poll until all are gone or zombies; return the rest (not ``psutil.wait_procs``: it
-    would reap our own children and steal their Popen's exit status)."""
+    """Wait until all are gone or zombies, at most ``timeout`` seconds; return the rest (not
+    ``psutil.wait_procs``: it would reap our own children and steal their Popen's exit
+    status). Each process is watched through a pidfd, which becomes readable the moment it
+    exits, so the wait ends with the last exit rather than on a poll tick; a process no
+    pidfd could be opened for is re-checked every ``_POLL`` seconds."""
     alive = [p for p in procs if not _is_dead(p)]
+    if not alive:
+        return alive
     deadline = time.monotonic() + timeout
-    while alive and time.monotonic() < deadline:
-        time.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
-        alive = [p for p in alive if not _is_dead(p)]
+    watch, fds = _pidfds(alive)
+    try:
+        while alive and (left := deadline - time.monotonic()) > 0:
+            wait = left if len(fds) == len(alive) else min(_POLL, left)
+            ready: set[int] = set()
+            if fds:
+                ready = {fd for fd, _ in watch.poll(max(1, math.ceil(wait * 1000)))}
+            else:
+                time.sleep(wait)
+            alive = [p for p in alive if not _is_dead(p)]
+            living = {p.pid for p in alive}
+            # Gone, or readable yet not dead (never expected): that one is polled on ticks.
+            for pid in [pid for pid, fd in fds.items() if pid not in living or fd in ready]:
+                watch.unregister(fds[pid])
+                os.close(fds.pop(pid))
+    finally:
+        for fd in fds.values():
+            os.close(fd)
     return alive
+
+
+def _pidfds(procs: list[psutil.Process]) -> tuple[select.poll, dict[int, int]]:
+    """A poll object watching a pidfd of each of ``procs`` still alive once it is open (so
+    the pidfd names that very process, never a recycled pid), and the fds by pid. A
+    process whose pidfd cannot be opened (an old kernel, no fds left) is left out."""
+    watch, fds = select.poll(), {}
+    for proc in procs:
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (OSError, AttributeError):
+            continue
+        if _is_dead(proc):  # exited, or the pid already names another process
+            os.close(fd)
+            continue
+        watch.register(fd, select.POLLIN)
+        fds[proc.pid] = fd
+    return watch, fds
 
 
 def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
@@ -393,6 +432,8 @@ def environ_processes(entry: str) -> list[psutil.Process]:
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER); False if prctl is unavailable."""
+    import ctypes  # here: a verb that only stops groups never needs it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         _SUBREAPER[0] = int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER
