@@ -186,9 +186,41 @@ def _environ_has(pid: int, needle: bytes) -> bool | None:
 
 
 def _own_descendants() -> list[int]:
+    """Every descendant of this process: its children and theirs, read from the kernel's
+    per-thread ``children`` lists (a few small files when the tree is small, as it is
+    between steps), or, where the kernel has none, from psutil (which reads the ``stat``
+    of every process on the machine)."""
+    found = _children_lists(os.getpid())
+    if found is not None:
+        return found
     with contextlib.suppress(psutil.Error):
         return [c.pid for c in psutil.Process().children(recursive=True)]
     return []
+
+
+def _children_lists(root: int) -> list[int] | None:
+    """The descendants of ``root`` from ``/proc/<pid>/task/<tid>/children`` (each thread's
+    own children: a child belongs to the thread that forked it); None when
+    the kernel keeps no such lists."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return None
+    found: list[int] = []
+    queue = [root]
+    while queue:
+        pid = queue.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # gone since its parent listed it
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):  # the thread or the process ended meanwhile
+                continue
+            found += kids
+            queue += kids
+    return found
 
 
 def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:

@@ -51,6 +51,7 @@ Params = Mapping[str, object]
 
 _idle: dict[Path, list[sqlite3.Connection]] = {}
 _ready: set[Path] = set()
+_resolved: dict[Path, Path] = {}  # an absolute path as given -> its resolved, ready key
 _lock = threading.Lock()
 
 
@@ -102,11 +103,17 @@ def prepare(db_path: Path) -> Path:
     """Bring ``db_path`` to the head revision the first time this process sees it (a
     stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
     Raises StoreError when the database cannot be created or migrated."""
-    key = Path(db_path).resolve()
+    path = Path(db_path)
+    key = _resolved.get(path)
+    if key is not None:  # resolved and checked already (a loop asks on every statement)
+        return key
+    key = path.resolve()
     if key not in _ready:
         ensure_schema(key)
         with _lock:
             _ready.add(key)
+    if path.is_absolute():  # a relative path resolves against the working directory
+        _resolved[path] = key
     return key
 
 
@@ -188,6 +195,7 @@ def close_connections() -> None:
         idle = [c for conns in _idle.values() for c in conns]
         _idle.clear()
         _ready.clear()
+        _resolved.clear()
     for conn in idle:
         conn.close()
 
