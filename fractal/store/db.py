@@ -47,6 +47,15 @@ PRAGMAS = (
 )
 """Applied to every new connection (the SQLAlchemy engine applies the same)."""
 
+CACHE_PRAGMA = "PRAGMA cache_size=-128"
+"""The page cache of a seam connection, in KiB (negative: a size, not a page count).
+SQLite's default lets it grow to 2 MiB, and a supervisor's connection lives for hours
+while every iteration appends rows to new pages: the cache kept every page it had
+touched, a resident set growing with each iteration. The statements here touch a
+handful of pages each; the operating system's file cache serves the rest (and another
+process's commit invalidates this cache anyway). The migrations' engine keeps the
+default: an index build on a large table wants the room."""
+
 Params = Mapping[str, object]
 
 _idle: dict[Path, list[sqlite3.Connection]] = {}
@@ -121,7 +130,7 @@ def _connect(key: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(key), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    for pragma in PRAGMAS:
+    for pragma in (*PRAGMAS, CACHE_PRAGMA):
         conn.execute(pragma)
     return conn
 
