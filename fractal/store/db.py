@@ -47,8 +47,8 @@ PRAGMAS = (
 )
 """Applied to every new connection (the SQLAlchemy engine applies the same)."""
 
-CACHE_PRAGMA = "PRAGMA cache_size=-128"
-"""The page cache of a seam connection, in KiB (negative: a size, not a page count).
+CACHE_PRAGMA = "PRAGMA cache_size=-32"
+"""The page cache of a seam connection, 32 KiB (negative: KiB, not a page count).
 SQLite's default lets it grow to 2 MiB, and a supervisor's connection lives for hours
 while every iteration appends rows to new pages: the cache kept every page it had
 touched, a resident set growing with each iteration. The statements here touch a
