@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_mod
-import math
 import os
-import select
 import signal
 import subprocess
 import threading
@@ -190,37 +188,12 @@ def _own_descendants() -> list[int]:
     per-thread ``children`` lists (a few small files when the tree is small, as it is
     between steps), or, where the kernel has none, from psutil (which reads the ``stat``
     of every process on the machine)."""
-    found = _children_lists(os.getpid())
+    found = procinfo.descendants(os.getpid())
     if found is not None:
         return found
     with contextlib.suppress(psutil.Error):
         return [c.pid for c in psutil.Process().children(recursive=True)]
     return []
-
-
-def _children_lists(root: int) -> list[int] | None:
-    """The descendants of ``root`` from ``/proc/<pid>/task/<tid>/children`` (each thread's
-    own children: a child belongs to the thread that forked it); None when
-    the kernel keeps no such lists."""
-    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
-        return None
-    found: list[int] = []
-    queue = [root]
-    while queue:
-        pid = queue.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:  # gone since its parent listed it
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
-                    kids = [int(k) for k in fh.read().split()]
-            except (OSError, ValueError):  # the thread or the process ended meanwhile
-                continue
-            found += kids
-            queue += kids
-    return found
 
 
 def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
@@ -276,50 +249,17 @@ def _is_dead(proc: psutil.Process) -> bool:
 def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
     """Wait until all are gone or zombies, at most ``timeout`` seconds; return the rest (not
     ``psutil.wait_procs``: it would reap our own children and steal their Popen's exit
-    status). Each process is watched through a pidfd, which becomes readable the moment it
-    exits, so the wait ends with the last exit rather than on a poll tick; a process no
-    pidfd could be opened for is re-checked every ``_POLL`` seconds."""
+    status). Watched through pidfds (``procinfo.ExitWatch``): the wait ends with the last
+    exit, not on a poll tick; one no pidfd watches is re-checked every ``_POLL`` s."""
     alive = [p for p in procs if not _is_dead(p)]
-    if not alive:
-        return alive
     deadline = time.monotonic() + timeout
-    watch, fds = _pidfds(alive)
-    try:
+    by_pid = {p.pid: p for p in alive}
+    with procinfo.ExitWatch(list(by_pid), lambda pid: not _is_dead(by_pid[pid])) as watch:
         while alive and (left := deadline - time.monotonic()) > 0:
-            wait = left if len(fds) == len(alive) else min(_POLL, left)
-            ready: set[int] = set()
-            if fds:
-                ready = {fd for fd, _ in watch.poll(max(1, math.ceil(wait * 1000)))}
-            else:
-                time.sleep(wait)
+            watch.wait(left if watch.covers(len(alive)) else min(_POLL, left))
             alive = [p for p in alive if not _is_dead(p)]
-            living = {p.pid for p in alive}
-            # Gone, or readable yet not dead (never expected): that one is polled on ticks.
-            for pid in [pid for pid, fd in fds.items() if pid not in living or fd in ready]:
-                watch.unregister(fds[pid])
-                os.close(fds.pop(pid))
-    finally:
-        for fd in fds.values():
-            os.close(fd)
+            watch.keep({p.pid for p in alive})
     return alive
-
-
-def _pidfds(procs: list[psutil.Process]) -> tuple[select.poll, dict[int, int]]:
-    """A poll object watching a pidfd of each of ``procs`` still alive once it is open (so
-    the pidfd names that very process, never a recycled pid), and the fds by pid. A
-    process whose pidfd cannot be opened (an old kernel, no fds left) is left out."""
-    watch, fds = select.poll(), {}
-    for proc in procs:
-        try:
-            fd = os.pidfd_open(proc.pid)
-        except (OSError, AttributeError):
-            continue
-        if _is_dead(proc):  # exited, or the pid already names another process
-            os.close(fd)
-            continue
-        watch.register(fd, select.POLLIN)
-        fds[proc.pid] = fd
-    return watch, fds
 
 
 def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
