@@ -7,6 +7,10 @@ than the question itself; ``processes`` (which sends the signals) keeps psutil f
 process trees and delegates these two reads here, so every caller computes the create
 time the same way.
 
+It also lists a process's descendants from the kernel's per-thread ``children`` files
+(``descendants``) and sleeps until watched processes exit (``ExitWatch``, pidfds), the two
+reads ``processes`` does around every step and every stop.
+
 A create time is ``starttime / CLK_TCK + btime`` in epoch seconds, the formula psutil uses
 on Linux (``starttime`` from ``/proc/<pid>/stat``, ``btime`` from ``/proc/stat``), so a
 time recorded by either matches the other. Where ``/proc`` is not mounted the psutil
@@ -16,7 +20,12 @@ answer is used instead.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import select
+import time
+from collections.abc import Callable, Container
+from types import TracebackType
 
 CREATE_TIME_TOLERANCE = 0.01  # seconds two create times of one process may differ by
 _DEAD_STATES = frozenset({"Z", "X", "x"})  # zombie, dead
@@ -95,3 +104,81 @@ def _psutil_same(pid: int, created: float) -> bool:
                 and abs(proc.create_time() - created) <= CREATE_TIME_TOLERANCE)
     except (psutil.Error, ValueError):
         return False
+
+
+def descendants(root: int) -> list[int] | None:
+    """The pids below ``root`` (children, theirs, ...), read from the kernel's per-thread
+    lists ``/proc/<pid>/task/<tid>/children`` (a child is listed under the thread that
+    forked it): a few small files for a small tree, where psutil reads the ``stat`` of
+    every process on the machine. None when the kernel keeps no such lists."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return None
+    found: list[int] = []
+    queue = [root]
+    while queue:
+        pid = queue.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # gone since its parent listed it
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):  # the thread or the process ended meanwhile
+                continue
+            found += kids
+            queue += kids
+    return found
+
+
+class ExitWatch:
+    """A pidfd per process of ``pids`` (``os.pidfd_open``), to sleep until one exits.
+
+    A pidfd is kept only when ``alive(pid)`` still holds once it is open, so it names
+    that very process and never a recycled pid; a process none could be opened for (an
+    old kernel, no descriptors left) is simply not watched (``covers`` says so). A
+    context manager: leaving it closes the descriptors.
+    """
+
+    def __init__(self, pids: list[int], alive: Callable[[int], bool]) -> None:
+        self._poll = select.poll()
+        self._fds: dict[int, int] = {}
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except (OSError, AttributeError):
+                continue
+            if not alive(pid):
+                os.close(fd)
+                continue
+            self._poll.register(fd, select.POLLIN)
+            self._fds[pid] = fd
+        self._ready: set[int] = set()
+
+    def covers(self, count: int) -> bool:
+        """Whether ``count`` processes are all watched (then no poll tick is needed)."""
+        return len(self._fds) >= count > 0
+
+    def wait(self, seconds: float) -> None:
+        """Sleep until a watched process exits or ``seconds`` pass."""
+        if not self._fds:
+            time.sleep(seconds)
+            return
+        self._ready = {fd for fd, _ in self._poll.poll(max(1, math.ceil(seconds * 1000)))}
+
+    def keep(self, living: Container[int]) -> None:
+        """Stop watching every pid not in ``living``, and any reported exited that is not
+        (never expected: it is then re-checked on ticks instead of waking the poll)."""
+        for pid in [p for p, fd in self._fds.items() if p not in living or fd in self._ready]:
+            self._poll.unregister(self._fds[pid])
+            os.close(self._fds.pop(pid))
+
+    def __enter__(self) -> ExitWatch:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()

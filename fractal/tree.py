@@ -190,9 +190,21 @@ def find_tree(cwd: Path) -> Tree:
     tree in the repo any branch uses it; otherwise the choice is refused.
     Raises NotATree when no tree exists, and GitError outside a git repository.
     """
+    return locate(cwd)[0]
+
+
+def locate(cwd: Path) -> tuple[Tree, Path]:
+    """(the tree ``cwd`` belongs to, as ``find_tree`` picks it; the top of the worktree
+    holding ``cwd``), so a caller that needs both asks git once. Raises as ``find_tree``."""
     from fractal.workspace import git
 
     top = git.toplevel(cwd)
+    return _tree_at(top), top
+
+
+def _tree_at(top: Path) -> Tree:
+    from fractal.workspace import git
+
     repo = git.repo_root(top)
     trees = trees_in(repo)
     if not trees:
@@ -209,11 +221,12 @@ def find_tree(cwd: Path) -> Tree:
                    "run the command from a node's worktree")
 
 
-def caller_branch(cwd: Path, tree: Tree) -> str:
-    """The node (or root) whose worktree contains ``cwd``; the root when it is none of them."""
+def caller_branch(cwd: Path, tree: Tree, top: Path | None = None) -> str:
+    """The node (or root) whose worktree contains ``cwd``; the root when it is none of them.
+    ``top``: the top of that worktree when the caller knows it already (``locate``)."""
     from fractal.workspace import git
 
-    branch = git.current_branch(git.toplevel(cwd))
+    branch = git.current_branch(top if top is not None else git.toplevel(cwd))
     if branch is not None and tree.owns(branch):
         return branch
     return tree.root

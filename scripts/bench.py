@@ -181,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                              "it (default 50)")
     parser.add_argument("--idle-window", type=float, default=60.0, metavar="S",
                         help="seconds the idle CPU is measured over (default 60)")
+    parser.add_argument("--idle-waits", default=",".join(steering.IDLE_WAITS), metavar="LIST",
+                        help="which waits the idle-CPU part measures, comma-separated "
+                             f"(default: {','.join(steering.IDLE_WAITS)})")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
@@ -190,8 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                            else parts.usage_wait(args.keep, USAGE_NODES, _log))
             print(render(rows) + "\n\n" + "\n".join(notes))
         elif args.only == "steering":
+            waits = tuple(w.strip() for w in args.idle_waits.split(",") if w.strip())
+            unknown = sorted(set(waits) - set(steering.IDLE_WAITS))
+            if unknown:
+                parser.error(f"--idle-waits: unknown {', '.join(unknown)} (choose from "
+                             f"{', '.join(steering.IDLE_WAITS)})")
             rows, notes = steering.run(args.keep, max(1, args.latency_samples),
-                                       max(0, args.idle_nodes), args.idle_window, _log)
+                                       max(0, args.idle_nodes), args.idle_window, _log, waits)
             print(render(rows) + "\n\n" + "\n".join(notes))
         else:
             print(run(args.keep, max(1, args.latency_samples), max(0, args.idle_nodes),

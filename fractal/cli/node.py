@@ -352,6 +352,6 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
 @click.option("--resume", "resume_mode", is_flag=True)
 def run_cmd(path: Path, continue_mode: bool, resume_mode: bool) -> None:
     """The supervisor: runs inside the node's tmux pane."""
-    from fractal.runtime.entry import run_supervisor
+    from fractal.runtime.entry import exit_now, run_supervisor
 
-    sys.exit(run_supervisor(path, continue_mode=continue_mode, resume_mode=resume_mode))
+    exit_now(run_supervisor(path, continue_mode=continue_mode, resume_mode=resume_mode))

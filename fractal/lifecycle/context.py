@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from fractal.domain import authority
 from fractal.domain.outcome import clip_reason
 from fractal.errors import FractalError
-from fractal.tree import Tree, caller_branch, find_tree, resolve_node
+from fractal.tree import Tree, caller_branch, locate, resolve_node
 
 if TYPE_CHECKING:
     from fractal.store.ledger import Ledger
@@ -81,6 +81,8 @@ class Context:
     cwd: Path
     loop_node: str | None = None
     pid: int | None = field(default_factory=os.getpid)
+    top: Path | None = field(default=None, compare=False)
+    """The top of the worktree holding ``cwd`` when already known (None: asked on use)."""
 
     def known(self) -> list[str]:
         """Every registered node, read now with the light reader (no SQLAlchemy)."""
@@ -119,7 +121,7 @@ class Context:
         """The branch whose worktree holds ``cwd``; the tree's root when none does. Raises
         Refused when that worktree's branch belongs to the tree but is no registered node
         (a deleted node's leftovers, a hand-made checkout)."""
-        branch = caller_branch(self.cwd, self.tree)
+        branch = caller_branch(self.cwd, self.tree, self.top)
         if branch != self.tree.root and branch not in self.known():
             raise Refused(f"{self.cwd} is in the worktree of {branch}, which is no registered "
                           "node of this tree; run the command from a node's worktree or the "
@@ -246,5 +248,6 @@ def open_context(cwd: Path, environ: Mapping[str, str] | None = None, *,
     environment) by process ``pid`` (default: this process). Raises NotATree when no tree
     exists there, GitError outside a git repository."""
     env = os.environ if environ is None else environ
-    return Context(tree=find_tree(cwd), cwd=cwd, loop_node=env.get(LOOP_NODE_ENV),
+    tree, top = locate(cwd)
+    return Context(tree=tree, cwd=cwd, top=top, loop_node=env.get(LOOP_NODE_ENV),
                    pid=os.getpid() if pid is None else pid)

@@ -10,7 +10,7 @@ sweep is caught.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,10 +110,29 @@ def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
 
 
 def _stop_all(handles: list[GroupHandle]) -> None:
-    """``kill_group`` on each of ``handles`` concurrently (threads: each mostly waits)."""
-    if handles:
-        with ThreadPoolExecutor(max_workers=min(32, len(handles))) as pool:
-            list(pool.map(lambda h: kill_group(h, grace=grace(Reap.KILL)), handles))
+    """``kill_group`` on each of ``handles`` concurrently (a thread per handle past the
+    first, which runs in the caller: each mostly waits). Plain threads rather than an
+    executor: ``concurrent.futures`` costs the command its import (and ``logging``'s)."""
+    if not handles:
+        return
+    window = grace(Reap.KILL)
+    errors: list[BaseException] = []
+
+    def stop(handle: GroupHandle) -> None:
+        try:
+            kill_group(handle, grace=window)
+        except BaseException as exc:  # re-raised in the caller, as the executor did
+            errors.append(exc)
+
+    threads = [threading.Thread(target=stop, args=(h,), name=f"kill-{h.pgid}")
+               for h in handles[1:]]
+    for thread in threads:
+        thread.start()
+    stop(handles[0])
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,

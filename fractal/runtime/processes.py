@@ -16,7 +16,6 @@ stopping and reaping share its identity checks and its grace table.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno as errno_mod
 import os
 import signal
@@ -185,6 +184,13 @@ def _environ_has(pid: int, needle: bytes) -> bool | None:
 
 
 def _own_descendants() -> list[int]:
+    """Every descendant of this process: its children and theirs, read from the kernel's
+    per-thread ``children`` lists (a few small files when the tree is small, as it is
+    between steps), or, where the kernel has none, from psutil (which reads the ``stat``
+    of every process on the machine)."""
+    found = procinfo.descendants(os.getpid())
+    if found is not None:
+        return found
     with contextlib.suppress(psutil.Error):
         return [c.pid for c in psutil.Process().children(recursive=True)]
     return []
@@ -241,13 +247,18 @@ def _is_dead(proc: psutil.Process) -> bool:
 
 
 def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Poll until all are gone or zombies; return the rest (not ``psutil.wait_procs``: it
-    would reap our own children and steal their Popen's exit status)."""
+    """Wait until all are gone or zombies, at most ``timeout`` seconds; return the rest (not
+    ``psutil.wait_procs``: it would reap our own children and steal their Popen's exit
+    status). Watched through pidfds (``procinfo.ExitWatch``): the wait ends with the last
+    exit, not on a poll tick; one no pidfd watches is re-checked every ``_POLL`` s."""
     alive = [p for p in procs if not _is_dead(p)]
     deadline = time.monotonic() + timeout
-    while alive and time.monotonic() < deadline:
-        time.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
-        alive = [p for p in alive if not _is_dead(p)]
+    by_pid = {p.pid: p for p in alive}
+    with procinfo.ExitWatch(list(by_pid), lambda pid: not _is_dead(by_pid[pid])) as watch:
+        while alive and (left := deadline - time.monotonic()) > 0:
+            watch.wait(left if watch.covers(len(alive)) else min(_POLL, left))
+            alive = [p for p in alive if not _is_dead(p)]
+            watch.keep({p.pid for p in alive})
     return alive
 
 
@@ -393,6 +404,8 @@ def environ_processes(entry: str) -> list[psutil.Process]:
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER); False if prctl is unavailable."""
+    import ctypes  # here: a verb that only stops groups never needs it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         _SUBREAPER[0] = int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36: PR_SET_CHILD_SUBREAPER

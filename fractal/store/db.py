@@ -47,10 +47,20 @@ PRAGMAS = (
 )
 """Applied to every new connection (the SQLAlchemy engine applies the same)."""
 
+CACHE_PRAGMA = "PRAGMA cache_size=-32"
+"""The page cache of a seam connection, 32 KiB (negative: KiB, not a page count).
+SQLite's default lets it grow to 2 MiB, and a supervisor's connection lives for hours
+while every iteration appends rows to new pages: the cache kept every page it had
+touched, a resident set growing with each iteration. The statements here touch a
+handful of pages each; the operating system's file cache serves the rest (and another
+process's commit invalidates this cache anyway). The migrations' engine keeps the
+default: an index build on a large table wants the room."""
+
 Params = Mapping[str, object]
 
 _idle: dict[Path, list[sqlite3.Connection]] = {}
 _ready: set[Path] = set()
+_resolved: dict[Path, Path] = {}  # an absolute path as given -> its resolved, ready key
 _lock = threading.Lock()
 
 
@@ -102,11 +112,17 @@ def prepare(db_path: Path) -> Path:
     """Bring ``db_path`` to the head revision the first time this process sees it (a
     stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
     Raises StoreError when the database cannot be created or migrated."""
-    key = Path(db_path).resolve()
+    path = Path(db_path)
+    key = _resolved.get(path)
+    if key is not None:  # resolved and checked already (a loop asks on every statement)
+        return key
+    key = path.resolve()
     if key not in _ready:
         ensure_schema(key)
         with _lock:
             _ready.add(key)
+    if path.is_absolute():  # a relative path resolves against the working directory
+        _resolved[path] = key
     return key
 
 
@@ -114,7 +130,7 @@ def _connect(key: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(key), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    for pragma in PRAGMAS:
+    for pragma in (*PRAGMAS, CACHE_PRAGMA):
         conn.execute(pragma)
     return conn
 
@@ -188,6 +204,7 @@ def close_connections() -> None:
         idle = [c for conns in _idle.values() for c in conns]
         _idle.clear()
         _ready.clear()
+        _resolved.clear()
     for conn in idle:
         conn.close()
 

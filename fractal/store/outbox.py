@@ -52,9 +52,11 @@ class Outbox(Radio):
                       figures: str = "") -> tuple[str, str]:
         """The (subject, body) of a run's end notice, spend included, for a move that
         posts it in the same transaction as the status flip (``Ledger.move(notice=)``)."""
-        from fractal.store.spend import run_spend
+        from fractal.store.spend import run_and_iteration_spend
 
-        spend = run_spend(self.db_path, run_id)
+        # The pooled connection (a supervisor closing its run): a read-only one opened
+        # for this one read parsed the schema anew, the run's last spike of memory.
+        spend = run_and_iteration_spend(self.db_path, run_id, None)[0]
         return run_end_notice(status, reason, run_id=run_id,
                               spend=None if spend.untracked else spend.usd,
                               unpriced=spend.unpriced, figures=figures)

@@ -35,9 +35,11 @@ _SUMS = ("COALESCE(SUM(s.cost), 0.0), "
 KNOWN_COST_SUM = ("CASE WHEN COUNT(CASE WHEN cost IS NOT NULL AND pgid IS NOT NULL THEN 1 END) = 0 "
                   "AND COUNT(CASE WHEN cost IS NULL AND pgid IS NOT NULL "
                   "AND ended_at IS NOT NULL THEN 1 END) > 0 THEN NULL ELSE SUM(cost) END")
-_SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT ?, 0 UNION "
+_SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT :run_id, 0 UNION "
             "SELECT r.run_id, sub.depth + 1 FROM runs r JOIN sub ON r.parent_run_id = sub.run_id "
-            "WHERE sub.depth < ?) ")
+            "WHERE sub.depth < :depth) ")
+_RUN_SUMS = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"
+_ITERATION_SUMS = f"SELECT {_SUMS} FROM steps s WHERE s.iter_id = :iter_id"
 _NO_DEPTH_LIMIT = 1 << 30
 
 
@@ -79,21 +81,24 @@ def _depth(max_depth: int | None) -> int:
 def run_spend(db_path: Path, run_id: int, max_depth: int | None = None) -> Spend:
     """The spend of run ``run_id`` and its descendant runs (``max_depth`` levels of them;
     None: all). Raises StoreError when the database cannot be read."""
-    sql = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"
     with _connect(db_path) as conn:
-        return _spend(conn.execute(sql, (run_id, _depth(max_depth))).fetchone())
+        return _spend(conn.execute(_RUN_SUMS, {"run_id": run_id,
+                                               "depth": _depth(max_depth)}).fetchone())
 
 
 def run_and_iteration_spend(db_path: Path, run_id: int,
                             iter_id: int | None) -> tuple[Spend, Spend]:
-    """``run_spend`` and ``iteration_spend`` over one connection (the loop's probe)."""
-    sql = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"
-    with _connect(db_path) as conn:
-        run = _spend(conn.execute(sql, (run_id, _NO_DEPTH_LIMIT)).fetchone())
+    """``run_spend`` and ``iteration_spend`` in one read snapshot (the loop's probe, after
+    every launch). Through the store's pooled connection (``store.db``) rather than a
+    read-only one opened for the call: a supervisor asks this every iteration, and a
+    connection opened and closed each time cost it a schema parse and heap churn."""
+    from fractal.store.db import transaction
+
+    with transaction(db_path, write=False) as tx:
+        run = _spend(tx.one(_RUN_SUMS, {"run_id": run_id, "depth": _NO_DEPTH_LIMIT}))
         if iter_id is None:
             return run, Spend()
-        return run, _spend(conn.execute(f"SELECT {_SUMS} FROM steps s WHERE s.iter_id = ?",
-                                        (iter_id,)).fetchone())
+        return run, _spend(tx.one(_ITERATION_SUMS, {"iter_id": iter_id}))
 
 
 def run_node_spends(db_path: Path, run_id: int, max_depth: int | None = None) -> list[NodeSpend]:
@@ -101,7 +106,7 @@ def run_node_spends(db_path: Path, run_id: int, max_depth: int | None = None) ->
     sql = (_SUBTREE + f"SELECT s.node, {_SUMS} FROM steps s JOIN sub ON s.run_id = sub.run_id "
            "GROUP BY s.node ORDER BY s.node")
     with _connect(db_path) as conn:
-        rows = conn.execute(sql, (run_id, _depth(max_depth))).fetchall()
+        rows = conn.execute(sql, {"run_id": run_id, "depth": _depth(max_depth)}).fetchall()
     return [NodeSpend(str(r[0]), _spend(tuple(r)[1:])) for r in rows]
 
 
@@ -130,8 +135,7 @@ def node_spends(db_path: Path, branch: str | None,
 def iteration_spend(db_path: Path, iter_id: int) -> Spend:
     """The spend of one iteration's own steps."""
     with _connect(db_path) as conn:
-        return _spend(conn.execute(f"SELECT {_SUMS} FROM steps s WHERE s.iter_id = ?",
-                                   (iter_id,)).fetchone())
+        return _spend(conn.execute(_ITERATION_SUMS, {"iter_id": iter_id}).fetchone())
 
 
 def last_iteration_id(db_path: Path, node: str, run_id: int | None = None) -> int | None:

@@ -188,20 +188,35 @@ def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
     dot = Path(cwd) / ".git"
     try:
         if dot.is_dir():
-            gitdir = dot
+            gitdir, text = dot, ""
         else:
             text = dot.read_text(encoding="utf-8").strip()
             if not text.startswith("gitdir: "):
                 return None
-            gitdir = (Path(cwd) / text[len("gitdir: "):]).resolve()
+            gitdir = Path(cwd) / text[len("gitdir: "):]
         common_file = gitdir / "commondir"
-        common = ((gitdir / common_file.read_text(encoding="utf-8").strip()).resolve()
-                  if common_file.is_file() else gitdir)
+        common_text = (common_file.read_text(encoding="utf-8").strip()
+                       if common_file.is_file() else None)
     except (OSError, UnicodeDecodeError):
         return None
+    key = (str(cwd), text, common_text)
+    found = _GIT_DIRS.get(key)  # resolving walks every component: a loop asks per step
+    if found is None:
+        try:
+            found = (gitdir.resolve() if text else gitdir,) * 2
+            if common_text is not None:
+                found = (found[0], (found[0] / common_text).resolve())
+        except OSError:
+            return None
+        if Path(cwd).is_absolute():
+            _GIT_DIRS[key] = found
+    gitdir, common = found
     if not (gitdir / "HEAD").is_file() or (common / "reftable").exists():
         return None
     return gitdir, common
+
+
+_GIT_DIRS: dict[tuple[str, str, str | None], tuple[Path, Path]] = {}
 
 
 def changed_paths(cwd: Path) -> list[str]:

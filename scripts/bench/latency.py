@@ -26,13 +26,15 @@ from dataclasses import dataclass, field
 from bench.sandbox import ROOT, BenchError, Sandbox
 from bench.verbs import Driver, epoch, until
 
-# One agent for every latency node; the step file's text picks what it does.
+# One agent for every latency node; the step file's text picks what it does (usage: the
+# command protocol's closed usage window, reset an hour ahead).
 AGENT = """#!/bin/sh
 prompt=$(cat)
 case "$prompt" in
   *BENCH-HOLD*) exec sleep 600 ;;
   *BENCH-FAIL*) exit 3 ;;
   *BENCH-WAIT*) while [ ! -e "$BENCH_RELEASE/$NODE_BRANCH" ]; do sleep 0.02; done ;;
+  *BENCH-USAGE*) echo "{\\"type\\": \\"usage_limit\\", \\"resets_at\\": $(( $(date +%s) + 3600 )), \\"window\\": \\"five_hour\\"}"; exit 1 ;;
 esac
 exit 0
 """

@@ -32,6 +32,7 @@ from bench.memory import watch_memory
 from bench.report import Row, section
 from bench.sandbox import ROOT, BenchError, Sandbox
 from bench.trace import intervals, read_trace
+from bench.verbs import until
 
 Log = Callable[[str], None]
 MEMORY_ITERATIONS, EARLY_AT = 200, 20
@@ -137,10 +138,26 @@ def _supervisor_ticks(box: Sandbox, names: list[str]) -> int:
     return total
 
 
-def idle_cpu(lat: Steering, count: int, window: float, log: Log) -> dict[str, float]:
-    """Percent of one core the supervisors of ``count`` sleeping nodes, then of ``count``
-    nodes waiting at an approval gate, used over ``window`` seconds (on ``lat``'s sandbox,
-    with its agent; its pool becomes these nodes)."""
+def _usage_waiting(lat: Steering, name: str, _after: int) -> None:
+    """The node's newest ``usage_wait`` event is ``started``: it waits for the window."""
+    until(lambda: lat.d.one("SELECT 1 FROM events WHERE node = ? AND event = 'usage_wait' "
+                            "AND status = 'started' AND event_id = (SELECT MAX(event_id) "
+                            "FROM events WHERE node = ? AND event = 'usage_wait')",
+                            f"{ROOT}.{name}", f"{ROOT}.{name}"), 60,
+          f"{name} to wait for the usage window")
+
+
+IDLE_WAITS = ("sleeping", "approval", "usage window")
+
+
+def idle_cpu(lat: Steering, count: int, window: float, log: Log,
+             waits: tuple[str, ...] = IDLE_WAITS) -> dict[str, float]:
+    """Percent of one core the supervisors of ``count`` nodes used over ``window`` seconds
+    in each of ``waits``: asleep between iterations, waiting at an approval gate, waiting
+    for a usage window (each agent reports the command protocol's closed window, reset an
+    hour ahead; the nodes share one credential, as one account's nodes do, so the first
+    report closes the window for all and the others wait before they launch). On ``lat``'s
+    sandbox, with its agent; its pool becomes these nodes."""
     box = lat.box
     names = [f"idle{n}" for n in range(1, count + 1)]
     lat.pool = names
@@ -149,12 +166,18 @@ def idle_cpu(lat: Steering, count: int, window: float, log: Log) -> dict[str, fl
                             "--agent", lat.agent)
     out: dict[str, float] = {}
     hz = os.sysconf("SC_CLK_TCK")
-    for label, steps, config, reach in (
-            ("sleeping", {"01-A.md": "noop\n"}, {"sleep": "1h"}, lat._napping),
-            ("approval", {"01-GATE.md": GATED}, {}, lat._at_gate)):
+    cases: tuple[tuple[str, dict[str, str], dict[str, object], Callable[[str, int], None]],
+                 ...] = (
+        ("sleeping", {"01-A.md": "noop\n"}, {"sleep": "1h"}, lat._napping),
+        ("approval", {"01-GATE.md": GATED}, {}, lat._at_gate),
+        ("usage window", {"01-U.md": "BENCH-USAGE\n"}, {},
+         lambda name, after: _usage_waiting(lat, name, after)))
+    for label, steps, config, reach in cases:
+        if label not in waits:
+            continue
         lat._configure(steps, **config)
         log(f"idle CPU: {count} nodes {label}")
-        verb = ("start",) if label == "sleeping" else ("start", "--continue")
+        verb = ("start",) if not out else ("start", "--continue")  # then they were killed
         before = lat.starts(names, *verb)
         for name in names:
             reach(name, before[name])
@@ -198,9 +221,9 @@ def compile_bytecode() -> bool:
     return bool(compileall.compile_dir(str(Path(fractal.__file__).parent), quiet=1))
 
 
-def run(keep: bool, samples: int, idle: int, window: float, log: Log
-        ) -> tuple[list[Row], list[str]]:
-    """The whole table. ``idle`` 0 skips the idle-CPU part."""
+def run(keep: bool, samples: int, idle: int, window: float, log: Log,
+        waits: tuple[str, ...] = IDLE_WAITS) -> tuple[list[Row], list[str]]:
+    """The whole table. ``idle`` 0 skips the idle-CPU part; ``waits``: its cases."""
     compiled = compile_bytecode()
     box = Sandbox.create()
     try:
@@ -216,7 +239,7 @@ def run(keep: bool, samples: int, idle: int, window: float, log: Log
             log(f"footprint: stopped early: {exc}")
             gaps, hwm, early = [], 0, None
         try:
-            cpu = idle_cpu(bench, idle, window, log) if idle else {}
+            cpu = idle_cpu(bench, idle, window, log, waits) if idle else {}
         except (BenchError, subprocess.TimeoutExpired) as exc:  # the others still stand
             log(f"idle CPU: could not measure: {exc}")
             cpu = {}
