@@ -173,15 +173,17 @@ def backoff(misses: int) -> float:
     return float(min(BACKOFF_MOST, BACKOFF_FIRST * 2.0 ** max(0, misses - 1)))
 
 
-def next_wake(resets_at: float | None, now: float, misses: int = 0) -> float:
+def next_wake(resets_at: float | None, now: float, misses: int = 0,
+              jitter: float = RESUME_JITTER) -> float:
     """The instant the next probe may launch.
 
-    A stated reset still ahead: the reset plus ``RESUME_JITTER``. No stated reset, or
-    one already past (the window did not reopen on time): ``now`` plus the bounded
-    backoff for ``misses`` (at least one).
+    A stated reset still ahead: the reset plus ``jitter`` seconds (``RESUME_JITTER``
+    unless the caller says otherwise). No stated reset, or one already past (the window
+    did not reopen on time): ``now`` plus the bounded backoff for ``misses`` (at least
+    one).
     """
-    if resets_at is not None and resets_at + RESUME_JITTER > now:
-        return resets_at + RESUME_JITTER
+    if resets_at is not None and resets_at + jitter > now:
+        return resets_at + jitter
     return now + backoff(max(1, misses))
 
 

@@ -29,6 +29,7 @@ from fractal.domain.outcome import RunEnd, StepOutcome
 from fractal.domain.signals import Signal
 from fractal.domain.states import Status
 from fractal.domain.usage import (
+    RESUME_JITTER,
     Action,
     UsageLimit,
     WindowState,
@@ -46,6 +47,9 @@ USAGE_POLL = 10.0
 """Seconds between two database looks of a usage-window wait: every verb that acts on it
 touches the wake file (a kill signals the process), so the wait is woken at once anyway
 and its supervisor stays idle (well under 0.1 % of a core)."""
+JITTER_ENV = "FRACTAL_RESUME_JITTER_S"
+"""Overrides ``RESUME_JITTER``, the seconds past a stated reset before the probe launches
+(0 to 60; anything else keeps the default). Read from the run's launch environment."""
 WAIT_EVENT = "usage_wait"
 """The event a usage-window wait writes: ``started`` when it begins, ``completed`` at its end."""
 
@@ -76,6 +80,17 @@ class UsageWait(LoopPart):
         return launch_credential(boot.backend.name, boot.launch_env or os.environ,
                                  boot.provider)
 
+    @property
+    def jitter(self) -> float:
+        """Seconds past a stated reset before the probe launches: ``JITTER_ENV`` of the
+        launch environment when it is a number from 0 to 60, else ``RESUME_JITTER``."""
+        env = self.boot.launch_env or os.environ
+        try:
+            value = float(env.get(JITTER_ENV, RESUME_JITTER))
+        except ValueError:
+            return RESUME_JITTER
+        return value if 0.0 <= value <= 60.0 else RESUME_JITTER
+
     def wait_out(self, window: WindowEvent, step_name: str,
                  step_id: int | None = None) -> StepOutcome | None:
         """This node's launch hit a closed window: record it for the credential, then
@@ -95,7 +110,7 @@ class UsageWait(LoopPart):
             return self._close_row(step_id, reason, self._stop(reason))
         row = Windows(self.boot.paths.tree.db_path).close(
             self.credential, limit.window, limit.resets_at, self.boot.paths.branch,
-            self.clock.time())
+            self.clock.time(), self.jitter)
         try:
             ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
         except Park:
