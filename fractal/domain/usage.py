@@ -187,13 +187,15 @@ def next_wake(resets_at: float | None, now: float, misses: int = 0,
     return now + backoff(max(1, misses))
 
 
-def decide(row: WindowRow | None, node: str, now: float, rank: int = 0) -> Decision:
+def decide(row: WindowRow | None, node: str, now: float, rank: int = 0,
+           probe_poll: float = PROBE_POLL) -> Decision:
     """What ``node`` does before its next launch, given its credential's window ``row``.
 
     - No row: launch.
     - Closed, before ``wake_at``: wait until it. Closed, at or past it: probe (the caller
       claims the row with a compare-and-set, so exactly one node probes).
-    - Probing by this node: probe. By another: wait ``PROBE_POLL`` seconds and look
+    - Probing by this node: probe. By another: wait ``probe_poll`` seconds (``PROBE_POLL``
+      unless the caller says otherwise) and look
       again; a probe silent for ``PROBE_STALE`` seconds is taken as lost and this node
       probes instead.
     - Open: launch, ``RELEASE_BATCH`` nodes at a time, ``RELEASE_GAP`` seconds apart by
@@ -216,7 +218,7 @@ def decide(row: WindowRow | None, node: str, now: float, rank: int = 0) -> Decis
     started = row.probe_started if row.probe_started is not None else now
     if now - started >= PROBE_STALE:
         return Decision(Action.PROBE)
-    return Decision(Action.WAIT, now + min(PROBE_POLL, PROBE_STALE - (now - started)))
+    return Decision(Action.WAIT, now + min(probe_poll, PROBE_STALE - (now - started)))
 
 
 def parse_pause_at(value: object) -> float | None:

@@ -321,6 +321,13 @@ def test_next_wake(resets_at: float | None, now: float, misses: int, wake: float
     assert next_wake(resets_at, now, misses) == wake
 
 
+def test_decide_waits_a_given_probe_poll_for_another_probe() -> None:
+    probing = row(WindowState.PROBING, prober="b", probe_started=NOW - 1)
+    waiting = decide(probing, "a", NOW, 0, 0.5)
+    assert (waiting.action, waiting.until) == (Action.WAIT, NOW + 0.5)
+    assert decide(probing, "b", NOW, 0, 0.5).action is Action.PROBE
+
+
 @pytest.mark.parametrize(("resets_at", "now", "jitter", "wake"), [
     (NOW + 100, NOW, 0.5, NOW + 100.5),  # a shorter jitter past a stated reset
     (NOW + 100, NOW, 0.0, NOW + 100),
