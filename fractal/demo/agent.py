@@ -21,6 +21,20 @@ BUGGY = "return total / (len(values) - 1)"
 FIXED = "return total / len(values)"
 TARGET = Path("calc") / "stats.py"
 THINK_SECONDS = {"SYNC": 0.1}
+"""Seconds the agent pauses in a step before acting, by step name (0.3 for the others)."""
+THINK_ENV = "FRACTAL_DEMO_THINK_S"
+"""Overrides every step's pause, in seconds (``0`` runs the demo without pauses)."""
+
+
+def think_seconds(name: str) -> float:
+    """The pause before acting in step ``name``: ``THINK_ENV`` when it holds a number
+    from 0 to 10, else ``THINK_SECONDS`` (0.3 for a step it does not name)."""
+    default = THINK_SECONDS.get(name, 0.3)
+    try:
+        value = float(os.environ.get(THINK_ENV, default))
+    except ValueError:
+        return default
+    return value if 0.0 <= value <= 10.0 else default
 
 
 def _say(text: str) -> None:
@@ -117,7 +131,7 @@ def main() -> None:
     _event("model", id="demo-agent-1")
     name = _step_name()
     _say(f"[demo agent] {os.environ.get('STEP_LABEL', '?')} (prompt: {len(prompt)} characters)")
-    time.sleep(THINK_SECONDS.get(name, 0.3))  # a pause to watch, like a real agent thinking
+    time.sleep(think_seconds(name))  # a pause to watch, like a real agent thinking
     action = ACTIONS.get(name)
     if action is None:
         _say(f"I have no routine for step {name!r}; doing nothing.")

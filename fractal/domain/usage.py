@@ -173,25 +173,29 @@ def backoff(misses: int) -> float:
     return float(min(BACKOFF_MOST, BACKOFF_FIRST * 2.0 ** max(0, misses - 1)))
 
 
-def next_wake(resets_at: float | None, now: float, misses: int = 0) -> float:
+def next_wake(resets_at: float | None, now: float, misses: int = 0,
+              jitter: float = RESUME_JITTER) -> float:
     """The instant the next probe may launch.
 
-    A stated reset still ahead: the reset plus ``RESUME_JITTER``. No stated reset, or
-    one already past (the window did not reopen on time): ``now`` plus the bounded
-    backoff for ``misses`` (at least one).
+    A stated reset still ahead: the reset plus ``jitter`` seconds (``RESUME_JITTER``
+    unless the caller says otherwise). No stated reset, or one already past (the window
+    did not reopen on time): ``now`` plus the bounded backoff for ``misses`` (at least
+    one).
     """
-    if resets_at is not None and resets_at + RESUME_JITTER > now:
-        return resets_at + RESUME_JITTER
+    if resets_at is not None and resets_at + jitter > now:
+        return resets_at + jitter
     return now + backoff(max(1, misses))
 
 
-def decide(row: WindowRow | None, node: str, now: float, rank: int = 0) -> Decision:
+def decide(row: WindowRow | None, node: str, now: float, rank: int = 0,
+           probe_poll: float = PROBE_POLL) -> Decision:
     """What ``node`` does before its next launch, given its credential's window ``row``.
 
     - No row: launch.
     - Closed, before ``wake_at``: wait until it. Closed, at or past it: probe (the caller
       claims the row with a compare-and-set, so exactly one node probes).
-    - Probing by this node: probe. By another: wait ``PROBE_POLL`` seconds and look
+    - Probing by this node: probe. By another: wait ``probe_poll`` seconds (``PROBE_POLL``
+      unless the caller says otherwise) and look
       again; a probe silent for ``PROBE_STALE`` seconds is taken as lost and this node
       probes instead.
     - Open: launch, ``RELEASE_BATCH`` nodes at a time, ``RELEASE_GAP`` seconds apart by
@@ -214,7 +218,7 @@ def decide(row: WindowRow | None, node: str, now: float, rank: int = 0) -> Decis
     started = row.probe_started if row.probe_started is not None else now
     if now - started >= PROBE_STALE:
         return Decision(Action.PROBE)
-    return Decision(Action.WAIT, now + min(PROBE_POLL, PROBE_STALE - (now - started)))
+    return Decision(Action.WAIT, now + min(probe_poll, PROBE_STALE - (now - started)))
 
 
 def parse_pause_at(value: object) -> float | None:

@@ -29,6 +29,8 @@ from fractal.domain.outcome import RunEnd, StepOutcome
 from fractal.domain.signals import Signal
 from fractal.domain.states import Status
 from fractal.domain.usage import (
+    PROBE_POLL,
+    RESUME_JITTER,
     Action,
     UsageLimit,
     WindowState,
@@ -46,6 +48,12 @@ USAGE_POLL = 10.0
 """Seconds between two database looks of a usage-window wait: every verb that acts on it
 touches the wake file (a kill signals the process), so the wait is woken at once anyway
 and its supervisor stays idle (well under 0.1 % of a core)."""
+JITTER_ENV = "FRACTAL_RESUME_JITTER_S"
+"""Overrides ``RESUME_JITTER``, the seconds past a stated reset before the probe launches
+(0 to 60; anything else keeps the default). Read from the run's launch environment."""
+PROBE_POLL_ENV = "FRACTAL_PROBE_POLL_S"
+"""Overrides ``PROBE_POLL``, the seconds between two looks of a node waiting on another
+node's probe (0.1 to 60; anything else keeps the default). Read as ``JITTER_ENV`` is."""
 WAIT_EVENT = "usage_wait"
 """The event a usage-window wait writes: ``started`` when it begins, ``completed`` at its end."""
 
@@ -76,6 +84,25 @@ class UsageWait(LoopPart):
         return launch_credential(boot.backend.name, boot.launch_env or os.environ,
                                  boot.provider)
 
+    def _seconds(self, var: str, default: float, least: float) -> float:
+        """``var`` of the launch environment as seconds from ``least`` to 60; ``default``
+        when it is unset, not a number or out of that range."""
+        try:
+            value = float((self.boot.launch_env or os.environ).get(var, default))
+        except ValueError:
+            return default
+        return value if least <= value <= 60.0 else default
+
+    @property
+    def jitter(self) -> float:
+        """Seconds past a stated reset before the probe launches (``JITTER_ENV``)."""
+        return self._seconds(JITTER_ENV, RESUME_JITTER, 0.0)
+
+    @property
+    def probe_poll(self) -> float:
+        """Seconds between two looks while another node probes (``PROBE_POLL_ENV``)."""
+        return self._seconds(PROBE_POLL_ENV, PROBE_POLL, 0.1)
+
     def wait_out(self, window: WindowEvent, step_name: str,
                  step_id: int | None = None) -> StepOutcome | None:
         """This node's launch hit a closed window: record it for the credential, then
@@ -95,7 +122,7 @@ class UsageWait(LoopPart):
             return self._close_row(step_id, reason, self._stop(reason))
         row = Windows(self.boot.paths.tree.db_path).close(
             self.credential, limit.window, limit.resets_at, self.boot.paths.branch,
-            self.clock.time())
+            self.clock.time(), self.jitter)
         try:
             ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
         except Park:
@@ -182,14 +209,14 @@ class UsageWait(LoopPart):
         """Block until ``decide`` lets this node launch or probe, acting on signals at
         every wake; None when it may launch (``state.probing`` set when as the probe)."""
         windows = Windows(self.boot.paths.tree.db_path)
-        credential, node = self.credential, self.boot.paths.branch
+        credential, node, poll = self.credential, self.boot.paths.branch, self.probe_poll
         rank: int | None = None
         while True:
             now = self.clock.time()
             row = windows.window(credential)
             if row is not None and row.state is WindowState.OPEN and rank is None:
                 rank = max(0, windows.release_slot(credential))
-            decision = decide(row, node, now, rank or 0)
+            decision = decide(row, node, now, rank or 0, poll)
             if decision.action is Action.LAUNCH:
                 return None
             if decision.action is Action.PROBE:

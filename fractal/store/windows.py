@@ -11,7 +11,7 @@ next wake off. Instants are epoch seconds.
 
 from __future__ import annotations
 
-from fractal.domain.usage import PROBE_STALE, WindowRow, WindowState, next_wake
+from fractal.domain.usage import PROBE_STALE, RESUME_JITTER, WindowRow, WindowState, next_wake
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
@@ -49,8 +49,9 @@ class Windows(Registry):
                          opened_at=row["opened_at"])
 
     def close(self, credential: str, window: str, resets_at: float | None, node: str,
-              now: float) -> WindowRow:
+              now: float, jitter: float = RESUME_JITTER) -> WindowRow:
         """Record that ``node`` found the window closed until ``resets_at``; return the row.
+        Its wake instant is ``next_wake`` with ``jitter`` seconds past a stated reset.
 
         A first closing (no row, or an open one) starts with no miss. A closing by the
         node that was probing counts one more miss (the reset passed and the window is
@@ -60,10 +61,10 @@ class Windows(Registry):
         with self._db() as tx:
             old = tx.one(_WINDOW, {"credential": credential})
             misses = 0
-            wake = next_wake(resets_at, now, 0)
+            wake = next_wake(resets_at, now, 0, jitter)
             if old is not None and old["state"] == WindowState.PROBING.value:
                 misses = int(old["misses"]) + 1
-                wake = next_wake(resets_at, now, misses)
+                wake = next_wake(resets_at, now, misses, jitter)
             elif old is not None and old["state"] == WindowState.CLOSED.value:
                 misses = int(old["misses"])
                 wake = max(wake, float(old["wake_at"]))

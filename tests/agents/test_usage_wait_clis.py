@@ -21,7 +21,11 @@ from tests.helpers import wait_until
 pytestmark = [pytest.mark.agents, pytest.mark.timeout(720)]  # a first install included
 
 STEP = {"01-SAY.md": "Say hi. [mock:text]\n"}
-CLOSED = 5.0
+JITTER = 1.0
+"""Seconds past a stated reset before the probe launches (``FRACTAL_RESUME_JITTER_S``;
+5 by default): each wait here is the window plus this. A node waiting on the other's
+probe looks every 0.5 s (``FRACTAL_PROBE_POLL_S``; 3 by default)."""
+CLOSED = 8.0
 """Seconds the window stays closed after a's first call: b has the window, the resume
 jitter and a's probe launch to reach its first step boundary (a few seconds under load)."""
 AGAIN = 3.0
@@ -29,7 +33,8 @@ AGAIN = 3.0
 
 
 def _subscriber_env(home: Path, agent_bin: Path, mock: MockLLM) -> dict[str, str]:
-    env = start_env(home, agent_bin, mock, CLAUDE_CODE_OAUTH_TOKEN="dummy")
+    env = start_env(home, agent_bin, mock, CLAUDE_CODE_OAUTH_TOKEN="dummy",
+                    FRACTAL_RESUME_JITTER_S=str(JITTER), FRACTAL_PROBE_POLL_S="0.5")
     env.pop("ANTHROPIC_API_KEY", None)  # a subscriber: the window headers are read
     return env
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -16,9 +17,14 @@ def _runs(target: Path) -> list[tuple[object, ...]]:
         con.close()
 
 
+NO_PAUSES = {"FRACTAL_DEMO_THINK_S": "0"}
+"""The demo agent's pauses to watch are for people: 8 s of a run here."""
+
+
 def test_the_demo_fixes_the_sample_and_force_replaces_only_a_demo(tmp_path: Path) -> None:
     target = tmp_path / "demo"
-    first = run_cli(["demo", str(target)], tmp_path, timeout=300)
+    env = {**os.environ, **NO_PAUSES}
+    first = run_cli(["demo", str(target)], tmp_path, env=env, timeout=300)
     assert "demo: node main.fix_tests completed; tests pass" in first.stdout + first.stderr
     assert _runs(target) == [("completed", 0)]
 
@@ -40,6 +46,6 @@ def test_the_demo_fixes_the_sample_and_force_replaces_only_a_demo(tmp_path: Path
     assert refused.returncode == 1 and (lookalike / "important.txt").exists()
 
     (target / "stale.txt").write_text("from the first demo")
-    replaced = run_cli(["demo", str(target), "--force"], tmp_path, timeout=300)
+    replaced = run_cli(["demo", str(target), "--force"], tmp_path, env=env, timeout=300)
     assert "tests pass" in replaced.stdout + replaced.stderr
     assert not (target / "stale.txt").exists() and _runs(target) == [("completed", 0)]

@@ -4,6 +4,7 @@ and completes; the limited attempt is `paused`, never `failed`."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
@@ -27,13 +28,17 @@ echo '{"type": "cost", "usd": 0.01}'
 """
 
 
+SHORT_JITTER = {"FRACTAL_RESUME_JITTER_S": "0.5"}
+"""The probe launches 0.5 s past the stated reset instead of 5 s."""
+
+
 def test_a_usage_limit_line_waits_for_the_reset_and_reenters_the_step(tree: Tree) -> None:
     agent = tree.repo.parent / "limited-agent"
     agent.write_text(AGENT)
     agent.chmod(0o755)
     tree.node("w", {"01-A.md": "work"}, "--no-sync", "--max-iters", "1", "--agent", str(agent))
     began = time.time()
-    tree.cli("node", "start", "w")
+    tree.cli("node", "start", "w", env={**(tree.env or os.environ), **SHORT_JITTER})
     line = wait_until(lambda: (out := tree.cli("node", "status", "w").stdout.strip())
                       .startswith("active (waiting for usage window until") and out,
                       timeout=30, message="waiting for the window")

@@ -321,6 +321,24 @@ def test_next_wake(resets_at: float | None, now: float, misses: int, wake: float
     assert next_wake(resets_at, now, misses) == wake
 
 
+def test_decide_waits_a_given_probe_poll_for_another_probe() -> None:
+    probing = row(WindowState.PROBING, prober="b", probe_started=NOW - 1)
+    waiting = decide(probing, "a", NOW, 0, 0.5)
+    assert (waiting.action, waiting.until) == (Action.WAIT, NOW + 0.5)
+    assert decide(probing, "b", NOW, 0, 0.5).action is Action.PROBE
+
+
+@pytest.mark.parametrize(("resets_at", "now", "jitter", "wake"), [
+    (NOW + 100, NOW, 0.5, NOW + 100.5),  # a shorter jitter past a stated reset
+    (NOW + 100, NOW, 0.0, NOW + 100),
+    (NOW - 0.2, NOW, 0.5, NOW + 0.3),  # the reset passed within the jitter: still its wake
+    (NOW - 1, NOW, 0.5, NOW + BACKOFF_FIRST),  # past reset plus jitter: back off
+])
+def test_next_wake_with_a_jitter(resets_at: float, now: float, jitter: float,
+                                 wake: float) -> None:
+    assert next_wake(resets_at, now, 0, jitter) == pytest.approx(wake)
+
+
 def test_backoff_doubles_and_is_bounded() -> None:
     assert [backoff(n) for n in (1, 2, 3, 4)] == [60.0, 120.0, 240.0, 480.0]
     assert backoff(100) == BACKOFF_MOST
