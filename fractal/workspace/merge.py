@@ -35,6 +35,7 @@ from fractal.domain.merging import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.git import changed_paths, head_sha, run_git
+from fractal.workspace.handback_layout import merge_in_progress, refuse_to_start, relabel
 from fractal.workspace.mergebase import (
     LandedMerge,
     advance_base,
@@ -265,7 +266,7 @@ def hand_back_merge(worktree: Path, target_sha: str, message: str,
                     "-m", message, target_sha], worktree, check=False)
     out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout
     conflicts = [p for p in out.split("\0") if p and travels_by_place(p)]
-    if proc.returncode != 0 and not conflicts and not _merging(worktree):
+    if proc.returncode != 0 and not conflicts and not merge_in_progress(worktree):
         detail = proc.stderr.strip() or proc.stdout.strip() or "(no output)"
         raise GitError(f"git merge {target_sha[:10]} refused in {worktree}: {detail}")
     return conflicts
@@ -280,6 +281,7 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
     --abort`` drops it). Nothing under ``.fractal/`` travels this way either, nor does a
     runtime artifact: they stay as the child has them."""
     head = head_sha(worktree)
+    refuse_to_start(worktree, head, ())  # before any work: a merge in progress, staged changes
     ours, theirs = based_on(worktree, base, head, target_sha)
     proc = run_git(["merge-tree", "--write-tree", "--no-messages", "-z", ours, theirs],
                    worktree, check=False)
@@ -292,8 +294,12 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
         records = parse_stages(fields[1:])
     except ValueError as exc:
         raise GitError(f"git merge-tree of {target_sha[:10]} into {worktree}: {exc}") from exc
+    with _scratch_index() as env:  # git merge's names for the two sides, not the scratch ids
+        tree, records = relabel(worktree, fields[0].strip(), records,
+                                {ours: "HEAD", theirs: target_sha}, env)
     stages = [s for s in records if travels_by_place(s[3]) and not is_runtime_artifact(s[3])]
-    merged = _filter(worktree, fields[0].strip(), head)
+    merged = _filter(worktree, tree, head)
+    refuse_to_start(worktree, head, _added(worktree, head, merged))
     run_git(["read-tree", "-m", "-u", head, merged], worktree)
     if stages:
         zero = "0" * len(head)
@@ -309,10 +315,12 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
     return list(dict.fromkeys(p for *_, p in stages))
 
 
-def _merging(worktree: Path) -> bool:
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "MERGE_HEAD"],
-                  worktree).stdout.strip()
-    return Path(raw).exists()
+def _added(worktree: Path, head: str, merged: str) -> list[str]:
+    """Paths the merged tree has and ``head`` has not (where an untracked file is in the
+    way)."""
+    out = run_git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", head,
+                   merged], worktree).stdout
+    return [p for p in out.split("\0") if p]
 
 
 def worktree_of_branch(repo: Path, branch: str) -> Path | None:
