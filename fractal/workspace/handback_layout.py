@@ -7,10 +7,16 @@ the conflict markers (``<<<<<<< 7ef8881...``) and in the names of files moved as
 file/directory conflict (``d~7ef8881...``), where ``git merge`` writes ``HEAD`` and the name
 of what it merges. ``relabel`` puts ``git merge``'s names back, in the result tree and in the
 conflict stages, so the child sees what a real merge would have left.
+
+``lay_out`` writes the result into the worktree the way ``git merge`` does: files first,
+then the whole index at once (result and conflict stages together), so an interrupted
+hand-back never leaves conflict markers staged as if resolved.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +24,7 @@ from pathlib import Path
 from fractal.errors import GitError
 from fractal.workspace.git import git_env, run_git
 
-__all__ = ["Stage", "merge_in_progress", "refuse_to_start", "relabel"]
+__all__ = ["Stage", "lay_out", "merge_in_progress", "refuse_to_start", "relabel"]
 
 # (mode, sha, stage, path), as ``domain.conflicts.parse_stages`` reads them
 Stage = tuple[str, str, str, str]
@@ -127,3 +133,28 @@ def refuse_to_start(worktree: Path, head: str, head_tree_paths: Sequence[str]) -
         raise GitError(f"untracked or ignored files in {worktree} would be overwritten by "
                        f"the merge ({', '.join(in_way[:10])}); move or commit them there, "
                        "then hand back again")
+
+
+def lay_out(worktree: Path, head: str, merged: str, stages: Sequence[Stage]) -> None:
+    """Move ``worktree``'s files and index from ``head``'s tree to ``merged``'s, with each
+    conflicted path's ``stages`` in place of its merged entry. The index is built in a copy
+    and renamed over the real one only when complete; git refuses (GitError, nothing
+    written) when a local change or an untracked file is in the way."""
+    index = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
+                         worktree).stdout.strip())
+    building = index.with_name(index.name + ".fractal-hand-back")
+    if index.exists():
+        shutil.copy2(index, building)
+    env = {"GIT_INDEX_FILE": str(building)}
+    try:
+        run_git(["read-tree", "-m", "-u", head, merged], worktree, env=env)
+        if stages:
+            zero = "0" * len(head)
+            lines = [f"0 {zero}\t{path}" for path in dict.fromkeys(p for *_, p in stages)]
+            lines += [f"{mode} {sha} {stage}\t{path}" for mode, sha, stage, path in stages]
+            run_git(["update-index", "-z", "--index-info"], worktree, env=env,
+                    stdin="".join(f"{line}\0" for line in lines))
+        os.replace(building, index)
+    finally:
+        for leftover in (building, building.with_name(building.name + ".lock")):
+            leftover.unlink(missing_ok=True)

@@ -35,7 +35,12 @@ from fractal.domain.merging import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.git import changed_paths, head_sha, run_git
-from fractal.workspace.handback_layout import merge_in_progress, refuse_to_start, relabel
+from fractal.workspace.handback_layout import (
+    lay_out,
+    merge_in_progress,
+    refuse_to_start,
+    relabel,
+)
 from fractal.workspace.mergebase import (
     LandedMerge,
     advance_base,
@@ -300,15 +305,10 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
     stages = [s for s in records if travels_by_place(s[3]) and not is_runtime_artifact(s[3])]
     merged = _filter(worktree, tree, head)
     refuse_to_start(worktree, head, _added(worktree, head, merged))
-    run_git(["read-tree", "-m", "-u", head, merged], worktree)
-    if stages:
-        zero = "0" * len(head)
-        lines = [f"0 {zero}\t{path}" for path in dict.fromkeys(p for *_, p in stages)]
-        lines += [f"{mode} {sha} {stage}\t{path}" for mode, sha, stage, path in stages]
-        run_git(["update-index", "-z", "--index-info"], worktree,
-                stdin="".join(f"{line}\0" for line in lines))
-    for name, text in (("MERGE_HEAD", target_sha), ("ORIG_HEAD", head),
-                       ("MERGE_MSG", message.rstrip()), ("MERGE_MODE", "no-ff")):
+    lay_out(worktree, head, merged, stages)
+    # MERGE_HEAD last: it is what makes git (and fractal) read a merge in progress
+    for name, text in (("MERGE_MSG", message.rstrip()), ("MERGE_MODE", "no-ff"),
+                       ("ORIG_HEAD", head), ("MERGE_HEAD", target_sha)):
         raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", name],
                       worktree).stdout.strip()
         Path(raw).write_text(text + "\n", encoding="utf-8")

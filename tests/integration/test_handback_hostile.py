@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import GitError
+from fractal.workspace import handback_layout as layout
 from fractal.workspace.merge import hand_back_merge
 from tests.helpers import git, make_repo
 
@@ -259,3 +260,58 @@ def test_a_hand_back_of_2000_files_is_about_as_fast_as_git_merge(tmp_path: Path)
     ours = time.monotonic() - start
     assert _stages(by_us) == _stages(by_git)
     assert ours < max(3 * theirs, 1.0), (ours, theirs)
+
+
+class _Interrupted(BaseException):
+    """What a Ctrl-C in the middle of a hand-back raises."""
+
+
+def test_a_hand_back_interrupted_after_the_files_never_stages_conflict_markers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_us, target, base = _one(tmp_path)
+    head = git(by_us, "rev-parse", "HEAD")
+    real = layout.run_git
+    seen: list[str] = []
+
+    def interrupt_at_the_stages(args: list[str], *rest: object, **kw: object) -> object:
+        seen.append(args[0])
+        if args[0] == "update-index":
+            raise _Interrupted
+        return real(args, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(layout, "run_git", interrupt_at_the_stages)
+    with pytest.raises(_Interrupted):
+        hand_back_merge(by_us, target, "merge target", base=base)
+    monkeypatch.undo()
+    assert "read-tree" in seen  # the files were written
+    # the index is still HEAD's: nothing staged, no merge to commit by mistake
+    assert git(by_us, "diff", "--cached", "--name-only", "HEAD") == ""
+    with pytest.raises(subprocess.CalledProcessError):
+        git(by_us, "rev-parse", "-q", "--verify", "MERGE_HEAD")
+    index = Path(git(by_us, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+    assert index.is_file() and not list(index.parent.glob("*.fractal-hand-back*"))
+    git(by_us, "checkout", "--", ".")  # what the refusal's "commit or drop" leads to
+    assert git(by_us, "status", "--porcelain") == ""
+    assert git(by_us, "rev-parse", "HEAD") == head
+    assert hand_back_merge(by_us, target, "merge target", base=base) == ["f.txt"]
+
+
+def test_a_hand_back_interrupted_before_merge_head_cannot_be_committed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_us, target, base = _one(tmp_path)
+    real = Path.write_text
+
+    def interrupt_at_merge_head(self: Path, *args: object, **kw: object) -> int:
+        if self.name == "MERGE_HEAD":
+            raise _Interrupted
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", interrupt_at_merge_head)
+    with pytest.raises(_Interrupted):
+        hand_back_merge(by_us, target, "merge target", base=base)
+    monkeypatch.undo()
+    assert git(by_us, "ls-files", "-u")  # the conflict is in the index, unresolved
+    with pytest.raises(subprocess.CalledProcessError):
+        git(by_us, "commit", "-q", "-m", "markers")  # git refuses to commit it
+    git(by_us, "reset", "-q", "--merge")
+    assert git(by_us, "status", "--porcelain") == ""
