@@ -22,8 +22,12 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import GitError
+from fractal.lifecycle.context import open_context
+from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.trees import init_tree
 from fractal.workspace import handback_layout as layout
-from fractal.workspace.merge import hand_back_merge
+from fractal.workspace.merge import LandedMerge, hand_back_merge, merge_base
 from tests.helpers import git, make_repo
 
 # a file's content; LINK: a symlink to the text; EXEC: an executable file; None: deleted
@@ -31,7 +35,7 @@ Spec = str | bytes | tuple[str, str | bytes] | None
 EXEC, LINK = "exec", "link"
 
 
-def _write(where: Path, changes: dict[str, Spec]) -> None:
+def _write(where: Path, changes: dict[str, Spec], *, force: bool = True) -> None:
     for rel, spec in changes.items():
         path = where / rel
         if path.is_symlink() or path.is_file():
@@ -51,7 +55,7 @@ def _write(where: Path, changes: dict[str, Spec]) -> None:
             path.write_bytes(body.encode() if isinstance(body, str) else body)
             if kind == EXEC:
                 path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    git(where, "add", "-A", "-f")  # -f: a case may commit a file its .gitignore names
+    git(where, "add", "-A", *(["-f"] if force else []))  # a case may commit an ignored file
     git(where, "commit", "-q", "--allow-empty", "-m", "change")
 
 
@@ -315,3 +319,50 @@ def test_a_hand_back_interrupted_before_merge_head_cannot_be_committed(
         git(by_us, "commit", "-q", "-m", "markers")  # git refuses to commit it
     git(by_us, "reset", "-q", "--merge")
     assert git(by_us, "status", "--porcelain") == ""
+
+
+def test_a_landed_merge_whose_commits_are_gone_falls_back_to_gits_base(tmp_path: Path) -> None:
+    repo, _g, by_us, target, _base = _history(tmp_path, CASES[0])
+    child = git(by_us, "rev-parse", "HEAD")
+    gone = LandedMerge("0" * 40, "1" * 40)  # a rewritten branch: the row names lost commits
+    assert merge_base(repo, child, target, gone) is None
+    other = git(repo, "commit-tree", f"{target}^{{tree}}", "-m", "elsewhere")
+    assert merge_base(repo, child, target, LandedMerge(other, target)) is None
+
+
+def test_a_child_with_no_advance_hands_back_on_gits_own_base(tmp_path: Path) -> None:
+    repo, by_git, by_us, target, _base = _history(tmp_path, CASES[0])
+    assert merge_base(repo, git(by_us, "rev-parse", "HEAD"), target) is None
+    with pytest.raises(subprocess.CalledProcessError):
+        git(by_git, "merge", "--no-ff", "--no-commit", target)
+    assert hand_back_merge(by_us, target, "merge target") == ["f.txt"]
+    assert _stages(by_us) == _stages(by_git) and _snapshot(by_us) == _snapshot(by_git)
+
+
+def test_node_merge_hands_back_binary_and_file_directory_conflicts_after_an_advance(
+        tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    tree = init_tree(repo).tree
+    init_node(open_context(repo), "a", {})
+    a = tree.worktree_of("main.a")
+    _write(a, {"out/a.txt": "a 1\n", "img.bin": BIN_A, "d": "a file\n"}, force=False)
+    assert merge_node(open_context(repo), "a").status == "merged"  # a's base advances
+    _write(repo, {"own.txt": "the target's own\n", "img.bin": BIN_C, "d": None,
+                  "d/x": "now a directory\n"}, force=False)
+    _write(a, {"img.bin": BIN_B, "d": "a's edit\n"}, force=False)
+    handed = merge_node(open_context(repo), "a", hand_back=True)
+    assert handed.status == "handed-back"
+    assert sorted(handed.conflicts) == ["d~HEAD", "img.bin"]
+    assert (a / "own.txt").read_text() == "the target's own\n"  # nothing of the target lost
+    assert (a / "d" / "x").read_text() == "now a directory\n"
+    assert (a / "d~HEAD").read_text() == "a's edit\n"
+    assert (a / "img.bin").read_bytes() == BIN_B
+    assert sorted(set(git(a, "diff", "--name-only", "--diff-filter=U").split("\n"))) == \
+        ["d~HEAD", "img.bin"]
+    git(a, "checkout", "--theirs", "--", "img.bin")
+    git(a, "add", "-A")
+    git(a, "commit", "-q", "--no-edit")
+    assert merge_node(open_context(repo), "a").status == "merged"
+    assert git(repo, "show", "main:d~HEAD") == "a's edit"
+    assert git(repo, "show", "main:own.txt") == "the target's own"
+    assert (repo / "img.bin").read_bytes() == BIN_C
