@@ -126,9 +126,12 @@ def refuse_to_start(worktree: Path, head: str, head_tree_paths: Sequence[str]) -
                        "or unstage them there, then hand back again")
     if not head_tree_paths:
         return
-    out = run_git(["ls-files", "-z", "--others", "--",
-                   *(f":(literal){p}" for p in head_tree_paths)], worktree).stdout
-    in_way = [p for p in out.split("\0") if p]
+    # every untracked or ignored file, wholly untracked directories as one "dir/" entry;
+    # read whole rather than asked path by path (no argument list to outgrow)
+    out = run_git(["ls-files", "-z", "--others", "--directory"], worktree).stdout
+    others = set(filter(None, out.split("\0")))
+    in_way = [p for p in head_tree_paths if p in others or any(
+        f"{p[:i]}/" in others or p[:i] in others for i, ch in enumerate(p) if ch == "/")]
     if in_way:
         raise GitError(f"untracked or ignored files in {worktree} would be overwritten by "
                        f"the merge ({', '.join(in_way[:10])}); move or commit them there, "

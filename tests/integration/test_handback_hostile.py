@@ -263,7 +263,7 @@ def test_a_hand_back_of_2000_files_is_about_as_fast_as_git_merge(tmp_path: Path)
     assert hand_back_merge(by_us, tip, "merge target", base=base) == ["d0/f0.txt"]
     ours = time.monotonic() - start
     assert _stages(by_us) == _stages(by_git)
-    assert ours < max(3 * theirs, 1.0), (ours, theirs)
+    assert ours < max(3 * theirs, 2.0), (ours, theirs)  # a shared machine's slack
 
 
 class _Interrupted(BaseException):
@@ -366,3 +366,16 @@ def test_node_merge_hands_back_binary_and_file_directory_conflicts_after_an_adva
     assert git(repo, "show", "main:d~HEAD") == "a's edit"
     assert git(repo, "show", "main:own.txt") == "the target's own"
     assert (repo / "img.bin").read_bytes() == BIN_C
+
+
+def test_an_untracked_directory_holding_what_the_merge_adds_refuses_it(tmp_path: Path) -> None:
+    case = Case("untracked dir", {"f": "base\n", ".gitignore": "build/\n"}, {"f": "child\n"},
+                {"f": "target\n", "build/out/x": "target's\n", "new/y": "target's\n"}, ("f",))
+    _repo, _g, by_us, target, base = _history(tmp_path, case)
+    (by_us / "build" / "out").mkdir(parents=True)
+    (by_us / "build" / "out" / "x").write_text("the child's build\n")
+    _refused_unchanged(by_us, target, base, lambda m: "build/out/x" in m)
+    (by_us / "build" / "out" / "x").unlink()
+    (by_us / "new").write_text("a file where the merge puts a directory\n")
+    _refused_unchanged(by_us, target, base)
+    assert (by_us / "new").read_text() == "a file where the merge puts a directory\n"
