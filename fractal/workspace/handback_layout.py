@@ -57,9 +57,12 @@ def _relabel_blob(worktree: Path, sha: str, names: dict[str, str]) -> str | None
     for i, line in enumerate(lines):
         if not line.startswith(_MARKERS):
             continue
+        rest = line[8:]
+        token = rest.split(b":", 1)[0].split(b" ", 1)[0]  # "<id>[:<path>]"; may be abbreviated
         for scratch, label in names.items():
-            if line[8:].startswith(scratch.encode()):
-                lines[i] = line[:8] + label.encode() + line[8 + len(scratch):]
+            if len(token) >= 4 and scratch.encode().startswith(token):
+                short = label if len(token) == len(scratch) else label[:len(token)]
+                lines[i] = line[:8] + short.encode() + rest[len(token):]
                 changed = True
                 break
     if not changed:

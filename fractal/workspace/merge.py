@@ -301,7 +301,8 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
         raise GitError(f"git merge-tree of {target_sha[:10]} into {worktree}: {exc}") from exc
     with _scratch_index() as env:  # git merge's names for the two sides, not the scratch ids
         tree, records = relabel(worktree, fields[0].strip(), records,
-                                {ours: "HEAD", theirs: target_sha}, env)
+                                {ours: "HEAD", theirs: target_sha,
+                                 head_sha(worktree, f"{ours}^"): base}, env)
     stages = [s for s in records if travels_by_place(s[3]) and not is_runtime_artifact(s[3])]
     merged = _filter(worktree, tree, head)
     refuse_to_start(worktree, head, _added(worktree, head, merged))

@@ -379,3 +379,14 @@ def test_an_untracked_directory_holding_what_the_merge_adds_refuses_it(tmp_path:
     (by_us / "new").write_text("a file where the merge puts a directory\n")
     _refused_unchanged(by_us, target, base)
     assert (by_us / "new").read_text() == "a file where the merge puts a directory\n"
+
+
+def test_diff3_markers_name_the_base_not_a_scratch_commit(tmp_path: Path) -> None:
+    by_us, target, base = _one(tmp_path)
+    git(by_us, "config", "merge.conflictStyle", "diff3")
+    hand_back_merge(by_us, target, "merge target", base=base)
+    lines = (by_us / "f.txt").read_text().splitlines()
+    ours, parent, theirs = [ln for ln in lines if ln[:8] in ("<<<<<<< ", "||||||| ",
+                                                            ">>>>>>> ")]
+    assert (ours, theirs) == ("<<<<<<< HEAD", f">>>>>>> {target}")
+    assert len(parent) > 12 and base.startswith(parent[8:])  # git's abbreviated base id
