@@ -267,6 +267,9 @@ def hand_back_merge(worktree: Path, target_sha: str, message: str,
     Raises GitError when git refuses to start (local changes in the way)."""
     if base is not None:
         return _hand_back_on(worktree, target_sha, message, base)
+    head = head_sha(worktree)  # git merge overwrites an ignored file; refuse first instead
+    refuse_to_start(worktree, head, _added(worktree, head,
+                                           merge_tree(worktree, head, target_sha).tree))
     proc = run_git(["-c", f"core.hooksPath={os.devnull}", "merge", "--no-ff", "--no-commit",
                     "-m", message, target_sha], worktree, check=False)
     out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout

@@ -390,3 +390,17 @@ def test_diff3_markers_name_the_base_not_a_scratch_commit(tmp_path: Path) -> Non
                                                             ">>>>>>> ")]
     assert (ours, theirs) == ("<<<<<<< HEAD", f">>>>>>> {target}")
     assert len(parent) > 12 and base.startswith(parent[8:])  # git's abbreviated base id
+
+
+def test_an_ignored_file_in_the_way_refuses_a_hand_back_on_gits_own_base(
+        tmp_path: Path) -> None:
+    case = Case("ignored, no base", {"f": "base\n", ".gitignore": "*.log\n"}, {"f": "child\n"},
+                {"f": "target\n", "kept.log": "target's\n"}, ("f",))
+    _repo, _g, by_us, target, _base = _history(tmp_path, case)
+    (by_us / "kept.log").write_text("the child's ignored file\n")
+    before = _snapshot(by_us)
+    with pytest.raises(GitError, match=r"kept\.log"):
+        hand_back_merge(by_us, target, "merge target")
+    assert _snapshot(by_us) == before
+    with pytest.raises(subprocess.CalledProcessError):
+        git(by_us, "rev-parse", "-q", "--verify", "MERGE_HEAD")
