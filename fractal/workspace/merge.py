@@ -35,6 +35,12 @@ from fractal.domain.merging import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.git import changed_paths, head_sha, run_git
+from fractal.workspace.handback_layout import (
+    lay_out,
+    merge_in_progress,
+    refuse_to_start,
+    relabel,
+)
 from fractal.workspace.mergebase import (
     LandedMerge,
     advance_base,
@@ -261,11 +267,14 @@ def hand_back_merge(worktree: Path, target_sha: str, message: str,
     Raises GitError when git refuses to start (local changes in the way)."""
     if base is not None:
         return _hand_back_on(worktree, target_sha, message, base)
+    head = head_sha(worktree)  # git merge overwrites an ignored file; refuse first instead
+    refuse_to_start(worktree, head, _added(worktree, head,
+                                           merge_tree(worktree, head, target_sha).tree))
     proc = run_git(["-c", f"core.hooksPath={os.devnull}", "merge", "--no-ff", "--no-commit",
                     "-m", message, target_sha], worktree, check=False)
     out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout
     conflicts = [p for p in out.split("\0") if p and travels_by_place(p)]
-    if proc.returncode != 0 and not conflicts and not _merging(worktree):
+    if proc.returncode != 0 and not conflicts and not merge_in_progress(worktree):
         detail = proc.stderr.strip() or proc.stdout.strip() or "(no output)"
         raise GitError(f"git merge {target_sha[:10]} refused in {worktree}: {detail}")
     return conflicts
@@ -280,6 +289,7 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
     --abort`` drops it). Nothing under ``.fractal/`` travels this way either, nor does a
     runtime artifact: they stay as the child has them."""
     head = head_sha(worktree)
+    refuse_to_start(worktree, head, ())  # before any work: a merge in progress, staged changes
     ours, theirs = based_on(worktree, base, head, target_sha)
     proc = run_git(["merge-tree", "--write-tree", "--no-messages", "-z", ours, theirs],
                    worktree, check=False)
@@ -292,27 +302,29 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
         records = parse_stages(fields[1:])
     except ValueError as exc:
         raise GitError(f"git merge-tree of {target_sha[:10]} into {worktree}: {exc}") from exc
+    with _scratch_index() as env:  # git merge's names for the two sides, not the scratch ids
+        tree, records = relabel(worktree, fields[0].strip(), records,
+                                {ours: "HEAD", theirs: target_sha,
+                                 head_sha(worktree, f"{ours}^"): base}, env)
     stages = [s for s in records if travels_by_place(s[3]) and not is_runtime_artifact(s[3])]
-    merged = _filter(worktree, fields[0].strip(), head)
-    run_git(["read-tree", "-m", "-u", head, merged], worktree)
-    if stages:
-        zero = "0" * len(head)
-        lines = [f"0 {zero}\t{path}" for path in dict.fromkeys(p for *_, p in stages)]
-        lines += [f"{mode} {sha} {stage}\t{path}" for mode, sha, stage, path in stages]
-        run_git(["update-index", "-z", "--index-info"], worktree,
-                stdin="".join(f"{line}\0" for line in lines))
-    for name, text in (("MERGE_HEAD", target_sha), ("ORIG_HEAD", head),
-                       ("MERGE_MSG", message.rstrip()), ("MERGE_MODE", "no-ff")):
+    merged = _filter(worktree, tree, head)
+    refuse_to_start(worktree, head, _added(worktree, head, merged))
+    lay_out(worktree, head, merged, stages)
+    # MERGE_HEAD last: it is what makes git (and fractal) read a merge in progress
+    for name, text in (("MERGE_MSG", message.rstrip()), ("MERGE_MODE", "no-ff"),
+                       ("ORIG_HEAD", head), ("MERGE_HEAD", target_sha)):
         raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", name],
                       worktree).stdout.strip()
         Path(raw).write_text(text + "\n", encoding="utf-8")
     return list(dict.fromkeys(p for *_, p in stages))
 
 
-def _merging(worktree: Path) -> bool:
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "MERGE_HEAD"],
-                  worktree).stdout.strip()
-    return Path(raw).exists()
+def _added(worktree: Path, head: str, merged: str) -> list[str]:
+    """Paths the merged tree has and ``head`` has not (where an untracked file is in the
+    way)."""
+    out = run_git(["diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", head,
+                   merged], worktree).stdout
+    return [p for p in out.split("\0") if p]
 
 
 def worktree_of_branch(repo: Path, branch: str) -> Path | None:

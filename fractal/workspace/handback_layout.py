@@ -1,0 +1,166 @@
+"""What a hand-back on an explicit merge base must fix in ``git merge-tree``'s result before
+it lays it into the child's worktree, and the checks it makes before it touches anything.
+
+``git merge-tree`` names the two sides of a conflict after the commits it was given, and a
+hand-back gives it two scratch commits (``mergebase.based_on``): their ids would appear in
+the conflict markers (``<<<<<<< 7ef8881...``) and in the names of files moved aside by a
+file/directory conflict (``d~7ef8881...``), where ``git merge`` writes ``HEAD`` and the name
+of what it merges. ``relabel`` puts ``git merge``'s names back, in the result tree and in the
+conflict stages, so the child sees what a real merge would have left.
+
+``lay_out`` writes the result into the worktree the way ``git merge`` does: files first,
+then the whole index at once (result and conflict stages together), so an interrupted
+hand-back never leaves conflict markers staged as if resolved.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from fractal.errors import GitError
+from fractal.workspace.git import git_env, run_git
+
+__all__ = ["Stage", "lay_out", "merge_in_progress", "refuse_to_start", "relabel"]
+
+# (mode, sha, stage, path), as ``domain.conflicts.parse_stages`` reads them
+Stage = tuple[str, str, str, str]
+_MARKERS = (b"<<<<<<< ", b"||||||| ", b">>>>>>> ")
+
+
+def _git_bytes(args: Sequence[str], cwd: Path, stdin: bytes | None = None) -> bytes:
+    """``git -C cwd args`` with binary standard input and output (blob contents)."""
+    proc = subprocess.run(["git", "-C", str(cwd), *args], input=stdin, capture_output=True,
+                          env=git_env(), check=False)
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip() or "(no output)"
+        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): "
+                       f"{detail}")
+    return proc.stdout
+
+
+def _rename(path: str, names: dict[str, str]) -> str:
+    for scratch, label in names.items():
+        path = path.replace(f"~{scratch}", f"~{label}")
+    return path
+
+
+def _relabel_blob(worktree: Path, sha: str, names: dict[str, str]) -> str | None:
+    """The id of blob ``sha`` with its conflict markers' scratch names replaced, or None
+    when it has none (a binary file, a modify/delete)."""
+    body = _git_bytes(["cat-file", "blob", sha], worktree)
+    lines = body.split(b"\n")
+    changed = False
+    for i, line in enumerate(lines):
+        if not line.startswith(_MARKERS):
+            continue
+        rest = line[8:]
+        token = rest.split(b":", 1)[0].split(b" ", 1)[0]  # "<id>[:<path>]"; may be abbreviated
+        for scratch, label in names.items():
+            if len(token) >= 4 and scratch.encode().startswith(token):
+                short = label if len(token) == len(scratch) else label[:len(token)]
+                lines[i] = line[:8] + short.encode() + rest[len(token):]
+                changed = True
+                break
+    if not changed:
+        return None
+    return _git_bytes(["hash-object", "-w", "--stdin"], worktree,
+                      stdin=b"\n".join(lines)).decode().strip()
+
+
+def relabel(worktree: Path, tree: str, stages: Sequence[Stage], names: dict[str, str],
+            env: dict[str, str]) -> tuple[str, list[Stage]]:
+    """``tree`` and ``stages`` (a ``git merge-tree`` result) with every scratch commit id in
+    ``names`` replaced by its label: in the conflict markers of each conflicted file and in
+    the paths of files moved aside. ``env`` points git at a scratch index to build the new
+    tree in. Returns (tree, stages)."""
+    fixed = [(mode, sha, stage, _rename(path, names)) for mode, sha, stage, path in stages]
+    moved = {path: _rename(path, names) for *_, path in stages if _rename(path, names) != path}
+    conflicted = list(dict.fromkeys(path for *_, path in fixed))
+    run_git(["read-tree", tree], worktree, env=env)
+    out = run_git(["ls-files", "-s", "-z", "--", *(f":(literal){p}" for p in
+                                                   [*moved, *conflicted])],
+                  worktree, env=env).stdout
+    entries = {}
+    for record in filter(None, out.split("\0")):
+        meta, _, path = record.partition("\t")
+        mode, sha, _stage = meta.split()
+        entries[path] = (mode, sha)
+    lines: list[str] = []
+    for old, new in moved.items():
+        if old in entries:
+            lines.append(f"0 {'0' * len(entries[old][1])}\t{old}")
+            entries[new] = entries.pop(old)
+    for path in conflicted:
+        if path not in entries:
+            continue
+        mode, sha = entries[path]
+        blob = _relabel_blob(worktree, sha, names) if mode != "120000" else None
+        lines.append(f"{mode} {blob or sha} 0\t{path}")
+    if not lines:
+        return tree, fixed
+    run_git(["update-index", "-z", "--index-info"], worktree, env=env,
+            stdin="".join(f"{line}\0" for line in lines))
+    return run_git(["write-tree"], worktree, env=env).stdout.strip(), fixed
+
+
+def merge_in_progress(worktree: Path) -> bool:
+    """Tell whether ``worktree`` has an unconcluded merge (``MERGE_HEAD`` exists)."""
+    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "MERGE_HEAD"],
+                  worktree).stdout.strip()
+    return Path(raw).exists()
+
+
+def refuse_to_start(worktree: Path, head: str, head_tree_paths: Sequence[str]) -> None:
+    """Raise GitError, touching nothing, when a hand-back into ``worktree`` (at ``head``)
+    would mix into or destroy what is there: an unconcluded merge, staged changes (the
+    merge commit would carry them, and ``git merge --abort`` would drop them), or an
+    untracked or ignored file at one of ``head_tree_paths`` (paths the merge writes)."""
+    if merge_in_progress(worktree):
+        raise GitError(f"{worktree} already has a merge in progress; conclude it there "
+                       "(`git commit`) or drop it (`git merge --abort`), then hand back again")
+    staged = [p for p in run_git(["diff", "--cached", "--name-only", "-z", "--no-renames",
+                                  head], worktree).stdout.split("\0") if p]
+    if staged:
+        raise GitError(f"{worktree} has staged changes ({', '.join(staged[:10])}); commit "
+                       "or unstage them there, then hand back again")
+    if not head_tree_paths:
+        return
+    # every untracked or ignored file, wholly untracked directories as one "dir/" entry;
+    # read whole rather than asked path by path (no argument list to outgrow)
+    out = run_git(["ls-files", "-z", "--others", "--directory"], worktree).stdout
+    others = set(filter(None, out.split("\0")))
+    in_way = [p for p in head_tree_paths if p in others or any(
+        f"{p[:i]}/" in others or p[:i] in others for i, ch in enumerate(p) if ch == "/")]
+    if in_way:
+        raise GitError(f"untracked or ignored files in {worktree} would be overwritten by "
+                       f"the merge ({', '.join(in_way[:10])}); move or commit them there, "
+                       "then hand back again")
+
+
+def lay_out(worktree: Path, head: str, merged: str, stages: Sequence[Stage]) -> None:
+    """Move ``worktree``'s files and index from ``head``'s tree to ``merged``'s, with each
+    conflicted path's ``stages`` in place of its merged entry. The index is built in a copy
+    and renamed over the real one only when complete; git refuses (GitError, nothing
+    written) when a local change or an untracked file is in the way."""
+    index = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
+                         worktree).stdout.strip())
+    building = index.with_name(index.name + ".fractal-hand-back")
+    if index.exists():
+        shutil.copy2(index, building)
+    env = {"GIT_INDEX_FILE": str(building)}
+    try:
+        run_git(["read-tree", "-m", "-u", head, merged], worktree, env=env)
+        if stages:
+            zero = "0" * len(head)
+            lines = [f"0 {zero}\t{path}" for path in dict.fromkeys(p for *_, p in stages)]
+            lines += [f"{mode} {sha} {stage}\t{path}" for mode, sha, stage, path in stages]
+            run_git(["update-index", "-z", "--index-info"], worktree, env=env,
+                    stdin="".join(f"{line}\0" for line in lines))
+        os.replace(building, index)
+    finally:
+        for leftover in (building, building.with_name(building.name + ".lock")):
+            leftover.unlink(missing_ok=True)
