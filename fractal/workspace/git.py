@@ -235,8 +235,11 @@ def worktree_status(cwd: Path) -> tuple[list[str], bool]:
 
     The second value is True when no entry has an index-side change: then nothing is
     staged (``git diff --cached`` would list nothing) and no path is unmerged, so a caller
-    need not ask git either question."""
-    out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd).stdout
+    need not ask git either question. ``--no-optional-locks``: the status does not write
+    its refreshed stat cache back to the index, so it never takes ``index.lock`` (an agent's
+    own git is not refused for it) and skips that write; the answer is the same."""
+    out = run_git(["--no-optional-locks", "status", "--porcelain=v1", "-z",
+                   "--untracked-files=all"], cwd).stdout
     fields = out.split("\0")
     paths: list[str] = []
     seen: set[str] = set()
