@@ -43,6 +43,7 @@ class Kind(StrEnum):
     MERGE = "merge"
     ORPHANS = "orphans"
     MESSAGE = "message"
+    UNSTARTED = "unstarted"
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,9 @@ class NodeFacts:
     ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
     wait; ``running_below`` its descendants still running (``with_running_below`` fills
     it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
-    read, oldest first.
+    read, oldest first. ``waiting_children`` is True while its loop waits for its
+    children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
+    never ran (``with_running_below`` fills it): nothing starts them but a command.
     """
 
     branch: str
@@ -132,6 +135,8 @@ class NodeFacts:
     usage: UsageHold | None = None
     running_below: tuple[Unsettled, ...] = ()
     to_operator: tuple[Note, ...] = ()
+    waiting_children: bool = False
+    unstarted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -339,6 +344,21 @@ def _message(facts: NodeFacts) -> Item | None:
                          "priority": max(n.priority for n in notes)})
 
 
+def _unstarted(facts: NodeFacts) -> Item | None:
+    if facts.status != "active" or not facts.waiting_children or not facts.unstarted:
+        return None
+    names = ", ".join(b.rsplit(".", 1)[-1] for b in facts.unstarted)
+    count = "1 child" if len(facts.unstarted) == 1 else f"{len(facts.unstarted)} children"
+    since = facts.last_write if facts.last_write is not None else 0.0
+    return Item(Kind.UNSTARTED, facts.branch, since,
+                f"waits for {count} nobody has started ({names}); it waits until each "
+                "is started and settles",
+                " && ".join(f"fractal node start {b}" for b in facts.unstarted),
+                key=f"unstarted:{facts.branch}:{facts.run_id}",
+                fingerprint=",".join(facts.unstarted),
+                details={"run_id": facts.run_id, "children": list(facts.unstarted)})
+
+
 @dataclass(frozen=True)
 class Rule:
     """One attention kind: ``detect(facts, now)`` returns its item for a node, or None."""
@@ -369,6 +389,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Kind.MERGE, _ignore_now(_merge)),
     Rule(Kind.ORPHANS, _ignore_now(_orphans)),
     Rule(Kind.MESSAGE, _ignore_now(_message)),
+    Rule(Kind.UNSTARTED, _ignore_now(_unstarted)),
 )
 """Every attention kind, one entry each (a node may match several)."""
 

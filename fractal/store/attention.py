@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.outcome import AWAITING_APPROVAL
+from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
 from fractal.store.rows import NodeRow, RunRow, StepRow
 from fractal.store.spend import KNOWN_COST_SUM
@@ -92,6 +93,7 @@ class AttentionRows:
     waits: dict[str, WaitRow]
     wakes: list[tuple[float, str]]  # (wake_at epoch s, window name) of closed windows
     notes: dict[str, list[NoteRow]]  # sender -> oldest first
+    holding: frozenset[str] = frozenset()  # nodes with an open WAIT step (waiting on children)
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -168,12 +170,15 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 f"(SELECT MAX(run_id) FROM runs {where} GROUP BY node)", names or ()))}
         known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
+        holding: set[str] = set()
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
             if step.approved == "" and step.node in known and \
                     AWAITING_APPROVAL in step.meta:
                 gates.setdefault(step.node, []).append(step)
+            elif step.step_name == WAIT_STEP and step.node in known:
+                holding.add(step.node)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
         for start in range(0, len(exited), 500):
@@ -215,4 +220,4 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             merges = {k: v for k, v in merges.items() if k in only}
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
-                             merges, waits, wakes, notes)
+                             merges, waits, wakes, notes, frozenset(holding))
