@@ -106,7 +106,9 @@ class NodeFacts:
     of that run's own steps, None when no step recorded a cost. ``last_write`` is the
     newest instant the node wrote anything (a row, its pane transcript); ``gone`` is True
     for an active node whose supervisor is provably gone (shown, never written).
-    ``paused_since``/``pause_reason`` come from its newest ``pause`` event.
+    ``paused_since``/``pause_reason`` come from its newest ``pause`` event (the loop's
+    ``parked ...``); ``pause_asked`` is the reason given with the pause that parked it
+    (``fractal node pause --reason``), empty when none was.
     ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
     wait; ``running_below`` its descendants still running (``with_running_below`` fills
     it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
@@ -130,6 +132,7 @@ class NodeFacts:
     gone: bool = False
     paused_since: float | None = None
     pause_reason: str = ""
+    pause_asked: str = ""
     title: str = ""
     merge: HandBack | None = None
     usage: UsageHold | None = None
@@ -241,11 +244,14 @@ def _paused(facts: NodeFacts) -> Item | None:
         return None
     since = facts.paused_since if facts.paused_since is not None else 0.0
     reason = facts.pause_reason.removeprefix("parked ")  # `paused: during PLAN`, said once
+    if facts.pause_asked:  # `paused: lunch (during PLAN)`: the asker's words first
+        reason = f"{facts.pause_asked} ({reason})" if reason else facts.pause_asked
     why = f": {reason}" if reason else ""
     return Item(Kind.PAUSED, facts.branch, since, f"paused{why}",
                 f"fractal node resume {facts.branch}",
                 key=f"paused:{facts.branch}:{facts.run_id}", fingerprint=f"{since}",
-                details={"run_id": facts.run_id, "reason": facts.pause_reason})
+                details={"run_id": facts.run_id, "reason": facts.pause_reason,
+                         "asked": facts.pause_asked})
 
 
 def _stall_at(facts: NodeFacts, now: float) -> Item | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fractal.domain.outcome import AWAITING_APPROVAL
@@ -94,6 +94,9 @@ class AttentionRows:
     wakes: list[tuple[float, str]]  # (wake_at epoch s, window name) of closed windows
     notes: dict[str, list[NoteRow]]  # sender -> oldest first
     holding: frozenset[str] = frozenset()  # nodes with an open WAIT step (waiting on children)
+    pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """paused node -> (run_id, reason) of the newest pause someone asked for (not the
+    loop's own ``parked ...`` record)"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -190,11 +193,19 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 spent[int(run_id)] = None if total is None else float(total)
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
+        asks: dict[str, tuple[int | None, str]] = {}
         if paused:
             wanted = set(paused)
             for _eid, node, _run, _status, meta, at in _newest_events(conn, "pause"):
                 if node in wanted:
                     pauses[str(node)] = (str(at), str(meta))
+            marks = ", ".join("?" * len(paused))
+            for node, run, meta, _newest in conn.execute(
+                    "SELECT node, run_id, metadata, MAX(event_id) FROM events WHERE event = "
+                    f"'pause' AND status = 'completed' AND actor != 'loop' AND node IN ({marks})"
+                    " GROUP BY node", paused):
+                if meta:
+                    asks[str(node)] = (None if run is None else int(str(run)), str(meta))
         writes: dict[str, str] = {}
         for node in (n.node for n in nodes if n.status == "active"):
             arms = " UNION ALL ".join(f"SELECT MAX({column}) FROM {table} WHERE node = ?"
@@ -220,4 +231,4 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             merges = {k: v for k, v in merges.items() if k in only}
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
-                             merges, waits, wakes, notes, frozenset(holding))
+                             merges, waits, wakes, notes, frozenset(holding), asks)

@@ -96,3 +96,17 @@ def test_the_operator_reads_any_nodes_inbox_and_a_node_still_may_not(repo: Path)
     assert [m["subject"] for m in json.loads(out.stdout)] == ["heads up"]
     out = _fractal(a1, "radio", "messages", "--node", "main.a2", loop=_node_dir(repo, "main.a1"))
     assert out.returncode == 1 and "cannot read the inbox of main.a2" in out.stderr
+
+
+def test_a_paused_item_shows_the_reason_the_pause_was_given(repo: Path) -> None:
+    ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a1", "active")
+    ledger.signal_run("main.a1", run, "pause", actor="operator", reason="lunch")
+    force_status(ledger.db_path, "main.a1", "paused")
+    ledger.add_event("main.a1", "pause", actor="loop", status="completed",
+                     metadata="parked during PREPARE", run_id=run)
+    items = [i for i in _inbox(repo) if i["kind"] == "paused"]
+    assert [i["summary"] for i in items] == ["paused: lunch (during PREPARE)"]
+    details = items[0]["details"]
+    assert isinstance(details, dict) and details["reason"] == "parked during PREPARE"
