@@ -14,7 +14,7 @@ import pytest
 
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import force_status, make_repo
+from tests.helpers import force_status, git, make_repo
 from tests.trees import run_cli
 
 
@@ -110,3 +110,22 @@ def test_a_paused_item_shows_the_reason_the_pause_was_given(repo: Path) -> None:
     assert [i["summary"] for i in items] == ["paused: lunch (during PREPARE)"]
     details = items[0]["details"]
     assert isinstance(details, dict) and details["reason"] == "parked during PREPARE"
+
+
+def test_conflicts_says_how_many_children_it_skipped_as_merged(repo: Path) -> None:
+    out = _fractal(repo, "node", "conflicts")
+    assert out.returncode == 0, out.stderr
+    assert ("notice: every child of main skipped, already merged (nothing of them left to "
+            "collide): a1, a2") in out.stderr
+    assert "has no children" not in out.stderr
+    a1 = repo / ".worktrees" / "main.a1"
+    (a1 / "work.txt").write_text("a1\n")
+    git(a1, "add", "work.txt")
+    git(a1, "commit", "-q", "-m", "a1 work")
+    out = _fractal(repo, "node", "conflicts")
+    assert out.returncode == 0, out.stderr
+    assert "main.a1,main,False" in out.stdout
+    assert "notice: 1 child of main skipped, already merged (nothing of it left to " \
+        "collide): a2" in out.stderr
+    leaf = _fractal(repo, "node", "conflicts", "a1.x")
+    assert leaf.returncode == 0 and "main.a1.x has no children to compare" in leaf.stderr
