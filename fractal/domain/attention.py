@@ -115,6 +115,7 @@ class NodeFacts:
     read, oldest first. ``waiting_children`` is True while its loop waits for its
     children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
     never ran (``with_running_below`` fills it): nothing starts them but a command.
+    ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
     """
 
     branch: str
@@ -140,6 +141,7 @@ class NodeFacts:
     to_operator: tuple[Note, ...] = ()
     waiting_children: bool = False
     unstarted: tuple[str, ...] = ()
+    merged_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -207,9 +209,17 @@ def _exit_kind(facts: NodeFacts) -> Kind:
     return Kind.EXITED
 
 
+def _merged_since_end(facts: NodeFacts) -> bool:
+    """True when the node's work was merged after its last run ended: the run's end no
+    longer waits for anyone (its parent took what it left)."""
+    return (facts.merged_at is not None and facts.run_ended is not None
+            and facts.merged_at >= facts.run_ended)
+
+
 def _exited(kind: Kind, command: Callable[[str], str]) -> Callable[[NodeFacts], Item | None]:
     def detect(facts: NodeFacts) -> Item | None:
-        if not _settled_exited(facts) or _exit_kind(facts) is not kind:
+        if not _settled_exited(facts) or _exit_kind(facts) is not kind \
+                or _merged_since_end(facts):
             return None
         return _run_end(facts, kind, command(facts.branch))
     return detect

@@ -140,7 +140,8 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                            _unresolved(tree, node.node, node.status))
             if merge else None,
             usage=hold, to_operator=_notes(rows.notes.get(node.node, ())),
-            waiting_children=active and node.node in rows.holding))
+            waiting_children=active and node.node in rows.holding,
+            merged_at=_epoch(rows.landed.get(node.node))))
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]

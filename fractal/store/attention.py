@@ -97,6 +97,7 @@ class AttentionRows:
     pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     """paused node -> (run_id, reason) of the newest pause someone asked for (not the
     loop's own ``parked ...`` record)"""
+    landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -125,12 +126,16 @@ def _newest_events(conn: sqlite3.Connection, event: str) -> list[tuple[object, .
         "JOIN events AS e ON e.event_id = m.newest", (event,)))
 
 
-def _merges(conn: sqlite3.Connection) -> dict[str, FailedMerge]:
+def _merges(conn: sqlite3.Connection) -> tuple[dict[str, FailedMerge], dict[str, str]]:
+    """Each child's newest merge: the failed ones, and when the landed ones were booked."""
     rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at "
                      "FROM merges WHERE merge_id IN (SELECT MAX(merge_id) FROM merges "
                      "GROUP BY child)")
-    return {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
-            for mid, child, target, status, meta, at in rows if status == "failed"}
+    failed = {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
+              for mid, child, target, status, meta, at in rows if status == "failed"}
+    landed = {str(child): str(at) for _mid, child, _t, status, _m, at in rows
+              if status == "merged"}
+    return failed, landed
 
 
 def _notes(conn: sqlite3.Connection, root: str) -> dict[str, list[NoteRow]]:
@@ -225,10 +230,12 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 wakes = [(float(str(w)), str(name)) for w, name in _optional(
                     conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
         notes = _notes(conn, root) if root is not None else {}
-        merges = _merges(conn)
+        merges, landed = _merges(conn)
         if only is not None:
             notes = {k: v for k, v in notes.items() if k in only}
             merges = {k: v for k, v in merges.items() if k in only}
+            landed = {k: v for k, v in landed.items() if k in only}
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
-                             merges, waits, wakes, notes, frozenset(holding), asks)
+                             merges, waits, wakes, notes, frozenset(holding), asks,
+                             landed)

@@ -129,3 +129,18 @@ def test_conflicts_says_how_many_children_it_skipped_as_merged(repo: Path) -> No
         "collide): a2" in out.stderr
     leaf = _fractal(repo, "node", "conflicts", "a1.x")
     assert leaf.returncode == 0 and "main.a1.x has no children to compare" in leaf.stderr
+
+
+def test_an_exited_item_goes_once_the_nodes_work_is_merged(repo: Path) -> None:
+    ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
+    force_status(ledger.db_path, "main.a1", "exited")
+    assert [i["node"] for i in _inbox(repo) if i["kind"] == "exited"] == ["main.a1"]
+    a1 = repo / ".worktrees" / "main.a1"
+    (a1 / "work.txt").write_text("a1\n")
+    git(a1, "add", "work.txt")
+    git(a1, "commit", "-q", "-m", "a1 work")
+    out = _fractal(repo, "node", "merge", "a1", "--force")  # the user resolved it
+    assert out.returncode == 0, out.stderr
+    assert [i for i in _inbox(repo) if i["kind"] == "exited"] == []

@@ -217,3 +217,16 @@ def test_a_parent_waiting_on_unstarted_children_names_them_and_the_start_command
     assert items[0].command == f"fractal node start {B}.x && fractal node start {B}.y"
     idle = NodeFacts(B, "active", run_id=2, last_write=NOW - 5, unstarted=(f"{B}.x",))
     assert not [i for i, _ in classify([idle], NOW) if i.kind is Kind.UNSTARTED]
+
+
+@pytest.mark.parametrize(("merged_at", "shown"), [
+    (None, True), (NOW - 60, True),  # never merged, or merged before the run ended
+    (NOW - 5, False),                # merged after it: its parent took the work
+])
+def test_an_exited_run_whose_work_was_merged_afterwards_waits_for_nobody(
+        merged_at: float | None, shown: bool) -> None:
+    ended = NodeFacts(B, "exited", run_id=3, run_status="exited", run_exit=1,
+                      run_reason="Exited at iteration 3.1", run_ended=NOW - 30,
+                      merged_at=merged_at)
+    kinds = [i.kind for i, _ in classify([ended], NOW)]
+    assert (Kind.EXITED in kinds) is shown
