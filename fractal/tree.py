@@ -232,15 +232,28 @@ def caller_branch(cwd: Path, tree: Tree, top: Path | None = None) -> str:
     return tree.root
 
 
-def resolve_node(name: str, known: Sequence[str], tree: Tree) -> str:
+def resolve_node(name: str, known: Sequence[str], tree: Tree, *, near: str | None = None) -> str:
     """Resolve a user-typed node name against the registered branches ``known``.
 
     Accepts the full branch, the branch relative to the root (``parser.lexer``), or a
-    unique trailing segment run (``lexer``). Raises NodeNotFound naming the candidates
-    when the name is ambiguous or unknown.
+    unique trailing segment run (``lexer``). ``near`` is the node whose loop types the
+    name (None outside any loop): a name that is not a full branch is then looked for
+    first among ``near``'s own children (``near.NAME``), then among its descendants (a
+    unique one ending in ``.NAME``), and only then over the whole tree as outside a loop.
+    Raises NodeNotFound naming the candidates when the name is ambiguous or unknown.
     """
     if name in known:
         return name
+    if near is not None:
+        child = f"{near}.{name}"
+        if child in known:
+            return child
+        below = sorted(b for b in known if b.startswith(near + ".") and b.endswith("." + name))
+        if len(below) == 1:
+            return below[0]
+        if below:
+            raise NodeNotFound(f"node name {_shown(name)} is ambiguous below {near}: "
+                               + ", ".join(below) + "; type more of the branch")
     rooted = f"{tree.root}.{name}"
     if rooted in known:
         return rooted

@@ -43,6 +43,7 @@ class Kind(StrEnum):
     MERGE = "merge"
     ORPHANS = "orphans"
     MESSAGE = "message"
+    UNSTARTED = "unstarted"
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,16 @@ class NodeFacts:
     of that run's own steps, None when no step recorded a cost. ``last_write`` is the
     newest instant the node wrote anything (a row, its pane transcript); ``gone`` is True
     for an active node whose supervisor is provably gone (shown, never written).
-    ``paused_since``/``pause_reason`` come from its newest ``pause`` event.
+    ``paused_since``/``pause_reason`` come from its newest ``pause`` event (the loop's
+    ``parked ...``); ``pause_asked`` is the reason given with the pause that parked it
+    (``fractal node pause --reason``), empty when none was.
     ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
     wait; ``running_below`` its descendants still running (``with_running_below`` fills
     it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
-    read, oldest first.
+    read, oldest first. ``waiting_children`` is True while its loop waits for its
+    children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
+    never ran (``with_running_below`` fills it): nothing starts them but a command.
+    ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
     """
 
     branch: str
@@ -127,11 +133,15 @@ class NodeFacts:
     gone: bool = False
     paused_since: float | None = None
     pause_reason: str = ""
+    pause_asked: str = ""
     title: str = ""
     merge: HandBack | None = None
     usage: UsageHold | None = None
     running_below: tuple[Unsettled, ...] = ()
     to_operator: tuple[Note, ...] = ()
+    waiting_children: bool = False
+    unstarted: tuple[str, ...] = ()
+    merged_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -199,9 +209,17 @@ def _exit_kind(facts: NodeFacts) -> Kind:
     return Kind.EXITED
 
 
+def _merged_since_end(facts: NodeFacts) -> bool:
+    """True when the node's work was merged after its last run ended: the run's end no
+    longer waits for anyone (its parent took what it left)."""
+    return (facts.merged_at is not None and facts.run_ended is not None
+            and facts.merged_at >= facts.run_ended)
+
+
 def _exited(kind: Kind, command: Callable[[str], str]) -> Callable[[NodeFacts], Item | None]:
     def detect(facts: NodeFacts) -> Item | None:
-        if not _settled_exited(facts) or _exit_kind(facts) is not kind:
+        if not _settled_exited(facts) or _exit_kind(facts) is not kind \
+                or _merged_since_end(facts):
             return None
         return _run_end(facts, kind, command(facts.branch))
     return detect
@@ -236,11 +254,14 @@ def _paused(facts: NodeFacts) -> Item | None:
         return None
     since = facts.paused_since if facts.paused_since is not None else 0.0
     reason = facts.pause_reason.removeprefix("parked ")  # `paused: during PLAN`, said once
+    if facts.pause_asked:  # `paused: lunch (during PLAN)`: the asker's words first
+        reason = f"{facts.pause_asked} ({reason})" if reason else facts.pause_asked
     why = f": {reason}" if reason else ""
     return Item(Kind.PAUSED, facts.branch, since, f"paused{why}",
                 f"fractal node resume {facts.branch}",
                 key=f"paused:{facts.branch}:{facts.run_id}", fingerprint=f"{since}",
-                details={"run_id": facts.run_id, "reason": facts.pause_reason})
+                details={"run_id": facts.run_id, "reason": facts.pause_reason,
+                         "asked": facts.pause_asked})
 
 
 def _stall_at(facts: NodeFacts, now: float) -> Item | None:
@@ -339,6 +360,21 @@ def _message(facts: NodeFacts) -> Item | None:
                          "priority": max(n.priority for n in notes)})
 
 
+def _unstarted(facts: NodeFacts) -> Item | None:
+    if facts.status != "active" or not facts.waiting_children or not facts.unstarted:
+        return None
+    names = ", ".join(b.rsplit(".", 1)[-1] for b in facts.unstarted)
+    count = "1 child" if len(facts.unstarted) == 1 else f"{len(facts.unstarted)} children"
+    since = facts.last_write if facts.last_write is not None else 0.0
+    return Item(Kind.UNSTARTED, facts.branch, since,
+                f"waits for {count} nobody has started ({names}); it waits until each "
+                "is started and settles",
+                " && ".join(f"fractal node start {b}" for b in facts.unstarted),
+                key=f"unstarted:{facts.branch}:{facts.run_id}",
+                fingerprint=",".join(facts.unstarted),
+                details={"run_id": facts.run_id, "children": list(facts.unstarted)})
+
+
 @dataclass(frozen=True)
 class Rule:
     """One attention kind: ``detect(facts, now)`` returns its item for a node, or None."""
@@ -369,6 +405,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Kind.MERGE, _ignore_now(_merge)),
     Rule(Kind.ORPHANS, _ignore_now(_orphans)),
     Rule(Kind.MESSAGE, _ignore_now(_message)),
+    Rule(Kind.UNSTARTED, _ignore_now(_unstarted)),
 )
 """Every attention kind, one entry each (a node may match several)."""
 

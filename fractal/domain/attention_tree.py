@@ -15,9 +15,14 @@ __all__ = ["wait_until", "with_running_below"]
 
 def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
     """``facts`` with each node's ``running_below`` set: its descendants (dotted lineage)
-    that are active or paused, each marked when it waits at an approval gate."""
+    that are active or paused, each marked when it waits at an approval gate; and, for a
+    node whose loop waits for its children, ``unstarted``: its direct children that are
+    idle and never ran (sorted by branch)."""
     below: dict[str, list[Unsettled]] = {}
+    idle: dict[str, list[str]] = {}
     for f in facts:
+        if f.status == "idle" and f.run_id is None and "." in f.branch:
+            idle.setdefault(f.branch.rpartition(".")[0], []).append(f.branch)
         if f.status not in ("active", "paused"):
             continue
         mark = Unsettled(f.branch, f.status, bool(f.gates))
@@ -28,8 +33,9 @@ def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
     out: list[NodeFacts] = []
     for node in facts:
         found = tuple(sorted(below.get(node.branch, ()), key=lambda u: u.branch))
-        out.append(replace(node, running_below=found) if found != node.running_below
-                   else node)
+        unstarted = tuple(sorted(idle.get(node.branch, ()))) if node.waiting_children else ()
+        out.append(replace(node, running_below=found, unstarted=unstarted)
+                   if (found, unstarted) != (node.running_below, node.unstarted) else node)
     return out
 
 

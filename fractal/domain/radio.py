@@ -68,9 +68,12 @@ def parse_channel(name: str) -> Channel:
                            f"{', '.join(CHANNELS)}") from None
 
 
-def can_read(actor: str, host: str, channel: Channel) -> bool:
-    """True when node ``actor`` may read ``channel`` of node ``host``."""
-    return _READ[channel] is Access.ANYONE or actor == host
+def can_read(actor: str, host: str, channel: Channel, *, root: str | None = None) -> bool:
+    """True when node ``actor`` may read ``channel`` of node ``host``: anyone reads a
+    public channel, the owner reads its own, and the operator (``actor`` is the tree's
+    ``root``) reads every channel of every node."""
+    return _READ[channel] is Access.ANYONE or actor == host or (root is not None
+                                                                and actor == root)
 
 
 def can_write(actor: str, host: str, channel: Channel) -> bool:

@@ -189,11 +189,26 @@ class Context:
 
     def subtree(self, name: str | None) -> str:
         """The branch ``name`` resolves to (the full branch, the branch below the root, or a
-        unique last segment), or ``caller`` when ``name`` is None; the root is allowed (a
-        verb over the whole tree). Raises NodeNotFound for an unknown or ambiguous name."""
+        unique last segment; inside a node's loop the loop's own children and then its
+        descendants come first), or ``caller`` when ``name`` is None; the root is allowed
+        (a verb over the whole tree). Raises NodeNotFound for an unknown or ambiguous name."""
         if not name:
             return self.caller
-        return resolve_node(name, [*self.known(), self.tree.root], self.tree)
+        return resolve_node(name, [*self.known(), self.tree.root], self.tree,
+                            near=self.loop_near)
+
+    @property
+    def loop_near(self) -> str | None:
+        """The node whose loop runs this process (its supervisor's node, else a valid
+        ``_NODE``), None outside any loop: the node a short name is resolved near first."""
+        if self.process_branch is not None:
+            return self.process_branch
+        if self.loop_node is None:
+            return None
+        try:
+            return self.loop_branch
+        except Refused:
+            return None
 
     def target(self, name: str | None) -> str:
         """Like ``subtree``, but the root is refused (it has no loop): raises FractalError

@@ -113,6 +113,7 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                               _mtime(tree.node(node.node).pane_log) if active else None)
                   if w is not None]
         pause = rows.pauses.get(node.node)
+        ask = rows.pause_asks.get(node.node)
         merge = rows.merges.get(node.node)
         wait = rows.waits.get(node.node) if active else None
         hold = None
@@ -133,11 +134,14 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             gone=active and crashed(tree, node.node, node),
             paused_since=_epoch(pause[0]) if pause else None,
             pause_reason=pause[1] if pause else "", title=node.title or "",
+            pause_asked=ask[1] if ask and run and ask[0] == run.run_id else "",
             merge=HandBack(merge.merge_id, merge.target, merge.reason,
                            _epoch(merge.created_at) or 0.0,
                            _unresolved(tree, node.node, node.status))
             if merge else None,
-            usage=hold, to_operator=_notes(rows.notes.get(node.node, ()))))
+            usage=hold, to_operator=_notes(rows.notes.get(node.node, ())),
+            waiting_children=active and node.node in rows.holding,
+            merged_at=_epoch(rows.landed.get(node.node))))
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]

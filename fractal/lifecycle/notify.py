@@ -9,7 +9,9 @@ exits at once. It looks at the database files' (mtime, size) every POLL_S second
 after a change it waits SETTLE_S more (a subtree landing at once becomes one batch),
 then ``dispatch``es; with no write it still looks every RECHECK_S (a stall is the
 absence of writes). It exits IDLE_EXIT_S after the tree last had an active node (and
-never in its first BOOT_GRACE_S, while the supervisor that started it boots).
+never in its first BOOT_GRACE_S, while the supervisor that started it boots), and at
+once when the tree's database is gone; ``fractal destroy`` ends it (``stop_watcher``,
+by its launch marker) before it removes the database.
 
 ``dispatch`` claims the new events in the ``notifications`` table before the command
 runs (the claim is the dedup: a crash after it loses a notification, never doubles
@@ -196,10 +198,14 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
         boot_grace = _seconds("FRACTAL_NOTIFY_BOOT_GRACE_S", BOOT_GRACE_S)
         first = True
         while True:
+            if not tree.db_path.is_file():  # destroyed: never recreate its database
+                return delivered
             now_token = db_token(tree.db_path)
             if first or now_token != token or clock() - looked >= RECHECK_S:
                 if not first and now_token != token:
                     sleep(SETTLE_S)
+                    if not tree.db_path.is_file():
+                        return delivered
                 first = False
                 token = db_token(tree.db_path)
                 looked = clock()
@@ -207,6 +213,8 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
                     delivered += dispatch(tree) is not None
                 except Exception:  # a broken hook or database must not kill the watcher
                     log.exception("notify dispatch failed")
+            if not tree.db_path.is_file():
+                return delivered
             if _live(tree):
                 idle_since = None
             elif idle_since is None:
@@ -242,6 +250,23 @@ def watcher_running(tree: Tree) -> bool:
     return False
 
 
+def watcher_marker(tree: Tree) -> str:
+    """The launch marker the tree's watcher (and whatever it runs) carries: ``notify-``
+    and 16 hex digits of the SHA-1 of the tree's data directory."""
+    import hashlib
+
+    return "notify-" + hashlib.sha1(str(tree.data_dir).encode()).hexdigest()[:16]
+
+
+def stop_watcher(tree: Tree) -> list[int]:
+    """End the tree's watcher and anything it runs (TERM, KILL_GRACE_S, KILL), found by
+    its marker; return the pids that survived. A destroy calls it before it removes the
+    database, which a watcher would otherwise read (and recreate) afterwards."""
+    from fractal.runtime.processes import sweep_marker
+
+    return sweep_marker(watcher_marker(tree), grace=KILL_GRACE_S)
+
+
 def ensure_watcher(tree: Tree) -> bool:
     """Start the tree's watcher, detached, when ``notify`` is set and none runs; True
     when one was started. Never raises: notifications must not block a start."""
@@ -251,7 +276,8 @@ def ensure_watcher(tree: Tree) -> bool:
         from fractal.runtime.processes import spawn_group
 
         spawn_group([sys.executable, "-m", "fractal", "_notify", "--path", str(tree.repo)],
-                    cwd=tree.repo, env=notify_env(dict(os.environ)))
+                    cwd=tree.repo, env=notify_env(dict(os.environ)),
+                    marker=watcher_marker(tree))
         return True
     except Exception:
         log.exception("could not start the notify watcher")

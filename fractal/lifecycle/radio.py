@@ -56,6 +56,7 @@ class Actor:
 
     tree: Tree
     branch: str
+    near: str | None = None  # the node whose loop runs the command (short names resolve near it)
 
     @property
     def db(self) -> Path:
@@ -74,12 +75,12 @@ class Actor:
         from fractal.store.reader import node_rows
 
         known = [row.node for row in node_rows(self.db)]
-        return resolve_node(name, [*known, self.tree.root], self.tree)
+        return resolve_node(name, [*known, self.tree.root], self.tree, near=self.near)
 
 
 def actor(ctx: Context) -> Actor:
     """The acting node of the command's context (see the module docstring)."""
-    return Actor(ctx.tree, ctx.acting)
+    return Actor(ctx.tree, ctx.acting, ctx.loop_near)
 
 
 def message_dict(m: MessageRow) -> dict[str, object]:
@@ -153,7 +154,7 @@ def since_stamp(text: str | None, now: datetime | None = None) -> str | None:
 
 
 def _refuse_read(who: Actor, host: str, channel: Channel) -> None:
-    if not can_read(who.branch, host, channel):
+    if not can_read(who.branch, host, channel, root=who.tree.root):
         raise InvalidValue(f"{who.branch} cannot read the {channel.value} of {host}: only its "
                            f"owner reads it; read its outbox or public channel, or "
                            f"`fractal radio sent` for what you sent there")
@@ -186,7 +187,8 @@ def _visible(who: Actor, uuid: str) -> MessageRow:
     mid = check_message_id(uuid)
     row = reads.message(who.db, mid)
     if row is None or row.unsent_at is not None or not (
-            row.sender == who.branch or can_read(who.branch, row.node, Channel(row.channel))):
+            row.sender == who.branch or can_read(who.branch, row.node, Channel(row.channel),
+                                                 root=who.tree.root)):
         raise InvalidValue(f"no message {mid} that {who.branch} can read; list them with "
                            "`fractal radio messages --all`")
     return row
@@ -231,7 +233,8 @@ def thread(ctx: Context, uuid: str) -> list[dict[str, object]]:
     _visible(who, uuid)
     rows = reads.thread(who.db, check_message_id(uuid))
     return [message_dict(m) for m in rows
-            if m.sender == who.branch or can_read(who.branch, m.node, Channel(m.channel))]
+            if m.sender == who.branch or can_read(who.branch, m.node, Channel(m.channel),
+                                                root=who.tree.root)]
 
 
 def feed(ctx: Context, *, node: str | None, limit: int | None,

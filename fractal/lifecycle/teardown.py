@@ -58,10 +58,12 @@ def destroy(ctx: Context) -> TornDown:
     """Reset the tree, then delete its data directory (database and config): the inverse
     of ``fractal init``. The rescue refs, the root branch and its checkout stay. Same
     refusals as ``reset``. Raises Refused, GitError, StoreError, OSError."""
+    from fractal.lifecycle.notify import stop_watcher
     from fractal.store.engine import close_engines
 
     done = _teardown(ctx, Cleanup.DESTROY)
     tree = ctx.tree
+    stop_watcher(tree)  # it reads the database every few seconds and would recreate it
     close_engines()
     # Renamed first (one atomic step), so a reader opening the database meanwhile (an open
     # dashboard) finds it gone instead of recreating a -shm file the removal trips on.

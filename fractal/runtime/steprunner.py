@@ -183,9 +183,12 @@ class StepRunner(LoopPart):
         (released: completed; stopped or finished: stopped; past the walls: exited 124).
         Raises Park on a pause (the row is parked ``awaiting approval``)."""
         self.ledger.mark_awaiting_approval(step_id)  # pending from now; a heal keeps it
-        self.reporter.notice(f"{plan.file.name} awaits approval "
-                             f"(fractal node approve {self.boot.paths.branch} {step_id})")
-        post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
+        # A stop or finish already pending closes the gate at once: announcing it would
+        # hand the parent an approve command for a step that is gone a moment later.
+        if self.steering.check() not in (Signal.STOP, Signal.FINISH):
+            self.reporter.notice(f"{plan.file.name} awaits approval "
+                                 f"(fractal node approve {self.boot.paths.branch} {step_id})")
+            post_gate_waiting(self.ledger, self.boot.paths, plan.file.name, step_id)
         self.state.held_gate = step_id  # left set when an interruption unwinds the wait
         end = await_approval(self.ledger, step_id, steering=self.steering, waker=self.waker,
                              deadline=self._wall, window=float(self.state.live.wait),

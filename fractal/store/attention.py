@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fractal.domain.outcome import AWAITING_APPROVAL
+from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
 from fractal.store.rows import NodeRow, RunRow, StepRow
 from fractal.store.spend import KNOWN_COST_SUM
@@ -92,6 +93,11 @@ class AttentionRows:
     waits: dict[str, WaitRow]
     wakes: list[tuple[float, str]]  # (wake_at epoch s, window name) of closed windows
     notes: dict[str, list[NoteRow]]  # sender -> oldest first
+    holding: frozenset[str] = frozenset()  # nodes with an open WAIT step (waiting on children)
+    pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """paused node -> (run_id, reason) of the newest pause someone asked for (not the
+    loop's own ``parked ...`` record)"""
+    landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -120,12 +126,16 @@ def _newest_events(conn: sqlite3.Connection, event: str) -> list[tuple[object, .
         "JOIN events AS e ON e.event_id = m.newest", (event,)))
 
 
-def _merges(conn: sqlite3.Connection) -> dict[str, FailedMerge]:
+def _merges(conn: sqlite3.Connection) -> tuple[dict[str, FailedMerge], dict[str, str]]:
+    """Each child's newest merge: the failed ones, and when the landed ones were booked."""
     rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at "
                      "FROM merges WHERE merge_id IN (SELECT MAX(merge_id) FROM merges "
                      "GROUP BY child)")
-    return {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
-            for mid, child, target, status, meta, at in rows if status == "failed"}
+    failed = {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
+              for mid, child, target, status, meta, at in rows if status == "failed"}
+    landed = {str(child): str(at) for _mid, child, _t, status, _m, at in rows
+              if status == "merged"}
+    return failed, landed
 
 
 def _notes(conn: sqlite3.Connection, root: str) -> dict[str, list[NoteRow]]:
@@ -168,12 +178,15 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 f"(SELECT MAX(run_id) FROM runs {where} GROUP BY node)", names or ()))}
         known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
+        holding: set[str] = set()
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
             if step.approved == "" and step.node in known and \
                     AWAITING_APPROVAL in step.meta:
                 gates.setdefault(step.node, []).append(step)
+            elif step.step_name == WAIT_STEP and step.node in known:
+                holding.add(step.node)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
         for start in range(0, len(exited), 500):
@@ -185,11 +198,19 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 spent[int(run_id)] = None if total is None else float(total)
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
+        asks: dict[str, tuple[int | None, str]] = {}
         if paused:
             wanted = set(paused)
             for _eid, node, _run, _status, meta, at in _newest_events(conn, "pause"):
                 if node in wanted:
                     pauses[str(node)] = (str(at), str(meta))
+            marks = ", ".join("?" * len(paused))
+            for node, run, meta, _newest in conn.execute(
+                    "SELECT node, run_id, metadata, MAX(event_id) FROM events WHERE event = "
+                    f"'pause' AND status = 'completed' AND actor != 'loop' AND node IN ({marks})"
+                    " GROUP BY node", paused):
+                if meta:
+                    asks[str(node)] = (None if run is None else int(str(run)), str(meta))
         writes: dict[str, str] = {}
         for node in (n.node for n in nodes if n.status == "active"):
             arms = " UNION ALL ".join(f"SELECT MAX({column}) FROM {table} WHERE node = ?"
@@ -209,10 +230,12 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 wakes = [(float(str(w)), str(name)) for w, name in _optional(
                     conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
         notes = _notes(conn, root) if root is not None else {}
-        merges = _merges(conn)
+        merges, landed = _merges(conn)
         if only is not None:
             notes = {k: v for k, v in notes.items() if k in only}
             merges = {k: v for k, v in merges.items() if k in only}
+            landed = {k: v for k, v in landed.items() if k in only}
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
-                             merges, waits, wakes, notes)
+                             merges, waits, wakes, notes, frozenset(holding), asks,
+                             landed)

@@ -3,7 +3,8 @@
 Data path: one build thread waits for a wake (a watchdog event on the database files,
 a verb's result) or 1 s (the poll), then calls ``Builder.build()``, which stats the
 database files and node dirs and reads only when they changed, and returns the same
-object when nothing did; the UI applies a new snapshot only (tree labels updated in
+object when nothing did (every RECHECK_S it builds regardless, for the states no write
+announces: a stall, a supervisor gone); the UI applies a new snapshot only (tree labels updated in
 place, the tree rebuilt only when its members change, a pane only when its text
 changed). Elapsed step times tick on the UI thread from the snapshot, without reads.
 Keys call the lifecycle functions the CLI verbs call, in thread workers, confirmed first
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
 
 REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
+RECHECK_S = 15.0
+"""Seconds between builds forced without a database change: a stall and a supervisor gone
+are states of the clock and of /proc, which no write announces (only the active nodes'
+facts are re-read, so it stays cheap)."""
 FILTERS = ("all", "attention", "active")
 
 CSS = """
@@ -150,14 +155,18 @@ class Dashboard(App[None]):
         not one per write."""
         from fractal.errors import FractalError
 
+        forced = time.monotonic()
         while not self._stop.is_set():
             settling = getattr(self.builder, "settling", False)  # look again soon
             self._wake.wait(2 * SETTLE_S if settling else REFRESH_S)
             self._wake.clear()
             if self._stop.is_set():
                 return
+            recheck = time.monotonic() - forced >= RECHECK_S
+            if recheck:
+                forced = time.monotonic()
             try:
-                snap = self.builder.build()
+                snap = self.builder.build(force=True) if recheck else self.builder.build()
             except FractalError:  # a locked database, say: the next wake reads again
                 continue
             if snap is not self.snapshot:

@@ -24,6 +24,13 @@ def _usd(value: float | None) -> str:
     return "?" if value is None else f"${value:.2f}"
 
 
+def spend_line(spent: float | None, cap: float | None) -> str:
+    """The card's ``run spend $0.0040 of $2.0000``: USD to four places as ``fractal node
+    cost`` prints them, ``?`` for an unknown spend, ``no cap`` for a run without one."""
+    shown = "?" if spent is None else f"${spent:.4f}"
+    return f"run spend {shown} of {'no cap' if cap is None else f'${cap:.4f}'}"
+
+
 def node_label(view: NodeView, now: float) -> Text:
     """One tree line: mark, name, detail, spend gauge, stall mark."""
     status = "exited" if view.live.gone else view.status
@@ -103,7 +110,7 @@ def card(view: NodeView | None, now: float) -> Text:
             if k.startswith("max_") or k == "reserve_budget"]
     if caps:
         text.append("caps: " + " · ".join(caps) + "\n")
-    text.append(f"run spend {_usd(view.spent)} of {_usd(view.cap)}\n",
+    text.append(spend_line(view.spent, view.cap) + "\n",
                 style=LEVEL_STYLE[view.gauge.level] if view.gauge else "")
     return text
 

@@ -198,3 +198,35 @@ def test_a_child_re_armed_by_a_hand_back_is_an_orphan_of_its_parents_ended_run()
     items = [item for item, _acked in classify(with_running_below([lead, child]), NOW)]
     assert [(i.kind, i.node, i.details.get("children")) for i in items] == [
         (Kind.ORPHANS, B, [f"{B}.c"])]
+
+
+def test_a_paused_item_leads_with_the_reason_the_pause_was_given() -> None:
+    parked = NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9,
+                       pause_reason="parked during PLAN", pause_asked="lunch")
+    [(item, _)] = classify([parked], NOW)
+    assert item.summary == "paused: lunch (during PLAN)"
+
+
+def test_a_parent_waiting_on_unstarted_children_names_them_and_the_start_command() -> None:
+    waiting = NodeFacts(B, "active", run_id=2, last_write=NOW - 5, waiting_children=True,
+                        unstarted=(f"{B}.x", f"{B}.y"))
+    items = [i for i, _ in classify([waiting], NOW) if i.kind is Kind.UNSTARTED]
+    assert [i.summary for i in items] == [
+        "waits for 2 children nobody has started (x, y); it waits until each is started "
+        "and settles"]
+    assert items[0].command == f"fractal node start {B}.x && fractal node start {B}.y"
+    idle = NodeFacts(B, "active", run_id=2, last_write=NOW - 5, unstarted=(f"{B}.x",))
+    assert not [i for i, _ in classify([idle], NOW) if i.kind is Kind.UNSTARTED]
+
+
+@pytest.mark.parametrize(("merged_at", "shown"), [
+    (None, True), (NOW - 60, True),  # never merged, or merged before the run ended
+    (NOW - 5, False),                # merged after it: its parent took the work
+])
+def test_an_exited_run_whose_work_was_merged_afterwards_waits_for_nobody(
+        merged_at: float | None, shown: bool) -> None:
+    ended = NodeFacts(B, "exited", run_id=3, run_status="exited", run_exit=1,
+                      run_reason="Exited at iteration 3.1", run_ended=NOW - 30,
+                      merged_at=merged_at)
+    kinds = [i.kind for i, _ in classify([ended], NOW)]
+    assert (Kind.EXITED in kinds) is shown
