@@ -185,6 +185,28 @@ def test_an_unresolved_hand_back_is_refused_with_the_ways_that_work(setup: Setup
     assert merge_node(open_context(setup.repo), "a").status == "merged"
 
 
+def test_a_hand_back_resolved_by_hand_after_its_run_exited_merges(setup: Setup) -> None:
+    """The run re-armed by the hand-back exited without resolving it: refused (naming
+    --force) while the conflict is there, merged once it is resolved and committed by
+    hand, as the refusal says."""
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    merge_node(open_context(setup.repo), "a", hand_back=True)
+    ledger = Ledger(setup.tree.db_path)
+    run = ledger.open_run("main.a", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
+    setup.set_status("main.a", "exited")
+    with pytest.raises(Refused, match=r"still holds the conflict.*--force"):
+        merge_node(open_context(setup.repo), "a")
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")
+    assert merge_node(open_context(setup.repo), "a").status == "merged"
+    assert git(setup.repo, "show", "main:calc/ops.py") == \
+        "def add(a, b):\n    return int(a) + b + 0"
+
+
 def test_a_child_whose_run_landed_on_its_budget_merges(setup: Setup) -> None:
     setup.write(setup.wt("a"), "calc/more.py", "X = 1\n", "a")
     ledger = Ledger(setup.tree.db_path)
