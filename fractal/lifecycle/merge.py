@@ -192,7 +192,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                            "work")
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
-                                                 BODY_SUBJECTS)
+                                                 BODY_SUBJECTS, base=plan.base)
         message = merge_subject(target, child, _title(tree, ledger, child)) + "\n\n" + \
             merge_body(subjects, gitmerge.diffstat_lines(target_wt, plan.target_sha,
                                                          plan.tree or ""))

@@ -185,11 +185,12 @@ def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
 
 
 def subjects_since_merge(repo: Path, child_sha: str, target_sha: str,
-                         limit: int) -> list[str]:
+                         limit: int, base: str | None = None) -> list[str]:
     """Subjects of the child's own commits not yet merged, newest first (at most ``limit``
     + 1, so the caller can tell there are more). Commits before the newest merge-base
-    advance already travelled; merge commits are left out."""
-    exclude = [f"^{target_sha}"]
+    advance already travelled, and so did those up to ``base`` (``SquashPlan.base``: the
+    merge base the squash uses); merge commits are left out."""
+    exclude = [f"^{target_sha}"] + ([f"^{base}"] if base else [])
     merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
                       f"^{target_sha}"], repo).stdout.split()
     for commit in merges:
