@@ -61,6 +61,7 @@ __all__ = [
     "subjects_since_merge",
     "untracked_in_the_way",
     "worktree_of_branch",
+    "worktree_tree",
     "write_squash_commit",
 ]
 
@@ -176,6 +177,16 @@ def diff_text(repo: Path, old: str, new: str, *, stat: bool) -> str:
     shape = ["--stat=100"] if stat else ["--patch"]
     return run_git(["diff", *shape, "--no-color", "--no-ext-diff", old, new, "--", ".",
                     f":(exclude){NODE_DIRS}"], repo).stdout.rstrip("\n")
+
+
+def worktree_tree(worktree: Path) -> str:
+    """The tree of ``worktree``'s files as they are on disk now: its HEAD's tree with every
+    tracked change and every untracked file git does not ignore, written from a scratch
+    index (the worktree's own index and files are not touched). Raises GitError."""
+    with _scratch_index() as env:
+        run_git(["read-tree", "HEAD"], worktree, env=env)
+        run_git(["add", "-A", "--", "."], worktree, env=env)
+        return run_git(["write-tree"], worktree, env=env).stdout.strip()
 
 
 def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:

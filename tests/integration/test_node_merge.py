@@ -442,3 +442,26 @@ def test_a_child_handed_back_while_its_parent_stops_is_not_re_armed(setup: Setup
     row = ledger.node("main.a.c")
     assert row is not None and row.status.value == "completed"  # no new run
     assert "<<<<<<<" in (child_wt / "calc" / "ops.py").read_text()  # the conflict waits
+
+
+def test_diff_shows_the_uncommitted_work_at_a_gate_labelled(setup: Setup) -> None:
+    """At a gate on EXECUTE the work is not committed yet: the diff shows it, under its
+    own heading, instead of saying the target holds everything."""
+    wt = setup.wt("a")
+    (wt / "g2.txt").write_text("new work\n")  # untracked, not ignored
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return b + a\n")
+    (wt / ".fractal" / "main.a" / "scratch.txt").write_text("never shown\n")
+    shown = node_diff(open_context(setup.repo), "a")
+    header, _, rest = shown.text.partition("\n")
+    assert header.startswith("# uncommitted in ") and str(wt) in header
+    assert "+new work" in rest and "+    return b + a" in rest and "scratch" not in rest
+    assert any("nothing new committed" in n for n in shown.notices)
+    assert not any(n.startswith("nothing new:") for n in shown.notices)
+    stat = node_diff(open_context(setup.repo), "a", stat=True)
+    assert "g2.txt" in stat.text and "2 files changed" in stat.text
+    assert git(wt, "status", "--porcelain") != "" and "g2.txt" not in git(wt, "ls-files")
+    (wt / "calc" / "more.py").write_text("m = 1\n")  # committed work comes first
+    git(wt, "add", "calc/more.py")
+    git(wt, "commit", "-q", "-m", "more")
+    both = node_diff(open_context(setup.repo), "a", stat=True).text
+    assert both.index("calc/more.py") < both.index("# uncommitted") < both.index("g2.txt")
