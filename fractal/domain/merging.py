@@ -14,7 +14,8 @@ outside its node directory (untracked files stay where they are, unless the merg
 write over one), or a merge/rebase/cherry-pick/revert in progress there; the node active or
 paused; the target active or paused, unless the caller is the target's own loop (its agent
 merging a settled child from inside a step); with ``force`` unset, the node's last run
-ended ``exited`` or left a gated step never approved.
+ended ``exited`` (unless it landed on its budget, or it ended on a conflict handed back
+that the node has concluded since) or left a gated step never approved.
 """
 
 from __future__ import annotations
@@ -104,7 +105,13 @@ class MergeFacts:
     """The last run ``exited`` at exit 0: it landed on its cost budget, a planned wind-down
     whose work was committed, not a breakdown."""
     handed_back: bool = False
-    """A conflict was handed back to the child and not yet merged again."""
+    """A conflict handed back to the child is still there: its branch lacks the target's
+    tip the hand-back brought, or its worktree still has the merge in progress or
+    unmerged paths."""
+    hand_back_resolved: bool = False
+    """A conflict was handed back and the child has concluded it since (its branch holds
+    the target's tip the hand-back brought, no merge in progress, no unmerged path): a
+    last run that ended ``exited`` on that conflict does not refuse the merge."""
 
 
 def _listing(paths: Sequence[str], cap: int = 10) -> str:
@@ -134,8 +141,10 @@ def merge_refusal(facts: MergeFacts) -> str | None:
         return (f"{child} still holds the conflict handed back to it (its last run ended "
                 f"exited without resolving it); run it again to resolve it "
                 f"(`fractal node start --continue {child}`), or resolve and commit it by hand "
-                f"in its worktree, then merge again")
-    if facts.last_run_status == "exited" and not facts.budget_landing:
+                f"in its worktree, then merge again (--force skips this check, but the "
+                f"branch still lacks the resolution, so the merge meets the conflict again)")
+    if facts.last_run_status == "exited" and not facts.budget_landing and \
+            not facts.hand_back_resolved:
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
                 f"done); look at `fractal node activity {child}`, then merge with --force "
                 "to take it anyway")

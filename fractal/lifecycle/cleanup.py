@@ -18,6 +18,7 @@ from fractal.domain.states import Status
 from fractal.errors import GitError
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.mergetarget import landed_merge
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.tree import Tree, parent_of, resolve_node
@@ -101,8 +102,9 @@ def facts_of(tree: Tree, row: NodeRow, *, with_unmerged: bool = False) -> NodeFa
         except GitError:  # a broken checkout: treat as missing rather than guess its files
             has_worktree = False
     target = target_of(tree, row) if with_unmerged else ""
-    unmerged = unmerged_commits(tree.repo, row.node, target) if with_unmerged and has_branch \
-        else ()
+    unmerged = unmerged_commits(tree.repo, row.node, target,
+                                landed_merge(tree, row.node, target)) \
+        if with_unmerged and has_branch else ()
     return NodeFacts(branch=row.node, status=row.status, worktree_exists=has_worktree,
                      branch_exists=has_branch, booting=_booting(row), dirty=dirty,
                      unmerged=unmerged, target=target)

@@ -43,16 +43,54 @@ def node_diff(ctx: Context, name: str, *, stat: bool = False) -> NodeDiff:
     if not git.branch_exists(tree.repo, target):
         raise Refused(f"{child}'s target {target} is not a branch; nothing to diff against")
     plan = gitmerge.plan_squash(tree.repo, child, target, landed_merge(tree, child, target))
+    loose, loose_note = _uncommitted(tree, child, stat=stat)
     if plan.tree is not None:
         text = gitmerge.diff_text(tree.repo, plan.target_sha, plan.tree, stat=stat)
-        notices = () if plan.files else (f"nothing new: {target} holds all of {child}'s work",)
-        return NodeDiff(child, target, text, notices=notices)
+        if plan.files:
+            notices: tuple[str, ...] = ()
+        elif loose:
+            notices = (f"nothing new committed: {target} holds all of {child}'s committed "
+                       "work",)
+        else:
+            notices = (f"nothing new: {target} holds all of {child}'s work",)
+        return NodeDiff(child, target, _joined(text, loose),
+                        notices=(*notices, *loose_note))
     base = plan.base or git.run_git(["merge-base", plan.target_sha, plan.child_sha],
                                     tree.repo).stdout.strip()
     text = gitmerge.diff_text(tree.repo, base, plan.child_sha, stat=stat)
     notice = (f"merging {child} into {target} now would conflict in "
               f"{', '.join(plan.conflicts)}; shown: {child}'s own changes since they parted")
-    return NodeDiff(child, target, text, plan.conflicts, (notice,))
+    return NodeDiff(child, target, _joined(text, loose), plan.conflicts,
+                    (notice, *loose_note))
+
+
+UNCOMMITTED_HEADER = "# uncommitted in {worktree} (a merge brings these only once committed):"
+"""The line that opens the uncommitted part of ``node diff``'s output."""
+
+
+def _uncommitted(tree: Tree, child: str, *, stat: bool) -> tuple[str, tuple[str, ...]]:
+    """The child's worktree changes not committed yet (tracked edits and untracked files
+    git does not ignore; its node directory aside), under ``UNCOMMITTED_HEADER``, and the
+    notice that says so; ('', ()) when there are none or no worktree to look at."""
+    from fractal.errors import FractalError
+
+    worktree = tree.node(child).worktree
+    if not worktree.is_dir():
+        return "", ()
+    try:
+        now = gitmerge.worktree_tree(worktree)
+        text = gitmerge.diff_text(worktree, "HEAD", now, stat=stat)
+    except FractalError:
+        return "", ()
+    if not text:
+        return "", ()
+    header = UNCOMMITTED_HEADER.format(worktree=worktree)
+    return f"{header}\n{text}", (f"{child}'s worktree holds uncommitted changes, shown "
+                                 "after a '# uncommitted' line",)
+
+
+def _joined(committed: str, loose: str) -> str:
+    return "\n".join(part for part in (committed, loose) if part)
 
 
 def uncommitted_note(tree: Tree, branch: str) -> str:

@@ -47,7 +47,7 @@ from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
-from fractal.workspace.conflict_guard import operation_in_progress
+from fractal.workspace.conflict_guard import operation_in_progress, unmerged_paths
 from fractal.workspace.handback import HandBack, clear_note, read_note, write_note
 from fractal.workspace.nodedir import read_config
 
@@ -120,7 +120,22 @@ def _facts(ctx: Context, child: str, target: str, target_wt: Path,
         caller_is_target_loop=ctx.loop_branch == target, force=force,
         budget_landing=last is not None and last.status is Status.EXITED
         and last.exit_code == 0,
-        handed_back=read_note(tree.node(child).node_dir) is not None)
+        **_hand_back_facts(tree, child))
+
+
+def _hand_back_facts(tree: Tree, child: str) -> dict[str, bool]:
+    """``handed_back`` / ``hand_back_resolved`` of ``MergeFacts``: whether the conflict a
+    hand-back left in ``child`` is still there (its branch lacks the target's tip the
+    hand-back brought, or its worktree still has the merge in progress or unmerged paths)
+    or was concluded since (resolved and committed, by its loop or by hand)."""
+    note = read_note(tree.node(child).node_dir)
+    if note is None:
+        return {"handed_back": False, "hand_back_resolved": False}
+    child_wt = tree.node(child).worktree
+    concluded = bool(note.target_sha) and gitmerge.contains(tree.repo, child, note.target_sha)
+    if concluded and child_wt.is_dir():
+        concluded = operation_in_progress(child_wt) is None and not unmerged_paths(child_wt)
+    return {"handed_back": not concluded, "hand_back_resolved": concluded}
 
 
 def _title(tree: Tree, ledger: Ledger, child: str) -> str | None:
@@ -177,7 +192,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                            "work")
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
-                                                 BODY_SUBJECTS)
+                                                 BODY_SUBJECTS, base=plan.base)
         message = merge_subject(target, child, _title(tree, ledger, child)) + "\n\n" + \
             merge_body(subjects, gitmerge.diffstat_lines(target_wt, plan.target_sha,
                                                          plan.tree or ""))

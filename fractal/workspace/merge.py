@@ -67,6 +67,7 @@ __all__ = [
     "subjects_since_merge",
     "untracked_in_the_way",
     "worktree_of_branch",
+    "worktree_tree",
     "write_squash_commit",
 ]
 
@@ -184,6 +185,16 @@ def diff_text(repo: Path, old: str, new: str, *, stat: bool) -> str:
                     f":(exclude){NODE_DIRS}"], repo).stdout.rstrip("\n")
 
 
+def worktree_tree(worktree: Path) -> str:
+    """The tree of ``worktree``'s files as they are on disk now: its HEAD's tree with every
+    tracked change and every untracked file git does not ignore, written from a scratch
+    index (the worktree's own index and files are not touched). Raises GitError."""
+    with _scratch_index() as env:
+        run_git(["read-tree", "HEAD"], worktree, env=env)
+        run_git(["add", "-A", "--", "."], worktree, env=env)
+        return run_git(["write-tree"], worktree, env=env).stdout.strip()
+
+
 def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
     """``git diff --stat`` between two tree-ishes, one line per file plus the summary."""
     out = run_git(["diff", "--stat=100", "--no-color", "--no-ext-diff", old, new], repo).stdout
@@ -191,11 +202,12 @@ def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
 
 
 def subjects_since_merge(repo: Path, child_sha: str, target_sha: str,
-                         limit: int) -> list[str]:
+                         limit: int, base: str | None = None) -> list[str]:
     """Subjects of the child's own commits not yet merged, newest first (at most ``limit``
     + 1, so the caller can tell there are more). Commits before the newest merge-base
-    advance already travelled; merge commits are left out."""
-    exclude = [f"^{target_sha}"]
+    advance already travelled, and so did those up to ``base`` (``SquashPlan.base``: the
+    merge base the squash uses); merge commits are left out."""
+    exclude = [f"^{target_sha}"] + ([f"^{base}"] if base else [])
     merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
                       f"^{target_sha}"], repo).stdout.split()
     for commit in merges:

@@ -3,9 +3,9 @@ branch, and tell which of its commits its target does not hold yet.
 
 "Merged" is judged by content, not ancestry: a node's work lands on its target as a
 squash commit, so its own commits never become ancestors of the target. A branch is
-merged when merging it into the target now would change nothing outside ``.fractal/``
-(node directories never travel to a target): ``git merge-tree --write-tree`` computes
-that merge without touching any worktree or index.
+merged when ``fractal node merge`` would find nothing new to bring: the same squash plan
+(``merge.plan_squash``, on the merge base it picks) computed without touching any
+worktree or index.
 """
 
 from __future__ import annotations
@@ -14,14 +14,11 @@ import shutil
 from pathlib import Path
 
 from fractal.workspace.git import branch_exists, run_git
-from fractal.workspace.mergebase import based_on, merge_base
+from fractal.workspace.merge import LandedMerge, plan_squash, subjects_since_merge
 from fractal.workspace.nodedir import BLOCK_BEGIN, BLOCK_END, write_atomic
 
 __all__ = ["delete_branch", "drop_worktree", "remove_exclude_block", "restore_worktree",
            "unmerged_commits"]
-
-_OUTSIDE_NODE_DIRS = (".", ":(exclude).fractal")
-"""Pathspecs of everything but node directories (``.fractal/<branch>/``)."""
 
 MAX_SUBJECTS = 200
 """At most this many commit subjects are read for a refusal's listing."""
@@ -56,33 +53,32 @@ def delete_branch(repo: Path, branch: str) -> bool:
     return True
 
 
-def unmerged_commits(repo: Path, branch: str, target: str) -> tuple[str, ...]:
+def unmerged_commits(repo: Path, branch: str, target: str,
+                     landed: LandedMerge | None = None) -> tuple[str, ...]:
     """Subjects (newest first) of ``branch``'s commits whose work ``target`` lacks.
 
-    Empty when merging ``branch`` into ``target`` would change no file outside node
-    directories (a squash merge already landed it, or it never changed anything), and when
-    ``branch`` is gone. Otherwise the commits of ``target..branch`` that touch files
-    outside node directories and came after the last merge, at most MAX_SUBJECTS of
-    them; when there is none (the difference comes from ``target`` having moved on alone)
-    the listing is empty too. The merge is computed on ``mergebase.merge_base``.
-    Raises GitError when ``target`` is not a commit.
+    The question is the one ``fractal node merge`` asks, answered by the same code
+    (``merge.plan_squash`` on the base it picks, ``landed`` being the branch's newest
+    merge into ``target`` that landed, from the tree's records): empty when that merge
+    would bring nothing (a squash merge already landed the work, or it never changed
+    anything that travels), and when ``branch`` is gone. Otherwise the subjects of the
+    commits since the last merge (``merge.subjects_since_merge``), at most MAX_SUBJECTS;
+    when only merge commits carry the difference, one line says how many files differ, so
+    the listing is never empty while work would be lost. Raises GitError when ``target``
+    is not a commit.
     """
     if not branch_exists(repo, branch):
         return ()
-    base = merge_base(repo, branch, target)  # git's own is wrong after a merge
-    pair = [target, branch] if base is None else list(based_on(repo, base, target, branch))
-    merged = run_git(["merge-tree", "--write-tree", "--no-messages", *pair], repo,
-                     check=False)
-    if merged.returncode == 0:
-        tree = merged.stdout.split("\n", 1)[0].strip()
-        diff = run_git(["diff", "--quiet", target, tree, "--", *_OUTSIDE_NODE_DIRS], repo,
-                       check=False)
-        if diff.returncode == 0:
-            return ()
-    since = [] if base is None else [f"^{base}"]  # what travelled before is merged
-    log = run_git(["log", f"--max-count={MAX_SUBJECTS}", "--format=%s", "--end-of-options",
-                   f"{target}..{branch}", *since, "--", *_OUTSIDE_NODE_DIRS], repo)
-    return tuple(line for line in log.stdout.splitlines())
+    plan = plan_squash(repo, branch, target, landed)
+    if plan.tree is not None and not plan.files:
+        return ()
+    subjects = subjects_since_merge(repo, plan.child_sha, plan.target_sha, MAX_SUBJECTS - 1,
+                                    base=plan.base)
+    if subjects:
+        return tuple(subjects)
+    what = (f"{len(plan.conflicts)} conflicting file(s)" if plan.tree is None
+            else f"{len(plan.files)} file(s)")
+    return (f"(merge commits of {branch} that change {what} {target} lacks)",)
 
 
 def remove_exclude_block(common_dir: Path) -> bool:

@@ -191,6 +191,28 @@ def test_an_unresolved_hand_back_is_refused_with_the_ways_that_work(setup: Setup
     assert merge_node(open_context(setup.repo), "a").status == "merged"
 
 
+def test_a_hand_back_resolved_by_hand_after_its_run_exited_merges(setup: Setup) -> None:
+    """The run re-armed by the hand-back exited without resolving it: refused (naming
+    --force) while the conflict is there, merged once it is resolved and committed by
+    hand, as the refusal says."""
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    merge_node(open_context(setup.repo), "a", hand_back=True)
+    ledger = Ledger(setup.tree.db_path)
+    run = ledger.open_run("main.a", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
+    setup.set_status("main.a", "exited")
+    with pytest.raises(Refused, match=r"still holds the conflict.*--force"):
+        merge_node(open_context(setup.repo), "a")
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return int(a) + b + 0\n")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")
+    assert merge_node(open_context(setup.repo), "a").status == "merged"
+    assert git(setup.repo, "show", "main:calc/ops.py") == \
+        "def add(a, b):\n    return int(a) + b + 0"
+
+
 def test_a_child_whose_run_landed_on_its_budget_merges(setup: Setup) -> None:
     setup.write(setup.wt("a"), "calc/more.py", "X = 1\n", "a")
     ledger = Ledger(setup.tree.db_path)
@@ -426,3 +448,26 @@ def test_a_child_handed_back_while_its_parent_stops_is_not_re_armed(setup: Setup
     row = ledger.node("main.a.c")
     assert row is not None and row.status.value == "completed"  # no new run
     assert "<<<<<<<" in (child_wt / "calc" / "ops.py").read_text()  # the conflict waits
+
+
+def test_diff_shows_the_uncommitted_work_at_a_gate_labelled(setup: Setup) -> None:
+    """At a gate on EXECUTE the work is not committed yet: the diff shows it, under its
+    own heading, instead of saying the target holds everything."""
+    wt = setup.wt("a")
+    (wt / "g2.txt").write_text("new work\n")  # untracked, not ignored
+    (wt / "calc" / "ops.py").write_text("def add(a, b):\n    return b + a\n")
+    (wt / ".fractal" / "main.a" / "scratch.txt").write_text("never shown\n")
+    shown = node_diff(open_context(setup.repo), "a")
+    header, _, rest = shown.text.partition("\n")
+    assert header.startswith("# uncommitted in ") and str(wt) in header
+    assert "+new work" in rest and "+    return b + a" in rest and "scratch" not in rest
+    assert any("nothing new committed" in n for n in shown.notices)
+    assert not any(n.startswith("nothing new:") for n in shown.notices)
+    stat = node_diff(open_context(setup.repo), "a", stat=True)
+    assert "g2.txt" in stat.text and "2 files changed" in stat.text
+    assert git(wt, "status", "--porcelain") != "" and "g2.txt" not in git(wt, "ls-files")
+    (wt / "calc" / "more.py").write_text("m = 1\n")  # committed work comes first
+    git(wt, "add", "calc/more.py")
+    git(wt, "commit", "-q", "-m", "more")
+    both = node_diff(open_context(setup.repo), "a", stat=True).text
+    assert both.index("calc/more.py") < both.index("# uncommitted") < both.index("g2.txt")

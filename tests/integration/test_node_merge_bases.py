@@ -141,3 +141,40 @@ def test_a_merged_child_has_no_unmerged_commits_though_its_target_has_work_of_it
     assert unmerged_commits(repo, "main.a", "main") == ()
     _commit(a, "out/a.txt", "a 2\n")
     assert unmerged_commits(repo, "main.a", "main") == ("write out/a.txt",)
+
+
+def test_two_siblings_merged_with_delete_are_both_deleted(tree: Tree) -> None:
+    """Each child of P writes its own file; each merge lands and deletes its child: the
+    second child's branch holds nothing P lacks, whatever git's own base says."""
+    from fractal.lifecycle.merge import merge_then_clean
+
+    repo = tree.repo
+    for name in ("c1", "c2"):
+        init_node(open_context(repo), name, {}, parent="a")
+        _commit(tree.worktree_of(f"main.a.{name}"), f"{name}.txt", f"{name}\n")
+    for name in ("c1", "c2"):
+        done = merge_then_clean(open_context(repo), f"a.{name}", then="delete")
+        assert done.status == "merged" and f"deleted main.a.{name}" in done.notices
+    assert {"c1.txt", "c2.txt"} <= _files(repo, "main.a")
+    assert not any(b.startswith("main.a.") for b in git(repo, "branch", "--format=%(refname:short)").split())
+
+
+def test_delete_asks_the_merges_question_when_the_advance_never_landed(tree: Tree) -> None:
+    """The child's last advance never landed (it moved during the merge) and the target
+    went on editing the same file: the merge says nothing is new (its records name what
+    landed), and so does the delete check."""
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _commit(a, "soak/log.txt", "line 1\n", append=True)
+    assert merge_node(open_context(repo), "a").status == "merged"
+    _commit(a, "soak/log.txt", "line 2\n", append=True)
+    tip = git(repo, "rev-parse", "main.a")
+    assert merge_node(open_context(repo), "a").status == "merged"
+    git(repo, "update-ref", "refs/heads/main.a", tip)  # as if the advance never landed
+    _commit(repo, "soak/log.txt", "the target's line\n", append=True)
+    assert merge_node(open_context(repo), "a").status == "nothing"
+    from fractal.lifecycle.mergetarget import landed_merge
+
+    assert unmerged_commits(repo, "main.a", "main", landed_merge(tree, "main.a", "main")) == ()
+    from fractal.lifecycle.delete import delete
+
+    assert [d.branch for d in delete(open_context(repo), "a")] == ["main.a"]

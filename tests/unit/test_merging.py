@@ -116,3 +116,19 @@ def test_an_exited_child_holding_a_handed_back_conflict_is_sent_back_to_resolve_
                        force=False, handed_back=True)
     why = merge_refusal(facts)
     assert why is not None and "fractal node start --continue main.l.b" in why
+
+
+@pytest.mark.parametrize(("handed_back", "resolved", "refused_with"), [
+    (True, False, "--force"),          # the conflict is still there
+    (False, True, None),               # concluded since: the exited run does not count
+    (False, False, "broke down"),      # no hand-back: an exited run is a breakdown
+])
+def test_an_exited_run_after_a_hand_back_refuses_only_while_the_conflict_is_there(
+        handed_back: bool, resolved: bool, refused_with: str | None) -> None:
+    from fractal.domain.merging import MergeFacts, merge_refusal
+
+    facts = MergeFacts(child="main.h2", target="main", child_status="exited",
+                       target_status=None, last_run_status="exited", unapproved_gate=None,
+                       handed_back=handed_back, hand_back_resolved=resolved)
+    why = merge_refusal(facts)
+    assert (why is None) if refused_with is None else (why is not None and refused_with in why)
