@@ -3,10 +3,10 @@
 Data path: one build thread waits for a wake (a watchdog event on the database files,
 a verb's result) or 1 s (the poll), then calls ``Builder.build()``, which stats the
 database files and node dirs and reads only when they changed, and returns the same
-object when nothing did (every RECHECK_S it builds regardless, for the states no write
-announces: a stall, a supervisor gone); the UI applies a new snapshot only (tree labels updated in
-place, the tree rebuilt only when its members change, a pane only when its text
-changed). Elapsed step times tick on the UI thread from the snapshot, without reads.
+object when nothing did (every RECHECK_S a forced build: a stall, a supervisor gone); the
+UI applies a new snapshot only (tree labels updated in place, the tree rebuilt only when
+its members change, a pane only when its text changed). Elapsed step times tick on the
+UI thread from the snapshot, without reads.
 Keys call the lifecycle functions the CLI verbs call, in thread workers, confirmed first
 when destructive; the dashboard itself never writes.
 """
@@ -39,10 +39,7 @@ if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
 
 REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
-RECHECK_S = 15.0
-"""Seconds between builds forced without a database change: a stall and a supervisor gone
-are states of the clock and of /proc, which no write announces (only the active nodes'
-facts are re-read, so it stays cheap)."""
+RECHECK_S = 15.0  # a forced build: a stall or a supervisor gone is announced by no write
 FILTERS = ("all", "attention", "active")
 
 CSS = """
@@ -163,10 +160,9 @@ class Dashboard(App[None]):
             if self._stop.is_set():
                 return
             recheck = time.monotonic() - forced >= RECHECK_S
-            if recheck:
-                forced = time.monotonic()
+            forced = time.monotonic() if recheck else forced
             try:
-                snap = self.builder.build(force=True) if recheck else self.builder.build()
+                snap = self.builder.build(force=recheck)
             except FractalError:  # a locked database, say: the next wake reads again
                 continue
             if snap is not self.snapshot:
@@ -347,14 +343,7 @@ class Dashboard(App[None]):
                             "kill", lambda: kill(self.verb_context(), view.branch))
 
     def action_approve(self) -> None:
-        view = self._target()
-        if view is not None:
-            self.approve_flow(view.branch)
-
-    @work(thread=True, group="verb")
-    def approve_flow(self, branch: str) -> None:
-        """Show the gate and its diffstat, then approve on ``y``."""
-        self.prepare("approve", lambda: flows.start_approve(self, branch))
+        flows.approve_key(self)
 
     def prepare(self, label: str, step: Callable[[], object]) -> None:
         """Run a key's preparation (reading a gate, a diffstat) as a verb is run; notify

@@ -66,6 +66,16 @@ def update_panes(app: Dashboard, previous: Snapshot | None, snap: Snapshot) -> N
         app.show_node()
 
 
+def approve_key(app: Dashboard) -> None:
+    """``a``: show the selected node's gate and its diffstat (read off the UI thread),
+    then approve on ``y``."""
+    view = app._target()
+    if view is not None:
+        branch = view.branch
+        app.run_worker(lambda: app.prepare("approve", lambda: start_approve(app, branch)),
+                       thread=True, group="verb")
+
+
 def merge_key(app: Dashboard) -> None:
     """``m``: merge the selected node (the diffstat is read off the UI thread)."""
     view = app._target()

@@ -1,0 +1,110 @@
+"""The facts the attention rules read about one node (``domain.attention``): its newest
+run, open gates, failed merge, usage-window wait, unread messages to the operator and
+its children's state, as the store reads them. Pure values; instants are epoch seconds,
+spend USD (None unknown)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fractal.domain.subtree import Unsettled
+
+__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "UsageHold"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A step awaiting its parent's approval: row id, name, when it opened (epoch s), the
+    ``diffstat`` of the node's branch against its parent's (None when unknown)."""
+
+    step_id: int
+    step_name: str
+    since: float
+    diffstat: str | None = None
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """The node's newest ``merges`` row when it did not land (status ``failed``): its id,
+    the target, the reason (a conflict, a hand-back, a rolled-back interruption) and
+    when it was booked (epoch s)."""
+
+    merge_id: int
+    target: str
+    reason: str
+    since: float
+    unresolved: str | None = None
+    """The child's worktree path when it still holds the handed-back merge, unresolved."""
+
+    @property
+    def handed_back(self) -> bool:
+        """True when the conflict was handed to the child's loop to resolve."""
+        return "handed back" in self.reason
+
+
+@dataclass(frozen=True)
+class UsageHold:
+    """An open usage-window wait of the node's run: its ``usage_wait`` event id, when it
+    began and until when (epoch s; None unknown), and the window's name."""
+
+    event_id: int
+    since: float
+    until: float | None
+    window: str = ""
+
+
+@dataclass(frozen=True)
+class Note:
+    """A radio message a node sent to the operator (the root's ``inbox``), still unread
+    by the operator: its id, subject, priority and when it was sent (epoch s)."""
+
+    uuid: str
+    subject: str
+    since: float
+    priority: int = 5
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the store knows about one node, for the detectors.
+
+    ``run_*`` describe its newest run (``run_id`` None: it never ran); ``run_spent`` USD
+    of that run's own steps, None when no step recorded a cost. ``last_write`` is the
+    newest instant the node wrote anything (a row, its pane transcript); ``gone`` is True
+    for an active node whose supervisor is provably gone (shown, never written).
+    ``paused_since``/``pause_reason`` come from its newest ``pause`` event (the loop's
+    ``parked ...``); ``pause_asked`` is the reason given with the pause that parked it
+    (``fractal node pause --reason``), empty when none was.
+    ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
+    wait; ``running_below`` its descendants still running (``with_running_below`` fills
+    it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
+    read, oldest first. ``waiting_children`` is True while its loop waits for its
+    children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
+    never ran (``with_running_below`` fills it): nothing starts them but a command.
+    ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
+    """
+
+    branch: str
+    status: str
+    run_id: int | None = None
+    run_status: str | None = None
+    run_exit: int | None = None
+    run_reason: str = ""
+    run_ended: float | None = None
+    run_spent: float | None = None
+    run_cap: float | None = None
+    gates: tuple[Gate, ...] = ()
+    last_write: float | None = None
+    step_timeout: int | None = None
+    gone: bool = False
+    paused_since: float | None = None
+    pause_reason: str = ""
+    pause_asked: str = ""
+    title: str = ""
+    merge: HandBack | None = None
+    usage: UsageHold | None = None
+    running_below: tuple[Unsettled, ...] = ()
+    to_operator: tuple[Note, ...] = ()
+    waiting_children: bool = False
+    unstarted: tuple[str, ...] = ()
+    merged_at: float | None = None
