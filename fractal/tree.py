@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,7 +232,8 @@ def caller_branch(cwd: Path, tree: Tree, top: Path | None = None) -> str:
     return tree.root
 
 
-def resolve_node(name: str, known: Sequence[str], tree: Tree, *, near: str | None = None) -> str:
+def resolve_node(name: str, known: Sequence[str], tree: Tree, *,
+                 near: str | Callable[[], str | None] | None = None) -> str:
     """Resolve a user-typed node name against the registered branches ``known``.
 
     Accepts the full branch, the branch relative to the root (``parser.lexer``), or a
@@ -240,10 +241,15 @@ def resolve_node(name: str, known: Sequence[str], tree: Tree, *, near: str | Non
     name (None outside any loop): a name that is not a full branch is then looked for
     first among ``near``'s own children (``near.NAME``), then among its descendants (a
     unique one ending in ``.NAME``), and only then over the whole tree as outside a loop.
+    ``near`` may be a function that finds it: it is called only when the name ends more
+    than one branch, since every candidate ends with ``.NAME`` and one or none resolves
+    alike near any node (finding the loop's node reads the process's ancestry).
     Raises NodeNotFound naming the candidates when the name is ambiguous or unknown.
     """
     if name in known:
         return name
+    if callable(near):
+        near = near() if sum(b.endswith("." + name) for b in known) > 1 else None
     if near is not None:
         child = f"{near}.{name}"
         if child in known:

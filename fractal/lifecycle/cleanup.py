@@ -32,7 +32,7 @@ def node_named(ctx: Context, name: str) -> str:
     """The registered branch ``name`` names. Raises NodeNotFound; Refused for the root
     (the root is not a node: ``fractal reset``/``destroy`` act on the tree)."""
     branch = resolve_node(name, [*ctx.known(), ctx.tree.root], ctx.tree,
-                          near=ctx.loop_near)
+                          near=lambda: ctx.loop_near)
     if branch == ctx.tree.root:
         raise Refused(f"{branch} is the tree's root, not a node; `fractal reset` removes "
                       "every node, `fractal destroy` the tree")

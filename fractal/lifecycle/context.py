@@ -195,7 +195,7 @@ class Context:
         if not name:
             return self.caller
         return resolve_node(name, [*self.known(), self.tree.root], self.tree,
-                            near=self.loop_near)
+                            near=lambda: self.loop_near)
 
     @property
     def loop_near(self) -> str | None:

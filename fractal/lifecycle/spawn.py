@@ -114,7 +114,7 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
     validate_name(name)
     ledger = ctx.ledger
     known = [row.node for row in ledger.nodes()]
-    parent_branch = (resolve_node(parent, [*known, tree.root], tree, near=ctx.loop_near)
+    parent_branch = (resolve_node(parent, [*known, tree.root], tree, near=lambda: ctx.loop_near)
                      if parent else ctx.caller)
     if parent_branch != tree.root and parent_branch not in known:
         raise NodeNotFound(f"parent {parent_branch} is not a registered node")

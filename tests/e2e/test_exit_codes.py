@@ -44,7 +44,7 @@ if _where == "verb":  # after the command found its tree
 elif _where == "tree":  # before any tree is known
     import fractal.tree
 
-    fractal.tree.find_tree = _boom
+    fractal.tree.find_tree = fractal.tree.locate = _boom
 '''
 
 
