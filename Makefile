@@ -22,7 +22,7 @@ demo: bootstrap
 # and CLI process the suite starts recompile fractal's modules. Beside it, one collection
 # with bytecode writing on leaves pytest's assertion-rewritten test modules in __pycache__:
 # without it each of the four workers rewrites every test module again (about 6 s of CPU
-# each); its output is dropped, the real run reports any collection error. Six workers on
+# each); its output is dropped, the real run reports any collection error. Four workers on
 # two cores: most tests wait on child processes (supervisors, agents, tmux), not on the
 # CPU. The longest tests start first (tests/durations.json; docs/architecture.md says how
 # to regenerate it), so the run ends with short tests on every worker.
@@ -31,7 +31,7 @@ test: bootstrap
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p no:cacheprovider --collect-only -q \
 	  -n 0 $(PYTEST_ARGS) >/dev/null 2>&1; \
 	wait $$compiling
-	$(BIN)/python -m pytest -n 6 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 4 $(PYTEST_ARGS)
 
 # Only the real-CLI tier: the pinned claude and codex, installed from npm into .cache/agents
 # on first use (skipped, with the reason, when npm or its registry is unavailable).
