@@ -21,6 +21,7 @@ untouched or fully merged; the next merge into it settles the row.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
-from fractal.workspace.conflict_guard import operation_in_progress, unmerged_paths
+from fractal.workspace.conflict_guard import marker_files, operation_in_progress, unmerged_paths
 from fractal.workspace.handback import HandBack, clear_note, read_note, write_note
 from fractal.workspace.nodedir import read_config
 
@@ -319,6 +320,12 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
     dirty = [p for p in git.changed_paths(child_wt)
              if not p.startswith(_own_dir_prefix(child))]
     if dirty:
+        marked = marker_files(child_wt, dirty)
+        if marked:  # an interrupted hand-back's files: committing them would keep markers
+            raise refuse(f"{child}'s worktree has uncommitted files holding conflict markers "
+                         f"({', '.join(marked[:10])}), as an interrupted hand-back leaves "
+                         f"them; drop them there with `git checkout -- {shlex.join(marked[:10])}` "
+                         "(or resolve and commit them), then merge again")
         raise refuse(f"{child}'s worktree has uncommitted changes ({', '.join(dirty[:10])}); "
                       "commit them there before handing a conflict back")
     left = gitmerge.hand_back_merge(

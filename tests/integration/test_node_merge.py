@@ -165,6 +165,20 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
         "main.a handed back into main", "main.a merged into main"], subjects
 
 
+def test_a_hand_back_over_marker_files_left_uncommitted_says_to_drop_them(setup: Setup) -> None:
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
+    left = "<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> main\n"  # an interrupted one's
+    (wt / "calc" / "ops.py").write_text(left)
+    before = snapshot(wt)
+    with pytest.raises(Refused) as refused:
+        merge_node(open_context(setup.repo), "a", hand_back=True)
+    assert "conflict markers (calc/ops.py)" in str(refused.value)
+    assert "git checkout -- calc/ops.py" in str(refused.value)
+    assert snapshot(wt) == before and (wt / "calc" / "ops.py").read_text() == left
+
+
 def test_an_unresolved_hand_back_is_refused_with_the_ways_that_work(setup: Setup) -> None:
     wt = setup.wt("a")
     setup.write(wt, "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
