@@ -408,6 +408,17 @@ class LoopTree:
 
     # -- runs ---------------------------------------------------------------------------
 
+    def during(self, label: str, action: Callable[[], None]) -> None:
+        """Run ``action`` once, when the first step whose STEP_LABEL contains ``label``
+        starts (a SYNC launch aside); what it raises is raised at that spawn."""
+        done: list[bool] = []
+
+        def hook(call: FakeCall) -> None:
+            if not done and label in call.label and not call.is_sync:
+                done.append(True)
+                action()
+        self.launcher.on_spawn.append(hook)
+
     def run(self, name: str, *, resume: bool = False, parked_for: float = 0.0) -> int:
         """Run node ``name``'s supervisor in this process until the run ends or parks.
         ``resume`` records the operator's resume (as ``fractal node resume`` does before

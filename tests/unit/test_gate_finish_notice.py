@@ -4,23 +4,11 @@ In-process loop on the fake clock, the real verbs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from tests.loopfakes import FakeCall, LoopTree, loop_tree
+from tests.loopfakes import LoopTree, loop_tree
 
 __all__ = ["loop_tree"]
-
-
-def _at_spawn(t: LoopTree, label: str, action: Callable[[], None]) -> None:
-    done: list[bool] = []
-
-    def hook(call: FakeCall) -> None:
-        if not done and label in call.label and not call.is_sync:
-            done.append(True)
-            action()
-    t.launcher.on_spawn.append(hook)
 
 
 def _subjects(t: LoopTree) -> list[str]:
@@ -34,7 +22,7 @@ def test_a_gate_closed_at_once_by_a_pending_verb_is_not_announced(
     steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork",
              "02-B.md": "[stub:write=b.txt:b]"}
     t.node("quick", steps, "--no-sync", "--max-iters", "3")
-    _at_spawn(t, "(A)", lambda: t.cli("node", verb, "quick"))  # pending before the gate
+    t.during("(A)", lambda: t.cli("node", verb, "quick"))  # pending before the gate
     t.run("quick")
     assert not [s for s in _subjects(t) if "awaits approval" in s]
     assert t.sql("SELECT step_name, status FROM steps") == [("A", "stopped")]
@@ -44,7 +32,7 @@ def test_a_gate_without_a_pending_verb_is_still_announced(loop_tree: LoopTree) -
     t = loop_tree
     steps = {"01-A.md": "---\nrequires_approval: true\n---\nwork"}
     t.node("held", steps, "--no-sync", "--max-iters", "1")
-    _at_spawn(t, "(A)", lambda: t.clock.after(5, lambda: t.cli("node", "finish", "held")))
+    t.during("(A)", lambda: t.clock.after(5, lambda: t.cli("node", "finish", "held")))
     t.run("held")
     assert [s for s in _subjects(t) if "awaits approval" in s] == [
         "A awaits approval: fractal node approve main.held 1"]

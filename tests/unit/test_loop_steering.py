@@ -11,20 +11,14 @@ import pytest
 
 from fractal.assets import mode_text
 from tests.helpers import git
-from tests.loopfakes import FakeCall, LoopTree, loop_tree
+from tests.loopfakes import LoopTree, loop_tree
 
 __all__ = ["loop_tree"]
 
 
 def _during(t: LoopTree, label: str, action: Callable[[], None]) -> None:
     """Run ``action`` once, when the step whose STEP_LABEL contains ``label`` starts."""
-    done: list[bool] = []
-
-    def hook(call: FakeCall) -> None:
-        if not done and label in call.label and not call.is_sync:
-            done.append(True)
-            action()
-    t.launcher.on_spawn.append(hook)
+    t.during(label, action)
 
 
 def test_stop_ends_the_run_after_the_current_step(loop_tree: LoopTree) -> None:

@@ -19,13 +19,9 @@ __all__ = ["loop_tree"]
 
 def _hangup_during(t: LoopTree, label: str, signum: int = signal.SIGHUP) -> None:
     """The host goes away (the signal handler raises) when step ``label`` starts, once."""
-    done: list[bool] = []
-
-    def hook(call: FakeCall) -> None:
-        if not done and label in call.label and not call.is_sync:
-            done.append(True)
-            raise Interrupted(signum)
-    t.launcher.on_spawn.append(hook)
+    def hang_up() -> None:
+        raise Interrupted(signum)
+    t.during(label, hang_up)
 
 
 @pytest.mark.parametrize(("signum", "name"), [(signal.SIGHUP, "SIGHUP"),
