@@ -98,15 +98,22 @@ def test_a_clean_hand_back_on_the_squash_base_is_left_staged_with_nothing_delete
     assert merge_node(open_context(repo), "a").status == "nothing"
 
 
-def test_a_re_merge_after_an_advance_that_never_landed_does_not_conflict(tree: Tree) -> None:
+def _merged_twice_without_the_last_advance(tree: Tree) -> None:
+    """``main.a`` merged twice into main, its branch then put back to before the second
+    merge's advance: as when the child committed during that merge, so the advance could
+    not land."""
     repo, a = tree.repo, tree.worktree_of("main.a")
     _commit(a, "soak/log.txt", "line 1\n", append=True)
     assert merge_node(open_context(repo), "a").status == "merged"
     _commit(a, "soak/log.txt", "line 2\n", append=True)
     tip = git(repo, "rev-parse", "main.a")
     assert merge_node(open_context(repo), "a").status == "merged"
-    # the child committed during that merge, so its base advance could not land
     git(repo, "update-ref", "refs/heads/main.a", tip)
+
+
+def test_a_re_merge_after_an_advance_that_never_landed_does_not_conflict(tree: Tree) -> None:
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _merged_twice_without_the_last_advance(tree)
     _commit(a, "soak/log.txt", "line 3\n", append=True)
     again = merge_node(open_context(repo), "a")
     assert again.status == "merged" and again.conflicts == ()
@@ -163,13 +170,8 @@ def test_delete_asks_the_merges_question_when_the_advance_never_landed(tree: Tre
     """The child's last advance never landed (it moved during the merge) and the target
     went on editing the same file: the merge says nothing is new (its records name what
     landed), and so does the delete check."""
-    repo, a = tree.repo, tree.worktree_of("main.a")
-    _commit(a, "soak/log.txt", "line 1\n", append=True)
-    assert merge_node(open_context(repo), "a").status == "merged"
-    _commit(a, "soak/log.txt", "line 2\n", append=True)
-    tip = git(repo, "rev-parse", "main.a")
-    assert merge_node(open_context(repo), "a").status == "merged"
-    git(repo, "update-ref", "refs/heads/main.a", tip)  # as if the advance never landed
+    repo = tree.repo
+    _merged_twice_without_the_last_advance(tree)
     _commit(repo, "soak/log.txt", "the target's line\n", append=True)
     assert merge_node(open_context(repo), "a").status == "nothing"
     from fractal.lifecycle.mergetarget import landed_merge
