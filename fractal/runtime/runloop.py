@@ -21,6 +21,7 @@ from fractal.domain.walls import pacing_delay
 from fractal.runtime.checks import CheckVerdict, run_exit_check
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.gates import WaitEnd, drain_children
+from fractal.runtime.heap import between_iterations
 from fractal.runtime.iteration import IterationResult, IterationRunner
 from fractal.runtime.steering import Park
 from fractal.workspace.nodedir import read_config
@@ -40,6 +41,7 @@ class RunLoop(LoopPart):
         exit check or a crash loop ends the run. A resume re-enters ``state.reentry``
         first, without the checks at an iteration's top (it is not a new iteration)."""
         while True:
+            between_iterations()
             self.refresh_live()
             if self.state.reentry is None and self._ends_at_top():
                 return

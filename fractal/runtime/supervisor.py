@@ -29,7 +29,7 @@ from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason,
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
-from fractal.runtime import processes
+from fractal.runtime import heap, processes
 from fractal.runtime.adopt import AWAITING_APPROVAL, adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,
@@ -90,8 +90,9 @@ class Supervisor:
         """Boot, run iterations until the run ends (or parks), finalize. Never raises.
 
         ``own_process`` (the pane's supervisor) also installs the signal handlers, makes
-        this process the subreaper of what it starts, watches ``<node_dir>/.wake`` and
-        exports the launch environment; an in-process run (a test) does none of that.
+        this process the subreaper of what it starts, watches ``<node_dir>/.wake``,
+        freezes its boot heap (``heap``) and exports the launch environment; an
+        in-process run (a test) does none of that.
         """
         node = self.paths.branch
         resume = self.options.resume_mode
@@ -109,6 +110,7 @@ class Supervisor:
                 signal.signal(sig, raise_interrupted)
             processes.become_subreaper()
             self.waker.watch(self.paths.node_dir)
+            heap.freeze_boot_heap()
         try:
             return self._run()
         except Park as exc:

@@ -62,12 +62,23 @@ class Waker:
         return IDLE_POLL_SECONDS if self._observer is not None else POLL_SECONDS
 
     def watch(self, directory: Path, filename: str = WAKE_FILE) -> bool:
-        """Start a watchdog observer that wakes on any change to ``directory/filename``.
+        """Start a watchdog observer that wakes when ``directory/filename`` is written
+        and closed, created, or moved into place (a touch writes and closes it).
 
+        Only those kinds of event are asked of the kernel: the directory also holds the
+        supervisor's and the pane's logs, and each append to them was an event the
+        observer's threads decoded and dispatched (and, in CPython 3.11, the handler's
+        method name built per event stayed in the type attribute cache).
         Returns False (and polling carries on alone) when the observer cannot start.
         """
         try:
-            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.events import (
+                FileClosedEvent,
+                FileCreatedEvent,
+                FileMovedEvent,
+                FileSystemEvent,
+                FileSystemEventHandler,
+            )
             from watchdog.observers import Observer
         except ImportError:  # pragma: no cover - watchdog is a hard dependency
             return False
@@ -83,7 +94,8 @@ class Waker:
         try:
             observer = Observer()
             observer.daemon = True
-            observer.schedule(_Handler(), str(directory), recursive=False)
+            observer.schedule(_Handler(), str(directory), recursive=False,
+                              event_filter=[FileClosedEvent, FileCreatedEvent, FileMovedEvent])
             observer.start()
         except Exception as exc:  # any observer failure degrades to polling
             log.warning("file watcher unavailable (%s); polling the database only", exc)
