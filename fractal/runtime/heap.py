@@ -20,7 +20,7 @@ supervisor built while booting (modules, classes, its own objects: about 28,000)
 the collector's permanent generation once, so ``between_iterations`` can run a full
 collection over only what the loop allocated since (about 0.1 ms, not the 25-40 ms of a
 collection over the whole heap) and clear the attribute cache (refilled by the next
-lookups). Measured on a no-op agent, the resident set grew 160-180 KiB from iteration 20
+lookups). Measured on a no-op agent, the resident set grew 140-180 KiB from iteration 20
 to 200 before, and 0-12 KiB after (docs/benchmarks.md).
 
 Only the pane's supervisor freezes its heap; an in-process run (a test) does not, and
