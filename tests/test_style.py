@@ -224,11 +224,13 @@ def small_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 HELP_FORBIDDEN = (*HEAVY, "psutil", "fractal.runtime")
 # What a read or a steering verb on a node without children never calls: the merge and
-# conflict machinery, the other verbs' command modules, tmux on an idle node, logging.
+# conflict machinery, the other verbs' command modules, tmux on an idle node, the run-end
+# value classes (``domain.reasons`` has what they need), logging.
 MERGING = ("fractal.workspace.merge", "fractal.workspace.mergebase", "fractal.domain.merging",
            "fractal.domain.conflicts", "fractal.lifecycle.mergetarget", "fractal.cli.merge")
 VERB_FORBIDDEN = (*MERGING, "fractal.cli.cleanup", "fractal.cli.cost", "fractal.cli.config",
-                  "fractal.cli.checks", "fractal.tmux", "logging", "secrets")
+                  "fractal.cli.checks", "fractal.tmux", "fractal.domain.outcome", "logging",
+                  "secrets")
 READ_FORBIDDEN = (*HEAVY, "fractal.runtime.supervisor", *VERB_FORBIDDEN, "fractal.cli.steer",
                   "fractal.store.ledger")
 LAZY_CASES = [

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.outcome import ABNORMAL_EXIT
+from fractal.domain.reasons import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import LOOP_NODE_ENV
 from fractal.tree import Tree

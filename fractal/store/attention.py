@@ -19,7 +19,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.domain.outcome import AWAITING_APPROVAL
+from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
 from fractal.store.rows import NodeRow, RunRow, StepRow
