@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from fractal.domain.attention import Kind
 from fractal.domain.notify import batch_env, batch_payload, notify_env, wanted_kinds
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree
@@ -79,6 +78,7 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
 
     Returns None when no command is set or nothing new (of a wanted kind) appeared.
     """
+    from fractal.domain.attention import Kind
     from fractal.lifecycle.inbox import tree_inbox
     from fractal.store.inbox import Claim, InboxStore
 
@@ -313,6 +313,8 @@ def configure(ctx: Context, command: str | None, events: str | None, *,
             raise FractalError("the notify command is empty; pass a command, or --off")
         updates["notify"] = command.strip()
     if events is not None:
+        from fractal.domain.attention import Kind
+
         _, problems = wanted_kinds(events, (k.value for k in Kind))
         if problems:
             raise FractalError("; ".join(problems))
