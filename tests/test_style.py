@@ -278,6 +278,19 @@ def test_steering_verbs_leave_sqlalchemy_out(args: tuple[str, ...], small_tree: 
         assert sorted(m for m in loaded if under(m, VERB_FORBIDDEN)) == []
 
 
+def test_node_start_leaves_merging_and_attention_out(small_tree: Path, tmp_path: Path) -> None:
+    """``node start`` loads its module graph before it parses its flags (``--clean``
+    without ``--continue`` is a usage error, exit 2, before any tmux call): that graph
+    holds none of the merge, attention or usage-window rules, and no logging."""
+    proc, loaded = modules_loaded(("node", "start", "--clean", "n"), cwd=small_tree,
+                                  scratch=tmp_path / "modules.json")
+    assert proc.returncode == 2, proc.stderr
+    assert "fractal.lifecycle.start" in loaded  # the probe saw the start path load
+    forbidden = (*HEAVY, *MERGING, "fractal.domain.attention", "fractal.domain.usage",
+                 "fractal.workspace.teardown", "logging")
+    assert sorted(m for m in loaded if under(m, forbidden)) == []
+
+
 def test_lazy_node_listing_matches_the_commands() -> None:
     """``fractal node --help`` lists the lazily loaded subcommands from a table of their
     first help sentences: it must print what the loaded commands would, at any width."""
