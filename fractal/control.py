@@ -24,14 +24,13 @@ directly, so a budget check never waits on the tree lock nor reaps a child's pro
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.outcome import clip_reason
+from fractal.domain.reasons import clip_reason
 from fractal.domain.signals import Signal, fanout_reason, winning
 from fractal.domain.states import Status
 from fractal.tree import Tree, parent_of
@@ -60,7 +59,6 @@ __all__ = [
     "write_signal",
 ]
 
-log = logging.getLogger(__name__)
 
 WAKE_FILE = ".wake"
 """The file in a node dir whose change wakes that node's supervisor."""
@@ -225,7 +223,9 @@ class Steering:
         try:
             names = {s.signal for s in self.ledger.signals(self.run_id)}
         except Exception as exc:  # a locked database must not crash the loop
-            log.warning("could not read signals: %s", exc)
+            import logging  # the verbs never log: only the loop's reads reach this
+
+            logging.getLogger(__name__).warning("could not read signals: %s", exc)
             return set(self._last_good)
         self._last_good = names
         if Signal.STOP.value in names:

@@ -9,7 +9,6 @@ with its data dir ``<worktree>/.fractal/<branch>/``. The control plane's files (
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -156,6 +155,8 @@ class Tree:
 
     def root_config(self) -> dict[str, object]:
         """The root data dir's config.json (``{}`` when unreadable)."""
+        import json
+
         try:
             data = json.loads(self.config_path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -171,6 +172,8 @@ def trees_in(repo: Path) -> list[Tree]:
     base = repo / ".fractal"
     if not base.is_dir():
         return found
+    import json
+
     for cfg in sorted(base.glob("*/config.json")):
         if cfg.parent.name.startswith("."):
             continue

@@ -223,7 +223,16 @@ def small_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 HELP_FORBIDDEN = (*HEAVY, "psutil", "fractal.runtime")
-READ_FORBIDDEN = (*HEAVY, "fractal.runtime.supervisor")
+# What a read or a steering verb on a node without children never calls: the merge and
+# conflict machinery, the other verbs' command modules, tmux on an idle node, the run-end
+# value classes (``domain.reasons`` has what they need), logging.
+MERGING = ("fractal.workspace.merge", "fractal.workspace.mergebase", "fractal.domain.merging",
+           "fractal.domain.conflicts", "fractal.lifecycle.mergetarget", "fractal.cli.merge")
+VERB_FORBIDDEN = (*MERGING, "fractal.cli.cleanup", "fractal.cli.cost", "fractal.cli.config",
+                  "fractal.cli.checks", "fractal.tmux", "fractal.domain.outcome", "logging",
+                  "secrets")
+READ_FORBIDDEN = (*HEAVY, "fractal.runtime.supervisor", *VERB_FORBIDDEN, "fractal.cli.steer",
+                  "fractal.store.ledger")
 LAZY_CASES = [
     (("--help",), HELP_FORBIDDEN, "fractal.cli"),
     (("node", "--help"), HELP_FORBIDDEN, "fractal.cli.node"),
@@ -232,7 +241,7 @@ LAZY_CASES = [
     (("node", "list"), READ_FORBIDDEN, "fractal.store.reader"),
     (("node", "activity"), READ_FORBIDDEN, "fractal.store.reader"),
     (("node", "list", "--tree"), READ_FORBIDDEN, "fractal.cli.treeview"),
-    (("inbox",), READ_FORBIDDEN, "fractal.store.attention"),
+    (("inbox",), (*HEAVY, "fractal.runtime.supervisor"), "fractal.store.attention"),
     (("open", "--help"), (*HELP_FORBIDDEN, "textual"), "fractal.cli.open"),
 ]
 
@@ -265,6 +274,37 @@ def test_steering_verbs_leave_sqlalchemy_out(args: tuple[str, ...], small_tree: 
     assert proc.returncode in (0, 1), proc.stderr
     assert "fractal.store.db" in loaded  # the probe saw the verb reach the store
     assert sorted(m for m in loaded if under(m, ("sqlalchemy", "alembic"))) == []
+    if args[1] != "resume":  # a resume may relaunch a supervisor in tmux
+        assert sorted(m for m in loaded if under(m, VERB_FORBIDDEN)) == []
+
+
+def test_node_start_leaves_merging_and_attention_out(small_tree: Path, tmp_path: Path) -> None:
+    """``node start`` loads its module graph before it parses its flags (``--clean``
+    without ``--continue`` is a usage error, exit 2, before any tmux call): that graph
+    holds none of the merge, attention or usage-window rules, and no logging."""
+    proc, loaded = modules_loaded(("node", "start", "--clean", "n"), cwd=small_tree,
+                                  scratch=tmp_path / "modules.json")
+    assert proc.returncode == 2, proc.stderr
+    assert "fractal.lifecycle.start" in loaded  # the probe saw the start path load
+    forbidden = (*HEAVY, *MERGING, "fractal.domain.attention", "fractal.domain.usage",
+                 "fractal.workspace.teardown", "logging")
+    assert sorted(m for m in loaded if under(m, forbidden)) == []
+
+
+def test_lazy_node_listing_matches_the_commands() -> None:
+    """``fractal node --help`` lists the lazily loaded subcommands from a table of their
+    first help sentences: it must print what the loaded commands would, at any width."""
+    import importlib
+
+    from fractal.cli.node import _LAZY, _LAZY_HELP
+
+    assert set(_LAZY_HELP) == set(_LAZY)
+    for name, (module, attr) in _LAZY.items():
+        loaded = getattr(importlib.import_module(module), attr)
+        assert loaded.name == name
+        stand_in = click.Command(name, help=_LAZY_HELP[name])
+        for limit in (20, 45, 60, 200):
+            assert stand_in.get_short_help_str(limit) == loaded.get_short_help_str(limit), name
 
 
 def test_the_supervisor_imports_no_sqlalchemy() -> None:

@@ -53,13 +53,21 @@ _SHORT_HELP: dict[str, str] = {
 
 
 class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when it is invoked."""
+    """A click group that imports a subcommand's module only when it is invoked.
+
+    ``lazy`` maps a command name to ``(module, attribute)``; ``short_help`` gives each
+    lazy command's listing line, so ``--help`` lists the group without importing a
+    subcommand. With ``clip`` the lines are shortened to the terminal as click shortens a
+    loaded command's help (the text must be the command's first help sentence); without
+    it they print whole.
+    """
 
     def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]], short_help: dict[str, str],
-                 **kwargs: Any) -> None:
+                 clip: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lazy = lazy
         self._short = short_help
+        self._clip = clip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._lazy))
@@ -73,11 +81,25 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)
-                if not name.startswith("_")]  # hidden entry points
-        if rows:
+        if not self._clip:
+            rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)
+                    if not name.startswith("_")]  # hidden entry points
+            if rows:
+                with formatter.section("Commands"):
+                    formatter.write_dl(rows)
+            return
+        listed: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            # A lazy command stands in as a bare command carrying its listing line.
+            command = (click.Command(name, help=self._short[name]) if name in self._lazy
+                       else super().get_command(ctx, name))
+            if command is not None and not command.hidden:
+                listed.append((name, command))
+        if listed:
+            limit = formatter.width - 6 - max(len(name) for name, _ in listed)
             with formatter.section("Commands"):
-                formatter.write_dl(rows)
+                formatter.write_dl([(name, command.get_short_help_str(limit))
+                                    for name, command in listed])
 
 
 @click.group(cls=LazyGroup, lazy=_COMMANDS, short_help=_SHORT_HELP,

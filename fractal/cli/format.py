@@ -5,9 +5,6 @@ stdout carries only data; notices go to stderr (DESIGN: rules of the house).
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,8 +31,13 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
     if fmt is None:
         fmt = "table" if sys.stdout.isatty() else "csv"
     if fmt == "json":
+        import json
+
         return json.dumps([{c: row.get(c) for c in columns} for row in rows], indent=2)
     if fmt == "csv":
+        import csv
+        import io
+
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)

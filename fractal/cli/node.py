@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from fractal.cli import LazyGroup
 from fractal.cli.context import verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
@@ -30,59 +31,51 @@ _INIT_VALUES: dict[str, str] = {
 _INIT_FLAGS = ("sync", "detached", "local")
 
 
-@click.group("node")
+# name -> "module:attribute" of the subcommands defined outside this module; each module
+# is imported only when its command runs (``node status`` never loads the merge verbs).
+_LAZY: dict[str, tuple[str, str]] = {
+    **{name: ("fractal.cli.steer", f"{name}_cmd")
+       for name in ("stop", "finish", "pause", "resume", "kill", "approve", "pending")},
+    "cost": ("fractal.cli.cost", "cost_group"),
+    "config": ("fractal.cli.config", "config_group"),
+    "update": ("fractal.cli.config", "update_cmd"),
+    "checks": ("fractal.cli.checks", "checks_cmd"),
+    "merge": ("fractal.cli.merge", "merge_cmd"),
+    "diff": ("fractal.cli.merge", "diff_cmd"),
+    "conflicts": ("fractal.cli.merge", "conflicts_cmd"),
+    "retire": ("fractal.cli.cleanup", "retire_cmd"),
+    "unretire": ("fractal.cli.cleanup", "unretire_cmd"),
+    "delete": ("fractal.cli.cleanup", "delete_cmd"),
+}
+# Each lazy command's first help sentence, for the listing (a style test keeps them equal).
+_LAZY_HELP: dict[str, str] = {
+    "stop": "End NODE's run after its current step (descendants first).",
+    "finish": "End NODE's run after its current iteration, once its children have finished.",
+    "pause": "Abort NODE's in-flight agent and park its run (node first, then descendants).",
+    "resume": "Relaunch NODE's parked run, and its paused descendants (deepest first).",
+    "kill": "Kill NODE and its descendants now: loop, agent and pane; rows close ``killed``.",
+    "approve": "Release NODE's step awaiting approval (its pending one, or STEP_ID).",
+    "pending": "List gated steps awaiting approval: NODE's children's (every gate of the "
+               "tree at the root; NODE's whole subtree with --all).",
+    "cost": "Read the budget ledger: spend and remaining budget, children included.",
+    "config": "Read or change the caller's config.json (typed and validated).",
+    "update": "Retune NODE: write its config.json and registry row together; a running node "
+              "picks the change up at its next iteration.",
+    "checks": "Exit checks and gate steps NODE's loop ran, oldest first, then (in a table) "
+              "the trend of failing counts per iteration.",
+    "merge": "Squash-merge NODE's work into its target (its base, else its parent).",
+    "diff": "What merging NODE would bring into its target now (node directories excluded).",
+    "conflicts": "Whether NODE's children would conflict with its tip and with each other.",
+    "retire": "Retire a settled NODE and its subtree: worktrees removed, branches and rows kept.",
+    "unretire": "Bring a retired NODE (and its retired descendants) back with its worktree.",
+    "delete": "Delete NODE and its subtree: worktrees, branches and registry rows "
+              "(history stays).",
+}
+
+
+@click.group("node", cls=LazyGroup, lazy=_LAZY, short_help=_LAZY_HELP, clip=True)
 def node_group() -> None:
     """Create, start, watch, steer and inspect nodes."""
-
-
-def _add_steering() -> None:
-    from fractal.cli import steer
-
-    for command in (steer.stop_cmd, steer.finish_cmd, steer.pause_cmd, steer.resume_cmd,
-                    steer.kill_cmd, steer.approve_cmd, steer.pending_cmd):
-        node_group.add_command(command)
-
-
-_add_steering()
-
-
-def _add_budgets() -> None:
-    from fractal.cli import config, cost
-
-    for command in (cost.cost_group, config.config_group, config.update_cmd):
-        node_group.add_command(command)
-
-
-_add_budgets()
-
-
-def _add_checks() -> None:
-    from fractal.cli.checks import checks_cmd
-
-    node_group.add_command(checks_cmd)
-
-
-_add_checks()
-
-
-def _add_merging() -> None:
-    from fractal.cli.merge import conflicts_cmd, diff_cmd, merge_cmd
-
-    for command in (merge_cmd, diff_cmd, conflicts_cmd):
-        node_group.add_command(command)
-
-
-_add_merging()
-
-
-def _add_cleanup() -> None:
-    from fractal.cli import cleanup
-
-    for command in (cleanup.retire_cmd, cleanup.unretire_cmd, cleanup.delete_cmd):
-        node_group.add_command(command)
-
-
-_add_cleanup()
 
 
 def _init_options(func: Any) -> Any:

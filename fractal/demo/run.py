@@ -17,7 +17,7 @@ from fractal.demo.project import (
     is_previous_demo,
     tests_pass,
 )
-from fractal.domain.outcome import SETTLED
+from fractal.domain.states import SETTLED
 from fractal.errors import FractalError
 from fractal.store.rows import ActivityRow
 

@@ -15,8 +15,8 @@ from typing import Any, TypeGuard
 
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import ConfigError, InvalidValue
+from fractal.domain.pause_at import parse_pause_at
 from fractal.domain.scope import normalise_scope
-from fractal.domain.usage import parse_pause_at
 
 __all__ = [
     "KEYS",

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.outcome import StepOutcome
 from fractal.domain.states import Status
+
+if TYPE_CHECKING:
+    from fractal.domain.outcome import StepOutcome
 
 __all__ = ["StepFile", "banner_label", "banner_verdict", "discover_steps", "step_label"]
 

@@ -21,13 +21,13 @@ Everything here is pure: facts and instants (epoch seconds, UTC) in, values out.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
 from fractal.domain.durations import format_duration
+from fractal.domain.pause_at import parse_pause_at  # re-exported: the setting's parser
 
 __all__ = [
     "BACKOFF_FIRST",
@@ -146,6 +146,8 @@ def credential_key(backend: str, auth_home: str | None, api_key: str | None,
     a subscription login lives) and the same API key and provider route. The key enters
     only through SHA-256, so neither the row nor a log ever holds it.
     """
+    import hashlib
+
     material = "\x1f".join((backend, auth_home or "", api_key or "", route or ""))
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -219,31 +221,6 @@ def decide(row: WindowRow | None, node: str, now: float, rank: int = 0,
     if now - started >= PROBE_STALE:
         return Decision(Action.PROBE)
     return Decision(Action.WAIT, now + min(probe_poll, PROBE_STALE - (now - started)))
-
-
-def parse_pause_at(value: object) -> float | None:
-    """``usage_pause_at`` as a fraction: ``"95%"`` or ``0.95`` -> 0.95; None (off) stays
-    None. Raises ValueError for anything outside (0, 100 %]."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError("must be a percentage such as \"95%\", a fraction, or null")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text.endswith("%"):
-            raise ValueError("must be a percentage such as \"95%\", a fraction, or null")
-        try:
-            fraction = float(text[:-1]) / 100
-        except ValueError:
-            raise ValueError("must be a percentage such as \"95%\", a fraction, or null") \
-                from None
-    elif isinstance(value, int | float):
-        fraction = float(value)
-    else:
-        raise ValueError("must be a percentage such as \"95%\", a fraction, or null")
-    if not 0 < fraction <= 1:
-        raise ValueError("must be above 0% and at most 100%")
-    return fraction
 
 
 def should_pause_early(warning: UsageWarning | None, pause_at: float | None) -> bool:

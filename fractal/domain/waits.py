@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fractal.domain.outcome import Status
-from fractal.domain.states import UNSETTLED
+from fractal.domain.states import UNSETTLED, Status
 
 __all__ = [
     "WAIT_STEP",

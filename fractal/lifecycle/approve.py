@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fractal.control import touch_wake
-from fractal.domain.outcome import Status
+from fractal.domain.states import Status
 from fractal.lifecycle.context import Context, Refused
 from fractal.store.rows import StepRow
 from fractal.tree import parent_of

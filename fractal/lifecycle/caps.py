@@ -30,7 +30,6 @@ def _live_caps(tree: Tree, row: NodeRow | None) -> NodeRow | None:
     edit counts at once); the registry's values when the file cannot be read."""
     if row is None:
         return None
-    from dataclasses import replace
 
     from fractal.workspace.nodedir import read_config
 
@@ -41,7 +40,7 @@ def _live_caps(tree: Tree, row: NodeRow | None) -> NodeRow | None:
     caps = {k: raw.get(k) for k in ("max_depth", "max_children", "max_descendants")}
     valid = {k: v for k, v in caps.items()
              if v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)}
-    return replace(row, **valid)  # type: ignore[arg-type]
+    return row._replace(**valid)  # type: ignore[arg-type]
 
 
 def check_caps(tree: Tree, ledger: Ledger, new_branch: str) -> None:

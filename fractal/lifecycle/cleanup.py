@@ -18,12 +18,10 @@ from fractal.domain.states import Status
 from fractal.errors import GitError
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.mergetarget import landed_merge
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.tree import Tree, parent_of, resolve_node
 from fractal.workspace import git
-from fractal.workspace.teardown import unmerged_commits
 
 __all__ = ["facts_of", "inside", "node_named", "refuse_if_gone", "subtree_rows", "target_of"]
 
@@ -102,6 +100,11 @@ def facts_of(tree: Tree, row: NodeRow, *, with_unmerged: bool = False) -> NodeFa
         except GitError:  # a broken checkout: treat as missing rather than guess its files
             has_worktree = False
     target = target_of(tree, row) if with_unmerged else ""
+    # The merge machinery loads only for the verbs that weigh unmerged work (retire,
+    # delete); `node start` reaches this module for refuse_if_gone alone.
+    from fractal.lifecycle.mergetarget import landed_merge
+    from fractal.workspace.teardown import unmerged_commits
+
     unmerged = unmerged_commits(tree.repo, row.node, target,
                                 landed_merge(tree, row.node, target)) \
         if with_unmerged and has_branch else ()

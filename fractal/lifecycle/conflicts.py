@@ -12,14 +12,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
-from fractal.domain.conflicts import ConflictPair
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.mergetarget import landed_merge, merge_target
 from fractal.tree import Tree, parent_of
 from fractal.workspace import git
-from fractal.workspace import merge as gitmerge
+
+if TYPE_CHECKING:
+    from fractal.domain.conflicts import ConflictPair
 
 __all__ = ["ConflictReport", "children_conflict_detail", "node_conflicts", "pair_conflicts"]
 
@@ -46,6 +47,14 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
     """Compare each child with its target's tip (and, with ``siblings``, each pair of the
     children that still have work to bring). A child whose target already holds all of
     its work (merged, nothing since) is left out: it can no longer collide with anyone."""
+    if not children:
+        return [], []
+    # The merge machinery loads here, not with the module: ``node status`` reaches this
+    # module for every node but compares only when the node has children.
+    from fractal.domain.conflicts import ConflictPair
+    from fractal.lifecycle.mergetarget import landed_merge, merge_target
+    from fractal.workspace import merge as gitmerge
+
     pairs: list[ConflictPair] = []
     took: list[float] = []
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain import authority
-from fractal.domain.outcome import clip_reason
+from fractal.domain.reasons import clip_reason
 from fractal.errors import FractalError
 from fractal.tree import Tree, caller_branch, locate, resolve_node
 

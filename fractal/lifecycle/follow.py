@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from fractal.domain.outcome import Status
+from fractal.domain.states import Status
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all
 from fractal.lifecycle.reads import activity_row

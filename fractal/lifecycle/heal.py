@@ -15,8 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal import tmux
-from fractal.domain.outcome import ABNORMAL_EXIT
+from fractal.domain.reasons import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import LOOP_NODE_ENV
 from fractal.tree import Tree
@@ -51,6 +50,8 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
             return False
     if not row.tmux_session:
         return row.supervisor_pid is not None  # booted, recorded its pid, and is gone
+    from fractal import tmux  # only an active node's read probes its pane
+
     socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
     return tmux.probe(row.tmux_session, socket) is tmux.Liveness.GONE
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
-from fractal.domain.outcome import Status
-from fractal.domain.states import Move
+from fractal.domain.states import Move, Status
 from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.notify import ensure_watcher
 from fractal.store.ledger import Ledger

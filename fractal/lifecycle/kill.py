@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fractal import tmux
 from fractal.domain.markers import launch_marker
-from fractal.domain.outcome import clip_reason
+from fractal.domain.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import Context

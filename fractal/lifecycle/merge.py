@@ -36,7 +36,7 @@ from fractal.domain.merging import (
     merge_subject,
     unresolved_hand_back,
 )
-from fractal.domain.outcome import REASON_LIMIT, clip_reason
+from fractal.domain.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused

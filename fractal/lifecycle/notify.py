@@ -24,7 +24,6 @@ the background is stopped once it exits. Failures are logged to
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import sys
 import threading
@@ -33,14 +32,23 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from fractal.domain.attention import Kind
 from fractal.domain.notify import batch_env, batch_payload, notify_env, wanted_kinds
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import logging
+
+
+def _log() -> logging.Logger:
+    """This module's logger; ``logging`` is imported on the first message (a start that
+    only checks for a watcher never logs)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 POLL_S = 1.0
 SETTLE_S = 2.0
@@ -79,6 +87,7 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
 
     Returns None when no command is set or nothing new (of a wanted kind) appeared.
     """
+    from fractal.domain.attention import Kind
     from fractal.lifecycle.inbox import tree_inbox
     from fractal.store.inbox import Claim, InboxStore
 
@@ -88,7 +97,7 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
     kinds, problems = wanted_kinds(tree.root_config().get("notify_events"),
                                    (k.value for k in Kind))
     for problem in problems:
-        log.warning("%s", problem)
+        _log().warning("%s", problem)
     entries = tree_inbox(tree, include_acked=True)
     batch = uuid.uuid4().hex[:8]
     claims = [Claim(e.item.key, e.item.fingerprint, e.item.kind.value, e.item.node)
@@ -169,7 +178,7 @@ def _log_line(path: Path, text: str) -> None:
         with path.open("a", encoding="utf-8") as fh:
             fh.write(f"{utc_now()} {text}\n")
     except OSError:
-        log.warning("cannot write %s: %s", path, text)
+        _log().warning("cannot write %s: %s", path, text)
 
 
 def _live(tree: Tree) -> bool:
@@ -212,7 +221,7 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
                 try:
                     delivered += dispatch(tree) is not None
                 except Exception:  # a broken hook or database must not kill the watcher
-                    log.exception("notify dispatch failed")
+                    _log().exception("notify dispatch failed")
             if not tree.db_path.is_file():
                 return delivered
             if _live(tree):
@@ -280,7 +289,7 @@ def ensure_watcher(tree: Tree) -> bool:
                     marker=watcher_marker(tree))
         return True
     except Exception:
-        log.exception("could not start the notify watcher")
+        _log().exception("could not start the notify watcher")
         return False
 
 
@@ -313,6 +322,8 @@ def configure(ctx: Context, command: str | None, events: str | None, *,
             raise FractalError("the notify command is empty; pass a command, or --off")
         updates["notify"] = command.strip()
     if events is not None:
+        from fractal.domain.attention import Kind
+
         _, problems = wanted_kinds(events, (k.value for k in Kind))
         if problems:
             raise FractalError("; ".join(problems))

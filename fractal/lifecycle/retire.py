@@ -20,7 +20,7 @@ from fractal.domain.cleanup import (
     retire_refusal,
     unretire_refusal,
 )
-from fractal.domain.outcome import clip_reason
+from fractal.domain.reasons import clip_reason
 from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.caps import check_caps

@@ -19,20 +19,18 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.domain.outcome import AWAITING_APPROVAL
+from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
-from fractal.store.rows import NodeRow, RunRow, StepRow
+from fractal.store.rows import NodeRow, RunRow, StepRow, columns
 from fractal.store.spend import KNOWN_COST_SUM
 
 _SQL_NAME = {"meta": "metadata"}
 
 
-def _columns(cls: type) -> str:
+def _columns(cls: type[NodeRow | RunRow | StepRow]) -> str:
     """The SELECT list of ``cls``'s fields, in order (``meta`` is the ``metadata`` column)."""
-    from dataclasses import fields
-
-    return ", ".join(_SQL_NAME.get(f.name, f.name) for f in fields(cls))
+    return ", ".join(columns(cls))
 
 __all__ = ["NOTES_MAX", "AttentionRows", "FailedMerge", "NoteRow", "WaitRow",
            "attention_rows"]

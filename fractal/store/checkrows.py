@@ -5,8 +5,8 @@ SQLAlchemy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from fractal.store.reader import _connect
 from fractal.store.rows import build
@@ -14,8 +14,7 @@ from fractal.store.rows import build
 __all__ = ["CheckRow", "checks"]
 
 
-@dataclass(frozen=True)
-class CheckRow:
+class CheckRow(NamedTuple):
     """One check the loop ran, with its iteration number and gate step joined in.
 
     ``kind`` is ``exit`` or ``gate``; ``signature`` is '' when it passed; ``failures`` and

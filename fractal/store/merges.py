@@ -9,7 +9,7 @@ Every settle is fenced (``WHERE status = 'active'``): the first writer wins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fractal.store.registry import Registry, new_id
 from fractal.store.timefmt import utc_now
@@ -17,8 +17,7 @@ from fractal.store.timefmt import utc_now
 __all__ = ["MergeBook", "MergeRow"]
 
 
-@dataclass(frozen=True)
-class MergeRow:
+class MergeRow(NamedTuple):
     """One ``merges`` row (see ``models.Merge`` for the fields)."""
 
     merge_id: int

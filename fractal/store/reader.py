@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from fractal.domain.outcome import AWAITING_APPROVAL
+from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from fractal.errors import NodeNotFound, StoreError
 from fractal.store.db import Tx, prepare, transaction
@@ -21,10 +21,7 @@ from fractal.store.timefmt import utc_now
 
 __all__ = ["CAP_KEYS", "Registry", "new_id"]
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-R = TypeVar("R", bound="DataclassInstance")
+R = TypeVar("R", bound=tuple[Any, ...])  # a row class of ``fractal.store.rows``
 
 CAP_KEYS = ("max_cost", "max_depth", "max_children", "max_descendants")
 """The spawn and cost caps a node registers; ``max_cost`` is USD, the rest counts."""

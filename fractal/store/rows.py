@@ -6,17 +6,20 @@ the stored ISO-8601 UTC text (see ``timefmt``); costs are USD with ``None`` mean
 unknown, never zero. Node, run, iteration and step rows carry their ``status`` as a
 ``Status`` member. Stdlib and ``fractal.domain`` only: the fast read path imports this
 module.
+
+The rows are ``NamedTuple`` classes rather than frozen dataclasses: as immutable, with
+the same keyword constructor, attribute access and ``Name(field=...)`` repr, but
+defining them costs a fraction (a frozen dataclass compiles six generated methods per
+class at import, and every fractal process, each supervisor and each CLI call, imports
+this module). Use ``row._replace(...)`` for a changed copy and ``columns(cls)`` for the
+SQL column list.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from fractal.domain.states import Status
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 __all__ = [
     "ActivityRow",
@@ -28,9 +31,11 @@ __all__ = [
     "SignalRow",
     "StepRow",
     "build",
+    "columns",
 ]
 
-R = TypeVar("R", bound="DataclassInstance")
+R = TypeVar("R", bound=tuple[Any, ...])
+"""A row class: every class here is a ``NamedTuple``."""
 
 _SQL_NAME = {"meta": "metadata"}
 
@@ -41,8 +46,7 @@ class Keyed(Protocol):
     def __getitem__(self, key: str, /) -> Any: ...
 
 
-@dataclass(frozen=True)
-class NodeRow:
+class NodeRow(NamedTuple):
     """One registered node (the ``nodes`` table). Caps are ``None`` when unlimited."""
 
     node_id: int
@@ -63,8 +67,7 @@ class NodeRow:
     updated_at: str | None
 
 
-@dataclass(frozen=True)
-class RunRow:
+class RunRow(NamedTuple):
     """One launch of a node's loop; ``ended_at`` is ``None`` while it is open."""
 
     run_id: int
@@ -79,8 +82,7 @@ class RunRow:
     ended_at: str | None
 
 
-@dataclass(frozen=True)
-class IterationRow:
+class IterationRow(NamedTuple):
     """One pass through the step files; ``iter`` is 1-based within its run."""
 
     iter_id: int
@@ -97,8 +99,7 @@ class IterationRow:
     ended_at: str | None
 
 
-@dataclass(frozen=True)
-class StepRow:
+class StepRow(NamedTuple):
     """One launch attempt of a step (SYNC included).
 
     ``approved``: ``None`` no gate, ``''`` pending, an ISO timestamp once approved.
@@ -130,8 +131,7 @@ class StepRow:
     output_tokens: int | None
 
 
-@dataclass(frozen=True)
-class SignalRow:
+class SignalRow(NamedTuple):
     """A pending signal (pause, finish, stop, ...) addressed to one run."""
 
     signal_id: int
@@ -142,8 +142,7 @@ class SignalRow:
     created_at: str
 
 
-@dataclass(frozen=True)
-class EventRow:
+class EventRow(NamedTuple):
     """One observability event (``init``, ``pause``, ``resume``, ``commit``, ...)."""
 
     event_id: int
@@ -159,8 +158,7 @@ class EventRow:
     created_at: str
 
 
-@dataclass(frozen=True)
-class MessageRow:
+class MessageRow(NamedTuple):
     """A message on ``node``'s ``channel`` (e.g. an ``outbox`` notice); see
     ``models.Message``."""
 
@@ -178,8 +176,7 @@ class MessageRow:
     unsent_at: str | None = None
 
 
-@dataclass(frozen=True)
-class ActivityRow:
+class ActivityRow(NamedTuple):
     """One row of the ``activity`` view.
 
     ``kind`` is ``run|iteration|step|check|event``; ``event`` is ``start|end`` for the first
@@ -207,14 +204,25 @@ class ActivityRow:
     event_id: int | None
 
 
+def _field_names(cls: type[tuple[Any, ...]]) -> tuple[str, ...]:
+    names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]  # a NamedTuple class
+    return names
+
+
+def columns(cls: type[tuple[Any, ...]]) -> list[str]:
+    """The SQL column names of row class ``cls``'s fields, in order (``meta`` reads the
+    ``metadata`` column)."""
+    return [_SQL_NAME.get(name, name) for name in _field_names(cls)]
+
+
 def build(cls: type[R], mapping: Keyed) -> R:
-    """Build the row dataclass ``cls`` from a column-name mapping.
+    """Build the row ``cls`` from a column-name mapping.
 
     ``mapping`` is keyed by SQL column names (a ``sqlite3.Row`` or a SQLAlchemy
     ``RowMapping``); extra keys are ignored. Raises KeyError naming a missing column and
     ValueError for a status outside the ``Status`` vocabulary.
     """
-    values = {f.name: mapping[_SQL_NAME.get(f.name, f.name)] for f in fields(cls)}
+    values = {name: mapping[_SQL_NAME.get(name, name)] for name in _field_names(cls)}
     if cls in _STATUS_ROWS:
         values["status"] = Status(values["status"])
     return cls(**values)

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import secrets
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from fractal.assets import asset_root
 from fractal.errors import ConfigError, FractalError
 from fractal.workspace.artifacts import RUNTIME_ARTIFACTS
 
@@ -64,7 +60,7 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
         with contextlib.suppress(FileNotFoundError):
             mode = path.stat().st_mode & 0o7777
     while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             break
@@ -142,6 +138,8 @@ def read_config(path: Path) -> dict[str, object]:
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"],
                           source=str(path)) from None
+    import json
+
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -181,6 +179,8 @@ def update_config(path: Path, updates: Mapping[str, object], *,
         merged.update(updates)
         if check is not None:
             check(before, merged)
+        import json
+
         text = json.dumps(merged, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_atomic(path, text)
     return merged
@@ -238,6 +238,8 @@ def _copy_missing(src: Path, dst: Path, *, mode: int | None = None) -> None:
     if dst.exists() or dst.is_symlink():
         return
     dst.parent.mkdir(parents=True, exist_ok=True)
+    import shutil
+
     shutil.copyfile(src, dst)
     if mode is not None:
         dst.chmod(mode)
@@ -250,6 +252,8 @@ def seed_node_dir(node_dir: Path) -> None:
     ``plans/.gitkeep`` (``PLANS_DIR``; the default steps are 00-PREPARE .. 04-COMMIT). Creates
     ``node_dir`` if needed. ``config.json`` is not written here. Raises OSError on I/O errors.
     """
+    from fractal.assets import asset_root
+
     root = asset_root()
     node_dir.mkdir(parents=True, exist_ok=True)
     _copy_missing(root / "NODE.md", node_dir / "NODE.md")
@@ -283,6 +287,8 @@ def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
     if not source.is_dir():
         raise FractalError(f"cannot inherit {surface}: {source} does not exist at the "
                            "parent's committed tip; commit the parent's node directory first")
+    import shutil
+
     target = node_dir / surface
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target, symlinks=True)
