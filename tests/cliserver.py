@@ -136,6 +136,7 @@ def _child(request: dict[str, object], fds: list[int]) -> None:
 
 def serve(path: str) -> None:
     _preload()
+    gc.collect()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
@@ -165,6 +166,11 @@ def serve(path: str) -> None:
                     continue
                 sys.stdout.flush()
                 sys.stderr.flush()
+                # Everything the server holds moves to the collector's permanent
+                # generation: a child's collections (its own and ``_finish``'s) then
+                # scan only the objects it made, instead of walking, and so copying,
+                # every page of the preloaded modules (about 0.1 s of CPU a call).
+                gc.freeze()
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
