@@ -26,6 +26,7 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+# No pip upgrade: the pip a Python 3.11+ venv ships (22.3 or later) installs a
+# pyproject project editable, and upgrading it costs a download and a few seconds.
 "$venv/bin/python" -m pip install -q -e '.[dev]'
 echo "bootstrap: ready ($("$venv/bin/fractal" --version))" >&2

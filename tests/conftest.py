@@ -19,6 +19,7 @@ still migrated for real, and a module that tests migrations themselves sets
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -61,6 +62,19 @@ def _strip_env() -> None:
 def pytest_configure(config: pytest.Config) -> None:
     count_spawns()  # the leak guard reads the process table only after a launch
     _deliverable_sigint()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move everything alive after collection (the imported modules, every collected
+    test) to the garbage collector's permanent generation.
+
+    A full collection would otherwise walk that whole heap again and again during the
+    run, and pytest's own clean-up at the end of a session collects five times in a row
+    (about a second of CPU per test process, and the suite starts five: one pass that
+    warms the bytecode caches and four workers). Objects made after this are collected
+    as before.
+    """
+    gc.freeze()
 
 
 def _deliverable_sigint() -> None:

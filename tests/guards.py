@@ -48,6 +48,11 @@ _PROC_TICK = 0.011
 """Slack for /proc start times, which are truncated to clock ticks (10 ms)."""
 
 
+_PID_RANGE_WINDOW = 5.0
+"""Seconds after ``begin`` during which the pids handed out since then are told apart by
+range (``LeakGuard._candidate_pids``); a longer test looks at every process."""
+
+
 _SPAWNS = [0]
 """Processes this interpreter has started (``subprocess`` launches and forks)."""
 
@@ -194,13 +199,37 @@ class LeakGuard:
         me = os.getpid()
         parents: dict[int, int] = {}
         fresh: list[psutil.Process] = []
-        for proc in psutil.process_iter(["ppid", "create_time"]):
-            parents[proc.pid] = proc.info["ppid"] or 0
-            created = proc.info["create_time"]
-            if proc.pid != me and created is not None and created >= self.started - _PROC_TICK:
+        for pid in self._candidate_pids():
+            try:
+                proc = psutil.Process(pid)
+                with proc.oneshot():
+                    created = proc.create_time()
+                    parents[pid] = proc.ppid()
+            except psutil.Error:
+                continue
+            if pid != me and created >= self.started - _PROC_TICK:
                 fresh.append(proc)
         return [proc for proc in fresh if proc.pid not in EXEMPT_PIDS
                 and _alive(proc) and (_descends(proc.pid, me, parents) or self._marked(proc))]
+
+    def _candidate_pids(self) -> list[int]:
+        """The live pids that can have been handed out since ``begin``.
+
+        The kernel hands out pids in increasing order from the last one, wrapping once it
+        reaches ``pid_max``: a process created since then has a pid above the last pid
+        seen at ``begin``, or (after a wrap) at most the last pid handed out now. Reading
+        only those spares a look at every process on the machine; past
+        ``_PID_RANGE_WINDOW`` seconds (when a second wrap is conceivable) every pid is a
+        candidate.
+        """
+        pids = psutil.pids()
+        now = _last_pid()
+        if (self.last_pid == -1 or now == -1
+                or _now_in_proc_frame() - self.started > _PID_RANGE_WINDOW):
+            return pids
+        if now >= self.last_pid:
+            return [pid for pid in pids if pid > self.last_pid]
+        return [pid for pid in pids if pid > self.last_pid or pid <= now]
 
     def _marked(self, proc: psutil.Process) -> bool:
         """Does ``proc`` carry this session's HOME or the test's tmp path?"""
@@ -252,11 +281,17 @@ class LeakGuard:
 
 
 def _descends(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
-    """Is ``ancestor`` on ``pid``'s parent chain in ``parents``?"""
+    """Is ``ancestor`` on ``pid``'s parent chain? ``parents`` caches known parent pids; a
+    pid it lacks (an older process) is looked up and added."""
     seen: set[int] = set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
-        pid = parents.get(pid, 0)
+        if pid not in parents:
+            try:
+                parents[pid] = psutil.Process(pid).ppid()
+            except psutil.Error:
+                parents[pid] = 0
+        pid = parents[pid]
         if pid == ancestor:
             return True
     return False

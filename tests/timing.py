@@ -11,7 +11,9 @@ file per test module or per tier to see where the suite spends its time::
     FRACTAL_TEST_TIMING=/tmp/t.jsonl pytest -n 2 tests/e2e
     python -m tests.timing /tmp/t.jsonl*
 
-Without the variable nothing is measured. The same files regenerate the table of walls
+Without the variable nothing is measured. ``FRACTAL_TEST_CLI_LOG=<file>`` logs every CLI
+call the fork server runs (``tests/cliserver.py``); ``python -m tests.timing --cli <file>``
+sums those per command (calls, CPU seconds). The same files regenerate the table of walls
 that orders the suite longest first (``tests/ordering.py``); record it from a whole-suite
 run (``make test``), since a test missing from the table falls back to an estimate::
 
@@ -91,6 +93,28 @@ def summary(files: list[Path]) -> str:
     return "\n".join(lines)
 
 
+_GROUPS = frozenset({"node", "tree", "radio", "wiki", "plan", "usage"})
+"""CLI command groups: a call is counted by its group and subcommand (``node init``)."""
+
+
+def cli_summary(files: list[Path]) -> str:
+    """Per command of ``FRACTAL_TEST_CLI_LOG`` files (``tests/cliserver.py``): calls, CPU
+    seconds in all and per call, the costliest first."""
+    table: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for file in files:
+        for line in file.read_text().splitlines():
+            rec = json.loads(line)
+            argv = [str(a) for a in rec["argv"]]
+            words = argv[:2] if argv and argv[0] in _GROUPS else argv[:1]
+            row = table[" ".join(words)]
+            row[0] += 1
+            row[1] += float(rec["cpu"])
+    lines = [f"{'command':32} {'calls':>6} {'cpu s':>8} {'per call':>9}"]
+    lines += [f"{k[:32]:32} {int(v[0]):6} {v[1]:8.2f} {v[1] / v[0]:9.3f}"
+              for k, v in sorted(table.items(), key=lambda kv: -kv[1][1])]
+    return "\n".join(lines)
+
+
 def durations(files: list[Path]) -> dict[str, float]:
     """node id -> wall seconds (0.1 s steps) from timing files; a test recorded more than
     once (a rerun) keeps its longest wall."""
@@ -117,7 +141,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("files", nargs="+", type=Path, help="timing files (one per worker)")
     parser.add_argument("--write-durations", type=Path, metavar="JSON",
                         help="write the per-test walls to JSON (tests/durations.json)")
+    parser.add_argument("--cli", action="store_true",
+                        help="the files are FRACTAL_TEST_CLI_LOG files: sum them per command")
     args = parser.parse_args(argv)
+    if args.cli:
+        print(cli_summary(args.files))
+        return 0
     if args.write_durations is not None:
         count = write_durations(args.write_durations, args.files)
         print(f"{count} tests written to {args.write_durations}", file=sys.stderr)

@@ -14,7 +14,7 @@ import pytest
 
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import force_status, git, make_repo
+from tests.helpers import copy_of_tree, force_status, git, make_repo
 from tests.trees import run_cli
 
 
@@ -26,16 +26,20 @@ def _fractal(cwd: Path, *args: str, loop: Path | None = None
     return run_cli(list(args), cwd, env=env, check=False)
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[Path]:
-    """``main`` with ``main.a1``, ``main.a2`` and a child ``x`` under each."""
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     for args in (["init"], ["node", "init", "a1"], ["node", "init", "a2"]):
         assert _fractal(repo, *args).returncode == 0
     for parent in ("a1", "a2"):
         out = _fractal(repo / ".worktrees" / f"main.{parent}", "node", "init", "x")
         assert out.returncode == 0, out.stderr
-    yield repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """``main`` with ``main.a1``, ``main.a2`` and a child ``x`` under each, made by the CLI
+    once per test process and copied for each test."""
+    yield copy_of_tree(tmp_path / "repo", "fresh-a1-a2-x", _build)
     close_engines()
 
 

@@ -4,6 +4,7 @@ print an error and exit 1 after signalling them)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,16 +16,21 @@ from fractal.lifecycle.steer import Refused, send
 from fractal.lifecycle.trees import init_tree
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import force_status, make_repo
+from tests.helpers import copy_of_tree, force_status, make_repo
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    repo = make_repo(tmp_path / "repo")
+def _build(repo: Path) -> None:
+    make_repo(repo)
     init_tree(repo)
     init_node(open_context(repo), "lead", {"title": "lead"})
     init_node(open_context(repo / ".worktrees" / "main.lead"), "a", {"title": "a"})
-    yield repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """``main.lead`` and its child ``main.lead.a``, built by the verbs once per test
+    process and copied for each test."""
+    yield copy_of_tree(tmp_path / "repo", "settled-lead-a", _build)
     close_engines()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.ordering import DURATIONS, estimates, load_table, longest_first, tier_default
-from tests.timing import durations, write_durations
+from tests.timing import cli_summary, durations, write_durations
 
 U = "tests/unit/test_a.py"
 E = "tests/e2e/test_b.py"
@@ -105,3 +105,14 @@ def test_a_wall_that_is_no_finite_number_of_seconds_is_left_out(tmp_path: Path) 
     ids = [f"{U}::nan", f"{U}::ok", f"{U}::odd[a::b/c d]"]
     assert estimates(ids, table) == [1.75, 2.5, 1.0]  # the module's median, not NaN
     assert longest_first(ids, [None] * 3, table) == [1, 0, 2]
+
+
+def test_the_cli_log_sums_per_command_costliest_first(tmp_path: Path) -> None:
+    log = tmp_path / "cli.log"
+    calls = [(["node", "init", "a"], 0.2), (["node", "init", "b", "--max-iters", "1"], 0.3),
+             (["init"], 0.1), (["--help"], 0.02)]
+    log.write_text("".join(json.dumps({"argv": argv, "cpu": cpu, "test": "t"}) + "\n"
+                           for argv, cpu in calls))
+    rows = [line.split() for line in cli_summary([log]).splitlines()[1:]]
+    assert rows == [["node", "init", "2", "0.50", "0.250"], ["init", "1", "0.10", "0.100"],
+                    ["--help", "1", "0.02", "0.020"]]
