@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.css.query import NoMatches
 
 from fractal import tmux
 from fractal.tree import Tree as FractalTree
@@ -26,14 +27,22 @@ SIZE = (150, 45)
 
 async def _until(pilot: Any, predicate: Callable[[], object], timeout: float = 60,
                  message: str = "") -> None:
-    """Let the app run (``pilot.pause``) until ``predicate()`` is truthy."""
+    """Let the app run (``pilot.pause``) until ``predicate()`` is truthy. A widget the
+    predicate looks for that is not mounted yet (a screen just pushed) counts as false."""
     pause: Callable[[float], Awaitable[None]] = pilot.pause
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout * SCALE
-    while not predicate():
+    while not _holds(predicate):
         if loop.time() > deadline:
             raise AssertionError(f"timed out: {message}")
         await pause(0.1)
+
+
+def _holds(predicate: Callable[[], object]) -> bool:
+    try:
+        return bool(predicate())
+    except NoMatches:
+        return False
 
 
 async def _select(pilot: Any, app: Dashboard, branch: str) -> None:
