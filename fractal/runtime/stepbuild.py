@@ -16,7 +16,7 @@ from fractal.agents.registry import resolve_backend
 from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.errors import FractalError
-from fractal.domain.frontmatter import is_true, parse_frontmatter
+from fractal.domain.frontmatter import is_true
 from fractal.domain.pool import pool_document
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile, discover_steps
@@ -33,6 +33,7 @@ from fractal.domain.walls import time_budget_label
 from fractal.runtime.clock import Clock, monotonic_to_epoch
 from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend
+from fractal.runtime.filecache import FILES, parse_step_file
 from fractal.runtime.launch import Attempt, RowPolicy
 from fractal.store.ledger import Ledger
 from fractal.tree import parent_of
@@ -65,12 +66,13 @@ def gated_steps(steps_dir: Path) -> tuple[str, ...]:
     gated: list[str] = []
     for step in found:
         try:
-            text = (steps_dir / step.filename).read_text(encoding="utf-8")
+            frontmatter, _warnings = FILES.get(steps_dir / step.filename, parse_step_file)
         except (OSError, UnicodeDecodeError):
             continue
-        if is_true(parse_frontmatter(text).fields.get("requires_approval")):
+        if is_true(frontmatter.fields.get("requires_approval")):
             gated.append(step.name)
     return tuple(gated)
+
 
 
 def session_key(boot: Boot, fm: Mapping[str, str]) -> str:
