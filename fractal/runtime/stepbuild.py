@@ -5,6 +5,7 @@ the ``Attempt``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -40,6 +41,8 @@ from fractal.tree import parent_of
 from fractal.workspace.handback import read_note, resolve_document
 from fractal.workspace.poolseed import WORKER_STEPS
 
+# The packaged mode documents do not change while a supervisor runs: each is read once.
+_mode_text = functools.cache(mode_text)
 # Variables of the supervisor's own host that must not leak into an agent.
 _SCRUB = ("TMUX", "TMUX_PANE", "CLAUDE_EFFORT", "CLAUDE_CODE_EFFORT_LEVEL")
 
@@ -182,7 +185,7 @@ class StepBuilder:
                                  ("DETACHED", boot.detached), ("META", boot.meta),
                                  ("TREE", spawns),
                                  ("CHILD", parent_of(boot.paths.branch) is not None)) if on]
-        texts = [mode_text(n) for n in names]
+        texts = [_mode_text(n) for n in names]
         note = read_note(boot.paths.node_dir)  # a conflict handed back by `node merge`
         if note is not None:
             texts.append(resolve_document(note))
