@@ -19,7 +19,7 @@ from pathlib import Path
 from fractal.agents.base import Backend
 from fractal.domain import budget
 from fractal.domain.budget import Caps, Landing
-from fractal.domain.config import NodeConfig, parse_config
+from fractal.domain.config import NodeConfig
 from fractal.domain.errors import FractalError
 from fractal.domain.outcome import clip_reason
 from fractal.domain.signals import Signal
@@ -27,10 +27,10 @@ from fractal.pricing import Freshness, refresh, token_priced
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.costing import LaunchBudget, rates_for, unpriceable
+from fractal.runtime.filecache import FILES, live_config
 from fractal.runtime.pane import Reporter
 from fractal.store import spend
 from fractal.store.ledger import Ledger
-from fractal.workspace.nodedir import read_config
 
 log = logging.getLogger(__name__)
 
@@ -318,24 +318,14 @@ class BudgetGuard:
             log.warning("could not heal the registry of %s: %s", branch, exc)
 
 
-_PARSED: dict[Path, tuple[tuple[int, int, int], NodeConfig]] = {}
-
-
 def _config_now(path: Path) -> NodeConfig | None:
-    """config.json as it is on disk now (parsed again only when the file changed: every
-    fractal write replaces it), or None when it is unreadable or invalid (refresh_live warns
-    about that at the iteration top)."""
+    """config.json as it is on disk now (parsed again only when the file changed:
+    ``FILES``), or None when it is unreadable or invalid (refresh_live warns about that at
+    the iteration top)."""
     try:
-        stat = path.stat()
-        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-        cached = _PARSED.get(path)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        config = parse_config(read_config(path))
+        return FILES.get(path, live_config)
     except (FractalError, OSError):
         return None
-    _PARSED[path] = (key, config)
-    return config
 
 
 def send_budget_finish(boot: Boot, ledger: Ledger, reason: str) -> None:

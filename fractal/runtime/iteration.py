@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.frontmatter import frontmatter_warnings, parse_frontmatter
 from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason, without_retry
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
@@ -27,6 +26,7 @@ from fractal.runtime import commands
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import LoopPart, LoopParts, RunAbort, check_checkout
+from fractal.runtime.filecache import FILES, parse_step_file
 from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.pane import Reporter
@@ -71,14 +71,12 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
         log.warning("ignoring step entries that are not regular files: %s", ", ".join(odd))
     plans: list[StepPlan] = []
     for step in discover_steps(names):
-        data = (steps_dir / step.filename).read_bytes()
-        try:
-            text = data.decode("utf-8")
+        try:  # parsed again only when the file changed (FILES)
+            frontmatter, warnings = FILES.get(steps_dir / step.filename, parse_step_file)
         except UnicodeDecodeError as exc:
             raise RunAbort(f"step file {step.filename} is not valid UTF-8 "
                            f"(byte {exc.start}: {exc.reason})") from None
-        plans.append(StepPlan(step, parse_frontmatter(text),
-                              tuple(frontmatter_warnings(text))))
+        plans.append(StepPlan(step, frontmatter, warnings))
     return plans
 
 

@@ -13,18 +13,17 @@ run's end (``domain.outcome.decide_run_end``).
 
 from __future__ import annotations
 
-from fractal.domain.config import parse_config
 from fractal.domain.errors import FractalError
 from fractal.domain.failstreak import advance_failures, failures_reason
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
 from fractal.runtime.checks import CheckVerdict, run_exit_check
 from fractal.runtime.context import LoopPart, LoopParts
+from fractal.runtime.filecache import FILES, live_config
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.heap import between_iterations
 from fractal.runtime.iteration import IterationResult, IterationRunner
 from fractal.runtime.steering import Park
-from fractal.workspace.nodedir import read_config
 
 CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run
 
@@ -114,10 +113,10 @@ class RunLoop(LoopPart):
         return True
 
     def refresh_live(self) -> None:
-        """Re-read config.json; a malformed edit warns and keeps the previous values."""
+        """Re-read config.json (parsed again only when it changed: ``FILES``); a malformed
+        edit warns and keeps the previous values."""
         try:
-            raw = read_config(self.boot.paths.config_path)
-            self.state.live = parse_config(raw, source=str(self.boot.paths.config_path))
+            self.state.live = FILES.get(self.boot.paths.config_path, live_config)
         except (FractalError, OSError) as exc:
             self.reporter.warning(f"config.json edit ignored, keeping the previous values: {exc}")
 

@@ -5,6 +5,7 @@ the ``Attempt``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -16,7 +17,7 @@ from fractal.agents.registry import resolve_backend
 from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.errors import FractalError
-from fractal.domain.frontmatter import is_true, parse_frontmatter
+from fractal.domain.frontmatter import is_true
 from fractal.domain.pool import pool_document
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile, discover_steps
@@ -33,12 +34,15 @@ from fractal.domain.walls import time_budget_label
 from fractal.runtime.clock import Clock, monotonic_to_epoch
 from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend
+from fractal.runtime.filecache import FILES, parse_step_file
 from fractal.runtime.launch import Attempt, RowPolicy
 from fractal.store.ledger import Ledger
 from fractal.tree import parent_of
 from fractal.workspace.handback import read_note, resolve_document
 from fractal.workspace.poolseed import WORKER_STEPS
 
+# The packaged mode documents do not change while a supervisor runs: each is read once.
+_mode_text = functools.cache(mode_text)
 # Variables of the supervisor's own host that must not leak into an agent.
 _SCRUB = ("TMUX", "TMUX_PANE", "CLAUDE_EFFORT", "CLAUDE_CODE_EFFORT_LEVEL")
 
@@ -65,12 +69,13 @@ def gated_steps(steps_dir: Path) -> tuple[str, ...]:
     gated: list[str] = []
     for step in found:
         try:
-            text = (steps_dir / step.filename).read_text(encoding="utf-8")
+            frontmatter, _warnings = FILES.get(steps_dir / step.filename, parse_step_file)
         except (OSError, UnicodeDecodeError):
             continue
-        if is_true(parse_frontmatter(text).fields.get("requires_approval")):
+        if is_true(frontmatter.fields.get("requires_approval")):
             gated.append(step.name)
     return tuple(gated)
+
 
 
 def session_key(boot: Boot, fm: Mapping[str, str]) -> str:
@@ -180,7 +185,7 @@ class StepBuilder:
                                  ("DETACHED", boot.detached), ("META", boot.meta),
                                  ("TREE", spawns),
                                  ("CHILD", parent_of(boot.paths.branch) is not None)) if on]
-        texts = [mode_text(n) for n in names]
+        texts = [_mode_text(n) for n in names]
         note = read_note(boot.paths.node_dir)  # a conflict handed back by `node merge`
         if note is not None:
             texts.append(resolve_document(note))

@@ -27,10 +27,12 @@ from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_stage import add_paths
 from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
+    PendingStatus,
     branch_exists,
     current_branch,
     head_sha,
     run_git,
+    start_worktree_status,
     worktree_status,
 )
 
@@ -81,12 +83,14 @@ def _whole(paths: Sequence[str]) -> bool:
     return any(p.strip("/") in ("", ".") for p in paths)
 
 
-def _candidates(worktree: Path, paths: Sequence[str]) -> tuple[list[str], bool]:
+def _candidates(worktree: Path, paths: Sequence[str],
+                pending: PendingStatus | None) -> tuple[list[str], bool]:
     """The changed paths (artifacts aside) under ``paths``, plus what is staged already;
     and whether the index matches HEAD (nothing staged, nothing unmerged: git was not asked
-    for either)."""
+    for either). ``pending``: the status started ahead, used unless it cannot be trusted."""
     roots = [p.strip("/") for p in paths]
-    changed, index_clean = worktree_status(worktree)
+    answer = pending.result() if pending is not None else None
+    changed, index_clean = answer if answer is not None else worktree_status(worktree)
     if not _whole(paths):
         changed = [p for p in changed if covered(p, roots)]
     if index_clean:
@@ -105,8 +109,9 @@ def _diffstat(worktree: Path) -> str:
     return "\n".join([*files[:STAT_LINES], f"... {len(files) - STAT_LINES} more files"])
 
 
-def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str]) -> str | None:
-    candidates, index_clean = _candidates(worktree, paths)
+def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
+            pending: PendingStatus | None = None) -> str | None:
+    candidates, index_clean = _candidates(worktree, paths, pending)
     check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
@@ -140,20 +145,29 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     UnresolvedConflict, committing and changing nothing, while the worktree holds a
     conflict (see the module docstring).
     """
-    if branch is not None:
-        head = current_branch(worktree)
-        if head != branch:
-            raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
-                           "nothing was committed (check out the node branch to keep the work)")
-        if not branch_exists(worktree, branch):  # a commit would start a new root
-            raise GitError(f"the branch {branch} is gone; nothing was committed (the work "
-                           "is still in the worktree)")
-    with commit_turn(worktree):
-        try:
+    # The status starts first: its git process runs while the branch is checked and the
+    # turn is taken. Its answer is used only when no commit came in between (the index,
+    # HEAD and the branch ref are as they were when it started), else it is asked again.
+    pending = start_worktree_status(worktree)
+    try:
+        if branch is not None:
+            head = current_branch(worktree)
+            if head != branch:
+                raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
+                               "nothing was committed (check out the node branch to keep the "
+                               "work)")
+            if not branch_exists(worktree, branch):  # a commit would start a new root
+                raise GitError(f"the branch {branch} is gone; nothing was committed (the "
+                               "work is still in the worktree)")
+        with commit_turn(worktree):
+            try:
+                return _commit(worktree, subject, body, paths, pending)
+            except GitError:
+                notice = clear_index_lock(worktree)
+                if notice is None:
+                    raise
+                log.warning("%s; retrying the backstop commit (stale git lock)", notice)
             return _commit(worktree, subject, body, paths)
-        except GitError:
-            notice = clear_index_lock(worktree)
-            if notice is None:
-                raise
-            log.warning("%s; retrying the backstop commit (stale git lock)", notice)
-        return _commit(worktree, subject, body, paths)
+    finally:
+        if pending is not None:
+            pending.discard()
