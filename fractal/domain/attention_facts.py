@@ -68,7 +68,8 @@ class Note:
 class NodeFacts:
     """What the store knows about one node, for the detectors.
 
-    ``run_*`` describe its newest run (``run_id`` None: it never ran); ``run_spent`` USD
+    ``run_*`` describe its newest run (``run_id`` None: it never ran; ``run_started`` and
+    ``run_ended`` epoch s, None unknown or still running); ``run_spent`` USD
     of that run's own steps, None when no step recorded a cost. ``last_write`` is the
     newest instant the node wrote anything (a row, its pane transcript); ``gone`` is True
     for an active node whose supervisor is provably gone (shown, never written).
@@ -76,7 +77,8 @@ class NodeFacts:
     ``parked ...``); ``pause_asked`` is the reason given with the pause that parked it
     (``fractal node pause --reason``), empty when none was.
     ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
-    wait; ``running_below`` its descendants still running (``with_running_below`` fills
+    wait; ``running_below`` its descendants still running, and once its newest run ended
+    only those whose own current run had begun by then (``with_running_below`` fills
     it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
     read, oldest first. ``waiting_children`` is True while its loop waits for its
     children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
@@ -90,6 +92,7 @@ class NodeFacts:
     run_status: str | None = None
     run_exit: int | None = None
     run_reason: str = ""
+    run_started: float | None = None
     run_ended: float | None = None
     run_spent: float | None = None
     run_cap: float | None = None

@@ -15,10 +15,13 @@ __all__ = ["wait_until", "with_running_below"]
 
 def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
     """``facts`` with each node's ``running_below`` set: its descendants (dotted lineage)
-    that are active or paused, each marked when it waits at an approval gate; and, for a
+    that are active or paused, each marked when it waits at an approval gate. Once a
+    node's newest run has ended, a descendant counts only if its current run began by
+    that end (or its start is unknown): one started later was not left running by that
+    run. And, for a
     node whose loop waits for its children, ``unstarted``: its direct children that are
     idle and never ran (sorted by branch)."""
-    below: dict[str, list[Unsettled]] = {}
+    below: dict[str, list[tuple[Unsettled, float | None]]] = {}
     idle: dict[str, list[str]] = {}
     for f in facts:
         if f.status == "idle" and f.run_id is None and "." in f.branch:
@@ -29,10 +32,13 @@ def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
         head = f.branch
         while "." in head:  # every ancestor of a running node has it below
             head = head.rpartition(".")[0]
-            below.setdefault(head, []).append(mark)
+            below.setdefault(head, []).append((mark, f.run_started))
     out: list[NodeFacts] = []
     for node in facts:
-        found = tuple(sorted(below.get(node.branch, ()), key=lambda u: u.branch))
+        ended = node.run_ended
+        found = tuple(sorted((mark for mark, began in below.get(node.branch, ())
+                              if ended is None or began is None or began <= ended),
+                             key=lambda u: u.branch))
         unstarted = tuple(sorted(idle.get(node.branch, ()))) if node.waiting_children else ()
         out.append(replace(node, running_below=found, unstarted=unstarted)
                    if (found, unstarted) != (node.running_below, node.unstarted) else node)

@@ -131,10 +131,10 @@ def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None
     # main.ended ended while its child main.ended.kid still runs.
     assert _fractal(repo / ".worktrees" / "main.ended", "node", "init", "kid").returncode == 0
     ended = ledger.open_run("main.ended", agent="stub", max_cost=None, parent_run_id=None)
-    ledger.close_run(ended, "completed", 0, "Reached max iterations (1)")
-    force_status(db, "main.ended", "completed")
     ledger.open_run("main.ended.kid", agent="stub", max_cost=None, parent_run_id=ended)
     force_status(db, "main.ended.kid", "active")
+    ledger.close_run(ended, "completed", 0, "Reached max iterations (1)")
+    force_status(db, "main.ended", "completed")
     # main.parked messages the operator from its worktree.
     sent = _send(repo, "main.parked", "schema?", "need a decision on the schema")
     assert sent.returncode == 0, sent.stderr

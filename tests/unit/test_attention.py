@@ -174,6 +174,24 @@ def test_running_below_marks_every_ancestor() -> None:
     assert out["main.ab"] == () and out["main.a.b.c"] == ()
 
 
+def test_a_child_started_after_its_parents_run_ended_is_not_that_runs_orphan() -> None:
+    """Only descendants whose current run began by the time the ancestor's run ended
+    were left running by it; one started later (by the operator, say) is not."""
+    lead = NodeFacts(B, "completed", run_id=1, run_status="completed", run_ended=NOW - 60)
+    kids = [NodeFacts(f"{B}.a", "active", run_id=5, run_started=NOW - 10),
+            NodeFacts(f"{B}.b", "paused", run_id=6, run_started=NOW - 5),
+            NodeFacts(f"{B}.c", "active", run_id=2, run_started=NOW - 90),
+            NodeFacts(f"{B}.c.d", "active", run_id=7, run_started=NOW - 60)]
+    out = {f.branch: f for f in with_running_below([lead, *kids])}
+    assert [u.branch for u in out[B].running_below] == [f"{B}.c", f"{B}.c.d"]
+    assert [u.branch for u in out[f"{B}.c"].running_below] == [f"{B}.c.d"]  # c still runs
+    items = [item for item, _acked in classify([out[B]], NOW) if item.kind is Kind.ORPHANS]
+    assert [i.details["children"] for i in items] == [[f"{B}.c", f"{B}.c.d"]]
+    later = [replace(k, run_started=NOW - 30) for k in kids]
+    assert not [i for i, _ in classify(with_running_below([lead, *later]), NOW)
+                if i.kind is Kind.ORPHANS]
+
+
 @pytest.mark.parametrize(("shown", "wakes", "until"), [
     ("waiting for usage window until 04:05Z", [1_767_240_300.0, 1_767_250_000.0],
      1_767_240_300.0),
