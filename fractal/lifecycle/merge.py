@@ -19,6 +19,9 @@ later merge brings only new work. An interruption at any point leaves the target
 untouched or fully merged; the next merge into it settles the row.
 """
 
+# Over 400 lines: the one verb's sequence (refusals, squash, hand-back, recovery) stays in
+# one module so its order reads top to bottom.
+
 from __future__ import annotations
 
 import shlex
@@ -191,6 +194,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
                            "work")
+            notices.extend(_left_behind(tree, child))
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
                                                  BODY_SUBJECTS, base=plan.base)
@@ -215,16 +219,23 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                              f"{exc}") from exc
         notices.extend(_settle(tree, book, ledger, merge_id, child, target, plan.child_sha,
                                squash, len(plan.files), actor))
-    child_wt = tree.node(child).worktree
-    left = [p for p in git.changed_paths(child_wt)
-            if not p.startswith(_own_dir_prefix(child))] if child_wt.is_dir() else []
-    if left:
-        notices.append(f"{child} has {len(left)} uncommitted file(s) that did not travel "
-                       f"({', '.join(left[:5])}); commit them there and merge again")
+    notices.extend(_left_behind(tree, child))
     _notify(notices, lambda: notify_merged(tree, child, target, squash,
                                            f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
+
+
+def _left_behind(tree: Tree, child: str) -> list[str]:
+    """The notice naming the project files the child's worktree holds uncommitted (its
+    node directory aside), which no merge brings: empty when none or no worktree."""
+    child_wt = tree.node(child).worktree
+    left = [p for p in git.changed_paths(child_wt)
+            if not p.startswith(_own_dir_prefix(child))] if child_wt.is_dir() else []
+    if not left:
+        return []
+    return [f"{child} has {len(left)} uncommitted file(s) that did not travel "
+            f"({', '.join(left[:5])}); commit them there and merge again"]
 
 
 def _notify(notices: list[str], post: Callable[[], str]) -> None:

@@ -117,6 +117,18 @@ def test_a_clean_squash_lands_without_node_dirs_or_artifacts(setup: Setup) -> No
     assert "- div" in body and "- swap" not in body
 
 
+def test_nothing_to_merge_still_names_the_childs_uncommitted_files(setup: Setup) -> None:
+    """A child whose only work is uncommitted (a killed agent's edit, say) has nothing to
+    merge; the merge says so and points at the files left in its worktree."""
+    (setup.wt("a") / "calc" / "ops.py").write_text("def add(a, b):\n    return 0\n")
+    result = merge_node(open_context(setup.repo), "a")
+    assert result.status == "nothing"
+    assert result.notices == (
+        "nothing new to merge: main already holds all of main.a's work",
+        "main.a has 1 uncommitted file(s) that did not travel (calc/ops.py); commit them "
+        "there and merge again")
+
+
 def test_a_conflict_leaves_the_target_exactly_as_it_was(setup: Setup) -> None:
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return a + b + 0\n", "a")
     setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return int(a) + b\n", "main")
