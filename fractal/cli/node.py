@@ -205,7 +205,8 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
                                      param_hint="--task-file") from None
     seed = NodeSeed(task=task, gates=gates, inherit=parse_inherit(inherit))
     settings = _settings(values)
-    result = init_node(verb_context(path), name, settings, parent=parent,
+    ctx = verb_context(path)
+    result = init_node(ctx, name, settings, parent=parent,
                        reserve=values.get("reserve_budget"), seed=seed)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -213,10 +214,12 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
         click.echo("warning: none of --max-cost, --max-iters, --exit-check is set; the node "
                    "will run until stopped", err=True)
     click.echo(result.paths.branch)
-    todo = "its task is in" if task is not None else "write its task in"
-    click.echo(f"created {result.paths.branch} at {result.paths.worktree}; {todo} "
-               f"{result.paths.node_md}, then `fractal node start {result.paths.branch}`",
-               err=True)
+    branch = result.paths.branch
+    short = branch.removeprefix(ctx.tree.root + ".")  # the root's name is implied
+    todo = (f"its task is in {result.paths.node_md}; start it with" if task is not None
+            else f"write its task in {result.paths.node_md}, then")
+    click.echo(f"created {branch} at {result.paths.worktree}; {todo} "
+               f"`fractal node start {short}`", err=True)
 
 
 @node_group.command("start")

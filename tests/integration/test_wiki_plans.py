@@ -183,6 +183,9 @@ def test_node_init_task_file_and_gates(repo: Path, tmp_path: Path) -> None:
     proc = cli(repo, "node", "init", "lex", "--max-iters", "1", "--task-file", str(task),
                "--gate", "EXECUTE", "--gate", "04")
     assert "its task is in" in proc.stderr
+    assert proc.stderr.rstrip().endswith(
+        "/.worktrees/main.lex/.fractal/main.lex/NODE.md; start it with "
+        "`fractal node start lex`")
     ndir = repo / ".worktrees" / "main.lex" / ".fractal" / "main.lex"
     node_md = (ndir / "NODE.md").read_text()
     instructions = node_md.split("## Instructions\n", 1)[1].split("\n## ", 1)[0]
