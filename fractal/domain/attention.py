@@ -157,14 +157,16 @@ def _paused(facts: NodeFacts) -> Item | None:
         return None
     since = facts.paused_since if facts.paused_since is not None else 0.0
     reason = facts.pause_reason.removeprefix("parked ")  # `paused: during PLAN`, said once
-    if facts.pause_asked:  # `paused: lunch (during PLAN)`: the asker's words first
-        reason = f"{facts.pause_asked} ({reason})" if reason else facts.pause_asked
+    # A heal's park record is written by a command, so it reads as an ask too: said once.
+    asked = facts.pause_asked if facts.pause_asked != facts.pause_reason else ""
+    if asked:  # `paused: lunch (during PLAN)`: the asker's words first
+        reason = f"{asked} ({reason})" if reason else asked
     why = f": {reason}" if reason else ""
     return Item(Kind.PAUSED, facts.branch, since, f"paused{why}",
                 f"fractal node resume {facts.branch}",
                 key=f"paused:{facts.branch}:{facts.run_id}", fingerprint=f"{since}",
                 details={"run_id": facts.run_id, "reason": facts.pause_reason,
-                         "asked": facts.pause_asked})
+                         "asked": asked})
 
 
 def _stall_at(facts: NodeFacts, now: float) -> Item | None:

@@ -218,6 +218,16 @@ def test_a_child_re_armed_by_a_hand_back_is_an_orphan_of_its_parents_ended_run()
         (Kind.ORPHANS, B, [f"{B}.c"])]
 
 
+def test_a_healed_park_says_its_reason_once() -> None:
+    """A crash heal's park record (written by the operator's command, not the loop) is
+    both the node's newest park and its newest pause event: its reason is said once."""
+    healed = NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9,
+                       pause_reason="parked interrupted: supervisor lost",
+                       pause_asked="parked interrupted: supervisor lost")
+    [(item, _)] = classify([healed], NOW)
+    assert item.summary == "paused: interrupted: supervisor lost"
+
+
 def test_a_paused_item_leads_with_the_reason_the_pause_was_given() -> None:
     parked = NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9,
                        pause_reason="parked during PLAN", pause_asked="lunch")
