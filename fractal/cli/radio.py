@@ -33,10 +33,16 @@ def radio_group() -> None:
 def _data(text: str) -> str:
     """DATA as given, or standard input for ``-``: at most one character past the body
     cap (64 KiB of UTF-8) is read, since a body that long is refused whatever follows,
-    so an endless or huge input is refused without being held in memory whole."""
-    from fractal.domain.radio import MAX_BODY_BYTES
+    so an endless or huge input is refused without being held in memory whole (as "more
+    than" the cap: its real size is never read). Raises InvalidValue for that."""
+    from fractal.domain.radio import MAX_BODY_BYTES, check_body
 
-    return sys.stdin.read(MAX_BODY_BYTES + 1) if text == "-" else text
+    if text != "-":
+        return text
+    data = sys.stdin.read(MAX_BODY_BYTES + 1)
+    if len(data) > MAX_BODY_BYTES:  # cut short: more characters than the cap has bytes
+        check_body(data, whole=False)
+    return data
 
 
 def _listing(rows: Sequence[dict[str, object]], as_json: bool, as_csv: bool, body: bool,

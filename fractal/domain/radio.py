@@ -91,12 +91,15 @@ MAX_BODY_BYTES = 64 * 1024
 """The largest message body the radio takes, in bytes of UTF-8 (64 KiB)."""
 
 
-def check_body(data: str) -> str:
+def check_body(data: str, *, whole: bool = True) -> str:
     """``data`` when its UTF-8 form is at most MAX_BODY_BYTES; raise InvalidValue
-    otherwise, saying the size and the cap."""
+    otherwise, saying the size and the cap. ``whole`` False: ``data`` is only the start
+    of the body (its reading stopped past the cap), so the refusal says "more than" the
+    cap instead of a size."""
     size = len(data.encode("utf-8", "surrogatepass"))
     if size > MAX_BODY_BYTES:
-        raise InvalidValue(f"the message body is {size} bytes, over the radio's cap of "
+        said = f"{size} bytes" if whole else f"more than {MAX_BODY_BYTES} bytes"
+        raise InvalidValue(f"the message body is {said}, over the radio's cap of "
                            f"{MAX_BODY_BYTES} (64 KiB): commit a large payload to a file in "
                            "your worktree and send its path")
     return data

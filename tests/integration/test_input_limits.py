@@ -93,3 +93,4 @@ def test_an_endless_standard_input_is_refused_at_the_cap_not_read_whole(
         endless.wait()
     assert done.returncode == 1, done.stderr
     assert "over the radio's cap" in done.stderr
+    assert "the message body is more than 65536 bytes," in done.stderr

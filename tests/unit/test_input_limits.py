@@ -37,6 +37,16 @@ def test_radio_body_cap(body: str, ok: bool) -> None:
 
 
 
+def test_a_body_cut_short_at_the_cap_is_refused_as_more_than_the_cap() -> None:
+    """Read only up to one past the cap (standard input), its size is unknown: the
+    refusal says "more than" the cap rather than where reading stopped."""
+    with pytest.raises(InvalidValue, match=r"^the message body is more than 65536 bytes, "
+                                           r"over the radio's cap"):
+        check_body("x" * (MAX_BODY_BYTES + 1), whole=False)
+    with pytest.raises(InvalidValue, match=r"^the message body is 65537 bytes, over"):
+        check_body("x" * (MAX_BODY_BYTES + 1))
+
+
 @pytest.mark.parametrize(("reason", "plain"), [
     ("exit 1; retry", "exit 1"),
     ("retry", ""),
