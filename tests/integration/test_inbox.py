@@ -100,6 +100,27 @@ def _send(repo: Path, node: str, subject: str, data: str) -> subprocess.Complete
                     subject, "--priority", "7", data)
 
 
+def test_a_child_started_after_its_parents_run_ended_is_no_orphan_of_it(repo: Path) -> None:
+    """The operator restarts a child once its parent's run has ended: the inbox raises
+    no ``orphans`` item for that run (the child was not running when it ended)."""
+    import sqlite3
+
+    assert _fractal(repo / ".worktrees" / "main.ended", "node", "init", "kid").returncode == 0
+    ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
+    ended = ledger.open_run("main.ended", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(ended, "completed", 0, "Reached max iterations (1)")
+    force_status(ledger.db_path, "main.ended", "completed")
+    kid = ledger.open_run("main.ended.kid", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.ended.kid", "active")
+    con = sqlite3.connect(ledger.db_path)
+    with con:  # a minute after the parent's end, whatever the clock's resolution
+        con.execute("UPDATE runs SET started_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
+                    "(SELECT ended_at FROM runs WHERE run_id = ?), '+60 seconds') "
+                    "WHERE run_id = ?", (ended, kid))
+    con.close()
+    assert "orphans" not in {i["kind"] for i in _items(repo)}
+
+
 def test_inbox_lists_merges_usage_waits_orphans_and_messages(repo: Path) -> None:
     import time
 
