@@ -18,9 +18,8 @@ def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
     that are active or paused, each marked when it waits at an approval gate. Once a
     node's newest run has ended, a descendant counts only if its current run began by
     that end (or its start is unknown): one started later was not left running by that
-    run. And, for a
-    node whose loop waits for its children, ``unstarted``: its direct children that are
-    idle and never ran (sorted by branch)."""
+    run. And, for a node whose loop waits for its children, ``unstarted``: its direct
+    children that are idle and never ran (sorted by branch)."""
     below: dict[str, list[tuple[Unsettled, float | None]]] = {}
     idle: dict[str, list[str]] = {}
     for f in facts:
