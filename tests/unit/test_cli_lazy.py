@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -31,3 +33,25 @@ def test_a_name_near_nothing_gets_no_hint() -> None:
     result = CliRunner().invoke(cli, ["node", "zzzzzz"], prog_name="fractal")
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == "Error: No such command 'zzzzzz'."
+
+
+def test_a_lazy_subcommand_that_cannot_load_is_an_internal_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A fault in a lazily loaded module surfaces when its command runs: exit 3 and one
+    stderr line naming the crash log; the group's listing and the other verbs still work."""
+    from fractal.cli import main
+    from fractal.cli.node import _LAZY
+
+    monkeypatch.chdir(tmp_path)  # no tree here: the log goes to the state dir
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setitem(_LAZY, "merge", ("fractal.cli.no_such_module", "merge_cmd"))
+    with pytest.raises(SystemExit) as ended:
+        main(["node", "merge", "n"])
+    assert ended.value.code == 3
+    line = capsys.readouterr().err
+    assert line.startswith("Internal error (ModuleNotFoundError: ") and line.count("\n") == 1
+    logs = list((tmp_path / "state" / "fractal").glob("crash-*.log"))
+    assert len(logs) == 1 and "fractal.cli.no_such_module" in logs[0].read_text()
+    listing = CliRunner().invoke(cli, ["node", "--help"], prog_name="fractal")
+    assert listing.exit_code == 0 and "  merge " in listing.output
