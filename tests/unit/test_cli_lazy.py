@@ -55,3 +55,15 @@ def test_a_lazy_subcommand_that_cannot_load_is_an_internal_error(
     assert len(logs) == 1 and "fractal.cli.no_such_module" in logs[0].read_text()
     listing = CliRunner().invoke(cli, ["node", "--help"], prog_name="fractal")
     assert listing.exit_code == 0 and "  merge " in listing.output
+
+
+def test_the_listing_stand_ins_are_plain_commands() -> None:
+    """``fractal node --help`` lists a lazy command as a bare stand-in: a loaded command
+    that click would hide or mark deprecated would be listed differently from it."""
+    import importlib
+
+    from fractal.cli.node import _LAZY
+
+    for name, (module, attr) in _LAZY.items():
+        loaded = getattr(importlib.import_module(module), attr)
+        assert not loaded.hidden and not loaded.deprecated, name
