@@ -80,6 +80,19 @@ class LazyGroup(click.Group):
             return command
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click resolves a name, but an unknown one is answered with the close names
+        among every command, the unloaded ones included (click looks only at loaded ones)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            name = getattr(exc, "command_name", None)  # click >= 8.4 names the unknown one
+            if name is None:
+                raise
+            raise click.exceptions.NoSuchCommand(name, possibilities=self.list_commands(ctx),
+                                                 ctx=ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         if not self._clip:
             rows = [(name, self._short.get(name, "")) for name in self.list_commands(ctx)

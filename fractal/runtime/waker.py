@@ -65,7 +65,8 @@ class Waker:
         """Start a watchdog observer that wakes when ``directory/filename`` is written
         and closed, created, or moved into place (a touch writes and closes it).
 
-        Only those kinds of event are asked of the kernel: the directory also holds the
+        Only those kinds of event are asked of the kernel (where the observer is not
+        inotify, which alone reports closes, a modification counts too): the directory also holds the
         supervisor's and the pane's logs, and each append to them was an event the
         observer's threads decoded and dispatched (and, in CPython 3.11, the handler's
         method name built per event stayed in the type attribute cache).
@@ -75,6 +76,7 @@ class Waker:
             from watchdog.events import (
                 FileClosedEvent,
                 FileCreatedEvent,
+                FileModifiedEvent,
                 FileMovedEvent,
                 FileSystemEvent,
                 FileSystemEventHandler,
@@ -94,8 +96,11 @@ class Waker:
         try:
             observer = Observer()
             observer.daemon = True
-            observer.schedule(_Handler(), str(directory), recursive=False,
-                              event_filter=[FileClosedEvent, FileCreatedEvent, FileMovedEvent])
+            kinds: list[type[FileSystemEvent]] = [FileClosedEvent, FileCreatedEvent,
+                                                  FileMovedEvent]
+            if not _reports_closes(observer):  # a rewrite is only a modification there
+                kinds.append(FileModifiedEvent)
+            observer.schedule(_Handler(), str(directory), recursive=False, event_filter=kinds)
             observer.start()
         except Exception as exc:  # any observer failure degrades to polling
             log.warning("file watcher unavailable (%s); polling the database only", exc)
@@ -110,3 +115,12 @@ class Waker:
                 self._observer.stop()
             self._observer = None
 
+
+def _reports_closes(observer: object) -> bool:
+    """Whether ``observer`` reports a file closed after writing: only Linux's inotify
+    does; FSEvents, kqueue and the polling observer report a rewrite as a modification."""
+    try:
+        from watchdog.observers.inotify import InotifyObserver
+    except Exception:  # not Linux: the inotify module cannot load
+        return False
+    return isinstance(observer, InotifyObserver)

@@ -60,3 +60,24 @@ def test_appends_to_a_log_beside_it_do_not_wake_but_the_touch_after_them_does(
         log.write("one more\n")
         log.flush()
         assert not waker.wait(0.3, poll=0.3)
+
+
+def test_a_rewrite_wakes_under_an_observer_without_close_events(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only Linux's inotify reports a file closed after writing; macOS (FSEvents), the BSDs
+    (kqueue) and the polling observer report the rewrite of an existing wake file as a
+    modification. There it must still wake, else every verb after the first waits out an
+    idle poll (5 s)."""
+    import watchdog.observers
+    from watchdog.observers.polling import PollingObserver
+
+    monkeypatch.setattr(watchdog.observers, "Observer", PollingObserver)
+    (tmp_path / WAKE_FILE).write_text("old\n")
+    waker = Waker()
+    assert waker.watch(tmp_path)
+    try:
+        waker.wait(0.0)
+        touch_wake(tmp_path)
+        assert waker.wait(WAIT, poll=WAIT)
+    finally:
+        waker.close()
