@@ -319,6 +319,29 @@ def test_the_supervisor_imports_no_sqlalchemy() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+
+LAZY_PATTERNS = ("fractal/domain/signature.py",)
+"""Modules whose regular expressions are compiled on first use (a supervisor that never
+runs a check never needs them), never at import."""
+
+
+@pytest.mark.parametrize("path", LAZY_PATTERNS)
+def test_patterns_are_compiled_on_first_use(path: str) -> None:
+    import ast
+
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    eager = [node.lineno for node in tree.body
+             if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call)
+             and ast.unparse(node.value.func) == "re.compile"]
+    assert eager == [], f"{path}: re.compile at import on lines {eager}; use _pattern()"
+
+
+def test_node_init_seeds_with_the_seed_commit() -> None:
+    """``node init`` commits its seed with ``workspace/seedcommit.py`` (four git processes
+    in the fresh worktree), not the general backstop (ten)."""
+    text = Path("fractal/lifecycle/spawn.py").read_text(encoding="utf-8")
+    assert "backstop_commit" not in text and "seed_commit(" in text
+
 # --- module size -----------------------------------------------------------------------------
 
 OVER_THE_CAP = {
