@@ -337,7 +337,7 @@ def test_patterns_are_compiled_on_first_use(path: str) -> None:
 
 
 def test_node_init_seeds_with_the_seed_commit() -> None:
-    """``node init`` commits its seed with ``workspace/seedcommit.py`` (four git processes
+    """``node init`` commits its seed with ``workspace/seedcommit.py`` (three git processes
     in the fresh worktree), not the general backstop (ten)."""
     text = Path("fractal/lifecycle/spawn.py").read_text(encoding="utf-8")
     assert "backstop_commit" not in text and "seed_commit(" in text

@@ -4,9 +4,9 @@
 general backstop commit (``workspace/backstop.py``) asks git about cannot be true
 there: no merge, rebase, cherry-pick or revert is in progress, no index entry is
 unmerged, no ``index.lock`` is left and no ``fractal commit`` runs in it, and nothing
-is staged but what ``node init`` itself staged. This commit therefore runs four git
-processes (stage, list, diffstat, commit) where the backstop runs ten, and makes the
-same commit: the same files (runtime artifacts left out by the same pathspecs), the
+is staged but what ``node init`` itself staged. This commit therefore runs three git
+processes (stage; the staged paths with the diffstat; commit) where the backstop runs
+ten, and makes the same commit: the same files (runtime artifacts left out by the same pathspecs), the
 same message (subject, blank line, the capped diffstat) and the same refusal when a
 file to be committed holds conflict-marker lines (UnresolvedConflict, raised before
 the commit; the caller rolls the worktree back).
@@ -15,6 +15,7 @@ the commit; the caller rolls the worktree back).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
@@ -37,29 +38,48 @@ def seed_commit(worktree: Path, subject: str) -> bool:
     committed), GitError when git fails.
     """
     run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree)
-    out = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
-    staged = [p for p in out.split("\0") if p]
+    staged, stat = _staged_and_stat(worktree)
     artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:  # tracked at the fork and changed since: never committed
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
-        staged = [p for p in staged if p not in artifacts]
+        staged, stat = _staged_and_stat(worktree)
     if not staged:
         return False
     state = ConflictState(None, (), tuple(marker_files(worktree, staged)))
     if state.blocked:
         raise UnresolvedConflict(state.reason, state.paths, state.operation)
-    message = subject.strip() + "\n\n" + _diffstat(worktree)
+    message = subject.strip() + "\n\n" + _capped(stat)
     run_git(["-c", f"core.hooksPath={os.devnull}", "commit", "--no-verify", "--no-gpg-sign",
              "--quiet", "--cleanup=whitespace", "-m", message], worktree)
     return True
 
 
-def _diffstat(worktree: Path) -> str:
-    """``git diff --cached --stat`` of the staged seed, at most SEED_STAT_LINES file lines
-    and then ``... N more files`` (the summary line only when all of them fit)."""
-    out = run_git(["diff", "--cached", "--stat=120", "--no-color", "--no-ext-diff"],
-                  worktree).stdout
-    lines = [line.rstrip() for line in out.splitlines() if line.strip()]
+_NUMSTAT = re.compile(r"[\d-]+\t[\d-]+\t")
+
+
+def _staged_and_stat(worktree: Path) -> tuple[list[str], str]:
+    """The staged paths (both sides of a rename) and the ``git diff --cached --stat`` text,
+    from one git process: ``--numstat -z`` records (each starts with two counts and a
+    tab; a rename's path field is empty and two NUL-ended paths follow) come first, then
+    the stat, whose lines start with a space."""
+    out = run_git(["diff", "--cached", "--stat=120", "--no-color", "--no-ext-diff",
+                   "--numstat", "-z"], worktree).stdout
+    paths: list[str] = []
+    while _NUMSTAT.match(out):
+        rest = out.split("\t", 2)[2]
+        if rest.startswith("\0"):  # a rename or copy: old\0new\0
+            before, after, out = rest[1:].split("\0", 2)
+            paths += [before, after]
+        else:
+            path, out = rest.split("\0", 1)
+            paths.append(path)
+    return paths, out
+
+
+def _capped(stat: str) -> str:
+    """The stat's file lines (at most SEED_STAT_LINES, then ``... N more files``) and,
+    when all of them fit, its summary line."""
+    lines = [line.rstrip() for line in stat.splitlines() if line.strip()]
     files, summary = lines[:-1], lines[-1:]
     if len(files) <= SEED_STAT_LINES:
         return "\n".join(files + summary)

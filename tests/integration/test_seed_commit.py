@@ -53,6 +53,29 @@ def test_seed_commit_matches_the_backstop_commit(repo: Path) -> None:
     assert "supervisor.log" not in git(seeded, "show", "--name-only", "--format=", "HEAD")
 
 
+def test_seed_commit_of_a_rename_and_odd_names_matches_the_backstop(repo: Path) -> None:
+    """A fork that carried files the seed moves and replaces (git sees renames), with
+    names the stat quotes."""
+    files = {"old/NODE.md": "# a long enough task text to be seen as a rename\n" * 5,
+             "d/\u00e9 \u00fc.md": "x\n"}
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "carried")
+    made = []
+    for branch in ("main.a", "main.b"):
+        wt = _fresh(repo, branch, {})
+        git(wt, "mv", "old", "new")
+        (wt / "d" / "\u00e9 \u00fc.md").write_text("y\n")
+        made.append(wt)
+    assert seed_commit(made[0], "main.x: init (node seed)")
+    backstop_commit(made[1], subject="main.x: init (node seed)")
+    seeded, backstopped = _commit_text(made[0]), _commit_text(made[1])
+    assert (seeded[0], seeded[2]) == (backstopped[0], backstopped[2])
+    assert "=>" in seeded[2] and "\\303\\251" in seeded[2]
+
+
 def test_seed_commit_with_nothing_new_commits_nothing(repo: Path) -> None:
     wt = _fresh(repo, "main.a", {})
     before = head_sha(wt)
