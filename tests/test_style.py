@@ -342,6 +342,29 @@ def test_node_init_seeds_with_the_seed_commit() -> None:
     text = Path("fractal/lifecycle/spawn.py").read_text(encoding="utf-8")
     assert "backstop_commit" not in text and "seed_commit(" in text
 
+
+TYPED_TUPLES = {
+    "fractal/agents/base.py": ("SessionEvent", "TextEvent", "ToolEvent", "CostEvent",
+                               "ModelEvent", "ResultEvent", "UsageEvent", "NoticeEvent",
+                               "WindowEvent"),
+    "fractal/domain/usage.py": ("UsageLimit", "UsageWarning", "WindowRow", "Decision"),
+    "fractal/store/transition.py": ("EventNote", "SignalNote", "Moved"),
+}
+"""Value classes every supervisor defines, kept as ``by_type`` NamedTuples (a fifth of a
+frozen dataclass's definition cost; see ``fractal/domain/values.py``)."""
+
+
+@pytest.mark.parametrize("path", sorted(TYPED_TUPLES))
+def test_supervisor_value_classes_are_typed_tuples(path: str) -> None:
+    import ast
+
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for name in TYPED_TUPLES[path]:
+        node = classes[name]
+        assert [ast.unparse(b) for b in node.bases] == ["NamedTuple"], name
+        assert [ast.unparse(d) for d in node.decorator_list] == ["by_type"], name
+
 # --- module size -----------------------------------------------------------------------------
 
 OVER_THE_CAP = {
