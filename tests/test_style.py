@@ -319,6 +319,52 @@ def test_the_supervisor_imports_no_sqlalchemy() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+
+LAZY_PATTERNS = ("fractal/domain/signature.py",)
+"""Modules whose regular expressions are compiled on first use (a supervisor that never
+runs a check never needs them), never at import."""
+
+
+@pytest.mark.parametrize("path", LAZY_PATTERNS)
+def test_patterns_are_compiled_on_first_use(path: str) -> None:
+    import ast
+
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    eager = [node.lineno for node in tree.body
+             if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call)
+             and ast.unparse(node.value.func) == "re.compile"]
+    assert eager == [], f"{path}: re.compile at import on lines {eager}; use _pattern()"
+
+
+def test_node_init_seeds_with_the_seed_commit() -> None:
+    """``node init`` commits its seed with ``workspace/seedcommit.py`` (three git processes
+    in the fresh worktree), not the general backstop (ten)."""
+    text = Path("fractal/lifecycle/spawn.py").read_text(encoding="utf-8")
+    assert "backstop_commit" not in text and "seed_commit(" in text
+
+
+TYPED_TUPLES = {
+    "fractal/agents/base.py": ("SessionEvent", "TextEvent", "ToolEvent", "CostEvent",
+                               "ModelEvent", "ResultEvent", "UsageEvent", "NoticeEvent",
+                               "WindowEvent"),
+    "fractal/domain/usage.py": ("UsageLimit", "UsageWarning", "WindowRow", "Decision"),
+    "fractal/store/transition.py": ("EventNote", "SignalNote", "Moved"),
+}
+"""Value classes every supervisor defines, kept as ``by_type`` NamedTuples (a fifth of a
+frozen dataclass's definition cost; see ``fractal/domain/values.py``)."""
+
+
+@pytest.mark.parametrize("path", sorted(TYPED_TUPLES))
+def test_supervisor_value_classes_are_typed_tuples(path: str) -> None:
+    import ast
+
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for name in TYPED_TUPLES[path]:
+        node = classes[name]
+        assert [ast.unparse(b) for b in node.bases] == ["NamedTuple"], name
+        assert [ast.unparse(d) for d in node.decorator_list] == ["by_type"], name
+
 # --- module size -----------------------------------------------------------------------------
 
 OVER_THE_CAP = {

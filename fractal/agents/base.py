@@ -13,51 +13,55 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+from fractal.domain.values import by_type
 from fractal.errors import InvalidValue
 
 DEFAULT_AGENT = "claude"
 
+# The stream events are NamedTuples (see ``fractal.domain.values``): each supervisor
+# defines all nine.
 
-@dataclass(frozen=True)
-class SessionEvent:
+
+@by_type
+class SessionEvent(NamedTuple):
     """The agent named (or echoed) its session id."""
 
     session: str
 
 
-@dataclass(frozen=True)
-class TextEvent:
+@by_type
+class TextEvent(NamedTuple):
     """Human-readable output: assistant text or an unparsed line."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class ToolEvent:
+@by_type
+class ToolEvent(NamedTuple):
     """The agent used a tool (``name``) with a short ``detail`` (a command, a path)."""
 
     name: str
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class CostEvent:
+@by_type
+class CostEvent(NamedTuple):
     """Spend reported by the agent, USD, for this invocation so far (replaces earlier figures)."""
 
     usd: float
 
 
-@dataclass(frozen=True)
-class ModelEvent:
+@by_type
+class ModelEvent(NamedTuple):
     """The model that actually served the request."""
 
     model: str
 
 
-@dataclass(frozen=True)
-class ResultEvent:
+@by_type
+class ResultEvent(NamedTuple):
     """The agent's final event. ``ok`` False carries ``error``; ``budget_stopped`` marks a
     clean stop at the agent-enforced budget (the CLI ended the step because its dollar
     budget for the step ran out; not a failure).
@@ -75,8 +79,8 @@ class ResultEvent:
     api_status: int | None = None
 
 
-@dataclass(frozen=True)
-class UsageEvent:
+@by_type
+class UsageEvent(NamedTuple):
     """Token usage of this invocation so far (not of the whole session): input tokens
     (cached ones included), the cached subset of them, and output tokens. The last one
     wins; a CLI that reports thread totals is turned into per-invocation figures by its
@@ -87,8 +91,8 @@ class UsageEvent:
     output_tokens: int
 
 
-@dataclass(frozen=True)
-class NoticeEvent:
+@by_type
+class NoticeEvent(NamedTuple):
     """Something worth showing that is neither output nor failure (a warning). ``retry``
     marks the CLI retrying an API call (counted and shown in the pane)."""
 
@@ -96,8 +100,8 @@ class NoticeEvent:
     retry: bool = False
 
 
-@dataclass(frozen=True)
-class WindowEvent:
+@by_type
+class WindowEvent(NamedTuple):
     """The CLI reported its subscription usage window (not token usage).
 
     ``rejected`` True: the window is used up and the CLI stopped (a usage-limit stop,

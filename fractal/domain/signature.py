@@ -30,8 +30,17 @@ count is None when no summary line was recognised.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+
+def _pattern(text: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """``re.compile(text, flags)`` done on the first call, then kept: a supervisor that
+    never summarises a check's output never compiles these."""
+    return functools.cache(functools.partial(re.compile, text, flags))
+
 
 __all__ = ["LINE_LIMIT", "CheckSummary", "count_results", "failing_tests", "first_error_line",
            "normalise_line", "summarise"]
@@ -49,9 +58,9 @@ class CheckSummary:
 
 
 _PYTEST_SUMMARY = ("FAILED ", "ERROR ")  # "FAILED <id> - <message>" (the message optional)
-_PYTEST_VERBOSE = re.compile(r"(?P<id>\S+::\S+) (?:FAILED|ERROR)\b.*")
-_UNITTEST_HEADER = re.compile(r"(?:FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)")
-_UNITTEST_VERBOSE = re.compile(r"(?P<name>\w+) \((?P<where>[\w.]+)\) \.\.\. (?:FAIL|ERROR)")
+_PYTEST_VERBOSE = _pattern(r"(?P<id>\S+::\S+) (?:FAILED|ERROR)\b.*")
+_UNITTEST_HEADER = _pattern(r"(?:FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)")
+_UNITTEST_VERBOSE = _pattern(r"(?P<name>\w+) \((?P<where>[\w.]+)\) \.\.\. (?:FAIL|ERROR)")
 
 
 def _pytest_id(text: str) -> str | None:
@@ -73,24 +82,24 @@ def failing_tests(output: str) -> tuple[str, ...]:
             if test_id is not None:
                 found.add(test_id)
             continue
-        match = _PYTEST_VERBOSE.fullmatch(line)
+        match = _PYTEST_VERBOSE().fullmatch(line)
         if match is not None:
             test_id = _pytest_id(match.group("id"))
             if test_id is not None:
                 found.add(test_id)
             continue
-        match = _UNITTEST_HEADER.fullmatch(line) or _UNITTEST_VERBOSE.fullmatch(line)
+        match = _UNITTEST_HEADER().fullmatch(line) or _UNITTEST_VERBOSE().fullmatch(line)
         if match is not None:
             name, where = match.group("name"), match.group("where")
             found.add(where if where.endswith(f".{name}") else f"{where}.{name}")
     return tuple(sorted(found))
 
 
-_LOCATION = re.compile(r"\S+:\d+(?::\d+)?:(?:\s|$)")
-_LINT_CODE = re.compile(r"[A-Z]{1,4}\d{2,4}\b")
-_PYTEST_E = re.compile(r"E\s{2,}\S")  # pytest's explanation lines: "E   assert 1 == 2"
-_EXCEPTION = re.compile(r"(?:[\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?")
-_ERROR_WORD = re.compile(
+_LOCATION = _pattern(r"\S+:\d+(?::\d+)?:(?:\s|$)")
+_LINT_CODE = _pattern(r"[A-Z]{1,4}\d{2,4}\b")
+_PYTEST_E = _pattern(r"E\s{2,}\S")  # pytest's explanation lines: "E   assert 1 == 2"
+_EXCEPTION = _pattern(r"(?:[\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?")
+_ERROR_WORD = _pattern(
     r"\b(?:errors?|fail(?:ed|ure|ures|s)?|fatal|panic(?:ked)?|abort(?:ed)?|exception|"
     r"traceback|denied|not found|no such file|cannot|can't|unable to|segmentation fault|"
     r"timed out|missing)\b", re.IGNORECASE)
@@ -99,9 +108,9 @@ _TRACEBACK = "Traceback (most recent call last)"
 
 def _looks_like_error(line: str) -> bool:
     stripped = line.strip()
-    return bool(_LOCATION.match(stripped) or _LINT_CODE.match(stripped)
-                or _PYTEST_E.match(stripped) or _EXCEPTION.match(stripped)
-                or _ERROR_WORD.search(stripped))
+    return bool(_LOCATION().match(stripped) or _LINT_CODE().match(stripped)
+                or _PYTEST_E().match(stripped) or _EXCEPTION().match(stripped)
+                or _ERROR_WORD().search(stripped))
 
 
 def first_error_line(output: str) -> str | None:
@@ -122,13 +131,13 @@ def first_error_line(output: str) -> str | None:
     return None
 
 
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
-_HEX_ID = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
-_PATH = re.compile(r"(?:~|\.{1,2})?(?:/[\w.@+~-]+)+/?|(?:[\w.@+~-]+/)+[\w.@+~-]*")
-_FILE_AT = re.compile(r"\b[\w.@+~-]+\.[A-Za-z]\w*(?=:\d)")
-_NUMBER = re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?")
-_SPACES = re.compile(r"\s+")
+_TIME = _pattern(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_ADDRESS = _pattern(r"\b0x[0-9a-fA-F]+\b")
+_HEX_ID = _pattern(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b")
+_PATH = _pattern(r"(?:~|\.{1,2})?(?:/[\w.@+~-]+)+/?|(?:[\w.@+~-]+/)+[\w.@+~-]*")
+_FILE_AT = _pattern(r"\b[\w.@+~-]+\.[A-Za-z]\w*(?=:\d)")
+_NUMBER = _pattern(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)?")
+_SPACES = _pattern(r"\s+")
 LINE_LIMIT = 500
 """Characters of a line that are normalised (a longer line is cut first: bounded work)."""
 
@@ -137,30 +146,30 @@ def normalise_line(line: str) -> str:
     """``line`` (its first ``LINE_LIMIT`` characters) with timestamps, addresses, hex ids,
     paths and free-standing numbers replaced by placeholders, and runs of whitespace
     collapsed to one space."""
-    text = _TIME.sub("<time>", line[:LINE_LIMIT])
-    text = _ADDRESS.sub("<addr>", text)
-    text = _HEX_ID.sub("<hex>", text)
-    text = _PATH.sub("<path>", text)
-    text = _FILE_AT.sub("<path>", text)
-    text = _NUMBER.sub("N", text)
-    return _SPACES.sub(" ", text).strip()
+    text = _TIME().sub("<time>", line[:LINE_LIMIT])
+    text = _ADDRESS().sub("<addr>", text)
+    text = _HEX_ID().sub("<hex>", text)
+    text = _PATH().sub("<path>", text)
+    text = _FILE_AT().sub("<path>", text)
+    text = _NUMBER().sub("N", text)
+    return _SPACES().sub(" ", text).strip()
 
 
-_PYTEST_TOTALS = re.compile(r"=*\s*(?P<body>(?:no tests ran|\d+ \w+)(?:, \d+ \w+)*) in "
+_PYTEST_TOTALS = _pattern(r"=*\s*(?P<body>(?:no tests ran|\d+ \w+)(?:, \d+ \w+)*) in "
                             r"[\d.]+s(?: \([\d:.]+\))?\s*=*")
-_PYTEST_PART = re.compile(r"(\d+) (\w+)")
-_UNITTEST_RAN = re.compile(r"Ran (\d+) tests? in ")
-_UNITTEST_END = re.compile(r"(?P<verdict>OK|FAILED)(?: \((?P<body>[^)]*)\))?")
-_MYPY_FOUND = re.compile(r"Found (\d+) errors? in \d+ files?\b.*")
-_RUFF_FOUND = re.compile(r"Found (\d+) errors?\..*")
-_CLEAN = re.compile(r"Success: no issues found\b.*|All checks passed!")
+_PYTEST_PART = _pattern(r"(\d+) (\w+)")
+_UNITTEST_RAN = _pattern(r"Ran (\d+) tests? in ")
+_UNITTEST_END = _pattern(r"(?P<verdict>OK|FAILED)(?: \((?P<body>[^)]*)\))?")
+_MYPY_FOUND = _pattern(r"Found (\d+) errors? in \d+ files?\b.*")
+_RUFF_FOUND = _pattern(r"Found (\d+) errors?\..*")
+_CLEAN = _pattern(r"Success: no issues found\b.*|All checks passed!")
 
 
 def _pytest_counts(line: str) -> tuple[int, int] | None:
-    match = _PYTEST_TOTALS.fullmatch(line)
+    match = _PYTEST_TOTALS().fullmatch(line)
     if match is None:
         return None
-    parts = {word: int(n) for n, word in _PYTEST_PART.findall(match.group("body"))}
+    parts = {word: int(n) for n, word in _PYTEST_PART().findall(match.group("body"))}
     failures = parts.get("failed", 0) + parts.get("error", 0) + parts.get("errors", 0)
     return failures, parts.get("passed", 0)
 
@@ -168,11 +177,11 @@ def _pytest_counts(line: str) -> tuple[int, int] | None:
 def _unittest_counts(lines: list[str]) -> tuple[int, int] | None:
     ran: int | None = None
     for line in lines:
-        match = _UNITTEST_RAN.match(line)
+        match = _UNITTEST_RAN().match(line)
         if match is not None:
             ran = int(match.group(1))
             continue
-        end = _UNITTEST_END.fullmatch(line)
+        end = _UNITTEST_END().fullmatch(line)
         if ran is not None and end is not None:
             parts = dict(re.findall(r"(\w+)=(\d+)", end.group("body") or ""))
             failures = int(parts.get("failures", 0)) + int(parts.get("errors", 0))
@@ -198,10 +207,10 @@ def count_results(output: str) -> tuple[int | None, int | None]:
     if counts is not None:
         return counts
     for line in reversed(lines):
-        match = _MYPY_FOUND.fullmatch(line) or _RUFF_FOUND.fullmatch(line)
+        match = _MYPY_FOUND().fullmatch(line) or _RUFF_FOUND().fullmatch(line)
         if match is not None:
             return int(match.group(1)), None
-        if _CLEAN.fullmatch(line):
+        if _CLEAN().fullmatch(line):
             return 0, None
     return None, None
 

@@ -22,12 +22,13 @@ Everything here is pure: facts and instants (epoch seconds, UTC) in, values out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from fractal.domain.durations import format_duration
 from fractal.domain.pause_at import parse_pause_at  # re-exported: the setting's parser
+from fractal.domain.values import by_type
 
 __all__ = [
     "BACKOFF_FIRST",
@@ -68,16 +69,16 @@ PROBE_STALE = 900.0
 """Seconds after which a probe that never reported is taken as lost (its node died)."""
 
 
-@dataclass(frozen=True)
-class UsageLimit:
+@by_type
+class UsageLimit(NamedTuple):
     """A closed usage window: the CLI refused the request until ``resets_at``."""
 
     window: str = UNKNOWN_WINDOW
     resets_at: float | None = None
 
 
-@dataclass(frozen=True)
-class UsageWarning:
+@by_type
+class UsageWarning(NamedTuple):
     """A window close to its limit: ``utilization`` of it used (0..1)."""
 
     utilization: float
@@ -93,8 +94,8 @@ class WindowState(StrEnum):
     OPEN = "open"  # the probe got through; everyone launches again
 
 
-@dataclass(frozen=True)
-class WindowRow:
+@by_type
+class WindowRow(NamedTuple):
     """The shared facts of one credential's window (one database row).
 
     ``resets_at`` is the reset the CLI stated (None: it stated none); ``wake_at`` is the
@@ -120,8 +121,8 @@ class Action(StrEnum):
     PROBE = "probe"
 
 
-@dataclass(frozen=True)
-class Decision:
+@by_type
+class Decision(NamedTuple):
     """``action``, and for WAIT the instant (epoch s) at which to look again."""
 
     action: Action

@@ -23,7 +23,6 @@ from fractal.lifecycle.latch import refuse_if_braked
 from fractal.tree import NodePaths, Tree, resolve_node, validate_name
 from fractal.workspace import git
 from fractal.workspace.agenthomes import seed_agent_homes
-from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.checkseed import seed_check_gate
 from fractal.workspace.nodedir import (
     ensure_exclude_block,
@@ -35,6 +34,7 @@ from fractal.workspace.nodedir import (
     seed_task_and_gates,
     write_atomic,
 )
+from fractal.workspace.seedcommit import seed_commit
 from fractal.workspace.wiki import ensure_wiki
 from fractal.workspace.worktrees import add_worktree, remove_worktree, set_identity
 
@@ -140,8 +140,10 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
         refuse_if_braked(tree, ledger, branch, "spawn")
         check_caps(tree, ledger, branch)
         check_child_budget(tree, ledger, branch, _usd(config.get("max_cost")))
-        ensure_exclude_block(git.common_dir(tree.repo))
-        fork_sha = git.head_sha(tree.repo, start_point or base_ref)
+        dirs = git.git_dirs(tree.repo)
+        ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(tree.repo))
+        fork_sha = (git.head_sha(tree.repo, start_point) if start_point
+                    else git.branch_tip(tree.repo, base_ref))
         warnings = _unsaved(tree, parent_branch, base_ref, fork_sha)
         add_worktree(tree.repo, branch, paths.worktree, fork_sha)
         registered = False
@@ -163,7 +165,7 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
             ensure_wiki(paths.memory_dir, f"Memory of {branch}")
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
-            backstop_commit(paths.worktree, subject=f"{branch}: init (node seed)")
+            seed_commit(paths.worktree, f"{branch}: init (node seed)")
             title = config.get("title")
             ledger.register_node(branch, parent=parent_branch,
                                  title=title if isinstance(title, str) else None,

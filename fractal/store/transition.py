@@ -14,7 +14,7 @@ too: with ``move`` they are the store's side of the control plane (``fractal.con
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fractal.domain.states import (
     Closes,
@@ -25,6 +25,7 @@ from fractal.domain.states import (
     refusal,
     rule_of,
 )
+from fractal.domain.values import by_type
 from fractal.errors import NodeNotFound
 from fractal.store.db import Tx
 from fractal.store.fence import close_open_rows, close_open_steps, fenced_close
@@ -35,8 +36,8 @@ from fractal.store.timefmt import utc_now
 __all__ = ["EventNote", "Moved", "SignalNote", "Transitions"]
 
 
-@dataclass(frozen=True)
-class EventNote:
+@by_type
+class EventNote(NamedTuple):
     """An event row a move writes in its transaction (``pause``, ``kill``, ...)."""
 
     event: str
@@ -48,8 +49,8 @@ class EventNote:
     step_id: int | None = None
 
 
-@dataclass(frozen=True)
-class SignalNote:
+@by_type
+class SignalNote(NamedTuple):
     """A signal row a move queues on ``run_id`` in its transaction (a kill's attribution)."""
 
     run_id: int
@@ -57,8 +58,8 @@ class SignalNote:
     metadata: str = ""
 
 
-@dataclass(frozen=True)
-class Moved:
+@by_type
+class Moved(NamedTuple):
     """What ``move`` did. ``after`` is None when the move was refused (``why`` says why,
     naming the current status and the moves allowed from it); ``closed`` counts the rows
     it closed; ``notice`` is the uuid of the exit notice it posted, if any."""

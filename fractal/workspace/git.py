@@ -158,6 +158,21 @@ def head_sha(cwd: Path, ref: str = "HEAD") -> str:
     return _out(["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"], cwd)
 
 
+def branch_tip(cwd: Path, branch: str) -> str:
+    """The full sha the local branch ``branch`` points at: its loose ref file when
+    ``cwd`` is a checkout's top and the file holds one (no git process), else
+    ``head_sha(cwd, branch)``. Raises GitError when it names no commit."""
+    dirs = git_dirs(cwd)
+    if dirs is not None and branch and ".." not in branch and not branch.startswith("/"):
+        try:
+            value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            value = ""
+        if _SHA.fullmatch(value):
+            return value
+    return head_sha(cwd, branch)
+
+
 def branch_exists(cwd: Path, branch: str) -> bool:
     """Tell whether the local branch ``refs/heads/<branch>`` exists.
 

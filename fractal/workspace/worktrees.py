@@ -67,11 +67,27 @@ def set_identity(worktree: Path, name: str) -> None:
     per-worktree ``user.email=<name>@fractal.invalid``; an existing email is left alone.
     Raises GitError when git refuses the configuration.
     """
-    run_git(["config", "extensions.worktreeConfig", "true"], worktree)
+    known = _config_values(worktree, ("extensions.worktreeconfig", "user.email"))
+    if known.get("extensions.worktreeconfig", "").lower() not in _TRUE:
+        run_git(["config", "extensions.worktreeConfig", "true"], worktree)
     run_git(["config", "--worktree", "user.name", name], worktree)
-    email = run_git(["config", "user.email"], worktree, check=False)
-    if email.returncode == 1 or not email.stdout.strip():
+    if not known.get("user.email", "").strip():
         run_git(["config", "--worktree", "user.email", f"{name}@{EMAIL_DOMAIN}"], worktree)
+
+
+_TRUE = ("true", "yes", "on", "1")  # git's spellings of a true boolean
+
+
+def _config_values(worktree: Path, keys: tuple[str, ...]) -> dict[str, str]:
+    """The effective value (the last one set) of each of ``keys`` (lower case) that is set
+    where ``worktree`` reads its config, from one ``git config --get-regexp``."""
+    pattern = "^(" + "|".join(key.replace(".", r"\.") for key in keys) + ")$"
+    out = run_git(["config", "--null", "--get-regexp", pattern], worktree, check=False).stdout
+    values: dict[str, str] = {}
+    for entry in filter(None, out.split("\0")):
+        key, _, value = entry.partition("\n")
+        values[key.lower()] = value
+    return values
 
 
 def worktree_paths(repo: Path) -> dict[str, Path]:

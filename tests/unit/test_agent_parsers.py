@@ -246,6 +246,6 @@ def test_usage_delta(cumulative: Usage, prior: Usage | None, delta: Usage) -> No
 def test_odd_lines_never_raise(line: str, make: type[ClaudeParser] | type[CodexParser]) -> None:
     events = make().feed(line)
     for event in events:
-        for value in event.__dict__.values():
+        for value in event._asdict().values():
             if isinstance(value, str):
                 value.encode("utf-8")  # no lone surrogates reach the pane or the database
