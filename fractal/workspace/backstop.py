@@ -27,14 +27,13 @@ from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_stage import add_paths
 from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
-    PendingStatus,
     branch_exists,
     current_branch,
     head_sha,
     run_git,
-    start_worktree_status,
     worktree_status,
 )
+from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
 
 __all__ = ["STAT_LINES", "backstop_commit"]
 

@@ -18,7 +18,6 @@ from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
 
 __all__ = [
-    "PendingStatus",
     "branch_exists",
     "changed_paths",
     "commit_files",
@@ -30,9 +29,9 @@ __all__ = [
     "head_sha",
     "is_dirty",
     "log_subjects",
+    "parse_status",
     "repo_root",
     "run_git",
-    "start_worktree_status",
     "toplevel",
     "tracked_changes",
     "worktree_status",
@@ -255,13 +254,14 @@ def worktree_status(cwd: Path) -> tuple[list[str], bool]:
     need not ask git either question. ``--no-optional-locks``: the status does not write
     its refreshed stat cache back to the index, so it never takes ``index.lock`` (an agent's
     own git is not refused for it) and skips that write; the answer is the same."""
-    return _parse_status(run_git(_STATUS_ARGS, cwd).stdout)
+    return parse_status(run_git(STATUS_ARGS, cwd).stdout)
 
 
-_STATUS_ARGS = ["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"]
+STATUS_ARGS = ["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"]
 
 
-def _parse_status(out: str) -> tuple[list[str], bool]:
+def parse_status(out: str) -> tuple[list[str], bool]:
+    """(changed paths, whether the index matches HEAD) from ``STATUS_ARGS``'s output."""
     fields = out.split("\0")
     paths: list[str] = []
     seen: set[str] = set()
@@ -285,80 +285,6 @@ def _parse_status(out: str) -> tuple[list[str], bool]:
                 seen.add(item)
                 paths.append(item)
     return paths, index_clean
-
-
-_Stamp = tuple[int, int, int] | None
-_Stamps = tuple[str, tuple[_Stamp, ...]]
-
-
-def _stamp(path: Path) -> _Stamp:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-class PendingStatus:
-    """The ``worktree_status`` of a checkout, started ahead of the moment it is needed (its
-    git process runs while the caller does other work). ``result()`` gives the answer, or
-    None when it cannot be trusted: git failed, or the index, ``HEAD`` or the ref it names
-    changed while it ran (a commit came between); the caller then asks again."""
-
-    def __init__(self, proc: subprocess.Popen[str], dirs: tuple[Path, Path],
-                 stamps: _Stamps) -> None:
-        self._proc = proc
-        self._dirs = dirs
-        self._stamps = stamps  # taken before the git process started
-        self._out: str | None = None
-        self._done = False
-
-    def _finish(self) -> None:
-        if not self._done:
-            out, _err = self._proc.communicate()
-            self._done = True
-            self._out = out if self._proc.returncode == 0 else None
-
-    def result(self) -> tuple[list[str], bool] | None:
-        """(changed paths, whether the index matches HEAD) as ``worktree_status``, or None."""
-        self._finish()
-        if self._out is None or _repo_stamps(*self._dirs) != self._stamps:
-            return None
-        return _parse_status(self._out)
-
-    def discard(self) -> None:
-        """Collect the git process when the answer is not wanted (it is never left behind)."""
-        self._finish()
-
-
-def _repo_stamps(gitdir: Path, common: Path) -> _Stamps:
-    """What a status answer depends on besides the files: ``HEAD``, the index, the refs."""
-    try:
-        head = (gitdir / "HEAD").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        head = ""
-    ref = head[len("ref: "):] if head.startswith("ref: refs/") else None
-    paths = [gitdir / "index", common / "packed-refs"]
-    if ref is not None and ".." not in ref:
-        paths.append(common / ref)
-    return head, tuple(_stamp(p) for p in paths)
-
-
-def start_worktree_status(cwd: Path) -> PendingStatus | None:
-    """Start ``worktree_status(cwd)`` now; None when ``cwd`` is not a checkout's top (or
-    git cannot start): ask ``worktree_status`` then."""
-    dirs = git_dirs(cwd)
-    if dirs is None:
-        return None
-    stamps = _repo_stamps(*dirs)
-    try:
-        proc = subprocess.Popen(
-            ["git", "-C", str(cwd), *_STATUS_ARGS], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-            errors="replace", env=git_env())
-    except OSError:
-        return None
-    return PendingStatus(proc, dirs, stamps)
 
 
 def tracked_changes(cwd: Path) -> list[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from fractal.workspace.git import start_worktree_status, worktree_status
+from fractal.workspace.git import worktree_status
+from fractal.workspace.status_ahead import start_worktree_status
 
 
 def _git(cwd: Path, *args: str) -> None:
