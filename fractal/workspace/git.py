@@ -161,15 +161,7 @@ def branch_tip(cwd: Path, branch: str) -> str:
     """The full sha the local branch ``branch`` points at: its loose ref file when
     ``cwd`` is a checkout's top and the file holds one (no git process), else
     ``head_sha(cwd, branch)``. Raises GitError when it names no commit."""
-    dirs = git_dirs(cwd)
-    if dirs is not None and branch and ".." not in branch and not branch.startswith("/"):
-        try:
-            value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            value = ""
-        if _SHA.fullmatch(value):
-            return value
-    return head_sha(cwd, branch)
+    return _loose_ref_sha(cwd, branch) or head_sha(cwd, branch)
 
 
 def branch_exists(cwd: Path, branch: str) -> bool:
@@ -177,19 +169,29 @@ def branch_exists(cwd: Path, branch: str) -> bool:
 
     A loose ref file holding a commit id answers yes without running git (a loop asks
     before every step); a packed or missing ref is asked of git."""
-    dirs = git_dirs(cwd)
-    if dirs is not None and branch and ".." not in branch and not branch.startswith("/"):
-        try:
-            value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            value = ""
-        if _SHA.fullmatch(value):
-            return True
+    if _loose_ref_sha(cwd, branch) is not None:
+        return True
     proc = run_git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False)
     return proc.returncode == 0
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
+    """The commit id in ``refs/heads/<branch>``'s loose ref file when ``cwd`` is a
+    checkout's top and the file holds one (no git process); None otherwise (packed,
+    missing, symbolic, or a name that could leave the refs directory)."""
+    dirs = git_dirs(cwd)
+    if dirs is None or not branch or ".." in branch or branch.startswith("/"):
+        return None
+    try:
+        value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value if _SHA.fullmatch(value) else None
+
+
 _GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
