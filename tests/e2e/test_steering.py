@@ -109,6 +109,9 @@ def test_kill_reaps_the_loop_the_agent_and_the_pane(tree: Tree) -> None:
     tree.node("victim", {"01-A.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
     tree.cli("node", "start", "victim")
     step_id = _wait_running(tree, "victim", "A")
+    # The session id arrives on the agent's stream a moment after the launch is booked.
+    wait_until(lambda: tree.sql("SELECT session FROM steps WHERE step_id = ?", step_id)
+               != [(None,)], timeout=30, message="step A's session recorded")
     (pgid,), = tree.sql("SELECT pgid FROM steps WHERE step_id = ?", step_id)
     tree.cli("node", "kill", "victim", "--reason", "runaway")
     assert tree.status("victim") == "killed"
