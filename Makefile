@@ -7,11 +7,11 @@ DEMO_DIR ?= ./fractal-demo
 PYTEST_ARGS ?=
 BENCH_ARGS ?=  # e.g. --only dashboard
 
-.PHONY: bootstrap demo test test-agents lint bench soak soak-tree clean
+.PHONY: bootstrap demo test test-agents lint bench soak soak-tree lock clean
 
 bootstrap: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/bootstrap.sh
+$(STAMP): pyproject.toml constraints.txt scripts/bootstrap.sh
 	PY=$(PY) bash scripts/bootstrap.sh $(VENV)
 	touch $(STAMP)
 
@@ -41,6 +41,12 @@ test-agents: bootstrap
 lint: bootstrap
 	$(BIN)/ruff check fractal tests migrations
 	$(BIN)/mypy --strict fractal
+
+# Re-pin constraints.txt to what the venv holds (after adding or changing a dependency in
+# pyproject.toml; to move an existing pin, edit or delete its line first).
+lock: bootstrap
+	{ sed -n '1,3p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable --exclude uv; } \
+	  > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 bench: bootstrap
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
