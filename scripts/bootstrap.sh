@@ -23,22 +23,25 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x "$venv/bin/python" ]; then
-  "$py" -m venv "$venv"
-fi
-# The pinned set (constraints.txt), installed by uv when it can be had: it downloads and
-# compiles in parallel, about 12 s where pip takes 30-55 s on two cores. pip (the one the
-# venv ships, 22.3 or later, which installs a pyproject project editable) is the
-# fallback, e.g. where only a pip mirror is reachable; both read the same pins.
+# The pinned set (constraints.txt) goes in with uv when uv can be had: it downloads and
+# byte-compiles in parallel, ~12 s where pip took 30-55 s on two cores. So the venv is
+# made without pip (ensurepip alone took ~4-12 s) and the system's pip puts uv in it; uv
+# then installs pip too, for whoever uses the venv. Without a system pip, or when uv
+# fails (only a pip mirror reachable, say), the venv's own pip installs the same pins.
 uv_version=0.13.9
+pip_version=23.2.1
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv --without-pip "$venv"
+fi
 if [ ! -x "$venv/bin/uv" ]; then
-  "$venv/bin/python" -m pip install -q "uv==$uv_version" >/dev/null 2>&1 || true
+  "$py" -m pip --python "$venv/bin/python" install -q "uv==$uv_version" >/dev/null 2>&1 || true
 fi
 if [ -x "$venv/bin/uv" ] && "$venv/bin/uv" pip install -q --compile-bytecode \
-     --python "$venv/bin/python" -e '.[dev]' -c constraints.txt; then
+     --python "$venv/bin/python" -e '.[dev]' "pip==$pip_version" -c constraints.txt; then
   :
 else
-  echo "bootstrap: uv unavailable or failed; installing with pip" >&2
+  echo "bootstrap: installing with pip (uv unavailable or failed)" >&2
+  "$venv/bin/python" -m pip --version >/dev/null 2>&1 || "$venv/bin/python" -m ensurepip >/dev/null
   "$venv/bin/python" -m pip install -q -e '.[dev]' -c constraints.txt
 fi
 echo "bootstrap: ready ($("$venv/bin/fractal" --version))" >&2
