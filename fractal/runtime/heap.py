@@ -41,10 +41,13 @@ _frozen = False  # set once per process by freeze_boot_heap
 def freeze_boot_heap() -> None:
     """Collect the boot's garbage once, then freeze every object still tracked into the
     permanent generation (never collected again; objects built at boot live for the run
-    anyway). Turns ``between_iterations`` on for this process."""
+    anyway), and turn the collector on (the pane's entry point, ``fractal/__main__.py``,
+    boots with it off: nothing built before this point is garbage for long). Turns
+    ``between_iterations`` on for this process."""
     global _frozen
     gc.collect()
     gc.freeze()
+    gc.enable()
     _frozen = True
 
 
