@@ -1,5 +1,61 @@
-"""``python -m fractal``: the same entry point as the ``fractal`` console script."""
+"""``python -m fractal``: the same entry point as the ``fractal`` console script.
 
-from fractal.cli import main
+A node's pane runs ``python -m fractal node _run --path WORKTREE [--continue] [--resume]``,
+the argv ``lifecycle/host.supervisor_argv`` writes. That exact form goes straight to the
+supervisor, without click: parsing the CLI costs an import of click and the ``node``
+command group, about a fifth of a short supervisor's CPU, for three fixed words. Any
+other form (another option order, a repeated flag, a path that is not a directory) goes
+through click as before, and an exception that escapes the supervisor's boot ends the
+process as it would under click (``fractal.cli.settle``).
 
-main()
+The pane's supervisor also runs its imports and boot with the garbage collector off:
+what it builds then lives for the whole run, and ``runtime/heap.freeze_boot_heap``
+collects once, freezes it and turns the collector back on.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+
+
+def pane_options(args: list[str]) -> tuple[Path, bool, bool] | None:
+    """(worktree, continue_mode, resume_mode) when ``args`` is exactly the pane's
+    ``node _run --path WORKTREE [--continue] [--resume]`` with WORKTREE a directory, else
+    None (click parses it)."""
+    if len(args) < 4 or args[:3] != ["node", "_run", "--path"] or not os.path.isdir(args[3]):
+        return None
+    flags = args[4:]
+    if flags not in ([], ["--continue"], ["--resume"], ["--continue", "--resume"]):
+        return None
+    return Path(args[3]), "--continue" in flags, "--resume" in flags
+
+
+def _run_pane(worktree: Path, continue_mode: bool, resume_mode: bool) -> None:
+    gc.disable()  # freeze_boot_heap turns it back on
+    try:
+        from fractal.runtime.entry import exit_now, run_supervisor
+
+        code = run_supervisor(worktree, continue_mode=continue_mode, resume_mode=resume_mode)
+    except (Exception, KeyboardInterrupt) as exc:
+        gc.enable()
+        from fractal.cli import settle
+        from fractal.cli.crash import CrashSite
+
+        settle(exc, CrashSite(argv=sys.argv[1:]))
+    exit_now(code)
+
+
+def _main() -> None:
+    pane = pane_options(sys.argv[1:])
+    if pane is not None:
+        _run_pane(*pane)
+    from fractal.cli import main
+
+    main()
+
+
+if __name__ == "__main__":
+    _main()

@@ -348,6 +348,7 @@ TYPED_TUPLES = {
                                "ModelEvent", "ResultEvent", "UsageEvent", "NoticeEvent",
                                "WindowEvent"),
     "fractal/domain/usage.py": ("UsageLimit", "UsageWarning", "WindowRow", "Decision"),
+    "fractal/runtime/boot.py": ("RunOptions",),
     "fractal/store/transition.py": ("EventNote", "SignalNote", "Moved"),
 }
 """Value classes every supervisor defines, kept as ``by_type`` NamedTuples (a fifth of a

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from fractal import __version__
+
+if TYPE_CHECKING:
+    from fractal.cli.crash import CrashSite
 
 # name -> "module:attribute"; the module is imported only when the command runs.
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -123,42 +126,50 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI and map errors to exit codes.
-
-    Exit codes: 0 ok, 1 a refusal (``FractalError``: ``Error: <message>`` on stderr, or an
-    environment problem such as a full disk), 2 a usage error (click), 3 an internal error
-    (any other exception: one line on stderr names the crash log holding the traceback,
-    see ``fractal.cli.crash``), 130 Ctrl-C. A closed stdout pipe exits quietly.
-    """
+    """Console-script entry point: run the CLI and map errors to exit codes (``settle``)."""
     from fractal.cli.crash import CrashSite
-    from fractal.domain.errors import FractalError
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
     try:
         cli.main(args=argv, prog_name="fractal", standalone_mode=False, obj=site)
-    except FractalError as exc:
+    except (Exception, KeyboardInterrupt) as exc:
+        settle(exc, site)
+    sys.exit(0)
+
+
+def settle(exc: BaseException, site: CrashSite) -> NoReturn:
+    """End the process the way a command that raised ``exc`` ends; call it from the
+    ``except`` block that caught ``exc``.
+
+    Exit codes: 1 a refusal (``FractalError``: ``Error: <message>`` on stderr, or an
+    environment problem such as a full disk), 2 a usage error (click), 3 an internal error
+    (any other exception: one line on stderr names the crash log holding the traceback,
+    see ``fractal.cli.crash``), 130 Ctrl-C. A closed stdout pipe exits quietly (0).
+    """
+    from fractal.domain.errors import FractalError
+
+    if isinstance(exc, FractalError):
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    if isinstance(exc, click.exceptions.Abort):
         click.echo("Aborted.", err=True)
         sys.exit(130)
-    except KeyboardInterrupt:
+    if isinstance(exc, KeyboardInterrupt):
         sys.exit(130)
-    except click.ClickException as exc:
+    if isinstance(exc, click.ClickException):
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    if isinstance(exc, click.exceptions.Exit):
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         sys.stderr.close()
         sys.exit(0)
-    except OSError as exc:  # an environment problem (a path too long, a full disk)
+    if isinstance(exc, OSError):  # an environment problem (a path too long, a full disk)
         where = f": {exc.filename}" if exc.filename else ""
         click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
         sys.exit(1)
-    except Exception as exc:  # fractal's own fault: keep the traceback, say where
-        from fractal.cli.crash import locate_tree, report_crash
+    # fractal's own fault: keep the traceback, say where
+    from fractal.cli.crash import locate_tree, report_crash
 
-        locate_tree(site)
-        sys.exit(report_crash(exc, site))
-    sys.exit(0)
+    locate_tree(site)
+    sys.exit(report_crash(exc, site))

@@ -8,9 +8,9 @@ import json
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
 from fractal.agents.base import Backend, binary_problem, resolve_route
 from fractal.agents.registry import resolve_backend
@@ -19,6 +19,7 @@ from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
 from fractal.domain.outcome import clip_reason
 from fractal.domain.states import Status
+from fractal.domain.values import by_type
 from fractal.pricing import PricingError
 from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
@@ -39,8 +40,8 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
 
 
-@dataclass(frozen=True)
-class RunOptions:
+@by_type
+class RunOptions(NamedTuple):
     """How the run was launched: ``--continue`` (a new run of a settled node) or ``--resume``."""
 
     continue_mode: bool = False

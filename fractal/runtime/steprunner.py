@@ -37,7 +37,6 @@ from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail
 from fractal.domain.walls import effective_step_limit
 from fractal.runtime.context import LoopPart, LoopParts, check_checkout
 from fractal.runtime.costing import LaunchBudget
-from fractal.runtime.digest import sync_digest
 from fractal.runtime.gates import WaitEnd, await_approval, await_children, waiting_children
 from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
 from fractal.runtime.notices import post_gate_waiting
@@ -342,6 +341,8 @@ class StepRunner(LoopPart):
 
     def _sync_body(self) -> str:
         """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
+        from fractal.runtime.digest import sync_digest  # SYNC steps only
+
         since, self._synced_at = self._synced_at, utc_now()
         digest = sync_digest(self.ledger, self.boot.paths, since)
         return mode_text("SYNC") + ("\n" + digest if digest else "")

@@ -42,7 +42,6 @@ from fractal.runtime.boot import (
     taken_for,
 )
 from fractal.runtime.budgetguard import BudgetGuard
-from fractal.runtime.checkrestore import restore_track
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, LoopParts, Reentry, RunAbort, RunState
 from fractal.runtime.ends import finish_reason, notify_unsettled
@@ -198,6 +197,7 @@ class Supervisor:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
                          sessions=dict(plan.sessions))
+        from fractal.runtime.checkrestore import restore_track  # a resume's only
         state.checks = restore_track(self.paths.tree.db_path, self.paths.branch, plan.run_id,
                                      config.no_progress,  # the check diagnostics, the streak
                                      ScoreRules(config.pass_score, config.min_gain,

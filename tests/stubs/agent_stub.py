@@ -30,24 +30,54 @@ It reports its session (FRACTAL_SESSION_ID when continuing) like the command pro
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import signal
-import subprocess
 import sys
 import time
-import uuid
-from pathlib import Path
+
+# Only os, sys and time at start: every e2e step launches this script in a fresh
+# interpreter, and json, re, subprocess, uuid, signal and pathlib (with enum, selectors,
+# urllib and ipaddress behind them) cost several times the work of a plain step. Each
+# marker that needs one imports it.
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/ ")
 
 
 def markers(prompt: str) -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2) or "") for m in
-            re.finditer(r"\[stub:([a-z0-9-]+)(?:=([^\]]*))?\]", prompt)]
+    """Each ``[stub:NAME]`` or ``[stub:NAME=VALUE]`` in ``prompt``, in order: NAME is
+    ``[a-z0-9-]+``, VALUE runs to the next ``]``; a malformed one is skipped and the
+    search goes on from the character after its ``[``."""
+    found: list[tuple[str, str]] = []
+    at = prompt.find("[stub:")
+    while at >= 0:
+        start = at + len("[stub:")
+        end = start
+        while end < len(prompt) and prompt[end] in _NAME_CHARS:
+            end += 1
+        name, after = prompt[start:end], prompt[end:end + 1]
+        close = prompt.find("]", end + 1) if after == "=" else end
+        if name and ((after == "]") or (after == "=" and close >= 0)):
+            found.append((name, prompt[end + 1:close] if after == "=" else ""))
+            at = prompt.find("[stub:", close + 1)
+        else:
+            at = prompt.find("[stub:", at + 1)
+    return found
+
+
+def _json(value: object) -> str:
+    if isinstance(value, str) and _PLAIN.issuperset(value):
+        return f'"{value}"'
+    if isinstance(value, float) and value - value == 0.0:  # finite: json writes its repr
+        return repr(value)
+    import json
+
+    return json.dumps(value)
 
 
 def emit(kind: str, **fields: object) -> None:
-    sys.stdout.write(json.dumps({"type": kind, **fields}) + "\n")
+    """One protocol line: ``{"type": KIND, FIELD: VALUE, ...}`` as ``json.dumps`` writes it."""
+    body = ", ".join(f"{_json(k)}: {_json(v)}" for k, v in {"type": kind, **fields}.items())
+    sys.stdout.write("{" + body + "}\n")
     sys.stdout.flush()
 
 
@@ -57,12 +87,17 @@ def main() -> int:
     is_sync = os.environ.get("STEP_LABEL", "").startswith("SYNC")
     names = {k for k, _ in todo}
     if "ignore-term" in names:
+        import signal
+
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "no-session" not in names:
-        emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"stub-{uuid.uuid4().hex[:8]}")
+        emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"stub-{os.urandom(4).hex()}")
     print(f"stub agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
     for key, value in todo:
         if key == "capture":
+            import json
+            from pathlib import Path
+
             out = Path(value)
             out.mkdir(parents=True, exist_ok=True)
             n = len(list(out.glob("call-*.json"))) + 1
@@ -70,18 +105,22 @@ def main() -> int:
                 {"argv": sys.argv, "env": dict(os.environ), "prompt": prompt, "cwd": os.getcwd()}))
         elif key in ("write", "append"):
             path, _, text = value.partition(":")
-            target = Path(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("a" if key == "append" else "w") as fh:
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            with open(path, "a" if key == "append" else "w") as fh:
                 fh.write(text + "\n")
         elif key == "cost":
             emit("cost", usd=float(value))
         elif key == "sleep":
             time.sleep(float(value))
         elif key == "setsid-child":
+            import subprocess
+
             child = subprocess.Popen(["setsid", "sleep", "600"], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            Path(value).write_text(str(child.pid))
+            with open(value, "w") as fh:
+                fh.write(str(child.pid))
         elif key == "flood":
             line = ("x" * 99 + "\n") * 1000
             for _ in range(int(float(value) * 1024 * 1024 / len(line))):
@@ -95,6 +134,8 @@ def main() -> int:
             sys.stdout.buffer.write(b"bad bytes: \xff\xfe\xc3\x28 end\n")
             sys.stdout.buffer.flush()
         elif key == "commit":
+            import subprocess
+
             proc = subprocess.run([sys.executable, "-m", "fractal", "commit", value],
                                   capture_output=True, text=True, check=False)
             print(f"fractal commit {value!r} -> exit {proc.returncode}", flush=True)
@@ -108,10 +149,10 @@ def main() -> int:
             while True:
                 time.sleep(3600)
         elif key == "wait-file":
-            while not Path(value).exists():
+            while not os.path.exists(value or "."):
                 time.sleep(0.02)
         elif key == "hang-unless":
-            while not Path(value).exists():
+            while not os.path.exists(value or "."):
                 time.sleep(0.05)
         elif key == "sync-fail" and is_sync:
             print("stub SYNC failing", file=sys.stderr, flush=True)
