@@ -36,11 +36,12 @@ from fractal.domain.outcome import (
 )
 from fractal.domain.usage import UsageLimit, limit_reason
 from fractal.errors import SpawnError
-from fractal.runtime import processes
+from fractal.runtime import heap, processes
 from fractal.runtime.agentstream import Collector
 from fractal.runtime.clock import Clock, trace, trace_now
 from fractal.runtime.launcher import AgentRun, Launcher, Spawn
 from fractal.runtime.pane import Reporter
+from fractal.runtime.statusahead import StatusAhead
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 
@@ -134,6 +135,8 @@ class LaunchKit:
     waker: Waker
     clock: Clock
     launcher: Launcher
+    #: The backstop's status, started once an armed attempt's agent is gone (None: never).
+    ahead: StatusAhead | None = None
 
 
 EnvBuilder = Callable[[int], dict[str, str]]
@@ -176,6 +179,8 @@ def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> Attemp
     if attempt.limit is not None and attempt.limit <= 0:
         outcome = _judge(attempt, Ending.NO_TIME, None, None, None)
         return _close_row(attempt, kit, step_id, outcome, None, False, started)
+    if kit.ahead is not None:
+        kit.ahead.agent_starting()
     agent, failure = _start(attempt, kit, step_id, env_for)
     if agent is None:
         _snapshot(attempt.err_path, attempt.err_snapshot)
@@ -184,6 +189,7 @@ def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> Attemp
         return _close_row(attempt, kit, step_id, outcome, None, False, started)
     collector = Collector(kit.ledger, kit.reporter, step_id, kit.clock)
     agent.start(attempt.backend.parser(attempt.request), collector, kit.waker.wake)
+    heap.at_launch()  # the iteration's heap step, while the agent works
     try:
         ending = _supervise(attempt, agent, collector, kit, started)
     except BaseException:
@@ -191,6 +197,8 @@ def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> Attemp
         agent.stop(grace=kill_grace())
         raise
     stream_error = agent.settle()
+    if kit.ahead is not None and attempt.row is RowPolicy.CLOSE and ending is not Ending.PAUSED:
+        kit.ahead.agent_gone()  # its leftovers are swept: git runs while the row closes
     outcome = _judge(attempt, ending, agent.returncode(), collector, stream_error)
     return _close_row(attempt, kit, step_id, outcome, collector, True, started)
 
