@@ -324,6 +324,7 @@ class IterationRunner(LoopPart):
             paths.setup_log.write_bytes(b"")
             code = 0
         else:
+            self.reporter.release()  # the script's output streams live
             code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
                                       log_path=paths.setup_log, echo=self.reporter.raw_output)
         took = self.clock.monotonic() - started

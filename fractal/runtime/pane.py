@@ -45,6 +45,8 @@ class Reporter(Protocol):
     def banner_close(self, text: str, outcome: str, seconds: float, major: bool = False) -> None: ...
     def agent_event(self, event: AgentEvent) -> None: ...
     def raw_output(self, data: bytes) -> None: ...
+    def hold(self) -> None: ...
+    def release(self) -> None: ...
 
 
 def _clip(text: str) -> str:
@@ -144,9 +146,30 @@ class PaneReporter:
         self.stream = stream if stream is not None else sys.stdout
         self._lock = threading.Lock()
         self._log = None if transcript is None else _transcript(transcript, transcript_bytes)
+        self._held: list[str] | None = None  # text kept back by ``hold``
+
+    def hold(self) -> None:
+        """Keep what is written from now on until ``release`` (one write to the pane and
+        one to the transcript then, in order). The loop holds from a step's end to the
+        next agent's start, so the pane's program is woken once per boundary, not once per
+        banner; every wait, command and the run's end releases first."""
+        with self._lock:
+            if self._held is None:
+                self._held = []
+
+    def release(self) -> None:
+        """Write what ``hold`` kept, and write straight through again."""
+        with self._lock:
+            held, self._held = self._held, None
+            if held:
+                self._emit("".join(held))
 
     def _emit(self, text: str) -> None:
-        """Write ``text`` to the pane and the transcript; the caller holds the lock."""
+        """Write ``text`` to the pane and the transcript (or keep it while held); the caller
+        holds the lock."""
+        if self._held is not None:
+            self._held.append(text)
+            return
         try:
             self.stream.write(text)
             self.stream.flush()

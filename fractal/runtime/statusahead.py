@@ -32,8 +32,8 @@ class StatusAhead:
     """One worktree's status started ahead (see the module docstring). Not thread-safe:
     the loop's thread alone calls it."""
 
-    def __init__(self, worktree: Path, clock: Clock) -> None:
-        self.worktree = worktree
+    def __init__(self, worktree: Path | None = None, clock: Clock | None = None) -> None:
+        self.worktree = worktree  # None (or no clock): never starts a status
         self.clock = clock
         self.armed = False  # the attempts now running belong to the iteration's last step
         self._pending: PendingStatus | None = None
@@ -45,7 +45,7 @@ class StatusAhead:
 
     def agent_gone(self) -> None:
         """An armed attempt's agent and its leftovers are gone: start the status now."""
-        if not self.armed:
+        if not self.armed or self.worktree is None or self.clock is None:
             return
         self.discard()
         self._pending = start_worktree_status(self.worktree)
@@ -58,7 +58,8 @@ class StatusAhead:
     def take(self) -> PendingStatus | None:
         """The status started ahead, if still fresh (the caller collects it), else None."""
         pending, self._pending = self._pending, None
-        if pending is not None and self.clock.monotonic() - self._started > FRESH_SECONDS:
+        if pending is not None and self.clock is not None \
+                and self.clock.monotonic() - self._started > FRESH_SECONDS:
             pending.discard()
             return None
         return pending
