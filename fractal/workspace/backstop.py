@@ -127,7 +127,8 @@ def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
 
 
 def backstop_commit(worktree: Path, *, subject: str, body: str = "",
-                    branch: str | None = None, paths: Sequence[str] = (".",)) -> str | None:
+                    branch: str | None = None, paths: Sequence[str] = (".",),
+                    pending: PendingStatus | None = None) -> str | None:
     """Commit what is left in ``worktree`` (under ``paths``) except runtime artifacts;
     return the new sha, or None when nothing is left to commit.
 
@@ -143,11 +144,17 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     ``fractal commit`` running in the worktree is waited for (``commit_turn``). Raises
     UnresolvedConflict, committing and changing nothing, while the worktree holds a
     conflict (see the module docstring).
+
+    ``pending`` is a status of ``worktree`` the caller started earlier
+    (``status_ahead.start_worktree_status``), after the last change it knows could have
+    happened there (a loop: once the iteration's last agent is gone); it is used under
+    the same rule as the status started here, and always collected.
     """
     # The status starts first: its git process runs while the branch is checked and the
     # turn is taken. Its answer is used only when no commit came in between (the index,
     # HEAD and the branch ref are as they were when it started), else it is asked again.
-    pending = start_worktree_status(worktree)
+    if pending is None:
+        pending = start_worktree_status(worktree)
     try:
         if branch is not None:
             head = current_branch(worktree)
