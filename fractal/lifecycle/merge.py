@@ -366,9 +366,18 @@ def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
         rearmed = True
     except FractalError as exc:
         notices.append(f"the conflict waits in {child_wt}, but {child} could not be re-armed: "
-                       f"{exc}; start it with `fractal node start {child} --continue`")
+                       f"{exc}; {_rearm_hint(ctx.ledger, child)}")
     return MergeResult(child, target, "handed-back", conflicts=note.files, rearmed=rearmed,
                        notices=tuple(notices))
+
+
+def _rearm_hint(ledger: Ledger, child: str) -> str:
+    """The command that gives ``child`` a run to resolve a handed-back conflict in: a
+    node that never ran is started, a parked one resumed, a settled one continued."""
+    row = ledger.node(child)
+    verb = {Status.IDLE: "start", Status.PAUSED: "resume"}.get(row.status) if row else None
+    command = f"{verb} {child}" if verb else f"start {child} --continue"
+    return f"run `fractal node {command}`"
 
 
 def _ending(tree: Tree, parent: str | None) -> str | None:

@@ -151,6 +151,8 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
     result = merge_node(open_context(setup.repo), "a", hand_back=True)
     assert result.status == "handed-back" and result.conflicts == ("calc/ops.py",)
     assert not result.rearmed and "start" in " ".join(result.notices)  # never ran: idle
+    # the hint is the verb that works on an idle node: a plain start, not --continue
+    assert "run `fractal node start main.a`" in " ".join(result.notices)
     assert snapshot(setup.repo) == before
     assert "<<<<<<<" in (wt / "calc" / "ops.py").read_text()
     note = read_note(setup.tree.node("main.a").node_dir)
