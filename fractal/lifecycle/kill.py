@@ -24,7 +24,7 @@ from fractal.domain.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, descendants
 from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_groups
 from fractal.store.ledger import Ledger
@@ -58,8 +58,10 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     """Record the kill of one node (event, signal, status ``killed``: one KILL move) and
     list its groups: the supervisor's and each open step's agent group. A refusal is a
     Signalled(ok=False)."""
-    heal_if_crashed(tree, branch)
     row = ledger.node(branch)
+    if row is not None and crashed(tree, branch, row):  # (a live loop needs no heal read)
+        heal_if_crashed(tree, branch)
+        row = ledger.node(branch)
     if row is None or not killable(row):
         status = row.status if row else "unregistered"
         why = f"node {branch} is {status}; nothing to kill"
