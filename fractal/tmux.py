@@ -185,10 +185,37 @@ def kill_session(name: str, socket: Path) -> bool:
 
     Raises TmuxError when tmux is not installed.
     """
+    return killing_session(name, socket).wait()
+
+
+class SessionKill:
+    """A ``kill-session`` client started by ``killing_session`` and not yet waited for."""
+
+    def __init__(self, client: subprocess.Popen[bytes]) -> None:
+        self._client = client
+
+    def wait(self) -> bool:
+        """Wait for the client: True if tmux killed the session, False if it was not there
+        or tmux did not answer within the client timeout (the client is then stopped)."""
+        try:
+            return self._client.wait(timeout=_TIMEOUT) == 0
+        except subprocess.TimeoutExpired:
+            self._client.kill()  # as subprocess.run does with a client past its timeout
+            self._client.wait()
+            return False
+
+
+def killing_session(name: str, socket: Path) -> SessionKill:
+    """Start killing session ``name`` (exact) and return at once, so the caller can wait
+    for other things (a kill, for the node's processes to die) while tmux does it; the
+    result's ``wait`` says how it went. Raises TmuxError when tmux is not installed."""
     try:
-        return _tmux(socket, "kill-session", "-t", f"={name}").returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
+        client = subprocess.Popen(["tmux", "-S", str(socket), "kill-session", "-t", f"={name}"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    except FileNotFoundError:  # no tmux on PATH
+        raise TmuxError(_NOT_INSTALLED) from None
+    return SessionKill(client)
 
 
 def pane_pid(name: str, socket: Path) -> int | None:

@@ -3,7 +3,7 @@
 The KILL move comes first (the ``kill`` event, the kill signal and the status
 ``killed``, one transaction), so the dying loop cannot relabel the node; then TERM to the
 supervisor's group and the agent groups of open steps (in that order, in one shared
-grace), KILL, and the pane's session is killed; then the open rows close ``killed`` with
+grace), KILL, while the pane's session is killed; then the open rows close ``killed`` with
 the attribution ``killed by <actor>[: reason]`` and the supervisor is cleared, in one
 transaction. Descendants go first and are re-enumerated to a fixpoint, so a child
 booting during the sweep is caught.
@@ -38,8 +38,7 @@ def killable(row: NodeRow) -> bool:
     if row.status in (Status.ACTIVE, Status.PAUSED):
         return True
     if row.status is Status.IDLE and row.tmux_session:
-        socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
-        return tmux.probe(row.tmux_session, socket) is tmux.Liveness.ALIVE
+        return tmux.probe(row.tmux_session, _socket(row)) is tmux.Liveness.ALIVE
     return False
 
 
@@ -98,20 +97,27 @@ def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
     -> KILL window (``processes.kill_groups``): a tree of agents ignoring TERM costs one
     grace, not one per node or per wave. The supervisors are signalled first, so a loop
     has its TERM pending before its agent can die: it closes its rows ``killed`` (the
-    KILL move is already recorded) instead of booking the step as its agent's end. Then
-    each pane's session is killed, and each node's open rows close ``killed`` and its
-    supervisor is cleared in one transaction.
+    KILL move is already recorded) instead of booking the step as its agent's end. The
+    panes' sessions are killed meanwhile (a loop whose SIGHUP comes first acts the same:
+    its first signal is the one it handles). Once all of it is gone, each node's open
+    rows close ``killed`` and its supervisor is cleared in one transaction.
     """
+    panes = [tmux.killing_session(c.row.tmux_session, _socket(c.row))
+             for c in batch if c.row.tmux_session]
     handles = [c.supervisor for c in batch if c.supervisor is not None]
     kill_groups([*handles, *(h for c in batch for h in c.agents)], grace=grace(Reap.KILL))
+    for pane in panes:
+        pane.wait()
     done: list[Signalled] = []
     for c in batch:
-        if c.row.tmux_session:
-            socket = Path(c.row.tmux_socket) if c.row.tmux_socket else tmux.socket_path()
-            tmux.kill_session(c.row.tmux_session, socket)
         ledger.close_open(c.branch, Status.KILLED.value, c.note, clear_supervisor=True)
         done.append(Signalled(c.branch, True, f"killed {c.branch}"))
     return done
+
+
+def _socket(row: NodeRow) -> Path:
+    """The tmux server socket ``row``'s node was started on."""
+    return Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
 
 
 def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,
