@@ -7,7 +7,15 @@ Targets are found three ways, each covering another's blind spot: the process gr
 ``setsid`` descendant), the leader's descendants (miss orphans reparented away), the marker
 (misses a process that scrubbed its environment). A handle records the leader's create time;
 when its pid now names another process (recycled), nothing is signalled by pid or pgid, only
-by marker. Per-process signals go through ``psutil.Process``, which re-checks identity. Linux.
+by marker. A per-process signal re-checks the target's create time first (as psutil does), so
+a recycled pid is never signalled. Linux.
+
+The stop sequence knows its targets as ``procinfo.Proc`` (pid, create time read from
+``/proc``) rather than ``psutil.Process``: ``fractal node kill`` stops groups and never
+needs psutil, which costs tens of milliseconds to import. psutil is imported only where it
+answers what ``/proc`` alone does not here: the public ``psutil.Process`` lists
+(``marked_processes``, ``environ_processes``), reaping our own children, and the fallbacks
+for a kernel without per-thread ``children`` lists.
 
 Over 400 lines on purpose: it is the one module that sends signals, and spawning, finding,
 stopping and reaping share its identity checks and its grace table.
@@ -27,12 +35,13 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import IO
-
-import psutil
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from fractal import procinfo
 from fractal.errors import SpawnError
+
+if TYPE_CHECKING:
+    import psutil
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
 
@@ -67,13 +76,14 @@ def grace(reason: Reap) -> float:
 _POLL = 0.05  # seconds between liveness polls while waiting out a grace
 _KILL_SETTLE = 2.0  # seconds to wait for SIGKILLed processes to disappear
 _DRAIN = 1.0  # seconds a teed pipe is drained after its leader exited
-_EXEC_RETRIES, _EXEC_RETRY_DELAY = 5, 0.01  # re-reads (10 ms apart) of a mid-exec environ
-_PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flag of a kernel thread
 _EXEC_HINTS = {
     errno_mod.ENOENT: "no such file, or its #! interpreter is missing (check PATH and config)",
     errno_mod.EACCES: "permission denied (is it executable? chmod +x)",
     errno_mod.ENOEXEC: "not an executable format (add a #! line)",
 }
+
+
+_P = TypeVar("_P", bound=procinfo.Identified)
 
 
 @dataclass(frozen=True)
@@ -161,39 +171,13 @@ def spawn_group(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
     return launched
 
 
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _environ_has(pid: int, needle: bytes) -> bool | None:
-    """Does /proc/<pid>/environ hold an entry starting with ``needle``? None: cannot tell yet.
-
-    Mid-exec a process reads empty for a moment (the kernel fills the new stack after
-    publishing it); a zombie or kernel thread for good. /proc/<pid>/stat: 0 state, 6 flags.
-    """
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            data = fh.read()
-        if data:
-            return data.startswith(needle) or (b"\0" + needle) in data
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):  # gone, or another user's process
-        return False
-    return False if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD else None
-
-
 def _own_descendants() -> list[int]:
     """Every descendant of this process: its children and theirs, read from the kernel's
     per-thread ``children`` lists (a few small files when the tree is small, as it is
     between steps), or, where the kernel has none, from psutil (which reads the ``stat``
     of every process on the machine)."""
     found = procinfo.descendants(os.getpid())
-    if found is not None:
-        return found
-    with contextlib.suppress(psutil.Error):
-        return [c.pid for c in psutil.Process().children(recursive=True)]
-    return []
+    return found if found is not None else procinfo.psutil_descendants(os.getpid())
 
 
 def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
@@ -201,135 +185,128 @@ def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
     # take about 12 ms) as it runs after every step; mid-exec reads are retried 10 ms apart.
     # ``own_only``: as a subreaper every escapee is our descendant, so only those are read.
     needle = (f"{LAUNCH_MARKER_ENV}={marker}\0" if marker else f"{LAUNCH_MARKER_ENV}=").encode()
-    return _pids_with(needle, _own_descendants() if own_only else _pids())
-
-
-def _pids_with(needle: bytes, candidates: Iterable[int]) -> list[int]:
-    """The ``candidates`` (never the caller) whose environment holds an entry starting with
-    ``needle``."""
-    found, unsure = [], [pid for pid in candidates if pid != os.getpid()]
-    for attempt in range(_EXEC_RETRIES + 1):
-        time.sleep(_EXEC_RETRY_DELAY if attempt else 0)
-        answers = [(pid, _environ_has(pid, needle)) for pid in unsure]
-        found += [pid for pid, has in answers if has]
-        unsure = [pid for pid, has in answers if has is None]
-        if not unsure:
-            break
-    return found
+    return procinfo.pids_with(needle, _own_descendants() if own_only else procinfo.pids())
 
 
 def marked_processes(marker: str | None = None) -> list[psutil.Process]:
     """Processes (not zombies, not the caller) with ``FRACTAL_LAUNCH_ID`` (= ``marker`` if set)."""
-    return [p for p in map(_process, _marked_pids(marker)) if p is not None]
+    return [p for p in map(_psutil_process, _marked_pids(marker)) if p is not None]
 
 
-def _process(pid: int) -> psutil.Process | None:
+def _psutil_process(pid: int) -> psutil.Process | None:
+    import psutil
+
     with contextlib.suppress(psutil.Error, ValueError):
         return psutil.Process(pid)
     return None
 
 
-def _pgid(pid: int) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.getpgid(pid)
-    return None
+def _send(proc: procinfo.Identified, sig: int) -> None:
+    """Send ``sig`` to ``proc`` unless its pid now names another process (or none)."""
+    if procinfo.same(proc):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, sig)
 
 
-def _group_members(pgid: int) -> set[int]:
-    return {pid for pid in _pids() if _pgid(pid) == pgid}
-
-
-def _is_dead(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error as exc:
-        return isinstance(exc, psutil.NoSuchProcess)
-
-
-def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
+def _wait_dead(procs: Iterable[_P], timeout: float) -> list[_P]:
     """Wait until all are gone or zombies, at most ``timeout`` seconds; return the rest (not
     ``psutil.wait_procs``: it would reap our own children and steal their Popen's exit
     status). Watched through pidfds (``procinfo.ExitWatch``): the wait ends with the last
     exit, not on a poll tick; one no pidfd watches is re-checked every ``_POLL`` s."""
-    alive = [p for p in procs if not _is_dead(p)]
+    alive = [p for p in procs if not procinfo.is_dead(p)]
     deadline = time.monotonic() + timeout
     by_pid = {p.pid: p for p in alive}
-    with procinfo.ExitWatch(list(by_pid), lambda pid: not _is_dead(by_pid[pid])) as watch:
+    with procinfo.ExitWatch(list(by_pid), lambda pid: not procinfo.is_dead(by_pid[pid])) as watch:
         while alive and (left := deadline - time.monotonic()) > 0:
             watch.wait(left if watch.covers(len(alive)) else min(_POLL, left))
-            alive = [p for p in alive if not _is_dead(p)]
+            alive = [p for p in alive if not procinfo.is_dead(p)]
             watch.keep({p.pid for p in alive})
     return alive
 
 
-def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
+def _trusted(handle: GroupHandle) -> tuple[int | None, procinfo.Proc | None]:
     """(pgid, leader) when the group may be signalled as such, else (None, None): marker only."""
-    leader = _process(handle.pid)
+    leader = procinfo.process(handle.pid)
     if leader is not None:  # alive or a zombie: trusted only if it is the same process
-        ours = abs(leader.create_time() - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE
+        ours = abs(leader.created - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE
     else:  # Linux never reuses a pgid while a member lives: a marked member proves it is ours
-        ours = bool(_group_members(handle.pgid) & set(_marked_pids(handle.marker)))
+        members = procinfo.group_members(handle.pgid)  # (an empty group needs no marker scan)
+        ours = bool(members) and bool(members & set(_marked_pids(handle.marker)))
     usable = ours and handle.pgid not in (os.getpgid(0), 0, 1)
     return (handle.pgid, leader) if usable else (None, None)
 
 
-def _snapshot(marker: str, pgid: int | None, leader: psutil.Process | None,
-              known: dict[int, psutil.Process], own_only: bool = False) -> None:
+def _snapshot(marker: str, pgid: int | None, leader: procinfo.Proc | None,
+              known: dict[int, procinfo.Proc], own_only: bool = False) -> None:
     """Add marked processes, group members and the leader's descendants to ``known``.
 
     An empty ``marker`` matches nothing (never "every marked process on the machine").
     """
     pids = set(_marked_pids(marker, own_only=own_only)) if marker else set()
-    pids |= _group_members(pgid) if pgid is not None else set()
-    if leader is not None:  # children() re-checks the leader's identity (pid reuse)
-        with contextlib.suppress(psutil.Error):
-            pids.update(c.pid for c in [leader, *leader.children(recursive=True)])
+    pids |= procinfo.group_members(pgid) if pgid is not None else set()
+    if leader is not None:  # re-checks the leader's identity (pid reuse)
+        pids.update(procinfo.descendants_of(leader))
     mine = os.getpgid(0)
     for pid in pids - set(known) - {os.getpid()}:
-        proc = _process(pid)
-        if proc is not None and _pgid(pid) not in (None, mine):
+        proc = procinfo.process(pid)
+        if proc is not None and procinfo.pgid(pid) not in (None, mine):
             known[pid] = proc
 
 
-def _signal(pgid: int | None, procs: Iterable[psutil.Process], sig: int) -> None:
-    """Signal the group once (killpg), then each target outside it: never twice."""
-    group_sent = False
-    if pgid is not None:
-        try:
-            os.killpg(pgid, sig)
-            group_sent = True
-        except (ProcessLookupError, PermissionError):
-            pass
+def _signal(pgids: Sequence[int | None], procs: Iterable[procinfo.Identified], sig: int) -> None:
+    """Signal each group once (killpg, in order), then each target outside them: never
+    twice."""
+    sent: set[int] = set()
+    for pgid in pgids:
+        if pgid is not None and pgid not in sent:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
+                sent.add(pgid)
     for proc in procs:
-        if group_sent:
+        if sent:
             try:
-                if os.getpgid(proc.pid) == pgid:
+                if os.getpgid(proc.pid) in sent:
                     continue
             except ProcessLookupError:
                 continue
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc.send_signal(sig)
+        _send(proc, sig)
 
 
-def _stop(marker: str, pgid: int | None, leader: psutil.Process | None, grace: float,
+_Target = tuple[str, "int | None", "procinfo.Proc | None"]
+"""What one stop aims at: (marker, trusted pgid or None, leader or None)."""
+
+
+def _stop(marker: str, pgid: int | None, leader: procinfo.Proc | None, grace: float,
           soft_signal: int | None = None, soft_grace: float = 0.0,
           own_only: bool = False) -> list[int]:
-    procs: dict[int, psutil.Process] = {}
-    _snapshot(marker, pgid, leader, procs, own_only)
+    return _stop_targets([(marker, pgid, leader)], grace, soft_signal, soft_grace, own_only)
+
+
+def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | None = None,
+                  soft_grace: float = 0.0, own_only: bool = False) -> list[int]:
+    """The stop sequence over ``targets`` at once: snapshot, (soft signal to the groups,
+    ``soft_grace``), TERM in the targets' order, one shared ``grace``, re-snapshot, KILL."""
+    procs: dict[int, procinfo.Proc] = {}
+    for marker, pgid, leader in targets:
+        _snapshot(marker, pgid, leader, procs, own_only)
     if not procs:
         return []
+    pgids = [pgid for _, pgid, _ in targets]
     if soft_signal is not None:
-        members = _group_members(pgid) if pgid is not None else set(procs)
+        members: set[int] = set()
+        for pgid in pgids:
+            members |= procinfo.group_members(pgid) if pgid is not None else set(procs)
         group = [p for pid, p in procs.items() if pid in members]
-        _signal(pgid, group, soft_signal)
+        _signal(pgids, group, soft_signal)
         _wait_dead(group, soft_grace)
-    _signal(pgid, procs.values(), signal.SIGTERM)
+    _signal(pgids, procs.values(), signal.SIGTERM)
     _wait_dead(procs.values(), grace)
-    _snapshot(marker, pgid, leader, procs, own_only)  # late forks made during the grace
-    alive = [p for p in procs.values() if not _is_dead(p)]
+    for marker, pgid, leader in targets:  # late forks made during the grace
+        _snapshot(marker, pgid, leader, procs, own_only)
+    alive = [p for p in procs.values() if not procinfo.is_dead(p)]
     if not alive:
         return []
-    _signal(pgid, alive, signal.SIGKILL)
+    _signal(pgids, alive, signal.SIGKILL)
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
 
 
@@ -343,6 +320,15 @@ def kill_group(handle: GroupHandle, *, grace: float, soft_signal: int | None = N
     TERM, ``grace`` s (see ``grace``), re-snapshot for late forks, KILL, <= 2 s wait.
     """
     return _stop(handle.marker, *_trusted(handle), grace, soft_signal, soft_grace)
+
+
+def kill_groups(handles: Sequence[GroupHandle], *, grace: float) -> list[int]:
+    """``kill_group`` on every one of ``handles`` in one shared window: every target found
+    first, TERM to each group in the order given (a caller that lists a loop before the
+    agents it runs has the loop signalled first), one ``grace``-second wait for all of
+    them, a re-snapshot for late forks, KILL to the survivors; returns the pids still
+    alive (expected []). Many groups ignoring TERM cost one grace, not one each."""
+    return _stop_targets([(h.marker, *_trusted(h)) for h in handles], grace)
 
 
 def sweep_marker(marker: str, *, grace: float) -> list[int]:
@@ -367,25 +353,24 @@ def sweep_descendants(*, grace: float) -> list[int]:
     """
     if not _SUBREAPER[0]:
         return []
-    return _term_then_kill([p for pid in _own_descendants() if (p := _process(pid)) is not None
-                            and not _is_dead(p)], grace)
+    return _term_then_kill([p for pid in _own_descendants()
+                            if (p := procinfo.process(pid)) is not None
+                            and not procinfo.is_dead(p)], grace)
 
 
 def stop_processes(procs: list[psutil.Process], *, grace: float) -> list[int]:
-    """TERM each of ``procs`` (``psutil.Process`` re-checks identity, so a recycled pid is
+    """TERM each of ``procs`` (each signal re-checks the create time, so a recycled pid is
     never signalled), wait ``grace`` s, KILL survivors; return the pids still alive."""
     return _term_then_kill(procs, grace)
 
 
-def _term_then_kill(procs: list[psutil.Process], grace: float) -> list[int]:
+def _term_then_kill(procs: Sequence[procinfo.Identified], grace: float) -> list[int]:
     """TERM each of ``procs``, wait ``grace`` s, KILL survivors; return who is left."""
     for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
+        _send(proc, signal.SIGTERM)
     alive = _wait_dead(procs, grace)
     for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
+        _send(proc, signal.SIGKILL)
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
 
 
@@ -397,9 +382,9 @@ def environ_processes(entry: str) -> list[psutil.Process]:
     that no step row records (a ``setup.sh``, a hook), then ``stop_processes`` them.
     """
     mine = os.getpgid(0)
-    return [p for pid in _pids_with(f"{entry}\0".encode(), _pids())
-            if (p := _process(pid)) is not None and not _is_dead(p)
-            and _pgid(pid) not in (None, mine)]
+    return [p for pid in procinfo.pids_with(f"{entry}\0".encode(), procinfo.pids())
+            if (p := _psutil_process(pid)) is not None and not procinfo.is_dead(p)
+            and procinfo.pgid(pid) not in (None, mine)]
 
 
 def become_subreaper() -> bool:
@@ -419,6 +404,8 @@ def reap_orphans(keep: Container[int]) -> list[int]:
 
     ``keep`` must hold every pid a Popen still waits on (reaping one makes its Popen report 0).
     """
+    import psutil
+
     reaped: list[int] = []
     for child in psutil.Process().children():
         with contextlib.suppress(OSError):  # ChildProcessError: someone else reaped it
@@ -432,7 +419,7 @@ def group_of(pid: int, create_time: float) -> GroupHandle | None:
     process created at ``create_time``; None when it is gone or the pid was recycled."""
     if not same_process(pid, create_time):
         return None
-    pgid = _pgid(pid)
+    pgid = procinfo.pgid(pid)
     if pgid is None:
         return None
     return GroupHandle(pid=pid, pgid=pgid, create_time=create_time, marker="")
