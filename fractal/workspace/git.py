@@ -192,7 +192,7 @@ def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
     return value if _SHA.fullmatch(value) else None
 
 
-_GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
 def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
@@ -201,7 +201,7 @@ def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
     reading ``HEAD`` and loose refs without a git process. None when git itself must be
     asked: ``cwd`` is not a checkout's top, the environment relocates the repository
     (``GIT_DIR`` and friends), or the refs are not stored as files (reftable)."""
-    if any(os.environ.get(name) for name in _GIT_LOCATION_ENV):
+    if any(os.environ.get(name) for name in GIT_LOCATION_ENV):
         return None
     dot = Path(cwd) / ".git"
     try:
