@@ -26,6 +26,7 @@ __all__ = [
     "git_dirs",
     "git_env",
     "has_remote",
+    "head_after_commit",
     "head_sha",
     "is_dirty",
     "log_subjects",
@@ -155,6 +156,14 @@ def current_branch(cwd: Path) -> str | None:
 def head_sha(cwd: Path, ref: str = "HEAD") -> str:
     """Return the full commit sha ``ref`` points at. Raises GitError when it names no commit."""
     return _out(["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"], cwd)
+
+
+def head_after_commit(cwd: Path) -> str:
+    """The sha of the commit just made in ``cwd``: read from the files when ``cwd`` is a
+    checkout's top and ``HEAD`` names a branch (git writes that branch's ref as a loose
+    file holding the new commit with every commit), else ``head_sha(cwd)``."""
+    branch = current_branch(cwd) if git_dirs(cwd) is not None else None
+    return (_loose_ref_sha(cwd, branch) if branch else None) or head_sha(cwd)
 
 
 def branch_tip(cwd: Path, branch: str) -> str:
