@@ -136,6 +136,13 @@ def _entry(repo: Path, commit: str, path: str) -> str | None:
 def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
     """``merged_tree`` with ``.fractal/`` and runtime artifacts as commit ``target_sha`` has
     them (the target's tip for a squash, the child's for a hand-back)."""
+    return _filtered(repo, merged_tree, target_sha)[0]
+
+
+def _filtered(repo: Path, merged_tree: str, target_sha: str
+              ) -> tuple[str, tuple[str, ...] | None]:
+    """(``_filter``'s tree, the paths it differs in from ``target_sha`` when the filter
+    asked git for them on that very tree, else None)."""
     with _scratch_index() as env:
         run_git(["read-tree", merged_tree], repo, env=env)
         run_git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", NODE_DIRS], repo,
@@ -144,9 +151,10 @@ def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
             run_git(["read-tree", f"--prefix={NODE_DIRS}/", f"{target_sha}:{NODE_DIRS}"], repo,
                     env=env)
         tree = run_git(["write-tree"], repo, env=env).stdout.strip()
-        artifacts = [p for p in diff_names(repo, target_sha, tree) if is_runtime_artifact(p)]
+        names = diff_names(repo, target_sha, tree)
+        artifacts = [p for p in names if is_runtime_artifact(p)]
         if not artifacts:
-            return tree
+            return tree, names
         for path in artifacts:
             entry = _entry(repo, target_sha, path)
             if entry is None:
@@ -155,7 +163,7 @@ def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
                 mode, sha = entry.split()
                 run_git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"],
                         repo, env=env)
-        return run_git(["write-tree"], repo, env=env).stdout.strip()
+        return run_git(["write-tree"], repo, env=env).stdout.strip(), None
 
 
 def plan_squash(repo: Path, child: str, target: str,
@@ -172,8 +180,10 @@ def plan_squash(repo: Path, child: str, target: str,
         merged = merge_tree(repo, *based_on(repo, base, target_sha, child_sha))
     if not merged.clean:
         return SquashPlan(child_sha, target_sha, None, conflicts=merged.conflicts, base=base)
-    tree = _filter(repo, merged.tree, target_sha)
-    files = tuple(p for p in diff_names(repo, target_sha, tree) if travels_by_place(p))
+    tree, names = _filtered(repo, merged.tree, target_sha)
+    if names is None:
+        names = diff_names(repo, target_sha, tree)
+    files = tuple(p for p in names if travels_by_place(p))
     return SquashPlan(child_sha, target_sha, tree, files, base=base)
 
 

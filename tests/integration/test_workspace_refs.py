@@ -133,3 +133,24 @@ def test_checkout_and_main_asks_git_the_long_way_where_files_cannot_tell(
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")  # the list then says bare
     assert _one(repo) == _both(repo)
     assert "bare" in str(_one(repo))
+
+
+def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    linked = _worktree(repo, "main.child")
+    names = ["MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD",
+             "index.lock", "fractal-commit.lock"]
+    expected = {
+        place: tuple(Path(line) for line in git(
+            place, "rev-parse", "--path-format=absolute",
+            *[arg for name in names for arg in ("--git-path", name)]).splitlines())
+        for place in (repo, linked)}
+    calls = _asked_git(monkeypatch)
+    for place in (repo, linked):
+        assert g.git_paths(place, names) == expected[place]
+    assert not g.branch_exists(repo, "main.nope") and not g.branch_exists(linked, "x/y")
+    assert calls == []
+    assert g.git_paths(repo, ["config"]) == ((repo / ".git" / "config").resolve(),)
+    git(repo, "pack-refs", "--all")
+    assert not g.branch_exists(repo, "main.nope")
+    assert len(calls) == 2  # a shared name, and a missing ref while refs are packed
