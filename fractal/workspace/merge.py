@@ -24,6 +24,7 @@ base the squash used, left there with its markers for the child to resolve and c
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -166,13 +167,30 @@ def _filtered(repo: Path, merged_tree: str, target_sha: str
         return run_git(["write-tree"], repo, env=env).stdout.strip(), None
 
 
+def _two_commits(repo: Path, first: str, second: str) -> tuple[str, str]:
+    """``(head_sha(repo, first), head_sha(repo, second))`` from one ``rev-parse`` when
+    both name a commit (``--revs-only`` leaves out an argument that does not); else each
+    is asked alone, for git's own error."""
+    if not (first.startswith("-") or second.startswith("-")):
+        proc = run_git(["rev-parse", "--revs-only", f"{first}^{{commit}}",
+                        f"{second}^{{commit}}"], repo, check=False)
+        shas = proc.stdout.split("\n")
+        if proc.returncode == 0 and len(shas) == 3 and shas[2] == "" \
+                and all(_SHA.fullmatch(sha) for sha in shas[:2]):
+            return shas[0], shas[1]
+    return head_sha(repo, first), head_sha(repo, second)
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def plan_squash(repo: Path, child: str, target: str,
                 landed: LandedMerge | None = None) -> SquashPlan:
     """Compute the squash of branch ``child`` into branch ``target`` (see the module
     docstring) on the base ``merge_base`` picks (``landed``: the child's newest merge into
     ``target`` that landed, from the tree's records, or None). Touches no worktree and no
     ref. Raises GitError."""
-    child_sha, target_sha = head_sha(repo, child), head_sha(repo, target)
+    child_sha, target_sha = _two_commits(repo, child, target)
     base = merge_base(repo, child_sha, target_sha, landed)
     if base is None:
         merged = merge_tree(repo, target_sha, child_sha)
