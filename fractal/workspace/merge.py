@@ -148,9 +148,12 @@ def _filtered(repo: Path, merged_tree: str, target_sha: str
         run_git(["read-tree", merged_tree], repo, env=env)
         run_git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", NODE_DIRS], repo,
                 env=env)
-        if _entry(repo, target_sha, NODE_DIRS) is not None:
-            run_git(["read-tree", f"--prefix={NODE_DIRS}/", f"{target_sha}:{NODE_DIRS}"], repo,
-                    env=env)
+        # the target's own subtree, when it has one (nearly always: read first, and only a
+        # refusal asks whether it is there at all)
+        put_back = ["read-tree", f"--prefix={NODE_DIRS}/", f"{target_sha}:{NODE_DIRS}"]
+        if run_git(put_back, repo, env=env, check=False).returncode != 0 \
+                and _entry(repo, target_sha, NODE_DIRS) is not None:
+            run_git(put_back, repo, env=env)  # raises with git's own message
         tree = run_git(["write-tree"], repo, env=env).stdout.strip()
         names = diff_names(repo, target_sha, tree)
         artifacts = [p for p in names if is_runtime_artifact(p)]
