@@ -329,10 +329,22 @@ def parse_status(out: str) -> tuple[list[str], bool]:
 
 
 def tracked_changes(cwd: Path) -> list[str]:
-    """Like ``changed_paths``, without untracked files: what a checkout could clobber."""
-    untracked = set(run_git(["ls-files", "-z", "--others", "--exclude-standard"],
-                            cwd).stdout.split("\0"))
-    return [p for p in changed_paths(cwd) if p not in untracked]
+    """Like ``changed_paths``, without untracked files: what a checkout could clobber.
+    From the same one ``git status``: its untracked entries (``??``) are left out."""
+    out = run_git(STATUS_ARGS, cwd).stdout
+    fields = out.split("\0")
+    untracked: set[str] = set()
+    i = 0
+    while i < len(fields):  # the records as parse_status reads them
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        if entry.startswith("?? "):
+            untracked.add(entry[3:])
+        elif "R" in entry[:2] or "C" in entry[:2]:
+            i += 1  # the source path of a rename or copy
+    return [p for p in parse_status(out)[0] if p not in untracked]
 
 
 def is_dirty(cwd: Path) -> bool:

@@ -154,3 +154,19 @@ def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
     git(repo, "pack-refs", "--all")
     assert not g.branch_exists(repo, "main.nope")
     assert len(calls) == 2  # a shared name, and a missing ref while refs are packed
+
+
+def test_tracked_changes_leaves_out_what_ls_files_calls_untracked(repo: Path) -> None:
+    (repo / "kept.txt").write_text("k\n")
+    (repo / "moved.txt").write_text("m\n")
+    git(repo, "add", "kept.txt", "moved.txt")
+    git(repo, "commit", "-q", "-m", "two")
+    (repo / "README.md").write_text("edited\n")
+    git(repo, "mv", "moved.txt", "?? odd name")
+    (repo / "new dir").mkdir()
+    (repo / "new dir" / "a.txt").write_text("a\n")
+    (repo / "kept.txt").unlink()
+    untracked = set(git(repo, "ls-files", "-z", "--others", "--exclude-standard").split("\0"))
+    expected = [p for p in g.changed_paths(repo) if p not in untracked]
+    assert g.tracked_changes(repo) == expected
+    assert sorted(expected) == ["?? odd name", "README.md", "kept.txt", "moved.txt"]
