@@ -139,7 +139,7 @@ def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     linked = _worktree(repo, "main.child")
     names = ["MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD",
-             "index.lock", "fractal-commit.lock"]
+             "index", "index.lock", "fractal-commit.lock"]
     expected = {
         place: tuple(Path(line) for line in git(
             place, "rev-parse", "--path-format=absolute",
@@ -150,6 +150,10 @@ def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
         assert g.git_paths(place, names) == expected[place]
     assert not g.branch_exists(repo, "main.nope") and not g.branch_exists(linked, "x/y")
     assert calls == []
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / "elsewhere"))
+    assert g.git_paths(repo, ["index"]) == ((repo / "elsewhere").resolve(),)
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    calls.clear()
     assert g.git_paths(repo, ["config"]) == ((repo / ".git" / "config").resolve(),)
     git(repo, "pack-refs", "--all")
     assert not g.branch_exists(repo, "main.nope")
