@@ -89,7 +89,8 @@ def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
 
     A copy is the same tree at a new place: the absolute paths a tree records are
     rewritten from the template's to ``path`` (each linked worktree's ``.git`` file and
-    its ``gitdir`` back-link, and the ``worktree`` column of the registry), as git's
+    its ``gitdir`` back-link, also where ``path`` is a directory holding a repository and
+    its worktrees side by side, and the ``worktree`` column of the registry), as git's
     ``worktree repair`` and a re-registration would. ``build`` must leave no process
     behind and every database engine closed; the rows it wrote (events, timestamps) are
     the copy's history.
@@ -114,7 +115,10 @@ def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
     shutil.copytree(template, path, symlinks=True,
                     ignore=shutil.ignore_patterns("*.db-wal", "*.db-shm"))
     old, new = str(template), str(path)
-    links = [*path.glob(".git/worktrees/*/gitdir"), *path.glob(".worktrees/*/.git")]
+    links = [*path.glob(".git/worktrees/*/gitdir"), *path.glob(".worktrees/*/.git"),
+             # a directory holding a repository and its worktrees side by side
+             *path.glob("*/.git/worktrees/*/gitdir"),
+             *(dot for dot in path.glob("*/.git") if dot.is_file())]
     for link in links:
         link.write_text(link.read_text().replace(old, new))
     for db in path.glob(".fractal/*/fractal.db"):
