@@ -25,9 +25,12 @@ demo: bootstrap
 # each); its output is dropped, the real run reports any collection error. Four workers on
 # two cores: most tests wait on child processes (supervisors, agents, tmux), not on the
 # CPU. The longest tests start first (tests/durations.json; docs/architecture.md says how
-# to regenerate it), so the run ends with short tests on every worker.
+# to regenerate it), so the run ends with short tests on every worker. The pinned agent
+# CLIs' npm install (a no-op once done) starts beside them, so the agents tier's first
+# tests find it finished or nearly (they wait on its lock, and retry it if it failed).
 test: bootstrap
 	$(BIN)/python -m compileall -q fractal & compiling=$$!; \
+	$(BIN)/python -m tests.agents.install >/dev/null 2>&1 & \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p no:cacheprovider --collect-only -q \
 	  -n 0 $(PYTEST_ARGS) >/dev/null 2>&1; \
 	wait $$compiling
