@@ -103,6 +103,9 @@ def test_killed_tmux_session_parks_the_run_and_commits_nothing(tree: Tree) -> No
     tree.cli("node", "start", "hup")
     _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
     wait_until(lambda: (tree.worktree("hup") / "wip.txt").exists(), timeout=10)
+    # the agent writes the escapee's pid just after wip.txt: the kill comes after both
+    wait_until(lambda: escapee.exists() and escapee.read_text().strip(), timeout=10,
+               message="escapee started")
     (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
                                   "WHERE node = 'main.hup'")
     subprocess.run(["tmux", "-S", str(socket), "kill-session", "-t", f"={session}"], check=True)
