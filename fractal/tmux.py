@@ -7,7 +7,11 @@ its windows and panes (a bare ``name`` is a prefix/fnmatch match and ``a`` would
 even ``list-panes -s -t =a`` finds ``ab``, hence the colon).
 
 Every call is one plain ``tmux`` client (no tmux library: importing one costs more than
-the call itself on the start path, and ``probe`` runs on the fast read paths too).
+the call itself on the start path, and ``probe`` runs on the fast read paths too). The
+stdlib pieces only some calls need (``hashlib`` for a session name, ``shlex`` for a
+launch, ``shutil`` for an attach's absolute path) are imported where they are used:
+``node kill`` and the reads load this module and need none of them. A client is run as
+plain ``tmux``, found on ``PATH`` by the exec itself (no lookup first).
 
 Liveness is ALIVE, GONE or UNKNOWN. Callers' rule: nothing destructive (healing a node,
 closing rows, killing processes) may ever act on UNKNOWN; only GONE is evidence.
@@ -16,11 +20,8 @@ closing rows, killing processes) may ever act on UNKNOWN; only GONE is evidence.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -67,18 +68,20 @@ def session_name(repo: Path, branch: str) -> str:
     would break exact matching); the hash of the resolved repo path and branch keeps two
     repositories with the same basename apart.
     """
+    import hashlib
+
     digest = hashlib.sha1(f"{repo.resolve()}\0{branch}".encode()).hexdigest()[:6]
     return _UNSAFE.sub("-", f"fx-{repo.name}-{branch}") + f"-{digest}"
 
 
 def _tmux(socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``tmux -S socket args``; raise TmuxError when the binary is missing."""
-    binary = shutil.which("tmux")
-    if binary is None:
-        raise TmuxError(_NOT_INSTALLED)
-    return subprocess.run([binary, "-S", str(socket), *args], capture_output=True, text=True,
-                          errors="replace", timeout=_TIMEOUT, check=False,
-                          stdin=subprocess.DEVNULL)
+    try:
+        return subprocess.run(["tmux", "-S", str(socket), *args], capture_output=True,
+                              text=True, errors="replace", timeout=_TIMEOUT, check=False,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:  # no tmux on PATH
+        raise TmuxError(_NOT_INSTALLED) from None
 
 
 def _server_exiting(stderr: str) -> bool:
@@ -147,6 +150,8 @@ def launch(name: str, command: Sequence[str], *, cwd: Path, socket: Path,
             "-x", str(_PANE_SIZE[0]), "-y", str(_PANE_SIZE[1])]
     for key, value in (env or {}).items():
         argv += ["-e", f"{key}={value}"]
+    import shlex
+
     argv += [shlex.join(command), ";", "set-option", "-w", "remain-on-exit", "off"]
     for attempt in range(_ATTEMPTS):
         try:
@@ -180,10 +185,37 @@ def kill_session(name: str, socket: Path) -> bool:
 
     Raises TmuxError when tmux is not installed.
     """
+    return killing_session(name, socket).wait()
+
+
+class SessionKill:
+    """A ``kill-session`` client started by ``killing_session`` and not yet waited for."""
+
+    def __init__(self, client: subprocess.Popen[bytes]) -> None:
+        self._client = client
+
+    def wait(self) -> bool:
+        """Wait for the client: True if tmux killed the session, False if it was not there
+        or tmux did not answer within the client timeout (the client is then stopped)."""
+        try:
+            return self._client.wait(timeout=_TIMEOUT) == 0
+        except subprocess.TimeoutExpired:
+            self._client.kill()  # as subprocess.run does with a client past its timeout
+            self._client.wait()
+            return False
+
+
+def killing_session(name: str, socket: Path) -> SessionKill:
+    """Start killing session ``name`` (exact) and return at once, so the caller can wait
+    for other things (a kill, for the node's processes to die) while tmux does it; the
+    result's ``wait`` says how it went. Raises TmuxError when tmux is not installed."""
     try:
-        return _tmux(socket, "kill-session", "-t", f"={name}").returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
+        client = subprocess.Popen(["tmux", "-S", str(socket), "kill-session", "-t", f"={name}"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    except FileNotFoundError:  # no tmux on PATH
+        raise TmuxError(_NOT_INSTALLED) from None
+    return SessionKill(client)
 
 
 def pane_pid(name: str, socket: Path) -> int | None:
@@ -209,9 +241,7 @@ def capture_pane(name: str, socket: Path) -> str:
 
 def kill_server(socket: Path) -> None:
     """Kill the tmux server at ``socket``; a server that is not running is not an error."""
-    if shutil.which("tmux") is None:
-        return
-    with contextlib.suppress(subprocess.TimeoutExpired):
+    with contextlib.suppress(subprocess.TimeoutExpired, TmuxError):  # TmuxError: no tmux
         _tmux(socket, "kill-server")
 
 
@@ -264,6 +294,8 @@ def attach_argv(name: str, socket: Path) -> tuple[list[str], dict[str, str]]:
     ``$TMUX`` is dropped from the environment: from inside another (or a detached) pane
     tmux refuses to nest a client while it is set. Raises TmuxError without tmux.
     """
+    import shutil
+
     binary = shutil.which("tmux")
     if binary is None:
         raise TmuxError(_NOT_INSTALLED)

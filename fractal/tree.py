@@ -199,16 +199,15 @@ def find_tree(cwd: Path) -> Tree:
 def locate(cwd: Path) -> tuple[Tree, Path]:
     """(the tree ``cwd`` belongs to, as ``find_tree`` picks it; the top of the worktree
     holding ``cwd``), so a caller that needs both asks git once. Raises as ``find_tree``."""
+    from fractal.workspace.discovery import checkout_and_main
+
+    top, repo = checkout_and_main(cwd)
+    return _tree_at(top, repo), top
+
+
+def _tree_at(top: Path, repo: Path) -> Tree:
     from fractal.workspace import git
 
-    top = git.toplevel(cwd)
-    return _tree_at(top), top
-
-
-def _tree_at(top: Path) -> Tree:
-    from fractal.workspace import git
-
-    repo = git.repo_root(top)
     trees = trees_in(repo)
     if not trees:
         raise NotATree(f"no fractal tree in {repo}; run `fractal init` on the branch to root it")

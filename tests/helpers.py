@@ -34,9 +34,19 @@ class WaitTimeout(AssertionError):
     """A wait_until predicate never became truthy before its deadline."""
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
+POLL = 0.02
+"""Seconds ``wait_until`` sleeps between two looks by default."""
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = POLL,
                message: str = "") -> T:
     """Poll ``predicate`` until it returns a truthy value; return that value.
+
+    Between two looks it sleeps ``interval`` seconds, or as long as the last look took
+    when that was longer: a predicate that costs (a ``fractal`` CLI call, a tmux capture)
+    then holds a core at most half of the wait instead of nearly all of it, while a cheap
+    one (a row read) is still seen within ``interval``. An ``interval`` below ``POLL``
+    is a caller catching a short moment (a race window): it is kept as given.
 
     Raises WaitTimeout (an AssertionError) after ``timeout * SCALE`` seconds, with
     ``message`` and the last value seen.
@@ -44,12 +54,15 @@ def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: floa
     deadline = time.monotonic() + timeout * SCALE
     last: T | None = None
     while True:
+        looked = time.monotonic()
         last = predicate()
         if last:
             return last
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise WaitTimeout(f"timed out after {timeout * SCALE:.1f}s: {message} (last={last!r})")
-        time.sleep(interval)
+        took = now - looked if interval >= POLL else 0.0
+        time.sleep(max(interval, min(took, deadline - now)))
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -89,7 +102,8 @@ def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
 
     A copy is the same tree at a new place: the absolute paths a tree records are
     rewritten from the template's to ``path`` (each linked worktree's ``.git`` file and
-    its ``gitdir`` back-link, and the ``worktree`` column of the registry), as git's
+    its ``gitdir`` back-link, also where ``path`` is a directory holding a repository and
+    its worktrees side by side, and the ``worktree`` column of the registry), as git's
     ``worktree repair`` and a re-registration would. ``build`` must leave no process
     behind and every database engine closed; the rows it wrote (events, timestamps) are
     the copy's history.
@@ -114,7 +128,10 @@ def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
     shutil.copytree(template, path, symlinks=True,
                     ignore=shutil.ignore_patterns("*.db-wal", "*.db-shm"))
     old, new = str(template), str(path)
-    links = [*path.glob(".git/worktrees/*/gitdir"), *path.glob(".worktrees/*/.git")]
+    links = [*path.glob(".git/worktrees/*/gitdir"), *path.glob(".worktrees/*/.git"),
+             # a directory holding a repository and its worktrees side by side
+             *path.glob("*/.git/worktrees/*/gitdir"),
+             *(dot for dot in path.glob("*/.git") if dot.is_file())]
     for link in links:
         link.write_text(link.read_text().replace(old, new))
     for db in path.glob(".fractal/*/fractal.db"):

@@ -4,13 +4,20 @@ Everything is read with ``ast``, so imports inside functions, ``TYPE_CHECKING`` 
 ``importlib.import_module("literal")`` count, and strings or comments never do. Paths are
 repository-relative POSIX strings (``fractal/runtime/processes.py``); a rule's path entry
 ending in ``/`` covers a whole package.
+
+The scans of the package's files are made once for all the test processes of a run and
+kept in ``SCAN_CACHE`` (see ``_package_scans``): parsing and walking every file costs
+about two seconds of CPU, which each xdist worker paid again.
 """
 
 from __future__ import annotations
 
 import ast
+import fcntl
 import functools
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -103,6 +110,9 @@ def imports(path: str, source: str | None = None) -> list[Site]:
 
 @functools.cache
 def _file_imports(path: str) -> tuple[Site, ...]:
+    known = _package_scans().get(path)
+    if known is not None:
+        return tuple(Site(path, line, name) for line, name in known["imports"])
     return tuple(_imports(path, None))
 
 
@@ -132,7 +142,77 @@ def calls(path: str, source: str | None = None) -> list[Site]:
 
 @functools.cache
 def _file_calls(path: str) -> tuple[Site, ...]:
+    known = _package_scans().get(path)
+    if known is not None:
+        return tuple(Site(path, line, name) for line, name in known["calls"])
     return tuple(_calls(path, None))
+
+
+SCAN_CACHE = ROOT / ".cache" / "stylescan.json"
+"""The imports and calls of every file under ``fractal/``, with the digest of the sources
+and of this scanner they were read from (git-ignored, as all of ``.cache/``)."""
+
+_Scans = dict[str, dict[str, list[tuple[int, str]]]]
+
+
+def _sources_digest(paths: list[str]) -> str:
+    """SHA-256 over this scanner's own source and each path with its content: any edit
+    (or a new or removed file) makes new scans."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for path in paths:
+        digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _read_scans(key: str) -> _Scans | None:
+    try:
+        data = json.loads(SCAN_CACHE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    files = data.get("files")
+    return files if isinstance(files, dict) else None
+
+
+@functools.cache
+def _package_scans() -> _Scans:
+    """path -> {"imports": [(line, name)], "calls": [(line, name)]} for every ``.py`` file
+    under ``fractal/``, as ``_imports`` and ``_calls`` find them.
+
+    Read from ``SCAN_CACHE`` when its digest matches the sources; else made under an
+    exclusive lock on ``<SCAN_CACHE>.lock`` (the other workers of the run wait for it
+    instead of parsing too) and written atomically. Any failure to use the file falls
+    back to scanning in this process."""
+    paths = source_files("fractal")
+    key = _sources_digest(paths)
+    found = _read_scans(key)
+    if found is not None:
+        return found
+    try:
+        SCAN_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        lock = SCAN_CACHE.parent.joinpath(SCAN_CACHE.name + ".lock").open("a")
+    except OSError:
+        return _scan_all(paths)
+    with lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        found = _read_scans(key)
+        if found is not None:
+            return found
+        files = _scan_all(paths)
+        staging = SCAN_CACHE.with_name(f"{SCAN_CACHE.name}.{os.getpid()}")
+        try:
+            staging.write_text(json.dumps({"key": key, "files": files}), encoding="utf-8")
+            staging.replace(SCAN_CACHE)
+        except OSError:
+            staging.unlink(missing_ok=True)
+        return files
+
+
+def _scan_all(paths: list[str]) -> _Scans:
+    return {path: {"imports": [(s.line, s.name) for s in _imports(path, None)],
+                   "calls": [(s.line, s.name) for s in _calls(path, None)]}
+            for path in paths}
 
 
 def _calls(path: str, source: str | None) -> list[Site]:

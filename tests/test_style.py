@@ -278,6 +278,25 @@ def test_steering_verbs_leave_sqlalchemy_out(args: tuple[str, ...], small_tree: 
         assert sorted(m for m in loaded if under(m, VERB_FORBIDDEN)) == []
 
 
+KILL_FORBIDDEN = ("sqlalchemy", "alembic", "psutil", "hashlib", "shutil", "shlex", "logging",
+                  "concurrent", "secrets", *MERGING, "fractal.domain.outcome",
+                  "fractal.cli.cleanup", "fractal.cli.cost", "fractal.cli.config")
+"""What ``fractal node kill`` never imports: it stops process groups from ``/proc`` and
+pidfds (no psutil), computes launch markers without OpenSSL (no hashlib), runs tmux
+without a binary lookup (no shutil), and starts no thread pool."""
+
+
+def test_node_kill_imports_only_what_a_kill_needs(small_tree: Path, tmp_path: Path) -> None:
+    """``node kill`` loads the process and tmux modules a kill needs and none of the heavy
+    ones (here it refuses the idle node, after its module graph is loaded)."""
+    proc, loaded = modules_loaded(("node", "kill", "n"), cwd=small_tree,
+                                  scratch=tmp_path / "modules.json")
+    assert proc.returncode == 1, proc.stderr
+    assert "nothing to kill" in proc.stderr
+    assert {"fractal.lifecycle.kill", "fractal.runtime.processes", "fractal.store.db"} <= loaded
+    assert sorted(m for m in loaded if under(m, KILL_FORBIDDEN)) == []
+
+
 def test_node_start_leaves_merging_and_attention_out(small_tree: Path, tmp_path: Path) -> None:
     """``node start`` loads its module graph before it parses its flags (``--clean``
     without ``--continue`` is a usage error, exit 2, before any tmux call): that graph

@@ -20,8 +20,9 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -72,6 +73,8 @@ class Tree:
     repo: Path
     agent: Path
     env: dict[str, str] | None = None
+    _readers: dict[int, tuple[tuple[int, ...], sqlite3.Connection]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     cli_timeout: ClassVar[float] = 60
     """Seconds one ``fractal`` call may take."""
@@ -135,11 +138,39 @@ class Tree:
     # -- the record -----------------------------------------------------------------------
 
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
-        """Rows of ``query`` on the tree database (plain sqlite3, 30 s busy timeout)."""
-        con = sqlite3.connect(self.db, timeout=30.0)
+        """Rows of ``query`` on the tree database (plain sqlite3, 30 s busy timeout).
+
+        Reads go through one connection per thread, kept while the database file stays
+        the same (device, inode, size, modification time): a new connection parses the
+        whole schema at its first statement (about a millisecond), most of the cost of
+        each look of a ``wait_status`` poll. A file replaced, removed or written in place
+        gets a new connection, as every call used to; ``close_readers`` ends them.
+        """
+        key = threading.get_ident()
         try:
-            return list(con.execute(query, params))
-        finally:
+            stat = os.stat(self.db)
+            stamp: tuple[int, ...] = (stat.st_dev, stat.st_ino, stat.st_size,
+                                      stat.st_mtime_ns)
+        except OSError:
+            stamp = ()
+        held = self._readers.get(key)
+        if held is not None and (held[0] != stamp or not stamp):
+            held[1].close()
+            held = None
+        if held is None:
+            con = sqlite3.connect(self.db, timeout=30.0)
+            if not stamp:  # a missing file: read it once, as a fresh connection did
+                try:
+                    return list(con.execute(query, params))
+                finally:
+                    con.close()
+            held = self._readers[key] = (stamp, con)
+        return list(held[1].execute(query, params))
+
+    def close_readers(self) -> None:
+        """Close the connections ``sql`` keeps (a test's teardown; idempotent)."""
+        readers, self._readers = self._readers, {}
+        for _stamp, con in readers.values():
             con.close()
 
     def status(self, name: str) -> str:
@@ -201,11 +232,15 @@ class Tree:
         return proc.returncode == 0
 
     def kill_sessions(self) -> None:
-        """Kill every node's recorded tmux session (the teardown of a test's tree)."""
+        """Kill every node's recorded tmux session (the teardown of a test's tree); the
+        connections ``sql`` keeps are closed."""
         if not self.db.exists():
+            self.close_readers()
             return
-        for session, sock in self.sql("SELECT tmux_session, tmux_socket FROM nodes "
-                                      "WHERE tmux_session IS NOT NULL"):
+        sessions = self.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                            "WHERE tmux_session IS NOT NULL")
+        self.close_readers()
+        for session, sock in sessions:
             subprocess.run(["tmux", "-S", str(sock), "kill-session", "-t", f"={session}"],
                            capture_output=True, check=False)
 

@@ -7,10 +7,19 @@ crash, by whoever heals the node — from the database alone.
 
 from __future__ import annotations
 
-import hashlib
-
 
 def launch_marker(db_path: str, step_id: int) -> str:
     """``<12 hex of sha1(db_path)>-<step_id>``: unique per tree database and step row."""
-    digest = hashlib.sha1(db_path.encode("utf-8")).hexdigest()[:12]
-    return f"{digest}-{step_id}"
+    return f"{_sha1_hex(db_path.encode('utf-8'))[:12]}-{step_id}"
+
+
+def _sha1_hex(data: bytes) -> str:
+    """SHA-1 of ``data`` in hex, from CPython's built-in ``_sha1`` where there is one:
+    ``hashlib`` loads OpenSSL's library when imported, several milliseconds that
+    ``fractal node kill`` (which computes a marker per open step) would pay for this one
+    digest. The digest is the same either way; ``hashlib`` is the fallback."""
+    try:
+        from _sha1 import sha1  # type: ignore[import-not-found]  # no stub: CPython-internal
+    except ImportError:
+        from hashlib import sha1
+    return str(sha1(data).hexdigest())

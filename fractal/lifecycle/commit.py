@@ -158,7 +158,7 @@ def _node_settings(paths: NodePaths) -> tuple[tuple[str, ...], bool]:
 
 def _target(ctx: Context) -> tuple[Tree, NodePaths]:
     tree = ctx.tree
-    worktree = git.toplevel(ctx.cwd)
+    worktree = ctx.top if ctx.top is not None else git.toplevel(ctx.cwd)
     branch = git.current_branch(worktree)
     if branch is None or not tree.owns(branch) \
             or tree.worktree_of(branch).resolve() != worktree.resolve():

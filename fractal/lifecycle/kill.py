@@ -2,17 +2,21 @@
 
 The KILL move comes first (the ``kill`` event, the kill signal and the status
 ``killed``, one transaction), so the dying loop cannot relabel the node; then TERM to the
-supervisor's group, the agent groups of open steps and the pane, a grace, KILL; then
-the open rows close ``killed`` with the attribution ``killed by <actor>[: reason]``.
-Descendants go first and are re-enumerated to a fixpoint, so a child booting during the
-sweep is caught.
+supervisor's group and the agent groups of open steps (in that order, in one shared
+grace), KILL, while the pane's session is killed; then the open rows close ``killed`` with
+the attribution ``killed by <actor>[: reason]`` and the supervisor is cleared, in one
+transaction. Descendants go first and are re-enumerated to a fixpoint, so a child
+booting during the sweep is caught.
+
+The command imports no psutil (``processes`` stops groups from ``/proc`` and pidfds) and
+starts no thread: a kill costs about what a ``node stop`` does plus the wait for the
+processes to die.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from fractal import tmux
 from fractal.domain.markers import launch_marker
@@ -20,9 +24,9 @@ from fractal.domain.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.heal import heal_if_crashed
+from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, descendants
-from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_group
+from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_groups
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.store.transition import EventNote, SignalNote
@@ -34,18 +38,15 @@ def killable(row: NodeRow) -> bool:
     if row.status in (Status.ACTIVE, Status.PAUSED):
         return True
     if row.status is Status.IDLE and row.tmux_session:
-        socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
-        return tmux.probe(row.tmux_session, socket) is tmux.Liveness.ALIVE
+        return tmux.probe(row.tmux_session, _socket(row)) is tmux.Liveness.ALIVE
     return False
 
 
-@dataclass(frozen=True)
-class _Condemned:
+class _Condemned(NamedTuple):
     """A node whose kill is recorded and whose process groups are still to be stopped."""
 
     branch: str
     row: NodeRow
-    run_id: int | None
     note: str
     supervisor: GroupHandle | None
     agents: list[GroupHandle]
@@ -56,8 +57,10 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     """Record the kill of one node (event, signal, status ``killed``: one KILL move) and
     list its groups: the supervisor's and each open step's agent group. A refusal is a
     Signalled(ok=False)."""
-    heal_if_crashed(tree, branch)
     row = ledger.node(branch)
+    if row is not None and crashed(tree, branch, row):  # (a live loop needs no heal read)
+        heal_if_crashed(tree, branch)
+        row = ledger.node(branch)
     if row is None or not killable(row):
         status = row.status if row else "unregistered"
         why = f"node {branch} is {status}; nothing to kill"
@@ -84,55 +87,37 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
             agents.append(GroupHandle(pid=step.pgid, pgid=step.pgid,
                                        create_time=step.pgid_started,
                                        marker=launch_marker(str(tree.db_path), step.step_id)))
-    return _Condemned(branch, row, run.run_id if run else None, note, supervisor, agents)
+    return _Condemned(branch, row, note, supervisor, agents)
 
 
 def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
     """Stop the groups of ``batch``, then kill the panes and close the open rows ``killed``.
 
-    Every supervisor first, then every agent group, each wave in one shared TERM -> grace
-    (``Reap.KILL``) -> KILL window: a tree of agents ignoring TERM costs one grace, not one
-    per node, and no loop is alive to see its agent die and book the step itself.
+    Every supervisor's group and every agent group share one TERM -> grace (``Reap.KILL``)
+    -> KILL window (``processes.kill_groups``): a tree of agents ignoring TERM costs one
+    grace, not one per node or per wave. The supervisors are signalled first, so a loop
+    has its TERM pending before its agent can die: it closes its rows ``killed`` (the
+    KILL move is already recorded) instead of booking the step as its agent's end. The
+    panes' sessions are killed meanwhile (a loop whose SIGHUP comes first acts the same:
+    its first signal is the one it handles). Once all of it is gone, each node's open
+    rows close ``killed`` and its supervisor is cleared in one transaction.
     """
-    _stop_all([c.supervisor for c in batch if c.supervisor is not None])
-    _stop_all([h for c in batch for h in c.agents])
+    panes = [tmux.killing_session(c.row.tmux_session, _socket(c.row))
+             for c in batch if c.row.tmux_session]
+    handles = [c.supervisor for c in batch if c.supervisor is not None]
+    kill_groups([*handles, *(h for c in batch for h in c.agents)], grace=grace(Reap.KILL))
+    for pane in panes:
+        pane.wait()
     done: list[Signalled] = []
     for c in batch:
-        if c.row.tmux_session:
-            socket = Path(c.row.tmux_socket) if c.row.tmux_socket else tmux.socket_path()
-            tmux.kill_session(c.row.tmux_session, socket)
-        ledger.close_open(c.branch, Status.KILLED.value, c.note)
-        if c.run_id is not None:
-            ledger.close_run(c.run_id, Status.KILLED.value, 1, c.note)
-        ledger.set_supervisor(c.branch, None, None)
+        ledger.close_open(c.branch, Status.KILLED.value, c.note, clear_supervisor=True)
         done.append(Signalled(c.branch, True, f"killed {c.branch}"))
     return done
 
 
-def _stop_all(handles: list[GroupHandle]) -> None:
-    """``kill_group`` on each of ``handles`` concurrently (a thread per handle past the
-    first, which runs in the caller: each mostly waits). Plain threads rather than an
-    executor: ``concurrent.futures`` costs the command its import (and ``logging``'s)."""
-    if not handles:
-        return
-    window = grace(Reap.KILL)
-    errors: list[BaseException] = []
-
-    def stop(handle: GroupHandle) -> None:
-        try:
-            kill_group(handle, grace=window)
-        except BaseException as exc:  # re-raised in the caller, as the executor did
-            errors.append(exc)
-
-    threads = [threading.Thread(target=stop, args=(h,), name=f"kill-{h.pgid}")
-               for h in handles[1:]]
-    for thread in threads:
-        thread.start()
-    stop(handles[0])
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+def _socket(row: NodeRow) -> Path:
+    """The tmux server socket ``row``'s node was started on."""
+    return Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
 
 
 def _kill_batch(tree: Tree, ledger: Ledger, branches: list[str], *, actor: str,

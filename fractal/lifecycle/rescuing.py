@@ -100,12 +100,12 @@ def rescue_node(tree: Tree, branch: str, operation: str, *, actor: str,
 def _repo(cwd: Path) -> tuple[Path, Tree | None]:
     """The repository of ``cwd`` and its tree, None when there is none (any more: rescue
     refs outlive ``fractal destroy``). Raises GitError outside a repository."""
-    from fractal.workspace.git import repo_root, toplevel
+    from fractal.workspace.discovery import checkout_and_main
 
     try:
         tree = find_tree(cwd)
     except NotATree:
-        return repo_root(toplevel(cwd)), None
+        return checkout_and_main(cwd)[1], None
     return tree.repo, tree
 
 

@@ -9,6 +9,7 @@ from fractal.agents.base import split_agent
 from fractal.errors import FractalError
 from fractal.tree import Tree
 from fractal.workspace import git
+from fractal.workspace.discovery import checkout_and_main
 from fractal.workspace.nodedir import ensure_exclude_block, seed_root_dir, update_config
 from fractal.workspace.wiki import PROJECT_TITLE, ensure_wiki
 
@@ -29,8 +30,7 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     and keeps the rest. Refuses a detached HEAD, a branch containing ``/``, and a
     working directory inside a node worktree. Raises FractalError / GitError.
     """
-    top = git.toplevel(cwd)
-    repo = git.repo_root(top)
+    top, repo = checkout_and_main(cwd)
     if top.resolve() != repo.resolve():
         raise FractalError(f"{top} is a linked worktree; run `fractal init` in the main "
                            f"worktree {repo}")
@@ -52,7 +52,8 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     if agent is not None:
         updates["agent"] = agent
     update_config(tree.config_path, updates)
-    ensure_exclude_block(git.common_dir(top))
+    dirs = git.git_dirs(top)
+    ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(top))
     ensure_wiki(tree.wiki_dir, PROJECT_TITLE)  # the shared project wiki, committed with --init
     from fractal.store.ledger import Ledger
 

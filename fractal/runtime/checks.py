@@ -126,6 +126,7 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter, request: CheckReq
     paths = boot.paths
     request.log_path.parent.mkdir(parents=True, exist_ok=True)
     started_at, started = utc_now(), clock.monotonic()
+    reporter.release()  # the check's output streams live
     try:
         code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
                                  env=check_env(boot, state, request.kind),

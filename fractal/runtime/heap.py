@@ -23,6 +23,11 @@ collection over the whole heap) and clear the attribute cache (refilled by the n
 lookups). Measured on a no-op agent, the resident set grew 140-180 KiB from iteration 20
 to 200 before, and 0-12 KiB after (docs/benchmarks.md).
 
+The loop calls ``iteration_top`` at each iteration's top and ``at_launch`` once an agent
+runs, so the collection and the cache's refill happen while the first agent of the
+iteration works, not between the last step's end and the next one's start; an iteration
+that launches nothing still gets its step at the next top.
+
 Only the pane's supervisor freezes its heap; an in-process run (a test) does not, and
 ``between_iterations`` then does nothing, so a test process is never collected per
 iteration.
@@ -33,9 +38,10 @@ from __future__ import annotations
 import gc
 import sys
 
-__all__ = ["between_iterations", "freeze_boot_heap"]
+__all__ = ["at_launch", "between_iterations", "freeze_boot_heap", "iteration_top"]
 
 _frozen = False  # set once per process by freeze_boot_heap
+_due = False  # an iteration began whose step is still owed (iteration_top)
 
 
 def freeze_boot_heap() -> None:
@@ -65,3 +71,21 @@ def between_iterations() -> None:
             or getattr(sys, "_clear_type_cache", None)
         if clear is not None:
             clear()
+
+
+def iteration_top() -> None:
+    """An iteration begins: the step is owed, taken by the next ``at_launch`` (while an
+    agent runs, off the moment between one step's end and the next one's start). When the
+    previous iteration launched nothing it is still owed, and is taken here."""
+    global _due
+    if _due:
+        between_iterations()
+    _due = _frozen
+
+
+def at_launch() -> None:
+    """An agent was started: take the step ``iteration_top`` left owed, if any."""
+    global _due
+    if _due:
+        _due = False
+        between_iterations()

@@ -35,6 +35,7 @@ from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
+from fractal.workspace.status_ahead import PendingStatus
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class IterationRunner(LoopPart):
             raise
         finally:
             state.reentry = None
+            self.steps.ahead.discard()  # a status nobody took (a park, an abort)
         if result.stopped or result.budget or result.finished:
             status, code = Status.STOPPED, 0
         else:
@@ -207,8 +209,12 @@ class IterationRunner(LoopPart):
             elif gate:
                 result = run_gate(self.boot, self.state, self.ledger, self.reporter,
                                   self.clock, plan, FixerRunner(self.steps, node_md))
-            else:
-                result = self.steps.run_step(plan, node_md)
+            else:  # the last step's end starts the backstop's status (StatusAhead)
+                self.steps.ahead.arm(index == len(plans) - 1)
+                try:
+                    result = self.steps.run_step(plan, node_md)
+                finally:
+                    self.steps.ahead.arm(False)
         if self.state.pool_end is not None:  # the pool ended: its REVIEW does not run
             self.steps.book_not_run(plans[index + 1:], "pool ended")
             self._backstop("auto", "")
@@ -318,6 +324,7 @@ class IterationRunner(LoopPart):
             paths.setup_log.write_bytes(b"")
             code = 0
         else:
+            self.reporter.release()  # the script's output streams live
             code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
                                       log_path=paths.setup_log, echo=self.reporter.raw_output)
         took = self.clock.monotonic() - started
@@ -342,7 +349,7 @@ class IterationRunner(LoopPart):
         state, paths = self.state, self.boot.paths
         subject = f"{paths.branch}: iteration {state.run_id}.{state.iteration} ({label})"
         _sha, problem = backstop(paths.worktree, subject, body, self.reporter,
-                                 branch=paths.branch)
+                                 branch=paths.branch, pending=self.steps.ahead.take())
         if problem is not None:
             self.ledger.add_event(paths.branch, "commit", actor="loop", status="failed",
                                   metadata=clip_reason(problem), run_id=state.run_id,
@@ -351,15 +358,18 @@ class IterationRunner(LoopPart):
 
 
 def backstop(worktree: Path, subject: str, body: str, reporter: Reporter, *,
-             branch: str | None = None) -> tuple[str | None, str | None]:
+             branch: str | None = None,
+             pending: PendingStatus | None = None) -> tuple[str | None, str | None]:
     """Commit whatever the agent left on the node branch (the backstop commit).
 
     Returns (sha or None, problem or None); a failure is shown and returned, never raised.
     A worktree holding a conflict is not committed: the problem is then exactly
     ``unresolved merge conflict in <paths>`` (the reason the iteration fails with).
+    ``pending``: the worktree's status started ahead (``StatusAhead.take``), or None.
     """
     try:
-        sha = backstop_commit(worktree, subject=subject, body=body, branch=branch)
+        sha = backstop_commit(worktree, subject=subject, body=body, branch=branch,
+                              pending=pending)
     except UnresolvedConflict as exc:
         problem = clip_reason(exc.reason)
         reporter.warning(f"nothing committed: {exc}")

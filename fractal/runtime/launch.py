@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -36,11 +36,12 @@ from fractal.domain.outcome import (
 )
 from fractal.domain.usage import UsageLimit, limit_reason
 from fractal.errors import SpawnError
-from fractal.runtime import processes
+from fractal.runtime import heap, processes
 from fractal.runtime.agentstream import Collector
 from fractal.runtime.clock import Clock, trace, trace_now
 from fractal.runtime.launcher import AgentRun, Launcher, Spawn
 from fractal.runtime.pane import Reporter
+from fractal.runtime.statusahead import StatusAhead
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 
@@ -127,13 +128,14 @@ class AttemptResult:
 @dataclass(frozen=True)
 class LaunchKit:
     """What every attempt of a run uses: the ledger, the pane, the waker and clock its
-    waits block on, and the launcher that starts the agent."""
+    waits block on, the launcher, and the backstop's status to start (never armed: none)."""
 
     ledger: Ledger
     reporter: Reporter
     waker: Waker
     clock: Clock
     launcher: Launcher
+    ahead: StatusAhead = field(default_factory=StatusAhead)
 
 
 EnvBuilder = Callable[[int], dict[str, str]]
@@ -176,6 +178,7 @@ def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> Attemp
     if attempt.limit is not None and attempt.limit <= 0:
         outcome = _judge(attempt, Ending.NO_TIME, None, None, None)
         return _close_row(attempt, kit, step_id, outcome, None, False, started)
+    kit.ahead.agent_starting()  # a status started before this agent would be stale
     agent, failure = _start(attempt, kit, step_id, env_for)
     if agent is None:
         _snapshot(attempt.err_path, attempt.err_snapshot)
@@ -184,13 +187,18 @@ def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> Attemp
         return _close_row(attempt, kit, step_id, outcome, None, False, started)
     collector = Collector(kit.ledger, kit.reporter, step_id, kit.clock)
     agent.start(attempt.backend.parser(attempt.request), collector, kit.waker.wake)
+    kit.reporter.release()  # what the boundary wrote (banners), in one write
+    heap.at_launch()  # the iteration's heap step runs while the agent works
     try:
         ending = _supervise(attempt, agent, collector, kit, started)
     except BaseException:
         # The supervisor is being torn down (a signal, a bug): never leave the group behind.
         agent.stop(grace=kill_grace())
         raise
+    kit.reporter.hold()  # until the next agent starts, a wait, a command or the run's end
     stream_error = agent.settle()
+    if attempt.row is RowPolicy.CLOSE and ending is not Ending.PAUSED:
+        kit.ahead.agent_gone()  # its leftovers are swept: git runs while the row closes
     outcome = _judge(attempt, ending, agent.returncode(), collector, stream_error)
     return _close_row(attempt, kit, step_id, outcome, collector, True, started)
 

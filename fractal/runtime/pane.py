@@ -9,14 +9,14 @@ the agent said. The transcript rotates at TRANSCRIPT_BYTES into one ``pane.log.1
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
 import sys
 import threading
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import BinaryIO, Protocol, TextIO
 
 from fractal.agents.base import (
     AgentEvent,
@@ -45,6 +45,8 @@ class Reporter(Protocol):
     def banner_close(self, text: str, outcome: str, seconds: float, major: bool = False) -> None: ...
     def agent_event(self, event: AgentEvent) -> None: ...
     def raw_output(self, data: bytes) -> None: ...
+    def hold(self) -> None: ...
+    def release(self) -> None: ...
 
 
 def _clip(text: str) -> str:
@@ -53,55 +55,83 @@ def _clip(text: str) -> str:
     return text[:MAX_LINE] + f" … [{len(text) - MAX_LINE} more characters]"
 
 
-class _Transcript(RotatingFileHandler):
-    """The pane's text appended to a file as is (no formatting, no added newline).
+class _Transcript:
+    """The pane's text appended to a file as is (UTF-8, invalid characters replaced), one
+    unbuffered write per call, rotated into one ``<name>.1`` before a write that would
+    take it to ``max_bytes``.
 
     Before each write it checks that the path is still the file it writes: replaced by
     a FIFO, a directory or a symbolic link, the transcript stops (rotation would never
     run, and the open, unlinked file would grow without bound); deleted, it starts a
-    new file.
+    new file. A write that fails (a full disk, a removed node dir) drops the text: the
+    rows are the record. (A ``logging`` handler did this before; its record, locks and
+    text-file ``tell`` cost about ten times the write.)
     """
 
-    terminator = ""
-    stopped = False
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = str(path)
+        self.max_bytes = max_bytes
+        self.stopped = False
+        self._fh: BinaryIO | None = None
+        self._size = 0
+        self._open()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        """Write ``record`` unless the path stopped being this transcript's file."""
+    def _open(self) -> None:
+        fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open for the run
+        self._size = os.fstat(fh.fileno()).st_size
+        self._fh = fh
+
+    def _close(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
+
+    def write(self, text: str) -> None:
+        """Append ``text`` unless the path stopped being this transcript's file."""
         if self.stopped:
             return
-        if self.stream is not None:
-            try:
-                mode: int | None = os.lstat(self.baseFilename).st_mode
-            except FileNotFoundError:
-                self.stream.close()
-                self.stream = None  # reopened (created afresh) by the write below
-                mode = None
-            except OSError:
-                mode = None
-            if mode is not None and not stat.S_ISREG(mode):
-                self.stopped = True
-                self.close()
-                return
-        super().emit(record)
+        try:
+            if self._fh is not None:
+                try:
+                    mode = os.lstat(self.path).st_mode
+                except FileNotFoundError:
+                    self._close()  # reopened (created afresh) below
+                else:
+                    if not stat.S_ISREG(mode):
+                        self.stopped = True
+                        self._close()
+                        return
+            data = text.encode("utf-8", errors="replace")
+            if self._fh is None:
+                self._open()
+            elif self.max_bytes > 0 and self._size and self._size + len(data) >= self.max_bytes:
+                self._rotate()
+            assert self._fh is not None
+            self._fh.write(data)
+            self._size += len(data)
+        except OSError:
+            self._close()  # tried again at the next write
 
-    def handleError(self, record: logging.LogRecord) -> None:
-        """A full disk or a removed node dir: drop the line; the rows are the record."""
+    def _rotate(self) -> None:
+        self._close()
+        backup = self.path + ".1"
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(backup)
+        os.rename(self.path, backup)
+        self._open()
 
 
-def _transcript(path: Path, max_bytes: int) -> logging.Logger | None:
-    """A private logger writing to ``path`` (rotating at ``max_bytes``), or None when the
+def _transcript(path: Path, max_bytes: int) -> _Transcript | None:
+    """The transcript writing to ``path`` (rotating at ``max_bytes``), or None when the
     file cannot be opened or is not a regular file (a FIFO would block; the pane still
     works)."""
     if path.is_symlink() or (path.exists() and not path.is_file()):
         return None
     try:
-        handler = _Transcript(path, maxBytes=max_bytes, backupCount=1, encoding="utf-8",
-                              errors="replace")
+        return _Transcript(path, max_bytes)
     except OSError:
         return None
-    logger = logging.Logger(f"fractal.pane:{path}")  # unregistered: no propagation
-    logger.addHandler(handler)
-    return logger
 
 
 class PaneReporter:
@@ -116,16 +146,37 @@ class PaneReporter:
         self.stream = stream if stream is not None else sys.stdout
         self._lock = threading.Lock()
         self._log = None if transcript is None else _transcript(transcript, transcript_bytes)
+        self._held: list[str] | None = None  # text kept back by ``hold``
+
+    def hold(self) -> None:
+        """Keep what is written from now on until ``release`` (one write to the pane and
+        one to the transcript then, in order). The loop holds from a step's end to the
+        next agent's start, so the pane's program is woken once per boundary, not once per
+        banner; every wait, command and the run's end releases first."""
+        with self._lock:
+            if self._held is None:
+                self._held = []
+
+    def release(self) -> None:
+        """Write what ``hold`` kept, and write straight through again."""
+        with self._lock:
+            held, self._held = self._held, None
+            if held:
+                self._emit("".join(held))
 
     def _emit(self, text: str) -> None:
-        """Write ``text`` to the pane and the transcript; the caller holds the lock."""
+        """Write ``text`` to the pane and the transcript (or keep it while held); the caller
+        holds the lock."""
+        if self._held is not None:
+            self._held.append(text)
+            return
         try:
             self.stream.write(text)
             self.stream.flush()
         except (OSError, ValueError):
             pass  # the pane went away; the database is the record
         if self._log is not None:
-            self._log.info("%s", text)
+            self._log.write(text)
 
     def _write(self, text: str) -> None:
         with self._lock:

@@ -70,6 +70,7 @@ class PoolDispatch(LoopPart):
     def _rounds(self, step_id: int) -> StepOutcome:
         first = ["--resume"]  # the step's first round: no other round of it is running
         while True:
+            self.reporter.release()  # a round runs a process: show what came before it
             code, out = commands.run_capture(
                 [sys.executable, "-m", "fractal", "pool", "dispatch", *first],
                 cwd=self.boot.paths.worktree, env=self._env(), timeout=ROUND_TIMEOUT)

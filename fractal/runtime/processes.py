@@ -7,7 +7,15 @@ Targets are found three ways, each covering another's blind spot: the process gr
 ``setsid`` descendant), the leader's descendants (miss orphans reparented away), the marker
 (misses a process that scrubbed its environment). A handle records the leader's create time;
 when its pid now names another process (recycled), nothing is signalled by pid or pgid, only
-by marker. Per-process signals go through ``psutil.Process``, which re-checks identity. Linux.
+by marker. A per-process signal re-checks the target's create time first (as psutil does), so
+a recycled pid is never signalled. Linux.
+
+The stop sequence knows its targets as ``_Proc`` (pid, create time read from ``/proc`` by
+``procinfo``) rather than ``psutil.Process``: ``fractal node kill`` stops groups and never
+needs psutil, which costs tens of milliseconds to import. psutil is imported only where it
+answers what ``/proc`` alone does not here: the public ``psutil.Process`` lists
+(``marked_processes``, ``environ_processes``), reaping our own children, and the fallbacks
+for a kernel without per-thread ``children`` lists.
 
 Over 400 lines on purpose: it is the one module that sends signals, and spawning, finding,
 stopping and reaping share its identity checks and its grace table.
@@ -27,12 +35,13 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import IO
-
-import psutil
+from typing import IO, TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from fractal import procinfo
 from fractal.errors import SpawnError
+
+if TYPE_CHECKING:
+    import psutil
 
 LAUNCH_MARKER_ENV = "FRACTAL_LAUNCH_ID"
 
@@ -74,6 +83,29 @@ _EXEC_HINTS = {
     errno_mod.EACCES: "permission denied (is it executable? chmod +x)",
     errno_mod.ENOEXEC: "not an executable format (add a #! line)",
 }
+
+
+class _Identified(Protocol):
+    """A process known by pid and create time: a ``psutil.Process`` or a ``_Proc``."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def create_time(self) -> float: ...
+
+
+class _Proc(NamedTuple):
+    """A process as the stop sequence knows it: pid and create time (epoch s, read when
+    it was found), the identity every later check and signal compares against."""
+
+    pid: int
+    created: float
+
+    def create_time(self) -> float:
+        return self.created
+
+
+_P = TypeVar("_P", bound=_Identified)
 
 
 @dataclass(frozen=True)
@@ -189,10 +221,16 @@ def _own_descendants() -> list[int]:
     between steps), or, where the kernel has none, from psutil (which reads the ``stat``
     of every process on the machine)."""
     found = procinfo.descendants(os.getpid())
-    if found is not None:
-        return found
+    return found if found is not None else _psutil_descendants(os.getpid())
+
+
+def _psutil_descendants(pid: int) -> list[int]:
+    """The descendants of ``pid`` by psutil (every process's ``stat``), [] when it is gone:
+    the fallback where the kernel keeps no per-thread ``children`` lists."""
+    import psutil
+
     with contextlib.suppress(psutil.Error):
-        return [c.pid for c in psutil.Process().children(recursive=True)]
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
     return []
 
 
@@ -220,13 +258,43 @@ def _pids_with(needle: bytes, candidates: Iterable[int]) -> list[int]:
 
 def marked_processes(marker: str | None = None) -> list[psutil.Process]:
     """Processes (not zombies, not the caller) with ``FRACTAL_LAUNCH_ID`` (= ``marker`` if set)."""
-    return [p for p in map(_process, _marked_pids(marker)) if p is not None]
+    return [p for p in map(_psutil_process, _marked_pids(marker)) if p is not None]
 
 
-def _process(pid: int) -> psutil.Process | None:
+def _psutil_process(pid: int) -> psutil.Process | None:
+    import psutil
+
     with contextlib.suppress(psutil.Error, ValueError):
         return psutil.Process(pid)
     return None
+
+
+def _process(pid: int) -> _Proc | None:
+    """``pid`` with its create time (zombies too), or None when there is no such process."""
+    created = procinfo.create_time(pid)
+    return None if created is None else _Proc(pid, created)
+
+
+def _same(proc: _Identified) -> bool:
+    """Whether ``proc``'s pid still names it (alive or a zombie, same create time)."""
+    created = procinfo.create_time(proc.pid)
+    return created is not None and \
+        abs(created - proc.create_time()) <= procinfo.CREATE_TIME_TOLERANCE
+
+
+def _send(proc: _Identified, sig: int) -> None:
+    """Send ``sig`` to ``proc`` unless its pid now names another process (or none)."""
+    if _same(proc):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, sig)
+
+
+def _descendants_of(proc: _Identified) -> list[int]:
+    """``proc`` and its descendants, [] when its pid names another process (or none)."""
+    if not _same(proc):
+        return []
+    found = procinfo.descendants(proc.pid)
+    return [proc.pid, *(found if found is not None else _psutil_descendants(proc.pid))]
 
 
 def _pgid(pid: int) -> int | None:
@@ -239,14 +307,12 @@ def _group_members(pgid: int) -> set[int]:
     return {pid for pid in _pids() if _pgid(pid) == pgid}
 
 
-def _is_dead(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error as exc:
-        return isinstance(exc, psutil.NoSuchProcess)
+def _is_dead(proc: _Identified) -> bool:
+    """Gone, a zombie, or its pid recycled (``procinfo.same_process``)."""
+    return not procinfo.same_process(proc.pid, proc.create_time())
 
 
-def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
+def _wait_dead(procs: Iterable[_P], timeout: float) -> list[_P]:
     """Wait until all are gone or zombies, at most ``timeout`` seconds; return the rest (not
     ``psutil.wait_procs``: it would reap our own children and steal their Popen's exit
     status). Watched through pidfds (``procinfo.ExitWatch``): the wait ends with the last
@@ -262,28 +328,28 @@ def _wait_dead(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.P
     return alive
 
 
-def _trusted(handle: GroupHandle) -> tuple[int | None, psutil.Process | None]:
+def _trusted(handle: GroupHandle) -> tuple[int | None, _Proc | None]:
     """(pgid, leader) when the group may be signalled as such, else (None, None): marker only."""
     leader = _process(handle.pid)
     if leader is not None:  # alive or a zombie: trusted only if it is the same process
-        ours = abs(leader.create_time() - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE
+        ours = abs(leader.created - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE
     else:  # Linux never reuses a pgid while a member lives: a marked member proves it is ours
-        ours = bool(_group_members(handle.pgid) & set(_marked_pids(handle.marker)))
+        members = _group_members(handle.pgid)  # (an empty group needs no marker scan)
+        ours = bool(members) and bool(members & set(_marked_pids(handle.marker)))
     usable = ours and handle.pgid not in (os.getpgid(0), 0, 1)
     return (handle.pgid, leader) if usable else (None, None)
 
 
-def _snapshot(marker: str, pgid: int | None, leader: psutil.Process | None,
-              known: dict[int, psutil.Process], own_only: bool = False) -> None:
+def _snapshot(marker: str, pgid: int | None, leader: _Proc | None,
+              known: dict[int, _Proc], own_only: bool = False) -> None:
     """Add marked processes, group members and the leader's descendants to ``known``.
 
     An empty ``marker`` matches nothing (never "every marked process on the machine").
     """
     pids = set(_marked_pids(marker, own_only=own_only)) if marker else set()
     pids |= _group_members(pgid) if pgid is not None else set()
-    if leader is not None:  # children() re-checks the leader's identity (pid reuse)
-        with contextlib.suppress(psutil.Error):
-            pids.update(c.pid for c in [leader, *leader.children(recursive=True)])
+    if leader is not None:  # re-checks the leader's identity (pid reuse)
+        pids.update(_descendants_of(leader))
     mine = os.getpgid(0)
     for pid in pids - set(known) - {os.getpid()}:
         proc = _process(pid)
@@ -291,45 +357,60 @@ def _snapshot(marker: str, pgid: int | None, leader: psutil.Process | None,
             known[pid] = proc
 
 
-def _signal(pgid: int | None, procs: Iterable[psutil.Process], sig: int) -> None:
-    """Signal the group once (killpg), then each target outside it: never twice."""
-    group_sent = False
-    if pgid is not None:
-        try:
-            os.killpg(pgid, sig)
-            group_sent = True
-        except (ProcessLookupError, PermissionError):
-            pass
+def _signal(pgids: Sequence[int | None], procs: Iterable[_Identified], sig: int) -> None:
+    """Signal each group once (killpg, in order), then each target outside them: never
+    twice."""
+    sent: set[int] = set()
+    for pgid in pgids:
+        if pgid is not None and pgid not in sent:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
+                sent.add(pgid)
     for proc in procs:
-        if group_sent:
+        if sent:
             try:
-                if os.getpgid(proc.pid) == pgid:
+                if os.getpgid(proc.pid) in sent:
                     continue
             except ProcessLookupError:
                 continue
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc.send_signal(sig)
+        _send(proc, sig)
 
 
-def _stop(marker: str, pgid: int | None, leader: psutil.Process | None, grace: float,
+_Target = tuple[str, "int | None", "_Proc | None"]
+"""What one stop aims at: (marker, trusted pgid or None, leader or None)."""
+
+
+def _stop(marker: str, pgid: int | None, leader: _Proc | None, grace: float,
           soft_signal: int | None = None, soft_grace: float = 0.0,
           own_only: bool = False) -> list[int]:
-    procs: dict[int, psutil.Process] = {}
-    _snapshot(marker, pgid, leader, procs, own_only)
+    return _stop_targets([(marker, pgid, leader)], grace, soft_signal, soft_grace, own_only)
+
+
+def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | None = None,
+                  soft_grace: float = 0.0, own_only: bool = False) -> list[int]:
+    """The stop sequence over ``targets`` at once: snapshot, (soft signal to the groups,
+    ``soft_grace``), TERM in the targets' order, one shared ``grace``, re-snapshot, KILL."""
+    procs: dict[int, _Proc] = {}
+    for marker, pgid, leader in targets:
+        _snapshot(marker, pgid, leader, procs, own_only)
     if not procs:
         return []
+    pgids = [pgid for _, pgid, _ in targets]
     if soft_signal is not None:
-        members = _group_members(pgid) if pgid is not None else set(procs)
+        members: set[int] = set()
+        for pgid in pgids:
+            members |= _group_members(pgid) if pgid is not None else set(procs)
         group = [p for pid, p in procs.items() if pid in members]
-        _signal(pgid, group, soft_signal)
+        _signal(pgids, group, soft_signal)
         _wait_dead(group, soft_grace)
-    _signal(pgid, procs.values(), signal.SIGTERM)
+    _signal(pgids, procs.values(), signal.SIGTERM)
     _wait_dead(procs.values(), grace)
-    _snapshot(marker, pgid, leader, procs, own_only)  # late forks made during the grace
+    for marker, pgid, leader in targets:  # late forks made during the grace
+        _snapshot(marker, pgid, leader, procs, own_only)
     alive = [p for p in procs.values() if not _is_dead(p)]
     if not alive:
         return []
-    _signal(pgid, alive, signal.SIGKILL)
+    _signal(pgids, alive, signal.SIGKILL)
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
 
 
@@ -343,6 +424,15 @@ def kill_group(handle: GroupHandle, *, grace: float, soft_signal: int | None = N
     TERM, ``grace`` s (see ``grace``), re-snapshot for late forks, KILL, <= 2 s wait.
     """
     return _stop(handle.marker, *_trusted(handle), grace, soft_signal, soft_grace)
+
+
+def kill_groups(handles: Sequence[GroupHandle], *, grace: float) -> list[int]:
+    """``kill_group`` on every one of ``handles`` in one shared window: every target found
+    first, TERM to each group in the order given (a caller that lists a loop before the
+    agents it runs has the loop signalled first), one ``grace``-second wait for all of
+    them, a re-snapshot for late forks, KILL to the survivors; returns the pids still
+    alive (expected []). Many groups ignoring TERM cost one grace, not one each."""
+    return _stop_targets([(h.marker, *_trusted(h)) for h in handles], grace)
 
 
 def sweep_marker(marker: str, *, grace: float) -> list[int]:
@@ -372,20 +462,18 @@ def sweep_descendants(*, grace: float) -> list[int]:
 
 
 def stop_processes(procs: list[psutil.Process], *, grace: float) -> list[int]:
-    """TERM each of ``procs`` (``psutil.Process`` re-checks identity, so a recycled pid is
+    """TERM each of ``procs`` (each signal re-checks the create time, so a recycled pid is
     never signalled), wait ``grace`` s, KILL survivors; return the pids still alive."""
     return _term_then_kill(procs, grace)
 
 
-def _term_then_kill(procs: list[psutil.Process], grace: float) -> list[int]:
+def _term_then_kill(procs: Sequence[_Identified], grace: float) -> list[int]:
     """TERM each of ``procs``, wait ``grace`` s, KILL survivors; return who is left."""
     for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
+        _send(proc, signal.SIGTERM)
     alive = _wait_dead(procs, grace)
     for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
+        _send(proc, signal.SIGKILL)
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
 
 
@@ -398,7 +486,7 @@ def environ_processes(entry: str) -> list[psutil.Process]:
     """
     mine = os.getpgid(0)
     return [p for pid in _pids_with(f"{entry}\0".encode(), _pids())
-            if (p := _process(pid)) is not None and not _is_dead(p)
+            if (p := _psutil_process(pid)) is not None and not _is_dead(p)
             and _pgid(pid) not in (None, mine)]
 
 
@@ -419,6 +507,8 @@ def reap_orphans(keep: Container[int]) -> list[int]:
 
     ``keep`` must hold every pid a Popen still waits on (reaping one makes its Popen report 0).
     """
+    import psutil
+
     reaped: list[int] = []
     for child in psutil.Process().children():
         with contextlib.suppress(OSError):  # ChildProcessError: someone else reaped it

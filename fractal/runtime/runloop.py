@@ -17,11 +17,11 @@ from fractal.domain.errors import FractalError
 from fractal.domain.failstreak import advance_failures, failures_reason
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
+from fractal.runtime import heap
 from fractal.runtime.checks import CheckVerdict, run_exit_check
 from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.filecache import FILES, live_config
 from fractal.runtime.gates import WaitEnd, drain_children
-from fractal.runtime.heap import between_iterations
 from fractal.runtime.iteration import IterationResult, IterationRunner
 from fractal.runtime.steering import Park
 
@@ -40,7 +40,7 @@ class RunLoop(LoopPart):
         exit check or a crash loop ends the run. A resume re-enters ``state.reentry``
         first, without the checks at an iteration's top (it is not a new iteration)."""
         while True:
-            between_iterations()
+            heap.iteration_top()  # the collection itself runs at the first launch
             self.refresh_live()
             if self.state.reentry is None and self._ends_at_top():
                 return

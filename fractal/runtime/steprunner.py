@@ -40,6 +40,7 @@ from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval, await_children, waiting_children
 from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
 from fractal.runtime.notices import post_gate_waiting
+from fractal.runtime.statusahead import StatusAhead
 from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
 from fractal.runtime.usagewait import UsageWait
@@ -92,8 +93,10 @@ class StepRunner(LoopPart):
         self.builder = StepBuilder(self.boot, self.state, self.ledger, self.session_usage,
                                    self.clock, spent=self.budget.run_spent)
         self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
+        #: Armed by the iteration runner for its last step (the backstop follows it).
+        self.ahead = StatusAhead(self.boot.paths.worktree, self.clock)
         self.kit = LaunchKit(self.ledger, self.reporter, self.waker, self.clock,
-                             parts.launcher)
+                             parts.launcher, self.ahead)
 
     # -- work steps ---------------------------------------------------------------------
 

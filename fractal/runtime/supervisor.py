@@ -6,10 +6,9 @@ taking the node (START or RESUME, the pid recorded with it), parking (PARK), the
 end (END), an abort or an exit without a close (ABORT). Each is one transaction with the
 rows it closes and the exit notice it posts.
 
-The loop is built here from its parts (``context.LoopParts``): one clock, one launcher,
-one waker, one steering reader and one budget guard per run. The pane's entry point uses
-the system clock and real process groups; an in-process test passes a fake clock and a
-scripted launcher and runs the same code.
+The loop is built here from its parts (``context.LoopParts``): one clock, launcher, waker,
+steering reader and budget guard per run. The pane's entry point uses the system clock
+and real process groups; a test passes a fake clock and a scripted launcher.
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ class Supervisor:
         self.clock: Clock = clock or SystemClock()
         self.launcher: Launcher = launcher or ProcessLauncher()
         self.ledger = Ledger(paths.tree.db_path)
-        self.waker = Waker(self.clock)
+        self.waker = Waker(self.clock, before_wait=reporter.release)  # no text held in a wait
         self.state: RunState | None = None
         self.steering: Steering | None = None
         self.crash: str | None = None  # the reason recorded when the loop itself failed
@@ -382,6 +381,7 @@ class Supervisor:
 
     def _on_exit(self) -> None:
         node = self.paths.branch
+        self.reporter.release()
         try:  # whatever the loop still has running would outlive it as an orphan: e.g. an
             # agent spawned the instant a SIGHUP arrived, before its group was recorded
             left = processes.sweep_descendants(grace=processes.grace(processes.Reap.EXIT))

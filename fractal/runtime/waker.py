@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,13 @@ the database poll is only the backstop and 50 idle nodes cost next to no CPU."""
 class Waker:
     """A resettable wake-up flag shared by the waits of one supervisor."""
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, *,
+                 before_wait: Callable[[], None] | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self._event = threading.Event()
         self._observer: Any = None
+        #: Called before every wait blocks (the pane writes what it held back).
+        self.before_wait = before_wait
 
     def wake(self) -> None:
         """Interrupt the current (or the next) wait."""
@@ -50,6 +54,8 @@ class Waker:
         Returns True when woken. The flag is cleared, so callers re-check state after
         every return whatever the result.
         """
+        if self.before_wait is not None:
+            self.before_wait()
         limit = poll if timeout is None else max(0.0, min(timeout, poll))
         woken = self.clock.wait(self._event, limit)
         self._event.clear()

@@ -237,17 +237,23 @@ class Ledger(Transitions):
         return self._all(StepRow, "SELECT * FROM steps WHERE node = :node AND ended_at IS NULL "
                          "ORDER BY step_id", {"node": node})
 
-    def close_open(self, node: str, status: str, reason: str, *, exit_code: int = 1) -> int:
+    def close_open(self, node: str, status: str, reason: str, *, exit_code: int = 1,
+                   clear_supervisor: bool = False) -> int:
         """Close every open step, iteration and run of ``node`` in one transaction.
 
         Fenced like every terminal write. Steps that have a session but no cost get
         ``; unpriced`` appended to ``reason`` (they plausibly spent money nobody
         recorded). Returns the number of rows closed. The node's status is untouched:
-        a move that closes rows is ``move``.
+        a move that closes rows is ``move``. ``clear_supervisor`` also clears the
+        node's recorded supervisor in the same transaction (a kill, once it is dead).
         """
         with self._db() as tx:
-            return close_open_rows(tx, node, status, reason, exit_code=exit_code,
-                                   now=utc_now())
+            now = utc_now()
+            closed = close_open_rows(tx, node, status, reason, exit_code=exit_code, now=now)
+            if clear_supervisor:
+                tx.run("UPDATE nodes SET supervisor_pid = NULL, supervisor_started = NULL, "
+                       "updated_at = :now WHERE node = :node", {"node": node, "now": now})
+            return closed
 
     # ---- events and signals ------------------------------------------------------
 

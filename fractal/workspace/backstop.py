@@ -29,10 +29,11 @@ from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
     branch_exists,
     current_branch,
-    head_sha,
+    head_after_commit,
     run_git,
     worktree_status,
 )
+from fractal.workspace.seedcommit import staged_and_stat
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
 
 __all__ = ["STAT_LINES", "backstop_commit"]
@@ -61,7 +62,10 @@ def _unaddable(worktree: Path, paths: Sequence[str]) -> list[str]:
     return odd
 
 
-def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> None:
+def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple[bool, str]:
+    """Stage the candidates (special files and runtime artifacts left out); (whether
+    anything is staged, the ``git diff --cached --stat`` of it), read from the same
+    ``git diff`` that lists the staged paths (``seedcommit.staged_and_stat``)."""
     odd = _unaddable(worktree, paths)
     if odd:
         log.warning("not committing %d special file(s) git cannot add: %s", len(odd),
@@ -72,10 +76,12 @@ def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> None:
     else:  # named one by one: see commit_stage.add_paths
         add_paths(worktree, [p for p in candidates if p not in odd])
     # Never commit an artifact, even one somebody staged by hand earlier.
-    staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
-    artifacts = [p for p in staged.split("\0") if p and is_runtime_artifact(p)]
+    staged, stat = staged_and_stat(worktree)
+    artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
+        staged, stat = staged_and_stat(worktree)
+    return bool(staged), stat
 
 
 def _whole(paths: Sequence[str]) -> bool:
@@ -98,9 +104,8 @@ def _candidates(worktree: Path, paths: Sequence[str],
     return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))])), False
 
 
-def _diffstat(worktree: Path) -> str:
-    out = run_git(["diff", "--cached", "--stat=120", "--no-color", "--no-ext-diff"],
-                  worktree).stdout
+def _capped(out: str) -> str:
+    """The ``git diff --cached --stat`` text ``out`` with at most STAT_LINES file lines."""
     lines = [line.rstrip() for line in out.splitlines() if line.strip()]
     files, summary = lines[:-1], lines[-1:]
     if len(files) <= STAT_LINES:
@@ -114,20 +119,21 @@ def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
     check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
-    _stage(worktree, paths, candidates)
-    if run_git(["diff", "--cached", "--quiet"], worktree, check=False).returncode == 0:
+    anything, stat = _stage(worktree, paths, candidates)
+    if not anything:  # the index matches HEAD: there is nothing to commit
         return None
     message = subject.strip()
     if body.strip():
         message += "\n\n" + body.strip()
-    message += "\n\n" + _diffstat(worktree)
+    message += "\n\n" + _capped(stat)
     run_git([*_NO_HOOKS, "commit", "--no-verify", "--no-gpg-sign", "--quiet",
              "--cleanup=whitespace", "-m", message], worktree)
-    return head_sha(worktree)
+    return head_after_commit(worktree)
 
 
 def backstop_commit(worktree: Path, *, subject: str, body: str = "",
-                    branch: str | None = None, paths: Sequence[str] = (".",)) -> str | None:
+                    branch: str | None = None, paths: Sequence[str] = (".",),
+                    pending: PendingStatus | None = None) -> str | None:
     """Commit what is left in ``worktree`` (under ``paths``) except runtime artifacts;
     return the new sha, or None when nothing is left to commit.
 
@@ -143,11 +149,17 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     ``fractal commit`` running in the worktree is waited for (``commit_turn``). Raises
     UnresolvedConflict, committing and changing nothing, while the worktree holds a
     conflict (see the module docstring).
+
+    ``pending`` is a status of ``worktree`` the caller started earlier
+    (``status_ahead.start_worktree_status``), after the last change it knows could have
+    happened there (a loop: once the iteration's last agent is gone); it is used under
+    the same rule as the status started here, and always collected.
     """
     # The status starts first: its git process runs while the branch is checked and the
     # turn is taken. Its answer is used only when no commit came in between (the index,
     # HEAD and the branch ref are as they were when it started), else it is asked again.
-    pending = start_worktree_status(worktree)
+    if pending is None:
+        pending = start_worktree_status(worktree)
     try:
         if branch is not None:
             head = current_branch(worktree)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fractal.workspace.commit_types import IndexLocked
-from fractal.workspace.git import git_paths, run_git
+from fractal.workspace.git import git_paths
 from fractal.workspace.nodedir import flock_held
 
 __all__ = ["COMMIT_TURN_WAIT", "LOCK_SETTLE", "clear_index_lock", "commit_turn",
@@ -35,9 +35,7 @@ _POLL = 0.05
 def index_lock_path(worktree: Path) -> Path:
     """Return the absolute path of ``worktree``'s ``index.lock`` (per worktree: linked
     worktrees keep theirs under ``<common>/worktrees/<name>/``). Raises GitError."""
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "index.lock"],
-                  worktree).stdout.strip()
-    return Path(raw)
+    return git_paths(worktree, ["index.lock"])[0]
 
 
 def git_processes_in(worktree: Path) -> list[tuple[int, str]]:

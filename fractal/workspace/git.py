@@ -26,6 +26,7 @@ __all__ = [
     "git_dirs",
     "git_env",
     "has_remote",
+    "head_after_commit",
     "head_sha",
     "is_dirty",
     "log_subjects",
@@ -112,9 +113,15 @@ def repo_root(cwd: Path) -> Path:
 
 def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     """Where git keeps each of ``names`` (``MERGE_HEAD``, a lock file) for the worktree at
-    ``cwd``: absolute paths in its own git dir, from one ``rev-parse``. A worktree's git
-    dir does not move while it exists, so each answer is kept while its directory is there
-    (a supervisor asks after every iteration). Raises GitError."""
+    ``cwd``: absolute paths in its own git dir. When ``cwd`` is a checkout's top
+    (``git_dirs``) and every name is one git keeps per worktree (``MERGE_HEAD`` and the
+    other operations' state files, ``index.lock``, ``fractal-commit.lock``), they are joined to its git dir with no
+    git process; else they come from one ``rev-parse``, and as a worktree's git dir does
+    not move while it exists, that answer is kept while its directory is there (a
+    supervisor asks after every iteration). Raises GitError."""
+    dirs = git_dirs(cwd)
+    if dirs is not None and all(_PER_WORKTREE.fullmatch(name) for name in names):
+        return tuple(dirs[0] / name for name in names)
     key = (Path(cwd).resolve(), tuple(names))
     found = _GIT_PATHS.get(key)
     if found is None or not all(p.parent.is_dir() for p in found):  # a worktree re-made
@@ -126,6 +133,13 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
 
 
 _GIT_PATHS: dict[tuple[Path, tuple[str, ...]], tuple[Path, ...]] = {}
+
+# Names git keeps in the worktree's own git dir whatever the configuration: the state
+# files of an operation in progress and lock files, never one of the shared names git
+# moves to the common dir (refs, logs, objects, hooks, info, config, ...) nor ``index``
+# (which GIT_INDEX_FILE moves).
+_PER_WORKTREE = re.compile(r"(MERGE|CHERRY_PICK|REVERT)_HEAD|rebase-(merge|apply)"
+                           r"|(index|fractal-commit)\.lock")
 
 
 def current_branch(cwd: Path) -> str | None:
@@ -157,6 +171,14 @@ def head_sha(cwd: Path, ref: str = "HEAD") -> str:
     return _out(["rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}"], cwd)
 
 
+def head_after_commit(cwd: Path) -> str:
+    """The sha of the commit just made in ``cwd``: read from the files when ``cwd`` is a
+    checkout's top and ``HEAD`` names a branch (git writes that branch's ref as a loose
+    file holding the new commit with every commit), else ``head_sha(cwd)``."""
+    branch = current_branch(cwd) if git_dirs(cwd) is not None else None
+    return (_loose_ref_sha(cwd, branch) if branch else None) or head_sha(cwd)
+
+
 def branch_tip(cwd: Path, branch: str) -> str:
     """The full sha the local branch ``branch`` points at: its loose ref file when
     ``cwd`` is a checkout's top and the file holds one (no git process), else
@@ -168,9 +190,13 @@ def branch_exists(cwd: Path, branch: str) -> bool:
     """Tell whether the local branch ``refs/heads/<branch>`` exists.
 
     A loose ref file holding a commit id answers yes without running git (a loop asks
-    before every step); a packed or missing ref is asked of git."""
+    before every step); no ref file and no ``packed-refs`` file at all answers no (a
+    spawn asks before making the branch); a packed ref, or a missing one while refs are
+    packed, is asked of git."""
     if _loose_ref_sha(cwd, branch) is not None:
         return True
+    if _surely_absent(cwd, branch):
+        return False
     proc = run_git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False)
     return proc.returncode == 0
 
@@ -192,7 +218,20 @@ def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
     return value if _SHA.fullmatch(value) else None
 
 
-_GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+def _surely_absent(cwd: Path, branch: str) -> bool:
+    """True when ``cwd`` is a checkout's top and neither a loose ref file (nor anything
+    else at its path) nor a ``packed-refs`` file could hold ``refs/heads/<branch>``."""
+    dirs = git_dirs(cwd)
+    if dirs is None or not branch or ".." in branch or branch.startswith("/"):
+        return False
+    try:
+        return not (os.path.lexists(dirs[1] / "refs" / "heads" / branch)
+                    or os.path.lexists(dirs[1] / "packed-refs"))
+    except (OSError, ValueError):
+        return False
+
+
+GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
 def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
@@ -201,7 +240,7 @@ def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
     reading ``HEAD`` and loose refs without a git process. None when git itself must be
     asked: ``cwd`` is not a checkout's top, the environment relocates the repository
     (``GIT_DIR`` and friends), or the refs are not stored as files (reftable)."""
-    if any(os.environ.get(name) for name in _GIT_LOCATION_ENV):
+    if any(os.environ.get(name) for name in GIT_LOCATION_ENV):
         return None
     dot = Path(cwd) / ".git"
     try:

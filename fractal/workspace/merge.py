@@ -24,6 +24,7 @@ base the squash used, left there with its markers for the child to resolve and c
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -136,17 +137,28 @@ def _entry(repo: Path, commit: str, path: str) -> str | None:
 def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
     """``merged_tree`` with ``.fractal/`` and runtime artifacts as commit ``target_sha`` has
     them (the target's tip for a squash, the child's for a hand-back)."""
+    return _filtered(repo, merged_tree, target_sha)[0]
+
+
+def _filtered(repo: Path, merged_tree: str, target_sha: str
+              ) -> tuple[str, tuple[str, ...] | None]:
+    """(``_filter``'s tree, the paths it differs in from ``target_sha`` when the filter
+    asked git for them on that very tree, else None)."""
     with _scratch_index() as env:
         run_git(["read-tree", merged_tree], repo, env=env)
         run_git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", NODE_DIRS], repo,
                 env=env)
-        if _entry(repo, target_sha, NODE_DIRS) is not None:
-            run_git(["read-tree", f"--prefix={NODE_DIRS}/", f"{target_sha}:{NODE_DIRS}"], repo,
-                    env=env)
+        # the target's own subtree, when it has one (nearly always: read first, and only a
+        # refusal asks whether it is there at all)
+        put_back = ["read-tree", f"--prefix={NODE_DIRS}/", f"{target_sha}:{NODE_DIRS}"]
+        if run_git(put_back, repo, env=env, check=False).returncode != 0 \
+                and _entry(repo, target_sha, NODE_DIRS) is not None:
+            run_git(put_back, repo, env=env)  # raises with git's own message
         tree = run_git(["write-tree"], repo, env=env).stdout.strip()
-        artifacts = [p for p in diff_names(repo, target_sha, tree) if is_runtime_artifact(p)]
+        names = diff_names(repo, target_sha, tree)
+        artifacts = [p for p in names if is_runtime_artifact(p)]
         if not artifacts:
-            return tree
+            return tree, names
         for path in artifacts:
             entry = _entry(repo, target_sha, path)
             if entry is None:
@@ -155,7 +167,24 @@ def _filter(repo: Path, merged_tree: str, target_sha: str) -> str:
                 mode, sha = entry.split()
                 run_git(["update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}"],
                         repo, env=env)
-        return run_git(["write-tree"], repo, env=env).stdout.strip()
+        return run_git(["write-tree"], repo, env=env).stdout.strip(), None
+
+
+def _two_commits(repo: Path, first: str, second: str) -> tuple[str, str]:
+    """``(head_sha(repo, first), head_sha(repo, second))`` from one ``rev-parse`` when
+    both name a commit (``--revs-only`` leaves out an argument that does not); else each
+    is asked alone, for git's own error."""
+    if not (first.startswith("-") or second.startswith("-")):
+        proc = run_git(["rev-parse", "--revs-only", f"{first}^{{commit}}",
+                        f"{second}^{{commit}}"], repo, check=False)
+        shas = proc.stdout.split("\n")
+        if proc.returncode == 0 and len(shas) == 3 and shas[2] == "" \
+                and all(_SHA.fullmatch(sha) for sha in shas[:2]):
+            return shas[0], shas[1]
+    return head_sha(repo, first), head_sha(repo, second)
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def plan_squash(repo: Path, child: str, target: str,
@@ -164,7 +193,7 @@ def plan_squash(repo: Path, child: str, target: str,
     docstring) on the base ``merge_base`` picks (``landed``: the child's newest merge into
     ``target`` that landed, from the tree's records, or None). Touches no worktree and no
     ref. Raises GitError."""
-    child_sha, target_sha = head_sha(repo, child), head_sha(repo, target)
+    child_sha, target_sha = _two_commits(repo, child, target)
     base = merge_base(repo, child_sha, target_sha, landed)
     if base is None:
         merged = merge_tree(repo, target_sha, child_sha)
@@ -172,8 +201,10 @@ def plan_squash(repo: Path, child: str, target: str,
         merged = merge_tree(repo, *based_on(repo, base, target_sha, child_sha))
     if not merged.clean:
         return SquashPlan(child_sha, target_sha, None, conflicts=merged.conflicts, base=base)
-    tree = _filter(repo, merged.tree, target_sha)
-    files = tuple(p for p in diff_names(repo, target_sha, tree) if travels_by_place(p))
+    tree, names = _filtered(repo, merged.tree, target_sha)
+    if names is None:
+        names = diff_names(repo, target_sha, tree)
+    files = tuple(p for p in names if travels_by_place(p))
     return SquashPlan(child_sha, target_sha, tree, files, base=base)
 
 

@@ -48,13 +48,12 @@ def merge_base(repo: Path, child_sha: str, target_sha: str,
     the child."""
     found: str | None = None
     advance = False
-    merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
-                      f"^{target_sha}"], repo).stdout.split()
-    for commit in merges:
-        parents = run_git(["rev-list", "--parents", "--max-count=1", commit],
-                          repo).stdout.split()
+    merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", "--parents",
+                      child_sha, f"^{target_sha}"], repo).stdout.splitlines()
+    for line in merges:  # each merge with its parents: "<commit> <first> <second> ..."
+        parents = line.split()
         if len(parents) >= 3 and contains(repo, target_sha, parents[2]):
-            found, advance = commit, is_advance(repo, commit, target_sha)
+            found, advance = parents[0], _is_advance(repo, parents, target_sha, held=True)
             break
     if landed is not None and contains(repo, target_sha, landed.squash_sha) and \
             contains(repo, child_sha, landed.child_sha) and \
@@ -84,11 +83,21 @@ def is_advance(repo: Path, commit: str, target_sha: str) -> bool:
     """A merge whose tree is its first parent's and whose second parent the target holds:
     a merge-base advance (``merge -s ours``), not real work."""
     parents = run_git(["rev-list", "--parents", "--max-count=1", commit], repo).stdout.split()
+    return _is_advance(repo, parents, target_sha)
+
+
+def _is_advance(repo: Path, parents: list[str], target_sha: str, *,
+                held: bool | None = None) -> bool:
+    """``is_advance`` of ``parents[0]`` given its parents (``rev-list --parents``: the
+    commit, then its parents); ``held``: whether the target holds the second parent, when
+    the caller has asked already."""
     if len(parents) < 3:
         return False
-    same = run_git(["rev-parse", f"{commit}^{{tree}}", f"{parents[1]}^{{tree}}"],
+    same = run_git(["rev-parse", f"{parents[0]}^{{tree}}", f"{parents[1]}^{{tree}}"],
                    repo).stdout.split()
-    return len(same) == 2 and same[0] == same[1] and contains(repo, target_sha, parents[2])
+    if len(same) != 2 or same[0] != same[1]:
+        return False
+    return held if held is not None else contains(repo, target_sha, parents[2])
 
 
 def contains(repo: Path, branch_or_sha: str, sha: str) -> bool:

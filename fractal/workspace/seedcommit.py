@@ -6,7 +6,7 @@ there: no merge, rebase, cherry-pick or revert is in progress, no index entry is
 unmerged, no ``index.lock`` is left and no ``fractal commit`` runs in it, and nothing
 is staged but what ``node init`` itself staged. This commit therefore runs three git
 processes (stage; the staged paths with the diffstat; commit) where the backstop runs
-ten, and makes the same commit: the same files (runtime artifacts left out by the same pathspecs), the
+five to seven, and makes the same commit: the same files (runtime artifacts left out by the same pathspecs), the
 same message (subject, blank line, the capped diffstat) and the same refusal when a
 file to be committed holds conflict-marker lines (UnresolvedConflict, raised before
 the commit; the caller rolls the worktree back).
@@ -23,7 +23,7 @@ from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.conflict_guard import ConflictState, marker_files
 from fractal.workspace.git import run_git
 
-__all__ = ["SEED_STAT_LINES", "seed_commit"]
+__all__ = ["SEED_STAT_LINES", "seed_commit", "staged_and_stat"]
 
 SEED_STAT_LINES = 20
 """Most diffstat file lines folded into the message (as in a backstop commit)."""
@@ -38,11 +38,11 @@ def seed_commit(worktree: Path, subject: str) -> bool:
     committed), GitError when git fails.
     """
     run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree)
-    staged, stat = _staged_and_stat(worktree)
+    staged, stat = staged_and_stat(worktree)
     artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:  # tracked at the fork and changed since: never committed
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
-        staged, stat = _staged_and_stat(worktree)
+        staged, stat = staged_and_stat(worktree)
     if not staged:
         return False
     state = ConflictState(None, (), tuple(marker_files(worktree, staged)))
@@ -57,7 +57,7 @@ def seed_commit(worktree: Path, subject: str) -> bool:
 _NUMSTAT = re.compile(r"[\d-]+\t[\d-]+\t")
 
 
-def _staged_and_stat(worktree: Path) -> tuple[list[str], str]:
+def staged_and_stat(worktree: Path) -> tuple[list[str], str]:
     """The staged paths (both sides of a rename) and the ``git diff --cached --stat`` text,
     from one git process: ``--numstat -z`` records (each starts with two counts and a
     tab; a rename's path field is empty and two NUL-ended paths follow) come first, then

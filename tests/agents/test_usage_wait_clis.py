@@ -23,13 +23,20 @@ pytestmark = [pytest.mark.agents, pytest.mark.timeout(720)]  # a first install i
 STEP = {"01-SAY.md": "Say hi. [mock:text]\n"}
 JITTER = 1.0
 """Seconds past a stated reset before the probe launches (``FRACTAL_RESUME_JITTER_S``;
-5 by default): each wait here is the window plus this. A node waiting on the other's
-probe looks every 0.5 s (``FRACTAL_PROBE_POLL_S``; 3 by default)."""
-CLOSED = 8.0
-"""Seconds the window stays closed after a's first call: b has the window, the resume
-jitter and a's probe launch to reach its first step boundary (a few seconds under load)."""
+5 by default): each wait here is the window plus this. Not less: the mock states resets
+in whole seconds, rounded down, so a probe any earlier than a second past the stated
+reset could still meet the window. A node waiting on the other's probe looks every 0.5 s
+(``FRACTAL_PROBE_POLL_S``; 3 by default)."""
+CLOSED = 6.0
+"""Seconds the window stays closed after a's first call. b must be seen waiting before the
+probe's first model call, which comes at the window's end plus the resume jitter plus the
+probe CLI's start (a second or more); b took 1.3 to 3.6 s from a's first call to its
+waiting boundary (recording the window, ``node start``, the supervisor's boot). Each
+test waits the whole window once: it is most of what the test controls."""
 AGAIN = 3.0
-"""Seconds the window closes again when the first probe meets it."""
+"""Seconds the window closes again when the first probe meets it. Not less: the prober
+records the new reset only after its CLI has exited, and a stated reset already past by
+then makes the wait the first backoff (60 s) instead."""
 
 
 def _subscriber_env(home: Path, agent_bin: Path, mock: MockLLM) -> dict[str, str]:
@@ -105,8 +112,10 @@ def test_two_nodes_on_one_credential_wait_out_one_window(
     assert tree.sql("SELECT state FROM usage_windows") == [("open",)]
 
 
-RESETS_IN = 4.0
-"""Seconds from the warned call to the window's stated reset."""
+RESETS_IN = 3.0
+"""Seconds from the warned call to the window's stated reset: the wait before the second
+step lasts at least this minus the second the stated reset is rounded down by, long
+enough for a ``node status`` poll to see it."""
 
 
 def test_a_warning_at_96_percent_waits_for_the_reset_before_the_next_launch(

@@ -27,7 +27,7 @@ from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.workspace import handback_layout as layout
 from fractal.workspace.merge import LandedMerge, hand_back_merge, merge_base
-from tests.helpers import git, make_repo
+from tests.helpers import copy_of_tree, git, make_repo
 
 # a file's content; LINK: a symlink to the text; EXEC: an executable file; None: deleted
 Spec = str | bytes | tuple[str, str | bytes] | None
@@ -99,8 +99,25 @@ CASES = [
 ]
 
 
+_TIPS: dict[str, tuple[str, str]] = {}
+
+
 def _history(tmp_path: Path, case: Case) -> tuple[Path, Path, Path, str, str]:
-    """(repo, git's worktree, hand-back's worktree, target tip, base) for ``case``."""
+    """(repo, git's worktree, hand-back's worktree, target tip, base) for ``case``: a copy
+    of the history built once per case and test process (``copy_of_tree``), built in
+    place for a case only one test uses."""
+    if case not in CASES:
+        return _build_history(tmp_path, case)
+    root = copy_of_tree(tmp_path / "h", f"hostile-{CASES.index(case)}",
+                        lambda where: _TIPS.setdefault(
+                            case.name, _build_history(where, case)[3:]))
+    # a copy's files are new inodes: refresh the index's stat data, as a checkout leaves it
+    # (the hand-back's read-tree -m -u refuses entries it cannot tell are up to date)
+    git(root / "by us", "update-index", "-q", "--refresh")
+    return (root / "repo", root / "by git", root / "by us", *_TIPS[case.name])
+
+
+def _build_history(tmp_path: Path, case: Case) -> tuple[Path, Path, Path, str, str]:
     repo = make_repo(tmp_path / "repo")
     _write(repo, case.base)
     base = git(repo, "rev-parse", "HEAD")

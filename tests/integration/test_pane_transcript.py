@@ -105,3 +105,43 @@ def test_warnings_are_clipped(tmp_path: Path) -> None:
     pane = io.StringIO()
     PaneReporter(pane).warning("x" * 50_000)
     assert len(pane.getvalue()) < 2_200
+
+
+def test_held_text_is_written_once_in_order_on_release(tmp_path: Path) -> None:
+    class Counting(io.StringIO):
+        writes = 0
+
+        def write(self, text: str) -> int:
+            Counting.writes += 1
+            return super().write(text)
+
+    pane = Counting()
+    log = tmp_path / "pane.log"
+    reporter = PaneReporter(pane, transcript=log)
+    reporter.hold()
+    reporter.banner_close("Step 1/1 (A)", "done", 0.0)
+    reporter.notice("backstop commit 0123456789: main: iteration 1.1 (auto)")
+    reporter.banner_open("Iteration 2", major=True)
+    assert pane.getvalue() == "" and log.read_text() == ""
+    reporter.release()
+    assert Counting.writes == 1
+    assert pane.getvalue().splitlines() == [
+        "--- Step 1/1 (A): done (0s) ---",
+        "[fractal] backstop commit 0123456789: main: iteration 1.1 (auto)", "",
+        "=== Iteration 2 ==="]
+    assert log.read_text() == pane.getvalue()
+    reporter.line("straight through")
+    assert pane.getvalue().endswith("straight through\n") and Counting.writes == 2
+
+
+def test_a_wait_releases_the_held_text(tmp_path: Path) -> None:
+    from fractal.runtime.waker import Waker
+
+    pane = io.StringIO()
+    reporter = PaneReporter(pane)
+    waker = Waker(before_wait=reporter.release)
+    reporter.hold()
+    reporter.notice("sleeping 60s before the next iteration")
+    waker.wake()
+    waker.wait(0.0)
+    assert pane.getvalue() == "[fractal] sleeping 60s before the next iteration\n"

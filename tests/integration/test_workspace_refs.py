@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from fractal.errors import GitError
 from fractal.workspace import git as g
+from fractal.workspace.discovery import checkout_and_main
 from tests.helpers import git
 
 
@@ -76,3 +78,79 @@ def test_worktree_status_says_when_the_index_matches_head(repo: Path) -> None:
     git(repo, "add", "new.txt")
     paths, index_clean = g.worktree_status(repo)
     assert sorted(paths) == ["README.md", "new.txt"] and not index_clean
+
+
+def _both(cwd: Path) -> tuple[Path, Path] | str:
+    """(toplevel, repo_root) asked the long way, or the GitError's message."""
+    try:
+        top = g.toplevel(cwd)
+        return top, g.repo_root(top)
+    except GitError as exc:
+        return str(exc)
+
+
+def _one(cwd: Path) -> tuple[Path, Path] | str:
+    try:
+        return checkout_and_main(cwd)
+    except GitError as exc:
+        return str(exc)
+
+
+def test_checkout_and_main_agrees_with_toplevel_and_repo_root_in_one_git_process(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    linked = _worktree(repo, "main.child")
+    for place in (repo, linked):
+        (place / "sub" / "deeper").mkdir(parents=True)
+    (repo / "link").symlink_to(linked / "sub")
+    places = [repo, repo / "sub" / "deeper", linked, linked / "sub", repo / "link"]
+    expected = [_both(place) for place in places]
+    calls = _asked_git(monkeypatch)
+    assert [checkout_and_main(place) for place in places] == expected
+    assert calls == [["worktree", "list", "--porcelain"]] * len(places)
+    assert expected[4] == (linked.resolve(), repo.resolve())
+
+
+def test_checkout_and_main_asks_git_the_long_way_where_files_cannot_tell(
+        tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    of_bare = tmp_path / "of-bare"
+    git(bare, "worktree", "add", "-q", str(of_bare), "main")
+    elsewhere = tmp_path / "moved"
+    git(repo, "worktree", "add", "-q", "-b", "main.gone", str(elsewhere))
+    elsewhere.rename(tmp_path / "moved-by-hand")  # git's record still names the old place
+    places = [tmp_path / "nothing", repo / ".git", repo / ".git" / "refs", of_bare,
+              tmp_path / "moved-by-hand"]
+    (tmp_path / "nothing").mkdir()
+    for place in places:
+        assert _one(place) == _both(place), place
+    assert "bare" in str(_one(of_bare))
+    git(repo, "config", "core.worktree", str(repo))
+    assert _one(repo) == _both(repo)
+    git(repo, "config", "--unset", "core.worktree")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.bare")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")  # the list then says bare
+    assert _one(repo) == _both(repo)
+    assert "bare" in str(_one(repo))
+
+
+def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    linked = _worktree(repo, "main.child")
+    names = ["MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD",
+             "index.lock", "fractal-commit.lock"]
+    expected = {
+        place: tuple(Path(line) for line in git(
+            place, "rev-parse", "--path-format=absolute",
+            *[arg for name in names for arg in ("--git-path", name)]).splitlines())
+        for place in (repo, linked)}
+    calls = _asked_git(monkeypatch)
+    for place in (repo, linked):
+        assert g.git_paths(place, names) == expected[place]
+    assert not g.branch_exists(repo, "main.nope") and not g.branch_exists(linked, "x/y")
+    assert calls == []
+    assert g.git_paths(repo, ["config"]) == ((repo / ".git" / "config").resolve(),)
+    git(repo, "pack-refs", "--all")
+    assert not g.branch_exists(repo, "main.nope")
+    assert len(calls) == 2  # a shared name, and a missing ref while refs are packed

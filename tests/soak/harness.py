@@ -106,6 +106,7 @@ class SoakTree(Tree):
 
     def close(self) -> None:
         """Kill the tmux server and every leftover process of the tree; remove the dir."""
+        self.close_readers()
         if self.socket.exists():
             subprocess.run(["tmux", "-S", str(self.socket), "kill-server"],
                            capture_output=True, check=False)
