@@ -25,7 +25,8 @@ def checkout_and_main(cwd: Path) -> tuple[Path, Path]:
     ``git_dirs`` reads, taken only when that list names it as one of the worktrees and
     nothing else could have moved git's answer: no directory on the way looks like a git
     dir of its own, ``cwd`` is not inside a git dir, the environment relocates nothing
-    and sets no ceiling, and the repository's config sets no ``core.worktree``. Anything
+    and sets no ceiling, no mount point lies on the way up (git stops at one unless
+    told to cross), and the repository's config sets no ``core.worktree``. Anything
     else (a bare repository included) asks ``toplevel`` and ``repo_root`` as before.
     Raises GitError as they do."""
     found = _checkout_from_files(cwd)
@@ -51,15 +52,18 @@ def _checkout_from_files(cwd: Path) -> tuple[Path, tuple[Path, Path]] | None:
         return None
     try:
         here = Path(cwd).resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-    for place in (here, *here.parents):
-        if (place / ".git").exists():
-            break
-        if (place / "HEAD").is_file() and (place / "objects").is_dir() \
-                and (place / "refs").is_dir():  # a git dir itself (bare, or cwd in .git)
+        device = os.stat(here).st_dev
+        for place in (here, *here.parents):
+            if place != here and os.stat(place).st_dev != device:
+                return None  # a mount point on the way: git may stop there
+            if (place / ".git").exists():
+                break
+            if (place / "HEAD").is_file() and (place / "objects").is_dir() \
+                    and (place / "refs").is_dir():  # a git dir itself (bare, or cwd in .git)
+                return None
+        else:
             return None
-    else:
+    except (OSError, RuntimeError):
         return None
     if ".git" in here.relative_to(place).parts:
         return None

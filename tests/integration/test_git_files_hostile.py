@@ -4,6 +4,7 @@ directory git does not take for a repository."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,42 @@ def test_branch_exists_and_tips_equal_git_through_packing_gc_and_recreation(
     agree("deleted while packed")
     git(repo, "branch", "nope/deeper")
     agree("a slashed name where one was")
+
+
+_ACROSS = """
+import subprocess, sys
+from pathlib import Path
+from fractal.errors import GitError
+from fractal.workspace import git as g
+from fractal.workspace.discovery import checkout_and_main
+here = Path(sys.argv[1])
+subprocess.run(["mount", "-t", "tmpfs", "none", str(here)], check=True)
+def answer(way):
+    try:
+        return repr(way(here))
+    except GitError as exc:
+        return "GitError"
+one = answer(checkout_and_main)
+long = answer(lambda p: (g.toplevel(p), g.repo_root(g.toplevel(p))))
+print(one == long, one, long)
+"""
+
+
+def test_a_mount_point_stops_discovery_as_it_stops_git(repo: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root for a private mount")
+    mnt = repo / "mnt"
+    mnt.mkdir()
+    proc = subprocess.run([unshare, "-m", sys.executable, "-c", _ACROSS, str(mnt)],
+                          capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items()
+                               if k != "GIT_DISCOVERY_ACROSS_FILESYSTEM"})
+    if proc.returncode != 0 and "mount" in proc.stderr:
+        pytest.skip(f"no private mount here: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("True "), proc.stdout
