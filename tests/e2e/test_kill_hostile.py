@@ -37,3 +37,25 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except OSError:
         return False
+
+
+def test_two_kills_at_once_end_in_one_killed_node_with_nothing_left(tree: Tree) -> None:
+    import threading
+
+    tree.node("twice", {"01-A.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+    tree.cli("node", "start", "twice")
+    step_id = _wait_running(tree, "twice", "A")
+    (pgid,), = tree.sql("SELECT pgid FROM steps WHERE step_id = ?", step_id)
+    codes: list[int] = []
+    kills = [threading.Thread(target=lambda: codes.append(
+        tree.cli("node", "kill", "twice", check=False).returncode)) for _ in range(2)]
+    for kill in kills:
+        kill.start()
+    for kill in kills:
+        kill.join()
+    assert sorted(codes) in ([0, 0], [0, 1]), codes
+    assert tree.status("twice") == "killed"
+    assert tree.sql("SELECT status FROM steps") == [("killed",)]
+    assert tree.sql("SELECT count(*) FROM events WHERE event = 'kill' "
+                    "AND status = 'completed'") == [(1,)]  # a second is a refusal
+    assert not _group_alive(int(str(pgid)))
