@@ -3,13 +3,15 @@
 The verbs and the read commands ask this of every recorded supervisor (is the pid still
 the process that took the node?), and the start path records the pane process's create
 time. psutil answers the same questions but costs tens of milliseconds to import, more
-than the question itself; ``processes`` (which sends the signals) keeps psutil for its
-process trees and delegates these two reads here, so every caller computes the create
-time the same way.
+than the question itself; ``processes`` (which sends the signals) delegates these reads
+here, so every caller computes the create time the same way.
 
 It also lists a process's descendants from the kernel's per-thread ``children`` files
 (``descendants``) and sleeps until watched processes exit (``ExitWatch``, pidfds), the two
-reads ``processes`` does around every step and every stop.
+reads ``processes`` does around every step and every stop, and answers the rest of what
+``processes`` finds its targets with: the pids on the machine, a process group's members,
+whose environment holds a launch marker, and a process known by pid and create time
+(``Proc``), gone or not, with its descendants. ``processes`` sends the signals.
 
 A create time is ``starttime / CLK_TCK + btime`` in epoch seconds, the formula psutil uses
 on Linux (``starttime`` from ``/proc/<pid>/stat``, ``btime`` from ``/proc/stat``), so a
@@ -19,16 +21,20 @@ answer is used instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import select
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from types import TracebackType
+from typing import NamedTuple, Protocol
 
 CREATE_TIME_TOLERANCE = 0.01  # seconds two create times of one process may differ by
 _DEAD_STATES = frozenset({"Z", "X", "x"})  # zombie, dead
+_EXEC_RETRIES, _EXEC_RETRY_DELAY = 5, 0.01  # re-reads (10 ms apart) of a mid-exec environ
+_PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flag of a kernel thread
 
 
 @functools.cache
@@ -130,6 +136,111 @@ def descendants(root: int) -> list[int] | None:
             found += kids
             queue += kids
     return found
+
+
+class Identified(Protocol):
+    """A process known by pid and create time: a ``psutil.Process`` or a ``Proc``."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def create_time(self) -> float: ...
+
+
+class Proc(NamedTuple):
+    """A process as the stop sequence knows it: pid and create time (epoch s, read when
+    it was found), the identity every later check and signal compares against."""
+
+    pid: int
+    created: float
+
+    def create_time(self) -> float:
+        return self.created
+
+
+def pids() -> list[int]:
+    """Every pid on the machine (the numeric entries of ``/proc``)."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def environ_has(pid: int, needle: bytes) -> bool | None:
+    """Does /proc/<pid>/environ hold an entry starting with ``needle``? None: cannot tell yet.
+
+    Mid-exec a process reads empty for a moment (the kernel fills the new stack after
+    publishing it); a zombie or kernel thread for good. /proc/<pid>/stat: 0 state, 6 flags.
+    """
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read()
+        if data:
+            return data.startswith(needle) or (b"\0" + needle) in data
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):  # gone, or another user's process
+        return False
+    return False if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD else None
+
+
+def psutil_descendants(pid: int) -> list[int]:
+    """The descendants of ``pid`` by psutil (every process's ``stat``), [] when it is gone:
+    the fallback where the kernel keeps no per-thread ``children`` lists."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    return []
+
+
+def pids_with(needle: bytes, candidates: Iterable[int]) -> list[int]:
+    """The ``candidates`` (never the caller) whose environment holds an entry starting with
+    ``needle``."""
+    found, unsure = [], [pid for pid in candidates if pid != os.getpid()]
+    for attempt in range(_EXEC_RETRIES + 1):
+        time.sleep(_EXEC_RETRY_DELAY if attempt else 0)
+        answers = [(pid, environ_has(pid, needle)) for pid in unsure]
+        found += [pid for pid, has in answers if has]
+        unsure = [pid for pid, has in answers if has is None]
+        if not unsure:
+            break
+    return found
+
+
+def process(pid: int) -> Proc | None:
+    """``pid`` with its create time (zombies too), or None when there is no such process."""
+    created = create_time(pid)
+    return None if created is None else Proc(pid, created)
+
+
+def same(proc: Identified) -> bool:
+    """Whether ``proc``'s pid still names it (alive or a zombie, same create time)."""
+    created = create_time(proc.pid)
+    return created is not None and \
+        abs(created - proc.create_time()) <= CREATE_TIME_TOLERANCE
+
+
+def descendants_of(proc: Identified) -> list[int]:
+    """``proc`` and its descendants, [] when its pid names another process (or none)."""
+    if not same(proc):
+        return []
+    found = descendants(proc.pid)
+    return [proc.pid, *(found if found is not None else psutil_descendants(proc.pid))]
+
+
+def pgid(pid: int) -> int | None:
+    """The process group of ``pid``, None when there is no such process."""
+    with contextlib.suppress(OSError):
+        return os.getpgid(pid)
+    return None
+
+
+def group_members(group: int) -> set[int]:
+    """The pids whose process group is ``group``."""
+    return {pid for pid in pids() if pgid(pid) == group}
+
+
+def is_dead(proc: Identified) -> bool:
+    """Gone, a zombie, or its pid recycled (``same_process``)."""
+    return not same_process(proc.pid, proc.create_time())
 
 
 class ExitWatch:

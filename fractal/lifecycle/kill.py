@@ -92,7 +92,7 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
 
 
 def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
-    """Stop the groups of ``batch``, then kill the panes and close the open rows ``killed``.
+    """Stop the groups of ``batch`` and kill their panes, then close the open rows ``killed``.
 
     Every supervisor's group and every agent group share one TERM -> grace (``Reap.KILL``)
     -> KILL window (``processes.kill_groups``): a tree of agents ignoring TERM costs one

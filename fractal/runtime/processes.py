@@ -10,8 +10,8 @@ when its pid now names another process (recycled), nothing is signalled by pid o
 by marker. A per-process signal re-checks the target's create time first (as psutil does), so
 a recycled pid is never signalled. Linux.
 
-The stop sequence knows its targets as ``_Proc`` (pid, create time read from ``/proc`` by
-``procinfo``) rather than ``psutil.Process``: ``fractal node kill`` stops groups and never
+The stop sequence knows its targets as ``procinfo.Proc`` (pid, create time read from
+``/proc``) rather than ``psutil.Process``: ``fractal node kill`` stops groups and never
 needs psutil, which costs tens of milliseconds to import. psutil is imported only where it
 answers what ``/proc`` alone does not here: the public ``psutil.Process`` lists
 (``marked_processes``, ``environ_processes``), reaping our own children, and the fallbacks
@@ -35,7 +35,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 from fractal import procinfo
 from fractal.errors import SpawnError
@@ -76,8 +76,6 @@ def grace(reason: Reap) -> float:
 _POLL = 0.05  # seconds between liveness polls while waiting out a grace
 _KILL_SETTLE = 2.0  # seconds to wait for SIGKILLed processes to disappear
 _DRAIN = 1.0  # seconds a teed pipe is drained after its leader exited
-_EXEC_RETRIES, _EXEC_RETRY_DELAY = 5, 0.01  # re-reads (10 ms apart) of a mid-exec environ
-_PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flag of a kernel thread
 _EXEC_HINTS = {
     errno_mod.ENOENT: "no such file, or its #! interpreter is missing (check PATH and config)",
     errno_mod.EACCES: "permission denied (is it executable? chmod +x)",
@@ -85,27 +83,7 @@ _EXEC_HINTS = {
 }
 
 
-class _Identified(Protocol):
-    """A process known by pid and create time: a ``psutil.Process`` or a ``_Proc``."""
-
-    @property
-    def pid(self) -> int: ...
-
-    def create_time(self) -> float: ...
-
-
-class _Proc(NamedTuple):
-    """A process as the stop sequence knows it: pid and create time (epoch s, read when
-    it was found), the identity every later check and signal compares against."""
-
-    pid: int
-    created: float
-
-    def create_time(self) -> float:
-        return self.created
-
-
-_P = TypeVar("_P", bound=_Identified)
+_P = TypeVar("_P", bound=procinfo.Identified)
 
 
 @dataclass(frozen=True)
@@ -193,45 +171,13 @@ def spawn_group(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
     return launched
 
 
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _environ_has(pid: int, needle: bytes) -> bool | None:
-    """Does /proc/<pid>/environ hold an entry starting with ``needle``? None: cannot tell yet.
-
-    Mid-exec a process reads empty for a moment (the kernel fills the new stack after
-    publishing it); a zombie or kernel thread for good. /proc/<pid>/stat: 0 state, 6 flags.
-    """
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            data = fh.read()
-        if data:
-            return data.startswith(needle) or (b"\0" + needle) in data
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):  # gone, or another user's process
-        return False
-    return False if fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_KTHREAD else None
-
-
 def _own_descendants() -> list[int]:
     """Every descendant of this process: its children and theirs, read from the kernel's
     per-thread ``children`` lists (a few small files when the tree is small, as it is
     between steps), or, where the kernel has none, from psutil (which reads the ``stat``
     of every process on the machine)."""
     found = procinfo.descendants(os.getpid())
-    return found if found is not None else _psutil_descendants(os.getpid())
-
-
-def _psutil_descendants(pid: int) -> list[int]:
-    """The descendants of ``pid`` by psutil (every process's ``stat``), [] when it is gone:
-    the fallback where the kernel keeps no per-thread ``children`` lists."""
-    import psutil
-
-    with contextlib.suppress(psutil.Error):
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    return []
+    return found if found is not None else procinfo.psutil_descendants(os.getpid())
 
 
 def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
@@ -239,21 +185,7 @@ def _marked_pids(marker: str | None, *, own_only: bool = False) -> list[int]:
     # take about 12 ms) as it runs after every step; mid-exec reads are retried 10 ms apart.
     # ``own_only``: as a subreaper every escapee is our descendant, so only those are read.
     needle = (f"{LAUNCH_MARKER_ENV}={marker}\0" if marker else f"{LAUNCH_MARKER_ENV}=").encode()
-    return _pids_with(needle, _own_descendants() if own_only else _pids())
-
-
-def _pids_with(needle: bytes, candidates: Iterable[int]) -> list[int]:
-    """The ``candidates`` (never the caller) whose environment holds an entry starting with
-    ``needle``."""
-    found, unsure = [], [pid for pid in candidates if pid != os.getpid()]
-    for attempt in range(_EXEC_RETRIES + 1):
-        time.sleep(_EXEC_RETRY_DELAY if attempt else 0)
-        answers = [(pid, _environ_has(pid, needle)) for pid in unsure]
-        found += [pid for pid, has in answers if has]
-        unsure = [pid for pid, has in answers if has is None]
-        if not unsure:
-            break
-    return found
+    return procinfo.pids_with(needle, _own_descendants() if own_only else procinfo.pids())
 
 
 def marked_processes(marker: str | None = None) -> list[psutil.Process]:
@@ -269,47 +201,11 @@ def _psutil_process(pid: int) -> psutil.Process | None:
     return None
 
 
-def _process(pid: int) -> _Proc | None:
-    """``pid`` with its create time (zombies too), or None when there is no such process."""
-    created = procinfo.create_time(pid)
-    return None if created is None else _Proc(pid, created)
-
-
-def _same(proc: _Identified) -> bool:
-    """Whether ``proc``'s pid still names it (alive or a zombie, same create time)."""
-    created = procinfo.create_time(proc.pid)
-    return created is not None and \
-        abs(created - proc.create_time()) <= procinfo.CREATE_TIME_TOLERANCE
-
-
-def _send(proc: _Identified, sig: int) -> None:
+def _send(proc: procinfo.Identified, sig: int) -> None:
     """Send ``sig`` to ``proc`` unless its pid now names another process (or none)."""
-    if _same(proc):
+    if procinfo.same(proc):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(proc.pid, sig)
-
-
-def _descendants_of(proc: _Identified) -> list[int]:
-    """``proc`` and its descendants, [] when its pid names another process (or none)."""
-    if not _same(proc):
-        return []
-    found = procinfo.descendants(proc.pid)
-    return [proc.pid, *(found if found is not None else _psutil_descendants(proc.pid))]
-
-
-def _pgid(pid: int) -> int | None:
-    with contextlib.suppress(OSError):
-        return os.getpgid(pid)
-    return None
-
-
-def _group_members(pgid: int) -> set[int]:
-    return {pid for pid in _pids() if _pgid(pid) == pgid}
-
-
-def _is_dead(proc: _Identified) -> bool:
-    """Gone, a zombie, or its pid recycled (``procinfo.same_process``)."""
-    return not procinfo.same_process(proc.pid, proc.create_time())
 
 
 def _wait_dead(procs: Iterable[_P], timeout: float) -> list[_P]:
@@ -317,47 +213,47 @@ def _wait_dead(procs: Iterable[_P], timeout: float) -> list[_P]:
     ``psutil.wait_procs``: it would reap our own children and steal their Popen's exit
     status). Watched through pidfds (``procinfo.ExitWatch``): the wait ends with the last
     exit, not on a poll tick; one no pidfd watches is re-checked every ``_POLL`` s."""
-    alive = [p for p in procs if not _is_dead(p)]
+    alive = [p for p in procs if not procinfo.is_dead(p)]
     deadline = time.monotonic() + timeout
     by_pid = {p.pid: p for p in alive}
-    with procinfo.ExitWatch(list(by_pid), lambda pid: not _is_dead(by_pid[pid])) as watch:
+    with procinfo.ExitWatch(list(by_pid), lambda pid: not procinfo.is_dead(by_pid[pid])) as watch:
         while alive and (left := deadline - time.monotonic()) > 0:
             watch.wait(left if watch.covers(len(alive)) else min(_POLL, left))
-            alive = [p for p in alive if not _is_dead(p)]
+            alive = [p for p in alive if not procinfo.is_dead(p)]
             watch.keep({p.pid for p in alive})
     return alive
 
 
-def _trusted(handle: GroupHandle) -> tuple[int | None, _Proc | None]:
+def _trusted(handle: GroupHandle) -> tuple[int | None, procinfo.Proc | None]:
     """(pgid, leader) when the group may be signalled as such, else (None, None): marker only."""
-    leader = _process(handle.pid)
+    leader = procinfo.process(handle.pid)
     if leader is not None:  # alive or a zombie: trusted only if it is the same process
         ours = abs(leader.created - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE
     else:  # Linux never reuses a pgid while a member lives: a marked member proves it is ours
-        members = _group_members(handle.pgid)  # (an empty group needs no marker scan)
+        members = procinfo.group_members(handle.pgid)  # (an empty group needs no marker scan)
         ours = bool(members) and bool(members & set(_marked_pids(handle.marker)))
     usable = ours and handle.pgid not in (os.getpgid(0), 0, 1)
     return (handle.pgid, leader) if usable else (None, None)
 
 
-def _snapshot(marker: str, pgid: int | None, leader: _Proc | None,
-              known: dict[int, _Proc], own_only: bool = False) -> None:
+def _snapshot(marker: str, pgid: int | None, leader: procinfo.Proc | None,
+              known: dict[int, procinfo.Proc], own_only: bool = False) -> None:
     """Add marked processes, group members and the leader's descendants to ``known``.
 
     An empty ``marker`` matches nothing (never "every marked process on the machine").
     """
     pids = set(_marked_pids(marker, own_only=own_only)) if marker else set()
-    pids |= _group_members(pgid) if pgid is not None else set()
+    pids |= procinfo.group_members(pgid) if pgid is not None else set()
     if leader is not None:  # re-checks the leader's identity (pid reuse)
-        pids.update(_descendants_of(leader))
+        pids.update(procinfo.descendants_of(leader))
     mine = os.getpgid(0)
     for pid in pids - set(known) - {os.getpid()}:
-        proc = _process(pid)
-        if proc is not None and _pgid(pid) not in (None, mine):
+        proc = procinfo.process(pid)
+        if proc is not None and procinfo.pgid(pid) not in (None, mine):
             known[pid] = proc
 
 
-def _signal(pgids: Sequence[int | None], procs: Iterable[_Identified], sig: int) -> None:
+def _signal(pgids: Sequence[int | None], procs: Iterable[procinfo.Identified], sig: int) -> None:
     """Signal each group once (killpg, in order), then each target outside them: never
     twice."""
     sent: set[int] = set()
@@ -376,11 +272,11 @@ def _signal(pgids: Sequence[int | None], procs: Iterable[_Identified], sig: int)
         _send(proc, sig)
 
 
-_Target = tuple[str, "int | None", "_Proc | None"]
+_Target = tuple[str, "int | None", "procinfo.Proc | None"]
 """What one stop aims at: (marker, trusted pgid or None, leader or None)."""
 
 
-def _stop(marker: str, pgid: int | None, leader: _Proc | None, grace: float,
+def _stop(marker: str, pgid: int | None, leader: procinfo.Proc | None, grace: float,
           soft_signal: int | None = None, soft_grace: float = 0.0,
           own_only: bool = False) -> list[int]:
     return _stop_targets([(marker, pgid, leader)], grace, soft_signal, soft_grace, own_only)
@@ -390,7 +286,7 @@ def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | N
                   soft_grace: float = 0.0, own_only: bool = False) -> list[int]:
     """The stop sequence over ``targets`` at once: snapshot, (soft signal to the groups,
     ``soft_grace``), TERM in the targets' order, one shared ``grace``, re-snapshot, KILL."""
-    procs: dict[int, _Proc] = {}
+    procs: dict[int, procinfo.Proc] = {}
     for marker, pgid, leader in targets:
         _snapshot(marker, pgid, leader, procs, own_only)
     if not procs:
@@ -399,7 +295,7 @@ def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | N
     if soft_signal is not None:
         members: set[int] = set()
         for pgid in pgids:
-            members |= _group_members(pgid) if pgid is not None else set(procs)
+            members |= procinfo.group_members(pgid) if pgid is not None else set(procs)
         group = [p for pid, p in procs.items() if pid in members]
         _signal(pgids, group, soft_signal)
         _wait_dead(group, soft_grace)
@@ -411,7 +307,7 @@ def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | N
                for marker, pgid, leader in targets]
     for marker, pgid, leader in targets:  # late forks made during the grace
         _snapshot(marker, pgid, leader, procs, own_only)
-    alive = [p for p in procs.values() if not _is_dead(p)]
+    alive = [p for p in procs.values() if not procinfo.is_dead(p)]
     if not alive:
         return []
     _signal([pgid for _, pgid, _ in targets], alive, signal.SIGKILL)
@@ -476,8 +372,9 @@ def sweep_descendants(*, grace: float) -> list[int]:
     """
     if not _SUBREAPER[0]:
         return []
-    return _term_then_kill([p for pid in _own_descendants() if (p := _process(pid)) is not None
-                            and not _is_dead(p)], grace)
+    return _term_then_kill([p for pid in _own_descendants()
+                            if (p := procinfo.process(pid)) is not None
+                            and not procinfo.is_dead(p)], grace)
 
 
 def stop_processes(procs: list[psutil.Process], *, grace: float) -> list[int]:
@@ -486,7 +383,7 @@ def stop_processes(procs: list[psutil.Process], *, grace: float) -> list[int]:
     return _term_then_kill(procs, grace)
 
 
-def _term_then_kill(procs: Sequence[_Identified], grace: float) -> list[int]:
+def _term_then_kill(procs: Sequence[procinfo.Identified], grace: float) -> list[int]:
     """TERM each of ``procs``, wait ``grace`` s, KILL survivors; return who is left."""
     for proc in procs:
         _send(proc, signal.SIGTERM)
@@ -504,9 +401,9 @@ def environ_processes(entry: str) -> list[psutil.Process]:
     that no step row records (a ``setup.sh``, a hook), then ``stop_processes`` them.
     """
     mine = os.getpgid(0)
-    return [p for pid in _pids_with(f"{entry}\0".encode(), _pids())
-            if (p := _psutil_process(pid)) is not None and not _is_dead(p)
-            and _pgid(pid) not in (None, mine)]
+    return [p for pid in procinfo.pids_with(f"{entry}\0".encode(), procinfo.pids())
+            if (p := _psutil_process(pid)) is not None and not procinfo.is_dead(p)
+            and procinfo.pgid(pid) not in (None, mine)]
 
 
 def become_subreaper() -> bool:
@@ -541,7 +438,7 @@ def group_of(pid: int, create_time: float) -> GroupHandle | None:
     process created at ``create_time``; None when it is gone or the pid was recycled."""
     if not same_process(pid, create_time):
         return None
-    pgid = _pgid(pid)
+    pgid = procinfo.pgid(pid)
     if pgid is None:
         return None
     return GroupHandle(pid=pid, pgid=pgid, create_time=create_time, marker="")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from fractal.domain.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
-from fractal.store.registry import CAP_KEYS, new_id
+from fractal.store.registry import CAP_KEYS, new_id, set_row
 from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
 from fractal.store.timefmt import utc_now
 from fractal.store.transition import Transitions
@@ -251,8 +251,9 @@ class Ledger(Transitions):
             now = utc_now()
             closed = close_open_rows(tx, node, status, reason, exit_code=exit_code, now=now)
             if clear_supervisor:
-                tx.run("UPDATE nodes SET supervisor_pid = NULL, supervisor_started = NULL, "
-                       "updated_at = :now WHERE node = :node", {"node": node, "now": now})
+                set_row(tx, "nodes", "node", node, {"supervisor_pid": None,
+                                                    "supervisor_started": None,
+                                                    "updated_at": now})
             return closed
 
     # ---- events and signals ------------------------------------------------------

@@ -58,10 +58,8 @@ class Registry:
 
     def _set(self, table: str, key: str, ident: object, values: Mapping[str, object]) -> int:
         """UPDATE the ``table`` row whose column ``key`` equals ``ident``; return rows matched."""
-        sets = ", ".join(f"{name} = :{name}" for name in values)
         with self._db() as tx:
-            return tx.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key",
-                          {**values, "_key": ident})
+            return set_row(tx, table, key, ident, values)
 
     def _set_node(self, node: str, **values: object) -> None:
         """Update a registered node's columns; raise NodeNotFound when it is not registered.
@@ -147,6 +145,13 @@ class Registry:
                 return tx.pragma(sql)
         except StoreError as exc:
             raise StoreError(f"database {self.db_path} failed {sql!r}: {exc.__cause__}") from exc
+
+
+def set_row(tx: Tx, table: str, key: str, ident: object, values: Mapping[str, object]) -> int:
+    """UPDATE the ``table`` row whose column ``key`` equals ``ident`` inside ``tx``'s
+    transaction; return the rows matched."""
+    sets = ", ".join(f"{name} = :{name}" for name in values)
+    return tx.run(f"UPDATE {table} SET {sets} WHERE {key} = :_key", {**values, "_key": ident})
 
 
 def new_id(tx: Tx, table: str, values: Mapping[str, object]) -> int:
