@@ -2,7 +2,9 @@
 
 Runs one sandbox node for N iterations (default 41) of one no-op step with
 ``FRACTAL_TRACE`` set, then prints the boundary (last agent exit -> next first spawn,
-the first one left out: it warms the caches) as median, lower quartile and max, and,
+the first one left out: it warms the caches) as median, lower quartile, lower decile,
+minimum and max (on a shared machine the low ones show the cost without the waits for a
+core), and,
 with ``-v``, the median of every interval between consecutive trace lines inside the
 boundaries. Any extra ``fractal.runtime.clock.trace(NAME, 0)`` call added to the loop
 while investigating shows up there as its own piece. ``PYTHONPATH=<other checkout>``
@@ -55,9 +57,11 @@ def main(argv: list[str]) -> int:
     gaps, pieces = boundaries(lines)
     if not gaps:
         raise BenchError("no iteration boundary in the trace")
-    quartile = statistics.quantiles(gaps, n=4)[0] if len(gaps) > 1 else gaps[0]
+    deciles = statistics.quantiles(gaps, n=10) if len(gaps) > 1 else [gaps[0]] * 9
     print(f"boundary n={len(gaps)} median={statistics.median(gaps):.2f} ms "
-          f"p25={quartile:.2f} max={max(gaps):.2f} load={os.getloadavg()[0]:.2f}")
+          f"p25={statistics.quantiles(gaps, n=4)[0] if len(gaps) > 1 else gaps[0]:.2f} "
+          f"p10={deciles[0]:.2f} min={min(gaps):.2f} max={max(gaps):.2f} "
+          f"load={os.getloadavg()[0]:.2f}")
     if "-v" in argv:
         for name, values in pieces.items():
             if values:
