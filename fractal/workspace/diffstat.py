@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs
-from fractal.workspace.git import run_git
+from fractal.workspace.git import git_paths, run_git
 
 __all__ = ["STAT_LINES", "fork_diffstat", "shortstat"]
 
@@ -30,8 +30,7 @@ def fork_diffstat(worktree: Path, parent_ref: str) -> str:
     say (never raises for a git failure)."""
     try:
         base = run_git(["merge-base", "HEAD", parent_ref], worktree).stdout.strip()
-        index = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
-                             worktree).stdout.strip())
+        index = git_paths(worktree, ["index"])[0]
         with tempfile.TemporaryDirectory(prefix="fractal-stat-") as scratch:
             temp_index = Path(scratch) / "index"
             if index.is_file():

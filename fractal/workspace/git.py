@@ -115,14 +115,14 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     """Where git keeps each of ``names`` (``MERGE_HEAD``, a lock file) for the worktree at
     ``cwd``: absolute paths in its own git dir. When ``cwd`` is a checkout's top
     (``git_dirs``) and every name is one git keeps per worktree (``MERGE_HEAD`` and the
-    other operations' state files, ``index.lock``, ``fractal-commit.lock``), they are joined to its git dir with no
-    git process; else they come from one ``rev-parse``, and as a worktree's git dir does
+    other operations' state files, ``index``, ``index.lock``, ``fractal-commit.lock``),
+    they are joined to its git dir with no git process; else they come from one ``rev-parse``, and as a worktree's git dir does
     not move while it exists, that answer is kept while its directory is there (a
     supervisor asks after every iteration). Raises GitError."""
     dirs = git_dirs(cwd)
     if dirs is not None and all(_PER_WORKTREE.fullmatch(name) for name in names):
         return tuple(dirs[0] / name for name in names)
-    key = (Path(cwd).resolve(), tuple(names))
+    key = (Path(cwd).resolve(), tuple(names), os.environ.get("GIT_INDEX_FILE"))
     found = _GIT_PATHS.get(key)
     if found is None or not all(p.parent.is_dir() for p in found):  # a worktree re-made
         args = [arg for name in names for arg in ("--git-path", name)]
@@ -132,14 +132,14 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     return found
 
 
-_GIT_PATHS: dict[tuple[Path, tuple[str, ...]], tuple[Path, ...]] = {}
+_GIT_PATHS: dict[tuple[Path, tuple[str, ...], str | None], tuple[Path, ...]] = {}
 
 # Names git keeps in the worktree's own git dir whatever the configuration: the state
-# files of an operation in progress and lock files, never one of the shared names git
-# moves to the common dir (refs, logs, objects, hooks, info, config, ...) nor ``index``
-# (which GIT_INDEX_FILE moves).
+# files of an operation in progress, the index and lock files, never one of the shared
+# names git moves to the common dir (refs, logs, objects, hooks, info, config, ...).
+# GIT_INDEX_FILE, which moves the index, makes git_dirs None (git is asked).
 _PER_WORKTREE = re.compile(r"(MERGE|CHERRY_PICK|REVERT)_HEAD|rebase-(merge|apply)"
-                           r"|(index|fractal-commit)\.lock")
+                           r"|index|(index|fractal-commit)\.lock")
 
 
 def current_branch(cwd: Path) -> str | None:
@@ -330,10 +330,22 @@ def parse_status(out: str) -> tuple[list[str], bool]:
 
 
 def tracked_changes(cwd: Path) -> list[str]:
-    """Like ``changed_paths``, without untracked files: what a checkout could clobber."""
-    untracked = set(run_git(["ls-files", "-z", "--others", "--exclude-standard"],
-                            cwd).stdout.split("\0"))
-    return [p for p in changed_paths(cwd) if p not in untracked]
+    """Like ``changed_paths``, without untracked files: what a checkout could clobber.
+    From the same one ``git status``: its untracked entries (``??``) are left out."""
+    out = run_git(STATUS_ARGS, cwd).stdout
+    fields = out.split("\0")
+    untracked: set[str] = set()
+    i = 0
+    while i < len(fields):  # the records as parse_status reads them
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        if entry.startswith("?? "):
+            untracked.add(entry[3:])
+        elif "R" in entry[:2] or "C" in entry[:2]:
+            i += 1  # the source path of a rename or copy
+    return [p for p in parse_status(out)[0] if p not in untracked]
 
 
 def is_dirty(cwd: Path) -> bool:

@@ -139,7 +139,7 @@ def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     linked = _worktree(repo, "main.child")
     names = ["MERGE_HEAD", "rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD", "REVERT_HEAD",
-             "index.lock", "fractal-commit.lock"]
+             "index", "index.lock", "fractal-commit.lock"]
     expected = {
         place: tuple(Path(line) for line in git(
             place, "rev-parse", "--path-format=absolute",
@@ -150,7 +150,27 @@ def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
         assert g.git_paths(place, names) == expected[place]
     assert not g.branch_exists(repo, "main.nope") and not g.branch_exists(linked, "x/y")
     assert calls == []
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / "elsewhere"))
+    assert g.git_paths(repo, ["index"]) == ((repo / "elsewhere").resolve(),)
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    calls.clear()
     assert g.git_paths(repo, ["config"]) == ((repo / ".git" / "config").resolve(),)
     git(repo, "pack-refs", "--all")
     assert not g.branch_exists(repo, "main.nope")
     assert len(calls) == 2  # a shared name, and a missing ref while refs are packed
+
+
+def test_tracked_changes_leaves_out_what_ls_files_calls_untracked(repo: Path) -> None:
+    (repo / "kept.txt").write_text("k\n")
+    (repo / "moved.txt").write_text("m\n")
+    git(repo, "add", "kept.txt", "moved.txt")
+    git(repo, "commit", "-q", "-m", "two")
+    (repo / "README.md").write_text("edited\n")
+    git(repo, "mv", "moved.txt", "?? odd name")
+    (repo / "new dir").mkdir()
+    (repo / "new dir" / "a.txt").write_text("a\n")
+    (repo / "kept.txt").unlink()
+    untracked = set(git(repo, "ls-files", "-z", "--others", "--exclude-standard").split("\0"))
+    expected = [p for p in g.changed_paths(repo) if p not in untracked]
+    assert g.tracked_changes(repo) == expected
+    assert sorted(expected) == ["?? odd name", "README.md", "kept.txt", "moved.txt"]
