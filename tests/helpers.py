@@ -36,6 +36,9 @@ class WaitTimeout(AssertionError):
 
 POLL = 0.02
 """Seconds ``wait_until`` sleeps between two looks by default."""
+COSTLY_PAUSE = 0.25
+"""The longest sleep ``wait_until`` adds after a look that took long: what it may add to a
+wait's end (a CLI call under load takes 0.2 to 1 s)."""
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: float = POLL,
@@ -43,10 +46,11 @@ def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: floa
     """Poll ``predicate`` until it returns a truthy value; return that value.
 
     Between two looks it sleeps ``interval`` seconds, or as long as the last look took
-    when that was longer: a predicate that costs (a ``fractal`` CLI call, a tmux capture)
-    then holds a core at most half of the wait instead of nearly all of it, while a cheap
-    one (a row read) is still seen within ``interval``. An ``interval`` below ``POLL``
-    is a caller catching a short moment (a race window): it is kept as given.
+    (at most ``COSTLY_PAUSE``) when that was longer: a predicate that costs (a ``fractal``
+    CLI call, a tmux capture) then holds a core about half of the wait instead of nearly
+    all of it, while a cheap one (a row read) is still seen within ``interval``. An
+    ``interval`` below ``POLL`` is a caller catching a short moment (a race window): it is
+    kept as given.
 
     Raises WaitTimeout (an AssertionError) after ``timeout * SCALE`` seconds, with
     ``message`` and the last value seen.
@@ -61,7 +65,7 @@ def wait_until(predicate: Callable[[], T], timeout: float = 10.0, interval: floa
         now = time.monotonic()
         if now >= deadline:
             raise WaitTimeout(f"timed out after {timeout * SCALE:.1f}s: {message} (last={last!r})")
-        took = now - looked if interval >= POLL else 0.0
+        took = min(now - looked, COSTLY_PAUSE) if interval >= POLL else 0.0
         time.sleep(max(interval, min(took, deadline - now)))
 
 
