@@ -303,7 +303,7 @@ def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | N
     _wait_dead(procs.values(), grace)
     # A group may have died during the grace and its pgid been recycled: only a group
     # still holding one of the known processes (or its leader) is ours to use by pgid.
-    targets = [(marker, _still_ours(pgid, leader, procs), leader)
+    targets = [(marker, procinfo.still_held(pgid, leader, procs), leader)
                for marker, pgid, leader in targets]
     for marker, pgid, leader in targets:  # late forks made during the grace
         _snapshot(marker, pgid, leader, procs, own_only)
@@ -312,21 +312,6 @@ def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | N
         return []
     _signal([pgid for _, pgid, _ in targets], alive, signal.SIGKILL)
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
-
-
-def _still_ours(pgid: int | None, leader: _Proc | None, known: Mapping[int, _Proc]) -> int | None:
-    """``pgid`` while it still names the group it did when the stop began, else None: its
-    leader is the same process (alive or a zombie, which keeps the pgid taken), or one of
-    the ``known`` processes is the same and still in it (Linux never reuses a pgid while
-    a member lives)."""
-    if pgid is None:
-        return None
-    if leader is not None and _same(leader):
-        return pgid
-    for pid, proc in known.items():
-        if _pgid(pid) == pgid and _same(proc):
-            return pgid
-    return None
 
 
 def kill_group(handle: GroupHandle, *, grace: float, soft_signal: int | None = None,
