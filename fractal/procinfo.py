@@ -27,7 +27,7 @@ import math
 import os
 import select
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from types import TracebackType
 from typing import NamedTuple, Protocol
 
@@ -236,6 +236,23 @@ def pgid(pid: int) -> int | None:
 def group_members(group: int) -> set[int]:
     """The pids whose process group is ``group``."""
     return {pid for pid in pids() if pgid(pid) == group}
+
+
+def still_held(group: int | None, leader: Identified | None,
+               known: Mapping[int, Identified]) -> int | None:
+    """``group`` while it still names the process group it did when ``leader`` and
+    ``known`` were found, else None: the leader is the same process (alive or a zombie,
+    which keeps the pgid taken), or one of ``known`` is the same and still in it (Linux
+    never reuses a pgid while a member lives). A stop whose grace outlived a group asks
+    before signalling the pgid again (it may name a recycled group by then)."""
+    if group is None:
+        return None
+    if leader is not None and same(leader):
+        return group
+    for pid, proc in known.items():
+        if pgid(pid) == group and same(proc):
+            return group
+    return None
 
 
 def is_dead(proc: Identified) -> bool:

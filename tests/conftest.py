@@ -91,8 +91,14 @@ def _move_scratch() -> None:
         chosen = _shm_scratch() or ""
     if not chosen:
         return
-    Path(chosen).mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.environ["TMPDIR"] = chosen
+    place = Path(chosen).absolute()  # a child in another cwd must find the same directory
+    try:
+        place.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"{SCRATCH_ENV}={chosen}: cannot use it as the session's "
+                                f"temporary directory ({exc.strerror or exc}); name a "
+                                "directory, or set it empty for the system default") from None
+    os.environ["TMPDIR"] = os.path.normpath(place)
     tempfile.tempdir = None  # recomputed from TMPDIR on next use
 
 

@@ -23,6 +23,7 @@ from fractal.domain.markers import launch_marker
 from fractal.domain.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
+from fractal.errors import TmuxError
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, descendants
@@ -100,14 +101,23 @@ def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:
     KILL move is already recorded) instead of booking the step as its agent's end. The
     panes' sessions are killed meanwhile (a loop whose SIGHUP comes first acts the same:
     its first signal is the one it handles). Once all of it is gone, each node's open
-    rows close ``killed`` and its supervisor is cleared in one transaction.
+    rows close ``killed`` and its supervisor is cleared in one transaction. A pane tmux
+    cannot reach (TmuxError: no tmux on ``PATH``) is raised once the groups are stopped.
     """
-    panes = [tmux.killing_session(c.row.tmux_session, _socket(c.row))
-             for c in batch if c.row.tmux_session]
+    panes: list[tmux.SessionKill] = []
+    unreachable: TmuxError | None = None  # raised once the groups are stopped
+    for c in batch:
+        if c.row.tmux_session:
+            try:
+                panes.append(tmux.killing_session(c.row.tmux_session, _socket(c.row)))
+            except TmuxError as exc:
+                unreachable = exc
     handles = [c.supervisor for c in batch if c.supervisor is not None]
     kill_groups([*handles, *(h for c in batch for h in c.agents)], grace=grace(Reap.KILL))
     for pane in panes:
         pane.wait()
+    if unreachable is not None:
+        raise unreachable
     done: list[Signalled] = []
     for c in batch:
         ledger.close_open(c.branch, Status.KILLED.value, c.note, clear_supervisor=True)

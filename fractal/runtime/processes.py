@@ -301,12 +301,16 @@ def _stop_targets(targets: Sequence[_Target], grace: float, soft_signal: int | N
         _wait_dead(group, soft_grace)
     _signal(pgids, procs.values(), signal.SIGTERM)
     _wait_dead(procs.values(), grace)
+    # A group may have died during the grace and its pgid been recycled: only a group
+    # still holding one of the known processes (or its leader) is ours to use by pgid.
+    targets = [(marker, procinfo.still_held(pgid, leader, procs), leader)
+               for marker, pgid, leader in targets]
     for marker, pgid, leader in targets:  # late forks made during the grace
         _snapshot(marker, pgid, leader, procs, own_only)
     alive = [p for p in procs.values() if not procinfo.is_dead(p)]
     if not alive:
         return []
-    _signal(pgids, alive, signal.SIGKILL)
+    _signal([pgid for _, pgid, _ in targets], alive, signal.SIGKILL)
     return sorted(p.pid for p in _wait_dead(alive, _KILL_SETTLE))
 
 

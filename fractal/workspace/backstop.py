@@ -25,6 +25,7 @@ from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_stage import add_paths
+from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
     branch_exists,
@@ -62,10 +63,10 @@ def _unaddable(worktree: Path, paths: Sequence[str]) -> list[str]:
     return odd
 
 
-def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple[bool, str]:
-    """Stage the candidates (special files and runtime artifacts left out); (whether
-    anything is staged, the ``git diff --cached --stat`` of it), read from the same
-    ``git diff`` that lists the staged paths (``seedcommit.staged_and_stat``)."""
+def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple[list[str], str]:
+    """Stage the candidates (special files and runtime artifacts left out); (the staged
+    paths, the ``git diff --cached --stat`` of them), read from the same ``git diff``
+    (``seedcommit.staged_and_stat``)."""
     odd = _unaddable(worktree, paths)
     if odd:
         log.warning("not committing %d special file(s) git cannot add: %s", len(odd),
@@ -81,27 +82,34 @@ def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple
     if artifacts:
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
         staged, stat = staged_and_stat(worktree)
-    return bool(staged), stat
+    return staged, stat
 
 
 def _whole(paths: Sequence[str]) -> bool:
     return any(p.strip("/") in ("", ".") for p in paths)
 
 
-def _candidates(worktree: Path, paths: Sequence[str],
-                pending: PendingStatus | None) -> tuple[list[str], bool]:
+def _candidates(worktree: Path, paths: Sequence[str], pending: PendingStatus | None,
+                early: bool = False) -> tuple[list[str], bool, bool]:
     """The changed paths (artifacts aside) under ``paths``, plus what is staged already;
-    and whether the index matches HEAD (nothing staged, nothing unmerged: git was not asked
-    for either). ``pending``: the status started ahead, used unless it cannot be trusted."""
+    whether the index matches HEAD (nothing staged, nothing unmerged: git was not asked
+    for either); and whether the answer is ``early``'s (see ``backstop_commit``).
+    ``pending``: the status started ahead, used unless it cannot be trusted."""
     roots = [p.strip("/") for p in paths]
     answer = pending.result() if pending is not None else None
+    if early and answer is not None and not (_whole(paths) and answer[1] and answer[0]):
+        # An early answer cannot see a file changed after it: it is used only where the
+        # whole worktree is staged (``add --all`` takes every late change) over an index
+        # matching HEAD (the late paths are then checked and, refused, undone exactly).
+        answer = None
+    used_early = early and answer is not None
     changed, index_clean = answer if answer is not None else worktree_status(worktree)
     if not _whole(paths):
         changed = [p for p in changed if covered(p, roots)]
     if index_clean:
-        return changed, True
+        return changed, True, used_early
     staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
-    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))])), False
+    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))])), False, False
 
 
 def _capped(out: str) -> str:
@@ -114,14 +122,21 @@ def _capped(out: str) -> str:
 
 
 def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
-            pending: PendingStatus | None = None) -> str | None:
-    candidates, index_clean = _candidates(worktree, paths, pending)
+            pending: PendingStatus | None = None, early: bool = False) -> str | None:
+    candidates, index_clean, used_early = _candidates(worktree, paths, pending, early)
     check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
-    anything, stat = _stage(worktree, paths, candidates)
-    if not anything:  # the index matches HEAD: there is nothing to commit
+    staged, stat = _stage(worktree, paths, candidates)
+    if not staged:  # the index matches HEAD: there is nothing to commit
         return None
+    late = [p for p in staged if p not in set(candidates)]
+    if used_early and late:  # changed after the early status: refused as any other file
+        try:
+            check_no_conflict(worktree, late, unmerged_known=())
+        except UnresolvedConflict:
+            run_git(["reset", "--quiet"], worktree)  # the index matched HEAD before
+            raise
     message = subject.strip()
     if body.strip():
         message += "\n\n" + body.strip()
@@ -153,11 +168,17 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     ``pending`` is a status of ``worktree`` the caller started earlier
     (``status_ahead.start_worktree_status``), after the last change it knows could have
     happened there (a loop: once the iteration's last agent is gone); it is used under
-    the same rule as the status started here, and always collected.
+    the same rule as the status started here, and always collected. As a file can change
+    after it started, its answer is used only when it lists changes and the index
+    matched HEAD and ``paths`` is the whole worktree: ``add --all`` then stages every
+    change there is at commit time, and a path it stages that the answer did not list is
+    checked for conflict markers too (a refusal resets the index to ``HEAD``, as it was).
+    Otherwise git is asked again, so the commit holds what ``git status`` shows then.
     """
     # The status starts first: its git process runs while the branch is checked and the
     # turn is taken. Its answer is used only when no commit came in between (the index,
     # HEAD and the branch ref are as they were when it started), else it is asked again.
+    early = pending is not None
     if pending is None:
         pending = start_worktree_status(worktree)
     try:
@@ -172,7 +193,7 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
                                "work is still in the worktree)")
         with commit_turn(worktree):
             try:
-                return _commit(worktree, subject, body, paths, pending)
+                return _commit(worktree, subject, body, paths, pending, early)
             except GitError:
                 notice = clear_index_lock(worktree)
                 if notice is None:

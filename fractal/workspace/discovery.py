@@ -11,6 +11,9 @@ from fractal.workspace import git
 
 __all__ = ["checkout_and_main"]
 
+# Variables that change where git's own search from a directory may stop.
+_DISCOVERY_ENV = ("GIT_CEILING_DIRECTORIES",)
+
 
 def checkout_and_main(cwd: Path) -> tuple[Path, Path]:
     """(``git.toplevel(cwd)``, ``repo_root`` of that top) from one git process where the two
@@ -21,9 +24,11 @@ def checkout_and_main(cwd: Path) -> tuple[Path, Path]:
     is bare). The top is the nearest directory above ``cwd`` holding a ``.git`` that
     ``git_dirs`` reads, taken only when that list names it as one of the worktrees and
     nothing else could have moved git's answer: no directory on the way looks like a git
-    dir of its own, ``cwd`` is not inside a git dir, the environment relocates nothing and
-    the repository's config sets no ``core.worktree``. Anything else (a bare repository
-    included) asks ``toplevel`` and ``repo_root`` as before. Raises GitError as they do."""
+    dir of its own, ``cwd`` is not inside a git dir, the environment relocates nothing
+    and sets no ceiling, no mount point lies on the way up (git stops at one unless
+    told to cross), and the repository's config sets no ``core.worktree``. Anything
+    else (a bare repository included) asks ``toplevel`` and ``repo_root`` as before.
+    Raises GitError as they do."""
     found = _checkout_from_files(cwd)
     if found is not None:
         proc = git.run_git(["worktree", "list", "--porcelain"], found[0], check=False)
@@ -43,19 +48,22 @@ def _checkout_from_files(cwd: Path) -> tuple[Path, tuple[Path, Path]] | None:
     """(the real path of the nearest directory at or above ``cwd`` with a ``.git``, its
     ``git_dirs``) when git's own search from ``cwd`` can only stop there with that
     directory as the work tree; None when git must be asked (see ``checkout_and_main``)."""
-    if any(os.environ.get(name) for name in git.GIT_LOCATION_ENV):
+    if any(os.environ.get(name) for name in (*git.GIT_LOCATION_ENV, *_DISCOVERY_ENV)):
         return None
     try:
         here = Path(cwd).resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-    for place in (here, *here.parents):
-        if (place / ".git").exists():
-            break
-        if (place / "HEAD").is_file() and (place / "objects").is_dir() \
-                and (place / "refs").is_dir():  # a git dir itself (bare, or cwd in .git)
+        device = os.stat(here).st_dev
+        for place in (here, *here.parents):
+            if place != here and os.stat(place).st_dev != device:
+                return None  # a mount point on the way: git may stop there
+            if (place / ".git").exists():
+                break
+            if (place / "HEAD").is_file() and (place / "objects").is_dir() \
+                    and (place / "refs").is_dir():  # a git dir itself (bare, or cwd in .git)
+                return None
+        else:
             return None
-    else:
+    except (OSError, RuntimeError):
         return None
     if ".git" in here.relative_to(place).parts:
         return None

@@ -268,8 +268,9 @@ def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
         if Path(cwd).is_absolute():
             _GIT_DIRS[key] = found
     gitdir, common = found
-    if not (gitdir / "HEAD").is_file() or (common / "reftable").exists():
-        return None
+    if not (gitdir / "HEAD").is_file() or (common / "reftable").exists() \
+            or not ((common / "refs").is_dir() and (common / "objects").is_dir()):
+        return None  # (git takes no directory without refs and objects for a repository)
     return gitdir, common
 
 

@@ -1,0 +1,89 @@
+"""A backstop given a status started ahead commits what ``git status`` shows at commit time.
+
+The loop starts the backstop's status once the iteration's last agent is gone; a file
+that changes after that (a writer the sweep cannot see, a person in the worktree) must
+be in the commit exactly as when the backstop starts its own status, and the
+conflict-marker refusal must hold for it too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.commit_types import UnresolvedConflict
+from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
+
+CONFLICTED = "<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> other\n"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), "-c", "user.name=T",
+                           "-c", "user.email=t@e.invalid", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.name", "T")
+    _git(repo, "config", "user.email", "t@e.invalid")
+    (repo / "a.txt").write_text("a\n")
+    _git(repo, "add", "a.txt")
+    _git(repo, "commit", "-q", "-m", "one")
+    # Not racily clean: a status started ahead then leaves the index alone (its answer
+    # is used, not voided by git's own index refresh).
+    past = time.time() - 100
+    os.utime(repo / "a.txt", (past, past))
+    _git(repo, "update-index", "-q", "--really-refresh")
+    return repo
+
+
+def _finished_status(repo: Path, early: str) -> PendingStatus:
+    """A status started ahead whose git process has answered (its answer is kept)."""
+    pending = start_worktree_status(repo)
+    assert pending is not None
+    assert pending.result() == ([early] if early else [], True)
+    return pending
+
+
+def _index_and_head(repo: Path) -> tuple[str, str]:
+    return _git(repo, "rev-parse", "HEAD"), _git(repo, "ls-files", "-s")
+
+
+@pytest.mark.parametrize("early", ["", "a.txt"], ids=["clean", "a-changed"])
+@pytest.mark.parametrize("ahead", [False, True], ids=["own-status", "status-ahead"])
+def test_a_file_written_after_the_status_started_is_committed(
+        tmp_path: Path, early: str, ahead: bool) -> None:
+    repo = _repo(tmp_path)
+    if early:
+        (repo / early).write_text("early\n")
+    pending = _finished_status(repo, early) if ahead else None
+    (repo / "late.txt").write_text("late\n")  # after the status ran
+    sha = backstop_commit(repo, subject="backstop", branch="main", pending=pending)
+    assert sha is not None
+    committed = _git(repo, "show", "--name-only", "--format=", sha).split()
+    assert sorted(committed) == sorted(filter(None, [early, "late.txt"]))
+    assert _git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("early", ["", "a.txt"], ids=["clean", "a-changed"])
+@pytest.mark.parametrize("ahead", [False, True], ids=["own-status", "status-ahead"])
+def test_a_late_file_with_conflict_markers_is_refused_and_nothing_changes(
+        tmp_path: Path, early: str, ahead: bool) -> None:
+    repo = _repo(tmp_path)
+    if early:
+        (repo / early).write_text("early\n")
+    before = _index_and_head(repo)
+    pending = _finished_status(repo, early) if ahead else None
+    (repo / "late.txt").write_text(CONFLICTED)
+    with pytest.raises(UnresolvedConflict) as caught:
+        backstop_commit(repo, subject="backstop", branch="main", pending=pending)
+    assert "late.txt" in caught.value.reason
+    assert _index_and_head(repo) == before
