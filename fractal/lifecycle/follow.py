@@ -66,11 +66,14 @@ def follow_activity(ctx: Context, name: str | None, backlog: int, *,
     was_active = active()
     heal_all(tree, [r.node for r in reader.node_rows(tree.db_path)
                     if r.status == Status.ACTIVE.value and (nodes is None or r.node in nodes)])
+    # The token is read before the backlog: a row that lands while the backlog is read or
+    # printed changes the files after it, so the first look queries again (a row shown
+    # twice is dropped by identity; read after the yield, such a row was never shown).
+    token = follow.db_token(tree.db_path)
     first = list(reversed(reader.activity(tree.db_path, nodes, backlog)))
     seen = {_identity(r) for r in first}
     since = first[-1].timestamp if first else None
     yield [activity_row(r) for r in first]
-    token = follow.db_token(tree.db_path)
     looks = 0
     while polls is None or looks < polls:
         looks += 1

@@ -45,6 +45,18 @@ def test_follow_yields_backlog_then_new_rows_once(repo_tree: Path) -> None:
     assert all(batch for batch in batches[1:])  # a look that found nothing yields nothing
 
 
+def test_a_row_landing_while_the_backlog_is_printed_is_followed(repo_tree: Path) -> None:
+    """The generator is suspended at its first yield while the CLI prints the backlog; a
+    row written then must come in the next look (it did not: the files' token was read
+    after the yield, so it already held that row and no change was seen)."""
+    ledger = Ledger(repo_tree / ".fractal" / "main" / "fractal.db")
+    following = follow_activity(open_context(repo_tree), None, 5, sleep=lambda _s: None,
+                                polls=1)
+    assert [r["event"] for r in next(following)] == ["init", "init"]
+    ledger.add_event("main.a", "note", actor="operator", status="completed", metadata="mid")
+    assert [r["reason"] for batch in following for r in batch] == ["mid"]
+
+
 def test_following_one_node_ends_once_its_run_is_over(repo_tree: Path) -> None:
     import sqlite3
 
