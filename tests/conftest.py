@@ -80,9 +80,8 @@ def _move_scratch() -> None:
 
     The suite writes about 140,000 files a run (repositories, worktrees, databases, lock
     files) and removes most of them again. On a disk-backed ``/tmp`` (ext4 mounted with
-    online discard, here) that filesystem work was a third of the suite's system CPU
-    and 20-30 % of an integration module's wall; on tmpfs the same files cost memory
-    only. The code under test is the same: real git, SQLite and processes, on another
+    online discard, here) four integration modules spent 40-50 % more system CPU and
+    20-30 % more wall on it than on tmpfs, where the same files cost memory only. The code under test is the same: real git, SQLite and processes, on another
     mount. ``FRACTAL_TEST_TMPDIR=<dir>`` chooses the directory, ``FRACTAL_TEST_TMPDIR=``
     keeps the system default.
     """
