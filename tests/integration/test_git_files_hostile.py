@@ -9,26 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fractal.errors import GitError
 from fractal.workspace import git as g
-from fractal.workspace.discovery import checkout_and_main
 from tests.helpers import git
-
-
-def _long_way(cwd: Path) -> tuple[Path, Path] | str:
-    """(toplevel, repo_root) asked of git, or the GitError's message."""
-    try:
-        top = g.toplevel(cwd)
-        return top, g.repo_root(top)
-    except GitError as exc:
-        return str(exc)
-
-
-def _one_way(cwd: Path) -> tuple[Path, Path] | str:
-    try:
-        return checkout_and_main(cwd)
-    except GitError as exc:
-        return str(exc)
+from tests.integration.test_workspace_refs import long_way, one_way
 
 
 def _exists_by_git(cwd: Path, branch: str) -> bool:
@@ -46,7 +29,7 @@ def test_a_ceiling_directory_stops_discovery_as_it_stops_git(
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES",
                        str(repo.resolve() if ceiling == "repo" else repo.resolve().parent))
     for place in (deep, repo):
-        assert _one_way(place) == _long_way(place), place
+        assert one_way(place) == long_way(place), place
 
 
 def test_a_dot_git_directory_git_does_not_take_answers_as_git(repo: Path) -> None:
@@ -58,7 +41,7 @@ def test_a_dot_git_directory_git_does_not_take_answers_as_git(repo: Path) -> Non
     assert g.branch_exists(sub, branch) == _exists_by_git(sub, branch) is True
     assert g.branch_exists(sub, "main.nope") == _exists_by_git(sub, "main.nope") is False
     assert g.git_dirs(sub) is None
-    assert _one_way(sub) == _long_way(sub)
+    assert one_way(sub) == long_way(sub)
 
 
 def test_branch_exists_and_tips_equal_git_through_packing_gc_and_recreation(

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
 from pathlib import Path
 
 import pytest
 
+from fractal import procinfo
 from fractal.runtime import processes
 from fractal.runtime.processes import Launched
 from tests.helpers import wait_until
@@ -25,16 +26,6 @@ def _spawn(launches: list[Launched], argv: list[str]) -> Launched:
     launches.append(launched)
     return launched
 
-
-@pytest.fixture
-def launches() -> Iterator[list[Launched]]:
-    found: list[Launched] = []
-    yield found
-    for launched in found:
-        processes.kill_group(launched.handle, grace=0.5)
-        launched.popen.wait(timeout=10)
-        if launched.popen.stdout is not None:
-            launched.popen.stdout.close()
 
 
 def _impostor_at(pid: int) -> subprocess.Popen[bytes] | None:
@@ -53,11 +44,18 @@ def _impostor_at(pid: int) -> subprocess.Popen[bytes] | None:
 
 @pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK), reason="needs the next-pid knob")
 def test_a_group_recycled_during_the_shared_grace_is_never_signalled(
-        launches: list[Launched]) -> None:
-    quick = _spawn(launches, ["sleep", "300"])  # ends at TERM
-    stubborn = _spawn(launches, [str(STUBS / "proc_ignore_term.sh")])  # only KILL ends it
+        spawned: list[Launched]) -> None:
+    quick = _spawn(spawned, ["sleep", "300"])  # ends at TERM
+    spawned_at = time.monotonic()  # after quick's start, on a clock /proc's ticks can't skew
+    stubborn = _spawn(spawned, [str(STUBS / "proc_ignore_term.sh")])  # only KILL ends it
     assert stubborn.popen.stdout is not None
     assert stubborn.popen.stdout.readline().strip() == b"ready"
+    # A process is its pid and its start time to CREATE_TIME_TOLERANCE: a pid reused
+    # sooner than that after its first owner started is the same process to any reader
+    # of /proc (only the next-pid knob below reuses one that fast). The impostor must be
+    # born past that tolerance for the test to ask the real question.
+    wait_until(lambda: time.monotonic() - spawned_at > 5 * procinfo.CREATE_TIME_TOLERANCE,
+               5, message="the clock past the quick group's start")
     handles = [quick.handle, stubborn.handle]
     left: list[list[int]] = []
     stopper = threading.Thread(target=lambda: left.append(

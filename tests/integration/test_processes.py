@@ -8,7 +8,6 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -34,17 +33,6 @@ def _read_line(launched: Launched) -> bytes:
     assert launched.popen.stdout is not None
     return launched.popen.stdout.readline().strip()
 
-
-@pytest.fixture
-def spawned() -> Iterator[list[Launched]]:
-    """Collects launches; at teardown every marker is swept so no test leaks processes."""
-    launches: list[Launched] = []
-    yield launches
-    for launched in launches:
-        processes.kill_group(launched.handle, grace=0.5)
-        launched.popen.wait(timeout=10)
-        if launched.popen.stdout is not None:
-            launched.popen.stdout.close()
 
 
 def _spawn(spawned: list[Launched], argv: list[str], *, stdin_data: bytes | None = None,

@@ -80,7 +80,7 @@ def test_worktree_status_says_when_the_index_matches_head(repo: Path) -> None:
     assert sorted(paths) == ["README.md", "new.txt"] and not index_clean
 
 
-def _both(cwd: Path) -> tuple[Path, Path] | str:
+def long_way(cwd: Path) -> tuple[Path, Path] | str:
     """(toplevel, repo_root) asked the long way, or the GitError's message."""
     try:
         top = g.toplevel(cwd)
@@ -89,7 +89,7 @@ def _both(cwd: Path) -> tuple[Path, Path] | str:
         return str(exc)
 
 
-def _one(cwd: Path) -> tuple[Path, Path] | str:
+def one_way(cwd: Path) -> tuple[Path, Path] | str:
     try:
         return checkout_and_main(cwd)
     except GitError as exc:
@@ -103,7 +103,7 @@ def test_checkout_and_main_agrees_with_toplevel_and_repo_root_in_one_git_process
         (place / "sub" / "deeper").mkdir(parents=True)
     (repo / "link").symlink_to(linked / "sub")
     places = [repo, repo / "sub" / "deeper", linked, linked / "sub", repo / "link"]
-    expected = [_both(place) for place in places]
+    expected = [long_way(place) for place in places]
     calls = _asked_git(monkeypatch)
     assert [checkout_and_main(place) for place in places] == expected
     assert calls == [["worktree", "list", "--porcelain"]] * len(places)
@@ -123,16 +123,16 @@ def test_checkout_and_main_asks_git_the_long_way_where_files_cannot_tell(
               tmp_path / "moved-by-hand"]
     (tmp_path / "nothing").mkdir()
     for place in places:
-        assert _one(place) == _both(place), place
-    assert "bare" in str(_one(of_bare))
+        assert one_way(place) == long_way(place), place
+    assert "bare" in str(one_way(of_bare))
     git(repo, "config", "core.worktree", str(repo))
-    assert _one(repo) == _both(repo)
+    assert one_way(repo) == long_way(repo)
     git(repo, "config", "--unset", "core.worktree")
     monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
     monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.bare")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")  # the list then says bare
-    assert _one(repo) == _both(repo)
-    assert "bare" in str(_one(repo))
+    assert one_way(repo) == long_way(repo)
+    assert "bare" in str(one_way(repo))
 
 
 def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
