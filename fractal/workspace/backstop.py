@@ -89,20 +89,29 @@ def _whole(paths: Sequence[str]) -> bool:
     return any(p.strip("/") in ("", ".") for p in paths)
 
 
-def _candidates(worktree: Path, paths: Sequence[str], pending: PendingStatus | None,
-                early: bool = False) -> tuple[list[str], bool, bool]:
+def _trusted_early(answer: tuple[list[str], bool] | None, paths: Sequence[str]) -> bool:
+    """Whether a status started ahead may stand for one asked now. It cannot see a file
+    changed after it started, so only where that cannot matter: it lists changes over an
+    index matching HEAD and the whole worktree is staged (``add --all`` takes every late
+    change, and the late paths are then checked and, refused, undone exactly)."""
+    return answer is not None and _whole(paths) and answer[1] and bool(answer[0])
+
+
+def _candidates(worktree: Path, paths: Sequence[str], early: PendingStatus | None,
+                own: PendingStatus | None) -> tuple[list[str], bool, bool]:
     """The changed paths (artifacts aside) under ``paths``, plus what is staged already;
     whether the index matches HEAD (nothing staged, nothing unmerged: git was not asked
-    for either); and whether the answer is ``early``'s (see ``backstop_commit``).
-    ``pending``: the status started ahead, used unless it cannot be trusted."""
+    for either); and whether the answer is ``early``'s, the status the caller started
+    ahead (see ``backstop_commit``). ``own``: the status started at the backstop's entry,
+    used when the early one is not trusted (then git is asked only when neither can be)."""
     roots = [p.strip("/") for p in paths]
-    answer = pending.result() if pending is not None else None
-    if early and answer is not None and not (_whole(paths) and answer[1] and answer[0]):
-        # An early answer cannot see a file changed after it: it is used only where the
-        # whole worktree is staged (``add --all`` takes every late change) over an index
-        # matching HEAD (the late paths are then checked and, refused, undone exactly).
-        answer = None
-    used_early = early and answer is not None
+    answer = early.result() if early is not None else None
+    used_early = _trusted_early(answer, paths)
+    if used_early:
+        if own is not None:
+            own.cancel()  # the early answer won the race
+    else:
+        answer = own.result() if own is not None else None
     changed, index_clean = answer if answer is not None else worktree_status(worktree)
     if not _whole(paths):
         changed = [p for p in changed if covered(p, roots)]
@@ -122,8 +131,8 @@ def _capped(out: str) -> str:
 
 
 def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
-            pending: PendingStatus | None = None, early: bool = False) -> str | None:
-    candidates, index_clean, used_early = _candidates(worktree, paths, pending, early)
+            early: PendingStatus | None = None, own: PendingStatus | None = None) -> str | None:
+    candidates, index_clean, used_early = _candidates(worktree, paths, early, own)
     check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
@@ -173,14 +182,19 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     matched HEAD and ``paths`` is the whole worktree: ``add --all`` then stages every
     change there is at commit time, and a path it stages that the answer did not list is
     checked for conflict markers too (a refusal resets the index to ``HEAD``, as it was).
-    Otherwise git is asked again, so the commit holds what ``git status`` shows then.
+    Otherwise the status started at this call's entry answers (it runs beside the early
+    one until that one's answer is known), so the commit holds what ``git status`` shows
+    then.
     """
-    # The status starts first: its git process runs while the branch is checked and the
-    # turn is taken. Its answer is used only when no commit came in between (the index,
-    # HEAD and the branch ref are as they were when it started), else it is asked again.
-    early = pending is not None
-    if pending is None:
-        pending = start_worktree_status(worktree)
+    # A status of its own starts first: its git process runs while the branch is checked
+    # and the turn is taken, racing the early one when there is one (whose answer, when
+    # it may stand, wins and the other is ended). A status's answer is used only when no
+    # commit came in between (the index, HEAD and the branch ref are as they were when it
+    # started), else git is asked again.
+    early = pending
+    own = None
+    if early is None or not (early.answered() and _trusted_early(early.result(), paths)):
+        own = start_worktree_status(worktree)
     try:
         if branch is not None:
             head = current_branch(worktree)
@@ -193,7 +207,7 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
                                "work is still in the worktree)")
         with commit_turn(worktree):
             try:
-                return _commit(worktree, subject, body, paths, pending, early)
+                return _commit(worktree, subject, body, paths, early, own)
             except GitError:
                 notice = clear_index_lock(worktree)
                 if notice is None:
@@ -201,5 +215,6 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
                 log.warning("%s; retrying the backstop commit (stale git lock)", notice)
             return _commit(worktree, subject, body, paths)
     finally:
-        if pending is not None:
-            pending.discard()
+        for status in (early, own):
+            if status is not None:
+                status.discard()

@@ -128,13 +128,22 @@ def read_config(path: Path) -> dict[str, object]:
         raise ConfigError([f"{path} is not a regular file; restore it from git"],
                           source=str(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError([f"{path} does not exist; create the node or restore the file"],
                           source=str(path)) from None
     except OSError as exc:
         raise ConfigError([f"{path} cannot be read: {exc.strerror or exc}"],
                           source=str(path)) from None
+    return config_from_bytes(path, data)
+
+
+def config_from_bytes(path: Path, data: bytes) -> dict[str, object]:
+    """The JSON object ``data`` (the bytes of ``path``, a node's ``config.json``) holds.
+    Raises ConfigError (``source`` = the path) when it is not UTF-8, malformed JSON (the
+    message gives line and column) or not an object."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"],
                           source=str(path)) from None

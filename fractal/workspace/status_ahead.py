@@ -56,8 +56,20 @@ class PendingStatus:
             return None
         return parse_status(self._out)
 
+    def answered(self) -> bool:
+        """True once the git process has exited (``result`` then does not wait for it)."""
+        return self._done or self._proc.poll() is not None
+
     def discard(self) -> None:
         """Collect the git process when the answer is not wanted (it is never left behind)."""
+        self._finish()
+
+    def cancel(self) -> None:
+        """End the git process if it still runs, then collect it: its answer is not wanted.
+        (The status takes no lock and writes nothing, ``--no-optional-locks``: ending it
+        leaves the repository as it was.)"""
+        if not self._done and self._proc.poll() is None:
+            self._proc.kill()
         self._finish()
 
 

@@ -18,8 +18,8 @@ class Parses:
     def __init__(self) -> None:
         self.read: list[str] = []
 
-    def __call__(self, path: Path) -> str:
-        text = path.read_text(encoding="utf-8")
+    def __call__(self, path: Path, data: bytes | None) -> str:
+        text = path.read_text(encoding="utf-8") if data is None else data.decode("utf-8")
         self.read.append(text)
         if text.startswith("bad"):
             raise ValueError(text)
@@ -59,13 +59,50 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path, text: str, age: float) -
     assert parse.read == ["one", text]
 
 
-def test_a_file_changed_inside_the_racy_window_is_parsed_every_time(tmp_path: Path) -> None:
+def test_a_file_inside_the_racy_window_is_read_every_time_and_parsed_when_it_changed(
+        tmp_path: Path) -> None:
+    """A racy stamp proves nothing: the bytes are compared instead. The same bytes keep
+    the value; other bytes under the same stamp (a second write in one timestamp tick,
+    made here by putting the stamp back) are parsed again."""
     path, parse = tmp_path / "steps.md", Parses()
     path.write_text("fresh", encoding="utf-8")
-    changed = max(os.stat(path).st_mtime, os.stat(path).st_ctime)
+    st = os.stat(path)
+    changed = max(st.st_mtime, st.st_ctime)
     cache = FileCache(now=lambda: changed + RACY_S / 2)
     assert cache.get(path, parse) == cache.get(path, parse) == "fresh"
-    assert parse.read == ["fresh", "fresh"]
+    assert parse.read == ["fresh"]
+    path.write_text("fixed", encoding="utf-8")  # the same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cache.get(path, parse) == "fixed"
+    assert parse.read == ["fresh", "fixed"]
+
+
+def test_a_racy_entry_with_the_same_bytes_keeps_its_value_as_it_settles(tmp_path: Path) -> None:
+    path, parse = tmp_path / "config.json", Parses()
+    path.write_text("one", encoding="utf-8")
+    changed = max(os.stat(path).st_mtime, os.stat(path).st_ctime)
+    now = [changed]
+    cache = FileCache(now=lambda: now[0])
+    assert cache.get(path, parse) == "one"
+    now[0] = changed + RACY_S + 1
+    assert [cache.get(path, parse) for _ in range(2)] == ["one"] * 2
+    assert parse.read == ["one"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_special_file_in_place_of_a_cached_one_is_handed_to_the_parser(
+        tmp_path: Path, kind: str) -> None:
+    path, parse, cache = tmp_path / "config.json", Parses(), _cache()
+    _write(path, "one", age=60)
+    assert cache.get(path, parse) == "one"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    seen: list[bytes | None] = []
+    assert cache.get(path, lambda p, data: seen.append(data) or "refused") == "refused"
+    assert seen == [None]
 
 
 def test_a_failed_parse_is_not_kept(tmp_path: Path) -> None:
