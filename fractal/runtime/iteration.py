@@ -348,8 +348,9 @@ class IterationRunner(LoopPart):
         """Commit what is left; returns the failure (recorded as an event), or None."""
         state, paths = self.state, self.boot.paths
         subject = f"{paths.branch}: iteration {state.run_id}.{state.iteration} ({label})"
-        _sha, problem = backstop(paths.worktree, subject, body, self.reporter,
-                                 branch=paths.branch, pending=self.steps.ahead.take())
+        sha, problem = backstop(paths.worktree, subject, body, self.reporter,
+                                branch=paths.branch, pending=self.steps.ahead.take())
+        self.steps.ahead.backstop_found(sha is not None or problem is not None)
         if problem is not None:
             self.ledger.add_event(paths.branch, "commit", actor="loop", status="failed",
                                   metadata=clip_reason(problem), run_id=state.run_id,

@@ -6,6 +6,13 @@ iteration's last step; the launch of that step starts the status once its agent 
 and every leftover process was swept (``launch.run_attempt``), so git runs while the
 step's row is closed and its banner written, and the backstop takes the answer.
 
+It is a guess that the iteration left changes for the backstop (an agent that commits
+its own work, as the prompt asks, leaves none, and an early answer of "nothing changed"
+cannot stand: a file changed after it started would be missed, so the backstop asks git
+again). So it is made only while the last backstop found something to commit (and for
+the run's first iteration): a run whose iterations end clean pays one git process per
+boundary, not two.
+
 The answer is used only when nothing but the files could have moved it: it was started
 after the last agent of the iteration ended (a spawn voids it), at most FRESH_SECONDS
 before it is taken (a usage-window or approval wait in between voids it), and the
@@ -36,6 +43,7 @@ class StatusAhead:
         self.worktree = worktree  # None (or no clock): never starts a status
         self.clock = clock
         self.armed = False  # the attempts now running belong to the iteration's last step
+        self.worth = True  # the last backstop found changes (or none ran yet): guess again
         self._pending: PendingStatus | None = None
         self._started = 0.0
 
@@ -43,9 +51,15 @@ class StatusAhead:
         """Start (True) or stop (False) starting a status after each attempt's end."""
         self.armed = armed
 
+    def backstop_found(self, changes: bool) -> None:
+        """The backstop that closed the iteration found something to commit (``changes``:
+        it committed, or tried to) or not: whether the next iteration's guess is made."""
+        self.worth = changes
+
     def agent_gone(self) -> None:
-        """An armed attempt's agent and its leftovers are gone: start the status now."""
-        if not self.armed or self.worktree is None or self.clock is None:
+        """An armed attempt's agent and its leftovers are gone: start the status now (while
+        the last backstop found changes)."""
+        if not self.armed or not self.worth or self.worktree is None or self.clock is None:
             return
         self.discard()
         self._pending = start_worktree_status(self.worktree)

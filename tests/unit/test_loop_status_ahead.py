@@ -33,6 +33,19 @@ def test_an_armed_end_starts_the_status_and_the_backstop_may_take_it(repo: Path)
     assert ahead.take() is None  # taken once
 
 
+def test_the_status_is_started_ahead_only_while_the_last_backstop_found_changes(
+        repo: Path) -> None:
+    ahead = StatusAhead(repo, FakeClock())
+    ahead.arm()
+    ahead.backstop_found(False)  # an iteration that ended clean: no guess next time
+    ahead.agent_gone()
+    assert ahead.take() is None
+    ahead.backstop_found(True)
+    (repo / "left.txt").write_text("x\n")
+    ahead.agent_gone()
+    assert _answer(ahead) == ["left.txt"]
+
+
 def test_a_spawn_or_a_wait_voids_the_status_started_ahead(repo: Path) -> None:
     clock = FakeClock()
     ahead = StatusAhead(repo, clock)
@@ -98,3 +111,22 @@ def test_the_last_steps_files_are_in_the_backstop_every_iteration(
     assert t.status("every") == "completed"
     assert [c for c in _commits(t, "every") if "b.txt" in c[1]] == [
         (f"main.every: iteration 1.{n} (auto)", ["a.txt", "b.txt"]) for n in (1, 2, 3)]
+
+
+def test_a_change_after_clean_iterations_is_in_its_own_iterations_backstop(
+        loop_tree: LoopTree) -> None:
+    """Clean iterations stop the guess; the backstop's own status still sees the change
+    the third iteration's agent leaves."""
+    t = loop_tree
+    t.node("clean", {"01-A.md": "work"}, "--no-sync", "--max-iters", "3")
+    spawns: list[int] = []
+
+    def third_leaves_a_file(_call: object) -> None:
+        spawns.append(1)
+        if len(spawns) == 3:
+            (t.worktree("clean") / "left.txt").write_text("left by the third\n")
+    t.launcher.on_spawn.append(third_leaves_a_file)
+    t.run("clean")
+    assert t.status("clean") == "completed"
+    assert [c for c in _commits(t, "clean") if "iteration" in c[0]] == [
+        ("main.clean: iteration 1.3 (auto)", ["left.txt"])]
