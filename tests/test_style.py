@@ -397,9 +397,6 @@ OVER_THE_CAP = {
     # One step's life: every wait it can meet (gate, children, usage window, backoff)
     # shares the step's banner, SYNC and row bookkeeping.
     "fractal/runtime/steprunner.py": 470,
-    # The merge verb's one sequence (refusals, recovery of an interrupted merge, squash,
-    # hand-back, bookkeeping) under the target's commit turn reads top to bottom.
-    "fractal/lifecycle/merge.py": 420,
 }
 """Modules allowed past MAX_LINES, each with the reason and its own, tighter cap."""
 

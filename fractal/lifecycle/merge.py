@@ -4,7 +4,9 @@ back to the child.
 The target is ``--into``, else the child's ``base`` (config), else its dotted parent (the
 root branch for a top-level node); the merge happens in the target's worktree (the main
 checkout for the root). Who may merge and when it is refused are the pure rules of
-``domain.merging``; a refusal is recorded as a ``failed`` ``merge`` event on the child.
+``domain.merging``; a refusal is recorded as a ``failed`` ``merge`` event on the child,
+and a node's refused merge of its child into itself also where an operator looks later
+(``lifecycle.mergenotes``: its agent met it inside a step, which goes on).
 
 In order, holding the target worktree's commit turn (so no commit or backstop runs there
 meanwhile): finish or roll back a merge into the same target that was interrupted (its
@@ -12,24 +14,18 @@ meanwhile): finish or roll back a merge into the same target that was interrupte
 (``workspace.merge.plan_squash``); on a conflict, record it and either exit 1 listing the
 files (the target was never touched) or, with ``hand_back``, merge the target's tip into
 the child's worktree leaving the markers there, write the hand-back note and re-arm the
-child with ``start --continue``; otherwise write the squash commit, book the ``merges``
-row ``active``, fast-forward the target to it, settle the row ``merged`` once the target's
-branch contains it, record the ``merge`` event and advance the child's merge base so a
-later merge brings only new work. An interruption at any point leaves the target either
+child with ``start --continue`` (``lifecycle.mergeconflict``); otherwise write the squash
+commit, book the ``merges`` row ``active``, fast-forward the target to it, settle the row
+``merged`` once the target's branch contains it, record the ``merge`` event and advance
+the child's merge base so a later merge brings only new work. An interruption at any point leaves the target either
 untouched or fully merged; the next merge into it settles the row.
 """
 
-# Over 400 lines: the one verb's sequence (refusals, squash, hand-back, recovery) stays in
-# one module so its order reads top to bottom.
-
 from __future__ import annotations
 
-import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import Operation
 from fractal.domain.merging import (
     BODY_SUBJECTS,
     MergeFacts,
@@ -37,22 +33,23 @@ from fractal.domain.merging import (
     merge_body,
     merge_refusal,
     merge_subject,
-    unresolved_hand_back,
 )
 from fractal.domain.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergetarget import landed_merge, merge_target, resolve_child
-from fractal.lifecycle.radio import notify_handed_back, notify_merged
+from fractal.lifecycle.mergeconflict import on_conflict
+from fractal.lifecycle.mergenotes import notify, record_refusal
+from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix, resolve_child
+from fractal.lifecycle.radio import notify_merged
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
 from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
-from fractal.workspace.conflict_guard import marker_files, operation_in_progress, unmerged_paths
-from fractal.workspace.handback import HandBack, clear_note, read_note, write_note
+from fractal.workspace.conflict_guard import operation_in_progress, unmerged_paths
+from fractal.workspace.handback import clear_note, read_note
 from fractal.workspace.nodedir import read_config
 
 __all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean"]
@@ -99,10 +96,6 @@ def _target_worktree(tree: Tree, target: str) -> Path:
     return found
 
 
-def _own_dir_prefix(target: str) -> str:
-    return f".fractal/{target}/"
-
-
 def _facts(ctx: Context, child: str, target: str, target_wt: Path,
            force: bool) -> MergeFacts:
     tree, ledger = ctx.tree, ctx.ledger
@@ -114,7 +107,7 @@ def _facts(ctx: Context, child: str, target: str, target_wt: Path,
         waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
         gate = waiting[-1].step_name if waiting else None
     dirty = [p for p in git.tracked_changes(target_wt)
-             if not p.startswith(_own_dir_prefix(target))]
+             if not p.startswith(own_dir_prefix(target))]
     operation = operation_in_progress(target_wt)
     return MergeFacts(
         child=child, target=target, child_status=row.status if row else "unregistered",
@@ -167,13 +160,20 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     caller, actor = ctx.acting, ctx.actor
     target = merge_target(tree, child, into)
 
+    authorised = False  # past the authority check, a node's refused merge (its agent's, in
+    # a step that goes on) is also recorded where an operator looks (``mergenotes``)
+
     def refuse(why: str) -> Refused:
-        return ctx.refuse("merge", child, why, limit=REASON_LIMIT)
+        refused = ctx.refuse("merge", child, why, limit=REASON_LIMIT)
+        if authorised and not ctx.is_operator:
+            record_refusal(ctx, child, target, why)
+        return refused
 
     why = authorisation_refusal(caller=caller, root=tree.root, child=child,
                                 child_parent=parent_of(child), target=target)
     if why is not None:
         raise refuse(why)
+    authorised = True
     if target == child or target.startswith(child + "."):
         raise refuse(f"{child} cannot be merged into {target}, which is itself or one of its "
                      "own descendants")
@@ -189,8 +189,8 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         plan = gitmerge.plan_squash(target_wt, child, target,
                                     landed_merge(tree, child, target))
         if plan.conflicts:
-            return _conflict(ctx, book, child, target, plan, actor, hand_back,
-                             notices, refuse)
+            return on_conflict(ctx, book, child, target, plan, actor, hand_back,
+                               notices, refuse)
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
                            "work")
@@ -220,8 +220,8 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         notices.extend(_settle(tree, book, ledger, merge_id, child, target, plan.child_sha,
                                squash, len(plan.files), actor))
     notices.extend(_left_behind(tree, child))
-    _notify(notices, lambda: notify_merged(tree, child, target, squash,
-                                           f"{len(plan.files)} file(s)"))
+    notify(notices, lambda: notify_merged(tree, child, target, squash,
+                                          f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
 
@@ -231,20 +231,11 @@ def _left_behind(tree: Tree, child: str) -> list[str]:
     node directory aside), which no merge brings: empty when none or no worktree."""
     child_wt = tree.node(child).worktree
     left = [p for p in git.changed_paths(child_wt)
-            if not p.startswith(_own_dir_prefix(child))] if child_wt.is_dir() else []
+            if not p.startswith(own_dir_prefix(child))] if child_wt.is_dir() else []
     if not left:
         return []
     return [f"{child} has {len(left)} uncommitted file(s) that did not travel "
             f"({', '.join(left[:5])}); commit them there and merge again"]
-
-
-def _notify(notices: list[str], post: Callable[[], str]) -> None:
-    """Post a merge or hand-back notice to the child's outbox; a notice that cannot be
-    posted is reported in ``notices``, never fatal (the merge itself is recorded)."""
-    try:
-        post()
-    except FractalError as exc:
-        notices.append(f"could not post the radio notice: {exc}")
 
 
 def _settle(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: str,
@@ -298,97 +289,6 @@ def _recover(tree: Tree, book: MergeBook, ledger: Ledger, target: str,
         notices.append(f"an interrupted merge of {row.child} into {target} was rolled back "
                        f"({len(restored)} file(s) restored)")
     return notices
-
-
-def _conflict(ctx: Context, book: MergeBook, child: str, target: str,
-              plan: gitmerge.SquashPlan, actor: str, hand_back: bool,
-              notices: list[str], refuse: Callable[[str], Refused]) -> MergeResult:
-    tree, ledger = ctx.tree, ctx.ledger
-    files = plan.conflicts
-    shown = ", ".join(files)
-    child_wt = tree.node(child).worktree
-    pending = (child_wt.is_dir() and operation_in_progress(child_wt) is Operation.MERGE
-               and read_note(tree.node(child).node_dir) is not None)
-    if not hand_back:
-        reason = clip_reason(f"conflict in {shown}")
-        book.book_merge(child=child, target=target, child_sha=plan.child_sha,
-                        target_sha=plan.target_sha, squash_sha=None, files=None, actor=actor,
-                        status="failed", reason=reason)
-        ledger.add_event(child, "merge", actor=actor, status="failed", metadata=reason)
-        listed = "\n  ".join(files)
-        way = unresolved_hand_back(child, target, str(child_wt)) if pending else (
-            f"Resolve it in the child: `fractal node merge {child} --hand-back` hands the "
-            f"conflict to {child}'s loop")
-        raise MergeConflict(f"{child} conflicts with {target} in {len(files)} file(s); "
-                            f"{target} is unchanged:\n  {listed}\n{way}", files)
-    if not child_wt.is_dir():
-        raise refuse(f"{child} has no worktree to resolve the conflict in; restore it first")
-    if pending:
-        raise refuse(unresolved_hand_back(child, target, str(child_wt)))
-    if operation_in_progress(child_wt) is Operation.MERGE:
-        raise refuse(f"{child}'s worktree already has a merge in progress; let it conclude "
-                      "it (or `git merge --abort` there) and merge again")
-    dirty = [p for p in git.changed_paths(child_wt)
-             if not p.startswith(_own_dir_prefix(child))]
-    if dirty:
-        marked = marker_files(child_wt, dirty)
-        if marked:  # an interrupted hand-back's files: committing them would keep markers
-            raise refuse(f"{child}'s worktree has uncommitted files holding conflict markers "
-                         f"({', '.join(marked[:10])}), as an interrupted hand-back leaves "
-                         f"them; drop them there with `git checkout -- {shlex.join(marked[:10])}` "
-                         "(or resolve and commit them), then merge again")
-        raise refuse(f"{child}'s worktree has uncommitted changes ({', '.join(dirty[:10])}); "
-                      "commit them there before handing a conflict back")
-    left = gitmerge.hand_back_merge(
-        child_wt, plan.target_sha, f"{child}: merge {target} ({plan.target_sha[:10]}) to "
-        "resolve the conflict", base=plan.base)
-    note = HandBack(target, plan.target_sha, tuple(left or files))
-    write_note(tree.node(child).node_dir, note)
-    reason = clip_reason(f"conflict in {shown}; handed back to {child}")
-    book.book_merge(child=child, target=target, child_sha=plan.child_sha,
-                    target_sha=plan.target_sha, squash_sha=None, files=None, actor=actor,
-                    status="failed", reason=reason)
-    ledger.add_event(child, "merge", actor=actor, status="failed", metadata=reason)
-    _notify(notices, lambda: notify_handed_back(tree, child, target, plan.target_sha,
-                                                f"conflict in {shown}"))
-    rearmed = False
-    ending = _ending(tree, parent_of(child))
-    if ending is not None:  # like its siblings, it gets no new run while its parent ends
-        notices.append(f"the conflict waits in {child_wt}; {child} was not re-armed: its "
-                       f"parent's run is ending ({ending} pending); start it with "
-                       f"`fractal node start {child} --continue`")
-        return MergeResult(child, target, "handed-back", conflicts=note.files,
-                           rearmed=False, notices=tuple(notices))
-    try:
-        from fractal.lifecycle.start import start_node
-
-        start_node(ctx, child, continue_mode=True)
-        rearmed = True
-    except FractalError as exc:
-        notices.append(f"the conflict waits in {child_wt}, but {child} could not be re-armed: "
-                       f"{exc}; {_rearm_hint(ctx.ledger, child)}")
-    return MergeResult(child, target, "handed-back", conflicts=note.files, rearmed=rearmed,
-                       notices=tuple(notices))
-
-
-def _rearm_hint(ledger: Ledger, child: str) -> str:
-    """The command that gives ``child`` a run to resolve a handed-back conflict in: a
-    node that never ran is started, a parked one resumed, a settled one continued."""
-    row = ledger.node(child)
-    verb = {Status.IDLE: "start", Status.PAUSED: "resume"}.get(row.status) if row else None
-    command = f"{verb} {child}" if verb else f"start {child} --continue"
-    return f"run `fractal node {command}`"
-
-
-def _ending(tree: Tree, parent: str | None) -> str | None:
-    """The stop, finish or kill pending on ``parent``'s open run (its run is ending and
-    its children are being wound down with it), or None."""
-    from fractal.store import reader
-
-    if parent is None or parent == tree.root:
-        return None
-    pending = reader.pending_signals(tree.db_path, parent)
-    return next((s for s in ("kill", "stop", "finish") if s in pending), None)
 
 
 def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
     from fractal.workspace.merge import LandedMerge
 
-__all__ = ["landed_merge", "merge_target", "resolve_child"]
+__all__ = ["landed_merge", "merge_target", "own_dir_prefix", "resolve_child"]
 
 
 def resolve_child(ctx: Context, name: str | None) -> str:
@@ -27,6 +27,12 @@ def resolve_child(ctx: Context, name: str | None) -> str:
     if branch == ctx.tree.root:
         raise FractalError(f"{branch} is the tree's root; name a node to merge into it")
     return branch
+
+
+def own_dir_prefix(node: str) -> str:
+    """``.fractal/<node>/``: the prefix of ``node``'s own directory in its worktree, whose
+    changes neither block a merge into it nor travel."""
+    return f".fractal/{node}/"
 
 
 def merge_target(tree: Tree, child: str, into: str | None) -> str:

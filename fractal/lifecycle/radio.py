@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from fractal.store.outbox import Outbox
 
 __all__ = ["Actor", "feed", "message_dict", "messages", "notify_handed_back", "notify_merged",
-           "post", "read", "reply", "save", "send", "sent", "thread", "unsend"]
+           "notify_refused", "post", "read", "reply", "save", "send", "sent", "thread", "unsend"]
 
 _SUBJECT_MAX = 120  # characters of a post's first line used as its subject
 
@@ -305,4 +305,13 @@ def notify_handed_back(tree: Tree, child: str, parent: str, sha: str | None,
     from fractal.store.outbox import Outbox
 
     subject, body = merge_notice("handed back", child, parent, sha, detail)
+    return Outbox(tree.db_path).post_notice(child, subject, body)
+
+
+def notify_refused(tree: Tree, child: str, into: str, why: str) -> str:
+    """Post ``<child> not merged into <into>: refused`` (``why`` as the body) to
+    ``child``'s outbox; return the notice's id. Raises StoreError."""
+    from fractal.store.outbox import Outbox
+
+    subject, body = merge_notice("refused", child, into, None, why)
     return Outbox(tree.db_path).post_notice(child, subject, body)

@@ -4,6 +4,8 @@ hand-back, and ``node diff`` / ``node conflicts``."""
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import subprocess
 from dataclasses import dataclass
@@ -499,3 +501,43 @@ def test_diff_shows_the_uncommitted_work_at_a_gate_labelled(setup: Setup) -> Non
     git(wt, "commit", "-q", "-m", "more")
     both = node_diff(open_context(setup.repo), "a", stat=True).text
     assert both.index("calc/more.py") < both.index("# uncommitted") < both.index("g2.txt")
+
+
+def test_a_leads_refused_merge_is_recorded_where_the_operator_looks(setup: Setup) -> None:
+    """The lead's agent merges its child from inside a step while the lead's worktree has
+    uncommitted changes: refused, and the refusal is in the merges table (the inbox's
+    merge item), the lead's own activity and the feed, not only in the pane."""
+    init_node(open_context(setup.wt("a")), "c", {})
+    setup.write(setup.tree.worktree_of("main.a.c"), "calc/c.py", "c = 1\n", "c")
+    (setup.repo / "README.md").write_text("dirty\n")  # the operator's refusal: printed only
+    with pytest.raises(Refused, match="uncommitted changes"):
+        merge_node(open_context(setup.repo), "main.a")
+    git(setup.repo, "checkout", "--", "README.md")
+    assert setup.rows() == []
+    setup.set_status("main.a", "active")
+    (setup.wt("a") / "calc" / "ops.py").write_text("half done\n")
+    loop = {"_NODE": str(setup.tree.node("main.a").node_dir)}
+    with pytest.raises(Refused, match="main.a's worktree has uncommitted changes"):
+        merge_node(open_context(setup.wt("a"), loop), "c")
+    child, target, status, files, actor, reason, squash = setup.rows()[-1]
+    assert (child, target, status, files, actor, squash) == (
+        "main.a.c", "main.a", "failed", None, "main.a", None)
+    assert str(reason).startswith("refused: main.a's worktree has uncommitted changes")
+    assert setup.events("main.a")[-1][:2] == ("failed", "main.a")
+    assert str(setup.events("main.a")[-1][2]).startswith(
+        "refused: merge of main.a.c: main.a's worktree has uncommitted changes")
+    env = {k: v for k, v in os.environ.items() if k != "_NODE"}
+    activity = json.loads(run_cli(["node", "activity", "a", "--json"], setup.repo, env).stdout)
+    assert any(r["event"] == "merge" and r["status"] == "failed" and "main.a.c" in r["reason"]
+               for r in activity)
+    items = json.loads(run_cli(["inbox", "--json"], setup.repo, env).stdout)
+    merge = [i for i in items if i["kind"] == "merge"]
+    assert [(i["node"], i["command"]) for i in merge] == [
+        ("main.a.c", "fractal node merge main.a.c")]
+    assert "did not land: refused: main.a's worktree" in str(merge[0]["summary"])
+    feed = json.loads(run_cli(["radio", "feed", "--json"], setup.repo, env).stdout)
+    assert [(r["subject"], r["data"]) for r in feed][0][0] == \
+        "main.a.c not merged into main.a: refused"
+    assert "main.a's worktree has uncommitted changes" in str(feed[0]["data"])
+    # the step that ran the merge is the agent's: nothing about its run changed
+    assert Ledger(setup.tree.db_path).node("main.a").status == "active"
