@@ -18,6 +18,7 @@ from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.store.rows import ActivityRow
+from fractal.tree import parent_of
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,24 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
     clash = children_conflict_detail(tree, branch)  # `2 children conflict (calc/ops.py)`
     if clash:
         detail = f"{detail}; {clash}" if detail else clash
+    refused = _refused(tree.db_path, branch)  # `merge of div refused (...)`
+    if refused:
+        detail = f"{detail}; {refused}" if detail else refused
     return NodeStatus(branch, status, detail)
+
+
+def _refused(db_path: Path, branch: str) -> str:
+    """``merge of div refused (`fractal inbox` says why)`` when the newest merge of a
+    node into ``branch`` was refused (its agent's, inside a step); empty when none was.
+    A direct child is named by its last segment."""
+    from fractal.store import reader
+
+    children = [c.removeprefix(branch + ".") if parent_of(c) == branch else c
+                for c, _ in reader.refused_merges(db_path, branch)]
+    if not children:
+        return ""
+    noun = "merge of" if len(children) == 1 else "merges of"
+    return f"{noun} {', '.join(children)} refused (`fractal inbox` says why)"
 
 
 def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:

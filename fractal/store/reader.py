@@ -22,7 +22,7 @@ from fractal.store.schema import HEAD_REVISION
 
 __all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval", "last_run",
            "node_row", "node_rows",
-           "open_steps", "pending_signals"]
+           "open_steps", "pending_signals", "refused_merges"]
 
 READ_BUSY_TIMEOUT_S = 2.0
 """How long a read waits on a lock (s); WAL readers rarely wait at all."""
@@ -199,3 +199,19 @@ def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:
             "SELECT * FROM steps WHERE node = ? AND approved = '' AND ended_at IS NULL "
             "AND metadata LIKE ? ORDER BY step_id", (node, f"%{AWAITING_APPROVAL}%")).fetchall()
     return [build(StepRow, row) for row in rows]
+
+
+def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
+    """``(child, reason)`` of each child whose newest merge into ``target`` is a refusal
+    (a ``failed`` ``merges`` row whose reason starts ``refused:``, as a node's refused
+    merge of its child into itself books it), by child; none on a database from before
+    the ``merges`` table."""
+    with _connect(db_path) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT child, metadata FROM merges WHERE merge_id IN (SELECT MAX(merge_id) "
+                "FROM merges WHERE target = ? GROUP BY child) AND status = 'failed' AND "
+                "metadata LIKE 'refused:%' ORDER BY child", (target,)).fetchall()
+        except sqlite3.OperationalError:
+            return []
+    return [(str(row[0]), str(row[1])) for row in rows]

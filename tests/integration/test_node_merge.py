@@ -517,7 +517,7 @@ def test_a_leads_refused_merge_is_recorded_where_the_operator_looks(setup: Setup
     setup.set_status("main.a", "active")
     (setup.wt("a") / "calc" / "ops.py").write_text("half done\n")
     loop = {"_NODE": str(setup.tree.node("main.a").node_dir)}
-    with pytest.raises(Refused, match="main.a's worktree has uncommitted changes"):
+    with pytest.raises(Refused, match=r"main\.a's worktree has uncommitted changes"):
         merge_node(open_context(setup.wt("a"), loop), "c")
     child, target, status, files, actor, reason, squash = setup.rows()[-1]
     assert (child, target, status, files, actor, squash) == (
@@ -536,8 +536,14 @@ def test_a_leads_refused_merge_is_recorded_where_the_operator_looks(setup: Setup
         ("main.a.c", "fractal node merge main.a.c")]
     assert "did not land: refused: main.a's worktree" in str(merge[0]["summary"])
     feed = json.loads(run_cli(["radio", "feed", "--json"], setup.repo, env).stdout)
-    assert [(r["subject"], r["data"]) for r in feed][0][0] == \
-        "main.a.c not merged into main.a: refused"
+    assert feed[0]["subject"] == "main.a.c not merged into main.a: refused"
     assert "main.a's worktree has uncommitted changes" in str(feed[0]["data"])
+    status = run_cli(["node", "status", "a"], setup.repo, env).stdout
+    assert "merge of c refused (`fractal inbox` says why)" in status
     # the step that ran the merge is the agent's: nothing about its run changed
     assert Ledger(setup.tree.db_path).node("main.a").status == "active"
+    git(setup.wt("a"), "checkout", "--", "calc/ops.py")
+    assert merge_node(open_context(setup.wt("a"), loop), "c").status == "merged"
+    assert "refused" not in run_cli(["node", "status", "a"], setup.repo, env).stdout
+    items = json.loads(run_cli(["inbox", "--json"], setup.repo, env).stdout)
+    assert [i for i in items if i["kind"] == "merge"] == []
