@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from fractal.cli.context import verb_context
 from fractal.cli.format import output_format, render_rows
-
-if TYPE_CHECKING:
-    from fractal.lifecycle.conflicts import ConflictReport
 
 PATH_OPTION = click.option(
     "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
@@ -72,15 +68,6 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
         click.echo(result.text)
 
 
-def _merged_children(known: list[str], report: ConflictReport) -> list[str]:
-    """The registered direct children of the report's node that no pair names: those
-    whose target already holds all of their work (the report leaves them out)."""
-    from fractal.tree import parent_of
-
-    named = {p.left for p in report.pairs} | {p.right for p in report.pairs}
-    return sorted(b for b in known if parent_of(b) == report.node and b not in named)
-
-
 @click.command("conflicts")
 @click.argument("node", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -91,8 +78,7 @@ def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> 
     from fractal.lifecycle.conflicts import node_conflicts
 
     fmt = output_format(as_json, as_csv)
-    ctx = verb_context(path)
-    report = node_conflicts(ctx, node)
+    report = node_conflicts(verb_context(path), node)
     rows = [{"left": p.left, "right": p.right, "conflicts": p.conflicts,
              "files": ", ".join(p.files)} for p in report.pairs]
     if as_json:
@@ -100,13 +86,11 @@ def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> 
             {"left": p.left, "right": p.right, "conflicts": p.conflicts,
              "files": list(p.files)} for p in report.pairs]}, indent=2))
         return
-    skipped = _merged_children(ctx.known(), report)
-    if not rows and not skipped:
+    if not rows and not report.skipped:
         click.echo(f"{report.node} has no children to compare", err=True)
-    elif skipped:
-        count = f"{len(skipped)} child" if len(skipped) == 1 else f"{len(skipped)} children"
-        what = "every child" if not rows else count
-        click.echo(f"notice: {what} of {report.node} skipped, already merged (nothing of "
-                   f"{'it' if len(skipped) == 1 else 'them'} left to collide): "
-                   + ", ".join(b.rsplit('.', 1)[-1] for b in skipped), err=True)
+    elif report.skipped:
+        from fractal.domain.conflicts import skipped_notice
+
+        click.echo("notice: " + skipped_notice(report.node, report.skipped,
+                                               compared=bool(rows)), err=True)
     click.echo(render_rows(rows, ["left", "right", "conflicts", "files"], fmt=fmt))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 __all__ = [
     "BINARY_PROBE",
     "REASON_CAP",
+    "SKIPPED",
     "ConflictPair",
     "MergeTree",
     "Operation",
@@ -25,6 +26,7 @@ __all__ = [
     "is_binary",
     "operation_reason",
     "parse_merge_tree",
+    "skipped_notice",
 ]
 
 BINARY_PROBE = 8000
@@ -168,3 +170,25 @@ class ConflictPair:
     @property
     def conflicts(self) -> bool:
         return bool(self.files)
+
+
+SKIPPED = {"merged": "already merged", "nothing": "no work to merge", "branch": "no branch"}
+"""Why ``node conflicts`` leaves a child out, by key: its target holds all of its work and
+a merge of it landed (``merged``); its target holds all of its work and no merge of it ever
+landed (``nothing``: it never committed anything that travels); its branch is gone."""
+
+
+def skipped_notice(node: str, skipped: Sequence[tuple[str, str]], *, compared: bool) -> str:
+    """The notice naming the children of ``node`` that ``node conflicts`` left out, each
+    ``(branch, key)`` with a key of SKIPPED, grouped by why and named by their last segment:
+    ``every child of main skipped, nothing of them left to collide (no work to merge: a1,
+    a2; already merged: b)``; ``compared`` False when no child was compared at all. Empty
+    when none was left out."""
+    if not skipped:
+        return ""
+    one = len(skipped) == 1
+    count = "1 child" if one else f"{len(skipped)} children"
+    groups = [f"{label}: " + ", ".join(b.rsplit(".", 1)[-1] for b, k in skipped if k == key)
+              for key, label in SKIPPED.items() if any(k == key for _b, k in skipped)]
+    return (f"{count if compared else 'every child'} of {node} skipped, nothing of "
+            f"{'it' if one else 'them'} left to collide ({'; '.join(groups)})")

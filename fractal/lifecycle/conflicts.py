@@ -28,11 +28,14 @@ __all__ = ["ConflictReport", "children_conflict_detail", "node_conflicts", "pair
 @dataclass(frozen=True)
 class ConflictReport:
     """The pairs compared for ``node`` (children against targets first, then siblings)
-    and the milliseconds each comparison took, in the same order."""
+    and the milliseconds each comparison took, in the same order; ``skipped``, the
+    registered children left out, ``(branch, key)`` by branch with a key of
+    ``domain.conflicts.SKIPPED`` (``merged``, ``nothing``, ``branch``)."""
 
     node: str
     pairs: tuple[ConflictPair, ...]
     elapsed_ms: tuple[float, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 def _children(tree: Tree, node: str) -> list[str]:
@@ -42,11 +45,14 @@ def _children(tree: Tree, node: str) -> list[str]:
                   if parent_of(row.node) == node and git.branch_exists(tree.repo, row.node))
 
 
-def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
+def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True,
+                   left_out: dict[str, str] | None = None
                    ) -> tuple[list[ConflictPair], list[float]]:
     """Compare each child with its target's tip (and, with ``siblings``, each pair of the
     children that still have work to bring). A child whose target already holds all of
-    its work (merged, nothing since) is left out: it can no longer collide with anyone."""
+    its work is left out: it can no longer collide with anyone; ``left_out`` receives it
+    as ``merged`` (a merge of it into that target landed) or ``nothing`` (none did: it
+    never committed anything that travels)."""
     if not children:
         return [], []
     # The merge machinery loads here, not with the module: ``node status`` reaches this
@@ -75,11 +81,13 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
             continue
         started = time.perf_counter()
         try:
-            plan = gitmerge.plan_squash(tree.repo, child, target,
-                                        landed_merge(tree, child, target))
+            landed = landed_merge(tree, child, target)
+            plan = gitmerge.plan_squash(tree.repo, child, target, landed)
             files = plan.conflicts
-            if not files and not plan.files:
-                continue  # merged already: nothing of it is left to collide
+            if not files and not plan.files:  # nothing of it is left to collide
+                if left_out is not None:
+                    left_out[child] = "merged" if landed is not None else "nothing"
+                continue
         except FractalError:
             files = ("(git could not merge these branches)",)
         took.append((time.perf_counter() - started) * 1000.0)
@@ -94,10 +102,15 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True
 def node_conflicts(ctx: Context, name: str | None) -> ConflictReport:
     """The conflict report for ``name`` (default: the caller's node; the root's children
     at the root). Raises Refused, NodeNotFound."""
+    from fractal.store import reader
+
     tree, node = ctx.tree, ctx.subtree(name)
     ctx.authorize("conflicts", node)
-    pairs, took = pair_conflicts(tree, _children(tree, node))
-    return ConflictReport(node, tuple(pairs), tuple(took))
+    children = _children(tree, node)
+    left_out = {row.node: "branch" for row in reader.node_rows(tree.db_path)
+                if parent_of(row.node) == node and row.node not in children}
+    pairs, took = pair_conflicts(tree, children, left_out=left_out)
+    return ConflictReport(node, tuple(pairs), tuple(took), tuple(sorted(left_out.items())))
 
 
 def children_conflict_detail(tree: Tree, node: str) -> str:

@@ -116,11 +116,11 @@ def test_a_paused_item_shows_the_reason_the_pause_was_given(repo: Path) -> None:
     assert isinstance(details, dict) and details["reason"] == "parked during PREPARE"
 
 
-def test_conflicts_says_how_many_children_it_skipped_as_merged(repo: Path) -> None:
+def test_conflicts_says_how_many_children_it_skipped_and_why(repo: Path) -> None:
     out = _fractal(repo, "node", "conflicts")
     assert out.returncode == 0, out.stderr
-    assert ("notice: every child of main skipped, already merged (nothing of them left to "
-            "collide): a1, a2") in out.stderr
+    assert ("notice: every child of main skipped, nothing of them left to collide (no work "
+            "to merge: a1, a2)") in out.stderr  # never merged: not "already merged"
     assert "has no children" not in out.stderr
     a1 = repo / ".worktrees" / "main.a1"
     (a1 / "work.txt").write_text("a1\n")
@@ -129,10 +129,14 @@ def test_conflicts_says_how_many_children_it_skipped_as_merged(repo: Path) -> No
     out = _fractal(repo, "node", "conflicts")
     assert out.returncode == 0, out.stderr
     assert "main.a1,main,False" in out.stdout
-    assert "notice: 1 child of main skipped, already merged (nothing of it left to " \
-        "collide): a2" in out.stderr
+    assert "notice: 1 child of main skipped, nothing of it left to collide (no work to " \
+        "merge: a2)" in out.stderr
     leaf = _fractal(repo, "node", "conflicts", "a1.x")
     assert leaf.returncode == 0 and "main.a1.x has no children to compare" in leaf.stderr
+    assert _fractal(repo, "node", "merge", "a1").returncode == 0
+    out = _fractal(repo, "node", "conflicts")
+    assert ("notice: every child of main skipped, nothing of them left to collide (already "
+            "merged: a1; no work to merge: a2)") in out.stderr
 
 
 def test_an_exited_item_goes_once_the_nodes_work_is_merged(repo: Path) -> None:

@@ -10,6 +10,7 @@ from fractal.domain.conflicts import (
     conflict_reason,
     has_conflict_markers,
     parse_merge_tree,
+    skipped_notice,
 )
 
 HUNK = b"a\n<<<<<<< HEAD\nx = 1\n=======\nx = 2\n>>>>>>> main.lead\nb\n"
@@ -65,3 +66,19 @@ def test_parse_merge_tree_without_a_tree_is_an_error() -> None:
 def test_conflict_pair() -> None:
     assert ConflictPair("a", "b", ("f",)).conflicts
     assert not ConflictPair("a", "b").conflicts
+
+
+@pytest.mark.parametrize(("skipped", "compared", "expected"), [
+    ((), True, ""),
+    ((("main.a", "nothing"),), False,
+     "every child of main skipped, nothing of it left to collide (no work to merge: a)"),
+    ((("main.a", "merged"), ("main.b", "nothing")), True,
+     "2 children of main skipped, nothing of them left to collide (already merged: a; "
+     "no work to merge: b)"),
+    ((("main.a", "branch"), ("main.b", "merged"), ("main.c", "merged")), True,
+     "3 children of main skipped, nothing of them left to collide (already merged: b, c; "
+     "no branch: a)"),
+])
+def test_skipped_notice_says_why_each_child_was_left_out(
+        skipped: tuple[tuple[str, str], ...], compared: bool, expected: str) -> None:
+    assert skipped_notice("main", skipped, compared=compared) == expected
