@@ -219,13 +219,14 @@ def merge_notice(kind: str, child: str, into: str, sha: str | None,
                  detail: str = "") -> tuple[str, str]:
     """``(subject, body)`` of a merge notice; ``detail`` (a diffstat, a summary, a reason)
     is the body. By ``kind``: ``merged``, ``<child> merged into <into> (<short sha>)``;
-    ``handed back``, ``<child> handed back into <into> (<short sha>)``; ``refused``,
-    ``<child> not merged into <into>: refused``. Raises ValueError for another ``kind``."""
+    ``handed back``, ``<into> handed a conflict back to <child> (<short sha>)`` (``sha``
+    the tip of ``into`` the child received); ``refused``, ``<child> not merged into
+    <into>: refused``. Raises ValueError for another ``kind``."""
     short = f" ({sha[:10]})" if sha else ""
     if kind == "merged":
         return f"{child} merged into {into}{short}", detail.strip()
     if kind == "handed back":
-        return f"{child} handed back into {into}{short}", detail.strip()
+        return f"{into} handed a conflict back to {child}{short}", detail.strip()
     if kind == "refused":
         return f"{child} not merged into {into}: refused", detail.strip()
     raise ValueError(f"unknown merge notice kind {kind!r}: merged, handed back or refused")

@@ -300,8 +300,9 @@ def notify_merged(tree: Tree, child: str, into: str, sha: str | None,
 
 def notify_handed_back(tree: Tree, child: str, parent: str, sha: str | None,
                        detail: str = "") -> str:
-    """Post ``<child> handed back into <parent> (<sha>)`` (``detail`` as the body) to
-    ``child``'s outbox; return the notice's id. Raises StoreError."""
+    """Post ``<parent> handed a conflict back to <child> (<sha>)`` (``detail`` as the
+    body; ``sha`` the tip of ``parent`` the child received) to ``child``'s outbox; return
+    the notice's id. Raises StoreError."""
     from fractal.store.outbox import Outbox
 
     subject, body = merge_notice("handed back", child, parent, sha, detail)

@@ -178,7 +178,7 @@ def test_hand_back_then_a_clean_re_merge(setup: Setup) -> None:
     finally:
         con.close()
     assert [s.split(" (")[0] for s in subjects[-2:]] == [
-        "main.a handed back into main", "main.a merged into main"], subjects
+        "main handed a conflict back to main.a", "main.a merged into main"], subjects
 
 
 def test_a_hand_back_over_marker_files_left_uncommitted_says_to_drop_them(setup: Setup) -> None:

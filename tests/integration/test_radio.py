@@ -198,7 +198,8 @@ def test_merge_and_hand_back_notices_reach_the_parents_feed(nodes: Nodes) -> Non
     assert _subjects(radio.feed(open_context(nodes.lead), node=None, limit=None, since=None)) == \
         ["main.lead.div merged into main.lead (abcdef0123)"]
     assert _subjects(radio.feed(open_context(nodes.root), node=None, limit=None, since=None)) == [
-        "main.lead handed back into main", "main.lead.div merged into main.lead (abcdef0123)"]
+        "main handed a conflict back to main.lead",
+        "main.lead.div merged into main.lead (abcdef0123)"]
 
 
 def test_run_end_notice_carries_the_spend(nodes: Nodes) -> None:

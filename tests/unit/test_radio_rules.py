@@ -176,4 +176,10 @@ def test_merge_notice() -> None:
     assert merge_notice("merged", "main.a", "main", "0123456789abcdef", "stat") == (
         "main.a merged into main (0123456789)", "stat")
     assert merge_notice("handed back", "main.a", "main", None) == (
-        "main.a handed back into main", "")
+        "main handed a conflict back to main.a", "")  # the parent hands, the child receives
+    assert merge_notice("handed back", "main.a", "main", "0123456789abcdef", "x") == (
+        "main handed a conflict back to main.a (0123456789)", "x")
+    assert merge_notice("refused", "main.a", "main", None, " dirty \n") == (
+        "main.a not merged into main: refused", "dirty")
+    with pytest.raises(ValueError, match="unknown merge notice kind"):
+        merge_notice("landed", "main.a", "main", None)
