@@ -186,8 +186,8 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     book = MergeBook(tree.db_path)
     with commit_turn(target_wt):
         notices = list(_recover(tree, book, ledger, target, target_wt))
-        plan = gitmerge.plan_squash(target_wt, child, target,
-                                    landed_merge(tree, child, target))
+        landed = landed_merge(tree, child, target)
+        plan = gitmerge.plan_squash(target_wt, child, target, landed)
         if plan.conflicts:
             return on_conflict(ctx, book, child, target, plan, actor, hand_back,
                                notices, refuse)
@@ -197,7 +197,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
             notices.extend(_left_behind(tree, child))
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
-                                                 BODY_SUBJECTS, base=plan.base)
+                                                 BODY_SUBJECTS, base=plan.base, landed=landed)
         message = merge_subject(target, child, _title(tree, ledger, child)) + "\n\n" + \
             merge_body(subjects, gitmerge.diffstat_lines(target_wt, plan.target_sha,
                                                          plan.tree or ""))

@@ -233,12 +233,18 @@ def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
 
 
 def subjects_since_merge(repo: Path, child_sha: str, target_sha: str,
-                         limit: int, base: str | None = None) -> list[str]:
+                         limit: int, base: str | None = None,
+                         landed: LandedMerge | None = None) -> list[str]:
     """Subjects of the child's own commits not yet merged, newest first (at most ``limit``
-    + 1, so the caller can tell there are more). Commits before the newest merge-base
-    advance already travelled, and so did those up to ``base`` (``SquashPlan.base``: the
-    merge base the squash uses); merge commits are left out."""
+    + 1, so the caller can tell there are more). Commits up to the last recorded merge
+    already travelled (``landed``: the child's newest merge into the target that landed,
+    from the tree's ``merges`` records, when the target still holds its squash), and so did
+    those before the newest merge-base advance and those up to ``base``
+    (``SquashPlan.base``: the merge base the squash uses); merge commits are left out."""
     exclude = [f"^{target_sha}"] + ([f"^{base}"] if base else [])
+    if landed is not None and landed.child_sha != base and \
+            contains(repo, target_sha, landed.squash_sha):
+        exclude.append(f"^{landed.child_sha}")
     merges = run_git(["rev-list", "--merges", "--first-parent", "--max-count=200", child_sha,
                       f"^{target_sha}"], repo).stdout.split()
     for commit in merges:

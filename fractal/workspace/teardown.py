@@ -73,7 +73,7 @@ def unmerged_commits(repo: Path, branch: str, target: str,
     if plan.tree is not None and not plan.files:
         return ()
     subjects = subjects_since_merge(repo, plan.child_sha, plan.target_sha, MAX_SUBJECTS - 1,
-                                    base=plan.base)
+                                    base=plan.base, landed=landed)
     if subjects:
         return tuple(subjects)
     what = (f"{len(plan.conflicts)} conflicting file(s)" if plan.tree is None

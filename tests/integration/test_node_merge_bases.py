@@ -180,3 +180,27 @@ def test_delete_asks_the_merges_question_when_the_advance_never_landed(tree: Tre
     from fractal.lifecycle.delete import delete
 
     assert [d.branch for d in delete(open_context(repo), "a")] == ["main.a"]
+
+
+def test_a_squash_lists_only_the_commits_since_the_last_recorded_merge(tree: Tree) -> None:
+    """The child's last advance never landed, then a conflict was handed back and
+    resolved: git's own base is right again, but the commits the last recorded merge
+    took (its ``merges`` row) are not listed in the next squash's body again."""
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _merged_twice_without_the_last_advance(tree)
+    _commit(repo, "own.txt", "the target's own work\n")
+    _commit(repo, "clash.txt", "the target's line\n")
+    _commit(a, "clash.txt", "a's line\n")
+    assert merge_node(open_context(repo), "a", hand_back=True).status == "handed-back"
+    git(a, "checkout", "--ours", "--", "clash.txt")
+    git(a, "add", "clash.txt")
+    git(a, "commit", "-q", "--no-edit")
+    from fractal.lifecycle.mergetarget import landed_merge
+
+    landed = landed_merge(tree, "main.a", "main")
+    assert unmerged_commits(repo, "main.a", "main", landed) == ("write clash.txt",)
+    assert merge_node(open_context(repo), "a").status == "merged"
+    body = git(repo, "log", "-1", "--format=%b", "main").splitlines()
+    assert [line for line in body if line.startswith("- ")] == ["- write clash.txt"]
+    assert git(repo, "show", "main:soak/log.txt") == "line 1\nline 2"
+    assert git(repo, "show", "main:clash.txt") == "a's line"
