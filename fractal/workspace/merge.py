@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from fractal.workspace.mergebase import (
     is_advance,
     merge_base,
 )
+from fractal.workspace.scratch import scratch_index
 
 __all__ = [
     "LandedMerge",
@@ -103,20 +103,6 @@ def merge_tree(repo: Path, left: str, right: str) -> MergeTree:
     return parse_merge_tree(proc.stdout, ignore=(NODE_DIRS,))
 
 
-@contextmanager
-def _scratch_index() -> Iterator[dict[str, str]]:
-    """A temporary index file, as the env entry that points git at it."""
-    handle, name = tempfile.mkstemp(prefix="fractal-merge-", suffix=".index")
-    os.close(handle)
-    os.unlink(name)  # git creates it; an empty file is not a valid index
-    try:
-        yield {"GIT_INDEX_FILE": name}
-    finally:
-        for leftover in (name, name + ".lock"):
-            with suppress(FileNotFoundError):
-                os.unlink(leftover)
-
-
 def diff_names(repo: Path, old: str, new: str) -> tuple[str, ...]:
     """Paths that differ between two tree-ishes (renames as delete plus add)."""
     out = run_git(["diff", "--name-only", "-z", "--no-renames", old, new], repo).stdout
@@ -144,7 +130,7 @@ def _filtered(repo: Path, merged_tree: str, target_sha: str
               ) -> tuple[str, tuple[str, ...] | None]:
     """(``_filter``'s tree, the paths it differs in from ``target_sha`` when the filter
     asked git for them on that very tree, else None)."""
-    with _scratch_index() as env:
+    with scratch_index(repo) as env:
         run_git(["read-tree", merged_tree], repo, env=env)
         run_git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", NODE_DIRS], repo,
                 env=env)
@@ -220,7 +206,7 @@ def worktree_tree(worktree: Path) -> str:
     """The tree of ``worktree``'s files as they are on disk now: its HEAD's tree with every
     tracked change and every untracked file git does not ignore, written from a scratch
     index (the worktree's own index and files are not touched). Raises GitError."""
-    with _scratch_index() as env:
+    with scratch_index(worktree) as env:
         run_git(["read-tree", "HEAD"], worktree, env=env)
         run_git(["add", "-A", "--", "."], worktree, env=env)
         return run_git(["write-tree"], worktree, env=env).stdout.strip()
@@ -260,14 +246,8 @@ def write_squash_commit(repo: Path, plan: SquashPlan, message: str) -> str:
     """Commit ``plan.tree`` on top of the target's tip (no ref moves); return its sha."""
     if plan.tree is None:
         raise GitError("a conflicting merge has no squash commit to write")
-    with tempfile.NamedTemporaryFile("w", prefix="fractal-merge-", suffix=".msg",
-                                     encoding="utf-8", delete=False) as out:
-        out.write(message.rstrip() + "\n")
-    try:
-        return run_git(["commit-tree", plan.tree, "-p", plan.target_sha, "-F", out.name],
-                       repo).stdout.strip()
-    finally:
-        os.unlink(out.name)
+    return run_git(["commit-tree", plan.tree, "-p", plan.target_sha, "-F", "-"], repo,
+                   stdin=message.rstrip() + "\n").stdout.strip()  # no message file to leave
 
 
 def fast_forward(worktree: Path, squash_sha: str) -> None:
@@ -351,7 +331,7 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
         records = parse_stages(fields[1:])
     except ValueError as exc:
         raise GitError(f"git merge-tree of {target_sha[:10]} into {worktree}: {exc}") from exc
-    with _scratch_index() as env:  # git merge's names for the two sides, not the scratch ids
+    with scratch_index(worktree) as env:  # git merge's names for the two sides, not the scratch ids
         tree, records = relabel(worktree, fields[0].strip(), records,
                                 {ours: "HEAD", theirs: target_sha,
                                  head_sha(worktree, f"{ours}^"): base}, env)

@@ -12,8 +12,6 @@ names the right base instead, and ``based_on`` builds the two scratch commits th
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,14 +112,8 @@ def advance_base(repo: Path, child: str, child_sha: str, squash_sha: str,
     moved meanwhile (new work: the next merge simply carries it) or already holds it."""
     if contains(repo, child, squash_sha):
         return None
-    with tempfile.NamedTemporaryFile("w", prefix="fractal-merge-", suffix=".msg",
-                                     encoding="utf-8", delete=False) as out:
-        out.write(message.rstrip() + "\n")
-    try:
-        commit = run_git(["commit-tree", f"{child_sha}^{{tree}}", "-p", child_sha, "-p",
-                          squash_sha, "-F", out.name], repo).stdout.strip()
-    finally:
-        os.unlink(out.name)
+    commit = run_git(["commit-tree", f"{child_sha}^{{tree}}", "-p", child_sha, "-p",
+                      squash_sha, "-F", "-"], repo, stdin=message.rstrip() + "\n").stdout.strip()
     proc = run_git(["update-ref", "-m", "fractal: merge base advance", f"refs/heads/{child}",
                     commit, child_sha], repo, check=False)
     return commit if proc.returncode == 0 else None
