@@ -38,8 +38,9 @@ class HandBack:
 
     @property
     def handed_back(self) -> bool:
-        """True when the conflict was handed to the child's loop to resolve."""
-        return "handed back" in self.reason
+        """True when the conflict was handed to the child's loop to resolve (a refused
+        merge, ``refused: ...``, was not, though its reason may speak of an earlier one)."""
+        return "handed back" in self.reason and not self.reason.startswith("refused:")
 
 
 @dataclass(frozen=True)

@@ -258,3 +258,16 @@ def test_an_exited_run_whose_work_was_merged_afterwards_waits_for_nobody(
                       merged_at=merged_at)
     kinds = [i.kind for i, _ in classify([ended], NOW)]
     assert (Kind.EXITED in kinds) is shown
+
+
+def test_a_refused_merge_that_names_a_hand_back_reads_as_refused() -> None:
+    """The lead's merge refused because the child still holds a conflict handed back to
+    it: the merge did not land, it was never handed back (again)."""
+    why = (f"refused: {B} still holds the conflict handed back to it (its last run ended "
+           "exited without resolving it); run it again to resolve it")
+    facts = NodeFacts(B, "exited", run_id=2, run_status="exited", run_ended=NOW - 5,
+                      merge=HandBack(3, "main", why, NOW - 50))
+    merges = [i for i, _ in classify([facts], NOW) if i.kind is Kind.MERGE]
+    assert [(i.summary, i.command) for i in merges] == [
+        (f"merge into main did not land: {why}", f"fractal node merge {B}")]
+    assert merges[0].details["handed_back"] is False
