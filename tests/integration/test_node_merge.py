@@ -540,6 +540,9 @@ def test_a_leads_refused_merge_is_recorded_where_the_operator_looks(setup: Setup
     assert "main.a's worktree has uncommitted changes" in str(feed[0]["data"])
     status = run_cli(["node", "status", "a"], setup.repo, env).stdout
     assert "merge of c refused (`fractal inbox` says why)" in status
+    setup.set_status("main.a.c", "retired")  # the lead gave up on it: nothing to say
+    assert "refused" not in run_cli(["node", "status", "a"], setup.repo, env).stdout
+    setup.set_status("main.a.c", "idle")
     # the step that ran the merge is the agent's: nothing about its run changed
     assert Ledger(setup.tree.db_path).node("main.a").status == "active"
     git(setup.wt("a"), "checkout", "--", "calc/ops.py")
