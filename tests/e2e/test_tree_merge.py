@@ -88,3 +88,42 @@ def test_an_iteration_left_in_conflict_fails_and_commits_nothing(tree: Tree,
     assert "unresolved merge conflict in calc/ops.py" in activity
     pane = (tree.node_dir("clash") / "pane.log").read_text(errors="replace")
     assert "calc/ops.py" in pane
+
+
+@pytest.mark.timeout(180)
+def test_a_merge_refused_inside_the_leads_step_is_visible_after_the_run(
+        tree: Tree, tmp_path: Path) -> None:
+    """The lead's agent runs ``fractal node merge kid`` inside its step with its worktree
+    dirty: refused. The step and the run still complete (the agent carried on), and the
+    refusal is in the lead's status, the inbox, the feed and the lead's activity."""
+    agent = tmp_path / "dirty-lead"
+    agent.write_text("#!/bin/sh\ncat >/dev/null\necho 'half done' >> README.md\n"
+                     f"'{sys.executable}' -m fractal node merge kid || echo \"refused: $?\"\n")
+    agent.chmod(0o755)
+    tree.node("lead", {"01-MERGE.md": "Merge kid.\n"}, "--agent", str(agent), "--max-iters",
+              "1", "--no-sync")
+    tree.cli("node", "init", "kid", cwd=tree.worktree("lead"))
+    kid = tree.worktree("lead.kid")
+    (kid / "kid.txt").write_text("kid\n")
+    git(kid, "add", "kid.txt")
+    git(kid, "commit", "-q", "-m", "kid's work")
+    tree.cli("node", "start", "lead")
+    assert tree.wait_settled("lead", timeout=120) == "completed", \
+        (tree.node_dir("lead") / "pane.log").read_text(errors="replace")[-4000:]
+    assert {s for (s,) in tree.sql("SELECT status FROM steps WHERE node = 'main.lead'")} == \
+        {"completed"}
+    assert "refused: 1" in (tree.node_dir("lead") / "pane.log").read_text(errors="replace")
+    status = tree.cli("node", "status", "lead").stdout
+    assert "merge of kid refused (`fractal inbox` says why)" in status, status
+    items = json.loads(tree.cli("inbox", "--json").stdout)
+    merge = [i for i in items if i["kind"] == "merge"]
+    assert [i["node"] for i in merge] == ["main.lead.kid"]
+    assert "did not land: refused: main.lead's worktree has uncommitted changes" in \
+        str(merge[0]["summary"])
+    feed = json.loads(tree.cli("radio", "feed", "--json").stdout)
+    assert "main.lead.kid not merged into main.lead: refused" in [r["subject"] for r in feed]
+    activity = json.loads(tree.cli("node", "activity", "lead", "--json").stdout)
+    assert [r["reason"] for r in activity if r["event"] == "merge"] == [
+        "refused: merge of main.lead.kid: main.lead's worktree has uncommitted changes "
+        "outside its node directory: README.md; commit them (`fractal commit MESSAGE` in a "
+        "node, git at the root) or stash them, then merge again"]
