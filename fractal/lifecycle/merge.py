@@ -250,7 +250,7 @@ def _settle(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: s
     ledger.add_event(child, "merge", actor=actor, status="completed",
                      metadata=clip_reason(f"into {target}: {squash} ({files} file(s)){how}"))
     advanced = gitmerge.advance_base(tree.repo, child, child_sha, squash,
-                                     f"{child}: merged into {target} ({squash[:10]})")
+                                     gitmerge.advance_subject(child, target, squash))
     if advanced is None and not gitmerge.contains(tree.repo, child, squash):
         notices.append(f"{child} moved during the merge; its new commits come with the next "
                        "merge")

@@ -44,6 +44,7 @@ from fractal.workspace.handback_layout import (
 from fractal.workspace.mergebase import (
     LandedMerge,
     advance_base,
+    advance_subject,
     based_on,
     contains,
     is_advance,
@@ -55,6 +56,7 @@ __all__ = [
     "LandedMerge",
     "SquashPlan",
     "advance_base",
+    "advance_subject",
     "contains",
     "diff_names",
     "diff_text",

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from fractal.workspace.git import run_git
 
-__all__ = ["LandedMerge", "advance_base", "based_on", "contains", "is_advance", "merge_base"]
+__all__ = ["LandedMerge", "advance_base", "advance_subject", "based_on", "contains",
+           "is_advance", "merge_base"]
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,19 @@ def based_on(repo: Path, base: str, left: str, right: str) -> tuple[str, str]:
     return scratch(f"{left}^{{tree}}", parent), scratch(f"{right}^{{tree}}", parent)
 
 
+def advance_subject(child: str, target: str, squash_sha: str) -> str:
+    """The subject of ``child``'s merge-base advance past ``squash_sha`` on ``target``:
+    ``<child>: merged into <target> (<squash, 10 hex>)``. It names its own second parent,
+    which is what tells an advance from a merge that only looks like one (``is_advance``)."""
+    return f"{child}: merged into {target} ({squash_sha[:10]})"
+
+
 def is_advance(repo: Path, commit: str, target_sha: str) -> bool:
-    """A merge whose tree is its first parent's and whose second parent the target holds:
-    a merge-base advance (``merge -s ours``), not real work."""
+    """A merge-base advance (``merge -s ours``), not real work: a merge whose tree is its
+    first parent's, whose second parent the target holds, and whose subject is the one
+    ``advance_subject`` gives it (naming that second parent). A conflict handed back and
+    resolved by keeping the child's side has the same tree and parents, but is the
+    child's real work: without the subject it would be read as merged already."""
     parents = run_git(["rev-list", "--parents", "--max-count=1", commit], repo).stdout.split()
     return _is_advance(repo, parents, target_sha)
 
@@ -95,6 +106,9 @@ def _is_advance(repo: Path, parents: list[str], target_sha: str, *,
                    repo).stdout.split()
     if len(same) != 2 or same[0] != same[1]:
         return False
+    subject = run_git(["log", "-1", "--format=%s", parents[0]], repo).stdout.strip()
+    if not (": merged into " in subject and subject.endswith(f" ({parents[2][:10]})")):
+        return False
     return held if held is not None else contains(repo, target_sha, parents[2])
 
 
@@ -107,7 +121,9 @@ def contains(repo: Path, branch_or_sha: str, sha: str) -> bool:
 def advance_base(repo: Path, child: str, child_sha: str, squash_sha: str,
                  message: str) -> str | None:
     """Record on branch ``child`` that ``squash_sha`` holds its work up to ``child_sha``:
-    a commit with the child's tree and parents (child tip, squash), moved onto the branch
+    a commit with the child's tree and parents (child tip, squash) and ``message`` (whose
+    subject must be ``advance_subject``'s, or ``is_advance`` never reads it as an advance
+    and the next merge takes the squash for git's own base), moved onto the branch
     only if it still points at ``child_sha``. Returns the new tip, or None when the branch
     moved meanwhile (new work: the next merge simply carries it) or already holds it."""
     if contains(repo, child, squash_sha):

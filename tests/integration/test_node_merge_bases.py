@@ -204,3 +204,31 @@ def test_a_squash_lists_only_the_commits_since_the_last_recorded_merge(tree: Tre
     assert [line for line in body if line.startswith("- ")] == ["- write clash.txt"]
     assert git(repo, "show", "main:soak/log.txt") == "line 1\nline 2"
     assert git(repo, "show", "main:clash.txt") == "a's line"
+
+
+def test_a_hand_back_resolved_by_keeping_the_childs_side_merges_the_childs_work(
+        tree: Tree) -> None:
+    """The child resolves the conflict handed back by keeping its own side: its
+    resolution commit has its own tree and the target's tip as second parent, as a
+    merge-base advance has, but it is no advance: the merge brings the child's work."""
+    from fractal.lifecycle.diff import node_diff
+    from fractal.lifecycle.merge import MergeConflict
+
+    repo, a = tree.repo, tree.worktree_of("main.a")
+    _commit(a, "README.md", "X\n")
+    _commit(a, "x-only.txt", "new\n")
+    (repo / "README.md").write_text("M\n")  # the target's only change: the README
+    git(repo, "commit", "-q", "-m", "main edits README", "--", "README.md")
+    with pytest.raises(MergeConflict):
+        merge_node(open_context(repo), "a")
+    assert merge_node(open_context(repo), "a", hand_back=True).status == "handed-back"
+    git(a, "checkout", "--ours", "--", "README.md")
+    git(a, "add", "README.md")
+    git(a, "commit", "-q", "--no-edit")
+    assert "x-only.txt" in node_diff(open_context(repo), "a", stat=True).text
+    assert unmerged_commits(repo, "main.a", "main") != ()
+    merged = merge_node(open_context(repo), "a")
+    assert merged.status == "merged"
+    assert git(repo, "show", "main:README.md") == "X"
+    assert git(repo, "show", "main:x-only.txt") == "new"
+    assert merge_node(open_context(repo), "a").status == "nothing"
