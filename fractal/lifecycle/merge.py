@@ -194,6 +194,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
                            "work")
+            _settle_outstanding(book, plan, child, target, actor)
             notices.extend(_left_behind(tree, child))
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
@@ -224,6 +225,20 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                                           f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
+
+
+def _settle_outstanding(book: MergeBook, plan: gitmerge.SquashPlan, child: str, target: str,
+                        actor: str) -> None:
+    """Book a ``merged`` row with no squash (the target holds all of ``child``'s work)
+    when its newest merge into ``target`` did not land (a conflict handed back and since
+    resolved to nothing new, a refusal): what the inbox's ``merge`` item and the status
+    detail read settles with it. Nothing is booked when nothing is outstanding."""
+    newest = next((r for r in reversed(book.merges_of(child)) if r.target == target), None)
+    if newest is not None and newest.status == "failed":
+        book.book_merge(child=child, target=target, child_sha=plan.child_sha,
+                        target_sha=plan.target_sha, squash_sha=None, files=0, actor=actor,
+                        status="merged", reason=f"nothing new: {target} already held all "
+                        "of it")
 
 
 def _left_behind(tree: Tree, child: str) -> list[str]:

@@ -550,3 +550,28 @@ def test_a_leads_refused_merge_is_recorded_where_the_operator_looks(setup: Setup
     assert "refused" not in run_cli(["node", "status", "a"], setup.repo, env).stdout
     items = json.loads(run_cli(["inbox", "--json"], setup.repo, env).stdout)
     assert [i for i in items if i["kind"] == "merge"] == []
+
+
+def test_a_merge_that_finds_nothing_new_settles_the_hand_back_item(setup: Setup) -> None:
+    """The child resolved the conflict handed back by taking the target's side, so its
+    branch has nothing new: the merge says so, and the inbox's 'merge again' item goes."""
+    wt = setup.wt("a")
+    setup.write(wt, "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
+    setup.write(setup.repo, "calc/ops.py", "def add(a, b):\n    return 2\n", "main")
+    assert merge_node(open_context(setup.repo), "a", hand_back=True).status == "handed-back"
+    git(wt, "checkout", "--theirs", "--", "calc/ops.py")
+    git(wt, "add", "calc/ops.py")
+    git(wt, "commit", "-q", "--no-edit")
+    env = {k: v for k, v in os.environ.items() if k != "_NODE"}
+
+    def merge_items() -> list[object]:
+        items = json.loads(run_cli(["inbox", "--json"], setup.repo, env).stdout)
+        return [i["summary"] for i in items if i["kind"] == "merge"]
+
+    assert len(merge_items()) == 1
+    assert merge_node(open_context(setup.repo), "a").status == "nothing"
+    assert merge_items() == []
+    assert setup.rows()[-1][:3] == ("main.a", "main", "merged")
+    rows = len(setup.rows())
+    assert merge_node(open_context(setup.repo), "a").status == "nothing"
+    assert len(setup.rows()) == rows  # nothing outstanding: nothing more to book
