@@ -119,8 +119,9 @@ def merge_line(result: MergeResult) -> str:
         state = "re-armed to resolve them" if result.rearmed else "not re-armed"
         line = (f"handed the conflict back to {result.child} ({state}); conflicting "
                 f"file(s): {', '.join(result.conflicts)}")
-    else:
-        line = f"{result.target} already holds all of {result.child}'s work"
+    else:  # nothing new: its first notice already says so
+        return "; ".join(result.notices) or (f"nothing new to merge: {result.target} "
+                                             f"already holds all of {result.child}'s work")
     return "; ".join([line, *result.notices])
 
 
