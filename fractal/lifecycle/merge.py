@@ -89,6 +89,10 @@ def _target_worktree(tree: Tree, target: str) -> Path:
         if path.is_dir():
             return path
     found = gitmerge.worktree_of_branch(tree.repo, target)
+    if found is None and not git.branch_exists(tree.repo, target):
+        raise FractalError(f"branch {target} does not exist; name an existing branch with "
+                           "--into (`git branch` lists them), or leave --into out to merge "
+                           "into the node's base or parent")
     if found is None:
         raise FractalError(f"branch {target} is checked out in no worktree; a merge lands in "
                            f"the target's worktree: check it out (`git worktree add PATH "

@@ -575,3 +575,13 @@ def test_a_merge_that_finds_nothing_new_settles_the_hand_back_item(setup: Setup)
     rows = len(setup.rows())
     assert merge_node(open_context(setup.repo), "a").status == "nothing"
     assert len(setup.rows()) == rows  # nothing outstanding: nothing more to book
+
+
+def test_a_merge_into_a_branch_that_does_not_exist_says_so(setup: Setup) -> None:
+    setup.write(setup.wt("a"), "x.txt", "x\n", "x")
+    with pytest.raises(FractalError, match=r"branch nosuch does not exist") as raised:
+        merge_node(open_context(setup.repo), "a", into="nosuch")
+    assert "git worktree add" not in str(raised.value)
+    git(setup.repo, "branch", "side")  # exists, checked out nowhere: the worktree hint
+    with pytest.raises(FractalError, match=r"git worktree add PATH side"):
+        merge_node(open_context(setup.repo), "a", into="side")
