@@ -3,12 +3,16 @@
 The backstop commit starts the status first and checks the branch and takes the commit
 turn while git runs; the answer is used only when nothing a status depends on besides the
 files (``HEAD``, the index, the packed refs and the branch's own ref) changed meanwhile,
-else the caller asks ``git.worktree_status`` again. The git process is always collected.
+else the caller asks ``git.worktree_status`` again. The git process is always collected;
+it leads a process group of its own, so a cancelled status ends (and collects) what git
+started too (a ``core.fsmonitor`` hook, a submodule's status), never an orphan.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -65,12 +69,28 @@ class PendingStatus:
         self._finish()
 
     def cancel(self) -> None:
-        """End the git process if it still runs, then collect it: its answer is not wanted.
-        (The status takes no lock and writes nothing, ``--no-optional-locks``: ending it
-        leaves the repository as it was.)"""
+        """End the git process if it still runs, with what it started (it leads a process
+        group of its own: a ``core.fsmonitor`` hook, a submodule's ``git status``), then
+        collect them all: its answer is not wanted. (The status takes no lock and writes
+        nothing, ``--no-optional-locks``: ending it leaves the repository as it was.)"""
         if not self._done and self._proc.poll() is None:
-            self._proc.kill()
+            group = self._proc.pid  # git not yet collected: the group id is still its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+            self._finish()
+            _reap_group(group)
         self._finish()
+
+
+def _reap_group(group: int) -> None:
+    """Collect every child of this process in process group ``group`` (all were sent
+    SIGKILL). Orphans of the killed git are ours when this process is a subreaper (the
+    supervisor), else init's, and then there is nothing to wait for."""
+    while True:
+        try:
+            os.waitpid(-group, 0)
+        except ChildProcessError:
+            return
 
 
 def _repo_stamps(gitdir: Path, common: Path) -> _Stamps:
@@ -97,7 +117,7 @@ def start_worktree_status(cwd: Path) -> PendingStatus | None:
         proc = subprocess.Popen(
             ["git", "-C", str(cwd), *STATUS_ARGS], stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-            errors="replace", env=git_env())
+            errors="replace", env=git_env(), process_group=0)  # cancel ends its group
     except OSError:
         return None
     return PendingStatus(proc, dirs, stamps)
