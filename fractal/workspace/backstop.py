@@ -184,7 +184,8 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     checked for conflict markers too (a refusal resets the index to ``HEAD``, as it was).
     Otherwise the status started at this call's entry answers (it runs beside the early
     one until that one's answer is known), so the commit holds what ``git status`` shows
-    then.
+    then; when the commit turn was held by another commit meanwhile, the files may have
+    changed while it waited, so that status is ended and git asked again in the turn.
     """
     # A status of its own starts first: its git process runs while the branch is checked
     # and the turn is taken, racing the early one when there is one (whose answer, when
@@ -205,7 +206,13 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
             if not branch_exists(worktree, branch):  # a commit would start a new root
                 raise GitError(f"the branch {branch} is gone; nothing was committed (the "
                                "work is still in the worktree)")
-        with commit_turn(worktree):
+        with commit_turn(worktree) as waited:
+            if waited and own is not None:
+                # Its answer predates a commit turn held by another: the files may have
+                # changed while it was held (a lint.sh rewrite, a person), so git is asked
+                # now (an early answer's own rule, late paths checked, still holds).
+                own.cancel()
+                own = None
             try:
                 return _commit(worktree, subject, body, paths, early, own)
             except GitError:
