@@ -3,16 +3,13 @@
 The backstop commit starts the status first and checks the branch and takes the commit
 turn while git runs; the answer is used only when nothing a status depends on besides the
 files (``HEAD``, the index, the packed refs and the branch's own ref) changed meanwhile,
-else the caller asks ``git.worktree_status`` again. The git process is always collected;
-it leads a process group of its own, so a cancelled status ends (and collects) what git
-started too (a ``core.fsmonitor`` hook, a submodule's status), never an orphan.
+else the caller asks ``git.worktree_status`` again. The git process is always collected,
+and never killed (what it started would be orphaned: see ``PendingStatus.cancel``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 from pathlib import Path
 
@@ -69,28 +66,14 @@ class PendingStatus:
         self._finish()
 
     def cancel(self) -> None:
-        """End the git process if it still runs, with what it started (it leads a process
-        group of its own: a ``core.fsmonitor`` hook, a submodule's ``git status``), then
-        collect them all: its answer is not wanted. (The status takes no lock and writes
-        nothing, ``--no-optional-locks``: ending it leaves the repository as it was.)"""
-        if not self._done and self._proc.poll() is None:
-            group = self._proc.pid  # git not yet collected: the group id is still its own
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, signal.SIGKILL)
-            self._finish()
-            _reap_group(group)
+        """Collect the status whose answer lost the race (another status answered). It is
+        waited for, not killed: git may have started processes of its own (a
+        ``core.fsmonitor`` hook, a submodule's ``git status``) that ending git alone would
+        orphan, still holding its stderr (this call would wait on them all the same) and,
+        in the supervisor (a subreaper), left as zombies for the rest of the run. Git
+        collects them itself (the loser, the backstop's own status, started after the
+        winner: it is usually about done)."""
         self._finish()
-
-
-def _reap_group(group: int) -> None:
-    """Collect every child of this process in process group ``group`` (all were sent
-    SIGKILL). Orphans of the killed git are ours when this process is a subreaper (the
-    supervisor), else init's, and then there is nothing to wait for."""
-    while True:
-        try:
-            os.waitpid(-group, 0)
-        except ChildProcessError:
-            return
 
 
 def _repo_stamps(gitdir: Path, common: Path) -> _Stamps:
@@ -117,7 +100,7 @@ def start_worktree_status(cwd: Path) -> PendingStatus | None:
         proc = subprocess.Popen(
             ["git", "-C", str(cwd), *STATUS_ARGS], stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-            errors="replace", env=git_env(), process_group=0)  # cancel ends its group
+            errors="replace", env=git_env())
     except OSError:
         return None
     return PendingStatus(proc, dirs, stamps)
