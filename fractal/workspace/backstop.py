@@ -98,16 +98,15 @@ def _trusted_early(answer: tuple[list[str], bool] | None, paths: Sequence[str]) 
 
 
 def _candidates(worktree: Path, paths: Sequence[str], early: PendingStatus | None,
-                own: PendingStatus | None) -> tuple[list[str], bool, bool]:
+                own: PendingStatus | None) -> tuple[list[str], bool]:
     """The changed paths (artifacts aside) under ``paths``, plus what is staged already;
-    whether the index matches HEAD (nothing staged, nothing unmerged: git was not asked
-    for either); and whether the answer is ``early``'s, the status the caller started
-    ahead (see ``backstop_commit``). ``own``: the status started at the backstop's entry,
-    used when the early one is not trusted (then git is asked only when neither can be)."""
+    and whether the index matches HEAD (nothing staged, nothing unmerged: git was not
+    asked for either). ``early``: the status the caller started ahead, used when it may
+    stand (see ``backstop_commit``); ``own``: the status started at the backstop's entry,
+    used otherwise (then git is asked only when neither can be)."""
     roots = [p.strip("/") for p in paths]
     answer = early.result() if early is not None else None
-    used_early = _trusted_early(answer, paths)
-    if used_early:
+    if _trusted_early(answer, paths):
         if own is not None:
             own.cancel()  # the early answer won the race
     else:
@@ -116,9 +115,9 @@ def _candidates(worktree: Path, paths: Sequence[str], early: PendingStatus | Non
     if not _whole(paths):
         changed = [p for p in changed if covered(p, roots)]
     if index_clean:
-        return changed, True, used_early
+        return changed, True
     staged = run_git(["diff", "--cached", "--name-only", "-z", "--no-renames"], worktree).stdout
-    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))])), False, False
+    return list(dict.fromkeys([*changed, *filter(None, staged.split("\0"))])), False
 
 
 def _capped(out: str) -> str:
@@ -132,7 +131,7 @@ def _capped(out: str) -> str:
 
 def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
             early: PendingStatus | None = None, own: PendingStatus | None = None) -> str | None:
-    candidates, index_clean, used_early = _candidates(worktree, paths, early, own)
+    candidates, index_clean = _candidates(worktree, paths, early, own)
     check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
@@ -140,7 +139,9 @@ def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
     if not staged:  # the index matches HEAD: there is nothing to commit
         return None
     late = [p for p in staged if p not in set(candidates)]
-    if used_early and late:  # changed after the early status: refused as any other file
+    if index_clean and late:  # changed after the status answered (an early one, or any
+        # status: it runs before the staging) and refused as any other file; the index
+        # matched HEAD, so the undo is exact
         try:
             check_no_conflict(worktree, late, unmerged_known=())
         except UnresolvedConflict:
@@ -184,7 +185,11 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     checked for conflict markers too (a refusal resets the index to ``HEAD``, as it was).
     Otherwise the status started at this call's entry answers (it runs beside the early
     one until that one's answer is known), so the commit holds what ``git status`` shows
-    then.
+    then; when the commit turn was held by another commit meanwhile, the files may have
+    changed while it waited, so that status is ended and git asked again in the turn.
+    Whichever status answered, a path ``add --all`` stages that it did not list (written
+    after it ran) is checked for conflict markers like the rest when the index matched
+    HEAD (a refusal resets the index to ``HEAD``).
     """
     # A status of its own starts first: its git process runs while the branch is checked
     # and the turn is taken, racing the early one when there is one (whose answer, when
@@ -205,7 +210,13 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
             if not branch_exists(worktree, branch):  # a commit would start a new root
                 raise GitError(f"the branch {branch} is gone; nothing was committed (the "
                                "work is still in the worktree)")
-        with commit_turn(worktree):
+        with commit_turn(worktree) as waited:
+            if waited and own is not None:
+                # Its answer predates a commit turn held by another: the files may have
+                # changed while it was held (a lint.sh rewrite, a person), so git is asked
+                # now (an early answer's own rule, late paths checked, still holds).
+                own.cancel()
+                own = None
             try:
                 return _commit(worktree, subject, body, paths, early, own)
             except GitError:

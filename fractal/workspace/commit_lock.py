@@ -88,7 +88,7 @@ def clear_index_lock(worktree: Path, *, settle: float | None = None) -> str | No
 
 
 @contextmanager
-def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[None]:
+def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[bool]:
     """Hold ``worktree``'s commit turn: one commit at a time per worktree.
 
     ``fractal commit`` and the loop's backstop commit both take it. An exclusive
@@ -97,13 +97,14 @@ def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[N
     commits started together run one after the other instead of colliding on
     ``index.lock``. Raises IndexLocked after ``wait`` seconds (a commit waiting on itself,
     say from a hook, gets that error instead of a deadlock) or when the lock path is not
-    a regular file, and GitError when the git dir cannot be found.
+    a regular file, and GitError when the git dir cannot be found. Gives the body whether
+    it waited for another holder (the worktree may have changed meanwhile).
     """
     raw = str(git_paths(worktree, ["fractal-commit.lock"])[0])
     with flock_held(_open_lock(raw), wait, lambda: IndexLocked(
             f"another commit has been running in {worktree} for over {wait:g}s ({raw} is "
-            "held); wait for it to finish and retry")):
-        yield
+            "held); wait for it to finish and retry")) as waited:
+        yield waited
 
 
 def _open_lock(path: str) -> int:

@@ -96,22 +96,25 @@ def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def flock_held(fd: int, timeout: float, refusal: Callable[[], Exception]) -> Iterator[None]:
+def flock_held(fd: int, timeout: float, refusal: Callable[[], Exception]) -> Iterator[bool]:
     """Hold an exclusive ``flock`` on the open ``fd`` for the ``with`` body, then release
     it and close ``fd`` (closed on a refusal too). Polls every 50 ms for up to ``timeout``
-    seconds; raises ``refusal()`` when another holder kept it that long."""
+    seconds; raises ``refusal()`` when another holder kept it that long. Gives the body
+    whether it had to wait for another holder (True) or found the lock free (False)."""
     try:
         deadline = time.monotonic() + timeout
+        waited = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                waited = True
                 if time.monotonic() >= deadline:
                     raise refusal() from None
                 time.sleep(_LOCK_POLL)
         try:
-            yield
+            yield waited
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -3,7 +3,8 @@
 The backstop commit starts the status first and checks the branch and takes the commit
 turn while git runs; the answer is used only when nothing a status depends on besides the
 files (``HEAD``, the index, the packed refs and the branch's own ref) changed meanwhile,
-else the caller asks ``git.worktree_status`` again. The git process is always collected.
+else the caller asks ``git.worktree_status`` again. The git process is always collected,
+and never killed (what it started would be orphaned: see ``PendingStatus.cancel``).
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ class PendingStatus:
         self._finish()
 
     def cancel(self) -> None:
-        """End the git process if it still runs, then collect it: its answer is not wanted.
-        (The status takes no lock and writes nothing, ``--no-optional-locks``: ending it
-        leaves the repository as it was.)"""
-        if not self._done and self._proc.poll() is None:
-            self._proc.kill()
+        """Collect the status whose answer lost the race (another status answered). It is
+        waited for, not killed: git may have started processes of its own (a
+        ``core.fsmonitor`` hook, a submodule's ``git status``) that ending git alone would
+        orphan, still holding its stderr (this call would wait on them all the same) and,
+        in the supervisor (a subreaper), left as zombies for the rest of the run. Git
+        collects them itself (the loser, the backstop's own status, started after the
+        winner: it is usually about done)."""
         self._finish()
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.commit_lock import commit_turn
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
 
@@ -86,4 +89,103 @@ def test_a_late_file_with_conflict_markers_is_refused_and_nothing_changes(
     with pytest.raises(UnresolvedConflict) as caught:
         backstop_commit(repo, subject="backstop", branch="main", pending=pending)
     assert "late.txt" in caught.value.reason
+    assert _index_and_head(repo) == before
+
+
+_FIRST_STATUS_WAITS = """#!/bin/bash
+# core.fsmonitor: the first git to ask (the backstop's own status) says it runs and waits
+# for the gate; every later one answers at once (no fsmonitor data: git scans).
+[ -e "{once}" ] && exit 1
+: > "{once}"
+exec 3<>"{gate}"
+echo $$ > "{started}"
+read -t 20 -u 3 line
+exit 1
+"""
+
+
+def test_a_file_written_while_the_backstop_waits_for_its_turn_is_checked(
+        tmp_path: Path) -> None:
+    """A ``fractal commit`` holding the turn: the backstop's own status answers before the
+    turn is free, and a file written meanwhile (a lint.sh rewrite, a person) is staged by
+    ``add --all`` all the same, so it must be checked for conflict markers too."""
+    repo = _repo(tmp_path)
+    (repo / "a.txt").write_text("early\n")
+    before = _index_and_head(repo)
+    started, gate, once = tmp_path / "started", tmp_path / "gate", tmp_path / "once"
+    os.mkfifo(started)
+    os.mkfifo(gate)
+    hook = tmp_path / "fsmonitor.sh"
+    hook.write_text(_FIRST_STATUS_WAITS.format(once=once, started=started, gate=gate))
+    hook.chmod(0o755)
+    _git(repo, "config", "core.fsmonitor", str(hook))
+    outcome: list[BaseException | str | None] = []
+
+    def run() -> None:
+        try:
+            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    with commit_turn(repo):  # a `fractal commit` in the worktree
+        worker.start()
+        with open(started, encoding="utf-8") as fh:  # the backstop's status is running
+            git_pid = psutil.Process(int(fh.read())).ppid()
+        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"go\n")
+        os.close(fd)
+        os.waitid(os.P_PID, git_pid, os.WEXITED | os.WNOWAIT)  # it answered: a.txt
+        (repo / "late.txt").write_text(CONFLICTED)
+    worker.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], UnresolvedConflict), outcome
+    assert "late.txt" in outcome[0].reason
+    assert _index_and_head(repo) == before
+
+
+_LS_FILES_WAITS = """#!/bin/bash
+# core.fsmonitor: the backstop's `git ls-files --others` (after its status answered, before
+# `add --all`) says it runs and waits for the gate; every other git answers at once.
+if [ ! -e "{once}" ] && tr '\\0' ' ' < /proc/$PPID/cmdline | grep -q ls-files; then
+    : > "{once}"
+    exec 3<>"{gate}"
+    echo $$ > "{started}"
+    read -t 20 -u 3 line
+fi
+exit 1
+"""
+
+
+def test_a_file_written_between_the_status_and_the_staging_is_checked(tmp_path: Path) -> None:
+    """No status started ahead, no other commit: a conflicted file written after the
+    backstop's own status answered and before ``add --all`` ran is refused like any other."""
+    repo = _repo(tmp_path)
+    (repo / "a.txt").write_text("early\n")
+    before = _index_and_head(repo)
+    started, gate, once = tmp_path / "started", tmp_path / "gate", tmp_path / "once"
+    os.mkfifo(started)
+    os.mkfifo(gate)
+    hook = tmp_path / "fsmonitor.sh"
+    hook.write_text(_LS_FILES_WAITS.format(once=once, started=started, gate=gate))
+    hook.chmod(0o755)
+    _git(repo, "config", "core.fsmonitor", str(hook))
+    outcome: list[BaseException | str | None] = []
+
+    def run() -> None:
+        try:
+            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    with open(started, encoding="utf-8") as fh:  # the status answered: a.txt
+        fh.read()
+    (repo / "late.txt").write_text(CONFLICTED)
+    fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    os.write(fd, b"go\n")
+    os.close(fd)
+    worker.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], UnresolvedConflict), outcome
+    assert "late.txt" in outcome[0].reason
     assert _index_and_head(repo) == before
