@@ -94,7 +94,7 @@ class AttentionRows:
     holding: frozenset[str] = frozenset()  # nodes with an open WAIT step (waiting on children)
     pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     """paused node -> (run_id, reason) of the newest pause someone asked for (not the
-    loop's own ``parked ...`` record)"""
+    loop's own ``parked ...`` record) since the node's newest resume"""
     landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
 
 
@@ -203,10 +203,14 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 if node in wanted:
                     pauses[str(node)] = (str(at), str(meta))
             marks = ", ".join("?" * len(paused))
+            # An ask older than the node's newest resume was answered by that resume: the
+            # park shown now is a newer one (an interruption, say), not the ask's.
             for node, run, meta, _newest in conn.execute(
-                    "SELECT node, run_id, metadata, MAX(event_id) FROM events WHERE event = "
-                    f"'pause' AND status = 'completed' AND actor != 'loop' AND node IN ({marks})"
-                    " GROUP BY node", paused):
+                    "SELECT node, run_id, metadata, MAX(event_id) FROM events AS a WHERE event "
+                    "= 'pause' AND status = 'completed' AND actor != 'loop' AND node IN "
+                    f"({marks}) AND event_id > COALESCE((SELECT MAX(r.event_id) FROM events "
+                    "AS r WHERE r.event = 'resume' AND r.status = 'completed' AND r.node = "
+                    "a.node), 0) GROUP BY node", paused):
                 if meta:
                     asks[str(node)] = (None if run is None else int(str(run)), str(meta))
         writes: dict[str, str] = {}

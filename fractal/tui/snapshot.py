@@ -1,7 +1,8 @@
 """The dashboard's data: one immutable ``Snapshot`` of the tree, built off the UI thread.
 
 Change detection opens no database: ``Builder.token`` is the (mtime, size) of the
-database files, the mtime of each active node's ``config.json`` and ``pane.log``, and
+database files, the mtime of the tree brake's latch file, of each active node's
+``config.json`` and ``pane.log``, and
 (every ``SWEEP_EVERY`` looks) of every node's ``config.json``. The builder reads
 (read-only connections) only when it changed, and then only what changed: the high-water
 marks of ``store.attention_marks`` name the nodes whose rows differ since the last read,
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,7 @@ class Builder:
 
     def token(self) -> object:
         """The change token: database files and each node's config and transcript mtimes."""
+        from fractal.control import latch_path
         from fractal.store.follow import db_token
 
         nodes = self.last.nodes if self.last else ()
@@ -169,7 +171,8 @@ class Builder:
             if view.status == "active":
                 config, pane, _ = self._paths(view.branch)
                 stamps.append((_stamp(config), _stamp(pane)))
-        return (db_token(self.tree.db_path), tuple(stamps), self._sweep)
+        return (db_token(self.tree.db_path), tuple(stamps), self._sweep,
+                _stamp(str(latch_path(self.tree))))
 
     def _config(self, branch: str) -> dict[str, object]:
         name = self._paths(branch)[0]
@@ -231,6 +234,7 @@ class Builder:
     def _read_facts(self) -> tuple[list[NodeFacts], dict[str, str]]:
         """Every node's facts: re-read only for the nodes whose rows changed since the last
         read (and the active ones), the others kept; whole on the first read."""
+        from fractal.control import latched
         from fractal.domain.attention_tree import with_running_below
         from fractal.lifecycle.inbox import node_facts
         from fractal.store.attention_marks import changes
@@ -251,6 +255,9 @@ class Builder:
                            if b not in known and f.status != "unregistered"]:
                 del self._facts[branch]
         self._marks, self._acks = marks, acks
+        braked = latched(self.tree)  # the brake is a file: a kept node's facts follow it too
+        self._facts = {b: f if f.braked == braked else replace(f, braked=braked)
+                       for b, f in self._facts.items()}
         return with_running_below(sorted(self._facts.values(), key=lambda f: f.branch)), acks
 
     def _classify(self, facts: list[NodeFacts], now: float, acks: dict[str, str]
