@@ -196,6 +196,7 @@ class Dashboard(App[None]):
         views = flows.visible(self, snap)
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
+        flows.select_first(self, tree, views)
         if members != self._members:
             flows.rebuild_tree(self, tree, views, now)
         else:  # only the lines whose node changed

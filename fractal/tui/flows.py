@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     PaneSwitch = Callable[[FractalTree, str], bool]  # True: this tmux client switched
     PaneAttach = Callable[[FractalTree, str], object]  # attach in this terminal until detach
 
-__all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key", "send_key",
-           "show_gone", "start_merge", "update_panes", "visible"]
+__all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key",
+           "select_first", "send_key", "show_gone", "start_merge", "update_panes", "visible"]
 
 
 def visible(app: Dashboard, snap: Snapshot) -> list[NodeView]:
@@ -177,6 +177,17 @@ def send_prompt(app: Dashboard, branch: str) -> None:
         app.run_verb("send", verb)
 
     app.push_screen(PromptScreen(f"message to {branch} (enter sends, escape cancels):"), sent)
+
+
+def select_first(app: Dashboard, tree: Tree[str], views: list[NodeView]) -> None:
+    """While nothing is selected (the dashboard just opened, no ``NODE`` given): select
+    the first node shown, so the node pane and the keys have one. The cursor moves to it
+    now when its row is drawn already, else when the tree is rebuilt."""
+    if app.selected is not None or not views:
+        return
+    app.selected = views[0].branch
+    if app._members == tuple(v.branch for v in views):
+        tree.move_cursor(app._tree_nodes[app.selected])
 
 
 def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: float) -> None:

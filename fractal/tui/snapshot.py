@@ -45,6 +45,7 @@ class NodeView:
     gauge: Gauge | None
     stalled: bool
     config: tuple[tuple[str, str], ...] = ()
+    #: The agent setting it runs with (``dashview.shown_agent``), the same for every node.
     agent: str | None = None
     model: str | None = None
     session: str | None = None
@@ -308,12 +309,16 @@ class Builder:
         return subtree_spends(self._parents, own)
 
     def _read(self, now: float, token: object) -> Snapshot:
+        from fractal.agents.base import DEFAULT_AGENT
+        from fractal.domain.dashview import shown_agent
         from fractal.domain.durations import parse_duration
         from fractal.errors import FractalError
         from fractal.store.pool import pool_progress
 
         facts, acks = self._read_facts()
         found = self._classify(facts, now, acks)
+        tree_agent = self._config(self.tree.root).get("agent")
+        tree_agent = tree_agent if isinstance(tree_agent, str) else None
         spends = self._subtree_spends()
         live = self._live
         pools = pool_progress(self.tree.db_path)
@@ -325,7 +330,7 @@ class Builder:
             step = live.steps.get(f.branch)
             key = (f, run, it, step, frozenset(live.signals.get(f.branch, ())),
                    spends.get(f.run_id) if f.run_id is not None else None,
-                   self._config_stamps.get(f.branch), pools.get(f.branch))
+                   self._config_stamps.get(f.branch), pools.get(f.branch), tree_agent)
             known = self._lines.get(f.branch)
             if known is not None and f.status != "active" and known[0] == key:
                 # nothing of this settled node's line changed (an active one's clock moves)
@@ -365,7 +370,10 @@ class Builder:
                 stalled=stalled,
                 config=tuple((k, json.dumps(config[k])) for k in _CARD_KEYS
                              if config.get(k) is not None),
-                agent=(it.agent if it else None) or (run.agent if run else None),
+                agent=shown_agent(
+                    None if run is None else (it.agent if it else None, run.agent),
+                    (agent if isinstance(agent := config.get("agent"), str) else None,
+                     tree_agent), DEFAULT_AGENT),
                 model=(step.model if step else None) or (it.model if it else None),
                 session=(step.session if step else None) or (it.session if it else None),
                 run_started=_epoch(run.started_at) if run else None,
