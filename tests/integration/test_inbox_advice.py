@@ -1,6 +1,7 @@
 """What the inbox advises on a real tree (real SQLite, the real CLI as a subprocess): the
 command shown is one that works in the tree's state (the brake on, an agent that fails
-every time), and a paused item's reason is the newest interruption's."""
+every time), and a paused item's reason is the newest interruption's. Also what the
+terminal table of ``node activity`` shows after an early failure."""
 
 from __future__ import annotations
 
@@ -120,3 +121,56 @@ def test_the_dashboards_inbox_follows_the_brake_with_no_row_written(repo: Path) 
     assert commands() == ["fractal resume"]
     clear_latch(tree)
     assert commands() == [f"fractal node resume {NODE}"]
+
+
+def _on_a_terminal(repo: Path, *args: str) -> str:
+    """``fractal ARGS`` with its stdout on a pseudo-terminal (the table view); its output."""
+    import os
+    import pty
+    import sys
+
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "fractal", *args], cwd=repo,
+                              stdout=child, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "COLUMNS": "250"}, timeout=60, check=False)
+        os.close(child)
+        child = -1
+        chunks = []
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        if child >= 0:
+            os.close(child)
+        os.close(main)
+    assert proc.returncode == 0, proc.stderr
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_the_activity_table_shows_an_early_failures_skipped_steps_once(repo: Path) -> None:
+    """PLAN failed, so the loop booked the eight steps after it as not run: the terminal
+    table shows them as one row; the CSV export and the ledger keep every row."""
+    ledger = _ledger(repo)
+    run = ledger.open_run(NODE, agent="stub", max_cost=None, parent_run_id=None)
+    it = ledger.open_iteration(NODE, run, 1, agent="stub", model=None)
+    plan = ledger.open_step(node=NODE, run_id=run, iter_id=it, step=1, step_name="PLAN",
+                            agent="stub", model=None, session=None)
+    ledger.close_step(plan, "failed", 2, "agent error (exit 2): boom")
+    names = ["EXECUTE", "TEST", "REVIEW", "DOCS", "LINT", "BENCH", "NOTES", "COMMIT"]
+    for n, name in enumerate(names, start=2):
+        ledger.book_closed_step(node=NODE, run_id=run, iter_id=it, step=n, step_name=name,
+                                status="stopped", exit_code=0, reason="failed on PLAN",
+                                cost=0.0)
+    shown = _on_a_terminal(repo, "node", "activity", NODE)
+    lines = [line for line in shown.splitlines() if "failed on PLAN" in line]
+    assert len(lines) == 1, shown
+    assert "2 EXECUTE .. 9 COMMIT" in lines[0] and "failed on PLAN (x8)" in lines[0]
+    assert "1 PLAN" in shown and "agent error (exit 2): boom" in shown
+    csv = _fractal(repo, "node", "activity", NODE, "--csv").stdout
+    assert csv.count("failed on PLAN") == 8 and csv.count(",step,start,") == 9
