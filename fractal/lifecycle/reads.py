@@ -88,8 +88,9 @@ def _waiting(db_path: Path, branch: str) -> str:
 
 
 def _detail(db_path: Path, branch: str, status: str) -> str:
-    """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
-    ``run N`` otherwise; the last run's reason for a settled node."""
+    """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
+    (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
+    the run), ``run N`` otherwise; the last run's reason for a settled node."""
     from fractal.store import reader
 
     if status == Status.RETIRED.value:  # what it was, and why it was retired
@@ -105,6 +106,13 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
+        from fractal.runtime.parking import PARKING
+        from fractal.store.eventlog import last_event
+
+        parking = last_event(db_path, branch, "pause")  # a signal tears the step down
+        if parking is not None and parking.status == "started" and \
+                parking.run_id == last.run_id and parking.meta.startswith(PARKING):
+            return f"pausing: {parking.meta.removeprefix(PARKING)}"
         if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
         from fractal.store.eventlog import last_event
