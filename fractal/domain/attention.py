@@ -92,8 +92,10 @@ def _spend(facts: NodeFacts) -> str:
 def _run_end(facts: NodeFacts, kind: Kind, command: str) -> Item | None:
     if facts.run_id is None or facts.run_ended is None:
         return None
+    cause = f"; {facts.run_cause}" if facts.run_cause else ""
     return Item(kind, facts.branch, facts.run_ended,
-                f"run {facts.run_id} exited: {facts.run_reason} ({_spend(facts)})", command,
+                f"run {facts.run_id} exited: {facts.run_reason} ({_spend(facts)}){cause}",
+                command,
                 key=f"{kind.value}:{facts.branch}:{facts.run_id}",
                 fingerprint=f"{facts.run_id}:{facts.run_ended}",
                 details={"run_id": facts.run_id, "reason": facts.run_reason,

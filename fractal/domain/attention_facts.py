@@ -84,6 +84,8 @@ class NodeFacts:
     children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
     never ran (``with_running_below`` fills it): nothing starts them but a command.
     ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
+    ``run_cause`` is, for an exited run, the reason of its newest failed step beside the
+    run's own (``step EXECUTE failed: ...``, ``domain.failcause``), else empty.
     ``braked`` is True while the tree-wide brake is on (``fractal pause``): ``node
     resume`` and ``node start`` are refused then, and only ``fractal resume`` lifts it.
     """
@@ -114,3 +116,4 @@ class NodeFacts:
     unstarted: tuple[str, ...] = ()
     merged_at: float | None = None
     braked: bool = False
+    run_cause: str = ""

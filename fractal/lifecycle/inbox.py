@@ -98,6 +98,7 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
     from fractal.control import latched
     from fractal.domain.attention_tree import wait_until
+    from fractal.domain.failcause import failure_cause
     from fractal.lifecycle.heal import crashed
     from fractal.store.attention import attention_rows
 
@@ -145,7 +146,9 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             if merge else None,
             usage=hold, to_operator=_notes(rows.notes.get(node.node, ())),
             waiting_children=active and node.node in rows.holding,
-            merged_at=_epoch(rows.landed.get(node.node)), braked=braked))
+            merged_at=_epoch(rows.landed.get(node.node)), braked=braked,
+            run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
+            if run and run.run_id in rows.causes else ""))
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]

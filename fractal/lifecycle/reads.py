@@ -90,7 +90,9 @@ def _waiting(db_path: Path, branch: str) -> str:
 def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
-    the run), ``run N`` otherwise; the last run's reason for a settled node."""
+    the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
+    one's with its newest failed step's reason, ``domain.failcause``)."""
+    from fractal.domain.failcause import failure_cause
     from fractal.store import reader
 
     if status == Status.RETIRED.value:  # what it was, and why it was retired
@@ -135,6 +137,10 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         if parked is not None and parked.meta.startswith("parked interrupted:"):
             return parked.meta.removeprefix("parked ")  # `interrupted: SIGHUP`
         return f"run {last.run_id} parked"
+    if status == Status.EXITED.value:  # how it ended, then why: its newest failed step
+        cause = reader.failed_step(db_path, last.run_id)
+        shown = failure_cause(last.meta, *cause) if cause is not None else ""
+        return f"{last.meta}; {shown}" if shown else last.meta
     return last.meta
 
 

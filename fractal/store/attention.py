@@ -3,7 +3,8 @@ queries for the whole tree (stdlib ``sqlite3`` only; sized for 1,000 nodes and
 1,000,000 step rows).
 
 ``attention_rows`` returns the registry, each node's newest run, the open steps with a
-pending gate, the own spend of the newest runs that ended ``exited``, each paused node's
+pending gate, the own spend and newest failed step of the newest runs that ended
+``exited``, each paused node's
 newest ``pause`` event, the newest write instant of each active node, each node's newest
 merge when it failed, each node's newest ``usage_wait`` event and the closed usage
 windows, the messages nodes sent to the operator (the root's ``inbox``) that the
@@ -96,6 +97,8 @@ class AttentionRows:
     """paused node -> (run_id, reason) of the newest pause someone asked for (not the
     loop's own ``parked ...`` record) since the node's newest resume"""
     landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
+    causes: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """exited run -> (step_name, reason) of its newest failed step"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -187,6 +190,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 holding.add(step.node)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
+        causes: dict[int, tuple[str, str]] = {}
         for start in range(0, len(exited), 500):
             chunk = exited[start:start + 500]
             marks = ", ".join("?" * len(chunk))
@@ -194,6 +198,10 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                     f"SELECT run_id, {KNOWN_COST_SUM} FROM steps WHERE run_id IN "
                     f"({marks}) GROUP BY run_id", chunk):
                 spent[int(run_id)] = None if total is None else float(total)
+            for run_id, name, meta, _newest in conn.execute(
+                    "SELECT run_id, step_name, metadata, MAX(step_id) FROM steps WHERE "
+                    f"run_id IN ({marks}) AND status = 'failed' GROUP BY run_id", chunk):
+                causes[int(run_id)] = (str(name or ""), str(meta or ""))
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
         asks: dict[str, tuple[int | None, str]] = {}
@@ -240,4 +248,4 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
-                             landed)
+                             landed, causes)

@@ -174,3 +174,25 @@ def test_the_activity_table_shows_an_early_failures_skipped_steps_once(repo: Pat
     assert "1 PLAN" in shown and "agent error (exit 2): boom" in shown
     csv = _fractal(repo, "node", "activity", NODE, "--csv").stdout
     assert csv.count("failed on PLAN") == 8 and csv.count(",step,start,") == 9
+
+
+def test_a_failed_runs_item_and_status_name_the_failing_steps_reason(repo: Path) -> None:
+    """The run's reason says how it ended; the cause is its newest failed step's reason,
+    shown beside it (the run's reason stays as it was)."""
+    ledger = _ledger(repo)
+    run = ledger.open_run(NODE, agent="stub", max_cost=None, parent_run_id=None)
+    it = ledger.open_iteration(NODE, run, 2, agent="stub", model=None)
+    step = ledger.open_step(node=NODE, run_id=run, iter_id=it, step=2, step_name="EXECUTE",
+                            agent="stub", model=None, session=None)
+    ledger.close_step(step, "failed", 3, "agent error (exit 3): boom: cannot find module foo")
+    ended = "Reached max iterations (2); final iteration failed"
+    ledger.close_run(run, "exited", 1, ended)
+    force_status(ledger.db_path, NODE, "exited")
+    cause = "step EXECUTE failed: agent error (exit 3): boom: cannot find module foo"
+    [item] = _inbox(repo, "exited")
+    assert str(item["summary"]).startswith(f"run {run} exited: {ended} (spent unknown); "
+                                           f"{cause}")
+    details = item["details"]
+    assert isinstance(details, dict) and details["reason"] == ended
+    status = _fractal(repo, "node", "status", NODE)
+    assert status.stdout.strip() == f"exited ({ended}; {cause})"
