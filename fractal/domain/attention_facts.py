@@ -14,7 +14,8 @@ __all__ = ["Gate", "HandBack", "NodeFacts", "Note", "UsageHold"]
 
 @dataclass(frozen=True)
 class Gate:
-    """A step awaiting its parent's approval: row id, name, when it opened (epoch s), the
+    """A step awaiting its parent's approval: row id, name, when its approval wait began
+    (epoch s; when the step opened for a gate from before that was recorded), the
     ``diffstat`` of the node's branch against its parent's (None when unknown)."""
 
     step_id: int

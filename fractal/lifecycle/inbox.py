@@ -109,7 +109,8 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
     facts: list[NodeFacts] = []
     for node in rows.nodes:
         run = rows.last_runs.get(node.node)
-        gates = tuple(Gate(s.step_id, s.step_name, _epoch(s.started_at) or 0.0,
+        gates = tuple(Gate(s.step_id, s.step_name,
+                           _epoch(rows.waited.get(s.step_id) or s.started_at) or 0.0,
                            stats.get(node.node))
                       for s in rows.gates.get(node.node, ()))
         active = node.status == "active"

@@ -99,6 +99,8 @@ class AttentionRows:
     landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
     causes: dict[int, tuple[str, str]] = field(default_factory=dict)
     """exited run -> (step_name, reason) of its newest failed step"""
+    waited: dict[int, str] = field(default_factory=dict)
+    """gate step -> when its approval wait first began (its ``gate`` event ``started``)"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -188,6 +190,15 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 gates.setdefault(step.node, []).append(step)
             elif step.step_name == WAIT_STEP and step.node in known:
                 holding.add(step.node)
+        waited: dict[int, str] = {}  # gate step -> when its approval wait first began
+        gate_ids = [s.step_id for rows_ in gates.values() for s in rows_]
+        for start in range(0, len(gate_ids), 500):
+            chunk = gate_ids[start:start + 500]
+            for step_id, at in _optional(
+                    conn, "SELECT step_id, MIN(created_at) FROM events WHERE event = "
+                    "'gate' AND status = 'started' AND step_id IN "
+                    f"({', '.join('?' * len(chunk))}) GROUP BY step_id", tuple(chunk)):
+                waited[int(str(step_id))] = str(at)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
         causes: dict[int, tuple[str, str]] = {}
@@ -248,4 +259,4 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
-                             landed, causes)
+                             landed, causes, waited)

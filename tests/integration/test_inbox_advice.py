@@ -196,3 +196,24 @@ def test_a_failed_runs_item_and_status_name_the_failing_steps_reason(repo: Path)
     assert isinstance(details, dict) and details["reason"] == ended
     status = _fractal(repo, "node", "status", NODE)
     assert status.stdout.strip() == f"exited ({ended}; {cause})"
+
+
+def test_a_gate_item_is_dated_when_the_gate_began_waiting(repo: Path) -> None:
+    """The agent of a gated step worked for a while before its turn ended: the item's
+    time is when the approval wait began, not when the step started."""
+    import sqlite3
+
+    ledger = _ledger(repo)
+    run = ledger.open_run(NODE, agent="stub", max_cost=None, parent_run_id=None)
+    gate = ledger.open_step(node=NODE, run_id=run, iter_id=None, step=2, step_name="REVIEW",
+                            agent="stub", model=None, session=None, gated=True)
+    force_status(ledger.db_path, NODE, "active")
+    with sqlite3.connect(ledger.db_path) as conn:  # its agent started 21 s before
+        conn.execute("UPDATE steps SET started_at = '2026-01-01T06:42:32.000Z' "
+                     "WHERE step_id = ?", (gate,))
+    ledger.mark_awaiting_approval(gate)
+    with sqlite3.connect(ledger.db_path) as conn:
+        (waiting,), = conn.execute("SELECT created_at FROM events WHERE event = 'gate' "
+                                   "AND status = 'started' AND step_id = ?", (gate,))
+    [item] = _inbox(repo, "gate")
+    assert item["since"] == waiting != "2026-01-01T06:42:32.000Z"
