@@ -79,6 +79,19 @@ def _one_line(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
+def _create(directory: Path, name: str) -> tuple[Path, int]:
+    """A new file ``<name>.log`` in ``directory`` (``<name>-2.log``... when a crash of the
+    same process in the same second has one: a dashboard's keys can fault twice in a
+    second), opened for writing; (its path, its descriptor). Raises OSError."""
+    for n in range(1, 100):
+        path = directory / (f"{name}.log" if n == 1 else f"{name}-{n}.log")
+        try:
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{directory / name}-*.log: 99 crash logs in one second")
+
+
 def _write(directory: Path, exc: BaseException, site: CrashSite) -> Path:
     """Write the crash log for ``exc`` into ``directory``; return its path. Raises OSError."""
     import platform
@@ -86,7 +99,6 @@ def _write(directory: Path, exc: BaseException, site: CrashSite) -> Path:
 
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = directory / f"crash-{stamp}-{os.getpid()}.log"
     body = "".join([
         f"fractal {__version__} crashed at {stamp}\n",
         f"command: fractal {' '.join(site.argv)}\n",
@@ -94,7 +106,7 @@ def _write(directory: Path, exc: BaseException, site: CrashSite) -> Path:
         f"python: {sys.version.split()[0]} on {platform.platform()}\n\n",
         *traceback.format_exception(exc),
     ])
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    path, fd = _create(directory, f"crash-{stamp}-{os.getpid()}")
     with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
         handle.write(body)
     _prune(directory)

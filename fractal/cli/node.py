@@ -338,6 +338,10 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
                         else _ACTIVITY_COLUMNS)
         return
     rows = activity(verb_context(path), node, limit)
+    if fmt is None and sys.stdout.isatty():  # the table: an early failure's repeats once
+        from fractal.domain.activity_view import collapse_repeats
+
+        rows = collapse_repeats(rows)
     click.echo(render_rows(rows, _ACTIVITY_JSON if fmt == "json" else _ACTIVITY_COLUMNS,
                            fmt=fmt))
 

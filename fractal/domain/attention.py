@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from fractal.domain.attention_facts import Gate, HandBack, NodeFacts, Note, UsageHold
 from fractal.domain.budget import is_budget_reason
+from fractal.domain.failstreak import FAILED_ITERS
 from fractal.domain.merging import unresolved_hand_back
 from fractal.domain.subtree import unsettled_notice
 
@@ -28,6 +29,10 @@ STALL_FLOOR_S = 300
 """An active node is stalled after writing nothing for max(step_timeout, this) seconds."""
 
 ABNORMAL = "Loop exited abnormally"
+
+BRAKED = ("the tree is braked (`fractal pause`): `fractal resume` lifts the brake and "
+          "resumes every parked node")
+"""What a paused item adds while the tree-wide brake is on (``NodeFacts.braked``)."""
 
 
 class Kind(StrEnum):
@@ -87,8 +92,10 @@ def _spend(facts: NodeFacts) -> str:
 def _run_end(facts: NodeFacts, kind: Kind, command: str) -> Item | None:
     if facts.run_id is None or facts.run_ended is None:
         return None
+    cause = f"; {facts.run_cause}" if facts.run_cause else ""
     return Item(kind, facts.branch, facts.run_ended,
-                f"run {facts.run_id} exited: {facts.run_reason} ({_spend(facts)})", command,
+                f"run {facts.run_id} exited: {facts.run_reason} ({_spend(facts)}){cause}",
+                command,
                 key=f"{kind.value}:{facts.branch}:{facts.run_id}",
                 fingerprint=f"{facts.run_id}:{facts.run_ended}",
                 details={"run_id": facts.run_id, "reason": facts.run_reason,
@@ -119,12 +126,35 @@ def _merged_since_end(facts: NodeFacts) -> bool:
             and facts.merged_at >= facts.run_ended)
 
 
+def _starting(facts: NodeFacts, command: str) -> str:
+    """``command`` (one that starts a node) as it works in the tree's state: behind
+    ``fractal resume`` while the brake is on (a start is refused until it is lifted)."""
+    return f"fractal resume && {command}" if facts.braked else command
+
+
+def _failing_agent(facts: NodeFacts) -> bool:
+    """True when the run ended because every iteration failed (``max_failed_iters`` in a
+    row): an agent that fails every time, which ``--continue`` alone would meet again."""
+    head, _, rest = facts.run_reason.partition(" ")
+    return head.isdigit() and rest.startswith(FAILED_ITERS)
+
+
 def _exited(kind: Kind, command: Callable[[str], str]) -> Callable[[NodeFacts], Item | None]:
     def detect(facts: NodeFacts) -> Item | None:
         if not _settled_exited(facts) or _exit_kind(facts) is not kind \
                 or _merged_since_end(facts):
             return None
-        return _run_end(facts, kind, command(facts.branch))
+        again = _starting(facts, command(facts.branch))
+        if not _failing_agent(facts):
+            return _run_end(facts, kind, again)
+        item = _run_end(facts, kind, f"fractal node activity {facts.branch}")
+        if item is None:
+            return None
+        help_ = (f"; every iteration failed, so `fractal node start --continue` alone fails "
+                 f"the same way: look at the failed step's reason (`fractal node activity "
+                 f"{facts.branch}`), fix its cause (the agent setting: `fractal node config "
+                 f"set agent=...` in its worktree, or its config.json), then `{again}`")
+        return replace(item, summary=item.summary + help_)
     return detect
 
 
@@ -162,9 +192,11 @@ def _paused(facts: NodeFacts) -> Item | None:
     if asked:  # `paused: lunch (during PLAN)`: the asker's words first
         reason = f"{asked} ({reason})" if reason else asked
     why = f": {reason}" if reason else ""
-    return Item(Kind.PAUSED, facts.branch, since, f"paused{why}",
-                f"fractal node resume {facts.branch}",
-                key=f"paused:{facts.branch}:{facts.run_id}", fingerprint=f"{since}",
+    brake = f"; {BRAKED}" if facts.braked else ""
+    return Item(Kind.PAUSED, facts.branch, since, f"paused{why}{brake}",
+                "fractal resume" if facts.braked else f"fractal node resume {facts.branch}",
+                key=f"paused:{facts.branch}:{facts.run_id}",
+                fingerprint=f"{since}:braked" if facts.braked else f"{since}",
                 details={"run_id": facts.run_id, "reason": facts.pause_reason,
                          "asked": asked})
 
@@ -219,7 +251,7 @@ def _merge(facts: NodeFacts) -> Item | None:
         summary = (f"merge into {merge.target} was handed back; its run has ended with the "
                    "merge unresolved. "
                    + unresolved_hand_back(facts.branch, merge.target, merge.unresolved))
-        command = f"fractal node start {facts.branch} --continue"
+        command = _starting(facts, f"fractal node start {facts.branch} --continue")
     elif merge.handed_back:
         summary = (f"merge into {merge.target} was handed back ({merge.reason}); its run "
                    "has ended: merge again")
@@ -274,7 +306,8 @@ def _unstarted(facts: NodeFacts) -> Item | None:
     return Item(Kind.UNSTARTED, facts.branch, since,
                 f"waits for {count} nobody has started ({names}); it waits until each "
                 "is started and settles",
-                " && ".join(f"fractal node start {b}" for b in facts.unstarted),
+                _starting(facts, " && ".join(f"fractal node start {b}"
+                                             for b in facts.unstarted)),
                 key=f"unstarted:{facts.branch}:{facts.run_id}",
                 fingerprint=",".join(facts.unstarted),
                 details={"run_id": facts.run_id, "children": list(facts.unstarted)})

@@ -14,7 +14,8 @@ __all__ = ["Gate", "HandBack", "NodeFacts", "Note", "UsageHold"]
 
 @dataclass(frozen=True)
 class Gate:
-    """A step awaiting its parent's approval: row id, name, when it opened (epoch s), the
+    """A step awaiting its parent's approval: row id, name, when its approval wait began
+    (epoch s; when the step opened for a gate from before that was recorded), the
     ``diffstat`` of the node's branch against its parent's (None when unknown)."""
 
     step_id: int
@@ -85,6 +86,10 @@ class NodeFacts:
     children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
     never ran (``with_running_below`` fills it): nothing starts them but a command.
     ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
+    ``run_cause`` is, for an exited run, the reason of its newest failed step beside the
+    run's own (``step EXECUTE failed: ...``, ``domain.failcause``), else empty.
+    ``braked`` is True while the tree-wide brake is on (``fractal pause``): ``node
+    resume`` and ``node start`` are refused then, and only ``fractal resume`` lifts it.
     """
 
     branch: str
@@ -112,3 +117,5 @@ class NodeFacts:
     waiting_children: bool = False
     unstarted: tuple[str, ...] = ()
     merged_at: float | None = None
+    braked: bool = False
+    run_cause: str = ""

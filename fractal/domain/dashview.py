@@ -3,13 +3,14 @@ durations (pure; the clock is passed in)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from fractal.domain.attention import FOLLOWER_UNTIL
 
-__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "subtree_spends"]
+__all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "shown_agent",
+           "subtree_spends"]
 
 
 def clock_label(seconds: float) -> str:
@@ -22,6 +23,17 @@ def clock_label(seconds: float) -> str:
     if total < 86400:
         return f"{total // 3600}h{total % 3600 // 60:02d}m"
     return f"{total // 86400}d{total % 86400 // 3600:02d}h"
+
+
+def shown_agent(pinned: Sequence[str | None] | None, configured: Sequence[str | None],
+                default: str) -> str:
+    """The agent setting a node's card names, the same for every node: while it has an open
+    run, the setting that run pinned at boot (``pinned``: its open iteration's, then the
+    run's own); otherwise the one its next run would take (``configured``: its
+    ``config.json``'s, then the tree's); the first set one wins, else ``default`` (what a
+    run with no setting launches)."""
+    pool = pinned if pinned is not None else configured
+    return next((s for s in pool if s), default)
 
 
 @dataclass(frozen=True)

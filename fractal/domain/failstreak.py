@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MAX_FAILED_ITERS", "FailStreak", "advance_failures", "failures_reason"]
+__all__ = ["DEFAULT_MAX_FAILED_ITERS", "FAILED_ITERS", "FailStreak", "advance_failures",
+           "failures_reason"]
 
 DEFAULT_MAX_FAILED_ITERS = 3
+
+FAILED_ITERS = "consecutive iterations failed"
+"""The words after the count in the run's reason (``3 consecutive iterations failed``)."""
 
 
 @dataclass(frozen=True)
@@ -39,4 +43,4 @@ def failures_reason(streak: FailStreak, limit: int | None) -> str | None:
     if limit is None or streak.count < limit:
         return None
     last = f" (last: {streak.last_reason})" if streak.last_reason else ""
-    return f"{streak.count} consecutive iterations failed{last}"
+    return f"{streak.count} {FAILED_ITERS}{last}"

@@ -1,7 +1,8 @@
 """``fractal inbox`` and ``fractal inbox ack``: everything in the tree that waits for a
 human, oldest first, each with the command that resolves it.
 
-Reads only: the store's read-only connection (``store.attention``), each active node's
+Reads only: the store's read-only connection (``store.attention``), the tree brake's
+latch file (``fractal.control.latched``), each active node's
 ``config.json`` (its step timeout) and pane transcript mtime (a node writing output is
 not stalled), a tmux probe for active nodes (one whose supervisor is provably gone is
 shown as interrupted and never healed here), and ``git diff --shortstat`` per pending
@@ -95,17 +96,21 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
 def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
+    from fractal.control import latched
     from fractal.domain.attention_tree import wait_until
+    from fractal.domain.failcause import failure_cause
     from fractal.lifecycle.heal import crashed
     from fractal.store.attention import attention_rows
 
     rows = attention_rows(tree.db_path, tree.root, create=create, only=only)
     stats = _diffstats(tree, sorted(rows.gates)) if diffstats else {}
     wakes = [w for w, _ in rows.wakes]
+    braked = latched(tree)
     facts: list[NodeFacts] = []
     for node in rows.nodes:
         run = rows.last_runs.get(node.node)
-        gates = tuple(Gate(s.step_id, s.step_name, _epoch(s.started_at) or 0.0,
+        gates = tuple(Gate(s.step_id, s.step_name,
+                           _epoch(rows.waited.get(s.step_id) or s.started_at) or 0.0,
                            stats.get(node.node))
                       for s in rows.gates.get(node.node, ()))
         active = node.status == "active"
@@ -142,7 +147,9 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             if merge else None,
             usage=hold, to_operator=_notes(rows.notes.get(node.node, ())),
             waiting_children=active and node.node in rows.holding,
-            merged_at=_epoch(rows.landed.get(node.node))))
+            merged_at=_epoch(rows.landed.get(node.node)), braked=braked,
+            run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
+            if run and run.run_id in rows.causes else ""))
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]

@@ -106,8 +106,11 @@ def _waiting(db_path: Path, branch: str) -> str:
 
 
 def _detail(db_path: Path, branch: str, status: str) -> str:
-    """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node,
-    ``run N`` otherwise; the last run's reason for a settled node."""
+    """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
+    (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
+    the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
+    one's with its newest failed step's reason, ``domain.failcause``)."""
+    from fractal.domain.failcause import failure_cause
     from fractal.store import reader
 
     if status == Status.RETIRED.value:  # what it was, and why it was retired
@@ -123,6 +126,13 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
+        from fractal.runtime.parking import PARKING
+        from fractal.store.eventlog import last_event
+
+        parking = last_event(db_path, branch, "pause")  # a signal tears the step down
+        if parking is not None and parking.status == "started" and \
+                parking.run_id == last.run_id and parking.meta.startswith(PARKING):
+            return f"pausing: {parking.meta.removeprefix(PARKING)}"
         if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
         from fractal.store.eventlog import last_event
@@ -145,6 +155,10 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         if parked is not None and parked.meta.startswith("parked interrupted:"):
             return parked.meta.removeprefix("parked ")  # `interrupted: SIGHUP`
         return f"run {last.run_id} parked"
+    if status == Status.EXITED.value:  # how it ended, then why: its newest failed step
+        cause = reader.failed_step(db_path, last.run_id)
+        shown = failure_cause(last.meta, *cause) if cause is not None else ""
+        return f"{last.meta}; {shown}" if shown else last.meta
     return last.meta
 
 

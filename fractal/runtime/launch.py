@@ -41,6 +41,7 @@ from fractal.runtime.agentstream import Collector
 from fractal.runtime.clock import Clock, trace, trace_now
 from fractal.runtime.launcher import AgentRun, Launcher, Spawn
 from fractal.runtime.pane import Reporter
+from fractal.runtime.parking import announce_parking
 from fractal.runtime.statusahead import StatusAhead
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
@@ -168,10 +169,10 @@ def _snapshot(src: Path, dest: Path) -> None:
 def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> AttemptResult:
     """Run ``attempt`` to its end and close (or park, or hold open) its step row.
 
-    ``env_for(step_id)`` returns the full environment for the agent. Never raises for
-    agent misbehaviour: every end (no time, failed spawn, crash, timeout, hang after the
-    final event, pause) is a recorded StepOutcome. The process group is always reaped,
-    also when the supervisor is torn down mid-attempt (the exception then propagates).
+    ``env_for(step_id)`` returns the full environment for the agent. Never raises for agent
+    misbehaviour: every end (no time, failed spawn, crash, timeout, hang after the final event,
+    pause) is a recorded StepOutcome. The process group is always reaped, also when the
+    supervisor is torn down mid-attempt (the exception then propagates).
     """
     started = kit.clock.monotonic()
     step_id = _open_row(attempt, kit.ledger)
@@ -191,8 +192,8 @@ def run_attempt(attempt: Attempt, kit: LaunchKit, env_for: EnvBuilder) -> Attemp
     heap.at_launch()  # the iteration's heap step runs while the agent works
     try:
         ending = _supervise(attempt, agent, collector, kit, started)
-    except BaseException:
-        # The supervisor is being torn down (a signal, a bug): never leave the group behind.
+    except BaseException as exc:  # torn down (a signal, a bug): never leave the group
+        announce_parking(kit.ledger, kit.reporter, attempt.node, attempt.run_id, step_id, exc)
         agent.stop(grace=kill_grace())
         raise
     kit.reporter.hold()  # until the next agent starts, a wait, a command or the run's end
@@ -356,8 +357,7 @@ def _usage_limited(kit: LaunchKit, step_id: int, window: WindowEvent,
 
 def unpriced_reason(reason: str) -> str:
     """Append ``; unpriced`` (a step that ended abnormally after opening a session and
-    recorded no cost may have spent money nobody saw), keeping the whole reason within
-    the 250-character cap."""
+    recorded no cost may have spent money nobody saw), within the 250-character cap."""
     suffix = "; unpriced"
     return clip_reason(reason, 250 - len(suffix)) + suffix if reason else suffix.lstrip("; ")
 

@@ -3,7 +3,8 @@ queries for the whole tree (stdlib ``sqlite3`` only; sized for 1,000 nodes and
 1,000,000 step rows).
 
 ``attention_rows`` returns the registry, each node's newest run, the open steps with a
-pending gate, the own spend of the newest runs that ended ``exited``, each paused node's
+pending gate, the own spend and newest failed step of the newest runs that ended
+``exited``, each paused node's
 newest ``pause`` event, the newest write instant of each active node, each node's newest
 merge when it failed, each node's newest ``usage_wait`` event and the closed usage
 windows, the messages nodes sent to the operator (the root's ``inbox``) that the
@@ -94,8 +95,12 @@ class AttentionRows:
     holding: frozenset[str] = frozenset()  # nodes with an open WAIT step (waiting on children)
     pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     """paused node -> (run_id, reason) of the newest pause someone asked for (not the
-    loop's own ``parked ...`` record)"""
+    loop's own ``parked ...`` record) since the node's newest resume"""
     landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
+    causes: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """exited run -> (step_name, reason) of its newest failed step"""
+    waited: dict[int, str] = field(default_factory=dict)
+    """gate step -> when its approval wait first began (its ``gate`` event ``started``)"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -185,8 +190,18 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 gates.setdefault(step.node, []).append(step)
             elif step.step_name == WAIT_STEP and step.node in known:
                 holding.add(step.node)
+        waited: dict[int, str] = {}  # gate step -> when its approval wait first began
+        gate_ids = [s.step_id for rows_ in gates.values() for s in rows_]
+        for start in range(0, len(gate_ids), 500):
+            chunk = gate_ids[start:start + 500]
+            for step_id, at in _optional(
+                    conn, "SELECT step_id, MIN(created_at) FROM events WHERE event = "
+                    "'gate' AND status = 'started' AND step_id IN "
+                    f"({', '.join('?' * len(chunk))}) GROUP BY step_id", tuple(chunk)):
+                waited[int(str(step_id))] = str(at)
         exited = [r.run_id for r in runs.values() if r.status == "exited"]
         spent: dict[int, float | None] = {}
+        causes: dict[int, tuple[str, str]] = {}
         for start in range(0, len(exited), 500):
             chunk = exited[start:start + 500]
             marks = ", ".join("?" * len(chunk))
@@ -194,6 +209,10 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                     f"SELECT run_id, {KNOWN_COST_SUM} FROM steps WHERE run_id IN "
                     f"({marks}) GROUP BY run_id", chunk):
                 spent[int(run_id)] = None if total is None else float(total)
+            for run_id, name, meta, _newest in conn.execute(
+                    "SELECT run_id, step_name, metadata, MAX(step_id) FROM steps WHERE "
+                    f"run_id IN ({marks}) AND status = 'failed' GROUP BY run_id", chunk):
+                causes[int(run_id)] = (str(name or ""), str(meta or ""))
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
         asks: dict[str, tuple[int | None, str]] = {}
@@ -203,10 +222,14 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 if node in wanted:
                     pauses[str(node)] = (str(at), str(meta))
             marks = ", ".join("?" * len(paused))
+            # An ask older than the node's newest resume was answered by that resume: the
+            # park shown now is a newer one (an interruption, say), not the ask's.
             for node, run, meta, _newest in conn.execute(
-                    "SELECT node, run_id, metadata, MAX(event_id) FROM events WHERE event = "
-                    f"'pause' AND status = 'completed' AND actor != 'loop' AND node IN ({marks})"
-                    " GROUP BY node", paused):
+                    "SELECT node, run_id, metadata, MAX(event_id) FROM events AS a WHERE event "
+                    "= 'pause' AND status = 'completed' AND actor != 'loop' AND node IN "
+                    f"({marks}) AND event_id > COALESCE((SELECT MAX(r.event_id) FROM events "
+                    "AS r WHERE r.event = 'resume' AND r.status = 'completed' AND r.node = "
+                    "a.node), 0) GROUP BY node", paused):
                 if meta:
                     asks[str(node)] = (None if run is None else int(str(run)), str(meta))
         writes: dict[str, str] = {}
@@ -236,4 +259,4 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
-                             landed)
+                             landed, causes, waited)

@@ -209,11 +209,20 @@ class Ledger(Transitions):
     def mark_awaiting_approval(self, step_id: int) -> None:
         """Mark an open gate's row as in its approval wait (reason ``awaiting approval``):
         whoever parks the open steps later (an interruption, a heal) keeps that reason in
-        front, so a resume waits at the gate again rather than rerun its agent."""
+        front, so a resume waits at the gate again rather than rerun its agent. The same
+        transaction records when the wait began: a ``gate`` event ``started`` (the inbox
+        dates the gate by the first one)."""
         with self._db() as tx:
-            tx.run("UPDATE steps SET metadata = :reason WHERE step_id = :id AND "
-                   "ended_at IS NULL AND approved = ''",
-                   {"reason": AWAITING_APPROVAL, "id": step_id})
+            marked = tx.run("UPDATE steps SET metadata = :reason WHERE step_id = :id AND "
+                            "ended_at IS NULL AND approved = ''",
+                            {"reason": AWAITING_APPROVAL, "id": step_id})
+            row = tx.one("SELECT node, run_id, iter_id FROM steps WHERE step_id = :id",
+                         {"id": step_id}) if marked else None
+            if row is not None:
+                new_id(tx, "events", {"node": row["node"], "event": "gate", "actor": "loop",
+                                      "status": "started", "metadata": AWAITING_APPROVAL,
+                                      "run_id": row["run_id"], "iter_id": row["iter_id"],
+                                      "step_id": step_id, "created_at": utc_now()})
 
     def pending_approvals(self, node: str) -> list[StepRow]:
         """The node's gated steps awaiting approval, oldest first: unapproved (``approved`` =

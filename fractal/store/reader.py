@@ -164,6 +164,15 @@ def node_row(db_path: Path, node: str) -> NodeRow | None:
     return None if row is None else build(NodeRow, row)
 
 
+def failed_step(db_path: Path, run_id: int) -> tuple[str, str] | None:
+    """(step_name, reason) of run ``run_id``'s newest failed step, or None."""
+    with _connect(db_path) as conn:
+        row = conn.execute("SELECT step_name, metadata FROM steps WHERE run_id = ? AND "
+                           "status = 'failed' ORDER BY step_id DESC LIMIT 1",
+                           (run_id,)).fetchone()
+    return None if row is None else (str(row[0] or ""), str(row[1] or ""))
+
+
 def last_run(db_path: Path, node: str) -> RunRow | None:
     """The node's newest run, open or closed, or None."""
     with _connect(db_path) as conn:

@@ -196,6 +196,7 @@ class Dashboard(App[None]):
         views = flows.visible(self, snap)
         members = tuple(v.branch for v in views)
         before = {v.branch: v for v in self._views}
+        flows.select_first(self, tree, views)
         if members != self._members:
             flows.rebuild_tree(self, tree, views, now)
         else:  # only the lines whose node changed
@@ -363,18 +364,13 @@ class Dashboard(App[None]):
         flows.open_pane_key(self)
 
     def action_search(self) -> None:
-        flows.search_key(self)
+        flows.guard_key(self, "search", lambda: flows.search_key(self))
 
     def action_filter(self) -> None:
-        self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
-        self.notify(f"showing: {self.filter}")
-        if self.snapshot is not None:
-            self.apply(self.snapshot)
+        flows.guard_key(self, "filter", lambda: flows.filter_key(self, FILTERS))
 
     def action_toggle_retired(self) -> None:
-        self.show_retired = not self.show_retired
-        if self.snapshot is not None:
-            self.apply(self.snapshot)
+        flows.guard_key(self, "retired", lambda: flows.retired_key(self))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -2,8 +2,9 @@
 ``fractal node merge`` path, confirmed after its diffstat) and send it a message (the
 ``fractal radio send`` path, from a one-line prompt). Each runs the verb in the app's
 verb worker, so its result or refusal shows as a notification like every other key.
-Also the screen of a tree destroyed under the dashboard, the tree pane's rebuild, and the
-pane (``o``) and search (``/``) keys."""
+Also the screen of a tree destroyed under the dashboard, the tree pane's rebuild, the
+pane (``o``), search (``/``), filter (``x``) and retired (``t``) keys, and the guard that
+keeps a fault in a key from ending the dashboard."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     PaneSwitch = Callable[[FractalTree, str], bool]  # True: this tmux client switched
     PaneAttach = Callable[[FractalTree, str], object]  # attach in this terminal until detach
 
-__all__ = ["merge_key", "merge_line", "open_pane_key", "rebuild_tree", "search_key", "send_key",
+__all__ = ["filter_key", "guard_key", "merge_key", "merge_line", "open_pane_key",
+           "rebuild_tree", "retired_key", "search_key", "select_first", "send_key",
            "show_gone", "start_merge", "update_panes", "visible"]
 
 
@@ -180,6 +182,17 @@ def send_prompt(app: Dashboard, branch: str) -> None:
     app.push_screen(PromptScreen(f"message to {branch} (enter sends, escape cancels):"), sent)
 
 
+def select_first(app: Dashboard, tree: Tree[str], views: list[NodeView]) -> None:
+    """While nothing is selected (the dashboard just opened, no ``NODE`` given): select
+    the first node shown, so the node pane and the keys have one. The cursor moves to it
+    now when its row is drawn already, else when the tree is rebuilt."""
+    if app.selected is not None or not views:
+        return
+    app.selected = views[0].branch
+    if app._members == tuple(v.branch for v in views):
+        tree.move_cursor(app._tree_nodes[app.selected])
+
+
 def rebuild_tree(app: Dashboard, tree: Tree[str], views: list[NodeView], now: float) -> None:
     """Redraw the tree pane from ``views`` (parents first): each node under its nearest
     shown ancestor, the cursor kept on the selected branch wherever its row moved (a
@@ -259,13 +272,42 @@ def _refuse(app: Dashboard, text: str) -> None:
     app.notify(text, severity="error")
 
 
+def guard_key(app: Dashboard, label: str, action: Callable[[], object]) -> None:
+    """Run a key's ``action`` on the UI thread as the verb keys run theirs: a refusal
+    (``FractalError``) is notified as ``LABEL: why``, any other exception is fractal's
+    fault, saved to a crash log and notified (``verbs.fault``); the dashboard stays."""
+    from fractal.errors import FractalError
+    from fractal.tui.verbs import fault
+
+    try:
+        action()
+    except FractalError as exc:
+        _refuse(app, f"{label}: {exc}")
+    except Exception as exc:  # fractal's fault: a crash log, and the dashboard stays
+        _refuse(app, fault(app, label, exc).text)
+
+
+def filter_key(app: Dashboard, filters: tuple[str, ...]) -> None:
+    """``x``: show the next of ``filters`` (all, attention, active) and redraw."""
+    app.filter = filters[(filters.index(app.filter) + 1) % len(filters)]
+    app.notify(f"showing: {app.filter}")
+    if app.snapshot is not None:
+        app.apply(app.snapshot)
+
+
+def retired_key(app: Dashboard) -> None:
+    """``t``: show or hide the retired nodes and redraw."""
+    app.show_retired = not app.show_retired
+    if app.snapshot is not None:
+        app.apply(app.snapshot)
+
+
 def search_key(app: Dashboard) -> None:
-    """``/``: move the cursor to the next node whose branch holds the typed text."""
+    """``/``: move the cursor to the next node whose branch holds the typed text (the
+    answer is handled under ``guard_key`` too)."""
     from textual.widgets import Tree
 
-    def found(text: str | None) -> None:
-        if not text:
-            return
+    def move(text: str) -> None:
         names = [b for b in app._members if text in b]
         after = [b for b in names if app.selected is None or b > app.selected]
         picks = after or names
@@ -273,4 +315,8 @@ def search_key(app: Dashboard) -> None:
             app.notify(f"no node matches {text!r}", severity="warning")
             return
         app.query_one("#tree", Tree).move_cursor(app._tree_nodes[picks[0]])
+
+    def found(text: str | None) -> None:
+        if text:
+            guard_key(app, "search", lambda: move(text))
     app.push_screen(PromptScreen("search nodes:"), found)

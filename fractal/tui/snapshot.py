@@ -1,7 +1,8 @@
 """The dashboard's data: one immutable ``Snapshot`` of the tree, built off the UI thread.
 
 Change detection opens no database: ``Builder.token`` is the (mtime, size) of the
-database files, the mtime of each active node's ``config.json`` and ``pane.log``, and
+database files, the mtime of the tree brake's latch file, of each active node's
+``config.json`` and ``pane.log``, and
 (every ``SWEEP_EVERY`` looks) of every node's ``config.json``. The builder reads
 (read-only connections) only when it changed, and then only what changed: the high-water
 marks of ``store.attention_marks`` name the nodes whose rows differ since the last read,
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ class NodeView:
     gauge: Gauge | None
     stalled: bool
     config: tuple[tuple[str, str], ...] = ()
+    #: The agent setting it runs with (``dashview.shown_agent``), the same for every node.
     agent: str | None = None
     model: str | None = None
     session: str | None = None
@@ -157,6 +159,7 @@ class Builder:
 
     def token(self) -> object:
         """The change token: database files and each node's config and transcript mtimes."""
+        from fractal.control import latch_path
         from fractal.store.follow import db_token
 
         nodes = self.last.nodes if self.last else ()
@@ -169,7 +172,8 @@ class Builder:
             if view.status == "active":
                 config, pane, _ = self._paths(view.branch)
                 stamps.append((_stamp(config), _stamp(pane)))
-        return (db_token(self.tree.db_path), tuple(stamps), self._sweep)
+        return (db_token(self.tree.db_path), tuple(stamps), self._sweep,
+                _stamp(str(latch_path(self.tree))))
 
     def _config(self, branch: str) -> dict[str, object]:
         name = self._paths(branch)[0]
@@ -231,6 +235,7 @@ class Builder:
     def _read_facts(self) -> tuple[list[NodeFacts], dict[str, str]]:
         """Every node's facts: re-read only for the nodes whose rows changed since the last
         read (and the active ones), the others kept; whole on the first read."""
+        from fractal.control import latched
         from fractal.domain.attention_tree import with_running_below
         from fractal.lifecycle.inbox import node_facts
         from fractal.store.attention_marks import changes
@@ -251,6 +256,9 @@ class Builder:
                            if b not in known and f.status != "unregistered"]:
                 del self._facts[branch]
         self._marks, self._acks = marks, acks
+        braked = latched(self.tree)  # the brake is a file: a kept node's facts follow it too
+        self._facts = {b: f if f.braked == braked else replace(f, braked=braked)
+                       for b, f in self._facts.items()}
         return with_running_below(sorted(self._facts.values(), key=lambda f: f.branch)), acks
 
     def _classify(self, facts: list[NodeFacts], now: float, acks: dict[str, str]
@@ -301,12 +309,16 @@ class Builder:
         return subtree_spends(self._parents, own)
 
     def _read(self, now: float, token: object) -> Snapshot:
+        from fractal.agents.base import DEFAULT_AGENT
+        from fractal.domain.dashview import shown_agent
         from fractal.domain.durations import parse_duration
         from fractal.errors import FractalError
         from fractal.store.pool import pool_progress
 
         facts, acks = self._read_facts()
         found = self._classify(facts, now, acks)
+        tree_agent = self._config(self.tree.root).get("agent")
+        tree_agent = tree_agent if isinstance(tree_agent, str) else None
         spends = self._subtree_spends()
         live = self._live
         pools = pool_progress(self.tree.db_path)
@@ -318,7 +330,7 @@ class Builder:
             step = live.steps.get(f.branch)
             key = (f, run, it, step, frozenset(live.signals.get(f.branch, ())),
                    spends.get(f.run_id) if f.run_id is not None else None,
-                   self._config_stamps.get(f.branch), pools.get(f.branch))
+                   self._config_stamps.get(f.branch), pools.get(f.branch), tree_agent)
             known = self._lines.get(f.branch)
             if known is not None and f.status != "active" and known[0] == key:
                 # nothing of this settled node's line changed (an active one's clock moves)
@@ -358,7 +370,10 @@ class Builder:
                 stalled=stalled,
                 config=tuple((k, json.dumps(config[k])) for k in _CARD_KEYS
                              if config.get(k) is not None),
-                agent=(it.agent if it else None) or (run.agent if run else None),
+                agent=shown_agent(
+                    None if run is None else (it.agent if it else None, run.agent),
+                    (agent if isinstance(agent := config.get("agent"), str) else None,
+                     tree_agent), DEFAULT_AGENT),
                 model=(step.model if step else None) or (it.model if it else None),
                 session=(step.session if step else None) or (it.session if it else None),
                 run_started=_epoch(run.started_at) if run else None,

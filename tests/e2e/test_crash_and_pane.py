@@ -141,3 +141,35 @@ def test_pane_shows_banners_and_agent_output(tree: Tree) -> None:
     assert "(cost $0.0500)" in text
     assert "--- Step 1/2 (HELLO): done (" in text
     tree.cli("node", "status", "pane")
+
+
+def test_c_c_in_a_pane_shows_pausing_while_a_deaf_agent_is_ended(tree: Tree) -> None:
+    """C-c in the pane while the agent ignores SIGTERM: ending its group takes the kill
+    grace, and meanwhile the node reads `active (pausing: interrupted: SIGINT)`, not
+    plain `active`; once parked it reads `paused (interrupted: SIGINT)`."""
+    tree.node("deaf", {"01-WORK.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+    tree.cli("node", "start", "deaf", env={**(tree.env or os.environ),
+                                            "FRACTAL_KILL_GRACE": "8"})
+    _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
+    pane = tree.node_dir("deaf") / "pane.log"  # the stub prints once it ignores SIGTERM
+    wait_until(lambda: "stub agent:" in pane.read_text(errors="replace"), timeout=20,
+               message="the agent deaf to SIGTERM")
+    (session, socket), = tree.sql("SELECT tmux_session, tmux_socket FROM nodes "
+                                  "WHERE node = 'main.deaf'")
+    subprocess.run(["tmux", "-S", str(socket), "send-keys", "-t", f"={session}:", "C-c"],
+                   check=True)
+
+    def status() -> str:
+        return tree.cli("node", "status", "deaf").stdout.strip()
+
+    def pausing() -> str | None:
+        shown = status()
+        return shown if "pausing" in shown else None
+
+    shown = wait_until(pausing, timeout=10,
+                       message="the parking shown while the agent's group is ended")
+    assert shown.endswith("active (pausing: interrupted: SIGINT)"), shown
+    assert tree.status("deaf") == "active"  # no new status: a detail of `active`
+    wait_until(lambda: tree.status("deaf") == "paused", timeout=30, message="parked")
+    assert status().endswith("paused (interrupted: SIGINT)")
+    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group ended")

@@ -58,3 +58,37 @@ def test_open_refuses_without_a_terminal(tree: Tree) -> None:
     out = tree.cli("open", check=False)
     assert out.returncode == 1
     assert "needs a terminal" in out.stderr
+
+
+def test_open_starts_on_the_first_node_and_every_card_names_its_agent(tree: Tree) -> None:
+    """No key pressed: the first node is selected (its card drawn, not `no node
+    selected`); each node's card names the agent setting it runs with, the same way for
+    an idle node as for one that runs."""
+    tree.node("alpha", {"01-A.md": "x"}, "--title", "first one", "--agent", "codex")
+    tree.node("beta", {"01-A.md": "[stub:hang]"}, "--title", "second one", "--no-sync")
+    tree.cli("node", "start", "beta")
+    default = str(tree.agent)  # the tree's default (a long path: the card wraps it)
+    sock = Path(os.environ["TMUX_TMPDIR"]) / f"o-{uuid.uuid4().hex[:8]}" / "default"
+    env = {"TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    try:
+        tmux.launch("dash", [sys.executable, "-m", "fractal", "open"], cwd=tree.repo,
+                    socket=sock, env=env)
+
+        def screen() -> str:
+            try:
+                return tmux.capture_pane("dash", sock)
+            except Exception:
+                return ""
+
+        wait_until(lambda: "first one" in screen(), timeout=30,
+                   message="the first node's card at start")
+        assert "no node selected" not in screen()
+        assert "agent codex · model" in screen()
+        subprocess.run(["tmux", "-S", str(sock), "send-keys", "-t", "=dash:", "Down"],
+                       check=True, capture_output=True)
+        wait_until(lambda: "second one" in screen(), timeout=30,
+                   message="the running node's card")
+        assert f"{default.rpartition('/')[2]} · model" in screen()  # the tree's, as it runs
+    finally:
+        tmux.kill_server(sock)
+        tree.cli("node", "kill", "beta", check=False)

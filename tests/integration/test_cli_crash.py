@@ -72,3 +72,23 @@ def test_only_the_newest_logs_are_kept(tmp_path: Path, monkeypatch: pytest.Monke
     assert "crash-old-00.log" not in kept and "crash-old-24.log" in kept
     assert any(not name.startswith("crash-old") for name in kept)  # the new one
     capsys.readouterr()
+
+
+def test_two_crashes_of_one_process_in_one_second_keep_both_logs(tmp_path: Path) -> None:
+    """A long-lived process (the dashboard) can fault twice within a second: the second
+    log takes the next free name in the tree, never another place nor none."""
+    import time
+
+    from fractal.cli.crash import save_crash
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    now = time.time()
+    taken = [logs / f"crash-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now + d))}-"
+                    f"{os.getpid()}.log" for d in (0, 1)]  # this second's name, the next's
+    for path in taken:
+        path.write_text("an earlier crash\n")
+    saved = save_crash(_raise(), CrashSite(data_dir=tmp_path))
+    assert saved is not None and saved.parent == logs and saved not in taken
+    assert saved.name.endswith("-2.log") and "RuntimeError: boom" in saved.read_text()
+    assert all(p.read_text() == "an earlier crash\n" for p in taken)

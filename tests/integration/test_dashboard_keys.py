@@ -339,7 +339,7 @@ def test_the_cursor_follows_its_branch_when_nodes_appear_above_it(repo: Path) ->
         async with app.run_test(size=SIZE) as pilot:
             await _until(pilot, lambda: "main.lead.fix" in app._members, message="painted")
             widget = app.query_one("#tree", TreeWidget)
-            for _ in range(3):  # root -> main.feat -> main.lead -> main.lead.add
+            for _ in range(2):  # (opened on main.feat) -> main.lead -> main.lead.add
                 await pilot.press("down")
             await _until(pilot, lambda: app.selected == "main.lead.add", message="selected")
             for name in ("items", "items.w1", "items.w2", "items.w3", "items.w4"):
@@ -450,3 +450,47 @@ def test_the_open_key_refuses_a_node_without_a_pane_and_a_terminal_it_cannot_han
     assert panes.calls == ["switch main.feat"]  # never attached without the terminal
     saved, = (repo / ".fractal" / "main" / "logs").glob("crash-*.log")
     assert "RuntimeError: tmux went away" in saved.read_text()
+
+
+class _FaultyDashboard(Dashboard):
+    """A dashboard whose redraw and prompt fail while ``broken`` is set: the faults an
+    unexpected exception in the ``x``, ``t`` and ``/`` keys would meet."""
+
+    broken = False
+
+    def apply(self, snap: Any) -> None:
+        if self.broken:
+            raise RuntimeError("the redraw broke")
+        super().apply(snap)
+
+    def push_screen(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broken:
+            raise RuntimeError("the prompt broke")
+        return super().push_screen(*args, **kwargs)
+
+
+def test_a_fault_in_the_filter_retired_and_search_keys_leaves_the_dashboard_running(
+        repo: Path) -> None:
+    async def scenario() -> None:
+        app = _FaultyDashboard(Tree(repo=repo, root="main"), live=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.snapshot is not None, message="first paint")
+            app.broken = True
+            for key in ("x", "t", "slash"):
+                before = len(app.outcomes)
+                await pilot.press(key)
+                await _until(pilot, lambda: len(app.outcomes) > before,  # noqa: B023
+                             message=f"the {key} key's fault")
+                assert app.is_running
+            app.broken = False
+            await pilot.press("t")  # the dashboard still answers
+            assert app.is_running and app.show_retired is False
+        assert [o.split(" (")[0] for o in app.outcomes] == [
+            "filter: Internal error", "retired: Internal error", "search: Internal error"]
+        assert "RuntimeError: the prompt broke" in app.outcomes[2]
+
+        for outcome, error in zip(app.outcomes, ("redraw", "redraw", "prompt"), strict=True):
+            saved = Path(outcome.split("the traceback is in ")[1].split(" (a fractal bug")[0])
+            assert f"RuntimeError: the {error} broke" in saved.read_text()
+
+    asyncio.run(scenario())

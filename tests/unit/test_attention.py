@@ -85,6 +85,18 @@ CASES = [
     ("message", NodeFacts(B, "completed", to_operator=(Note("ab12cd34", "help", NOW - 9),
                                                        Note("ef56ab78", "done", NOW - 1))),
      [(Kind.MESSAGE, "fractal radio read ab12cd34 ef56ab78")]),
+    # The tree brake on (`fractal pause`): `node resume` and `node start` are refused
+    # until `fractal resume` lifts it.
+    ("paused-braked", NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9, braked=True),
+     [(Kind.PAUSED, "fractal resume")]),
+    ("exited-braked", replace(_exited("Exited at iteration 3.2"), braked=True),
+     [(Kind.EXITED, f"fractal resume && fractal node start {B} --continue")]),
+    ("unstarted-braked", NodeFacts(B, "active", run_id=2, last_write=NOW - 5, braked=True,
+                                   waiting_children=True, unstarted=(f"{B}.x",)),
+     [(Kind.UNSTARTED, f"fractal resume && fractal node start {B}.x")]),
+    # An agent that failed every iteration fails again on `--continue`: look first.
+    ("failing-agent", _exited("3 consecutive iterations failed (last: failed on PLAN)"),
+     [(Kind.EXITED, f"fractal node activity {B}")]),
 ]
 
 
@@ -271,3 +283,26 @@ def test_a_refused_merge_that_names_a_hand_back_reads_as_refused() -> None:
     assert [(i.summary, i.command) for i in merges] == [
         (f"merge into main did not land: {why}", f"fractal node merge {B}")]
     assert merges[0].details["handed_back"] is False
+
+
+def test_a_failing_agents_item_says_what_would_help() -> None:
+    """``start --continue`` alone meets the same failure again: the item points at the
+    failed step's reason and the setting to fix before continuing."""
+    [(item, _)] = classify([_exited("3 consecutive iterations failed (last: failed on "
+                                    "PLAN)")], NOW)
+    assert item.summary.endswith(
+        "; every iteration failed, so `fractal node start --continue` alone fails the same "
+        f"way: look at the failed step's reason (`fractal node activity {B}`), fix its "
+        "cause (the agent setting: `fractal node config set agent=...` in its worktree, "
+        f"or its config.json), then `fractal node start {B} --continue`")
+
+
+def test_a_braked_trees_paused_item_says_the_brake_is_on() -> None:
+    parked = NodeFacts(B, "paused", run_id=2, paused_since=NOW - 9,
+                       pause_reason="parked during PLAN", braked=True)
+    [(item, _)] = classify([parked], NOW)
+    assert item.summary == ("paused: during PLAN; the tree is braked (`fractal pause`): "
+                            "`fractal resume` lifts the brake and resumes every parked node")
+    plain = replace(parked, braked=False)
+    [(was, _)] = classify([plain], NOW)
+    assert classify([parked], NOW, {was.key: was.fingerprint})  # acked unbraked: back

@@ -11,6 +11,7 @@ from fractal.domain.dashview import (
     clock_label,
     gauge,
     live_detail,
+    shown_agent,
     subtree_spends,
 )
 
@@ -91,3 +92,17 @@ def test_subtree_spends(own: dict[int, float | None],
 def test_subtree_spends_odd_links(parents: dict[int, int | None],
                                   expected: dict[int, float | None]) -> None:
     assert subtree_spends(parents, {1: 1.0, 2: 2.0}) == expected
+
+
+@pytest.mark.parametrize(("pinned", "configured", "shown"), [
+    (("codex", "codex"), ("claude", None), "codex"),    # in an iteration: what it pinned
+    ((None, "./agent.sh"), (None, None), "./agent.sh"),  # between iterations: the run's
+    ((None, None), ("codex", None), "claude"),          # a run booted with no setting
+    (None, ("codex", "./tree-agent"), "codex"),         # settled or idle: its config's
+    (None, (None, "./tree-agent"), "./tree-agent"),     # else the tree's default
+    (None, (None, None), "claude"),                     # else what a run launches
+])
+def test_shown_agent_is_the_setting_for_every_node(
+        pinned: tuple[str | None, str | None] | None,
+        configured: tuple[str | None, str | None], shown: str) -> None:
+    assert shown_agent(pinned, configured, "claude") == shown
