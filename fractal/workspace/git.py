@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
+from fractal.workspace.objects import is_sound_commit
 
 __all__ = [
     "branch_exists",
@@ -145,18 +146,20 @@ _PER_WORKTREE = re.compile(r"(MERGE|CHERRY_PICK|REVERT)_HEAD|rebase-(merge|apply
 def current_branch(cwd: Path) -> str | None:
     """Return the short name of the checked-out branch, or None when HEAD is detached.
 
-    Read from the worktree's ``HEAD`` file when ``cwd`` is a checkout's top (``git_dirs``);
-    anything unusual there (a symbolic ref outside ``refs/heads/``, ref storage other than
-    files) is asked of git."""
+    Read from the worktree's ``HEAD`` file when ``cwd`` is a checkout's top (``git_dirs``)
+    and it names a branch whose loose ref holds an id or is absent (unborn, or packed:
+    a packed ref is never symbolic); anything unusual (a symlinked HEAD or ref, a branch
+    that is itself a symbolic ref to another, a symbolic ref outside ``refs/heads/``, ref
+    storage other than files) is asked of git, which follows aliases to the real branch."""
     dirs = git_dirs(cwd)
     if dirs is not None:
-        try:
-            head = (dirs[0] / "HEAD").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            head = ""
-        if head.startswith("ref: refs/heads/") and len(head) > len("ref: refs/heads/"):
-            return head[len("ref: refs/heads/"):]
-        if _SHA.fullmatch(head):
+        head = _read_ref_file(dirs[0] / "HEAD") or ""
+        name = head[len("ref: refs/heads/"):]
+        if head.startswith("ref: refs/heads/") and _safe_branch(name):
+            ref = _read_ref_file(dirs[1] / "refs" / "heads" / name)
+            if ref is None or _SHA.fullmatch(ref):
+                return name
+        elif _SHA.fullmatch(head):
             return None
     proc = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False)
     if proc.returncode == 1:
@@ -164,6 +167,28 @@ def current_branch(cwd: Path) -> str | None:
     if proc.returncode != 0:
         run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd)  # raises with stderr
     return proc.stdout.strip()
+
+
+def _read_ref_file(path: Path) -> str | None:
+    """The stripped text of the ref file ``path`` (``HEAD`` or a loose ref): None when
+    there is no such file, "" when it cannot be read as one plain file (a symlink, which
+    git may read as a symbolic ref; a directory; bytes that are not UTF-8)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError:  # ELOOP for a symlink, ENOTDIR under a file, EACCES
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read(4096).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _safe_branch(branch: str) -> bool:
+    """True when ``refs/heads/<branch>`` cannot leave the refs directory."""
+    return bool(branch) and ".." not in branch and not branch.startswith("/")
 
 
 def head_sha(cwd: Path, ref: str = "HEAD") -> str:
@@ -206,23 +231,24 @@ _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
     """The commit id in ``refs/heads/<branch>``'s loose ref file when ``cwd`` is a
-    checkout's top and the file holds one (no git process); None otherwise (packed,
-    missing, symbolic, or a name that could leave the refs directory)."""
+    checkout's top, the file holds an id and the object store's files show that id is a
+    sound commit (``objects.is_sound_commit``; no git process); None otherwise (packed,
+    missing, symbolic, a symlink, an annotated tag, a missing or corrupt object, or a
+    name that could leave the refs directory), and the caller asks git."""
     dirs = git_dirs(cwd)
-    if dirs is None or not branch or ".." in branch or branch.startswith("/"):
+    if dirs is None or not _safe_branch(branch):
         return None
-    try:
-        value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+    value = _read_ref_file(dirs[1] / "refs" / "heads" / branch)
+    if value is None or not _SHA.fullmatch(value) or not is_sound_commit(dirs[1], value):
         return None
-    return value if _SHA.fullmatch(value) else None
+    return value
 
 
 def _surely_absent(cwd: Path, branch: str) -> bool:
     """True when ``cwd`` is a checkout's top and neither a loose ref file (nor anything
     else at its path) nor a ``packed-refs`` file could hold ``refs/heads/<branch>``."""
     dirs = git_dirs(cwd)
-    if dirs is None or not branch or ".." in branch or branch.startswith("/"):
+    if dirs is None or not _safe_branch(branch):
         return False
     try:
         return not (os.path.lexists(dirs[1] / "refs" / "heads" / branch)
