@@ -1,5 +1,8 @@
 """Thin git wrappers: the only place (with the rest of ``workspace/``) that runs git.
 
+Where the git dir's files answer as git would (``gitfiles``: HEAD, loose refs, objects),
+they are read instead of running git; the rest asks git.
+
 Every call is ``git -C <cwd> ...`` with ``LC_ALL=C`` (stable, parseable messages), stdin
 closed (git never waits on a prompt) and text decoded as UTF-8 with ``errors="replace"``
 (file names and messages need not be valid UTF-8). A failing call raises
@@ -16,9 +19,18 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
-from fractal.workspace.objects import is_sound_commit
+from fractal.workspace.gitfiles import (
+    GIT_LOCATION_ENV,
+    SHA,
+    git_dirs,
+    loose_ref_sha,
+    read_ref_file,
+    safe_branch,
+    surely_absent,
+)
 
 __all__ = [
+    "GIT_LOCATION_ENV",
     "branch_exists",
     "changed_paths",
     "commit_files",
@@ -153,13 +165,13 @@ def current_branch(cwd: Path) -> str | None:
     storage other than files) is asked of git, which follows aliases to the real branch."""
     dirs = git_dirs(cwd)
     if dirs is not None:
-        head = _read_ref_file(dirs[0] / "HEAD") or ""
+        head = read_ref_file(dirs[0] / "HEAD") or ""
         name = head[len("ref: refs/heads/"):]
-        if head.startswith("ref: refs/heads/") and _safe_branch(name):
-            ref = _read_ref_file(dirs[1] / "refs" / "heads" / name)
-            if ref is None or _SHA.fullmatch(ref):
+        if head.startswith("ref: refs/heads/") and safe_branch(name):
+            ref = read_ref_file(dirs[1] / "refs" / "heads" / name)
+            if ref is None or SHA.fullmatch(ref):
                 return name
-        elif _SHA.fullmatch(head):
+        elif SHA.fullmatch(head):
             return None
     proc = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False)
     if proc.returncode == 1:
@@ -167,28 +179,6 @@ def current_branch(cwd: Path) -> str | None:
     if proc.returncode != 0:
         run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd)  # raises with stderr
     return proc.stdout.strip()
-
-
-def _read_ref_file(path: Path) -> str | None:
-    """The stripped text of the ref file ``path`` (``HEAD`` or a loose ref): None when
-    there is no such file, "" when it cannot be read as one plain file (a symlink, which
-    git may read as a symbolic ref; a directory; bytes that are not UTF-8)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError:  # ELOOP for a symlink, ENOTDIR under a file, EACCES
-        return ""
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(4096).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _safe_branch(branch: str) -> bool:
-    """True when ``refs/heads/<branch>`` cannot leave the refs directory."""
-    return bool(branch) and ".." not in branch and not branch.startswith("/")
 
 
 def head_sha(cwd: Path, ref: str = "HEAD") -> str:
@@ -201,14 +191,14 @@ def head_after_commit(cwd: Path) -> str:
     checkout's top and ``HEAD`` names a branch (git writes that branch's ref as a loose
     file holding the new commit with every commit), else ``head_sha(cwd)``."""
     branch = current_branch(cwd) if git_dirs(cwd) is not None else None
-    return (_loose_ref_sha(cwd, branch) if branch else None) or head_sha(cwd)
+    return (loose_ref_sha(cwd, branch) if branch else None) or head_sha(cwd)
 
 
 def branch_tip(cwd: Path, branch: str) -> str:
     """The full sha the local branch ``branch`` points at: its loose ref file when
     ``cwd`` is a checkout's top and the file holds one (no git process), else
     ``head_sha(cwd, branch)``. Raises GitError when it names no commit."""
-    return _loose_ref_sha(cwd, branch) or head_sha(cwd, branch)
+    return loose_ref_sha(cwd, branch) or head_sha(cwd, branch)
 
 
 def branch_exists(cwd: Path, branch: str) -> bool:
@@ -218,89 +208,12 @@ def branch_exists(cwd: Path, branch: str) -> bool:
     before every step); no ref file and no ``packed-refs`` file at all answers no (a
     spawn asks before making the branch); a packed ref, or a missing one while refs are
     packed, is asked of git."""
-    if _loose_ref_sha(cwd, branch) is not None:
+    if loose_ref_sha(cwd, branch) is not None:
         return True
-    if _surely_absent(cwd, branch):
+    if surely_absent(cwd, branch):
         return False
     proc = run_git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False)
     return proc.returncode == 0
-
-
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-
-def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
-    """The commit id in ``refs/heads/<branch>``'s loose ref file when ``cwd`` is a
-    checkout's top, the file holds an id and the object store's files show that id is a
-    sound commit (``objects.is_sound_commit``; no git process); None otherwise (packed,
-    missing, symbolic, a symlink, an annotated tag, a missing or corrupt object, or a
-    name that could leave the refs directory), and the caller asks git."""
-    dirs = git_dirs(cwd)
-    if dirs is None or not _safe_branch(branch):
-        return None
-    value = _read_ref_file(dirs[1] / "refs" / "heads" / branch)
-    if value is None or not _SHA.fullmatch(value) or not is_sound_commit(dirs[1], value):
-        return None
-    return value
-
-
-def _surely_absent(cwd: Path, branch: str) -> bool:
-    """True when ``cwd`` is a checkout's top and neither a loose ref file (nor anything
-    else at its path) nor a ``packed-refs`` file could hold ``refs/heads/<branch>``."""
-    dirs = git_dirs(cwd)
-    if dirs is None or not _safe_branch(branch):
-        return False
-    try:
-        return not (os.path.lexists(dirs[1] / "refs" / "heads" / branch)
-                    or os.path.lexists(dirs[1] / "packed-refs"))
-    except (OSError, ValueError):
-        return False
-
-
-GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
-
-
-def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
-    """(git dir, common dir) of the checkout whose top is ``cwd``, read from its ``.git``
-    (a directory, or a worktree's ``gitdir:`` file and the ``commondir`` beside it), for
-    reading ``HEAD`` and loose refs without a git process. None when git itself must be
-    asked: ``cwd`` is not a checkout's top, the environment relocates the repository
-    (``GIT_DIR`` and friends), or the refs are not stored as files (reftable)."""
-    if any(os.environ.get(name) for name in GIT_LOCATION_ENV):
-        return None
-    dot = Path(cwd) / ".git"
-    try:
-        if dot.is_dir():
-            gitdir, text = dot, ""
-        else:
-            text = dot.read_text(encoding="utf-8").strip()
-            if not text.startswith("gitdir: "):
-                return None
-            gitdir = Path(cwd) / text[len("gitdir: "):]
-        common_file = gitdir / "commondir"
-        common_text = (common_file.read_text(encoding="utf-8").strip()
-                       if common_file.is_file() else None)
-    except (OSError, UnicodeDecodeError):
-        return None
-    key = (str(cwd), text, common_text)
-    found = _GIT_DIRS.get(key)  # resolving walks every component: a loop asks per step
-    if found is None:
-        try:
-            found = (gitdir.resolve() if text else gitdir,) * 2
-            if common_text is not None:
-                found = (found[0], (found[0] / common_text).resolve())
-        except OSError:
-            return None
-        if Path(cwd).is_absolute():
-            _GIT_DIRS[key] = found
-    gitdir, common = found
-    if not (gitdir / "HEAD").is_file() or (common / "reftable").exists() \
-            or not ((common / "refs").is_dir() and (common / "objects").is_dir()):
-        return None  # (git takes no directory without refs and objects for a repository)
-    return gitdir, common
-
-
-_GIT_DIRS: dict[tuple[str, str, str | None], tuple[Path, Path]] = {}
 
 
 def changed_paths(cwd: Path) -> list[str]:

@@ -14,7 +14,6 @@ loose object; a packed one at the end of a long delta chain), a repeated one a `
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import re
@@ -53,14 +52,29 @@ def is_sound_commit(common: Path, sha: str) -> bool:
     if found is None:
         return False
     body, where, identity = found
-    algo = hashlib.sha1 if len(sha) == 40 else hashlib.sha256
     data = b"commit %d\0" % len(body) + body
-    if algo(data).hexdigest() != sha or _HEADER.match(body) is None:
+    if _hex_digest(data, len(sha)) != sha or _HEADER.match(body) is None:
         return False
     if len(_SOUND) >= _KEEP:
         _SOUND.clear()
     _SOUND[key] = (where, identity)
     return True
+
+
+def _hex_digest(data: bytes, hex_size: int) -> str:
+    """SHA-1 (``hex_size`` 40) or SHA-256 (64) of ``data`` in hex, from CPython's built-in
+    modules where there are: ``hashlib`` loads OpenSSL's library when imported, several
+    milliseconds that ``fractal node kill`` (which loads this module) would pay."""
+    try:
+        if hex_size == 40:
+            from _sha1 import sha1 as algo  # type: ignore[import-not-found]  # no stub
+        else:
+            from _sha256 import sha256 as algo  # type: ignore[import-not-found]  # (3.11)
+    except ImportError:
+        import hashlib
+
+        algo = hashlib.sha1 if hex_size == 40 else hashlib.sha256
+    return str(algo(data).hexdigest())
 
 
 _SOUND: dict[tuple[str, str], tuple[str, tuple[int, int, int]]] = {}
