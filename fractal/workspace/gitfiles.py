@@ -30,10 +30,11 @@ def read_ref_file(path: Path) -> str | None:
     except OSError:  # ELOOP for a symlink, ENOTDIR under a file, EACCES
         return ""
     try:
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(4096).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+        return os.read(fd, 4096).decode("utf-8").strip()  # (no file object: a loop asks
+    except (OSError, UnicodeDecodeError):                 # per step)
         return ""
+    finally:
+        os.close(fd)
 
 
 def safe_branch(branch: str) -> bool:

@@ -34,11 +34,12 @@ def is_sound_commit(common: Path, sha: str) -> bool:
     would take: found loose or in a local pack (a delta resolved against bases in that
     pack), its bytes hash to ``sha`` and its header reads ``tree <id>`` then ``parent
     <id>`` lines. False when the files cannot tell that (an alternate object store,
-    ``GIT_OBJECT_DIRECTORY``, a base in another pack) or tell otherwise (a tag, a missing
-    or corrupt object). A yes is kept while the file that held the object has the same
+    ``GIT_OBJECT_DIRECTORY``, a base in another pack, replace refs, which make git read
+    another object in its place) or tell otherwise (a tag, a missing or corrupt object). A yes is kept while the file that held the object has the same
     inode, size and mtime (one ``stat`` then, not a read: a loop asks before every step).
     Never raises for what it reads."""
-    if os.environ.get("GIT_OBJECT_DIRECTORY"):
+    if os.environ.get("GIT_OBJECT_DIRECTORY") or os.environ.get("GIT_REPLACE_REF_BASE") \
+            or _may_replace(str(common)):
         return False
     objects = os.path.join(common, "objects")
     key = (objects, sha)
@@ -59,6 +60,31 @@ def is_sound_commit(common: Path, sha: str) -> bool:
         _SOUND.clear()
     _SOUND[key] = (where, identity)
     return True
+
+
+def _may_replace(common: str) -> bool:
+    """True when the repository may hold replace refs (``git replace``): a
+    ``refs/replace`` directory, or a ``packed-refs`` naming one (that file's answer is
+    kept while its inode, size and mtime hold)."""
+    if os.path.isdir(os.path.join(common, "refs", "replace")):
+        return True
+    packed = os.path.join(common, "packed-refs")
+    identity = _identity(packed)
+    if identity is None:
+        return False
+    known = _PACKED_REPLACE.get(packed)
+    if known is not None and known[0] == identity:
+        return known[1]
+    try:
+        with open(packed, "rb") as handle:
+            found = b" refs/replace/" in handle.read()
+    except OSError:
+        return True
+    _PACKED_REPLACE[packed] = (identity, found)
+    return found
+
+
+_PACKED_REPLACE: dict[str, tuple[tuple[int, int, int], bool]] = {}
 
 
 def _hex_digest(data: bytes, hex_size: int) -> str:

@@ -177,3 +177,20 @@ def test_a_yes_is_not_kept_past_its_object(repo: Path) -> None:
     _loose_object(repo, sha).unlink()
     assert g.branch_exists(repo, "copy") == _git_exists(repo, "copy") is False
     assert _our_tip(repo, "copy") == _git_tip(repo, "copy") is None
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["loose", "packed"])
+def test_a_replaced_commit_tips_as_git(repo: Path, packed: bool) -> None:
+    first = git(repo, "rev-parse", "HEAD")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "second")
+    git(repo, "tag", "-a", "v2", "-m", "a tag")
+    git(repo, "branch", "old", first)
+    git(repo, "replace", "-f", first, git(repo, "rev-parse", "v2"))  # a tag in its place
+    if packed:
+        git(repo, "pack-refs", "--all")
+        empty = repo / ".git" / "refs" / "replace"
+        if empty.is_dir():
+            empty.rmdir()  # (git leaves it, empty): only packed-refs names the replacement
+        _write_ref(repo, "old", first)  # the branch loose again, its replacement packed
+    assert _our_tip(repo, "old") == _git_tip(repo, "old") is None
+    assert g.branch_exists(repo, "old") == _git_exists(repo, "old")
