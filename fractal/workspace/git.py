@@ -23,11 +23,12 @@ from fractal.workspace.gitfiles import (
     GIT_LOCATION_ENV,
     SHA,
     git_dirs,
-    loose_ref_sha,
+    loose_ref,
     read_ref_file,
     safe_branch,
     surely_absent,
 )
+from fractal.workspace.objects import commit_known, remember
 
 __all__ = [
     "GIT_LOCATION_ENV",
@@ -191,14 +192,36 @@ def head_after_commit(cwd: Path) -> str:
     checkout's top and ``HEAD`` names a branch (git writes that branch's ref as a loose
     file holding the new commit with every commit), else ``head_sha(cwd)``."""
     branch = current_branch(cwd) if git_dirs(cwd) is not None else None
-    return (loose_ref_sha(cwd, branch) if branch else None) or head_sha(cwd)
+    return (_loose_ref_sha(cwd, branch) if branch else None) or head_sha(cwd)
 
 
 def branch_tip(cwd: Path, branch: str) -> str:
-    """The full sha the local branch ``branch`` points at: its loose ref file when
-    ``cwd`` is a checkout's top and the file holds one (no git process), else
-    ``head_sha(cwd, branch)``. Raises GitError when it names no commit."""
-    return loose_ref_sha(cwd, branch) or head_sha(cwd, branch)
+    """The full sha the local branch ``branch`` points at: its loose ref file's when
+    ``cwd`` is a checkout's top and the file holds a commit (``_loose_ref_sha``: no git
+    process for a loose commit or one seen before), else ``head_sha(cwd, branch)``,
+    which peels a tag. Raises GitError when it names no commit."""
+    return _loose_ref_sha(cwd, branch) or head_sha(cwd, branch)
+
+
+def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
+    """The commit id ``refs/heads/<branch>``'s loose ref file holds (``gitfiles.loose_ref``)
+    when it is a commit git would take: the loose object files tell
+    (``objects.commit_known``: no git process), or, where they cannot (a packed object,
+    alternates, replace refs), one ``rev-parse <id>^{commit}`` does and a yes is kept for
+    this process. None otherwise (no loose ref; a tag, a missing or corrupt object), and
+    the caller asks git its own question."""
+    found = loose_ref(cwd, branch)
+    if found is None:
+        return None
+    common, sha = found
+    known = commit_known(common, sha)
+    if known is None:
+        proc = run_git(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                        f"{sha}^{{commit}}"], cwd, check=False)
+        known = proc.returncode == 0 and proc.stdout.strip() == sha
+        if known:
+            remember(common, sha)
+    return sha if known else None
 
 
 def branch_exists(cwd: Path, branch: str) -> bool:
@@ -208,7 +231,7 @@ def branch_exists(cwd: Path, branch: str) -> bool:
     before every step); no ref file and no ``packed-refs`` file at all answers no (a
     spawn asks before making the branch); a packed ref, or a missing one while refs are
     packed, is asked of git."""
-    if loose_ref_sha(cwd, branch) is not None:
+    if _loose_ref_sha(cwd, branch) is not None:
         return True
     if surely_absent(cwd, branch):
         return False

@@ -1,6 +1,6 @@
 """Answers read from a checkout's git dir files, with no git process: where its git dir
-and common dir are (``git_dirs``), the text of ``HEAD`` or a loose ref, and a branch's
-commit from its loose ref (checked against the object store: ``objects.is_sound_commit``).
+and common dir are (``git_dirs``), the text of ``HEAD`` or a loose ref, the id a loose
+branch ref holds, and whether a branch is surely absent.
 
 A loop asks for these before every step and a git process costs 2-5 ms; each function
 answers None (or False) wherever the files could answer otherwise than git, and
@@ -13,9 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from fractal.workspace.objects import is_sound_commit
-
-__all__ = ["GIT_LOCATION_ENV", "SHA", "git_dirs", "loose_ref_sha", "read_ref_file",
+__all__ = ["GIT_LOCATION_ENV", "SHA", "git_dirs", "loose_ref", "read_ref_file",
            "safe_branch", "surely_absent"]
 
 
@@ -45,19 +43,18 @@ def safe_branch(branch: str) -> bool:
 SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-def loose_ref_sha(cwd: Path, branch: str) -> str | None:
-    """The commit id in ``refs/heads/<branch>``'s loose ref file when ``cwd`` is a
-    checkout's top, the file holds an id and the object store's files show that id is a
-    sound commit (``objects.is_sound_commit``; no git process); None otherwise (packed,
-    missing, symbolic, a symlink, an annotated tag, a missing or corrupt object, or a
-    name that could leave the refs directory), and the caller asks git."""
+def loose_ref(cwd: Path, branch: str) -> tuple[Path, str] | None:
+    """(common dir, the id ``refs/heads/<branch>``'s loose ref file holds) when ``cwd`` is
+    a checkout's top and that file holds an id (no git process); None otherwise (packed,
+    missing, symbolic, a symlink, or a name that could leave the refs directory). The id
+    may name anything: ``objects.commit_known`` tells whether it is a commit."""
     dirs = git_dirs(cwd)
     if dirs is None or not safe_branch(branch):
         return None
     value = read_ref_file(dirs[1] / "refs" / "heads" / branch)
-    if value is None or not SHA.fullmatch(value) or not is_sound_commit(dirs[1], value):
+    if value is None or not SHA.fullmatch(value):
         return None
-    return value
+    return dirs[1], value
 
 
 def surely_absent(cwd: Path, branch: str) -> bool:
