@@ -15,8 +15,9 @@ _MODES = (("init_mode", "--init"), ("check", "--check"), ("ignore_scope", "--ign
 @click.command("commit")
 @click.argument("message", required=False)
 @click.option("--init", "init_mode", is_flag=True,
-              help="The baseline commit: subject '<branch>: init (MESSAGE)'. The only mode "
-                   "the tree's root accepts.")
+              help="The baseline commit: subject '<branch>: init (MESSAGE)'. The only "
+                   "commit a node that never ran takes (it has no iteration to label one "
+                   "with) and the only mode the tree's root accepts.")
 @click.option("--check", is_flag=True,
               help="Commit nothing; fail if uncommitted changes exist.")
 @click.option("--ignore-scope", is_flag=True,

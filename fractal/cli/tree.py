@@ -23,7 +23,9 @@ def init_cmd(agent: str | None, path: Path) -> None:
     from fractal.lifecycle.trees import init_tree
 
     result = init_tree(path, agent)
-    verb = "initialised" if result.created else "already initialised (missing pieces restored)"
+    verb = ("initialised" if result.created else
+            f"already initialised (restored: {', '.join(result.restored)})" if result.restored
+            else "already initialised")
     click.echo(f"{verb}: tree rooted at {result.tree.root} (database {result.tree.db_path})",
                err=True)
     if agent is not None:

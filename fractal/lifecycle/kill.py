@@ -5,8 +5,11 @@ The KILL move comes first (the ``kill`` event, the kill signal and the status
 supervisor's group and the agent groups of open steps (in that order, in one shared
 grace), KILL, while the pane's session is killed; then the open rows close ``killed`` with
 the attribution ``killed by <actor>[: reason]`` and the supervisor is cleared, in one
-transaction. Descendants go first and are re-enumerated to a fixpoint, so a child
-booting during the sweep is caught.
+transaction. An open step whose agent group is not recorded yet (its loop is between
+the spawn and ``set_step_process``) is stopped by its launch marker, which the agent
+carries from its first instruction; one still between fork and exec at the first scan
+is found by the re-scan after the grace. Descendants go first and are re-enumerated to a
+fixpoint, so a child booting during the sweep is caught.
 
 The command imports no psutil (``processes`` stops groups from ``/proc`` and pidfds) and
 starts no thread: a kill costs about what a ``node stop`` does plus the wait for the
@@ -27,7 +30,7 @@ from fractal.errors import TmuxError
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, descendants
-from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_groups
+from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_groups, marker_only
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.store.transition import EventNote, SignalNote
@@ -84,10 +87,12 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
         supervisor = group_of(row.supervisor_pid, row.supervisor_started)
     agents: list[GroupHandle] = []
     for step in ledger.open_steps(branch):
+        marker = launch_marker(str(tree.db_path), step.step_id)
         if step.pgid is not None and step.pgid_started is not None:
             agents.append(GroupHandle(pid=step.pgid, pgid=step.pgid,
-                                       create_time=step.pgid_started,
-                                       marker=launch_marker(str(tree.db_path), step.step_id)))
+                                       create_time=step.pgid_started, marker=marker))
+        else:  # spawned, its group not recorded yet (or never started): found by marker
+            agents.append(marker_only(marker))
     return _Condemned(branch, row, note, supervisor, agents)
 
 

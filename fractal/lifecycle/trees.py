@@ -6,29 +6,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.agents.base import split_agent
-from fractal.errors import FractalError
+from fractal.errors import FractalError, InvalidValue
 from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace.discovery import checkout_and_main
-from fractal.workspace.nodedir import ensure_exclude_block, seed_root_dir, update_config
+from fractal.workspace.nodedir import (
+    ensure_exclude_block,
+    read_config,
+    seed_root_dir,
+    update_config,
+)
 from fractal.workspace.wiki import PROJECT_TITLE, ensure_wiki
 
 
 @dataclass(frozen=True)
 class TreeInit:
-    """The tree that now exists, and whether this call created it."""
+    """The tree that now exists, whether this call created it, and (for a tree that was
+    there) the pieces it found missing and wrote again, as the user would name them
+    (``the .git/info/exclude block``, ``wiki/_index.md``); empty when nothing was."""
 
     tree: Tree
     created: bool
+    restored: tuple[str, ...] = ()
 
 
 def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     """Make the branch checked out at ``cwd`` the root (user node) of a tree.
 
     Creates ``.fractal/<branch>/`` (config.json with ``user: true``, the database), the
-    ``.git/info/exclude`` block and the project wiki ``wiki/`` (with its ``_index.md``). Idempotent: a second call repairs what is missing
-    and keeps the rest. Refuses a detached HEAD, a branch containing ``/``, and a
-    working directory inside a node worktree. Raises FractalError / GitError.
+    ``.git/info/exclude`` block and the project wiki ``wiki/`` (with its ``_index.md``).
+    Idempotent: a second call repairs what is missing, keeps the rest and lists what it
+    repaired (``TreeInit.restored``). Refuses a detached HEAD, a branch containing ``/``,
+    a working directory inside a node worktree, and an ``agent`` whose command is a path
+    that does not exist (``./agent.sh`` is looked for in the main worktree), before
+    writing anything. Raises FractalError / GitError.
     """
     top, repo = checkout_and_main(cwd)
     if top.resolve() != repo.resolve():
@@ -44,21 +55,47 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
         raise FractalError(f"branch {branch!r} contains '/', which fractal cannot use as a "
                            "node name; root the tree on a branch without '/'")
     if agent is not None:
-        split_agent(agent)
+        _refuse_missing_agent(split_agent(agent)[0], top, branch)
     tree = Tree(repo=repo, root=branch)
     created = not tree.config_path.exists()
-    seed_root_dir(tree.data_dir)
+    restored: list[str] = []
+    if seed_root_dir(tree.data_dir):
+        restored.append(f".fractal/{branch}/.gitignore")
     updates: dict[str, object] = {"user": True, "root": branch}
+    before = {} if created else read_config(tree.config_path)
+    if any(before.get(key) != value for key, value in updates.items()):
+        restored.append(f"config.json's {', '.join(updates)}")
     if agent is not None:
         updates["agent"] = agent
     update_config(tree.config_path, updates)
     dirs = git.git_dirs(top)
-    ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(top))
-    ensure_wiki(tree.wiki_dir, PROJECT_TITLE)  # the shared project wiki, committed with --init
+    if ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(top)):
+        restored.append("the .git/info/exclude block")
+    if ensure_wiki(tree.wiki_dir, PROJECT_TITLE):  # the shared project wiki, for --init
+        restored.append(f"{tree.wiki_dir.relative_to(repo).as_posix()}/_index.md")
     from fractal.store.ledger import Ledger
 
+    if not tree.db_path.exists():
+        restored.append("the database")
     ledger = Ledger(tree.db_path)
     if created:
         ledger.add_event(branch, "init", actor="operator", status="completed",
                          metadata=git.head_sha(top))
-    return TreeInit(tree=tree, created=created)
+    return TreeInit(tree=tree, created=created, restored=() if created else tuple(restored))
+
+
+def _refuse_missing_agent(binary: str, top: Path, branch: str) -> None:
+    """Raise InvalidValue when the agent's command ``binary`` is a path (it holds ``/``)
+    to nothing: a relative one is looked for in the main worktree ``top``. A bare name
+    not on PATH, or a script that is not executable, is left to the CLI's warning (it
+    may be installed or fixed before the first start)."""
+    if "/" not in binary:
+        return
+    path = Path(binary) if Path(binary).is_absolute() else top / binary
+    if path.exists():
+        return
+    raise InvalidValue(
+        f"agent {binary} does not exist (looked for {path}); create the script (a relative "
+        f"path is resolved in each node's worktree, so commit it on {branch}, which nodes "
+        "fork from), or name a command on PATH or an absolute path, then run "
+        f"`fractal init --agent {binary}` again")

@@ -96,6 +96,13 @@ class GroupHandle:
     marker: str
 
 
+def marker_only(marker: str) -> GroupHandle:
+    """A handle for a launch known only by its marker (its group not yet recorded, as
+    between an agent's spawn and its step row's ``set_step_process``): a stop through it
+    signals the processes carrying ``marker`` and nothing by pid or pgid."""
+    return GroupHandle(pid=0, pgid=0, create_time=0.0, marker=marker)
+
+
 @dataclass
 class Launched:
     """A running child: its Popen (read ``popen.stdout``; never ``communicate()``) and handle."""
@@ -226,6 +233,8 @@ def _wait_dead(procs: Iterable[_P], timeout: float) -> list[_P]:
 
 def _trusted(handle: GroupHandle) -> tuple[int | None, procinfo.Proc | None]:
     """(pgid, leader) when the group may be signalled as such, else (None, None): marker only."""
+    if handle.pid <= 0:  # ``marker_only``
+        return None, None
     leader = procinfo.process(handle.pid)
     if leader is not None:  # alive or a zombie: trusted only if it is the same process
         ours = abs(leader.created - handle.create_time) <= procinfo.CREATE_TIME_TOLERANCE

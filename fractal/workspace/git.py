@@ -1,5 +1,8 @@
 """Thin git wrappers: the only place (with the rest of ``workspace/``) that runs git.
 
+Where the git dir's files answer as git would (``gitfiles``: HEAD, loose refs, objects),
+they are read instead of running git; the rest asks git.
+
 Every call is ``git -C <cwd> ...`` with ``LC_ALL=C`` (stable, parseable messages), stdin
 closed (git never waits on a prompt) and text decoded as UTF-8 with ``errors="replace"``
 (file names and messages need not be valid UTF-8). A failing call raises
@@ -16,8 +19,19 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
+from fractal.workspace.gitfiles import (
+    GIT_LOCATION_ENV,
+    SHA,
+    git_dirs,
+    loose_ref,
+    read_ref_file,
+    safe_branch,
+    surely_absent,
+)
+from fractal.workspace.objects import commit_known, remember
 
 __all__ = [
+    "GIT_LOCATION_ENV",
     "branch_exists",
     "changed_paths",
     "commit_files",
@@ -145,18 +159,20 @@ _PER_WORKTREE = re.compile(r"(MERGE|CHERRY_PICK|REVERT)_HEAD|rebase-(merge|apply
 def current_branch(cwd: Path) -> str | None:
     """Return the short name of the checked-out branch, or None when HEAD is detached.
 
-    Read from the worktree's ``HEAD`` file when ``cwd`` is a checkout's top (``git_dirs``);
-    anything unusual there (a symbolic ref outside ``refs/heads/``, ref storage other than
-    files) is asked of git."""
+    Read from the worktree's ``HEAD`` file when ``cwd`` is a checkout's top (``git_dirs``)
+    and it names a branch whose loose ref holds an id or is absent (unborn, or packed:
+    a packed ref is never symbolic); anything unusual (a symlinked HEAD or ref, a branch
+    that is itself a symbolic ref to another, a symbolic ref outside ``refs/heads/``, ref
+    storage other than files) is asked of git, which follows aliases to the real branch."""
     dirs = git_dirs(cwd)
     if dirs is not None:
-        try:
-            head = (dirs[0] / "HEAD").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            head = ""
-        if head.startswith("ref: refs/heads/") and len(head) > len("ref: refs/heads/"):
-            return head[len("ref: refs/heads/"):]
-        if _SHA.fullmatch(head):
+        head = read_ref_file(dirs[0] / "HEAD") or ""
+        name = head[len("ref: refs/heads/"):]
+        if head.startswith("ref: refs/heads/") and safe_branch(name):
+            ref = read_ref_file(dirs[1] / "refs" / "heads" / name)
+            if ref is None or SHA.fullmatch(ref):
+                return name
+        elif SHA.fullmatch(head):
             return None
     proc = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False)
     if proc.returncode == 1:
@@ -180,10 +196,32 @@ def head_after_commit(cwd: Path) -> str:
 
 
 def branch_tip(cwd: Path, branch: str) -> str:
-    """The full sha the local branch ``branch`` points at: its loose ref file when
-    ``cwd`` is a checkout's top and the file holds one (no git process), else
-    ``head_sha(cwd, branch)``. Raises GitError when it names no commit."""
+    """The full sha the local branch ``branch`` points at: its loose ref file's when
+    ``cwd`` is a checkout's top and the file holds a commit (``_loose_ref_sha``: no git
+    process for a loose commit or one seen before), else ``head_sha(cwd, branch)``,
+    which peels a tag. Raises GitError when it names no commit."""
     return _loose_ref_sha(cwd, branch) or head_sha(cwd, branch)
+
+
+def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
+    """The commit id ``refs/heads/<branch>``'s loose ref file holds (``gitfiles.loose_ref``)
+    when it is a commit git would take: the loose object files tell
+    (``objects.commit_known``: no git process), or, where they cannot (a packed object,
+    alternates, replace refs), one ``rev-parse <id>^{commit}`` does and a yes is kept for
+    this process. None otherwise (no loose ref; a tag, a missing or corrupt object), and
+    the caller asks git its own question."""
+    found = loose_ref(cwd, branch)
+    if found is None:
+        return None
+    common, sha = found
+    known = commit_known(common, sha)
+    if known is None:
+        proc = run_git(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                        f"{sha}^{{commit}}"], cwd, check=False)
+        known = proc.returncode == 0 and proc.stdout.strip() == sha
+        if known:
+            remember(common, sha)
+    return sha if known else None
 
 
 def branch_exists(cwd: Path, branch: str) -> bool:
@@ -195,86 +233,10 @@ def branch_exists(cwd: Path, branch: str) -> bool:
     packed, is asked of git."""
     if _loose_ref_sha(cwd, branch) is not None:
         return True
-    if _surely_absent(cwd, branch):
+    if surely_absent(cwd, branch):
         return False
     proc = run_git(["show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd, check=False)
     return proc.returncode == 0
-
-
-_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-
-def _loose_ref_sha(cwd: Path, branch: str) -> str | None:
-    """The commit id in ``refs/heads/<branch>``'s loose ref file when ``cwd`` is a
-    checkout's top and the file holds one (no git process); None otherwise (packed,
-    missing, symbolic, or a name that could leave the refs directory)."""
-    dirs = git_dirs(cwd)
-    if dirs is None or not branch or ".." in branch or branch.startswith("/"):
-        return None
-    try:
-        value = (dirs[1] / "refs" / "heads" / branch).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return value if _SHA.fullmatch(value) else None
-
-
-def _surely_absent(cwd: Path, branch: str) -> bool:
-    """True when ``cwd`` is a checkout's top and neither a loose ref file (nor anything
-    else at its path) nor a ``packed-refs`` file could hold ``refs/heads/<branch>``."""
-    dirs = git_dirs(cwd)
-    if dirs is None or not branch or ".." in branch or branch.startswith("/"):
-        return False
-    try:
-        return not (os.path.lexists(dirs[1] / "refs" / "heads" / branch)
-                    or os.path.lexists(dirs[1] / "packed-refs"))
-    except (OSError, ValueError):
-        return False
-
-
-GIT_LOCATION_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
-
-
-def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
-    """(git dir, common dir) of the checkout whose top is ``cwd``, read from its ``.git``
-    (a directory, or a worktree's ``gitdir:`` file and the ``commondir`` beside it), for
-    reading ``HEAD`` and loose refs without a git process. None when git itself must be
-    asked: ``cwd`` is not a checkout's top, the environment relocates the repository
-    (``GIT_DIR`` and friends), or the refs are not stored as files (reftable)."""
-    if any(os.environ.get(name) for name in GIT_LOCATION_ENV):
-        return None
-    dot = Path(cwd) / ".git"
-    try:
-        if dot.is_dir():
-            gitdir, text = dot, ""
-        else:
-            text = dot.read_text(encoding="utf-8").strip()
-            if not text.startswith("gitdir: "):
-                return None
-            gitdir = Path(cwd) / text[len("gitdir: "):]
-        common_file = gitdir / "commondir"
-        common_text = (common_file.read_text(encoding="utf-8").strip()
-                       if common_file.is_file() else None)
-    except (OSError, UnicodeDecodeError):
-        return None
-    key = (str(cwd), text, common_text)
-    found = _GIT_DIRS.get(key)  # resolving walks every component: a loop asks per step
-    if found is None:
-        try:
-            found = (gitdir.resolve() if text else gitdir,) * 2
-            if common_text is not None:
-                found = (found[0], (found[0] / common_text).resolve())
-        except OSError:
-            return None
-        if Path(cwd).is_absolute():
-            _GIT_DIRS[key] = found
-    gitdir, common = found
-    if not (gitdir / "HEAD").is_file() or (common / "reftable").exists() \
-            or not ((common / "refs").is_dir() and (common / "objects").is_dir()):
-        return None  # (git takes no directory without refs and objects for a repository)
-    return gitdir, common
-
-
-_GIT_DIRS: dict[tuple[str, str, str | None], tuple[Path, Path]] = {}
 
 
 def changed_paths(cwd: Path) -> list[str]:

@@ -208,8 +208,9 @@ def _exclude_block() -> list[str]:
     ]
 
 
-def ensure_exclude_block(common_dir: Path) -> None:
-    """Write or refresh the fractal block in ``<common_dir>/info/exclude``.
+def ensure_exclude_block(common_dir: Path) -> bool:
+    """Write or refresh the fractal block in ``<common_dir>/info/exclude``; True when the
+    file was written (the block was missing or out of date).
 
     The block, between ``# >>> fractal >>>`` and ``# <<< fractal <<<``, lists ``/.worktrees/``
     and every RUNTIME_ARTIFACTS pattern. An existing block is replaced where it stands;
@@ -242,8 +243,10 @@ def ensure_exclude_block(common_dir: Path) -> None:
         insert_at = len(kept)
     new_lines = kept[:insert_at] + _exclude_block() + kept[insert_at:]
     new = "\n".join(new_lines) + "\n"
-    if new != old:
-        write_atomic(exclude, new.encode("utf-8", errors="surrogateescape"))
+    if new == old:
+        return False
+    write_atomic(exclude, new.encode("utf-8", errors="surrogateescape"))
+    return True
 
 
 def _copy_missing(src: Path, dst: Path, *, mode: int | None = None) -> None:
@@ -279,16 +282,19 @@ def seed_node_dir(node_dir: Path) -> None:
         keep.touch()
 
 
-def seed_root_dir(data_dir: Path) -> None:
-    """Create the root ("user") node's data dir with a self-ignoring ``.gitignore`` (``*``).
+def seed_root_dir(data_dir: Path) -> bool:
+    """Create the root ("user") node's data dir with a self-ignoring ``.gitignore`` (``*``);
+    True when it wrote that file.
 
     The directory holds the database and the user config and is never committed.
     An existing ``.gitignore`` is left alone. Raises OSError on I/O errors.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     ignore = data_dir / ".gitignore"
-    if not ignore.exists():
-        write_atomic(ignore, "*\n")
+    if ignore.exists():
+        return False
+    write_atomic(ignore, "*\n")
+    return True
 
 
 def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:

@@ -77,3 +77,16 @@ def test_agent_commit_inside_the_loop_leaves_the_backstop_nothing(tree: Tree) ->
                       "WHERE event = 'commit'")
     step = tree.sql("SELECT iter_id, step_id FROM steps WHERE step_name = 'WORK'")[0]
     assert events == [("agent", "completed", sha, run_id, step[0], step[1])]
+
+
+def test_a_node_that_never_ran_is_told_to_use_init_and_its_help_says_so(tree: Tree) -> None:
+    tree.node("fresh", None)
+    wt = tree.worktree("fresh")
+    (wt / "notes.txt").write_text("before the first start\n")
+    out = tree.cli("commit", "add notes", check=False, cwd=wt)
+    assert out.returncode == 1 and "no run yet" in out.stderr, out.stderr
+    assert "fractal commit --init MESSAGE" in out.stderr
+    done = tree.cli("commit", "--init", "add notes", cwd=wt)
+    assert git(wt, "log", "-1", "--format=%s") == "main.fresh: init (add notes)", done.stderr
+    helped = tree.cli("commit", "--help").stdout
+    assert "never ran" in " ".join(helped.split())

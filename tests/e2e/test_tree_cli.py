@@ -30,10 +30,42 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
 
 def test_init_warns_about_an_agent_that_cannot_launch_yet(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    done = run_cli(["init", "--agent", "./missing-agent.sh"], repo)
-    assert "warning: agent binary not found: ./missing-agent.sh" in done.stderr
+    done = run_cli(["init", "--agent", "missing-agent-not-on-path"], repo)
+    assert "warning: agent binary not found: missing-agent-not-on-path" in done.stderr
     assert "`fractal node start` will refuse until it is fixed" in done.stderr
     assert (repo / ".fractal" / "main" / "fractal.db").is_file()  # initialised all the same
+    (repo / "agent.sh").write_text("#!/bin/sh\n")  # there, but not executable
+    done = run_cli(["init", "--agent", "./agent.sh"], repo)
+    assert "warning: agent ./agent.sh is not executable" in done.stderr
+
+
+def test_init_refuses_an_agent_path_that_does_not_exist(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    out = run_cli(["init", "--agent", "./missing-agent.sh"], repo, check=False)
+    assert out.returncode == 1, out.stderr
+    assert "agent ./missing-agent.sh does not exist" in out.stderr
+    assert "create the script" in out.stderr and "fractal init --agent" in out.stderr
+    assert not (repo / ".fractal").exists()  # refused before anything was written
+    run_cli(["init", "--agent", "claude"], repo)
+    out = run_cli(["init", "--agent", str(tmp_path / "nowhere" / "agent")], repo, check=False)
+    assert out.returncode == 1 and "does not exist" in out.stderr
+    config = json.loads((repo / ".fractal" / "main" / "config.json").read_text())
+    assert config["agent"] == "claude"  # the tree's setting kept
+
+
+def test_a_second_init_says_what_it_restored_and_nothing_when_nothing_was_missing(
+        tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    run_cli(["init"], repo)
+    again = run_cli(["init"], repo)
+    assert "already initialised: tree rooted at main" in again.stderr
+    assert "restored" not in again.stderr
+    (repo / ".git" / "info" / "exclude").write_text("")
+    (repo / "wiki" / "_index.md").unlink()
+    repaired = run_cli(["init"], repo)
+    assert "already initialised (restored: the .git/info/exclude block, wiki/_index.md): " \
+        "tree rooted at main" in repaired.stderr
+    assert "restored" not in run_cli(["init"], repo).stderr
 
 
 def test_init_refuses_a_repository_without_commits(tmp_path: Path) -> None:

@@ -34,9 +34,8 @@ import psutil
 
 from tests.soak.chaoschecks import Watch, cpu_seconds
 from tests.soak.chaostree import Shape, overlaps, supervised, supervisors
-from tests.soak.harness import SETTLED, SoakTree
+from tests.soak.harness import SETTLED, SoakTree, keep_leftovers
 from tests.soak.run import _quiesce
-from tests.soak.treefaults import git
 
 TICK = 4.0  # seconds between two faults, on average
 QUIET_S = 30.0  # the quiet phase's CPU measurement
@@ -320,11 +319,7 @@ class Chaos:
         return done
 
     def _keep_leftovers(self, name: str) -> None:
-        worktree = self.box.worktree(name)
-        if (worktree / ".git").exists() and git(worktree, "status", "--porcelain", check=False):
-            git(worktree, "add", "-A", check=False)
-            git(worktree, "commit", "-q", "--no-verify", "-m", "operator: keep leftovers",
-                check=False)
+        if keep_leftovers(self.box.worktree(name)):  # under the worktree's commit turn
             self.upkeep["leftovers committed"] += 1
 
     # -- the end ----------------------------------------------------------------------

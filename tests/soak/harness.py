@@ -28,7 +28,35 @@ from tests.trees import SETTLED, Tree, agent_wrapper, init_tree
 
 AGENT = Path(__file__).resolve().parent / "agent.py"
 
-__all__ = ["AGENT", "SETTLED", "SoakTree"]
+__all__ = ["AGENT", "SETTLED", "SoakTree", "keep_leftovers"]
+
+
+def keep_leftovers(worktree: Path, *, wait: float | None = None) -> bool:
+    """Commit everything a settled node left uncommitted in ``worktree`` (``git add -A``,
+    ``operator: keep leftovers``, hooks bypassed), as an operator does before ``node
+    start --continue``; True when a commit landed. Taken under the worktree's commit turn
+    (``commit_lock.commit_turn``, ``wait`` seconds at most, its default when None), so it
+    never runs beside a ``fractal commit`` or a backstop still finishing there; a turn not
+    had in time, a worktree that is gone or a commit git refuses is no commit (False)."""
+    from fractal.errors import FractalError
+    from fractal.workspace.commit_lock import COMMIT_TURN_WAIT, commit_turn
+
+    if not (worktree / ".git").exists():
+        return False
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=worktree, capture_output=True, text=True,
+                              check=False)
+
+    try:
+        with commit_turn(worktree, wait=COMMIT_TURN_WAIT if wait is None else wait):
+            if not run("status", "--porcelain").stdout.strip():
+                return False
+            run("add", "-A")
+            return run("commit", "-q", "--no-verify", "-m",
+                       "operator: keep leftovers").returncode == 0
+    except FractalError:
+        return False
 
 
 @dataclass(kw_only=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.helpers import wait_until
 from tests.soak.faults import Outcome, bystander, dirty, run_meta, work
-from tests.soak.harness import SETTLED, SoakTree
+from tests.soak.harness import SETTLED, SoakTree, keep_leftovers
 
 _LOCKER = """
 import sqlite3, sys, time, pathlib
@@ -169,10 +169,7 @@ def disk_full(box: SoakTree, rng: random.Random) -> Outcome:
         out.expect(said, f"supervisor.log says the disk is full: {reason!r}")
         again = box.cli("resume", check=False)
     else:
-        subprocess.run(["git", "add", "-A"], cwd=box.worktree("cramped"), capture_output=True,
-                       check=False)
-        subprocess.run(["git", "commit", "-q", "--no-verify", "-m", "operator: keep leftovers"],
-                       cwd=box.worktree("cramped"), capture_output=True, check=False)
+        keep_leftovers(box.worktree("cramped"))  # under the worktree's commit turn
         again = box.cli("node", "start", "cramped", "--continue", check=False)
     out.expect(again.returncode == 0, f"the run continues once space is freed: "
                                       f"{again.stderr.strip()[:300]}")
