@@ -156,6 +156,17 @@ def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
     return head_after_commit(worktree)
 
 
+def _check_branch(worktree: Path, branch: str) -> None:
+    """Raise GitError (nothing committed) unless ``worktree`` is on ``branch`` and it exists."""
+    head = current_branch(worktree)
+    if head != branch:
+        raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
+                       "nothing was committed (check out the node branch to keep the work)")
+    if not branch_exists(worktree, branch):  # a commit would start a new root
+        raise GitError(f"the branch {branch} is gone; nothing was committed (the work is "
+                       "still in the worktree)")
+
+
 def backstop_commit(worktree: Path, *, subject: str, body: str = "",
                     branch: str | None = None, paths: Sequence[str] = (".",),
                     pending: PendingStatus | None = None) -> str | None:
@@ -168,7 +179,7 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     bypassed and nothing is signed. When ``branch`` is given and HEAD is elsewhere (an
     agent switched branches) or the branch no longer exists (deleted behind fractal's
     back: a commit would start an unrelated history), nothing is committed and GitError
-    says so. An
+    says so (checked once the commit turn is held: another commit's wait is no gap). An
     ``index.lock`` with no live git process in the worktree is removed and the attempt
     retried once; while a git process holds it, GitError/IndexLocked is raised. A
     ``fractal commit`` running in the worktree is waited for (``commit_turn``). Raises
@@ -191,8 +202,8 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     after it ran) is checked for conflict markers like the rest when the index matched
     HEAD (a refusal resets the index to ``HEAD``).
     """
-    # A status of its own starts first: its git process runs while the branch is checked
-    # and the turn is taken, racing the early one when there is one (whose answer, when
+    # A status of its own starts first: its git process runs while the turn is taken and
+    # the branch checked (in the turn, so HEAD cannot move after the check), racing the early one when there is one (whose answer, when
     # it may stand, wins and the other is ended). A status's answer is used only when no
     # commit came in between (the index, HEAD and the branch ref are as they were when it
     # started), else git is asked again.
@@ -201,16 +212,9 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     if early is None or not (early.answered() and _trusted_early(early.result(), paths)):
         own = start_worktree_status(worktree)
     try:
-        if branch is not None:
-            head = current_branch(worktree)
-            if head != branch:
-                raise GitError(f"{worktree} is on {head or 'a detached HEAD'}, not {branch}; "
-                               "nothing was committed (check out the node branch to keep the "
-                               "work)")
-            if not branch_exists(worktree, branch):  # a commit would start a new root
-                raise GitError(f"the branch {branch} is gone; nothing was committed (the "
-                               "work is still in the worktree)")
         with commit_turn(worktree) as waited:
+            if branch is not None:  # in the turn: HEAD may move while another holds it
+                _check_branch(worktree, branch)
             if waited and own is not None:
                 # Its answer predates a commit turn held by another: the files may have
                 # changed while it was held (a lint.sh rewrite, a person), so git is asked

@@ -17,6 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fractal.errors import GitError
+from fractal.workspace import nodedir
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_lock import commit_turn
 from fractal.workspace.commit_types import UnresolvedConflict
@@ -189,3 +191,42 @@ def test_a_file_written_between_the_status_and_the_staging_is_checked(tmp_path: 
     assert len(outcome) == 1 and isinstance(outcome[0], UnresolvedConflict), outcome
     assert "late.txt" in outcome[0].reason
     assert _index_and_head(repo) == before
+
+
+def test_a_branch_switched_while_the_backstop_waits_for_its_turn_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``fractal commit`` holds the turn; meanwhile HEAD moves to another branch. The
+    backstop checks the branch once it holds the turn, so it refuses instead of
+    committing the node's work onto the other branch."""
+    repo = _repo(tmp_path)
+    (repo / "a.txt").write_text("work\n")
+    waiting = threading.Event()
+    real_sleep = time.sleep
+
+    class _Time:  # the turn's poll: says when the backstop first waits for it
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            waiting.set()
+            real_sleep(seconds)
+
+    monkeypatch.setattr(nodedir, "time", _Time)
+    outcome: list[BaseException | str | None] = []
+
+    def run() -> None:
+        try:
+            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    with commit_turn(repo):  # a `fractal commit` in the worktree
+        worker.start()
+        assert waiting.wait(30)
+        _git(repo, "checkout", "-q", "-b", "other")
+    worker.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], GitError), outcome
+    assert "not main" in str(outcome[0])
+    assert _git(repo, "rev-parse", "other") == _git(repo, "rev-parse", "main")
+    assert (repo / "a.txt").read_text() == "work\n"
