@@ -387,8 +387,9 @@ class Merge(Base):
     ``files`` counts the paths the squash changes (NULL: unknown). ``status`` is
     ``active`` while the merge is under way, ``merged`` once the target's branch contains
     the squash commit (or, ``squash_sha`` NULL, when a merge after one that did not land
-    found the target holding all of the child's work already), ``failed`` otherwise (``metadata`` says why: a conflict and its
-    files, a hand-back, an interrupted merge rolled back). ``actor`` is ``operator`` or the
+    found the target holding all of the child's work already), ``failed`` otherwise
+    (``metadata`` says why: a conflict and its files, a hand-back, an interrupted merge
+    rolled back). ``actor`` is ``operator`` or the
     acting node.
     """
 

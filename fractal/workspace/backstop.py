@@ -203,10 +203,10 @@ def backstop_commit(worktree: Path, *, subject: str, body: str = "",
     HEAD (a refusal resets the index to ``HEAD``).
     """
     # A status of its own starts first: its git process runs while the turn is taken and
-    # the branch checked (in the turn, so HEAD cannot move after the check), racing the early one when there is one (whose answer, when
-    # it may stand, wins and the other is ended). A status's answer is used only when no
-    # commit came in between (the index, HEAD and the branch ref are as they were when it
-    # started), else git is asked again.
+    # the branch checked (in the turn, so HEAD cannot move after the check), racing the
+    # early one when there is one (whose answer, when it may stand, wins and the other is
+    # ended). A status's answer is used only when no commit came in between (the index,
+    # HEAD and the branch ref are as they were when it started), else git is asked again.
     early = pending
     own = None
     if early is None or not (early.answered() and _trusted_early(early.result(), paths)):
