@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
+
 T = TypeVar("T")
 
 SCALE = float(os.environ.get("FRACTAL_TEST_TIMEOUT_SCALE", "1"))
@@ -73,6 +75,56 @@ def git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd``; return stripped stdout; raise CalledProcessError on failure."""
     out = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return out.stdout.strip()
+
+
+FIRST_GIT_WAITS = """#!/bin/bash
+# core.fsmonitor: the first git to ask says it runs (its pid in {started}) and waits for
+# the gate; every later one answers at once (no fsmonitor data: git scans)
+[ -e "{once}" ] && exit 1
+: > "{once}"
+exec 3<>"{gate}"
+echo $$ > "{started}"
+read -t 20 -u 3 line
+exit 1
+"""
+"""A ``core.fsmonitor`` hook (``gated_fsmonitor``) holding the first git that asks."""
+
+
+def gated_fsmonitor(repo: Path, scratch: Path, script: str = FIRST_GIT_WAITS) -> tuple[Path, Path]:
+    """Install ``script`` (formatted with ``once``, ``started``, ``gate`` paths in
+    ``scratch``) as ``repo``'s ``core.fsmonitor`` hook; returns (started, gate): two FIFOs,
+    the hook writes its pid to ``started`` and waits until ``open_gate(gate)``."""
+    started, gate, once = scratch / "started", scratch / "gate", scratch / "once"
+    os.mkfifo(started)
+    os.mkfifo(gate)
+    hook = scratch / "fsmonitor.sh"
+    hook.write_text(script.format(once=once, started=started, gate=gate))
+    hook.chmod(0o755)
+    git(repo, "config", "core.fsmonitor", str(hook))
+    return started, gate
+
+
+def open_gate(gate: Path) -> None:
+    """Let a ``gated_fsmonitor`` hook that waits on ``gate`` go on."""
+    fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+    os.write(fd, b"go\n")
+    os.close(fd)
+
+
+def asked_git(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Record the arguments of every ``workspace.git.run_git`` call from now on (each
+    still runs): the list a test reads to see whether git itself was asked."""
+    from fractal.workspace import git as g
+
+    calls: list[list[str]] = []
+    real = g.run_git
+
+    def recording(args: list[str], cwd: Path, **kwargs: object) -> object:
+        calls.append(list(args))
+        return real(args, cwd, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(g, "run_git", recording)
+    return calls
 
 
 def make_repo(path: Path, branch: str = "main") -> Path:

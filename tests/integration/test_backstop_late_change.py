@@ -23,6 +23,7 @@ from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_lock import commit_turn
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
+from tests.helpers import gated_fsmonitor, open_gate
 
 CONFLICTED = "<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> other\n"
 
@@ -62,6 +63,20 @@ def _index_and_head(repo: Path) -> tuple[str, str]:
     return _git(repo, "rev-parse", "HEAD"), _git(repo, "ls-files", "-s")
 
 
+def _backstop_in_thread(repo: Path) -> tuple[threading.Thread, list[BaseException | str | None]]:
+    """(a thread to start, what it ends with): ``backstop_commit`` of ``repo``'s ``main``,
+    its sha or None, or the exception it raised, handed to the test thread."""
+    outcome: list[BaseException | str | None] = []
+
+    def run() -> None:
+        try:
+            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    return threading.Thread(target=run, daemon=True), outcome
+
+
 @pytest.mark.parametrize("early", ["", "a.txt"], ids=["clean", "a-changed"])
 @pytest.mark.parametrize("ahead", [False, True], ids=["own-status", "status-ahead"])
 def test_a_file_written_after_the_status_started_is_committed(
@@ -94,18 +109,6 @@ def test_a_late_file_with_conflict_markers_is_refused_and_nothing_changes(
     assert _index_and_head(repo) == before
 
 
-_FIRST_STATUS_WAITS = """#!/bin/bash
-# core.fsmonitor: the first git to ask (the backstop's own status) says it runs and waits
-# for the gate; every later one answers at once (no fsmonitor data: git scans).
-[ -e "{once}" ] && exit 1
-: > "{once}"
-exec 3<>"{gate}"
-echo $$ > "{started}"
-read -t 20 -u 3 line
-exit 1
-"""
-
-
 def test_a_file_written_while_the_backstop_waits_for_its_turn_is_checked(
         tmp_path: Path) -> None:
     """A ``fractal commit`` holding the turn: the backstop's own status answers before the
@@ -114,29 +117,13 @@ def test_a_file_written_while_the_backstop_waits_for_its_turn_is_checked(
     repo = _repo(tmp_path)
     (repo / "a.txt").write_text("early\n")
     before = _index_and_head(repo)
-    started, gate, once = tmp_path / "started", tmp_path / "gate", tmp_path / "once"
-    os.mkfifo(started)
-    os.mkfifo(gate)
-    hook = tmp_path / "fsmonitor.sh"
-    hook.write_text(_FIRST_STATUS_WAITS.format(once=once, started=started, gate=gate))
-    hook.chmod(0o755)
-    _git(repo, "config", "core.fsmonitor", str(hook))
-    outcome: list[BaseException | str | None] = []
-
-    def run() -> None:
-        try:
-            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
-        except BaseException as exc:  # handed to the test thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
+    started, gate = gated_fsmonitor(repo, tmp_path)
+    worker, outcome = _backstop_in_thread(repo)
     with commit_turn(repo):  # a `fractal commit` in the worktree
         worker.start()
         with open(started, encoding="utf-8") as fh:  # the backstop's status is running
             git_pid = psutil.Process(int(fh.read())).ppid()
-        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
-        os.write(fd, b"go\n")
-        os.close(fd)
+        open_gate(gate)
         os.waitid(os.P_PID, git_pid, os.WEXITED | os.WNOWAIT)  # it answered: a.txt
         (repo / "late.txt").write_text(CONFLICTED)
     worker.join(60)
@@ -164,29 +151,13 @@ def test_a_file_written_between_the_status_and_the_staging_is_checked(tmp_path: 
     repo = _repo(tmp_path)
     (repo / "a.txt").write_text("early\n")
     before = _index_and_head(repo)
-    started, gate, once = tmp_path / "started", tmp_path / "gate", tmp_path / "once"
-    os.mkfifo(started)
-    os.mkfifo(gate)
-    hook = tmp_path / "fsmonitor.sh"
-    hook.write_text(_LS_FILES_WAITS.format(once=once, started=started, gate=gate))
-    hook.chmod(0o755)
-    _git(repo, "config", "core.fsmonitor", str(hook))
-    outcome: list[BaseException | str | None] = []
-
-    def run() -> None:
-        try:
-            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
-        except BaseException as exc:  # handed to the test thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
+    started, gate = gated_fsmonitor(repo, tmp_path, _LS_FILES_WAITS)
+    worker, outcome = _backstop_in_thread(repo)
     worker.start()
     with open(started, encoding="utf-8") as fh:  # the status answered: a.txt
         fh.read()
     (repo / "late.txt").write_text(CONFLICTED)
-    fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
-    os.write(fd, b"go\n")
-    os.close(fd)
+    open_gate(gate)
     worker.join(60)
     assert len(outcome) == 1 and isinstance(outcome[0], UnresolvedConflict), outcome
     assert "late.txt" in outcome[0].reason
@@ -212,15 +183,7 @@ def test_a_branch_switched_while_the_backstop_waits_for_its_turn_is_refused(
             real_sleep(seconds)
 
     monkeypatch.setattr(nodedir, "time", _Time)
-    outcome: list[BaseException | str | None] = []
-
-    def run() -> None:
-        try:
-            outcome.append(backstop_commit(repo, subject="backstop", branch="main"))
-        except BaseException as exc:  # handed to the test thread
-            outcome.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
+    worker, outcome = _backstop_in_thread(repo)
     with commit_turn(repo):  # a `fractal commit` in the worktree
         worker.start()
         assert waiting.wait(30)

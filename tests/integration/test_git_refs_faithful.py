@@ -15,19 +15,7 @@ import pytest
 
 from fractal.errors import GitError
 from fractal.workspace import git as g
-from tests.helpers import git
-
-
-def _asked_git(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    calls: list[list[str]] = []
-    real = g.run_git
-
-    def recording(args: list[str], cwd: Path, **kwargs: object) -> object:
-        calls.append(list(args))
-        return real(args, cwd, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(g, "run_git", recording)
-    return calls
+from tests.helpers import asked_git, git
 
 
 def _git_branch(cwd: Path) -> str | None:
@@ -134,7 +122,7 @@ def test_plain_branches_answer_from_files_loose_or_packed(
     linked = _linked(repo)
     git(linked, "commit", "-q", "--allow-empty", "-m", "loose")
     expected = {name: git(repo, "rev-parse", name) for name in ("main", "main.child")}
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     for place in (repo, linked):
         for name, sha in expected.items():
             assert g.branch_tip(place, name) == sha

@@ -10,10 +10,11 @@ supervisor; the hook is let go as soon as the cancel is under way.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.helpers import gated_fsmonitor
 
 _PROBE = r"""
 import json, os, sys, threading
@@ -40,18 +41,6 @@ except OSError:
 print(json.dumps({"cancel_returned": not ender.is_alive(), "hook": state}))
 """
 
-_HOOK = """#!/bin/bash
-# core.fsmonitor: the first call says it runs and waits for the gate; later ones (git
-# asks again in the older protocol) answer at once
-[ -e "{once}" ] && exit 1
-: > "{once}"
-exec 3<>"{gate}"
-echo $$ > "{started}"
-read -t 20 -u 3 line
-exit 1
-"""
-
-
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(cwd), "-c", "user.name=T", "-c", "user.email=t@e.invalid",
                     *args], check=True, capture_output=True)
@@ -62,13 +51,7 @@ def test_a_cancelled_status_leaves_no_process_behind(tmp_path: Path) -> None:
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "commit", "-q", "--allow-empty", "-m", "one")
-    started, gate = tmp_path / "started", tmp_path / "gate"
-    os.mkfifo(started)
-    os.mkfifo(gate)
-    hook = tmp_path / "fsmonitor.sh"
-    hook.write_text(_HOOK.format(once=tmp_path / "once", started=started, gate=gate))
-    hook.chmod(0o755)
-    _git(repo, "config", "core.fsmonitor", str(hook))
+    started, gate = gated_fsmonitor(repo, tmp_path)
     probe = subprocess.run([sys.executable, "-c", _PROBE, str(repo), str(started), str(gate)],
                            capture_output=True, text=True, timeout=60,
                            cwd=Path(__file__).resolve().parents[2])

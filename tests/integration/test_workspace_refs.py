@@ -11,19 +11,7 @@ import pytest
 from fractal.errors import GitError
 from fractal.workspace import git as g
 from fractal.workspace.discovery import checkout_and_main
-from tests.helpers import git
-
-
-def _asked_git(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    calls: list[list[str]] = []
-    real = g.run_git
-
-    def recording(args: list[str], cwd: Path, **kwargs: object) -> object:
-        calls.append(list(args))
-        return real(args, cwd, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(g, "run_git", recording)
-    return calls
+from tests.helpers import asked_git, git
 
 
 def _worktree(repo: Path, branch: str) -> Path:
@@ -35,7 +23,7 @@ def _worktree(repo: Path, branch: str) -> Path:
 def test_branch_and_refs_of_main_and_linked_worktrees_without_git(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     linked = _worktree(repo, "main.child")
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     assert g.current_branch(repo) == "main"
     assert g.current_branch(linked) == "main.child"
     assert g.branch_exists(linked, "main") and g.branch_exists(repo, "main.child")
@@ -44,7 +32,7 @@ def test_branch_and_refs_of_main_and_linked_worktrees_without_git(
 
 def test_detached_head_reads_none(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     git(repo, "checkout", "-q", "--detach")
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     assert g.current_branch(repo) is None
     assert calls == []
 
@@ -52,7 +40,7 @@ def test_detached_head_reads_none(repo: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_packed_and_missing_refs_ask_git(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     git(repo, "branch", "other")
     git(repo, "pack-refs", "--all")
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     assert g.branch_exists(repo, "other")
     assert not g.branch_exists(repo, "gone")
     assert not g.branch_exists(repo, "/etc/hostname")
@@ -63,7 +51,7 @@ def test_a_subdirectory_or_a_relocated_git_dir_asks_git(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sub = repo / "sub"
     sub.mkdir()
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     assert g.current_branch(sub) == "main"
     assert len(calls) == 1
     monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
@@ -104,7 +92,7 @@ def test_checkout_and_main_agrees_with_toplevel_and_repo_root_in_one_git_process
     (repo / "link").symlink_to(linked / "sub")
     places = [repo, repo / "sub" / "deeper", linked, linked / "sub", repo / "link"]
     expected = [long_way(place) for place in places]
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     assert [checkout_and_main(place) for place in places] == expected
     assert calls == [["worktree", "list", "--porcelain"]] * len(places)
     assert expected[4] == (linked.resolve(), repo.resolve())
@@ -145,7 +133,7 @@ def test_per_worktree_git_paths_and_a_missing_unpacked_branch_without_git(
             place, "rev-parse", "--path-format=absolute",
             *[arg for name in names for arg in ("--git-path", name)]).splitlines())
         for place in (repo, linked)}
-    calls = _asked_git(monkeypatch)
+    calls = asked_git(monkeypatch)
     for place in (repo, linked):
         assert g.git_paths(place, names) == expected[place]
     assert not g.branch_exists(repo, "main.nope") and not g.branch_exists(linked, "x/y")
