@@ -219,3 +219,13 @@ def force_status(db_path: Path, node: str, status: str) -> None:
 
     with sqlite3.connect(db_path) as conn:
         conn.execute("UPDATE nodes SET status = ? WHERE node = ?", (status, node))
+
+
+def pid_alive(pid: int) -> bool:
+    """Process ``pid`` exists and has not exited: gone, a zombie (``Z``) or dead (``X``)
+    in ``/proc/<pid>/stat`` all read as not alive. Never raises."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
