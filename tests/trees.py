@@ -29,7 +29,7 @@ from typing import ClassVar
 import psutil
 
 from tests import cliserver
-from tests.helpers import git, make_repo, wait_until
+from tests.helpers import TreeLayout, git, make_repo, wait_until
 
 STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
 """The e2e agent: speaks the command backend's protocol, obeys ``[stub:...]`` markers."""
@@ -92,7 +92,7 @@ def agent_wrapper(path: Path, script: Path) -> Path:
 
 
 @dataclass
-class Tree:
+class Tree(TreeLayout):
     """A tree rooted at ``main`` in ``repo`` whose default agent is ``agent``.
 
     ``env`` is the environment every ``cli`` call gets (None: this process's own, read at
@@ -111,16 +111,6 @@ class Tree:
     """The NODE.md ``node`` writes unless told otherwise."""
 
     # -- paths ----------------------------------------------------------------------------
-
-    @property
-    def db(self) -> Path:
-        return self.repo / ".fractal" / "main" / "fractal.db"
-
-    def worktree(self, name: str) -> Path:
-        return self.repo / ".worktrees" / f"main.{name}"
-
-    def node_dir(self, name: str) -> Path:
-        return self.worktree(name) / ".fractal" / f"main.{name}"
 
     def gitdir(self, name: str) -> Path:
         """The worktree's private git dir (where its ``index.lock`` lives)."""

@@ -16,7 +16,7 @@ import pytest
 
 from fractal.assets import mode_text
 from tests.e2e.conftest import Tree
-from tests.helpers import git, pid_alive, wait_until
+from tests.helpers import git, group_alive, pid_alive, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -38,19 +38,6 @@ def _session_alive(tree: Tree, node: str) -> bool:
     out = subprocess.run(["tmux", "-S", str(socket), "has-session", "-t", f"={session}"],
                          capture_output=True, check=False)
     return out.returncode == 0
-
-
-def _group_alive(pgid: int) -> bool:
-    """A live (non-zombie) process is still in group ``pgid``."""
-    import psutil
-
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
 
 
 def _calls(capture: Path) -> list[dict[str, object]]:
@@ -119,7 +106,7 @@ def test_kill_reaps_the_loop_the_agent_and_the_pane(tree: Tree) -> None:
     # The step had a session and reported no cost: it may have spent unrecorded money.
     assert tree.sql("SELECT status, metadata FROM steps") == [("killed", f"{note}; unpriced")]
     assert not _session_alive(tree, "victim")
-    assert not _group_alive(int(str(pgid)))
+    assert not group_alive(int(str(pgid)))
     assert tree.sql("SELECT status, metadata FROM events WHERE event = 'kill'") == [
         ("completed", note)]
 
@@ -140,7 +127,7 @@ def test_kill_without_tmux_on_path_still_stops_the_loop_and_the_agent(
     proc = tree.cli("node", "kill", "victim", check=False, env=env)
     assert proc.returncode == 1 and "tmux" in proc.stderr, proc.stderr
     assert tree.status("victim") == "killed"
-    assert not _group_alive(int(str(pgid))), "the agent's group outlived the kill"
+    assert not group_alive(int(str(pgid))), "the agent's group outlived the kill"
     wait_until(lambda: not pid_alive(int(str(supervisor))), 10, message="the loop is gone")
 
 
@@ -161,8 +148,7 @@ def test_two_kills_at_once_end_in_one_killed_node_with_nothing_left(tree: Tree) 
     assert tree.sql("SELECT status FROM steps") == [("killed",)]
     assert tree.sql("SELECT count(*) FROM events WHERE event = 'kill' "
                     "AND status = 'completed'") == [(1,)]  # a second is a refusal
-    assert not _group_alive(int(str(pgid)))
-
+    assert not group_alive(int(str(pgid)))
 
 
 def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
@@ -323,7 +309,7 @@ def test_killing_a_parent_reaps_its_subtree_in_one_sweep(tree: Tree) -> None:
     tree.cli("node", "kill", "up", "--reason", "lights out")
     assert [tree.status(n) for n in ("up", "up.kid")] == ["killed", "killed"]
     assert not any(_session_alive(tree, n) for n in ("up", "up.kid"))
-    assert not any(_group_alive(pgid) for pgid in groups)
+    assert not any(group_alive(pgid) for pgid in groups)
     kills = tree.sql("SELECT node, metadata FROM events WHERE event = 'kill' ORDER BY event_id")
     assert [node for node, _ in kills] == ["main.up.kid", "main.up"]
     assert kills[1][1] == "killed by operator: lights out"
