@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -75,6 +75,13 @@ def git(cwd: Path, *args: str) -> str:
     """Run git in ``cwd``; return stripped stdout; raise CalledProcessError on failure."""
     out = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
     return out.stdout.strip()
+
+
+def git_with_identity(cwd: Path, *args: str) -> str:
+    """``git`` (as ``git -C cwd``) with a test author and committer given on the command
+    line, for a repository made without ``make_repo``'s local identity; return stripped
+    stdout; raise CalledProcessError on failure."""
+    return git(cwd, "-c", "user.name=T", "-c", "user.email=t@e.invalid", *args)
 
 
 FIRST_GIT_WAITS = """#!/bin/bash
@@ -219,3 +226,78 @@ def force_status(db_path: Path, node: str, status: str) -> None:
 
     with sqlite3.connect(db_path) as conn:
         conn.execute("UPDATE nodes SET status = ? WHERE node = ?", (status, node))
+
+
+def pid_alive(pid: int) -> bool:
+    """Process ``pid`` exists and has not exited: gone, a zombie (``Z``) or dead (``X``)
+    in ``/proc/<pid>/stat`` all read as not alive. Never raises."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+class TreeLayout:
+    """Where a tree rooted at ``main`` in ``self.repo`` keeps things, a node named by its
+    short name (``name`` is ``main.<name>``'s last part): the tree database, a node's
+    worktree and its node directory. Shared by ``tests.trees.Tree`` and
+    ``tests.loopfakes.LoopTree``."""
+
+    repo: Path
+
+    @property
+    def db(self) -> Path:
+        return self.repo / ".fractal" / "main" / "fractal.db"
+
+    def worktree(self, name: str) -> Path:
+        return self.repo / ".worktrees" / f"main.{name}"
+
+    def node_dir(self, name: str) -> Path:
+        return self.worktree(name) / ".fractal" / f"main.{name}"
+
+
+def recording_hook(scratch: Path, *, argv: bool = False) -> tuple[Path, Path]:
+    """A notify hook that records each call: ``(hook, calls)``, the executable
+    ``scratch/hook.sh`` and the directory ``scratch/calls`` where call ``n`` (from 0)
+    leaves its stdin as ``n.json`` and its environment as ``n.env``, and with ``argv``
+    its ``$0 $*`` as ``n.argv``, written last (so once it is there the call ran whole)."""
+    calls = scratch / "calls"
+    calls.mkdir()
+    hook = scratch / "hook.sh"
+    hook.write_text(f"#!/bin/sh\nn=$(ls '{calls}' | wc -l)\ncat > '{calls}/'$n.json\n"
+                    f"env > '{calls}/'$n.env\n"
+                    + (f"echo \"$0 $*\" > '{calls}/'$n.argv\n" if argv else ""))
+    hook.chmod(0o755)
+    return hook, calls
+
+
+def group_alive(pgid: int) -> bool:
+    """A live process (neither a zombie nor dead) is still in process group ``pgid``, as
+    ``/proc/<pid>/stat`` tells. Never raises."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                state, _ppid, group = stat.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state not in (b"Z", b"X"):
+            return True
+    return False
+
+
+class SqlTree(Protocol):
+    """A tree harness that reads its database: ``tests.trees.Tree``, ``LoopTree``."""
+
+    def sql(self, query: str, *params: object) -> list[tuple[Any, ...]]: ...
+
+
+def check_rows(tree: SqlTree, name: str) -> list[tuple[object, ...]]:
+    """The ``checks`` rows of node ``main.<name>``, oldest first: (kind, iteration number,
+    exit code, signature, failures, passed, output path, step id)."""
+    return tree.sql("SELECT c.kind, i.iter, c.exit_code, c.signature, c.failures, c.passed, "
+                    "c.output_path, c.step_id FROM checks c JOIN iterations i "
+                    "ON i.iter_id = c.iter_id WHERE c.node = ? ORDER BY c.check_id",
+                    f"main.{name}")

@@ -40,7 +40,7 @@ from fractal.runtime.boot import RunOptions
 from fractal.runtime.launcher import Spawn
 from fractal.runtime.pane import PaneReporter
 from fractal.runtime.supervisor import Supervisor
-from tests.helpers import git, make_repo
+from tests.helpers import TreeLayout, git, make_repo
 
 STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
 LIMIT_RESET = 120.0  # fake seconds until a window closed by [stub:limit-first=N] reopens
@@ -326,7 +326,7 @@ def _cli(cwd: Path, *args: str) -> Result:
         os.chdir(saved)
 
 
-class LoopTree:
+class LoopTree(TreeLayout):
     """A tree rooted at ``main`` in ``repo`` whose nodes run in this process.
 
     ``cli`` runs the real CLI in-process; ``node`` creates a node and replaces its steps;
@@ -367,16 +367,6 @@ class LoopTree:
         return result
 
     # -- nodes --------------------------------------------------------------------------
-
-    @property
-    def db(self) -> Path:
-        return self.repo / ".fractal" / "main" / "fractal.db"
-
-    def worktree(self, name: str) -> Path:
-        return self.repo / ".worktrees" / f"main.{name}"
-
-    def node_dir(self, name: str) -> Path:
-        return self.worktree(name) / ".fractal" / f"main.{name}"
 
     def node(self, name: str, steps: Mapping[str, str] | None = None, *opts: str,
              node_md: str = "# Task\n\nDo the step.\n", setup: bool = False) -> Path:

@@ -18,6 +18,13 @@ that orders the suite longest first (``tests/ordering.py``); record it from a wh
 run (``make test``), since a test missing from the table falls back to an estimate::
 
     python -m tests.timing --write-durations tests/durations.json /tmp/t.jsonl*
+
+A test moved to another module or renamed keeps its wall when the table's ids are
+rewritten (``OLD=NEW`` prefixes of node ids; the first that matches wins)::
+
+    python -m tests.timing --rename-in tests/durations.json \\
+        tests/e2e/test_a.py=tests/e2e/test_b.py \\
+        tests/unit/test_c.py::test_x=tests/unit/test_d.py::test_x
 """
 
 from __future__ import annotations
@@ -130,28 +137,63 @@ def write_durations(target: Path, files: list[Path]) -> int:
     """Write ``{"tests": durations(files)}`` to ``target`` (sorted, one test a line, so a
     regeneration diffs readably); returns the number of tests written."""
     table = durations(files)
-    body = ",\n".join(f"    {json.dumps(test)}: {wall}" for test, wall in table.items())
-    target.write_text('{"tests": {\n' + body + "\n}}\n")
+    _write_table(target, table)
     return len(table)
+
+
+def _write_table(target: Path, table: dict[str, float]) -> None:
+    body = ",\n".join(f"    {json.dumps(test)}: {wall}" for test, wall in sorted(table.items()))
+    target.write_text('{"tests": {\n' + body + "\n}}\n")
+
+
+def rename_durations(target: Path, moves: list[tuple[str, str]]) -> int:
+    """Rewrite the node ids of moved tests in the durations table ``target`` in place, so a
+    move keeps its walls without a whole-suite timing run.
+
+    Each move is ``(old, new)``: an id starting with ``old`` (a module path, or a module
+    path and a test name) starts with ``new`` instead; the first move that matches wins.
+    An id the rename lands on twice keeps the longer wall. Returns how many ids moved."""
+    table: dict[str, float] = json.loads(target.read_text())["tests"]
+    moved: dict[str, float] = {}
+    count = 0
+    for test, wall in table.items():
+        for old, new in moves:
+            if test.startswith(old):
+                test, count = new + test[len(old):], count + 1
+                break
+        moved[test] = max(wall, moved.get(test, 0.0))
+    _write_table(target, moved)
+    return count
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.timing", description=(
         "Sum FRACTAL_TEST_TIMING files per tier and module, or write the durations table."))
-    parser.add_argument("files", nargs="+", type=Path, help="timing files (one per worker)")
+    parser.add_argument("files", nargs="+", help=(
+        "timing files (one per worker); with --rename-in, OLD=NEW node id prefixes"))
     parser.add_argument("--write-durations", type=Path, metavar="JSON",
                         help="write the per-test walls to JSON (tests/durations.json)")
+    parser.add_argument("--rename-in", type=Path, metavar="JSON",
+                        help="rewrite the ids of moved tests in JSON (tests/durations.json)")
     parser.add_argument("--cli", action="store_true",
                         help="the files are FRACTAL_TEST_CLI_LOG files: sum them per command")
     args = parser.parse_args(argv)
+    if args.rename_in is not None:
+        pairs = [arg.partition("=") for arg in args.files]
+        if any(not old or not sep or not new for old, sep, new in pairs):
+            parser.error("--rename-in takes OLD=NEW pairs of node id prefixes")
+        count = rename_durations(args.rename_in, [(old, new) for old, _, new in pairs])
+        print(f"{count} test ids rewritten in {args.rename_in}", file=sys.stderr)
+        return 0
+    files = [Path(file) for file in args.files]
     if args.cli:
-        print(cli_summary(args.files))
+        print(cli_summary(files))
         return 0
     if args.write_durations is not None:
-        count = write_durations(args.write_durations, args.files)
+        count = write_durations(args.write_durations, files)
         print(f"{count} tests written to {args.write_durations}", file=sys.stderr)
         return 0
-    print(summary(args.files))
+    print(summary(files))
     return 0
 
 

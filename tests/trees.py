@@ -29,7 +29,7 @@ from typing import ClassVar
 import psutil
 
 from tests import cliserver
-from tests.helpers import git, make_repo, wait_until
+from tests.helpers import TreeLayout, git, make_repo, wait_until
 
 STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
 """The e2e agent: speaks the command backend's protocol, obeys ``[stub:...]`` markers."""
@@ -54,6 +54,35 @@ def run_cli(args: list[str], cwd: Path, env: Mapping[str, str] | None = None,
     return proc
 
 
+def run_cli_as(cwd: Path, *args: str, loop: Path | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    """``fractal ARGS`` in ``cwd`` as the operator, or, given ``loop`` (a node directory,
+    ``<worktree>/.fractal/<branch>``), as that node's loop would run it (``_NODE`` set).
+
+    Never raises on a nonzero exit: the caller asserts on the returned process."""
+    env = {k: v for k, v in os.environ.items() if k != "_NODE"}
+    if loop is not None:
+        env["_NODE"] = str(loop)
+    return run_cli(list(args), cwd, env=env, check=False)
+
+
+def cousins_node_dir(repo: Path, branch: str) -> Path:
+    """The node directory of ``branch`` in a tree built by ``build_cousins``."""
+    return repo / ".worktrees" / branch / ".fractal" / branch
+
+
+def build_cousins(repo: Path) -> None:
+    """``main`` with children ``main.a1`` and ``main.a2`` and a child ``x`` under each
+    (two nodes answer to the short name ``x``), made by the CLI in a new repository at
+    ``repo``. Raises AssertionError when a verb fails."""
+    make_repo(repo)
+    for args in (["init"], ["node", "init", "a1"], ["node", "init", "a2"]):
+        assert run_cli_as(repo, *args).returncode == 0
+    for parent in ("a1", "a2"):
+        out = run_cli_as(repo / ".worktrees" / f"main.{parent}", "node", "init", "x")
+        assert out.returncode == 0, out.stderr
+
+
 def agent_wrapper(path: Path, script: Path) -> Path:
     """Write an executable ``path`` that runs ``script`` with this Python; return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +92,7 @@ def agent_wrapper(path: Path, script: Path) -> Path:
 
 
 @dataclass
-class Tree:
+class Tree(TreeLayout):
     """A tree rooted at ``main`` in ``repo`` whose default agent is ``agent``.
 
     ``env`` is the environment every ``cli`` call gets (None: this process's own, read at
@@ -82,16 +111,6 @@ class Tree:
     """The NODE.md ``node`` writes unless told otherwise."""
 
     # -- paths ----------------------------------------------------------------------------
-
-    @property
-    def db(self) -> Path:
-        return self.repo / ".fractal" / "main" / "fractal.db"
-
-    def worktree(self, name: str) -> Path:
-        return self.repo / ".worktrees" / f"main.{name}"
-
-    def node_dir(self, name: str) -> Path:
-        return self.worktree(name) / ".fractal" / f"main.{name}"
 
     def gitdir(self, name: str) -> Path:
         """The worktree's private git dir (where its ``index.lock`` lives)."""

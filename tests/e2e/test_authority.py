@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from tests.e2e.conftest import Tree
-from tests.helpers import git, wait_until
+from tests.helpers import git, recording_hook, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -183,12 +183,7 @@ def _argv_of_everything() -> list[str]:
 
 def test_no_secret_reaches_a_long_lived_argv_nor_a_notify_command(
         tree: Tree, tmp_path: Path) -> None:
-    calls = tmp_path / "calls"
-    calls.mkdir()
-    hook = tmp_path / "hook.sh"
-    hook.write_text(f"#!/bin/sh\nn=$(ls '{calls}' | wc -l)\ncat > '{calls}/'$n.json\n"
-                    f"env > '{calls}/'$n.env\necho \"$0 $*\" > '{calls}/'$n.argv\n")
-    hook.chmod(0o755)
+    hook, calls = recording_hook(tmp_path, argv=True)
     tree.cli("inbox", "notify", str(hook), "--events", "exited")
     release = tmp_path / "release"
     tree.node("s", {"01-A.md": f"[stub:wait-file={release}][stub:fail=3]"}, "--no-sync",

@@ -6,11 +6,10 @@ import os
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.e2e.conftest import Tree
-from tests.helpers import git, wait_until
+from tests.helpers import git, pid_alive, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -93,7 +92,7 @@ def test_setsid_grandchild_is_reaped(tree: Tree) -> None:
     tree.cli("node", "start", "forker")
     assert tree.wait_settled("forker") == "completed"
     pid = int(pid_file.read_text())
-    wait_until(lambda: not _alive(pid), timeout=10, message="setsid grandchild reaped")
+    wait_until(lambda: not pid_alive(pid), timeout=10, message="setsid grandchild reaped")
 
 
 def test_two_racing_starts_one_refuses(tree: Tree) -> None:
@@ -139,10 +138,3 @@ def test_dotted_root_branch_gets_a_tmux_safe_session(tmp_path: Path) -> None:
     wait_until(lambda: "completed" in status(), timeout=30)
     assert "." not in status().split(",")[1]
     assert git(repo, "log", "-1", "--format=%s", "rel.v1.n").startswith("rel.v1.n:")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

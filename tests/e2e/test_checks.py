@@ -9,18 +9,11 @@ import os
 import pytest
 
 from tests.e2e.conftest import Tree
-from tests.helpers import git
+from tests.helpers import check_rows, git
 
 pytestmark = pytest.mark.e2e
 
 FAST_KILL = {**os.environ, "FRACTAL_KILL_GRACE": "1"}
-
-
-def _checks(tree: Tree, name: str) -> list[tuple[object, ...]]:
-    return tree.sql("SELECT c.kind, i.iter, c.exit_code, c.signature, c.failures, c.passed, "
-                    "c.output_path, c.step_id FROM checks c JOIN iterations i "
-                    "ON i.iter_id = c.iter_id WHERE c.node = ? ORDER BY c.check_id",
-                    f"main.{name}")
 
 
 def test_a_check_that_hangs_is_stopped_at_check_timeout(tree: Tree) -> None:
@@ -30,7 +23,7 @@ def test_a_check_that_hangs_is_stopped_at_check_timeout(tree: Tree) -> None:
               "--exit-check", "echo starting; sleep 60", "--check-timeout", "1s")
     tree.cli("node", "start", "slow", env=FAST_KILL)
     assert tree.wait_settled("slow", timeout=60) == "exited"
-    rows = _checks(tree, "slow")
+    rows = check_rows(tree, "slow")
     assert [(r[2], r[3], r[4]) for r in rows] == [(124, "timed out after 1s", None)] * 2, rows
     assert tree.sql("SELECT metadata FROM runs") == [("no progress: timed out after 1s",)]
 

@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 
-import psutil
 import pytest
 
 from tests.e2e.conftest import Tree
-from tests.helpers import git, wait_until
+from tests.helpers import git, group_alive, pid_alive, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -20,16 +19,6 @@ pytestmark = pytest.mark.e2e
 def _open_step(tree: Tree) -> tuple[int, int] | None:
     rows = tree.sql("SELECT step_id, pgid FROM steps WHERE ended_at IS NULL AND pgid IS NOT NULL")
     return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
-
-def _group_alive(pgid: int) -> bool:
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            continue
-    return False
 
 
 def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
@@ -44,8 +33,7 @@ def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
                message="the reported cost recorded")  # the agent's line, read by the loop
     (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.victim'")
     os.kill(int(sup), signal.SIGKILL)
-    wait_until(lambda: not psutil.pid_exists(int(sup)) or
-               psutil.Process(int(sup)).status() == psutil.STATUS_ZOMBIE, timeout=10)
+    wait_until(lambda: not pid_alive(int(sup)), timeout=10)
 
     listing = tree.cli("node", "list", "--csv").stdout
     assert "main.victim,paused" in listing
@@ -59,7 +47,7 @@ def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
     assert (st, cost, smeta) == ("paused", 0.2, "interrupted: supervisor lost")
     assert tree.sql("SELECT event, metadata FROM events WHERE event = 'orphan'") == [
         ("orphan", f"reaped pgid {pgid}")]
-    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group reaped")
+    wait_until(lambda: not group_alive(pgid), timeout=10, message="agent group reaped")
     # The agent's work is still on disk, never lost, and nothing was committed.
     assert (tree.worktree("victim") / "half-done.txt").read_text() == "draft\n"
     assert "half-done.txt" not in git(tree.repo, "ls-tree", "-r", "--name-only", "main.victim")
@@ -76,8 +64,7 @@ def test_a_heal_cut_short_is_done_again_by_the_next_read(tree: Tree) -> None:
     _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
     (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.twice'")
     os.kill(int(sup), signal.SIGKILL)
-    wait_until(lambda: not psutil.pid_exists(int(sup)) or
-               psutil.Process(int(sup)).status() == psutil.STATUS_ZOMBIE, timeout=10)
+    wait_until(lambda: not pid_alive(int(sup)), timeout=10)
     lock = tree.repo / ".worktrees" / ".heal-main.twice.lock"
     reader = subprocess.Popen([sys.executable, "-m", "fractal", "node", "list"], cwd=tree.repo,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -92,7 +79,7 @@ def test_a_heal_cut_short_is_done_again_by_the_next_read(tree: Tree) -> None:
     assert tree.sql("SELECT status, ended_at FROM runs") == [("active", None)]
     assert tree.sql("SELECT subject FROM messages") == [
         ("run 1 parked: interrupted: supervisor lost",)]
-    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group reaped")
+    wait_until(lambda: not group_alive(pgid), timeout=10, message="agent group reaped")
 
 
 def test_killed_tmux_session_parks_the_run_and_commits_nothing(tree: Tree) -> None:
@@ -113,12 +100,11 @@ def test_killed_tmux_session_parks_the_run_and_commits_nothing(tree: Tree) -> No
     assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
     assert tree.sql("SELECT status, metadata FROM steps") == [("paused", "interrupted: SIGHUP")]
     assert tree.sql("SELECT status, ended_at FROM runs") == [("active", None)]
-    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group ended")
+    wait_until(lambda: not group_alive(pgid), timeout=10, message="agent group ended")
     assert "wip.txt" not in git(tree.repo, "ls-tree", "-r", "--name-only", "main.hup")
     assert (tree.worktree("hup") / "wip.txt").read_text() == "in progress\n"
     pid = int(escapee.read_text())  # a process the agent started in a session of its own
-    wait_until(lambda: not psutil.pid_exists(pid) or
-               psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=10,
+    wait_until(lambda: not pid_alive(pid), timeout=10,
                message="nothing the loop started outlives it")
 
 
@@ -172,4 +158,4 @@ def test_c_c_in_a_pane_shows_pausing_while_a_deaf_agent_is_ended(tree: Tree) -> 
     assert tree.status("deaf") == "active"  # no new status: a detail of `active`
     wait_until(lambda: tree.status("deaf") == "paused", timeout=30, message="parked")
     assert status().endswith("paused (interrupted: SIGINT)")
-    wait_until(lambda: not _group_alive(pgid), timeout=10, message="agent group ended")
+    wait_until(lambda: not group_alive(pgid), timeout=10, message="agent group ended")

@@ -12,18 +12,13 @@ import pytest
 from fractal.lifecycle import notify
 from fractal.tree import Tree as FractalTree
 from tests.e2e.conftest import Tree
-from tests.helpers import wait_until
+from tests.helpers import recording_hook, wait_until
 
 pytestmark = pytest.mark.e2e
 
 
 def test_a_run_that_exits_is_notified_once(tree: Tree, tmp_path: Path) -> None:
-    out = tmp_path / "calls"
-    out.mkdir()
-    hook = tmp_path / "hook.sh"
-    hook.write_text(f"#!/bin/sh\nn=$(ls '{out}' | wc -l)\ncat > '{out}/'$n.json\n"
-                    f"env > '{out}/'$n.env\n")
-    hook.chmod(0o755)
+    hook, out = recording_hook(tmp_path)
     tree.cli("inbox", "notify", str(hook), "--events", "exited,budget")
     tree.node("fails", {"01-A.md": "[stub:fail=3]"}, "--no-sync", "--max-iters", "1",
               "--step-retry-backoff", "1s")  # the one retry at once

@@ -1,10 +1,11 @@
-"""Steering a live tree through the CLI: pause/resume, kill, an approval gate, fan-out, the
-tree-wide brake and --continue. Stop, finish, SYNC and the approval waits' other ends
+"""Steering a live tree through the CLI: pause/resume, kill (also with no tmux on PATH, and
+two at once), an approval gate, fan-out, the tree-wide brake and --continue. Stop, finish, SYNC and the approval waits' other ends
 are tested in-process (tests/unit/test_loop_steering.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -15,7 +16,7 @@ import pytest
 
 from fractal.assets import mode_text
 from tests.e2e.conftest import Tree
-from tests.helpers import git, wait_until
+from tests.helpers import git, group_alive, pid_alive, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -37,21 +38,6 @@ def _session_alive(tree: Tree, node: str) -> bool:
     out = subprocess.run(["tmux", "-S", str(socket), "has-session", "-t", f"={session}"],
                          capture_output=True, check=False)
     return out.returncode == 0
-
-
-def _group_alive(pgid: int) -> bool:
-    """A live (non-zombie) process is still in group ``pgid``."""
-    import os
-
-    import psutil
-
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
 
 
 def _calls(capture: Path) -> list[dict[str, object]]:
@@ -120,9 +106,49 @@ def test_kill_reaps_the_loop_the_agent_and_the_pane(tree: Tree) -> None:
     # The step had a session and reported no cost: it may have spent unrecorded money.
     assert tree.sql("SELECT status, metadata FROM steps") == [("killed", f"{note}; unpriced")]
     assert not _session_alive(tree, "victim")
-    assert not _group_alive(int(str(pgid)))
+    assert not group_alive(int(str(pgid)))
     assert tree.sql("SELECT status, metadata FROM events WHERE event = 'kill'") == [
         ("completed", note)]
+
+
+def test_kill_without_tmux_on_path_still_stops_the_loop_and_the_agent(
+        tree: Tree, tmp_path: Path) -> None:
+    tree.node("victim", {"01-A.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+    tree.cli("node", "start", "victim")
+    step_id = _wait_running(tree, "victim", "A")
+    (pgid,), = tree.sql("SELECT pgid FROM steps WHERE step_id = ?", step_id)
+    (supervisor,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = ?", "main.victim")
+    bare = tmp_path / "no-tmux-bin"
+    bare.mkdir()
+    git_binary = shutil.which("git")
+    assert git_binary is not None
+    (bare / "git").symlink_to(git_binary)
+    env = {**(tree.env or os.environ), "PATH": str(bare)}
+    proc = tree.cli("node", "kill", "victim", check=False, env=env)
+    assert proc.returncode == 1 and "tmux" in proc.stderr, proc.stderr
+    assert tree.status("victim") == "killed"
+    assert not group_alive(int(str(pgid))), "the agent's group outlived the kill"
+    wait_until(lambda: not pid_alive(int(str(supervisor))), 10, message="the loop is gone")
+
+
+def test_two_kills_at_once_end_in_one_killed_node_with_nothing_left(tree: Tree) -> None:
+    tree.node("twice", {"01-A.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
+    tree.cli("node", "start", "twice")
+    step_id = _wait_running(tree, "twice", "A")
+    (pgid,), = tree.sql("SELECT pgid FROM steps WHERE step_id = ?", step_id)
+    codes: list[int] = []
+    kills = [threading.Thread(target=lambda: codes.append(
+        tree.cli("node", "kill", "twice", check=False).returncode)) for _ in range(2)]
+    for kill in kills:
+        kill.start()
+    for kill in kills:
+        kill.join()
+    assert sorted(codes) in ([0, 0], [0, 1]), codes
+    assert tree.status("twice") == "killed"
+    assert tree.sql("SELECT status FROM steps") == [("killed",)]
+    assert tree.sql("SELECT count(*) FROM events WHERE event = 'kill' "
+                    "AND status = 'completed'") == [(1,)]  # a second is a refusal
+    assert not group_alive(int(str(pgid)))
 
 
 def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
@@ -230,8 +256,6 @@ def test_continue_commits_node_edits_and_refuses_project_dirt(tree: Tree) -> Non
 
 
 def test_killed_tmux_server_is_healed(tree: Tree) -> None:
-    import os
-
     # A server of its own: killing it must not disturb other tests' sessions.
     own = {**os.environ, "FRACTAL_TMUX_SOCKET": str(tree.repo.parent / "own.sock")}
     tree.node("doomed", {"01-A.md": "[stub:hang]"}, "--no-sync")
@@ -285,7 +309,7 @@ def test_killing_a_parent_reaps_its_subtree_in_one_sweep(tree: Tree) -> None:
     tree.cli("node", "kill", "up", "--reason", "lights out")
     assert [tree.status(n) for n in ("up", "up.kid")] == ["killed", "killed"]
     assert not any(_session_alive(tree, n) for n in ("up", "up.kid"))
-    assert not any(_group_alive(pgid) for pgid in groups)
+    assert not any(group_alive(pgid) for pgid in groups)
     kills = tree.sql("SELECT node, metadata FROM events WHERE event = 'kill' ORDER BY event_id")
     assert [node for node, _ in kills] == ["main.up.kid", "main.up"]
     assert kills[1][1] == "killed by operator: lights out"

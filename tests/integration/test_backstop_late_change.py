@@ -9,7 +9,6 @@ conflict-marker refusal must hold for it too.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -23,31 +22,25 @@ from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_lock import commit_turn
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
-from tests.helpers import gated_fsmonitor, open_gate
+from tests.helpers import gated_fsmonitor, git_with_identity, open_gate
 
 CONFLICTED = "<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> other\n"
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), "-c", "user.name=T",
-                           "-c", "user.email=t@e.invalid", *args],
-                          check=True, capture_output=True, text=True).stdout
 
 
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.name", "T")
-    _git(repo, "config", "user.email", "t@e.invalid")
+    git_with_identity(repo, "init", "-q", "-b", "main")
+    git_with_identity(repo, "config", "user.name", "T")
+    git_with_identity(repo, "config", "user.email", "t@e.invalid")
     (repo / "a.txt").write_text("a\n")
-    _git(repo, "add", "a.txt")
-    _git(repo, "commit", "-q", "-m", "one")
+    git_with_identity(repo, "add", "a.txt")
+    git_with_identity(repo, "commit", "-q", "-m", "one")
     # Not racily clean: a status started ahead then leaves the index alone (its answer
     # is used, not voided by git's own index refresh).
     past = time.time() - 100
     os.utime(repo / "a.txt", (past, past))
-    _git(repo, "update-index", "-q", "--really-refresh")
+    git_with_identity(repo, "update-index", "-q", "--really-refresh")
     return repo
 
 
@@ -60,7 +53,7 @@ def _finished_status(repo: Path, early: str) -> PendingStatus:
 
 
 def _index_and_head(repo: Path) -> tuple[str, str]:
-    return _git(repo, "rev-parse", "HEAD"), _git(repo, "ls-files", "-s")
+    return git_with_identity(repo, "rev-parse", "HEAD"), git_with_identity(repo, "ls-files", "-s")
 
 
 def _backstop_in_thread(repo: Path) -> tuple[threading.Thread, list[BaseException | str | None]]:
@@ -88,9 +81,9 @@ def test_a_file_written_after_the_status_started_is_committed(
     (repo / "late.txt").write_text("late\n")  # after the status ran
     sha = backstop_commit(repo, subject="backstop", branch="main", pending=pending)
     assert sha is not None
-    committed = _git(repo, "show", "--name-only", "--format=", sha).split()
+    committed = git_with_identity(repo, "show", "--name-only", "--format=", sha).split()
     assert sorted(committed) == sorted(filter(None, [early, "late.txt"]))
-    assert _git(repo, "status", "--porcelain") == ""
+    assert git_with_identity(repo, "status", "--porcelain") == ""
 
 
 @pytest.mark.parametrize("early", ["", "a.txt"], ids=["clean", "a-changed"])
@@ -187,9 +180,9 @@ def test_a_branch_switched_while_the_backstop_waits_for_its_turn_is_refused(
     with commit_turn(repo):  # a `fractal commit` in the worktree
         worker.start()
         assert waiting.wait(30)
-        _git(repo, "checkout", "-q", "-b", "other")
+        git_with_identity(repo, "checkout", "-q", "-b", "other")
     worker.join(60)
     assert len(outcome) == 1 and isinstance(outcome[0], GitError), outcome
     assert "not main" in str(outcome[0])
-    assert _git(repo, "rev-parse", "other") == _git(repo, "rev-parse", "main")
+    assert git_with_identity(repo, "rev-parse", "other") == git_with_identity(repo, "rev-parse", "main")
     assert (repo / "a.txt").read_text() == "work\n"

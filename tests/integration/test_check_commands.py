@@ -6,21 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import psutil
-
 from fractal.domain.outcome import EXIT_TIMEOUT
 from fractal.runtime.checks import read_log
 from fractal.runtime.commands import run_teed
-from tests.helpers import SCALE
+from tests.helpers import SCALE, pid_alive
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_run_teed_timeout_stops_the_group_and_keeps_the_log(tmp_path: Path) -> None:
@@ -33,7 +24,7 @@ def test_run_teed_timeout_stops_the_group_and_keeps_the_log(tmp_path: Path) -> N
     assert time.monotonic() - started < 1.3 + 3.0 * SCALE
     text = log.read_text()
     assert text == echoed.decode()
-    assert not _alive(int(text.split()[0]))  # the escapee in its own session is gone too
+    assert not pid_alive(int(text.split()[0]))  # the escapee in its own session is gone too
 
 
 def test_run_teed_without_timeout_returns_the_exit_code(tmp_path: Path) -> None:

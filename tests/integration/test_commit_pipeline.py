@@ -1,8 +1,8 @@
 """``fractal commit`` through its library entry point (lifecycle.commit.commit_work): subjects,
 lineage and the ``commit`` event, scope, lint, staging excludes, warnings, modes and push.
 
-Real git, a real tree database, real lint scripts. ``make_node`` is shared with
-test_commit_robustness.py.
+Real git, a real tree database, real lint scripts. ``make_node`` and ``pre_commit_node``
+are shared with test_commit_robustness.py and test_wiki_plans.py.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +108,38 @@ def make_node(base: Path, *, scope: str | None = None, name: str = "a",
     run_id = ledger.open_run(paths.branch, agent=None, max_cost=None, parent_run_id=None)
     iter_id = ledger.open_iteration(paths.branch, run_id, 1, agent=None, model=None)
     return Node(repo, tree, paths, run_id, iter_id)
+
+
+PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
+
+
+def pre_commit_node(base: Path, script: str, files: str) -> Node:
+    """``make_node`` in a repository whose pre-commit (the framework, skipped when it is
+    not installed) runs one local hook: the Python ``script`` (dedented) on the staged
+    files matching the regular expression ``files``."""
+    pytest.importorskip("pre_commit")
+    hook = base / "hook.py"
+    hook.write_text(textwrap.dedent(script))
+    config = textwrap.dedent(f"""\
+        repos:
+        - repo: local
+          hooks:
+          - id: test-hook
+            name: test hook
+            entry: {sys.executable} {hook}
+            language: system
+            files: {files}
+        """)
+
+    def prepare(repo: Path) -> None:
+        (repo / ".pre-commit-config.yaml").write_text(config)
+        git(repo, "add", ".pre-commit-config.yaml")
+        git(repo, "commit", "-q", "-m", "pre-commit config")
+
+    node = make_node(base, prepare=prepare)
+    subprocess.run([str(PRE_COMMIT), "install"], cwd=node.repo, check=True,
+                   capture_output=True, text=True)
+    return node
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -22,38 +21,9 @@ from fractal.workspace.commit import LINT_TIMEOUT, PUSH_TIMEOUT
 from fractal.workspace.commit_lock import COMMIT_TURN_WAIT, commit_turn, index_lock_path
 from fractal.workspace.commit_types import CommitFailed, IndexLocked
 from tests.helpers import git, wait_until
-from tests.integration.test_commit_pipeline import Node, make_node
-
-PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
-
+from tests.integration.test_commit_pipeline import Node, make_node, pre_commit_node
 
 # --- pre-commit: a formatter that rewrites files and exits 1 -------------------------------
-
-def _pre_commit_node(tmp_path: Path, script: str) -> Node:
-    pytest.importorskip("pre_commit")
-    hook = tmp_path / "hook.py"
-    hook.write_text(textwrap.dedent(script))
-    config = textwrap.dedent(f"""\
-        repos:
-        - repo: local
-          hooks:
-          - id: test-hook
-            name: test hook
-            entry: {sys.executable} {hook}
-            language: system
-            files: \\.txt$
-        """)
-
-    def prepare(repo: Path) -> None:
-        (repo / ".pre-commit-config.yaml").write_text(config)
-        git(repo, "add", ".pre-commit-config.yaml")
-        git(repo, "commit", "-q", "-m", "pre-commit config")
-
-    node = make_node(tmp_path, prepare=prepare)
-    subprocess.run([str(PRE_COMMIT), "install"], cwd=node.repo, check=True,
-                   capture_output=True, text=True)
-    return node
-
 
 FORMATTER = """\
     import sys
@@ -69,7 +39,7 @@ FORMATTER = """\
 
 
 def test_formatter_hook_rewrites_then_the_retry_lands(tmp_path: Path) -> None:
-    node = _pre_commit_node(tmp_path, FORMATTER)
+    node = pre_commit_node(tmp_path, FORMATTER, r"\.txt$")
     node.write("src/a.txt", "hello   \nworld\t\n")
     outcome = node.commit("add greeting").outcome
     assert outcome.sha == node.head()
@@ -80,11 +50,11 @@ def test_formatter_hook_rewrites_then_the_retry_lands(tmp_path: Path) -> None:
 
 
 def test_a_hook_that_keeps_failing_fails_the_commit_with_its_output(tmp_path: Path) -> None:
-    node = _pre_commit_node(tmp_path, """\
+    node = pre_commit_node(tmp_path, """\
         import sys
         print("policy says no")
         sys.exit(1)
-        """)
+        """, r"\.txt$")
     node.write("src/b.txt", "b\n")
     before = node.head()
     with pytest.raises(CommitFailed) as info:

@@ -12,7 +12,7 @@ import pytest
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from tests.helpers import copy_of_tree, force_status, git, make_repo
-from tests.trees import run_cli
+from tests.trees import run_cli, run_cli_as
 
 
 def _fractal(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -295,3 +295,52 @@ def test_a_write_during_a_read_keeps_no_token_so_the_next_look_sees_it(repo: Pat
     assert builder.settling and builder._token is None  # so it looks again soon
     shown = builder.build().node("main.quiet")
     assert shown is not None and shown.status == "paused"
+
+
+def test_a_parent_waiting_on_a_child_nobody_started_is_an_inbox_item(cousins: Path) -> None:
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a2", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a2", "active")
+    assert [i for i in _items(cousins) if i["kind"] == "unstarted"] == []  # not waiting yet
+    ledger.open_step(node="main.a2", run_id=run, iter_id=None, step=4, step_name="WAIT",
+                     agent=None, model=None, session=None)
+    items = [i for i in _items(cousins) if i["kind"] == "unstarted"]
+    assert len(items) == 1
+    item = items[0]
+    assert item["node"] == "main.a2" and item["command"] == "fractal node start main.a2.x"
+    assert "1 child nobody has started (x)" in str(item["summary"])
+    details = item["details"]
+    assert isinstance(details, dict) and details["children"] == ["main.a2.x"]
+    # Once the child has a run of its own, the item is gone.
+    ledger.open_run("main.a2.x", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a2.x", "active")
+    assert [i for i in _items(cousins) if i["kind"] == "unstarted"] == []
+
+
+def test_a_paused_item_shows_the_reason_the_pause_was_given(cousins: Path) -> None:
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a1", "active")
+    ledger.signal_run("main.a1", run, "pause", actor="operator", reason="lunch")
+    force_status(ledger.db_path, "main.a1", "paused")
+    ledger.add_event("main.a1", "pause", actor="loop", status="completed",
+                     metadata="parked during PREPARE", run_id=run)
+    items = [i for i in _items(cousins) if i["kind"] == "paused"]
+    assert [i["summary"] for i in items] == ["paused: lunch (during PREPARE)"]
+    details = items[0]["details"]
+    assert isinstance(details, dict) and details["reason"] == "parked during PREPARE"
+
+
+def test_an_exited_item_goes_once_the_nodes_work_is_merged(cousins: Path) -> None:
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    ledger.close_run(run, "exited", 1, "Exited at iteration 1.1")
+    force_status(ledger.db_path, "main.a1", "exited")
+    assert [i["node"] for i in _items(cousins) if i["kind"] == "exited"] == ["main.a1"]
+    a1 = cousins / ".worktrees" / "main.a1"
+    (a1 / "work.txt").write_text("a1\n")
+    git(a1, "add", "work.txt")
+    git(a1, "commit", "-q", "-m", "a1 work")
+    out = run_cli_as(cousins, "node", "merge", "a1", "--force")  # the user resolved it
+    assert out.returncode == 0, out.stderr
+    assert [i for i in _items(cousins) if i["kind"] == "exited"] == []

@@ -26,7 +26,7 @@ from fractal.tree import Tree
 from fractal.workspace.handback import read_note
 from tests.helpers import copy_of_tree, git, make_repo
 from tests.integration.test_commit_conflicts import snapshot
-from tests.trees import run_cli
+from tests.trees import run_cli, run_cli_as
 
 
 @dataclass
@@ -585,3 +585,26 @@ def test_a_merge_into_a_branch_that_does_not_exist_says_so(setup: Setup) -> None
     git(setup.repo, "branch", "side")  # exists, checked out nowhere: the worktree hint
     with pytest.raises(FractalError, match=r"git worktree add PATH side"):
         merge_node(open_context(setup.repo), "a", into="side")
+
+
+def test_conflicts_says_how_many_children_it_skipped_and_why(cousins: Path) -> None:
+    out = run_cli_as(cousins, "node", "conflicts")
+    assert out.returncode == 0, out.stderr
+    assert ("notice: every child of main skipped, nothing of them left to collide (no work "
+            "to merge: a1, a2)") in out.stderr  # never merged: not "already merged"
+    assert "has no children" not in out.stderr
+    a1 = cousins / ".worktrees" / "main.a1"
+    (a1 / "work.txt").write_text("a1\n")
+    git(a1, "add", "work.txt")
+    git(a1, "commit", "-q", "-m", "a1 work")
+    out = run_cli_as(cousins, "node", "conflicts")
+    assert out.returncode == 0, out.stderr
+    assert "main.a1,main,False" in out.stdout
+    assert "notice: 1 child of main skipped, nothing of it left to collide (no work to " \
+        "merge: a2)" in out.stderr
+    leaf = run_cli_as(cousins, "node", "conflicts", "a1.x")
+    assert leaf.returncode == 0 and "main.a1.x has no children to compare" in leaf.stderr
+    assert run_cli_as(cousins, "node", "merge", "a1").returncode == 0
+    out = run_cli_as(cousins, "node", "conflicts")
+    assert ("notice: every child of main skipped, nothing of them left to collide (already "
+            "merged: a1; no work to merge: a2)") in out.stderr

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from fractal.workspace.git import worktree_status
 from fractal.workspace.status_ahead import start_worktree_status
-
-
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(cwd), "-c", "user.name=T", "-c", "user.email=t@e.invalid",
-                    *args], check=True, capture_output=True)
+from tests.helpers import git_with_identity
 
 
 def _repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git_with_identity(repo, "init", "-q", "-b", "main")
     (repo / "a.txt").write_text("a\n")
-    _git(repo, "add", "a.txt")
-    _git(repo, "commit", "-q", "-m", "one")
+    git_with_identity(repo, "add", "a.txt")
+    git_with_identity(repo, "commit", "-q", "-m", "one")
     return repo
 
 
@@ -38,8 +33,8 @@ def test_a_commit_in_between_voids_the_answer(tmp_path: Path) -> None:
     (repo / "new.txt").write_text("new\n")
     pending = start_worktree_status(repo)
     assert pending is not None
-    _git(repo, "add", "new.txt")
-    _git(repo, "commit", "-q", "-m", "two")
+    git_with_identity(repo, "add", "new.txt")
+    git_with_identity(repo, "commit", "-q", "-m", "two")
     assert pending.result() is None
     assert worktree_status(repo) == ([], True)
 
@@ -49,7 +44,7 @@ def test_staging_in_between_voids_the_answer(tmp_path: Path) -> None:
     (repo / "new.txt").write_text("new\n")
     pending = start_worktree_status(repo)
     assert pending is not None
-    _git(repo, "add", "new.txt")
+    git_with_identity(repo, "add", "new.txt")
     assert pending.result() is None
 
 

@@ -16,23 +16,15 @@ import pytest
 from fractal.errors import SpawnError
 from fractal.runtime import commands, processes
 from fractal.runtime.processes import GroupHandle, Launched
-from tests.helpers import SCALE, wait_until
+from tests.helpers import SCALE, pid_alive, wait_until
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _read_line(launched: Launched) -> bytes:
     assert launched.popen.stdout is not None
     return launched.popen.stdout.readline().strip()
-
 
 
 def _spawn(spawned: list[Launched], argv: list[str], *, stdin_data: bytes | None = None,
@@ -62,7 +54,7 @@ def test_term_ignoring_child_is_killed_within_grace(spawned: list[Launched]) -> 
     survivors = processes.kill_group(launched.handle, grace=0.5)
     assert survivors == []
     assert time.monotonic() - started < 0.5 + 1.0 * SCALE
-    assert not [pid for pid in members if _alive(pid)]
+    assert not [pid for pid in members if pid_alive(pid)]
     assert processes.marked_processes(launched.handle.marker) == []
     assert launched.popen.wait(timeout=5) == -signal.SIGKILL
 
@@ -72,7 +64,7 @@ def test_setsid_grandchild_is_killed_with_its_group(spawned: list[Launched]) -> 
     grandchild = int(_read_line(launched))
     wait_until(lambda: os.getsid(grandchild) == grandchild, 5, message="setsid took effect")
     assert processes.kill_group(launched.handle, grace=2.0) == []
-    assert not _alive(grandchild)
+    assert not pid_alive(grandchild)
     assert processes.marked_processes(launched.handle.marker) == []
 
 
@@ -80,9 +72,9 @@ def test_sweep_marker_reaps_an_escaped_grandchild(spawned: list[Launched]) -> No
     launched = _spawn(spawned, [str(STUBS / "proc_setsid_child.sh"), "exit"])
     grandchild = int(_read_line(launched))
     assert launched.popen.wait(timeout=10) == 0
-    assert _alive(grandchild)
+    assert pid_alive(grandchild)
     assert processes.sweep_marker(launched.handle.marker, grace=2.0) == []
-    assert not _alive(grandchild)
+    assert not pid_alive(grandchild)
 
 
 def test_sweep_marker_is_cheap_when_nothing_matches() -> None:
@@ -186,7 +178,7 @@ def test_run_teed_sweeps_an_escaped_background_child(tmp_path: Path) -> None:
                               env=os.environ, log_path=log, grace=1.0)
     assert code == 0
     assert time.monotonic() - started < 5.0 * SCALE
-    assert not _alive(int(log.read_text().strip()))
+    assert not pid_alive(int(log.read_text().strip()))
 
 
 def test_run_teed_raises_spawn_error(tmp_path: Path) -> None:
@@ -207,7 +199,7 @@ def test_subreaper_adopts_and_reaps_orphans(tmp_path: Path) -> None:
 
 def test_reap_orphans_keeps_listed_children(spawned: list[Launched]) -> None:
     launched = _spawn(spawned, ["true"])
-    wait_until(lambda: not _alive(launched.handle.pid), 5, message="child exited")
+    wait_until(lambda: not pid_alive(launched.handle.pid), 5, message="child exited")
     assert launched.handle.pid not in processes.reap_orphans(keep={launched.handle.pid})
     assert launched.popen.wait(timeout=5) == 0
 

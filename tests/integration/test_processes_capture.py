@@ -6,22 +6,14 @@ import os
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from fractal.domain.outcome import EXIT_TIMEOUT
 from fractal.errors import SpawnError
 from fractal.runtime.commands import run_capture
-from tests.helpers import SCALE
+from tests.helpers import SCALE, pid_alive
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.parametrize(("script", "code", "output"), [
@@ -53,7 +45,7 @@ def test_timeout_stops_the_group_and_its_escapees(tmp_path: Path) -> None:
                                timeout=1.0 * SCALE, grace=0.3)
     assert code == EXIT_TIMEOUT
     assert time.monotonic() - started < 1.3 + 3.0 * SCALE
-    assert not _alive(int(output.split()[0]))  # the grandchild in its own session
+    assert not pid_alive(int(output.split()[0]))  # the grandchild in its own session
 
 
 def test_timeout_kills_a_term_ignoring_group(tmp_path: Path) -> None:
@@ -66,7 +58,7 @@ def test_escapee_left_behind_is_swept(tmp_path: Path) -> None:
     code, output = run_capture([str(STUBS / "proc_setsid_child.sh"), "exit"], cwd=tmp_path,
                                grace=0.3)
     assert code == 0
-    assert not _alive(int(output.split()[0]))
+    assert not pid_alive(int(output.split()[0]))
 
 
 def test_exec_failure_raises_spawn_error(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ threads, the feed, withdrawing, saving, the loop's notices, concurrent senders."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from fractal.store.outbox import Outbox
 from fractal.store.radio_reads import ReadState
 from fractal.tree import Tree, find_tree
 from tests.helpers import copy_of_tree, make_repo
-from tests.trees import run_cli
+from tests.trees import cousins_node_dir, run_cli, run_cli_as
 
 
 @dataclass
@@ -257,3 +258,16 @@ def test_the_cli_surface(nodes: Nodes) -> None:
     assert loud.returncode == 2
     bad_id = _cli(nodes.lead, "thread", "xyz")
     assert bad_id.returncode == 1 and "8 hex characters" in bad_id.stderr
+
+
+def test_the_operator_reads_any_nodes_inbox_and_a_node_still_may_not(cousins: Path) -> None:
+    a1 = cousins / ".worktrees" / "main.a1"
+    out = run_cli_as(a1, "radio", "send", "--node", "main.a2", "--subject", "heads up",
+                     "--priority", "5", "body", loop=cousins_node_dir(cousins, "main.a1"))
+    assert out.returncode == 0, out.stderr
+    out = run_cli_as(cousins, "radio", "messages", "--node", "main.a2", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [m["subject"] for m in json.loads(out.stdout)] == ["heads up"]
+    out = run_cli_as(a1, "radio", "messages", "--node", "main.a2",
+                     loop=cousins_node_dir(cousins, "main.a1"))
+    assert out.returncode == 1 and "cannot read the inbox of main.a2" in out.stderr

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import gated_fsmonitor
+from tests.helpers import gated_fsmonitor, git_with_identity
 
 _PROBE = r"""
 import json, os, sys, threading
@@ -41,16 +41,11 @@ except OSError:
 print(json.dumps({"cancel_returned": not ender.is_alive(), "hook": state}))
 """
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(cwd), "-c", "user.name=T", "-c", "user.email=t@e.invalid",
-                    *args], check=True, capture_output=True)
-
-
 def test_a_cancelled_status_leaves_no_process_behind(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    git_with_identity(repo, "init", "-q", "-b", "main")
+    git_with_identity(repo, "commit", "-q", "--allow-empty", "-m", "one")
     started, gate = gated_fsmonitor(repo, tmp_path)
     probe = subprocess.run([sys.executable, "-c", _PROBE, str(repo), str(started), str(gate)],
                            capture_output=True, text=True, timeout=60,

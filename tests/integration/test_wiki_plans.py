@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from fractal.domain.wiki import GENERATED_NOTE
 from fractal.workspace.commit_types import CommitFailed
 from fractal.workspace.wiki import WikiMalformed
 from tests.helpers import copy_of_tree, git, make_repo
-from tests.integration.test_commit_pipeline import Node, make_node
+from tests.integration.test_commit_pipeline import make_node, pre_commit_node
 from tests.trees import run_cli
 
 
@@ -101,7 +99,6 @@ def test_commit_runs_the_wiki_step_and_a_malformed_page_fails_it(tmp_path: Path)
     assert node.head() == before
 
 
-PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
 REWRITER = """\
     import sys
     for name in sys.argv[1:]:
@@ -111,35 +108,9 @@ REWRITER = """\
     """
 
 
-def _hooked_node(tmp_path: Path) -> Node:
-    pytest.importorskip("pre_commit")
-    hook = tmp_path / "hook.py"
-    hook.write_text(textwrap.dedent(REWRITER))
-    config = textwrap.dedent(f"""\
-        repos:
-        - repo: local
-          hooks:
-          - id: index-rewriter
-            name: index rewriter
-            entry: {sys.executable} {hook}
-            language: system
-            files: _index\\.md$
-        """)
-
-    def prepare(repo: Path) -> None:
-        (repo / ".pre-commit-config.yaml").write_text(config)
-        git(repo, "add", ".pre-commit-config.yaml")
-        git(repo, "commit", "-q", "-m", "pre-commit config")
-
-    node = make_node(tmp_path, prepare=prepare)
-    subprocess.run([str(PRE_COMMIT), "install"], cwd=node.repo, check=True,
-                   capture_output=True, text=True)
-    return node
-
-
 def test_a_hook_rewriting_a_generated_index_is_reverted_and_fails_the_commit(
         tmp_path: Path) -> None:
-    node = _hooked_node(tmp_path)
+    node = pre_commit_node(tmp_path, REWRITER, r"_index\.md$")
     node.write("wiki/page.md", "# Page\n\nNew knowledge.\n")
     before = node.head()
     with pytest.raises(CommitFailed) as info:

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from tests.helpers import git
+from tests.helpers import check_rows, git
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
 __all__ = ["loop_tree"]
@@ -51,13 +51,6 @@ def _sample_node(t: LoopTree, name: str, steps: dict[str, str], *opts: str) -> P
     return ndir
 
 
-def _checks(t: LoopTree, name: str) -> list[tuple[object, ...]]:
-    return t.sql("SELECT c.kind, i.iter, c.exit_code, c.signature, c.failures, c.passed, "
-                 "c.output_path, c.step_id FROM checks c JOIN iterations i "
-                 "ON i.iter_id = c.iter_id WHERE c.node = ? ORDER BY c.check_id",
-                 f"main.{name}")
-
-
 def test_exit_check_completes_the_run_when_green(loop_tree: LoopTree) -> None:
     """The agent fixes one of three failing tests per iteration: green at iteration 3."""
     t = loop_tree
@@ -73,7 +66,7 @@ def test_exit_check_completes_the_run_when_green(loop_tree: LoopTree) -> None:
     assert (status, code, reason) == ("completed", 0, f"exit check passed ({PYTEST})")
     assert t.sql("SELECT iter, status FROM iterations ORDER BY iter") == [
         (1, "completed"), (2, "completed"), (3, "completed")]
-    rows = _checks(t, "fixer")
+    rows = check_rows(t, "fixer")
     assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
         ("exit", 1, 1, ", ".join(IDS[1:]), 2, 1),
         ("exit", 2, 1, IDS[2], 1, 2),
@@ -116,7 +109,7 @@ def test_no_progress_ends_the_run_at_iteration_2(loop_tree: LoopTree) -> None:
     assert t.status("stuck") == "exited"
     reason = f"no progress: {', '.join(IDS)}"
     assert t.sql("SELECT status, exit_code, metadata FROM runs") == [("exited", 1, reason)]
-    assert [r[1] for r in _checks(t, "stuck")] == [1, 2]
+    assert [r[1] for r in check_rows(t, "stuck")] == [1, 2]
     assert t.sql("SELECT COUNT(*) FROM iterations") == [(2,)]
     notice = t.sql("SELECT subject FROM messages WHERE node = 'main.stuck'")
     assert notice == [(f"run exited: {reason}",)]
@@ -142,7 +135,7 @@ def test_gate_output_feeds_the_next_prompt(loop_tree: LoopTree) -> None:
     assert [s[1:] for s in steps] == [(1, "LINT", "failed", 3, "check failed (exit 3)", 0.0),
                                       (2, "FIX", "completed", 0, "", None)]
     log = ndir / "tmp" / "checks" / f"{run_id}-1-1.log"
-    (kind, _iter, code, signature, _f, _p, output, step_id), = _checks(t, "gated")
+    (kind, _iter, code, signature, _f, _p, output, step_id), = check_rows(t, "gated")
     assert (kind, code, signature, output, step_id) == (
         "gate", 3, "ERROR: bad thing at <addr>", str(log), steps[0][0])
 
@@ -177,7 +170,7 @@ def test_gate_on_fail_stop_iteration(loop_tree: LoopTree) -> None:
     ]
     assert t.sql("SELECT status, metadata FROM iterations") == [
         ("failed", "failed on GATE: check failed (exit 1)")]
-    assert [r[3] for r in _checks(t, "strict")] == ["", "t.py::test_x"]
+    assert [r[3] for r in check_rows(t, "strict")] == ["", "t.py::test_x"]
     assert t.launcher.calls == []
 
 

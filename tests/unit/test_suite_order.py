@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.ordering import DURATIONS, estimates, load_table, longest_first, tier_default
-from tests.timing import cli_summary, durations, write_durations
+from tests.timing import cli_summary, durations, rename_durations, write_durations
 
 U = "tests/unit/test_a.py"
 E = "tests/e2e/test_b.py"
@@ -67,6 +67,20 @@ def test_durations_keep_a_reruns_longest_wall_and_round_it(tmp_path: Path) -> No
     target = tmp_path / "durations.json"
     assert write_durations(target, files) == 2
     assert load_table(target) == {f"{E}::t1": 2.1, f"{U}::t1": 0.0}
+
+
+def test_a_moved_test_keeps_its_wall_under_its_new_id(tmp_path: Path) -> None:
+    target = tmp_path / "durations.json"
+    target.write_text(json.dumps({"tests": {
+        "tests/e2e/test_old.py::test_a[x]": 3.0, "tests/e2e/test_old.py::test_b": 1.0,
+        "tests/e2e/test_new.py::test_b": 2.0, "tests/unit/test_split.py::test_c": 0.5,
+        "tests/unit/test_split.py::test_d": 0.2}}))
+    moves = [("tests/unit/test_split.py::test_c", "tests/unit/test_c.py::test_c"),
+             ("tests/e2e/test_old.py", "tests/e2e/test_new.py")]
+    assert rename_durations(target, moves) == 3
+    assert load_table(target) == {
+        "tests/e2e/test_new.py::test_a[x]": 3.0, "tests/e2e/test_new.py::test_b": 2.0,
+        "tests/unit/test_c.py::test_c": 0.5, "tests/unit/test_split.py::test_d": 0.2}
 
 
 def test_a_missing_or_broken_table_reads_as_empty(tmp_path: Path) -> None:
