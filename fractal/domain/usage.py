@@ -295,17 +295,19 @@ def until_label(instant: float, now: float) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def wait_refusal(wake_at: float, now: float, max_wait: int,
+def wait_refusal(resets_at: float | None, wake_at: float, now: float, max_wait: int,
                  credential: str = "CREDENTIAL") -> str | None:
     """Why a usage-window wait until ``wake_at`` is refused at ``now`` (epoch s), or None.
 
-    The rule: a wait whose end is known to lie more than ``max_wait`` seconds (the
-    ``max_usage_wait`` setting) ahead is refused before it starts, since waiting
-    ``max_wait`` first would end the run the same way, later. The reason names the
-    instant, the setting and what to do (``credential`` is the window's fingerprint, as
-    ``fractal usage reopen`` takes it).
+    The rule: a wait whose end is known, a reset the CLI stated (``resets_at`` not None),
+    and lies more than ``max_wait`` seconds (the ``max_usage_wait`` setting) ahead is
+    refused before it starts, since waiting ``max_wait`` first would end the run the same
+    way, later. A backoff after no stated reset is the loop's own guess, not a known end:
+    it is never refused here (the wait gives up once it has lasted ``max_wait``). The
+    reason names the instant, the setting and what to do (``credential`` is the window's
+    fingerprint, as ``fractal usage reopen`` takes it).
     """
-    if wake_at - now <= max_wait:
+    if resets_at is None or wake_at - now <= max_wait:
         return None
     return (f"usage window reopens at {utc_label(wake_at)}, beyond max_usage_wait "
             f"({format_duration(max_wait)}): raise max_usage_wait and start the node again, "

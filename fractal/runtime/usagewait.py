@@ -121,7 +121,8 @@ class UsageWait(LoopPart):
             self.credential, limit.window, limit.resets_at, self.boot.paths.branch,
             self.clock.time(), self.jitter)
         try:
-            ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
+            ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}",
+                               row.resets_at)
         except Park:
             self._close_row(step_id, reason, None)
             raise
@@ -153,7 +154,8 @@ class UsageWait(LoopPart):
         reason = limit_reason(UsageLimit(row.window, row.resets_at))
         if self.state.live.on_usage_limit == "stop":
             return self._stop(reason)
-        return self._hold(row.window, row.wake_at, f"another node found the {reason}")
+        return self._hold(row.window, row.wake_at, f"another node found the {reason}",
+                          row.resets_at)
 
     def after_launch(self, got_through: bool) -> None:
         """The probe's launch ended: reopen the window for everyone when it got through
@@ -174,13 +176,16 @@ class UsageWait(LoopPart):
         self.state.usage_end = RunEnd(Status.STOPPED, Status.STOPPED, 0, reason)
         return StepOutcome(Status.STOPPED, 0, reason)
 
-    def _hold(self, window: str, wake_at: float, why: str) -> StepOutcome | None:
+    def _hold(self, window: str, wake_at: float, why: str,
+              resets_at: float | None = None) -> StepOutcome | None:
         """Wait until the credential's window lets this node launch (see the module
         docstring), with the notices and the ``usage_wait`` event; the waited time is
-        credited to the walls."""
+        credited to the walls. A stated reset (``resets_at``) past ``max_usage_wait`` ends
+        the run at once instead (``domain.usage.wait_refusal``)."""
         state, node = self.state, self.boot.paths.branch
         now, mono = self.clock.time(), self.clock.monotonic()
-        refused = wait_refusal(wake_at, now, state.live.max_usage_wait, self.credential)
+        refused = wait_refusal(resets_at, wake_at, now, state.live.max_usage_wait,
+                               self.credential)
         if refused is not None:
             self.reporter.notice(f"{why}; {refused}" if why else refused)
             state.usage_end = RunEnd(Status.EXITED, Status.EXITED, 1, refused)
