@@ -24,6 +24,7 @@ from fractal.domain.agent_errors import USAGE_LIMIT
 from fractal.domain.usage import (
     BACKOFF_FIRST,
     BACKOFF_MOST,
+    CLOCK_PAST,
     PROBE_POLL,
     PROBE_STALE,
     RELEASE_GAP,
@@ -33,19 +34,18 @@ from fractal.domain.usage import (
     UsageWarning,
     WindowRow,
     WindowState,
-    CLOCK_PAST,
     backoff,
     clock_reset,
     credential_key,
     decide,
     limit_reason,
     next_wake,
-    until_label,
-    wait_refusal,
     over_wait_reason,
     parse_pause_at,
     should_pause_early,
+    until_label,
     utc_label,
+    wait_refusal,
 )
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams" / "usage-limit"
