@@ -110,7 +110,8 @@ def fetch(url: str, dest: Path, timeout: float = FETCH_TIMEOUT) -> None:
     """Download the table at ``url`` and replace ``dest`` atomically.
 
     The body must be a JSON object with at least one priced model. Raises PricingError
-    naming the URL and what went wrong; ``dest`` is untouched then.
+    saying what went wrong, then the URL (the cause first: a reason clipped to its cap
+    loses the URL, never the cause); ``dest`` is untouched then.
     """
     import urllib.error  # lazy: urllib.request pulls in ssl and http (megabytes of RSS)
     import urllib.request
@@ -119,7 +120,7 @@ def fetch(url: str, dest: Path, timeout: float = FETCH_TIMEOUT) -> None:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             body = response.read(MAX_BYTES + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise PricingError(f"could not fetch the price table from {url}: {exc}") from None
+        raise PricingError(f"could not fetch the price table: {exc} (from {url})") from None
     if len(body) > MAX_BYTES:
         raise PricingError(f"the price table at {url} is larger than {MAX_BYTES} bytes")
     try:
@@ -169,7 +170,7 @@ def load_table(path: Path) -> dict[str, Rates]:
             return cached
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise PricingError(f"cannot read the price table {path}: {exc}") from None
+        raise PricingError(f"cannot read the price table: {exc} ({path})") from None
     if not isinstance(data, dict):
         raise PricingError(f"the price table {path} is not a JSON object")
     table = parse_table(data)

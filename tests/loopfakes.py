@@ -7,7 +7,8 @@ due before it), so an hour of walls, backoffs and approval waits takes milliseco
 ``ScriptedLauncher`` plays each agent attempt from the ``[stub:...]`` markers in its prompt
 (the vocabulary of ``tests/stubs/agent_stub.py``, so a step file says what its agent does,
 plus ``[stub:fail-first=N]``: fail the first N attempts of the step, ``[stub:limit-first=N]``:
-stop the first N on a closed usage window, ``[stub:usage-warn=F]``: report the window
+stop the first N on a closed usage window (``[stub:limit-unstated-first=N]``: one whose
+reset is not stated), ``[stub:usage-warn=F]``: report the window
 ``F`` used) and records every
 call. The fakes record; they never assert that they were called.
 """
@@ -235,6 +236,12 @@ class FakeAgent:
                 # a closed usage window, reopening LIMIT_RESET fake seconds from now
                 self._emit({"type": "usage_limit", "window": "five_hour",
                             "resets_at": self.launcher.clock.time() + LIMIT_RESET})
+                self._exit(1)
+                return
+            elif key == "limit-unstated-first" and \
+                    self.launcher.attempts(self.call) <= int(value):
+                # a closed usage window whose reset the CLI did not state
+                self._emit({"type": "usage_limit", "window": "five_hour"})
                 self._exit(1)
                 return
             elif key == "usage-warn":

@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from fractal.agents.base import WindowEvent
+from fractal.domain.usage import clock_reset
 
 __all__ = ["RolloutFacts", "find_rollout", "read_rollout", "window_name"]
 
@@ -164,8 +165,10 @@ def _warning(windows: list[dict[str, object]]) -> WindowEvent | None:
 
 def stated_reset(message: str, failed_at: float | None) -> float | None:
     """The reset instant in Codex's own error text, in the local time of this process
-    (the CLI's). A bare clock time is its next occurrence after ``failed_at`` (now when
-    None). None when the text names no time."""
+    (the CLI's). A bare clock time is stated to the minute and read against ``failed_at``
+    (now when None) by ``domain.usage.clock_reset``: ahead today, the minute's start; the
+    current minute or one just past, its end; else tomorrow. None when the text names no
+    time."""
     base = datetime.fromtimestamp(failed_at) if failed_at else datetime.now()
     dated = _DATED.search(message)
     if dated:
@@ -183,8 +186,5 @@ def stated_reset(message: str, failed_at: float | None) -> float | None:
             parsed = datetime.strptime(f"{hour}:{minute} {half.upper()}", "%I:%M %p")
         except ValueError:
             return None
-        when = base.replace(hour=parsed.hour, minute=parsed.minute, second=0, microsecond=0)
-        if when <= base:
-            when += timedelta(days=1)
-        return when.timestamp()
+        return clock_reset(parsed.hour, parsed.minute, base).timestamp()
     return None

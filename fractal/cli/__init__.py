@@ -34,6 +34,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "wiki": ("fractal.cli.wiki", "wiki_group"),
     "inbox": ("fractal.cli.inbox", "inbox_group"),
     "_notify": ("fractal.cli.inbox", "notify_cmd"),
+    "usage": ("fractal.cli.usage", "usage_group"),
     "open": ("fractal.cli.open", "open_cmd"),
 }
 _SHORT_HELP: dict[str, str] = {
@@ -52,6 +53,7 @@ _SHORT_HELP: dict[str, str] = {
     "wiki": "Regenerate the project and memory wikis' indexes.",
     "inbox": "Everything in the tree that waits for a human, with the command to resolve it.",
     "open": "The live dashboard of the whole tree (Textual).",
+    "usage": "List the usage windows; reopen one so its nodes probe now.",
 }
 
 

@@ -104,7 +104,8 @@ def _init_options(func: Any) -> Any:
         ("--scope", "Comma-separated directories the node may change."),
         ("--base", "Fork from this branch instead of the parent's tip."),
         ("--exit-check", "Command run after every iteration; exit 0 completes the run "
-                         "(seeds a 03-CHECK gate step)."),
+                         "(seeds a 03-CHECK gate step). A red check that prints nothing "
+                         "never counts as no progress: print why it fails."),
         ("--check-timeout", "Time limit of each check command (default 10m)."),
         ("--no-progress", "Red exit checks in a row failing the same way that end the run "
                           "(default 2; null disables)."),

@@ -19,8 +19,8 @@ The rule, for every verb that changes something:
   - ``SELF``: the target is the acting node (``commit``, ``config set``, ``pool
     result``: a node's own worktree, its own config, its own answer).
   - ``OPERATOR``: only the operator (the tree-wide verbs ``reset``, ``destroy``, the
-    brake and its release, the notify command, ``inbox ack``: each acts for the whole
-    tree or runs a command as the operator).
+    brake and its release, the notify command, ``inbox ack``, ``usage reopen``: each
+    acts for the whole tree or runs a command as the operator).
 
 Not in the table: reads (``status``, ``list``, ``activity``, ``cost``, ``pending``,
 ``inbox``, the dashboard), open to every caller; ``plan`` and ``wiki update``, which act
@@ -95,6 +95,7 @@ RULES: Mapping[str, Relation] = MappingProxyType({
     "release": Relation.OPERATOR,
     "notify": Relation.OPERATOR,
     "ack": Relation.OPERATOR,
+    "usage reopen": Relation.OPERATOR,
 })
 """Every verb that changes something -> the relation the acting node needs."""
 

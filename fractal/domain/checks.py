@@ -162,7 +162,8 @@ class CheckTrack:
     def after_exit_check(self, result: CheckResult, no_progress: int | None,
                          rules: ScoreRules | None = None) -> CheckTrack:
         """Fold in an exit check: green sets ``passed``; red advances the streak and sets
-        ``stalled`` once it reaches ``no_progress`` (None: never; see ``progress``). A red
+        ``stalled`` once it reaches ``no_progress`` (None: never; a check that printed
+        nothing ends the streak and never stalls: see ``progress``). A red
         check with a score advances the stagnation track under ``rules`` and sets
         ``stagnant`` once ``rules.stagnation`` stalled checks in a row are reached."""
         if result.passed:

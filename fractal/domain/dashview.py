@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from fractal.domain.attention import FOLLOWER_UNTIL
+from fractal.domain.usage import until_label
 
 __all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "shown_agent",
            "subtree_spends"]
@@ -58,18 +59,11 @@ class Live:
     usage_until: float | None = None
 
 
-def _hhmmss(instant: float) -> str:
-    """``14:05:05Z``: the UTC time of day of ``instant`` (epoch s), to the second, as the
-    wait's notice, the pane and ``fractal node status`` give it."""
-    import time
-
-    return time.strftime("%H:%M:%SZ", time.gmtime(instant))
-
-
 def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
     """The tree's detail text: ``run 3 · iter 2/10 · step 3/5 EXECUTE 4m12s`` for an
     active node, ``awaiting approval`` at a gate, ``waiting for usage window until
-    14:05:05Z`` (UTC, the instant the inbox gives; ``attention.FOLLOWER_UNTIL`` when no
+    14:05:05Z`` (UTC, the instant the inbox gives, dated when it is not today:
+    ``domain.usage.until_label``; ``attention.FOLLOWER_UNTIL`` when no
     window is closed and the node follows another node's probe) while its run waits out a
     usage window, ``supervisor gone`` when provably dead; the last run's ``reason`` for a
     settled node; ``parked`` for a paused one."""
@@ -83,7 +77,7 @@ def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
             parts.append("awaiting approval")
         elif live.usage_wait:
             until = FOLLOWER_UNTIL if live.usage_until is None \
-                else f"until {_hhmmss(live.usage_until)}"
+                else f"until {until_label(live.usage_until, now)}"
             parts.append(f"waiting for usage window {until}")
         elif live.step is not None:
             of = f"/{live.steps}" if live.steps else ""

@@ -17,12 +17,18 @@ Everything here is pure: facts and instants (epoch seconds, UTC) in, values out.
   passed without the window reopening (stated reset times drift).
 - ``decide``: given the shared window row of a credential, whether this node launches,
   waits, or is the one probe that tests the reopened window for everyone.
+- ``clock_reset``: the reset a clock time stated to the minute means (``try again at
+  12:07 AM``): the current minute's end, never the next day.
+- ``wait_refusal``: why a wait is refused before it starts (it would outlast
+  ``max_usage_wait``).
+- ``until_label``: the end of a wait as views print it, with the date only when it is not
+  today.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -33,6 +39,7 @@ from fractal.domain.values import by_type
 __all__ = [
     "BACKOFF_FIRST",
     "BACKOFF_MOST",
+    "CLOCK_PAST",
     "PROBE_POLL",
     "PROBE_STALE",
     "RELEASE_BATCH",
@@ -46,6 +53,7 @@ __all__ = [
     "WindowRow",
     "WindowState",
     "backoff",
+    "clock_reset",
     "credential_key",
     "decide",
     "launch_credential",
@@ -54,7 +62,9 @@ __all__ = [
     "over_wait_reason",
     "parse_pause_at",
     "should_pause_early",
+    "until_label",
     "utc_label",
+    "wait_refusal",
 ]
 
 UNKNOWN_WINDOW = "unknown"
@@ -244,3 +254,61 @@ def limit_reason(limit: UsageLimit, until: float | None = None) -> str:
 def over_wait_reason(max_wait: int) -> str:
     """The run reason when a window stayed closed longer than ``max_wait`` seconds."""
     return f"usage window did not reopen within {format_duration(max_wait)}"
+
+
+CLOCK_PAST = 900.0
+"""Seconds after the end of a stated clock minute during which that minute still counts as
+just past (its end is the reset, already passed: the loop backs off and probes), not as
+the same time tomorrow."""
+
+
+def clock_reset(hour: int, minute: int, now: datetime) -> datetime:
+    """The reset a clock time stated to the minute (``hour``:``minute``, 24-hour, in the
+    same local time as ``now``, a naive datetime) means, as a naive local datetime.
+
+    The rule: a stated minute is a span of sixty seconds, and the window reopens at some
+    instant inside it. So
+    - a minute still ahead today: its start (the stated time as written);
+    - the minute ``now`` is in, or one that ended at most ``CLOCK_PAST`` seconds ago: its
+      end (the probe goes after the minute is over; an end already past makes the loop
+      back off and probe, as for any reset that passed);
+    - a minute further back: the same minute tomorrow.
+    ``try again at 12:07 AM`` read at 00:07:29 is 00:08:00 today, never 00:07 tomorrow.
+    """
+    start = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if start > now:
+        return start
+    end = start + timedelta(minutes=1)
+    if (now - end).total_seconds() <= CLOCK_PAST:
+        return end
+    return start + timedelta(days=1)
+
+
+def until_label(instant: float, now: float) -> str:
+    """The end of a wait as views print it (UTC, to the second): ``14:05:05Z`` when
+    ``instant`` falls on the same UTC day as ``now``, ``2026-12-08 00:07:05Z`` on any
+    other day (epoch seconds both), so a wait that lasts into tomorrow never reads as
+    one already past."""
+    when, today = datetime.fromtimestamp(instant, UTC), datetime.fromtimestamp(now, UTC)
+    if when.date() == today.date():
+        return when.strftime("%H:%M:%SZ")
+    return when.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def wait_refusal(resets_at: float | None, wake_at: float, now: float, max_wait: int,
+                 credential: str = "CREDENTIAL") -> str | None:
+    """Why a usage-window wait until ``wake_at`` is refused at ``now`` (epoch s), or None.
+
+    The rule: a wait whose end is known, a reset the CLI stated (``resets_at`` not None),
+    and lies more than ``max_wait`` seconds (the ``max_usage_wait`` setting) ahead is
+    refused before it starts, since waiting ``max_wait`` first would end the run the same
+    way, later. A backoff after no stated reset is the loop's own guess, not a known end:
+    it is never refused here (the wait gives up once it has lasted ``max_wait``). The
+    reason names the instant, the setting and what to do (``credential`` is the window's
+    fingerprint, as ``fractal usage reopen`` takes it).
+    """
+    if resets_at is None or wake_at - now <= max_wait:
+        return None
+    return (f"usage window reopens at {utc_label(wake_at)}, beyond max_usage_wait "
+            f"({format_duration(max_wait)}): raise max_usage_wait and start the node again, "
+            f"or `fractal usage reopen {credential}` if it reopened sooner")

@@ -97,7 +97,8 @@ def preflight(paths: NodePaths, options: RunOptions, config: NodeConfig,
         plans = load_plans(paths.steps_dir)
     try:  # the price table, when some launch is priced from tokens
         pricing = check_pricing(config.model, backend, provider,
-                                [p.frontmatter.fields for p in plans], paths.worktree, warn)
+                                [p.frontmatter.fields for p in plans], paths.worktree, warn,
+                                capped=config.max_cost is not None)
     except PricingError as exc:
         raise RunAbort(str(exc)) from None
     return Boot(paths=paths, config=config, agent_setting=setting or backend.name,

@@ -191,22 +191,31 @@ def _step_needs(config_model: str | None, backend: Backend, provider: str | None
 
 def check_pricing(config_model: str | None, backend: Backend, provider: str | None,
                   fields: Sequence[Mapping[str, str]], worktree: Path,
-                  warn: Callable[[str], None]) -> bool:
+                  warn: Callable[[str], None], capped: bool = False) -> bool:
     """The pricing preflight: when any launch is priced from tokens, refresh the price
     table. Returns whether pricing is needed.
 
-    A stale copy is used with a warning; no copy and a failed fetch raises PricingError (the
-    caller aborts the run).
+    The rule: pricing ends only a run it bounds. A stale copy is used with a warning. No
+    copy and a failed fetch: under a cost cap (``capped``: ``max_cost`` set) raises
+    PricingError, its cause before any path or URL (the caller aborts the run); without
+    one it warns in one line and the run goes on, its token-priced costs recorded unknown
+    (NULL) until a later iteration's refresh gets the table.
     """
     needs = _step_needs(config_model, backend, provider, fields, worktree)
     if not needs:
         return False
     result = refresh()
-    if result.state is Freshness.MISSING:
+    if result.state is Freshness.MISSING and capped:
         raise PricingError(
-            f"no price table at {result.path}, and {needs[0]} is priced from token usage: "
-            f"{result.error} (check the network, or point FRACTAL_PRICING_URL at a copy of "
-            "the table, e.g. file:///path/to/prices.json)")
+            f"cannot price {needs[0]} under max_cost: {result.error}; no copy at "
+            f"{result.path} (check the network, point FRACTAL_PRICING_URL at a copy of the "
+            "table, e.g. file:///path/to/prices.json, or remove max_cost)")
+    if result.state is Freshness.MISSING:
+        text = (f"no price table ({result.error}); costs of {needs[0]} are recorded "
+                "unknown until it can be fetched")
+        log.warning("%s", text)
+        warn(" ".join(text.split()))
+        return True
     if result.state is Freshness.STALE:
         hours = (result.age or 0.0) / 3600
         text = (f"could not refresh the price table ({result.error}); using the copy at "

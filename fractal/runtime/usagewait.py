@@ -6,10 +6,12 @@ The wait is a wait point on the run's clock like the others: a pause parks the r
 stop or a finish ends it at once (a kill signal interrupts it as any wait), and the
 waited time is credited to the run and iteration walls (it is not an iteration and no
 retry is spent). ``on_usage_limit: stop`` ends the run ``stopped`` with the limit's
-reason instead of waiting; a wait longer than ``max_usage_wait`` ends the run ``exited``
-(``usage window did not reopen within 12h``). A notice goes to the node's outbox when a
+reason instead of waiting; a wait known to end more than ``max_usage_wait`` ahead is
+refused before it starts (``domain.usage.wait_refusal``) and one that lasts longer than
+that ends the run ``exited`` (``usage window did not reopen within 12h``). A notice goes to the node's outbox when a
 wait starts and when it ends, and a ``usage_wait`` event (``started`` while waiting)
-gives ``fractal node status`` its ``active (waiting for usage window until 14:05:05Z)``.
+gives ``fractal node status`` its ``active (waiting for usage window until 14:05:05Z)``
+(with the date when the wait ends on another day: ``domain.usage.until_label``).
 
 Tree-wide, per credential (``domain.usage.launch_credential``): the node that hits the
 window writes its ``usage_windows`` row; every node on that credential reads the row
@@ -22,7 +24,6 @@ launch once the window is open, a few at a time (``domain.usage.decide``).
 from __future__ import annotations
 
 import os
-import time
 
 from fractal.agents.base import WindowEvent
 from fractal.domain.outcome import RunEnd, StepOutcome
@@ -38,6 +39,8 @@ from fractal.domain.usage import (
     launch_credential,
     limit_reason,
     over_wait_reason,
+    until_label,
+    wait_refusal,
 )
 from fractal.runtime.context import LoopPart
 from fractal.runtime.steering import Park
@@ -66,12 +69,6 @@ def end_parked_wait(ledger: Ledger, node: str, run_id: int) -> None:
     if events and events[-1].status == "started":
         ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",
                          metadata="ended: parked", run_id=run_id)
-
-
-def hhmm(instant: float) -> str:
-    """``14:05:05Z``: the UTC clock time of an epoch instant, to the second (a window of
-    a few seconds must not read as already past)."""
-    return time.strftime("%H:%M:%SZ", time.gmtime(instant))
 
 
 class UsageWait(LoopPart):
@@ -124,7 +121,8 @@ class UsageWait(LoopPart):
             self.credential, limit.window, limit.resets_at, self.boot.paths.branch,
             self.clock.time(), self.jitter)
         try:
-            ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}")
+            ended = self._hold(row.window, row.wake_at, f"{step_name}: {reason}",
+                               row.resets_at)
         except Park:
             self._close_row(step_id, reason, None)
             raise
@@ -156,7 +154,8 @@ class UsageWait(LoopPart):
         reason = limit_reason(UsageLimit(row.window, row.resets_at))
         if self.state.live.on_usage_limit == "stop":
             return self._stop(reason)
-        return self._hold(row.window, row.wake_at, f"another node found the {reason}")
+        return self._hold(row.window, row.wake_at, f"another node found the {reason}",
+                          row.resets_at)
 
     def after_launch(self, got_through: bool) -> None:
         """The probe's launch ended: reopen the window for everyone when it got through
@@ -177,18 +176,28 @@ class UsageWait(LoopPart):
         self.state.usage_end = RunEnd(Status.STOPPED, Status.STOPPED, 0, reason)
         return StepOutcome(Status.STOPPED, 0, reason)
 
-    def _hold(self, window: str, wake_at: float, why: str) -> StepOutcome | None:
+    def _hold(self, window: str, wake_at: float, why: str,
+              resets_at: float | None = None) -> StepOutcome | None:
         """Wait until the credential's window lets this node launch (see the module
         docstring), with the notices and the ``usage_wait`` event; the waited time is
-        credited to the walls."""
+        credited to the walls. A stated reset (``resets_at``) past ``max_usage_wait`` ends
+        the run at once instead (``domain.usage.wait_refusal``)."""
         state, node = self.state, self.boot.paths.branch
         now, mono = self.clock.time(), self.clock.monotonic()
-        shown = f"waiting for usage window until {hhmm(wake_at)}"
+        refused = wait_refusal(resets_at, wake_at, now, state.live.max_usage_wait,
+                               self.credential)
+        if refused is not None:
+            self.reporter.notice(f"{why}; {refused}" if why else refused)
+            state.usage_end = RunEnd(Status.EXITED, Status.EXITED, 1, refused)
+            return StepOutcome(Status.STOPPED, 0, refused)
+        shown = f"waiting for usage window until {until_label(wake_at, now)}"
         if why:
             self.reporter.notice(f"{why}; {shown}")
         self.ledger.post_notice(node, f"{shown} ({window})",
                                 f"{why or 'the usage window is closed'}. The run waits and "
-                                "launches again when the window reopens.")
+                                "launches again when the window reopens (credential "
+                                f"{self.credential}: `fractal usage reopen {self.credential}` "
+                                "makes it probe at once).")
         self.ledger.add_event(node, WAIT_EVENT, actor="loop", status="started",
                               metadata=shown, run_id=state.run_id, iter_id=state.iter_id)
         try:

@@ -6,10 +6,14 @@ node on that credential reads the row before each launch and waits (the decision
 ``claim_probe`` (a compare-and-set) and launches; if it gets through it marks the
 window ``open`` and the others are released in small batches (``release_slot``); if it
 hits the window again it ``close``\\ s it once more with one more miss, which backs the
-next wake off. Instants are epoch seconds.
+next wake off. An operator's ``fractal usage reopen`` moves a closed window's wake
+instant to now (``wake_now``), so a waiting node probes at once. Instants are epoch
+seconds.
 """
 
 from __future__ import annotations
+
+import sqlite3
 
 from fractal.domain.usage import PROBE_STALE, RESUME_JITTER, WindowRow, WindowState, next_wake
 from fractal.store.registry import Registry
@@ -28,6 +32,9 @@ _CLAIM = ("UPDATE usage_windows SET state = :probing, prober = :node, probe_star
           "updated_at = :stamp WHERE credential = :credential AND ("
           "(state = :closed AND wake_at <= :now) OR "
           "(state = :probing AND (prober = :node OR probe_started <= :stale)))")
+_ALL = "SELECT * FROM usage_windows ORDER BY credential"
+_WAKE_NOW = ("UPDATE usage_windows SET resets_at = NULL, wake_at = :now, misses = 0, "
+             "updated_at = :stamp WHERE credential = :credential AND state = :closed")
 _REOPEN = ("UPDATE usage_windows SET state = :open, opened_at = :now, prober = NULL, "
            "probe_started = NULL, misses = 0, released = 0, updated_at = :stamp "
            "WHERE credential = :credential AND state = :probing AND prober = :node")
@@ -40,13 +47,24 @@ class Windows(Registry):
         """The credential's window row, or None when it never closed."""
         with self._db(write=False) as tx:
             row = tx.one(_WINDOW, {"credential": credential})
-        if row is None:
-            return None
-        return WindowRow(credential=row["credential"], window=row["window"],
-                         resets_at=row["resets_at"], state=WindowState(row["state"]),
-                         wake_at=row["wake_at"], prober=row["prober"],
-                         probe_started=row["probe_started"], misses=row["misses"],
-                         opened_at=row["opened_at"])
+        return None if row is None else _row(row)
+
+    def windows(self) -> list[WindowRow]:
+        """Every credential's window row, by credential."""
+        with self._db(write=False) as tx:
+            return [_row(r) for r in tx.all(_ALL, {})]
+
+    def wake_now(self, credential: str, now: float) -> WindowRow | None:
+        """Move a closed window's wake instant to ``now`` (its stated reset forgotten, its
+        misses reset), so the next look of a waiting node claims the probe; return the row
+        as it was before. A window that is probing or open is left as it is (and
+        returned); None when the credential has no row."""
+        with self._db() as tx:
+            row = tx.one(_WINDOW, {"credential": credential})
+            if row is not None and row["state"] == WindowState.CLOSED.value:
+                tx.run(_WAKE_NOW, {"credential": credential, "now": now, "stamp": utc_now(),
+                                   "closed": WindowState.CLOSED.value})
+        return None if row is None else _row(row)
 
     def close(self, credential: str, window: str, resets_at: float | None, node: str,
               now: float, jitter: float = RESUME_JITTER) -> WindowRow:
@@ -106,3 +124,11 @@ class Windows(Registry):
             tx.run("UPDATE usage_windows SET released = released + 1 "
                    "WHERE credential = :credential", {"credential": credential})
             return int(row[1])
+
+
+def _row(row: sqlite3.Row) -> WindowRow:
+    return WindowRow(credential=row["credential"], window=row["window"],
+                     resets_at=row["resets_at"], state=WindowState(row["state"]),
+                     wake_at=row["wake_at"], prober=row["prober"],
+                     probe_started=row["probe_started"], misses=row["misses"],
+                     opened_at=row["opened_at"])

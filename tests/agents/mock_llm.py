@@ -87,6 +87,7 @@ class MockLLM:
         self._close_for: float | None = None  # close_window_at_first_call's pending spans
         self._again_for: float | None = None
         self._warn_for: float | None = None
+        self.clock_only = False  # a closed window sends no x-codex-* headers: see close_window
         self._server = _Server(self, port)
         self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm",
                                         daemon=True)
@@ -128,17 +129,21 @@ class MockLLM:
             self.window_until, self.window_name = until, window
 
     def close_window_at_first_call(self, lasting: float, again: float | None = None,
-                                   window: str = "five_hour") -> None:
+                                   window: str = "five_hour", clock_only: bool = False) -> None:
         """The next model call finds the window used up, stating a reset ``lasting``
         seconds after that call; calls before the reset meet it too. With ``again``, the
         first call at or after that reset meets the window once more (a reset that
-        drifted), now stating a reset ``again`` seconds after it.
+        drifted), now stating a reset ``again`` seconds after it. With ``clock_only`` a
+        rejected Responses answer carries no ``x-codex-*`` headers, so Codex records
+        ``rate_limits.primary: null`` and states the reset only as a clock time to the
+        minute (``try again at 12:07 AM``), as it did in the field.
 
         Anchored at the calls rather than at the clock, a short window still meets the
         first call however long the CLI takes to start, and the probe after the first
         reset meets the second window however late it comes."""
         with self._lock:
             self._close_for, self._again_for, self.window_name = lasting, again, window
+            self.clock_only = clock_only
 
     def warn_window(self, utilization: float | None, resets_in: float | None = None) -> None:
         """Report ``utilization`` (0..1) of the window used on each answer (None: stop).
@@ -240,6 +245,8 @@ class _Handler(BaseHTTPRequestHandler):
         mock = self.server.mock
         state, reset, window = mock.window_state()
         headers = window_headers(api, state, reset, window, mock.window_use)
+        if state == "rejected" and api == "responses" and mock.clock_only:
+            headers = {}  # no rate-limit facts: the CLI says only `try again at H:MM AM`
         if state == "rejected":
             self._entry(body, {"status": 429, "usage": state})
             self._send_json(429, usage_limit_body(api, reset), headers)

@@ -137,3 +137,43 @@ def test_a_warning_at_96_percent_waits_for_the_reset_before_the_next_launch(
     assert second["at"] - first["at"] >= RESETS_IN
     assert [s for (s,) in tree.sql("SELECT status FROM steps ORDER BY step_id")] == [
         "completed", "completed"]
+
+
+CLOCK_CLOSED = 2.0
+"""Seconds the window stays closed after the first call when Codex states its reset only
+as a clock time to the minute: the reset then falls in the minute of the failure (or, a
+call in a minute's last two seconds, early in the next), the case read as tomorrow."""
+
+
+def test_a_codex_reset_stated_as_this_minute_is_probed_after_the_minute_not_tomorrow(
+        real_tree: Tree, agent_bin: Path, mock_llm: MockLLM, tmp_path: Path) -> None:
+    """`try again at 12:07 AM` read within 12:07 (``rate_limits.primary: null``): the wait
+    ends once that minute is over, and the step resumes within two minutes of the reset,
+    never a day later."""
+    tree = real_tree
+    env = _subscriber_env(tmp_path / "home", agent_bin, mock_llm)
+    _make_node(tree, "m", "codex", mock_llm)
+    mock_llm.close_window_at_first_call(CLOCK_CLOSED, clock_only=True)
+    tree.cli("node", "start", "m", env=env)
+    wait_until(lambda: tree.sql("SELECT state FROM usage_windows") == [("closed",)],
+               timeout=60, message="m recorded the closed window")
+    ((wake_at,),) = tree.sql("SELECT wake_at FROM usage_windows")
+    assert tree.wait_settled("m", timeout=240) == "completed"
+
+    reset = mock_llm.window_until
+    assert reset is not None
+    calls = mock_llm.posts(API_PATH["codex"])
+    answers = mock_llm.usage_answers()
+    steps = tree.sql("SELECT status, metadata FROM steps ORDER BY step_id")
+    during = [c for c in calls if c["at"] < reset]
+    after = [c["at"] for c in calls if c["at"] >= reset]
+    print(f"codex clock-time window: {len(steps)} launches, {len(calls)} model calls "
+          f"({len(during)} during the window), answers {answers}; wake {wake_at - reset:.1f} s "
+          f"after the reset, first call through {after[0] - reset:.1f} s after it")
+    assert steps[0][0] == "paused" and str(steps[0][1]).startswith("usage limit (unknown) until ")
+    assert str(steps[0][1]).endswith(":00Z")  # a minute's end: the clock-time reading
+    assert 0 < wake_at - reset <= 62.0  # the minute's end plus the jitter, not tomorrow
+    assert after and after[0] - reset <= 120.0
+    assert answers[0] == "rejected" and answers[-1] != "rejected"
+    assert steps[-1][0] == "completed"
+    assert tree.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]

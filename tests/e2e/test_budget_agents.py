@@ -74,14 +74,17 @@ def test_pricing_preflight_aborts_without_a_table_and_warns_on_a_stale_one(
         tree: Tree, tmp_path: Path) -> None:
     fakes = make_fakes(tmp_path)
     cache = tmp_path / "prices" / "pricing.json"
-    missing = {"FRACTAL_PRICING_FILE": str(cache),
-               "FRACTAL_PRICING_URL": (tmp_path / "nowhere.json").as_uri()}
+    far = "http://127.0.0.1:9/" + "long-mirror-path/" * 20 + "prices.json"  # nothing listens
+    missing = {"FRACTAL_PRICING_FILE": str(cache), "FRACTAL_PRICING_URL": far}
+    # under a cost cap the run ends at preflight, the fetch's cause inside the clipped reason
     tree.node("pf", {"01-A.md": "A [fake:codex-text-only]\n"}, "--agent", "codex",
-              "--model", "gpt-fixture", "--max-iters", "1", "--no-sync")
+              "--model", "gpt-fixture", "--max-iters", "1", "--no-sync", "--max-cost", "5")
     start_all(tree, ["pf"], fakes.env(**missing))
     status, code, reason = _run(tree, "pf")
     assert (status, code) == ("exited", 1)
-    assert str(reason).startswith(f"no price table at {cache}, and the codex agent is priced")
+    assert str(reason).startswith("cannot price the codex agent under max_cost: could not "
+                                  "fetch the price table: <urlopen error [Errno 111] "
+                                  "Connection refused> (from http://127.0.0.1:9/long-")
     assert fakes.calls("codex") == []
 
     cache.parent.mkdir()
@@ -100,3 +103,20 @@ def test_pricing_preflight_aborts_without_a_table_and_warns_on_a_stale_one(
     log = (tree.node_dir("pf") / "supervisor.log").read_text()
     assert "could not refresh the price table" in log and "from 72 h ago" in log
     assert step_rows(tree, "pf")[0][4] == pytest.approx(0.002)
+
+
+def test_without_a_cost_cap_a_missing_price_table_leaves_the_cost_unknown(
+        tree: Tree, tmp_path: Path) -> None:
+    fakes = make_fakes(tmp_path)
+    cache = tmp_path / "prices" / "pricing.json"
+    missing = {"FRACTAL_PRICING_FILE": str(cache),
+               "FRACTAL_PRICING_URL": (tmp_path / "nowhere.json").as_uri()}
+    tree.node("pn", {"01-A.md": "A [fake:codex-text-only]\n"}, "--agent", "codex",
+              "--model", "gpt-fixture", "--max-iters", "1", "--no-sync")
+    start_all(tree, ["pn"], fakes.env(**missing))
+    assert tree.wait_settled("pn") == "completed"
+    assert len(fakes.calls("codex")) == 1
+    ((name, status, code, _meta, cost, *_),) = step_rows(tree, "pn")
+    assert (name, status, code, cost) == ("A", "completed", 0, None)  # unknown, not 0.0
+    log = (tree.node_dir("pn") / "supervisor.log").read_text()
+    assert "no price table (could not fetch the price table: <urlopen error" in log

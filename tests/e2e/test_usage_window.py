@@ -85,3 +85,49 @@ def test_kill_ends_a_usage_window_wait_at_once(tree: Tree) -> None:
     assert tree.sql("SELECT COUNT(*) FROM steps WHERE ended_at IS NULL") == [(0,)]
     assert [s for (s,) in tree.sql("SELECT status FROM runs")] == ["killed"]
     assert tree.sql("SELECT cost FROM steps") == [(0.05,)]  # the limited attempt's spend kept
+
+
+ONCE_FAR_AGENT = """#!/bin/sh
+cat > /dev/null
+if [ ! -e "$0.limited" ]; then
+  touch "$0.limited"
+  echo "{\\"type\\": \\"usage_limit\\", \\"resets_at\\": $(( $(date +%s) + 3600 )), \\"window\\": \\"five_hour\\"}"
+  exit 1
+fi
+echo done > done.txt
+"""
+
+
+def test_the_operator_reopens_a_window_and_the_waiting_node_probes_now(tree: Tree) -> None:
+    """A window recorded closed for an hour that has in fact reopened: `fractal usage
+    reopen` (the operator's; a node's shell is refused) makes the waiting node probe at
+    once, and its launch gets through."""
+    agent = tree.repo.parent / "once-far-agent"
+    agent.write_text(ONCE_FAR_AGENT)
+    agent.chmod(0o755)
+    tree.node("r", {"01-A.md": "work"}, "--no-sync", "--max-iters", "1", "--agent", str(agent))
+    tree.cli("node", "start", "r")
+    wait_until(lambda: tree.cli("node", "status", "r").stdout.startswith(
+        "active (waiting for usage window until"), timeout=30, message="waiting for the window")
+    ((credential,),) = tree.sql("SELECT credential FROM usage_windows")
+    listed = tree.cli("usage", "list").stdout
+    assert listed.startswith(f"{credential}  five_hour  closed until ")
+
+    refused = tree.cli("usage", "reopen", str(credential), check=False, cwd=tree.worktree("r"))
+    assert refused.returncode != 0
+    assert "only the operator at the root may usage reopen" in refused.stderr
+    assert tree.cli("node", "status", "r").stdout.startswith("active (waiting for usage")
+
+    began = time.monotonic()
+    done = tree.cli("usage", "reopen", str(credential)[:6])
+    assert f"usage window {credential} (five_hour) reopened for a probe" in done.stderr
+    assert tree.wait_settled("r", timeout=30) == "completed"
+    assert time.monotonic() - began < 20  # not at the recorded reset an hour away
+    assert [s for (s,) in tree.sql("SELECT status FROM steps ORDER BY step_id")] == [
+        "paused", "completed"]
+    assert tree.sql("SELECT state FROM usage_windows") == [("open",)]
+    assert [(a, s) for (a, s) in tree.sql("SELECT actor, status FROM events WHERE "
+                                          "event = 'usage_reopen'")] == [("operator",
+                                                                          "completed")]
+    again = tree.cli("usage", "reopen", str(credential))
+    assert "is open: nothing to reopen" in again.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +41,10 @@ from fractal.lifecycle.start import start_node
 from fractal.lifecycle.steer import Signalled, cancel_finish, send
 from fractal.lifecycle.teardown import destroy, reset
 from fractal.lifecycle.trees import init_tree
+from fractal.lifecycle.usage import reopen, windows
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
+from fractal.store.windows import Windows
 from tests.helpers import copy_of_tree, make_repo
 
 
@@ -399,6 +402,44 @@ def test_the_tree_brake_is_the_operators(small: Small) -> None:
     assert init_node(small.ctx(), "x", {}).paths.branch == "main.x"
 
 
+def test_the_operator_reopens_a_closed_usage_window_for_a_probe_now(small: Small) -> None:
+    """`fractal usage reopen`: a window closed until tomorrow (a misread reset) wakes now,
+    so the next look of a waiting node claims the probe; recorded as an event."""
+    store = Windows(small.db)
+    now = time.time()
+    store.close("c0ffee0000000001", "five_hour", now + 86_000, "main.a", now)
+    store.close("c0ffee0000000002", "seven_day", now + 600, "main.a.b", now)
+    _activate(small, "main.a")
+    wake = small.node_dir("main.a") / ".wake"
+    wake.unlink(missing_ok=True)
+    with pytest.raises(FractalError, match="is ambiguous: it begins c0ffee0000000001, "
+                                           "c0ffee0000000002; give more of it"):
+        reopen(small.ctx(), "c0ffee")
+    with pytest.raises(FractalError, match=re.escape(
+            "no usage window for credential 'beef' in this tree (known: c0ffee0000000001, "
+            "c0ffee0000000002)")):
+        reopen(small.ctx(), "beef")
+
+    done = reopen(small.ctx(), "c0ffee0000000001")
+    assert done.changed and done.before.wake_at == pytest.approx(now + 86_005)
+    assert done.woken == ("main.a",) and wake.exists()  # its wait is woken at once
+    row = store.window("c0ffee0000000001")
+    assert row is not None and row.state.value == "closed" and row.resets_at is None
+    assert now <= row.wake_at <= time.time()
+    assert store.claim_probe("c0ffee0000000001", "main.a", time.time())  # it may probe now
+    other = store.window("c0ffee0000000002")  # the other credential's window is untouched
+    assert other is not None and other.resets_at == pytest.approx(now + 600)
+    (event,) = small.events("main", "usage_reopen")
+    assert event[:2] == ("operator", "completed")
+    assert event[2].startswith("c0ffee0000000001 (five_hour): was closed until ")
+
+    again = reopen(small.ctx(), "c0ffee0000000001")  # being probed now: left as it is
+    assert not again.changed and again.before.prober == "main.a"
+    assert len(small.events("main", "usage_reopen")) == 1
+    assert [w.credential for w in windows(small.ctx())] == ["c0ffee0000000001",
+                                                            "c0ffee0000000002"]
+
+
 # --- who may act on whom: main.a.b's agent against its parent and its sibling ----------------
 
 VERBS: dict[str, Callable[[Context, str], object]] = {
@@ -426,6 +467,7 @@ TREE_VERBS: dict[str, Callable[[Context], object]] = {
     "release": lambda ctx: release(ctx, None),
     "notify": lambda ctx: configure(ctx, "touch owned", None),
     "ack": lambda ctx: ack(ctx, "anything"),
+    "usage reopen": lambda ctx: reopen(ctx, "anything"),
 }
 
 

@@ -50,6 +50,7 @@ EXPECTED: dict[str, Relation] = {
     "commit": Relation.SELF, "config": Relation.SELF, "pool result": Relation.SELF,
     "reset": Relation.OPERATOR, "destroy": Relation.OPERATOR, "brake": Relation.OPERATOR,
     "release": Relation.OPERATOR, "notify": Relation.OPERATOR, "ack": Relation.OPERATOR,
+    "usage reopen": Relation.OPERATOR,
 }
 
 

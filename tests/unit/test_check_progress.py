@@ -17,7 +17,7 @@ from fractal.domain.checks import (
     visible_check,
 )
 from fractal.domain.errors import InvalidValue
-from fractal.domain.progress import Streak, advance_streak, is_stalled
+from fractal.domain.progress import Streak, advance_streak, is_silent, is_stalled
 from fractal.domain.signature import CheckSummary
 
 A, B = "t.py::test_a", "t.py::test_b"
@@ -36,6 +36,29 @@ A, B = "t.py::test_a", "t.py::test_b"
 def test_advance_streak(streak: Streak | None, signature: str, failures: int | None,
                         expected: Streak) -> None:
     assert advance_streak(streak, signature, failures) == expected
+
+
+@pytest.mark.parametrize(("streak", "signature", "failures", "expected"), [
+    (None, "exit 1", None, None),                        # a silent check starts nothing
+    (Streak("exit 1", None, 1), "exit 1", None, None),   # ...and is never compared
+    (Streak(A, 3, 1), "exit 1", None, None),             # it ends a counted streak
+    (Streak(A, 3, 1), "", None, None),
+    (None, "exit 1", 3, None),                           # a count alone says no more
+    (None, "exit code 1 from make", None, Streak("exit code 1 from make", None, 1)),
+    (None, "timed out after 10s", None, Streak("timed out after 10s", None, 1)),
+])
+def test_a_silent_check_never_counts_towards_no_progress(
+        streak: Streak | None, signature: str, failures: int | None,
+        expected: Streak | None) -> None:
+    assert advance_streak(streak, signature, failures) == expected
+
+
+@pytest.mark.parametrize(("signature", "silent"), [
+    ("", True), ("exit 1", True), ("exit 124", True), ("exit ", False), ("exit x", False),
+    ("exit 1 of 3 jobs", False), (A, False), ("ERROR: still broken", False),
+])
+def test_is_silent(signature: str, silent: bool) -> None:
+    assert is_silent(signature) is silent
 
 
 @pytest.mark.parametrize(("streak", "limit", "expected"), [

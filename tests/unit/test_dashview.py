@@ -32,12 +32,19 @@ def test_clock_label(seconds: float, text: str) -> None:
      "run 3 · iter 1/4 · awaiting approval"),
     ("active", Live(3, 1, 4, signal="pausing"), "", "run 3 · iter 1/4 · pausing"),
     ("active", Live(), "", "booting"),
+    # the same UTC day as NOW (1970-01-01T02:46:40Z): the time of day only
     ("active", Live(3, 2, 10, 1, 5, "WORK", NOW - 9, usage_wait=True,
-                    usage_until=1_767_276_300.0), "",
+                    usage_until=50_700.0), "",
      "run 3 · iter 2/10 · waiting for usage window until 14:05:00Z"),
     ("active", Live(3, 2, 10, 1, 5, "WORK", NOW - 9, usage_wait=True,
-                    usage_until=1_767_276_305.0), "",
+                    usage_until=50_705.0), "",
      "run 3 · iter 2/10 · waiting for usage window until 14:05:05Z"),
+    # another day: dated, so a day-long wait never reads as one already past
+    ("active", Live(3, 2, 10, 1, 5, "WORK", NOW - 9, usage_wait=True,
+                    usage_until=1_767_276_305.0), "",
+     "run 3 · iter 2/10 · waiting for usage window until 2026-01-01 14:05:05Z"),
+    ("active", Live(3, usage_wait=True, usage_until=NOW + 86_400.0), "",
+     "run 3 · waiting for usage window until 1970-01-02 02:46:40Z"),
     ("active", Live(3, usage_wait=True), "",  # no window closed: it follows another's probe
      "run 3 · waiting for usage window until another node's probe of it gets through"),
     ("active", Live(3, gone=True), "", "supervisor gone (any read heals it: the run parks, interrupted)"),

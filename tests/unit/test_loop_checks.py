@@ -198,3 +198,24 @@ def test_a_resumed_run_keeps_its_diagnostics_and_its_streak(loop_tree: LoopTree)
     assert "Check: none ()" in prompts[0]
     assert "Check: fail (ERROR: still broken)" in prompts[1]
     assert "Check: fail (ERROR: still broken)" in prompts[2]  # after the resume
+
+
+def test_a_silent_exit_check_is_never_judged_no_progress(loop_tree: LoopTree) -> None:
+    """`test $(wc -l < progress.txt) -ge 3` prints nothing: each red round reads `exit 1`,
+    which cannot tell a growing file from a stuck one, so the run goes on until it passes."""
+    t = loop_tree
+    t.node("grows", {"01-WORK.md": "[stub:append=progress.txt:line]"}, "--no-sync",
+           "--max-iters", "5", "--exit-check", "test $(wc -l < progress.txt) -ge 3")
+    t.run("grows")
+    assert t.run_row("grows")[:2] == ("completed", 0)
+    assert [r[3] for r in _checks(t, "grows")] == ["exit 1", "exit 1", ""]
+
+
+def test_a_silent_exit_check_runs_until_another_limit(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    t.node("mute", {"01-WORK.md": "work"}, "--no-sync", "--max-iters", "3",
+           "--exit-check", "exit 1")
+    t.run("mute")
+    assert t.run_row("mute") == ("exited", 1, "Reached max iterations (3); final iteration "
+                                          "failed")  # never `no progress: exit 1`
+    assert [r[3] for r in _checks(t, "mute")] == ["exit 1"] * 3

@@ -229,14 +229,38 @@ def test_on_usage_limit_stop_before_a_launch_ends_the_run_stopped(loop_tree: Loo
 
 
 def test_past_max_usage_wait_the_run_exits(loop_tree: LoopTree) -> None:
+    """No reset stated: the wait backs off (60 s) and probes; the probe hits the window
+    again, and once the wait has lasted max_usage_wait the run exits."""
     t = loop_tree
-    t.node("m", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
+    t.node("m", {"01-A.md": "[stub:limit-unstated-first=9]"}, "--no-sync", "--max-iters", "3")
     t.set_config("m", max_usage_wait="1m")
     t.run("m")
     assert t.run_row("m") == ("exited", 1, "usage window did not reopen within 1m")
     assert t.sql("SELECT COUNT(*) FROM steps WHERE status = 'failed'") == [(0,)]
     # the limited step closes with the run: no `paused` row inside a closed run
-    assert t.steps("m") == [("A", "stopped", 0, "usage window did not reopen within 1m")]
+    assert t.steps("m")[-1] == ("A", "stopped", 0, "usage window did not reopen within 1m")
+    assert {s[1] for s in t.steps("m")[:-1]} <= {"paused"}
+
+
+def test_a_wait_known_to_outlast_max_usage_wait_is_refused_at_once(
+        loop_tree: LoopTree) -> None:
+    """The stated reset lies past max_usage_wait: the run exits before waiting, saying
+    when the window reopens and what to do (no minute spent waiting for a known end)."""
+    t = loop_tree
+    t.node("m", {"01-A.md": "[stub:limit-first=1]"}, "--no-sync", "--max-iters", "3")
+    t.set_config("m", max_usage_wait="1m")  # the stub's window reopens in 120 s (+ 5 s)
+    started = t.clock.time()
+    t.run("m")
+    status, code, reason = t.run_row("m")
+    (credential,) = [c for (c,) in t.sql("SELECT credential FROM usage_windows")]
+    assert (status, code) == ("exited", 1)
+    assert re.fullmatch(r"usage window reopens at \S+Z, beyond max_usage_wait \(1m\): raise "
+                        r"max_usage_wait and start the node again, or `fractal usage "
+                        rf"reopen {credential}` if it reopened sooner", reason), reason
+    assert t.steps("m") == [("A", "stopped", 0, reason)]
+    assert t.clock.time() - started < 60  # it did not wait
+    assert t.sql("SELECT COUNT(*) FROM events WHERE node = 'main.m' AND "
+                 "event = 'usage_wait'") == [(0,)]
 
 
 def test_a_stop_ends_the_usage_wait_and_closes_the_limited_step(loop_tree: LoopTree) -> None:

@@ -24,6 +24,7 @@ from fractal.domain.agent_errors import USAGE_LIMIT
 from fractal.domain.usage import (
     BACKOFF_FIRST,
     BACKOFF_MOST,
+    CLOCK_PAST,
     PROBE_POLL,
     PROBE_STALE,
     RELEASE_GAP,
@@ -34,6 +35,7 @@ from fractal.domain.usage import (
     WindowRow,
     WindowState,
     backoff,
+    clock_reset,
     credential_key,
     decide,
     limit_reason,
@@ -41,7 +43,9 @@ from fractal.domain.usage import (
     over_wait_reason,
     parse_pause_at,
     should_pause_early,
+    until_label,
     utc_label,
+    wait_refusal,
 )
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams" / "usage-limit"
@@ -188,7 +192,10 @@ def test_a_rollout_of_another_thread_is_not_read(sessions: Path) -> None:
 
 @pytest.mark.parametrize(("message", "failed_at", "expected"), [
     ("... or try again at 11:10 AM.", "2026-12-01T09:09:07", "2026-12-01T11:10:00"),
-    ("... or try again at 9:09 AM.", "2026-12-01T09:09:15", "2026-12-02T09:09:00"),
+    # the stated minute is the current one: its end, never tomorrow (was 2026-12-02T09:09)
+    ("... or try again at 9:09 AM.", "2026-12-01T09:09:15", "2026-12-01T09:10:00"),
+    ("... or try again at 12:07 AM.", "2026-12-07T00:07:29", "2026-12-07T00:08:00"),
+    ("... or try again at 9:08 AM.", "2026-12-01T09:40:00", "2026-12-02T09:08:00"),
     ("... or try again at 8:05 PM.", "2026-12-01T09:00:00", "2026-12-01T20:05:00"),
     ("... or try again at Dec 4th, 2026 8:30 PM.", "2026-12-01T09:00:00",
      "2026-12-04T20:30:00"),
@@ -381,3 +388,57 @@ def test_reasons() -> None:
         "usage limit (five_hour) until 2026-12-01T11:09:00Z"
     assert limit_reason(UsageLimit()) == "usage limit (unknown) until an unstated time"
     assert over_wait_reason(12 * 3600) == "usage window did not reopen within 12h"
+
+
+
+def _local(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+@pytest.mark.parametrize(("hour", "minute", "now", "expected"), [
+    (11, 10, "2026-12-01T09:09:07", "2026-12-01T11:10:00"),  # ahead today: as stated
+    (0, 7, "2026-12-07T00:06:59", "2026-12-07T00:07:00"),    # a second ahead: as stated
+    (0, 7, "2026-12-07T00:07:00", "2026-12-07T00:08:00"),    # the minute now: its end
+    (0, 7, "2026-12-07T00:07:29", "2026-12-07T00:08:00"),
+    (0, 7, "2026-12-07T00:07:59.9", "2026-12-07T00:08:00"),
+    (0, 7, "2026-12-07T00:08:05", "2026-12-07T00:08:00"),    # just past: its end (past)
+    (0, 7, f"2026-12-07T00:{8 + int(CLOCK_PAST) // 60:02d}:00", "2026-12-07T00:08:00"),
+    (0, 7, f"2026-12-07T00:{8 + int(CLOCK_PAST) // 60:02d}:01", "2026-12-08T00:07:00"),
+    (23, 59, "2026-12-07T23:59:30", "2026-12-08T00:00:00"),  # its end is tomorrow's 00:00
+    (9, 8, "2026-12-01T09:40:00", "2026-12-02T09:08:00"),    # long past: tomorrow
+])
+def test_a_clock_time_stated_to_the_minute(hour: int, minute: int, now: str,
+                                           expected: str) -> None:
+    assert clock_reset(hour, minute, _local(now)) == _local(expected)
+
+
+DAY_START = 1796083200.0  # 2026-12-01T00:00:00Z
+
+
+@pytest.mark.parametrize(("instant", "now", "label"), [
+    (DAY_START + 14 * 3600 + 305, DAY_START + 3600, "14:05:05Z"),          # today
+    (DAY_START + 86399, DAY_START, "23:59:59Z"),
+    (DAY_START + 86400 + 425, DAY_START + 449, "2026-12-02 00:07:05Z"),   # tomorrow
+    (DAY_START - 1, DAY_START + 10, "2026-11-30 23:59:59Z"),              # yesterday
+])
+def test_a_wait_end_is_dated_unless_today(instant: float, now: float, label: str) -> None:
+    assert until_label(instant, now) == label
+
+
+@pytest.mark.parametrize(("wake_in", "stated", "max_wait", "refused"), [
+    (60.0, True, 3600, False), (3600.0, True, 3600, False), (3601.0, True, 3600, True),
+    (86376.0, True, 43200, True),  # the day-long wait of a misread clock time
+    (-30.0, True, 60, False),      # a wake already past waits for nothing
+    (1800.0, False, 60, False),    # a backoff is a guess: the wait gives up after 60 s
+])
+def test_a_wait_longer_than_max_usage_wait_is_refused(wake_in: float, stated: bool,
+                                                      max_wait: int, refused: bool) -> None:
+    now = DAY_START + 449
+    why = wait_refusal(now + wake_in - 5 if stated else None, now + wake_in, now, max_wait,
+                       "0123456789abcdef")
+    assert (why is not None) is refused
+    if why is not None:
+        assert why.startswith(f"usage window reopens at {utc_label(now + wake_in)}, beyond "
+                              "max_usage_wait (")
+        assert why.endswith("or `fractal usage reopen 0123456789abcdef` if it reopened sooner")
+        assert len(why) <= 250
