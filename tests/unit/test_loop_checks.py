@@ -208,7 +208,7 @@ def test_a_silent_exit_check_is_never_judged_no_progress(loop_tree: LoopTree) ->
            "--max-iters", "5", "--exit-check", "test $(wc -l < progress.txt) -ge 3")
     t.run("grows")
     assert t.run_row("grows")[:2] == ("completed", 0)
-    assert [r[3] for r in _checks(t, "grows")] == ["exit 1", "exit 1", ""]
+    assert [r[3] for r in check_rows(t, "grows")] == ["exit 1", "exit 1", ""]
 
 
 def test_a_silent_exit_check_runs_until_another_limit(loop_tree: LoopTree) -> None:
@@ -218,4 +218,4 @@ def test_a_silent_exit_check_runs_until_another_limit(loop_tree: LoopTree) -> No
     t.run("mute")
     assert t.run_row("mute") == ("exited", 1, "Reached max iterations (3); final iteration "
                                           "failed")  # never `no progress: exit 1`
-    assert [r[3] for r in _checks(t, "mute")] == ["exit 1"] * 3
+    assert [r[3] for r in check_rows(t, "mute")] == ["exit 1"] * 3
