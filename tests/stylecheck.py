@@ -2,7 +2,7 @@
 
 Everything is read with ``ast``, so imports inside functions, ``TYPE_CHECKING`` blocks and
 ``importlib.import_module("literal")`` count, and strings or comments never do. Paths are
-repository-relative POSIX strings (``fractal/runtime/processes.py``); a rule's path entry
+repository-relative POSIX strings (``fractal/procs/processes.py``); a rule's path entry
 ending in ``/`` covers a whole package.
 
 The scans of the package's files are made once for all the test processes of a run and

@@ -22,7 +22,7 @@ from fractal.domain.steps import discover_steps
 from fractal.domain.waits import WAIT_STEP, waits_for_children
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
-from fractal.runtime import commands
+from fractal.procs import commands
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import LoopPart, LoopParts, RunAbort, check_checkout

@@ -1,3 +1,4 @@
+# Over 400 lines: every wait a step can meet shares its banner, SYNC and rows (below).
 """Run one step of an iteration: launch it, retry a failed launch (``step_retries`` more
 attempts, ``step_retry_backoff`` seconds apart, each its own row), hold an approval gate
 (a ``requires_approval`` step's row stays open until the parent approves it), and run the

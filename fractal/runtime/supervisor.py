@@ -28,7 +28,8 @@ from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason,
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
-from fractal.runtime import heap, processes
+from fractal.procs import processes
+from fractal.runtime import heap
 from fractal.runtime.adopt import AWAITING_APPROVAL, adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,

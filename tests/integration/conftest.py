@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fractal.runtime import processes
-from fractal.runtime.processes import Launched
+from fractal.procs import processes
+from fractal.procs.processes import Launched
 
 
 @pytest.fixture

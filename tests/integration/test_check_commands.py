@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 
 from fractal.domain.outcome import EXIT_TIMEOUT
+from fractal.procs.commands import run_teed
 from fractal.runtime.checks import read_log
-from fractal.runtime.commands import run_teed
 from tests.helpers import SCALE
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
