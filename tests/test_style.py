@@ -87,6 +87,10 @@ IMPORT_RULES = [
                "fractal/procs/ and the loop through the control plane; only the cli's "
                "hidden `node _run` entry starts a loop in-process",
                ("fractal/lifecycle/",), ("fractal.runtime",)),
+    ImportRule("tui/ never imports cli/: what both front ends need lives below them "
+               "(lifecycle/, fractal/crashlog.py)", ("fractal/tui/",), ("fractal.cli",)),
+    ImportRule("cli/ reaches tui/ only through `fractal open`, the command that starts the "
+               "dashboard", ("fractal/cli/",), ("fractal.tui",), exempt=("fractal/cli/open.py",)),
     ImportRule("agents never import workspace (agent homes' paths are in domain/agenthomes.py)",
                ("fractal/agents/",), ("fractal.workspace",)),
     ImportRule("the CLI speaks no SQL", ("fractal/cli/",), SQL),

@@ -32,7 +32,7 @@ def verb_context(path: Path) -> Context:
 
 def note_tree(tree: Tree) -> None:
     """Tell the running command's CrashSite (when there is one) which tree it acts on."""
-    from fractal.cli.crash import CrashSite
+    from fractal.crashlog import CrashSite
 
     current = click.get_current_context(silent=True)
     site = current.find_object(CrashSite) if current is not None else None

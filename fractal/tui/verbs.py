@@ -11,7 +11,7 @@ instead of on the screen.
 
 A refusal (``FractalError``) is notified as ``LABEL: why``. Any other exception is
 fractal's fault: its traceback is saved to a crash log exactly as the CLI's exit 3 does
-(``fractal.cli.crash``), and the notification names the file.
+(``fractal.crashlog``), and the notification names the file.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def outcome_lines(result: object) -> list[str]:
     """The lines the CLI prints for a verb's ``result``: a steering verb's ``Signalled``
     rows (``skipped: ...`` for a refused node, a note when nothing was acted on), an
     approval's ``approved BRANCH step N (NAME)``, a string as it is."""
-    from fractal.cli.steer import approved_line, result_lines
-    from fractal.lifecycle.approve import Approved
+    from fractal.lifecycle.approve import Approved, approved_line
+    from fractal.lifecycle.steer import result_lines
 
     if isinstance(result, Approved):
         return [approved_line(result)]
@@ -113,7 +113,7 @@ def call_verb(app: Dashboard, label: str, verb: Callable[[], object]) -> Outcome
 def fault(app: Dashboard, label: str, exc: Exception) -> Outcome:
     """Save the traceback of ``exc``, an unexpected exception of the key ``label``, to a
     crash log (as the CLI's exit 3 does) and word the notification that names it."""
-    from fractal.cli.crash import CrashSite, crash_line, save_crash
+    from fractal.crashlog import CrashSite, crash_line, save_crash
 
     site = CrashSite(data_dir=app.fractal.data_dir, argv=["open", f"(key: {label})"])
     path = save_crash(exc, site)
