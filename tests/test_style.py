@@ -25,6 +25,8 @@ from tests.stylecheck import (
     Site,
     calls,
     covers,
+    import_circles,
+    import_graph,
     imports,
     modules_loaded,
     source_files,
@@ -127,6 +129,34 @@ def test_import_rule(rule: ImportRule) -> None:
 def test_call_rule(rule: CallRule) -> None:
     offences = rule.offences()
     assert not offences, f"{rule.rule}:\n" + "\n".join(map(str, offences))
+
+
+def test_no_import_circle_between_files() -> None:
+    """No two files of fractal/ import each other, directly or through others (imports
+    inside functions count: a lazy import defers the cost, not the dependency). A circle
+    is a cut made at a line count instead of where the concepts part: fold the files back
+    into one module, or move what both need below them."""
+    circles = import_circles(import_graph(FILES))
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+@pytest.mark.parametrize(("graph", "expected"), [
+    ({"a": {"b"}, "b": set()}, []),
+    ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+    ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}, "e": {"a", "c"}}, [["a", "b"], ["c", "d"]]),
+], ids=["chain", "pair", "three-and-a-tail", "two-circles"])
+def test_circles_are_strongly_connected_components(graph: dict[str, set[str]],
+                                                   expected: list[list[str]]) -> None:
+    assert import_circles(graph) == expected
+
+
+def test_the_graph_counts_lazy_imports_and_submodules() -> None:
+    graph = import_graph(["fractal/store/db.py", "fractal/store/schema.py",
+                          "fractal/store/connect.py", "fractal/store/engine.py"])
+    assert graph["fractal/store/schema.py"] == {"fractal/store/connect.py"}  # in _upgrade
+    assert graph["fractal/store/engine.py"] == {"fractal/store/connect.py", "fractal/store/db.py",
+                                                "fractal/store/schema.py"}
 
 
 def test_node_status_is_written_in_one_place() -> None:

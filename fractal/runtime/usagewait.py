@@ -39,7 +39,7 @@ from fractal.domain.usage import (
     limit_reason,
     over_wait_reason,
 )
-from fractal.runtime.context import LoopPart
+from fractal.runtime.loopparts import LoopPart
 from fractal.runtime.steering import Park
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
