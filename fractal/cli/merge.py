@@ -32,7 +32,7 @@ PATH_OPTION = click.option(
 def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
               delete: bool, force: bool, path: Path) -> None:
     """Squash-merge NODE's work into its target (its base, else its parent)."""
-    from fractal.lifecycle.merge import merge_then_clean
+    from fractal.lifecycle.merge import merge_then_clean, outcome_line
 
     if retire and delete:
         raise click.UsageError("--retire and --delete exclude each other")
@@ -44,13 +44,9 @@ def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
     if result.status == "merged":
         assert result.squash_sha is not None
         click.echo(result.squash_sha)
-        click.echo(f"merged {result.child} into {result.target}: {result.squash_sha[:10]} "
-                   f"({result.files} file(s))", err=True)
-    elif result.status == "handed-back":
-        files = ", ".join(result.conflicts)
-        state = "re-armed to resolve them" if result.rearmed else "not re-armed"
-        click.echo(f"handed the conflict back to {result.child} ({state}); conflicting "
-                   f"file(s): {files}", err=True)
+    line = outcome_line(result)
+    if line is not None:
+        click.echo(line, err=True)
 
 
 @click.command("diff")

@@ -43,7 +43,7 @@ from fractal.domain.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergelanding import recover_interrupted, settle_landed
+from fractal.lifecycle.mergelanding import recover_interrupted, settle_landed, settle_nothing_new
 from fractal.lifecycle.mergenotes import notify, record_refusal
 from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix, resolve_child
 from fractal.lifecycle.radio import notify_handed_back, notify_merged
@@ -57,7 +57,7 @@ from fractal.workspace.conflict_guard import marker_files, operation_in_progress
 from fractal.workspace.handback import HandBack, read_note, write_note
 from fractal.workspace.nodedir import read_config
 
-__all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean"]
+__all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean", "outcome_line"]
 
 
 class MergeConflict(FractalError):
@@ -86,6 +86,21 @@ class MergeResult:
     conflicts: tuple[str, ...] = ()
     rearmed: bool = False
     notices: tuple[str, ...] = ()
+
+
+def outcome_line(result: MergeResult) -> str | None:
+    """What the front ends say of a merge that ``merged`` (``merged CHILD into TARGET:
+    SHA10 (N file(s))``) or ``handed-back`` (the child, whether it was re-armed, the
+    conflicting files); None for ``nothing`` (its first notice says so). ``fractal node
+    merge`` prints it on stderr; the dashboard notifies it with the notices."""
+    if result.status == "merged" and result.squash_sha:
+        return (f"merged {result.child} into {result.target}: {result.squash_sha[:10]} "
+                f"({result.files} file(s))")
+    if result.status == "handed-back":
+        state = "re-armed to resolve them" if result.rearmed else "not re-armed"
+        return (f"handed the conflict back to {result.child} ({state}); conflicting "
+                f"file(s): {', '.join(result.conflicts)}")
+    return None
 
 
 def _target_worktree(tree: Tree, target: str) -> Path:
@@ -203,7 +218,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
                            "work")
-            _settle_outstanding(book, plan, child, target, actor)
+            settle_nothing_new(book, plan, child, target, actor)
             notices.extend(_left_behind(tree, child))
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
@@ -234,20 +249,6 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                                           f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
-
-
-def _settle_outstanding(book: MergeBook, plan: gitmerge.SquashPlan, child: str, target: str,
-                        actor: str) -> None:
-    """Book a ``merged`` row with no squash (the target holds all of ``child``'s work)
-    when its newest merge into ``target`` did not land (a conflict handed back and since
-    resolved to nothing new, a refusal): what the inbox's ``merge`` item and the status
-    detail read settles with it. Nothing is booked when nothing is outstanding."""
-    newest = next((r for r in reversed(book.merges_of(child)) if r.target == target), None)
-    if newest is not None and newest.status == "failed":
-        book.book_merge(child=child, target=target, child_sha=plan.child_sha,
-                        target_sha=plan.target_sha, squash_sha=None, files=0, actor=actor,
-                        status="merged", reason=f"nothing new: {target} already held all "
-                        "of it")
 
 
 def _left_behind(tree: Tree, child: str) -> list[str]:

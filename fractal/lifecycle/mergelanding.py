@@ -9,7 +9,8 @@ hand-back note removed. Any merge into the same target first runs
 whose squash is on the branch is settled as landed; one whose squash never got there has
 its files rolled back (the worktree saved on a rescue ref first when it holds changes)
 and is settled ``failed``. So an interruption at any point leaves the target untouched
-or fully merged.
+or fully merged. A merge that finds nothing new to bring settles what an earlier
+failed merge into the same target left outstanding (``settle_nothing_new``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock
 from fractal.workspace.handback import clear_note
 
-__all__ = ["recover_interrupted", "settle_landed"]
+__all__ = ["recover_interrupted", "settle_landed", "settle_nothing_new"]
 
 
 def settle_landed(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: str,
@@ -79,3 +80,17 @@ def recover_interrupted(tree: Tree, book: MergeBook, ledger: Ledger, target: str
         notices.append(f"an interrupted merge of {row.child} into {target} was rolled back "
                        f"({len(restored)} file(s) restored)")
     return notices
+
+
+def settle_nothing_new(book: MergeBook, plan: gitmerge.SquashPlan, child: str, target: str,
+                        actor: str) -> None:
+    """Book a ``merged`` row with no squash (the target holds all of ``child``'s work)
+    when its newest merge into ``target`` did not land (a conflict handed back and since
+    resolved to nothing new, a refusal): what the inbox's ``merge`` item and the status
+    detail read settles with it. Nothing is booked when nothing is outstanding."""
+    newest = next((r for r in reversed(book.merges_of(child)) if r.target == target), None)
+    if newest is not None and newest.status == "failed":
+        book.book_merge(child=child, target=target, child_sha=plan.child_sha,
+                        target_sha=plan.target_sha, squash_sha=None, files=0, actor=actor,
+                        status="merged", reason=f"nothing new: {target} already held all "
+                        "of it")
