@@ -207,6 +207,38 @@ def test_scanner_finds_calls(source: str, expected: list[str]) -> None:
     assert [site.name for site in calls("fractal/x.py", source)] == expected
 
 
+# --- one definition of each CLI option -------------------------------------------------------
+
+def _option_definitions() -> dict[str, list[str]]:
+    """Each ``click.option(...)`` call under fractal/cli/, as source text, -> where it is."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for path in FILES:
+        if not covers(("fractal/cli/",), path):
+            continue
+        for node in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "click.option":
+                found.setdefault(ast.unparse(node), []).append(f"{path}:{node.lineno}")
+    return found
+
+
+def test_an_option_defined_the_same_way_is_defined_once() -> None:
+    """An option two commands take alike (``--path``, ``--limit``, ``--json``...) is one
+    decorator they share (``cli/context.path_option``, ``cli/format.limit_option``...),
+    not two copies that can drift apart."""
+    twice = {call: sites for call, sites in _option_definitions().items() if len(sites) > 1}
+    assert not twice, "\n".join(f"{call}: {', '.join(sites)}" for call, sites in twice.items())
+
+
+def test_path_is_defined_only_in_the_context_module() -> None:
+    """``--path`` names where a command acts from, and every command builds its context from
+    it: it is defined once, in ``cli/context.py``, whatever help line a command gives it."""
+    sites = [site for call, where in _option_definitions().items() if "'--path'" in call
+             for site in where]
+    assert sites and all(site.startswith("fractal/cli/context.py:") for site in sites), sites
+
+
 # --- every command answers --help ---------------------------------------------------------
 
 def _command_paths() -> list[tuple[str, ...]]:

@@ -7,12 +7,8 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
-from fractal.cli.format import output_format, render_rows
-
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
+from fractal.cli.context import PATH_OPTION, verb_context
+from fractal.cli.format import format_options, output_format, render_rows
 
 
 @click.command("merge")
@@ -66,8 +62,7 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
 
 @click.command("conflicts")
 @click.argument("node", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @PATH_OPTION
 def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """Whether NODE's children would conflict with its tip and with each other."""
