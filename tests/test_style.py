@@ -1,13 +1,14 @@
 """The suite guards the house style.
 
-Import direction (cli -> lifecycle -> runtime -> effects -> domain; the control plane
-``fractal/control.py`` sits at effect level so the verbs and the loop share it without
-importing each other), one owner per resource (SQL, processes, signals, tmux, printing), every
-click command answering ``--help``, lazy imports for ``--help`` and the read commands, and
-the module size rule (past 400 lines a module says why; past 600 it fails). Migration
-drift lives in tests/integration/test_store_migrations.py.
+Import direction (cli/tui -> lifecycle and runtime side by side -> effects -> domain; the
+control plane ``fractal/control.py`` and the process plumbing ``fractal/procs/`` sit at
+effect level so the verbs and the loop share them without importing each other; the two
+front ends never import each other), no import circle between files, one owner per
+resource (SQL, processes, signals, tmux, printing), one definition of each shared CLI
+option, every click command answering ``--help``, lazy imports for ``--help`` and the read
+commands, and the module size rule (past 400 lines a module says why; past 600 it fails).
+Migration drift lives in tests/integration/test_store_migrations.py.
 """
-
 from __future__ import annotations
 
 import sys

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from fractal.store.connect import BUSY_TIMEOUT_MS, create_sqlite_engine
+from fractal.store.connect import create_sqlite_engine
 from fractal.store.db import close_connections
 from fractal.store.schema import ensure_schema
 
-__all__ = ["BUSY_TIMEOUT_MS", "close_engines", "create_sqlite_engine", "open_engine"]
+__all__ = ["close_engines", "open_engine"]
 
 _engines: dict[Path, Engine] = {}
 _engines_lock = threading.Lock()
