@@ -9,6 +9,7 @@ option, every click command answering ``--help``, lazy imports for ``--help`` an
 commands, and the module size rule (past 400 lines a module says why; past 600 it fails).
 Migration drift lives in tests/integration/test_store_migrations.py.
 """
+
 from __future__ import annotations
 
 import sys
