@@ -14,7 +14,7 @@ import click
 Row = Mapping[str, object]
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
@@ -42,11 +42,11 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow([_cell(row.get(c)) for c in columns])
+            writer.writerow([cell(row.get(c)) for c in columns])
         return buf.getvalue().rstrip("\n")
     from tabulate import tabulate
 
-    body = [[_cell(row.get(c)) for c in columns] for row in rows]
+    body = [[cell(row.get(c)) for c in columns] for row in rows]
     return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)
 
 
