@@ -42,7 +42,7 @@ def _run_pane(worktree: Path, continue_mode: bool, resume_mode: bool) -> None:
     except (Exception, KeyboardInterrupt) as exc:
         gc.enable()
         from fractal.cli import settle
-        from fractal.cli.crash import CrashSite
+        from fractal.crashlog import CrashSite
 
         settle(exc, CrashSite(argv=sys.argv[1:]))
     exit_now(code)

@@ -16,7 +16,7 @@ from alembic import context
 from sqlalchemy import make_url
 from sqlalchemy.engine import Connection
 
-from fractal.store.engine import create_sqlite_engine
+from fractal.store.connect import create_sqlite_engine
 from fractal.store.models import Base
 
 config = context.config

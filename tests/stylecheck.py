@@ -2,7 +2,7 @@
 
 Everything is read with ``ast``, so imports inside functions, ``TYPE_CHECKING`` blocks and
 ``importlib.import_module("literal")`` count, and strings or comments never do. Paths are
-repository-relative POSIX strings (``fractal/runtime/processes.py``); a rule's path entry
+repository-relative POSIX strings (``fractal/procs/processes.py``); a rule's path entry
 ending in ``/`` covers a whole package.
 
 The scans of the package's files are made once for all the test processes of a run and
@@ -146,6 +146,70 @@ def _file_calls(path: str) -> tuple[Site, ...]:
     if known is not None:
         return tuple(Site(path, line, name) for line, name in known["calls"])
     return tuple(_calls(path, None))
+
+
+def import_graph(paths: Iterable[str]) -> dict[str, set[str]]:
+    """path -> the files of ``paths`` it imports, module-level and function-level imports
+    alike (``TYPE_CHECKING`` ones too: a circle of annotations is still a circle of
+    concepts). An imported name resolves to the longest dotted prefix that is a module of
+    ``paths`` (``from fractal.store import db`` is ``fractal/store/db.py``; an attribute's
+    module is its file); a file's import of itself is dropped."""
+    files = list(paths)
+    by_module = {module_of(path): path for path in files}
+    graph: dict[str, set[str]] = {path: set() for path in files}
+    for path in files:
+        for site in imports(path):
+            parts = site.name.split(".")
+            while parts and ".".join(parts) not in by_module:
+                parts.pop()
+            target = by_module.get(".".join(parts)) if parts else None
+            if target is not None and target != path:
+                graph[path].add(target)
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one file, each
+    sorted, in sorted order: every file of one imports every other, directly or not
+    (Tarjan's algorithm, iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.get(step, ())))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return sorted(circles)
 
 
 SCAN_CACHE = ROOT / ".cache" / "stylescan.json"

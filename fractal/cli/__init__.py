@@ -15,7 +15,7 @@ import click
 from fractal import __version__
 
 if TYPE_CHECKING:
-    from fractal.cli.crash import CrashSite
+    from fractal.crashlog import CrashSite
 
 # name -> "module:attribute"; the module is imported only when the command runs.
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -129,7 +129,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes (``settle``)."""
-    from fractal.cli.crash import CrashSite
+    from fractal.crashlog import CrashSite
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
     try:
@@ -171,7 +171,8 @@ def settle(exc: BaseException, site: CrashSite) -> NoReturn:
         click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
         sys.exit(1)
     # fractal's own fault: keep the traceback, say where
-    from fractal.cli.crash import locate_tree, report_crash
+    from fractal.cli.crash import report_crash
+    from fractal.crashlog import locate_tree
 
     locate_tree(site)
     sys.exit(report_crash(exc, site))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import PATH_OPTION, verb_context
 from fractal.cli.format import output_format, render_rows
 
 _JSON_EXTRA = ["check_id", "run_id", "iter_id", "step_id", "started_at", "ended_at"]
@@ -22,8 +22,7 @@ _JSON_EXTRA = ["check_id", "run_id", "iter_id", "step_id", "started_at", "ended_
 @click.option("--json", "as_json", is_flag=True,
               help='Print JSON: {"node", "checks": [...], "trend": [...]}.')
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (the rows only).")
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="The caller's worktree (default: the current directory).")
+@PATH_OPTION
 def checks_cmd(node: str | None, run: int | None, as_json: bool, as_csv: bool,
                path: Path) -> None:
     """Exit checks and gate steps NODE's loop ran, oldest first, then (in a table) the

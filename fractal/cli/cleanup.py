@@ -7,11 +7,10 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import PATH_OPTION, verb_context
 
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
+NO_QUESTION = click.option("--force", "-f", is_flag=True, help="Do not ask for confirmation.")
+"""``--force`` of the verbs that remove the whole tree's nodes (reset, destroy)."""
 
 
 @click.command("retire")
@@ -78,7 +77,7 @@ def _confirm(verb: str, path: Path, force: bool, extra: str) -> None:
 
 
 @click.command("reset")
-@click.option("--force", "-f", is_flag=True, help="Do not ask for confirmation.")
+@NO_QUESTION
 @PATH_OPTION
 def reset_cmd(force: bool, path: Path) -> None:
     """Remove every node of the tree; keep the root, the database history, rescue refs."""
@@ -93,7 +92,7 @@ def reset_cmd(force: bool, path: Path) -> None:
 
 
 @click.command("destroy")
-@click.option("--force", "-f", is_flag=True, help="Do not ask for confirmation.")
+@NO_QUESTION
 @PATH_OPTION
 def destroy_cmd(force: bool, path: Path) -> None:
     """Undo `fractal init` for the tree: every node, then the database and config."""

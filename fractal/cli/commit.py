@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import NODE_WORKTREE, path_option, verb_context
 
 _MODES = (("init_mode", "--init"), ("check", "--check"), ("ignore_scope", "--ignore-scope"),
           ("force", "--force"))
@@ -24,8 +24,7 @@ _MODES = (("init_mode", "--init"), ("check", "--check"), ("ignore_scope", "--ign
               help="Commit changes outside the node's scope too (lint and hooks still run).")
 @click.option("--force", is_flag=True,
               help="Bypass the scope check, scripts/lint.sh and git hooks.")
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="The node's worktree (default: the current directory).")
+@path_option(NODE_WORKTREE)
 def commit_cmd(message: str | None, init_mode: bool, check: bool, ignore_scope: bool,
                force: bool, path: Path) -> None:
     """Commit the node's work as '<branch>: iteration <run>.<iter> (MESSAGE)'.

@@ -9,12 +9,8 @@ from typing import Any
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import PATH_OPTION, verb_context
 from fractal.cli.format import notice
-
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
 
 # `node update` flags, in the order docs/cli.md lists them.
 _UPDATE_FLAGS = (

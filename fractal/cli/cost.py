@@ -7,12 +7,9 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import PATH_OPTION, verb_context
 from fractal.cli.format import format_options, notice, output_format, render_rows
 
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
 DEPTH_OPTION = click.option(
     "--max-depth", type=click.IntRange(min=0), default=None,
     help="Count descendants at most N levels below the node (0: the node alone).")

@@ -14,7 +14,7 @@ import click
 Row = Mapping[str, object]
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
@@ -42,18 +42,30 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow([_cell(row.get(c)) for c in columns])
+            writer.writerow([cell(row.get(c)) for c in columns])
         return buf.getvalue().rstrip("\n")
     from tabulate import tabulate
 
-    body = [[_cell(row.get(c)) for c in columns] for row in rows]
+    body = [[cell(row.get(c)) for c in columns] for row in rows]
     return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)
+
+
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+"""``--json`` (parameter ``as_json``) for a command whose output has no CSV form."""
+CSV_OPTION = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+"""``--csv`` (parameter ``as_csv``); a listing takes it with ``--json``: ``format_options``."""
 
 
 def format_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--json`` and ``--csv`` flags (parameters ``as_json``, ``as_csv``) for a listing."""
-    func = click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")(func)
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
+    return JSON_OPTION(CSV_OPTION(func))
+
+
+def limit_option(things: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--limit N`` (parameter ``limit``: a whole number from 1, None when not given),
+    helped as ``At most N <things>.``"""
+    return click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
+                        help=f"At most N {things}.")
 
 
 def output_format(as_json: bool, as_csv: bool) -> str | None:

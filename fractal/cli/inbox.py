@@ -7,11 +7,9 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
 
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="A directory inside the repository (default: the current one).")
+PATH_OPTION = path_option(IN_REPOSITORY)
 
 
 @click.group("inbox", invoke_without_command=True)
@@ -56,7 +54,7 @@ def ack_cmd(item_id: str, path: Path) -> None:
 
 
 @click.command("_notify", hidden=True)
-@click.option("--path", "path", required=True, type=click.Path(file_okay=False, path_type=Path))
+@path_option(None, required=True)
 @click.option("--once", is_flag=True, help="Dispatch once and exit (no watching).")
 def notify_cmd(path: Path, once: bool) -> None:
     """The tree's notify watcher (started by the verbs that host a supervisor)."""

@@ -7,12 +7,8 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
-from fractal.cli.format import output_format, render_rows
-
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
+from fractal.cli.context import PATH_OPTION, verb_context
+from fractal.cli.format import format_options, output_format, render_rows
 
 
 @click.command("merge")
@@ -32,7 +28,7 @@ PATH_OPTION = click.option(
 def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
               delete: bool, force: bool, path: Path) -> None:
     """Squash-merge NODE's work into its target (its base, else its parent)."""
-    from fractal.lifecycle.merge import merge_then_clean
+    from fractal.lifecycle.merge import merge_then_clean, outcome_line
 
     if retire and delete:
         raise click.UsageError("--retire and --delete exclude each other")
@@ -44,13 +40,9 @@ def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
     if result.status == "merged":
         assert result.squash_sha is not None
         click.echo(result.squash_sha)
-        click.echo(f"merged {result.child} into {result.target}: {result.squash_sha[:10]} "
-                   f"({result.files} file(s))", err=True)
-    elif result.status == "handed-back":
-        files = ", ".join(result.conflicts)
-        state = "re-armed to resolve them" if result.rearmed else "not re-armed"
-        click.echo(f"handed the conflict back to {result.child} ({state}); conflicting "
-                   f"file(s): {files}", err=True)
+    line = outcome_line(result)
+    if line is not None:
+        click.echo(line, err=True)
 
 
 @click.command("diff")
@@ -70,8 +62,7 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
 
 @click.command("conflicts")
 @click.argument("node", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@format_options
 @PATH_OPTION
 def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """Whether NODE's children would conflict with its tip and with each other."""

@@ -9,12 +9,8 @@ from typing import Any
 import click
 
 from fractal.cli import LazyGroup
-from fractal.cli.context import verb_context
-from fractal.cli.format import format_options, output_format, render_rows
-
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
+from fractal.cli.context import PATH_OPTION, path_option, verb_context
+from fractal.cli.format import format_options, limit_option, output_format, render_rows
 
 # CLI flag -> config key, for the value-taking options of `node init`.
 _INIT_VALUES: dict[str, str] = {
@@ -319,8 +315,7 @@ _ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
 
 @node_group.command("activity")
 @click.argument("node", required=False)
-@click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
-              help="At most N rows.")
+@limit_option("rows")
 @click.option("--follow", "-f", is_flag=True,
               help="Print the newest rows oldest first, then each new row as it lands, "
                    "until interrupted (Ctrl-C).")
@@ -348,7 +343,7 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
 
 
 @node_group.command("_run", hidden=True)
-@click.option("--path", "path", required=True, type=click.Path(file_okay=False, path_type=Path))
+@path_option(None, required=True)
 @click.option("--continue", "continue_mode", is_flag=True)
 @click.option("--resume", "resume_mode", is_flag=True)
 def run_cmd(path: Path, continue_mode: bool, resume_mode: bool) -> None:

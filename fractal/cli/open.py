@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import IN_REPOSITORY, path_option
+
 
 @click.command("open")
 @click.argument("node", required=False)
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the repository (default: the current one).")
+@path_option(IN_REPOSITORY)
 def open_cmd(node: str | None, path: Path) -> None:
     """Open the live dashboard: the tree, the selected node, the inbox and the radio.
 

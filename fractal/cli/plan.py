@@ -6,12 +6,10 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import IN_WORKTREE, path_option, verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="A directory inside the caller's worktree (default: the current one).")
+PATH_OPTION = path_option(IN_WORKTREE)
 
 
 @click.group("plan")

@@ -11,15 +11,15 @@ from typing import Any
 
 import click
 
-from fractal.cli.context import verb_context
-from fractal.cli.format import format_options, output_format, render_rows
+from fractal.cli.context import IN_WORKTREE, path_option, verb_context
+from fractal.cli.format import JSON_OPTION, format_options, limit_option, output_format, render_rows
 
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="A directory inside the caller's worktree (default: the current one).")
+PATH_OPTION = path_option(IN_WORKTREE)
 PRIORITY = click.IntRange(min=0, max=10)
-LIMIT = click.option("--limit", type=click.IntRange(min=1, max=10**9), default=None,
-                     help="At most N messages.")
+LIMIT = limit_option("messages")
+READ_NODE = click.option("--node", default=None,
+                         help="Read this node's channel (default: your own).")
+BODY = click.option("--body", is_flag=True, help="Add each message's body (data).")
 SINCE = click.option("--since", default=None, metavar="WHEN",
                      help="Only messages this recent: a duration (30m, 2h) or a UTC time.")
 COLUMNS = ["created_at", "node", "channel", "sender", "priority", "subject", "uuid"]
@@ -111,7 +111,7 @@ def post_cmd(data: str, node: str | None, channel: str | None, subject: str | No
 
 
 @radio_group.command("messages")
-@click.option("--node", default=None, help="Read this node's channel (default: your own).")
+@READ_NODE
 @click.option("--channel", default=None, help="public, private, inbox (default) or outbox.")
 @click.option("--all", "state", flag_value="all", help="Read and unread messages.")
 @click.option("--read", "state", flag_value="read", help="Only messages you have read.")
@@ -119,7 +119,7 @@ def post_cmd(data: str, node: str | None, channel: str | None, subject: str | No
 @LIMIT
 @SINCE
 @format_options
-@click.option("--body", is_flag=True, help="Add each message's body (data).")
+@BODY
 @PATH_OPTION
 def messages_cmd(node: str | None, channel: str | None, state: str | None, limit: int | None,
                  since: str | None, as_json: bool, as_csv: bool, body: bool,
@@ -135,9 +135,9 @@ def messages_cmd(node: str | None, channel: str | None, state: str | None, limit
 
 @radio_group.command("read")
 @click.argument("uuids", nargs=-1)
-@click.option("--node", default=None, help="Read this node's channel (default: your own).")
+@READ_NODE
 @click.option("--channel", default=None, help="Without UUIDs: the channel (default inbox).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@JSON_OPTION
 @PATH_OPTION
 def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_json: bool,
              path: Path) -> None:
@@ -163,7 +163,7 @@ def reply_cmd(uuid: str, data: str, priority: int | None, path: Path) -> None:
 
 @radio_group.command("thread")
 @click.argument("uuid")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@JSON_OPTION
 @PATH_OPTION
 def thread_cmd(uuid: str, as_json: bool, path: Path) -> None:
     """Show the thread message UUID belongs to, oldest first."""
@@ -177,7 +177,7 @@ def thread_cmd(uuid: str, as_json: bool, path: Path) -> None:
 @LIMIT
 @SINCE
 @format_options
-@click.option("--body", is_flag=True, help="Add each message's body (data).")
+@BODY
 @PATH_OPTION
 def feed_cmd(node: str | None, limit: int | None, since: str | None, as_json: bool,
              as_csv: bool, body: bool, path: Path) -> None:
@@ -191,7 +191,7 @@ def feed_cmd(node: str | None, limit: int | None, since: str | None, as_json: bo
 @LIMIT
 @SINCE
 @format_options
-@click.option("--body", is_flag=True, help="Add each message's body (data).")
+@BODY
 @PATH_OPTION
 def sent_cmd(limit: int | None, since: str | None, as_json: bool, as_csv: bool, body: bool,
              path: Path) -> None:

@@ -6,11 +6,8 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import PATH_OPTION
 from fractal.cli.format import format_options, output_format, render_rows
-
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
 
 _COLUMNS = ["ref", "node", "operation", "files", "created", "sha"]
 

@@ -3,42 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import PATH_OPTION, verb_context
 from fractal.cli.format import format_options, output_format, render_rows
 
-if TYPE_CHECKING:
-    from fractal.lifecycle.approve import Approved
-
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="The caller's worktree (default: the current directory).")
 REASON_OPTION = click.option("--reason", default=None, help="Why; recorded with the signal.")
 
 
-def result_lines(results: list[object]) -> list[str]:
-    """The lines a steering verb's results print (``Signalled`` rows: a refused node's
-    line starts ``skipped:``; none at all says there was nothing to do). The dashboard
-    notifies the same lines."""
-    if not results:
-        return ["nothing to do: no node in that subtree is in a state this verb acts on"]
-    lines = []
-    for result in results:
-        message = getattr(result, "message", "")
-        ok = getattr(result, "ok", True)
-        lines.append(message if ok else f"skipped: {message}")
-    return lines
-
-
-def approved_line(done: Approved) -> str:
-    """What ``fractal node approve`` prints for the gate it released."""
-    return f"approved {done.branch} step {done.step_id} ({done.step_name})"
-
-
 def _report(results: list[object]) -> None:
+    from fractal.lifecycle.steer import result_lines
+
     for line in result_lines(results):
         click.echo(line, err=True)
 
@@ -110,7 +86,7 @@ def kill_cmd(node: str | None, reason: str | None, path: Path) -> None:
 @PATH_OPTION
 def approve_cmd(node: str, step_id: int | None, path: Path) -> None:
     """Release NODE's step awaiting approval (its pending one, or STEP_ID)."""
-    from fractal.lifecycle.approve import approve
+    from fractal.lifecycle.approve import approve, approved_line
 
     click.echo(approved_line(approve(verb_context(path), node, step_id)), err=True)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from fractal.cli.context import verb_context
-from fractal.cli.format import _cell
+from fractal.cli.format import cell
 
 FOLLOW_BACKLOG = 10  # rows shown before following, when --limit is not given
 _WIDTHS = {"timestamp": 24, "node": 16, "kind": 9, "event": 8, "ref": 6, "step": 12,
@@ -39,9 +39,9 @@ def stream_activity(path: Path, node: str | None, limit: int | None, fmt: str | 
                 if fmt == "json":
                     click.echo(json.dumps({c: row.get(c) for c in columns}))
                 elif fmt == "csv":
-                    writer.writerow([_cell(row.get(c)) for c in columns])
+                    writer.writerow([cell(row.get(c)) for c in columns])
                 else:
-                    click.echo(" ".join(_cell(row.get(c)).ljust(_WIDTHS.get(c, 0))
+                    click.echo(" ".join(cell(row.get(c)).ljust(_WIDTHS.get(c, 0))
                                         for c in columns).rstrip())
             sys.stdout.flush()
     except KeyboardInterrupt:

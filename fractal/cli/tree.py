@@ -6,14 +6,13 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
 
 
 @click.command("init")
 @click.option("--agent", default=None, help="Default agent for the tree's nodes "
               "(claude, codex, or a command such as './my-agent --flag').")
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the repository (default: the current one).")
+@path_option(IN_REPOSITORY)
 def init_cmd(agent: str | None, path: Path) -> None:
     """Make the current branch the root (user node) of a tree.
 
@@ -56,8 +55,7 @@ def _agent_problem(agent: str, worktree: Path) -> str | None:
 @click.command("pause")
 @click.argument("name", required=False)
 @click.option("--reason", default=None, help="Why; recorded with every pause.")
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the repository (default: the current one).")
+@path_option(IN_REPOSITORY)
 def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
     """Brake the whole tree NAME (default: this one): no start or spawn, every node paused."""
     from fractal.lifecycle.brake import brake
@@ -69,8 +67,7 @@ def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
 
 @click.command("resume")
 @click.argument("name", required=False)
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the repository (default: the current one).")
+@path_option(IN_REPOSITORY)
 def resume_cmd(name: str | None, path: Path) -> None:
     """Lift the tree-wide brake and resume every parked node, deepest first."""
     from fractal.lifecycle.brake import release

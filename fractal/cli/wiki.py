@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import IN_WORKTREE, path_option
+
 
 @click.group("wiki")
 def wiki_group() -> None:
@@ -15,8 +17,7 @@ def wiki_group() -> None:
 @wiki_group.command("update")
 @click.argument("directory", required=False,
                 type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the caller's worktree (default: the current one).")
+@path_option(IN_WORKTREE)
 def update_cmd(directory: Path | None, path: Path) -> None:
     """Regenerate DIRECTORY's index (default: the project and memory wikis of the node
     whose worktree holds --path); print each index path that changed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fractal.runtime.commands import run_capture
+from fractal.procs.commands import run_capture
 from fractal.workspace.git import run_git
 
 FILES: dict[str, str] = {

@@ -18,6 +18,12 @@ class Signal(StrEnum):
     EXIT = "exit"
 
 
+PARKING = "parking: "
+"""How the metadata of the ``started`` pause event begins when a signal to the supervisor
+tears a step down (``parking: interrupted: SIGINT``): the loop writes it
+(``runtime/parking.py``) and ``node status`` reads it (``active (pausing: ...)``)."""
+
+
 #: Pause always outranks finish, which outranks stop (at every checkpoint).
 PRECEDENCE: tuple[Signal, ...] = (Signal.KILL, Signal.PAUSE, Signal.FINISH, Signal.STOP)
 

@@ -27,6 +27,12 @@ class Approved:
     step_name: str
 
 
+def approved_line(done: Approved) -> str:
+    """What the front ends say for the gate ``done`` released (``fractal node approve``
+    prints it; the dashboard notifies it): ``approved BRANCH step N (NAME)``."""
+    return f"approved {done.branch} step {done.step_id} ({done.step_name})"
+
+
 def gated_steps(ledger: Ledger, branch: str) -> list[StepRow]:
     """``branch``'s steps awaiting approval on an active or paused node, oldest first."""
     row = ledger.node(branch)

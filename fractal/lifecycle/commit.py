@@ -197,7 +197,7 @@ def _refuse_second_baseline(paths: NodePaths) -> None:
 
 def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
-    from fractal.runtime.commands import run_capture
+    from fractal.procs.commands import run_capture
 
     return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
 

@@ -101,7 +101,7 @@ class Context:
         tree's operator or one of its nodes."""
         if self.pid is None:
             return None
-        from fractal.runtime.ancestry import lineage
+        from fractal.procs.ancestry import lineage
         from fractal.store import reader
         from fractal.tree import trees_in
 

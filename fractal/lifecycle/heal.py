@@ -44,7 +44,7 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
     if os.environ.get(LOOP_NODE_ENV) == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
     if row.supervisor_pid and row.supervisor_started:
-        from fractal.procinfo import same_process
+        from fractal.procs.procinfo import same_process
 
         if same_process(row.supervisor_pid, row.supervisor_started):
             return False
@@ -82,7 +82,7 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
 def _heal(tree: Tree, branch: str) -> bool:
     """The heal itself, under the node's heal lock (see ``heal_if_crashed``)."""
     from fractal.domain.markers import launch_marker
-    from fractal.runtime.processes import GroupHandle, Reap, grace, kill_group
+    from fractal.procs.processes import GroupHandle, Reap, grace, kill_group
     from fractal.store.ledger import Ledger
     from fractal.store.transition import EventNote
 
@@ -120,7 +120,7 @@ def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
     """What the dead supervisor started that no open step row records — a ``setup.sh``
     still running, a hook, an escapee — found by the ``_NODE=<node_dir>`` entry every child
     of the loop inherits (no process of the tree is left running)."""
-    from fractal.runtime.processes import environ_processes
+    from fractal.procs.processes import environ_processes
 
     return environ_processes(f"_NODE={tree.node(branch).node_dir}")
 
@@ -128,7 +128,7 @@ def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
 def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]) -> None:
     """Stop ``leftovers`` still alive (TERM, the heal grace, KILL); an ``orphan`` event
     names them."""
-    from fractal.runtime.processes import Reap, grace, stop_processes
+    from fractal.procs.processes import Reap, grace, stop_processes
 
     alive = [p for p in leftovers if _running(p)]
     if not alive:

@@ -105,7 +105,7 @@ def take(paths: NodePaths, ledger: Ledger, hosted: Hosted, move: Move) -> bool:
     that came first); False when the pane process is already gone or the move was refused
     for another reason: the caller then waits for the boot as before.
     """
-    from fractal.procinfo import create_time as process_create_time
+    from fractal.procs.procinfo import create_time as process_create_time
 
     if hosted.pid is None:
         return False

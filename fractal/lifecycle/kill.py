@@ -30,7 +30,7 @@ from fractal.errors import TmuxError
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steer import Refused, Signalled, descendants
-from fractal.runtime.processes import GroupHandle, Reap, grace, group_of, kill_groups, marker_only
+from fractal.procs.processes import GroupHandle, Reap, grace, group_of, kill_groups, marker_only
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.store.transition import EventNote, SignalNote

@@ -14,18 +14,22 @@ meanwhile): finish or roll back a merge into the same target that was interrupte
 (``workspace.merge.plan_squash``); on a conflict, record it and either exit 1 listing the
 files (the target was never touched) or, with ``hand_back``, merge the target's tip into
 the child's worktree leaving the markers there, write the hand-back note and re-arm the
-child with ``start --continue`` (``lifecycle.mergeconflict``); otherwise write the squash
-commit, book the ``merges`` row ``active``, fast-forward the target to it, settle the row
+child with ``start --continue`` (``_on_conflict``); otherwise write the squash commit,
+book the ``merges`` row ``active``, fast-forward the target to it, settle the row
 ``merged`` once the target's branch contains it, record the ``merge`` event and advance
-the child's merge base so a later merge brings only new work. An interruption at any point leaves the target either
-untouched or fully merged; the next merge into it settles the row.
+the child's merge base so a later merge brings only new work. An interruption at any
+point leaves the target either untouched or fully merged; the next merge into it
+settles the row (``lifecycle.mergelanding``: the landing and its recovery).
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.domain.conflicts import Operation
 from fractal.domain.merging import (
     BODY_SUBJECTS,
     MergeFacts,
@@ -33,26 +37,27 @@ from fractal.domain.merging import (
     merge_body,
     merge_refusal,
     merge_subject,
+    unresolved_hand_back,
 )
 from fractal.domain.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergeconflict import on_conflict
+from fractal.lifecycle.mergelanding import recover_interrupted, settle_landed, settle_nothing_new
 from fractal.lifecycle.mergenotes import notify, record_refusal
 from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix, resolve_child
-from fractal.lifecycle.radio import notify_merged
+from fractal.lifecycle.radio import notify_handed_back, notify_merged
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
 from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
-from fractal.workspace.commit_lock import clear_index_lock, commit_turn
-from fractal.workspace.conflict_guard import operation_in_progress, unmerged_paths
-from fractal.workspace.handback import clear_note, read_note
+from fractal.workspace.commit_lock import commit_turn
+from fractal.workspace.conflict_guard import marker_files, operation_in_progress, unmerged_paths
+from fractal.workspace.handback import HandBack, read_note, write_note
 from fractal.workspace.nodedir import read_config
 
-__all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean"]
+__all__ = ["MergeConflict", "MergeResult", "merge_node", "merge_then_clean", "outcome_line"]
 
 
 class MergeConflict(FractalError):
@@ -81,6 +86,21 @@ class MergeResult:
     conflicts: tuple[str, ...] = ()
     rearmed: bool = False
     notices: tuple[str, ...] = ()
+
+
+def outcome_line(result: MergeResult) -> str | None:
+    """What the front ends say of a merge that ``merged`` (``merged CHILD into TARGET:
+    SHA10 (N file(s))``) or ``handed-back`` (the child, whether it was re-armed, the
+    conflicting files); None for ``nothing`` (its first notice says so). ``fractal node
+    merge`` prints it on stderr; the dashboard notifies it with the notices."""
+    if result.status == "merged" and result.squash_sha:
+        return (f"merged {result.child} into {result.target}: {result.squash_sha[:10]} "
+                f"({result.files} file(s))")
+    if result.status == "handed-back":
+        state = "re-armed to resolve them" if result.rearmed else "not re-armed"
+        return (f"handed the conflict back to {result.child} ({state}); conflicting "
+                f"file(s): {', '.join(result.conflicts)}")
+    return None
 
 
 def _target_worktree(tree: Tree, target: str) -> Path:
@@ -189,16 +209,16 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         raise refuse(why)
     book = MergeBook(tree.db_path)
     with commit_turn(target_wt):
-        notices = list(_recover(tree, book, ledger, target, target_wt))
+        notices = list(recover_interrupted(tree, book, ledger, target, target_wt))
         landed = landed_merge(tree, child, target)
         plan = gitmerge.plan_squash(target_wt, child, target, landed)
         if plan.conflicts:
-            return on_conflict(ctx, book, child, target, plan, actor, hand_back,
-                               notices, refuse)
+            return _on_conflict(ctx, book, child, target, plan, actor, hand_back,
+                                notices, refuse)
         if not plan.files:
             notices.append(f"nothing new to merge: {target} already holds all of {child}'s "
                            "work")
-            _settle_outstanding(book, plan, child, target, actor)
+            settle_nothing_new(book, plan, child, target, actor)
             notices.extend(_left_behind(tree, child))
             return MergeResult(child, target, "nothing", notices=tuple(notices))
         subjects = gitmerge.subjects_since_merge(target_wt, plan.child_sha, plan.target_sha,
@@ -222,27 +242,13 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                 book.settle_merge(merge_id, "failed", clip_reason(str(exc)))
                 raise refuse(f"git refused to update {target}'s worktree, which is unchanged: "
                              f"{exc}") from exc
-        notices.extend(_settle(tree, book, ledger, merge_id, child, target, plan.child_sha,
-                               squash, len(plan.files), actor))
+        notices.extend(settle_landed(tree, book, ledger, merge_id, child, target,
+                                     plan.child_sha, squash, len(plan.files), actor))
     notices.extend(_left_behind(tree, child))
     notify(notices, lambda: notify_merged(tree, child, target, squash,
                                           f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
-
-
-def _settle_outstanding(book: MergeBook, plan: gitmerge.SquashPlan, child: str, target: str,
-                        actor: str) -> None:
-    """Book a ``merged`` row with no squash (the target holds all of ``child``'s work)
-    when its newest merge into ``target`` did not land (a conflict handed back and since
-    resolved to nothing new, a refusal): what the inbox's ``merge`` item and the status
-    detail read settles with it. Nothing is booked when nothing is outstanding."""
-    newest = next((r for r in reversed(book.merges_of(child)) if r.target == target), None)
-    if newest is not None and newest.status == "failed":
-        book.book_merge(child=child, target=target, child_sha=plan.child_sha,
-                        target_sha=plan.target_sha, squash_sha=None, files=0, actor=actor,
-                        status="merged", reason=f"nothing new: {target} already held all "
-                        "of it")
 
 
 def _left_behind(tree: Tree, child: str) -> list[str]:
@@ -255,59 +261,6 @@ def _left_behind(tree: Tree, child: str) -> list[str]:
         return []
     return [f"{child} has {len(left)} uncommitted file(s) that did not travel "
             f"({', '.join(left[:5])}); commit them there and merge again"]
-
-
-def _settle(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: str,
-            target: str, child_sha: str, squash: str, files: int, actor: str,
-            how: str = "") -> list[str]:
-    """Record a landed squash: the row ``merged`` (only if the branch holds it), the event,
-    the child's merge base advanced, its hand-back note removed."""
-    notices: list[str] = []
-    if not gitmerge.contains(tree.repo, target, squash):
-        return notices
-    book.settle_merge(merge_id, "merged", how)
-    ledger.add_event(child, "merge", actor=actor, status="completed",
-                     metadata=clip_reason(f"into {target}: {squash} ({files} file(s)){how}"))
-    advanced = gitmerge.advance_base(tree.repo, child, child_sha, squash,
-                                     gitmerge.advance_subject(child, target, squash))
-    if advanced is None and not gitmerge.contains(tree.repo, child, squash):
-        notices.append(f"{child} moved during the merge; its new commits come with the next "
-                       "merge")
-    clear_note(tree.node(child).node_dir)
-    return notices
-
-
-def _recover(tree: Tree, book: MergeBook, ledger: Ledger, target: str,
-             target_wt: Path) -> list[str]:
-    """Settle merges into ``target`` that an interruption left ``active``: finish one whose
-    squash is on the branch, roll back the files of one that never got there."""
-    notices: list[str] = []
-    for row in book.active_merges(target):
-        squash = row.squash_sha
-        if squash and gitmerge.contains(target_wt, target, squash):
-            notices.extend(_settle(tree, book, ledger, row.merge_id, row.child, target,
-                                   row.child_sha, squash, row.files or 0, row.actor or "",
-                                   " (finished after an interruption)"))
-            notices.append(f"finished the interrupted merge of {row.child} into {target}")
-            continue
-        restored: list[str] = []
-        if squash and git.head_sha(target_wt) == row.target_sha:
-            clear_index_lock(target_wt)
-            if git.changed_paths(target_wt):  # save what the roll-back may overwrite
-                from fractal.domain.cleanup import Cleanup
-                from fractal.lifecycle.rescuing import rescue_node
-
-                saved = rescue_node(tree, target, Cleanup.MERGE_RESTORE.value,
-                                    actor=row.actor or "operator", worktree=target_wt)
-                notices.append(f"saved {target}'s worktree on {saved.ref} before the "
-                               "roll-back")
-            restored = gitmerge.roll_back(target_wt, row.target_sha, squash)
-        book.settle_merge(row.merge_id, "failed",
-                          f"interrupted before {target} moved; {len(restored)} file(s) "
-                          "restored")
-        notices.append(f"an interrupted merge of {row.child} into {target} was rolled back "
-                       f"({len(restored)} file(s) restored)")
-    return notices
 
 
 def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,
@@ -335,3 +288,103 @@ def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,
     return MergeResult(result.child, result.target, result.status, result.squash_sha,
                        result.files, result.conflicts, result.rearmed,
                        (*result.notices, done))
+
+
+def _on_conflict(ctx: Context, book: MergeBook, child: str, target: str,
+                plan: gitmerge.SquashPlan, actor: str, hand_back: bool,
+                notices: list[str], refuse: Callable[[str], Refused]) -> MergeResult:
+    """The merge's outcome on a conflict: without ``hand_back``, the conflict is booked (a
+    ``failed`` ``merges`` row, a ``failed`` ``merge`` event on the child) and raised as
+    MergeConflict listing the files. With it, the target's tip is merged into the child's
+    worktree on the squash's base (the markers left there), the hand-back note written,
+    the conflict booked the same way, the notice posted, and the child re-armed with
+    ``start --continue`` (not while its parent's run is ending): a ``handed-back``
+    MergeResult. A hand-back is refused (the Refused ``refuse`` returns), with nothing
+    touched, over a child worktree that cannot take it (none, a merge in progress,
+    uncommitted changes, an earlier hand-back still unresolved)."""
+    tree, ledger = ctx.tree, ctx.ledger
+    files = plan.conflicts
+    shown = ", ".join(files)
+    child_wt = tree.node(child).worktree
+    pending = (child_wt.is_dir() and operation_in_progress(child_wt) is Operation.MERGE
+               and read_note(tree.node(child).node_dir) is not None)
+    if not hand_back:
+        reason = clip_reason(f"conflict in {shown}")
+        book.book_merge(child=child, target=target, child_sha=plan.child_sha,
+                        target_sha=plan.target_sha, squash_sha=None, files=None, actor=actor,
+                        status="failed", reason=reason)
+        ledger.add_event(child, "merge", actor=actor, status="failed", metadata=reason)
+        listed = "\n  ".join(files)
+        way = unresolved_hand_back(child, target, str(child_wt)) if pending else (
+            f"Resolve it in the child: `fractal node merge {child} --hand-back` hands the "
+            f"conflict to {child}'s loop")
+        raise MergeConflict(f"{child} conflicts with {target} in {len(files)} file(s); "
+                            f"{target} is unchanged:\n  {listed}\n{way}", files)
+    if not child_wt.is_dir():
+        raise refuse(f"{child} has no worktree to resolve the conflict in; restore it first")
+    if pending:
+        raise refuse(unresolved_hand_back(child, target, str(child_wt)))
+    if operation_in_progress(child_wt) is Operation.MERGE:
+        raise refuse(f"{child}'s worktree already has a merge in progress; let it conclude "
+                      "it (or `git merge --abort` there) and merge again")
+    dirty = [p for p in git.changed_paths(child_wt)
+             if not p.startswith(own_dir_prefix(child))]
+    if dirty:
+        marked = marker_files(child_wt, dirty)
+        if marked:  # an interrupted hand-back's files: committing them would keep markers
+            raise refuse(f"{child}'s worktree has uncommitted files holding conflict markers "
+                         f"({', '.join(marked[:10])}), as an interrupted hand-back leaves "
+                         f"them; drop them there with `git checkout -- {shlex.join(marked[:10])}` "
+                         "(or resolve and commit them), then merge again")
+        raise refuse(f"{child}'s worktree has uncommitted changes ({', '.join(dirty[:10])}); "
+                      "commit them there before handing a conflict back")
+    left = gitmerge.hand_back_merge(
+        child_wt, plan.target_sha, f"{child}: merge {target} ({plan.target_sha[:10]}) to "
+        "resolve the conflict", base=plan.base)
+    note = HandBack(target, plan.target_sha, tuple(left or files))
+    write_note(tree.node(child).node_dir, note)
+    reason = clip_reason(f"conflict in {shown}; handed back to {child}")
+    book.book_merge(child=child, target=target, child_sha=plan.child_sha,
+                    target_sha=plan.target_sha, squash_sha=None, files=None, actor=actor,
+                    status="failed", reason=reason)
+    ledger.add_event(child, "merge", actor=actor, status="failed", metadata=reason)
+    notify(notices, lambda: notify_handed_back(tree, child, target, plan.target_sha,
+                                               f"conflict in {shown}"))
+    rearmed = False
+    ending = _ending(tree, parent_of(child))
+    if ending is not None:  # like its siblings, it gets no new run while its parent ends
+        notices.append(f"the conflict waits in {child_wt}; {child} was not re-armed: its "
+                       f"parent's run is ending ({ending} pending); start it with "
+                       f"`fractal node start {child} --continue`")
+        return MergeResult(child, target, "handed-back", conflicts=note.files,
+                           rearmed=False, notices=tuple(notices))
+    try:
+        from fractal.lifecycle.start import start_node
+
+        start_node(ctx, child, continue_mode=True)
+        rearmed = True
+    except FractalError as exc:
+        notices.append(f"the conflict waits in {child_wt}, but {child} could not be re-armed: "
+                       f"{exc}; {_rearm_hint(ctx.ledger, child)}")
+    return MergeResult(child, target, "handed-back", conflicts=note.files, rearmed=rearmed,
+                       notices=tuple(notices))
+
+
+def _rearm_hint(ledger: Ledger, child: str) -> str:
+    """The command that gives ``child`` a run to resolve a handed-back conflict in: a
+    node that never ran is started, a parked one resumed, a settled one continued."""
+    row = ledger.node(child)
+    verb = {Status.IDLE: "start", Status.PAUSED: "resume"}.get(row.status) if row else None
+    command = f"{verb} {child}" if verb else f"start {child} --continue"
+    return f"run `fractal node {command}`"
+
+
+def _ending(tree: Tree, parent: str | None) -> str | None:
+    """The stop, finish or kill pending on ``parent``'s open run (its run is ending and
+    its children are being wound down with it), or None."""
+    from fractal.store import reader
+
+    if parent is None or parent == tree.root:
+        return None
+    pending = reader.pending_signals(tree.db_path, parent)
+    return next((s for s in ("kill", "stop", "finish") if s in pending), None)

@@ -115,7 +115,7 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
 def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
          base: dict[str, str], timeout: float) -> Delivery:
     from fractal.errors import FractalError
-    from fractal.runtime.processes import kill_group, spawn_group
+    from fractal.procs.processes import kill_group, spawn_group
     from fractal.store.inbox import InboxStore
 
     child_env = {**notify_env(base), **batch_env(batch, tree.root, events)}
@@ -271,7 +271,7 @@ def stop_watcher(tree: Tree) -> list[int]:
     """End the tree's watcher and anything it runs (TERM, KILL_GRACE_S, KILL), found by
     its marker; return the pids that survived. A destroy calls it before it removes the
     database, which a watcher would otherwise read (and recreate) afterwards."""
-    from fractal.runtime.processes import sweep_marker
+    from fractal.procs.processes import sweep_marker
 
     return sweep_marker(watcher_marker(tree), grace=KILL_GRACE_S)
 
@@ -282,7 +282,7 @@ def ensure_watcher(tree: Tree) -> bool:
     try:
         if notify_command(tree) is None or watcher_running(tree):
             return False
-        from fractal.runtime.processes import spawn_group
+        from fractal.procs.processes import spawn_group
 
         spawn_group([sys.executable, "-m", "fractal", "_notify", "--path", str(tree.repo)],
                     cwd=tree.repo, env=notify_env(dict(os.environ)),

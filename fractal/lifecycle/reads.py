@@ -126,7 +126,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
-        from fractal.runtime.parking import PARKING
+        from fractal.domain.signals import PARKING
         from fractal.store.eventlog import last_event
 
         parking = last_event(db_path, branch, "pause")  # a signal tears the step down

@@ -23,7 +23,8 @@ from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
 
-__all__ = ["Refused", "Signalled", "cancel_finish", "descendants", "send", "signal_node"]
+__all__ = ["Refused", "Signalled", "cancel_finish", "descendants", "result_lines", "send",
+           "signal_node"]
 
 
 descendants = subtree
@@ -131,3 +132,17 @@ def cancel_finish(ctx: Context, name: str | None) -> Signalled:
                      metadata=f"{removed} finish signal(s) withdrawn", run_id=run.run_id)
     touch_wake(tree.node(branch).node_dir)
     return Signalled(branch, True, f"withdrew {removed} pending finish signal(s) of {branch}")
+
+
+def result_lines(results: list[object]) -> list[str]:
+    """The lines the front ends show for a steering verb's results (``Signalled`` rows:
+    a refused node's line starts ``skipped:``; none at all says there was nothing to do).
+    ``fractal node stop|finish|pause|...`` prints them; the dashboard notifies them."""
+    if not results:
+        return ["nothing to do: no node in that subtree is in a state this verb acts on"]
+    lines = []
+    for result in results:
+        message = getattr(result, "message", "")
+        ok = getattr(result, "ok", True)
+        lines.append(message if ok else f"skipped: {message}")
+    return lines

@@ -21,10 +21,10 @@ from fractal.domain.outcome import clip_reason
 from fractal.domain.states import Status
 from fractal.domain.values import by_type
 from fractal.pricing import PricingError
+from fractal.procs.processes import process_create_time
 from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import load_plans
-from fractal.runtime.processes import process_create_time
 from fractal.runtime.steprunner import StepPlan
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths

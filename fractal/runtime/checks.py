@@ -48,7 +48,7 @@ from fractal.domain.signature import CheckSummary, summarise
 from fractal.domain.steps import banner_label
 from fractal.domain.walls import effective_step_limit
 from fractal.errors import FractalError, SpawnError
-from fractal.runtime import commands, processes
+from fractal.procs import commands, processes
 from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.pane import Reporter

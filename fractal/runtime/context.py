@@ -3,15 +3,14 @@
 The agent, detached, meta, sync, the run and iteration timeouts, the pacing keys and the
 retry keys are pinned for the run (``Boot``); max_iters, step_timeout, wait and the cost
 caps are re-read at each iteration top into ``RunState.live`` (a malformed edit warns and
-keeps the previous value). ``LoopParts`` is the wiring every part of one run's loop
-shares: one clock, one launcher, one budget guard.
+keeps the previous value). The wiring every part of one run's loop shares is
+``runtime/loopparts.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fractal.agents.base import Backend, WindowEvent
 from fractal.domain.checks import CheckTrack
@@ -20,16 +19,7 @@ from fractal.domain.errors import FractalError
 from fractal.domain.failstreak import FailStreak
 from fractal.domain.outcome import RunEnd
 from fractal.domain.variables import StaticFacts
-from fractal.runtime.clock import Clock
-from fractal.runtime.launcher import Launcher
-from fractal.runtime.pane import Reporter
-from fractal.runtime.steering import Steering
-from fractal.runtime.waker import Waker
-from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, parent_of
-
-if TYPE_CHECKING:
-    from fractal.runtime.budgetguard import BudgetGuard
 
 
 class RunAbort(FractalError):
@@ -206,28 +196,3 @@ def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
         meta_target=config.meta,
         parent=parent_of(paths.branch) or "",
     )
-
-
-@dataclass(frozen=True)
-class LoopParts:
-    """The collaborators every part of one run's loop shares."""
-
-    boot: Boot
-    state: RunState
-    ledger: Ledger
-    reporter: Reporter
-    waker: Waker
-    steering: Steering
-    clock: Clock
-    launcher: Launcher
-    budget: BudgetGuard
-
-
-class LoopPart:
-    """Base of the loop's parts (RunLoop, IterationRunner, StepRunner): one wiring."""
-
-    def __init__(self, parts: LoopParts) -> None:
-        self.parts = parts
-        self.boot, self.state, self.ledger = parts.boot, parts.state, parts.ledger
-        self.reporter, self.waker, self.steering = parts.reporter, parts.waker, parts.steering
-        self.clock, self.budget = parts.clock, parts.budget

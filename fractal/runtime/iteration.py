@@ -22,13 +22,14 @@ from fractal.domain.steps import discover_steps
 from fractal.domain.waits import WAIT_STEP, waits_for_children
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
-from fractal.runtime import commands
+from fractal.procs import commands
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
-from fractal.runtime.context import LoopPart, LoopParts, RunAbort, check_checkout
+from fractal.runtime.context import RunAbort, check_checkout
 from fractal.runtime.filecache import FILES, parse_step_file
 from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
+from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.pane import Reporter
 from fractal.runtime.pooldispatch import PoolDispatch, is_dispatch
 from fractal.runtime.steering import Park

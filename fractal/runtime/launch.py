@@ -36,7 +36,8 @@ from fractal.domain.outcome import (
 )
 from fractal.domain.usage import UsageLimit, limit_reason
 from fractal.errors import SpawnError
-from fractal.runtime import heap, processes
+from fractal.procs import processes
+from fractal.runtime import heap
 from fractal.runtime.agentstream import Collector
 from fractal.runtime.clock import Clock, trace, trace_now
 from fractal.runtime.launcher import AgentRun, Launcher, Spawn

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fractal.agents.base import AgentEvent, Invocation, LaunchRequest, StreamParser
-from fractal.runtime import processes
+from fractal.procs import processes
 from fractal.runtime.agentstream import StreamPump
 from fractal.runtime.clock import trace
 

@@ -14,16 +14,13 @@ from __future__ import annotations
 import logging
 import signal
 
-from fractal.domain.signals import Signal
+from fractal.domain.signals import PARKING, Signal
 from fractal.runtime.pane import Reporter
 from fractal.store.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PARKING", "announce_parking"]
-
-PARKING = "parking: "
-"""How the ``started`` pause event's metadata begins (``parking: interrupted: SIGINT``)."""
+__all__ = ["announce_parking"]
 
 
 def announce_parking(ledger: Ledger, reporter: Reporter, node: str, run_id: int,

@@ -23,10 +23,10 @@ from fractal.domain.outcome import EXIT_TIMEOUT, Status, StepOutcome, clip_reaso
 from fractal.domain.pool import ItemStatus
 from fractal.domain.states import SETTLED
 from fractal.domain.steps import banner_label
-from fractal.runtime import commands
+from fractal.procs import commands
 from fractal.runtime.checks import check_env
-from fractal.runtime.context import LoopPart
 from fractal.runtime.gates import WaitEnd, await_released
+from fractal.runtime.loopparts import LoopPart
 from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import StepPlan, StepResult
 from fractal.store.pool import PoolStore

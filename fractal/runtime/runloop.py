@@ -19,10 +19,10 @@ from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
 from fractal.runtime import heap
 from fractal.runtime.checks import CheckVerdict, run_exit_check
-from fractal.runtime.context import LoopPart, LoopParts
 from fractal.runtime.filecache import FILES, live_config
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.iteration import IterationResult, IterationRunner
+from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park
 
 CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run

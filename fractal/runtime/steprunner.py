@@ -1,3 +1,4 @@
+# Over 400 lines: every wait a step can meet shares its banner, SYNC and rows (below).
 """Run one step of an iteration: launch it, retry a failed launch (``step_retries`` more
 attempts, ``step_retry_backoff`` seconds apart, each its own row), hold an approval gate
 (a ``requires_approval`` step's row stays open until the parent approves it), and run the
@@ -35,10 +36,11 @@ from fractal.domain.steps import StepFile, banner_label, banner_verdict, step_la
 from fractal.domain.usage import UsageWarning, should_pause_early
 from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail
 from fractal.domain.walls import effective_step_limit
-from fractal.runtime.context import LoopPart, LoopParts, check_checkout
+from fractal.runtime.context import check_checkout
 from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval, await_children, waiting_children
 from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
+from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.notices import post_gate_waiting
 from fractal.runtime.statusahead import StatusAhead
 from fractal.runtime.steering import Park

@@ -1,3 +1,5 @@
+# Over 400 lines: one run's life, from taking the node to its recorded end; every move
+# in and out (take, park, abort, close) shares the run's rows, its pane and its pid.
 """The supervisor: the long-running process in a node's tmux pane that runs one run
 of the iteration loop — boot, preflight, iterate, finalize — and records how it ended.
 
@@ -6,7 +8,7 @@ taking the node (START or RESUME, the pid recorded with it), parking (PARK), the
 end (END), an abort or an exit without a close (ABORT). Each is one transaction with the
 rows it closes and the exit notice it posts.
 
-The loop is built here from its parts (``context.LoopParts``): one clock, launcher, waker,
+The loop is built here from its parts (``loopparts.LoopParts``): one clock, launcher, waker,
 steering reader and budget guard per run. The pane's entry point uses the system clock
 and real process groups; a test passes a fake clock and a scripted launcher.
 """
@@ -24,12 +26,20 @@ from fractal.control import Steering
 from fractal.domain.checks import ScoreRules
 from fractal.domain.config import NodeConfig
 from fractal.domain.failstreak import FailStreak, advance_failures
-from fractal.domain.outcome import ABNORMAL_EXIT, RunEnd, RunFacts, clip_reason, decide_run_end
+from fractal.domain.outcome import (
+    ABNORMAL_EXIT,
+    AWAITING_APPROVAL,
+    RunEnd,
+    RunFacts,
+    clip_reason,
+    decide_run_end,
+)
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
-from fractal.runtime import heap, processes
-from fractal.runtime.adopt import AWAITING_APPROVAL, adopt, save_sessions
+from fractal.procs import processes
+from fractal.runtime import heap
+from fractal.runtime.adopt import adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,
     RunOptions,
@@ -42,10 +52,11 @@ from fractal.runtime.boot import (
 )
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.clock import Clock, SystemClock
-from fractal.runtime.context import Boot, LoopParts, Reentry, RunAbort, RunState
+from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
 from fractal.runtime.ends import finish_reason, notify_unsettled
 from fractal.runtime.iteration import backstop
 from fractal.runtime.launcher import Launcher, ProcessLauncher
+from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop

@@ -42,7 +42,7 @@ from fractal.domain.usage import (
     until_label,
     wait_refusal,
 )
-from fractal.runtime.context import LoopPart
+from fractal.runtime.loopparts import LoopPart
 from fractal.runtime.steering import Park
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows

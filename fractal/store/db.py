@@ -32,20 +32,10 @@ from typing import Any
 
 from fractal.domain.errors import InvalidValue
 from fractal.errors import StoreError
+from fractal.store.connect import BUSY_TIMEOUT_MS, PRAGMAS
 from fractal.store.schema import ensure_schema
 
 __all__ = ["BUSY_TIMEOUT_MS", "Tx", "close_connections", "prepare", "transaction"]
-
-BUSY_TIMEOUT_MS = 30_000
-"""How long a connection waits for another writer's lock before failing (ms)."""
-
-PRAGMAS = (
-    f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA foreign_keys=ON",
-    "PRAGMA synchronous=NORMAL",
-)
-"""Applied to every new connection (the SQLAlchemy engine applies the same)."""
 
 CACHE_PRAGMA = "PRAGMA cache_size=-32"
 """The page cache of a seam connection, 32 KiB (negative: KiB, not a page count).

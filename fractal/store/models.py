@@ -1,8 +1,7 @@
+# Over 400 lines: the whole schema in one place, the one ``metadata`` Alembic's
+# autogenerate and the drift check read; each class is one table's contract, and a split
+# would scatter the schema across modules.
 """Typed SQLAlchemy 2.0 models of the central database (one SQLite file per tree).
-
-Longer than the house's 400 lines on purpose: this is the whole schema in one place,
-the one ``metadata`` Alembic's autogenerate and the drift check read; each class is a
-table's contract, and splitting them would scatter the schema across modules.
 
 The tables: the node registry and the execution ledger (runs > iterations > steps),
 events, signals, messages (a node's channels; 0003) with the radio's read receipts and

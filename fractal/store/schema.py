@@ -115,7 +115,7 @@ def _upgrade(db_path: Path) -> None:
     from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
-    from fractal.store.engine import create_sqlite_engine
+    from fractal.store.connect import create_sqlite_engine
 
     engine = create_sqlite_engine(db_path, pooled=False)
     try:

@@ -1,3 +1,5 @@
+# Over 400 lines: the dashboard is one concept. Its data path, panes and keys all act on
+# the one snapshot and selection it holds; split, they reached into each other's state.
 """The ``fractal open`` dashboard: the tree, the selected node, the inbox, the radio.
 
 Data path: one build thread waits for a wake (a watchdog event on the database files,
@@ -8,7 +10,11 @@ UI applies a new snapshot only (tree labels updated in place, the tree rebuilt o
 its members change, a pane only when its text changed). Elapsed step times tick on the
 UI thread from the snapshot, without reads.
 Keys call the lifecycle functions the CLI verbs call, in thread workers, confirmed first
-when destructive; the dashboard itself never writes.
+when destructive; the dashboard itself never writes. The merge (``m``) and approve (``a``)
+keys show a diffstat read off the UI thread before they ask; the message key (``n``)
+prompts for one line; ``o`` hands the terminal to the node's tmux pane. A fault in a key
+is saved to a crash log and notified, and the dashboard stays (``tui.verbs``). The tree
+pane is its own widget (``tui.treepane.NodeTree``).
 """
 
 from __future__ import annotations
@@ -26,17 +32,20 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Static, Tree
-from textual.widgets.tree import TreeNode
 
 from fractal.store.dashboard import History
 from fractal.tree import Tree as FractalTree
-from fractal.tui import flows, render, verbs
-from fractal.tui.screens import ConfirmScreen, HelpScreen
+from fractal.tui import render, verbs
+from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
 from fractal.tui.snapshot import SETTLE_S, Builder, NodeView, Snapshot
+from fractal.tui.treepane import NodeTree
 from fractal.tui.watch import DbWatch
 
 if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
+
+    PaneSwitch = Callable[[FractalTree, str], bool]  # True: this tmux client switched
+    PaneAttach = Callable[[FractalTree, str], object]  # attach in this terminal until detach
 
 REFRESH_S = 1.0  # the poll: stat the db files and node dirs, read only on a change
 RECHECK_S = 15.0  # a forced build: a stall or a supervisor gone is announced by no write
@@ -80,9 +89,7 @@ class Dashboard(App[None]):
         self.show_retired = False
         self.filter = FILTERS[0]
         self.selected: str | None = None
-        self._tree_nodes: dict[str, TreeNode[str]] = {}
-        self._members: tuple[str, ...] = ()
-        self._views: list[NodeView] = []
+        self.node_tree = NodeTree(tree.root, id="tree")  # the tree pane
         self.painted: float | None = None  # monotonic instant of the first paint
         self.applied = 0  # how many snapshots the panes have taken
         self.db_watch = DbWatch()
@@ -101,10 +108,9 @@ class Dashboard(App[None]):
         yield Header()
         with Horizontal():
             with Vertical(id="left"):
-                tree: Tree[str] = Tree(self.fractal.root, id="tree")
-                tree.show_root = True
-                tree.root.expand()
-                yield tree
+                self.node_tree.show_root = True
+                self.node_tree.root.expand()
+                yield self.node_tree
                 yield Static(id="inbox")
                 yield Static(id="feed")
             with VerticalScroll(id="node"):
@@ -183,43 +189,74 @@ class Dashboard(App[None]):
             self.call_from_thread(self.apply, snap)
 
     def apply(self, snap: Snapshot) -> None:
-        """Show ``snap``: relabel the tree in place, or rebuild it when its members changed."""
+        """Show ``snap``: the tree pane (relabelled in place, or rebuilt when its members
+        changed), then the inbox, radio and node panes (``_update_panes``)."""
         try:
-            tree = self.query_one("#tree", Tree)
+            self.query_one("#tree", Tree)
         except NoMatches:  # the app is closing: its panes are gone
             return
         previous, self.snapshot = self.snapshot, snap
-        now = self.clock()
         if snap.gone:
-            flows.show_gone(self, tree, snap.gone)
+            self._show_gone(snap.gone)
             return
-        views = flows.visible(self, snap)
-        members = tuple(v.branch for v in views)
-        before = {v.branch: v for v in self._views}
-        flows.select_first(self, tree, views)
-        if members != self._members:
-            flows.rebuild_tree(self, tree, views, now)
-        else:  # only the lines whose node changed
-            for view in views:
-                known = before.get(view.branch)
-                if known is not view and known != view:
-                    self._tree_nodes[view.branch].set_label(render.node_label(view, now))
-        self._views = views
-        flows.update_panes(self, previous, snap)  # the inbox, the radio, the node pane
+        views = self._visible(snap)
+        first = self.selected is None and bool(views)
+        if first:  # nothing selected yet (just opened, no NODE given): the first shown
+            self.selected = views[0].branch
+        self.selected = self.node_tree.show(views, self.clock(), self.selected,
+                                            newly_selected=first)
+        self._update_panes(previous, snap)
         self.applied += 1
         if self.painted is None:
             self.painted = time.monotonic()
 
+    def _visible(self, snap: Snapshot) -> list[NodeView]:
+        """The nodes the tree pane shows under the filter (retired ones only when shown;
+        ``attention``: those with an inbox item; ``active``: active ones)."""
+        waiting = {e.item.node for e in snap.inbox}
+        out = []
+        for view in snap.nodes:
+            if view.status == "retired" and not self.show_retired:
+                continue
+            if self.filter == "attention" and view.branch not in waiting:
+                continue
+            if self.filter == "active" and view.status != "active":
+                continue
+            out.append(view)
+        return out
+
+    def _update_panes(self, previous: Snapshot | None, snap: Snapshot) -> None:
+        """Redraw the inbox and radio panes when their lines changed, and reload the node
+        pane when the selected node's line changed, it is active (its clocks, its
+        transcript) or the pane shows another node: an unchanged pane is not re-rendered."""
+        fresh = previous is None or previous.gone
+        if fresh or previous is None or previous.inbox != snap.inbox:
+            self._put("#inbox", render.inbox(snap))  # a stall's quiet time moves, not its line
+        if fresh or previous is None or previous.feed != snap.feed:
+            self._put("#feed", render.feed(snap))
+        chosen = snap.node(self.selected) if self.selected else None
+        if chosen is None:  # nothing (or a node now gone) selected: clear the pane once
+            if fresh or self.shown is not None:
+                self.show_node()
+        elif fresh or previous is None or chosen.status == "active" \
+                or self.shown is None or self.shown.branch != chosen.branch \
+                or previous.node(chosen.branch) != chosen:
+            self.show_node()
+
+    def _show_gone(self, why: str) -> None:
+        """The tree was destroyed under the dashboard: empty panes, and why (notified once)."""
+        had_rows = self.node_tree.forget(f"{self.fractal.root} (gone)")
+        if had_rows or self.painted is None:
+            self.notify(why, severity="error", timeout=30)
+        self.query_one("#inbox", Static).update(why)
+        self.query_one("#feed", Static).update("")
+        self._show(None, None, None)
+        if self.painted is None:
+            self.painted = time.monotonic()
+
     def _relabel_running(self) -> None:
-        if self.snapshot is None:
-            return
-        now = self.clock()
-        for view in self.snapshot.nodes:
-            node = self._tree_nodes.get(view.branch)
-            if view.live.step_started is not None and node is not None:
-                label = render.node_label(view, now)
-                if label.plain != str(node.label):  # the clock moved: redraw that line
-                    node.set_label(label)
+        if self.snapshot is not None:
+            self.node_tree.relabel_running(self.snapshot.nodes, self.clock())
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[str]) -> None:
         """The highlighted row is the selection (a message about a row the cursor has
@@ -291,7 +328,7 @@ class Dashboard(App[None]):
     def run_verb(self, label: str, verb: Callable[[], object]) -> None:
         """Run a lifecycle verb off the UI thread and notify how it went, in the CLI's
         words (``verbs.call_verb``: real streams, a crash log for a fault)."""
-        outcome = verbs.call_verb(self, label, verb)
+        outcome = verbs.call_verb(self.verb_streams, self.fractal.data_dir, label, verb)
         self.outcomes.append(outcome.text)
         self.call_from_thread(self.notify, outcome.text,
                               severity="error" if outcome.failed else "information")
@@ -344,33 +381,167 @@ class Dashboard(App[None]):
                             "kill", lambda: kill(self.verb_context(), view.branch))
 
     def action_approve(self) -> None:
-        flows.approve_key(self)
+        """``a``: show the selected node's gate and its diffstat (read off the UI thread),
+        then approve on ``y``."""
+        view = self._target()
+        if view is not None:
+            branch = view.branch
+            self.run_worker(lambda: self.prepare("approve", lambda: self._ask_approve(branch)),
+                            thread=True, group="verb")
 
     def prepare(self, label: str, step: Callable[[], object]) -> None:
         """Run a key's preparation (reading a gate, a diffstat) as a verb is run; notify
         only when it failed (call from a worker thread)."""
-        outcome = verbs.call_verb(self, label, step)
+        outcome = verbs.call_verb(self.verb_streams, self.fractal.data_dir, label, step)
         if outcome.failed:
             self.outcomes.append(outcome.text)
             self.call_from_thread(self.notify, outcome.text, severity="error")
 
+    def _ask_approve(self, branch: str) -> None:
+        """Show the newest gate of ``branch`` awaiting approval and its diffstat, then
+        approve it on ``y``, as ``fractal node approve BRANCH`` (from a worker thread)."""
+        from fractal.lifecycle.approve import approve
+        from fractal.lifecycle.inbox import gate_diffstat
+
+        gates = [e.item for e in (self.snapshot.inbox if self.snapshot else ())
+                 if e.item.node == branch and e.item.kind.value == "gate"]
+        if not gates:
+            self.call_from_thread(self.notify, f"{branch} has no step awaiting approval",
+                                  severity="warning")
+            return
+        gate = gates[-1]
+        step_id = int(str(gate.details.get("step_id")))
+        stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
+        question = f"approve {branch}: {gate.summary}\n{stat}"
+        self.call_from_thread(self.confirm_verb, question, "approve",
+                              lambda: approve(self.verb_context(), branch, step_id))
+
     def action_merge(self) -> None:
-        flows.merge_key(self)
+        """``m``: merge the selected node (the diffstat is read off the UI thread)."""
+        view = self._target()
+        if view is not None:
+            branch = view.branch
+            self.run_worker(lambda: self.prepare("merge", lambda: self._ask_merge(branch)),
+                            thread=True, group="verb")
+
+    def _ask_merge(self, branch: str) -> None:
+        """Show what merging ``branch`` brings (its diffstat against its parent), then
+        merge on ``y``, as ``fractal node merge BRANCH`` (from a worker thread)."""
+        from fractal.lifecycle.inbox import gate_diffstat
+        from fractal.lifecycle.merge import merge_then_clean
+
+        stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
+        question = f"merge {branch} into its target (squash)?\n{stat}"
+
+        def verb() -> str:
+            return verbs.merge_line(merge_then_clean(self.verb_context(), branch))
+
+        self.call_from_thread(self.confirm_verb, question, "merge", verb)
 
     def action_send(self) -> None:
-        flows.send_key(self)
+        """``n``: ask for a one-line message and send it to the selected node's inbox, as
+        ``fractal radio send --node BRANCH`` (its first line is the subject; nothing is
+        sent on escape)."""
+        from fractal.lifecycle.radio import send
+
+        view = self._target()
+        if view is None:
+            return
+        branch = view.branch
+
+        def sent(text: str | None) -> None:
+            data = (text or "").strip()
+            if not data:
+                return
+
+            def verb() -> str:
+                uuid = send(self.verb_context(), data, node=branch, to_parent=False,
+                            channel=None, subject=data.splitlines()[0], priority=5)
+                return f"sent {uuid} to {branch}'s inbox"
+
+            self.run_verb("send", verb)
+
+        self.push_screen(PromptScreen(f"message to {branch} (enter sends, escape cancels):"),
+                         sent)
 
     def action_open_pane(self) -> None:
-        flows.open_pane_key(self)
+        """``o``: show the node's tmux pane. Inside tmux this terminal's client switches to
+        it (the dashboard keeps running in its own pane); otherwise the app suspends, a
+        tmux client attaches in this terminal, and the app comes back when it detaches. A
+        node without a pane, or a terminal the app cannot hand over, is refused in a
+        notification. ``panes`` (switch, attach) is the seam to tmux (``lifecycle.panes``
+        by default)."""
+        from textual.app import SuspendNotSupported
+
+        from fractal.errors import FractalError
+
+        view = self._target()
+        if view is None:
+            return
+        switch, attach = self.panes if self.panes is not None else _tmux_panes()
+        try:
+            if switch(self.fractal, view.branch):
+                return
+            with self.suspend():
+                attach(self.fractal, view.branch)
+        except FractalError as exc:
+            self._refuse(f"open: {exc}")
+        except SuspendNotSupported:
+            self._refuse(f"open: this terminal cannot be handed to tmux; run `fractal node "
+                         f"attach {view.branch}` in another one")
+        except Exception as exc:  # fractal's fault: a crash log, and the dashboard stays
+            self._refuse(verbs.fault(self.fractal.data_dir, "open", exc).text)
+
+    def _refuse(self, text: str) -> None:
+        self.outcomes.append(text)
+        self.notify(text, severity="error")
+
+    def _guard(self, label: str, action: Callable[[], object]) -> None:
+        """Run a key's ``action`` on the UI thread as the verb keys run theirs: a refusal
+        (``FractalError``) is notified as ``LABEL: why``, any other exception is
+        fractal's fault, saved to a crash log and notified (``verbs.fault``); the
+        dashboard stays."""
+        from fractal.errors import FractalError
+
+        try:
+            action()
+        except FractalError as exc:
+            self._refuse(f"{label}: {exc}")
+        except Exception as exc:  # fractal's fault: a crash log, and the dashboard stays
+            self._refuse(verbs.fault(self.fractal.data_dir, label, exc).text)
 
     def action_search(self) -> None:
-        flows.guard_key(self, "search", lambda: flows.search_key(self))
+        """``/``: move the cursor to the next node whose branch holds the typed text (the
+        answer is handled under ``_guard`` too)."""
+        def move(text: str) -> None:
+            pick = self.node_tree.find_after(text, self.selected)
+            if pick is None:
+                self.notify(f"no node matches {text!r}", severity="warning")
+                return
+            self.node_tree.move_to(pick)
+
+        def found(text: str | None) -> None:
+            if text:
+                self._guard("search", lambda: move(text))
+
+        self._guard("search", lambda: self.push_screen(PromptScreen("search nodes:"), found))
 
     def action_filter(self) -> None:
-        flows.guard_key(self, "filter", lambda: flows.filter_key(self, FILTERS))
+        """``x``: show the next of ``FILTERS`` (all, attention, active) and redraw."""
+        def step() -> None:
+            self.filter = FILTERS[(FILTERS.index(self.filter) + 1) % len(FILTERS)]
+            self.notify(f"showing: {self.filter}")
+            if self.snapshot is not None:
+                self.apply(self.snapshot)
+        self._guard("filter", step)
 
     def action_toggle_retired(self) -> None:
-        flows.guard_key(self, "retired", lambda: flows.retired_key(self))
+        """``t``: show or hide the retired nodes and redraw."""
+        def step() -> None:
+            self.show_retired = not self.show_retired
+            if self.snapshot is not None:
+                self.apply(self.snapshot)
+        self._guard("retired", step)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -381,6 +552,12 @@ class Dashboard(App[None]):
         from fractal.lifecycle.context import open_context
 
         return open_context(self.fractal.repo)
+
+
+def _tmux_panes() -> tuple[PaneSwitch, PaneAttach]:
+    from fractal.lifecycle.panes import attach_here, switch_to
+
+    return switch_to, attach_here
 
 
 def run_dashboard(tree: FractalTree, select: str | None = None) -> None:

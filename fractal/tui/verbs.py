@@ -11,7 +11,7 @@ instead of on the screen.
 
 A refusal (``FractalError``) is notified as ``LABEL: why``. Any other exception is
 fractal's fault: its traceback is saved to a crash log exactly as the CLI's exit 3 does
-(``fractal.cli.crash``), and the notification names the file.
+(``fractal.crashlog``), and the notification names the file.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fractal.tui.app import Dashboard
+    from fractal.lifecycle.merge import MergeResult
 
-__all__ = ["Outcome", "VerbStreams", "call_verb", "fault", "outcome_lines"]
+__all__ = ["Outcome", "VerbStreams", "call_verb", "fault", "merge_line", "outcome_lines"]
 
 
 class VerbStreams:
@@ -71,8 +72,8 @@ def outcome_lines(result: object) -> list[str]:
     """The lines the CLI prints for a verb's ``result``: a steering verb's ``Signalled``
     rows (``skipped: ...`` for a refused node, a note when nothing was acted on), an
     approval's ``approved BRANCH step N (NAME)``, a string as it is."""
-    from fractal.cli.steer import approved_line, result_lines
-    from fractal.lifecycle.approve import Approved
+    from fractal.lifecycle.approve import Approved, approved_line
+    from fractal.lifecycle.steer import result_lines
 
     if isinstance(result, Approved):
         return [approved_line(result)]
@@ -93,31 +94,46 @@ class Outcome:
     crash_log: str | None = None
 
 
-def call_verb(app: Dashboard, label: str, verb: Callable[[], object]) -> Outcome:
-    """Run ``verb`` with the app's real streams and word its outcome as the CLI would,
-    prefixed ``LABEL: ``; an unexpected exception's traceback is saved first."""
+def call_verb(streams: VerbStreams, data_dir: Path, label: str,
+              verb: Callable[[], object]) -> Outcome:
+    """Run ``verb`` with the app's real ``streams`` and word its outcome as the CLI would,
+    prefixed ``LABEL: ``; an unexpected exception's traceback is saved first (a crash log
+    under the tree's ``data_dir``, see ``fault``)."""
     from fractal.errors import FractalError
 
     written: list[str] = []
     try:
-        with app.verb_streams.held() as written:
+        with streams.held() as written:
             result = verb()
     except FractalError as exc:
         return Outcome(f"{label}: {exc}", failed=True)
     except Exception as exc:  # fractal's fault: keep the traceback, say where
-        return fault(app, label, exc)
+        return fault(data_dir, label, exc)
     lines = outcome_lines(result) + written
     return Outcome(f"{label}: " + "; ".join(lines[:3]), failed=False)
 
 
-def fault(app: Dashboard, label: str, exc: Exception) -> Outcome:
+def fault(data_dir: Path, label: str, exc: Exception) -> Outcome:
     """Save the traceback of ``exc``, an unexpected exception of the key ``label``, to a
-    crash log (as the CLI's exit 3 does) and word the notification that names it."""
-    from fractal.cli.crash import CrashSite, crash_line, save_crash
+    crash log (as the CLI's exit 3 does: in ``data_dir``'s ``logs/``, the tree's data
+    directory, else the state directory) and word the notification that names it."""
+    from fractal.crashlog import CrashSite, crash_line, save_crash
 
-    site = CrashSite(data_dir=app.fractal.data_dir, argv=["open", f"(key: {label})"])
+    site = CrashSite(data_dir=data_dir, argv=["open", f"(key: {label})"])
     path = save_crash(exc, site)
     text = crash_line(exc, path) if path is not None else \
         f"Internal error ({type(exc).__name__}: {exc}); no crash log could be written"
     return Outcome(f"{label}: {text}", failed=True,
                    crash_log=str(path) if path is not None else None)
+
+
+def merge_line(result: MergeResult) -> str:
+    """The merge's outcome as one notification line: the CLI's stderr wording
+    (``lifecycle.merge.outcome_line``), then its notices; for nothing new, the notices."""
+    from fractal.lifecycle.merge import outcome_line
+
+    line = outcome_line(result)
+    if line is None:  # nothing new: its first notice already says so
+        return "; ".join(result.notices) or (f"nothing new to merge: {result.target} "
+                                             f"already holds all of {result.child}'s work")
+    return "; ".join([line, *result.notices])

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from fractal.procinfo import create_time, same_process
+from fractal.procs.procinfo import create_time, same_process
 from fractal.workspace.git import common_dir, git_dirs
 
 __all__ = ["SCRATCH_DIR", "scratch_index", "sweep_scratch"]

@@ -52,7 +52,7 @@ async def _select(pilot: Any, app: Dashboard, branch: str) -> None:
     for _ in range(24):
         if app.selected == branch:
             return
-        lines = list(app._members)
+        lines = list(app.node_tree.members)
         here = lines.index(app.selected) if app.selected in lines else -1
         await press("down" if branch in lines and lines.index(branch) > here else "up")
     raise AssertionError(f"could not select {branch}; at {app.selected}")
@@ -63,7 +63,7 @@ def _app(tree: Tree) -> Dashboard:
 
 
 def _label(app: Dashboard, branch: str) -> str:
-    return str(app._tree_nodes[branch].label)
+    return app.node_tree.label_of(branch)
 
 
 def test_navigation_and_the_pause_resume_kill_keys(tree: Tree, tmp_path: Path) -> None:

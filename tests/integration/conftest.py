@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fractal.runtime import processes
-from fractal.runtime.processes import Launched
+from fractal.procs import processes
+from fractal.procs.processes import Launched
 from fractal.store.engine import close_engines
 from tests.helpers import copy_of_tree
 from tests.trees import build_cousins

@@ -19,7 +19,7 @@ from fractal.lifecycle.context import Context, Posing, open_context
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.steer import send
 from fractal.lifecycle.trees import init_tree
-from fractal.runtime.ancestry import lineage
+from fractal.procs.ancestry import lineage
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from tests.helpers import copy_of_tree, make_repo, wait_until

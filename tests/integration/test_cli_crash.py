@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fractal.cli.crash import CRASH_EXIT, KEEP, CrashSite, crash_dirs, report_crash, state_dir
+from fractal.cli.crash import CRASH_EXIT, report_crash
+from fractal.crashlog import KEEP, CrashSite, crash_dirs, state_dir
 
 
 def _raise() -> RuntimeError:
@@ -79,7 +80,7 @@ def test_two_crashes_of_one_process_in_one_second_keep_both_logs(tmp_path: Path)
     log takes the next free name in the tree, never another place nor none."""
     import time
 
-    from fractal.cli.crash import save_crash
+    from fractal.crashlog import save_crash
 
     logs = tmp_path / "logs"
     logs.mkdir()

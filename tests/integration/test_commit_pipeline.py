@@ -442,7 +442,7 @@ def test_failed_push_is_a_warning_and_the_commit_stands(node: Node, tmp_path: Pa
 def test_a_hanging_push_is_stopped_and_the_commit_stands(node: Node, tmp_path: Path) -> None:
     """A pre-push hook that never returns (a stalled network looks the same) is stopped
     at the push time wall with its whole group: a warning, not a held step."""
-    from fractal.runtime.commands import run_capture
+    from fractal.procs.commands import run_capture
     from fractal.workspace.commit import push_branch
 
     bare = _origin(node, tmp_path)

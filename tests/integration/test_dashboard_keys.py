@@ -216,17 +216,17 @@ def test_retired_nodes_hidden_until_toggled_filter_and_search() -> None:
     async def scenario() -> None:
         async with app.run_test(size=SIZE) as pilot:
             await _until(pilot, lambda: app.snapshot is not None, message="first paint")
-            assert "main.old" not in app._members  # retired: hidden
+            assert "main.old" not in app.node_tree.members  # retired: hidden
             await pilot.press("t")
-            assert "main.old" in app._members
+            assert "main.old" in app.node_tree.members
             await pilot.press("t")
-            assert "main.old" not in app._members
+            assert "main.old" not in app.node_tree.members
             await pilot.press("x")  # only what waits for a human (the inbox's nodes)
-            assert app._members == ("main.api.auth", "main.api.db", "main.docs")
+            assert app.node_tree.members == ("main.api.auth", "main.api.db", "main.docs")
             await pilot.press("x")  # only active nodes
-            assert app._members == ("main.api", "main.api.auth", "main.lexer")
+            assert app.node_tree.members == ("main.api", "main.api.auth", "main.lexer")
             await pilot.press("x")  # all again
-            assert len(app._members) == 6
+            assert len(app.node_tree.members) == 6
             await pilot.press("slash")
             await _until(pilot, lambda: isinstance(app.screen, PromptScreen),
                          message="the search prompt")
@@ -337,7 +337,7 @@ def test_the_cursor_follows_its_branch_when_nodes_appear_above_it(repo: Path) ->
     async def scenario() -> None:
         app = Dashboard(Tree(repo=repo, root="main"), live=False)
         async with app.run_test(size=SIZE) as pilot:
-            await _until(pilot, lambda: "main.lead.fix" in app._members, message="painted")
+            await _until(pilot, lambda: "main.lead.fix" in app.node_tree.members, message="painted")
             widget = app.query_one("#tree", TreeWidget)
             for _ in range(2):  # (opened on main.feat) -> main.lead -> main.lead.add
                 await pilot.press("down")
@@ -345,7 +345,7 @@ def test_the_cursor_follows_its_branch_when_nodes_appear_above_it(repo: Path) ->
             for name in ("items", "items.w1", "items.w2", "items.w3", "items.w4"):
                 init(name)  # all sort above main.lead
             app.refresh_snapshot()
-            await _until(pilot, lambda: "main.items.w4" in app._members, message="rebuilt")
+            await _until(pilot, lambda: "main.items.w4" in app.node_tree.members, message="rebuilt")
             await pilot.pause(0.3)  # every highlight message the rebuild posted is handled
             cursor = widget.cursor_node
             assert cursor is not None and cursor.data == "main.lead.add"

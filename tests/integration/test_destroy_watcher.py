@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fractal.lifecycle import notify
-from fractal.runtime.processes import marked_processes
+from fractal.procs.processes import marked_processes
 from fractal.store.engine import close_engines
 from fractal.tree import Tree
 from fractal.workspace.nodedir import update_config

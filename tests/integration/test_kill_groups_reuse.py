@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fractal import procinfo
-from fractal.runtime import processes
-from fractal.runtime.processes import Launched
+from fractal.procs import processes, procinfo
+from fractal.procs.processes import Launched
 from tests.helpers import wait_until
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"

@@ -12,8 +12,8 @@ import pytest
 
 from fractal.domain.markers import launch_marker
 from fractal.lifecycle.kill import kill
-from fractal.runtime import processes
-from fractal.runtime.processes import Launched
+from fractal.procs import processes
+from fractal.procs.processes import Launched
 from fractal.store.engine import close_engines
 from tests.helpers import copy_of_tree
 from tests.integration.test_verbs import Small, _activate, _build_small

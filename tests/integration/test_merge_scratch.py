@@ -73,7 +73,7 @@ def test_a_merge_killed_mid_way_leaves_nothing_behind_once_merged_again(
 
 
 def test_the_sweep_removes_only_the_files_of_processes_that_are_gone(tmp_path: Path) -> None:
-    from fractal.procinfo import create_time
+    from fractal.procs.procinfo import create_time
     from fractal.workspace.scratch import sweep_scratch
 
     created = create_time(os.getpid())

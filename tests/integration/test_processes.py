@@ -1,4 +1,4 @@
-"""Process groups against real processes: spawn, kill, sweep, reap, tee (runtime/processes.py)."""
+"""Process groups against real processes: spawn, kill, sweep, reap, tee (procs/processes.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from fractal.errors import SpawnError
-from fractal.runtime import commands, processes
-from fractal.runtime.processes import GroupHandle, Launched
+from fractal.procs import commands, processes
+from fractal.procs.processes import GroupHandle, Launched
 from tests.helpers import SCALE, pid_alive, wait_until
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"

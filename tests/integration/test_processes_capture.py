@@ -10,7 +10,7 @@ import pytest
 
 from fractal.domain.outcome import EXIT_TIMEOUT
 from fractal.errors import SpawnError
-from fractal.runtime.commands import run_capture
+from fractal.procs.commands import run_capture
 from tests.helpers import SCALE, pid_alive
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"

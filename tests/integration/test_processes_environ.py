@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fractal.runtime import processes
+from fractal.procs import processes
 from tests.helpers import wait_until
 
 SLEEPER = "import sys, time\nopen(sys.argv[1], 'w').close()\nwhile True: time.sleep(1)\n"

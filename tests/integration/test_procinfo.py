@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 
-from fractal import procinfo
+from fractal.procs import procinfo
 from tests.helpers import wait_until
 
 

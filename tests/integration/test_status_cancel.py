@@ -19,7 +19,7 @@ from tests.helpers import gated_fsmonitor, git_with_identity
 _PROBE = r"""
 import json, os, sys, threading
 from pathlib import Path
-from fractal.runtime.processes import become_subreaper
+from fractal.procs.processes import become_subreaper
 from fractal.workspace.status_ahead import start_worktree_status
 
 repo, started, gate = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

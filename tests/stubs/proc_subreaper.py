@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from fractal.runtime import processes
+from fractal.procs import processes
 
 
 def main() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.runtime.processes import GRACES, Reap, grace
+from fractal.procs.processes import GRACES, Reap, grace
 
 
 def test_every_reason_has_a_grace() -> None:

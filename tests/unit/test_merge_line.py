@@ -1,11 +1,11 @@
-"""The dashboard's one-line notification of a merge's outcome (``tui.flows.merge_line``)."""
+"""The dashboard's one-line notification of a merge's outcome (``tui.verbs.merge_line``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from fractal.lifecycle.merge import MergeResult
-from fractal.tui.flows import merge_line
+from fractal.tui.verbs import merge_line
 
 NOTHING = "nothing new to merge: main already holds all of main.c's work"
 

@@ -41,7 +41,7 @@ def test_the_digest_moves_with_a_file_name_or_content(tmp_path: Path,
 
 
 def test_the_table_says_what_a_fresh_scan_says() -> None:
-    path = "fractal/runtime/processes.py"
+    path = "fractal/procs/processes.py"
     table = stylecheck._package_scans()[path]
     assert [tuple(site) for site in table["imports"]] == [
         (s.line, s.name) for s in stylecheck._imports(path, None)]

@@ -1,3 +1,5 @@
+# Over 400 lines: the one module that sends signals; spawning, finding, stopping and
+# reaping share its identity checks (create time, marker) and its grace table.
 """Process groups: spawn, stream, stop and reap (the only module that sends signals).
 
 Every child fractal starts (an agent attempt, ``setup.sh``) runs in a new session (pid ==
@@ -16,9 +18,6 @@ needs psutil, which costs tens of milliseconds to import. psutil is imported onl
 answers what ``/proc`` alone does not here: the public ``psutil.Process`` lists
 (``marked_processes``, ``environ_processes``), reaping our own children, and the fallbacks
 for a kernel without per-thread ``children`` lists.
-
-Over 400 lines on purpose: it is the one module that sends signals, and spawning, finding,
-stopping and reaping share its identity checks and its grace table.
 """
 
 from __future__ import annotations
@@ -37,8 +36,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, TypeVar
 
-from fractal import procinfo
 from fractal.errors import SpawnError
+from fractal.procs import procinfo
 
 if TYPE_CHECKING:
     import psutil

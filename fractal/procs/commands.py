@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.outcome import EXIT_TIMEOUT
-from fractal.runtime.processes import DEFAULT_GRACE, kill_group, spawn_group
+from fractal.domain.reasons import EXIT_TIMEOUT
+from fractal.procs.processes import DEFAULT_GRACE, kill_group, spawn_group
 
 _POLL = 0.05  # seconds between pipe polls
 _DRAIN = 1.0  # seconds a pipe is drained after its leader exited
