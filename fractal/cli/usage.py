@@ -7,11 +7,9 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import verb_context
+from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
 
-PATH_OPTION = click.option(
-    "--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-    help="A directory inside the repository (default: the current one).")
+PATH_OPTION = path_option(IN_REPOSITORY)
 
 
 @click.group("usage")

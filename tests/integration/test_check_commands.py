@@ -9,7 +9,6 @@ from pathlib import Path
 from fractal.domain.outcome import EXIT_TIMEOUT
 from fractal.procs.commands import run_teed
 from fractal.runtime.checks import read_log
-from fractal.procs.commands import run_teed
 from tests.helpers import SCALE, pid_alive
 
 STUBS = Path(__file__).resolve().parents[1] / "stubs"
