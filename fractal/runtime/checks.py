@@ -30,7 +30,7 @@ from fractal.domain.signature import CheckSummary, summarise
 from fractal.domain.walls import effective_step_limit
 from fractal.errors import FractalError, SpawnError
 from fractal.runtime import commands, processes
-from fractal.runtime.context import Boot, LoopPart, LoopParts, RunState
+from fractal.runtime.context import Boot, LoopPart, RunState
 from fractal.runtime.scoring import head_of, score_rules
 from fractal.store.checkbook import CheckBook
 from fractal.store.timefmt import utc_now
@@ -90,56 +90,6 @@ def read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _run(parts: LoopParts, request: CheckRequest) -> CheckResult:
-    """Run ``request`` to completion, book its ``checks`` row, and return the result.
-
-    Output goes to ``request.log_path`` and the pane. A check that reaches its limit is
-    stopped like an agent (TERM, the kill grace, KILL) and recorded with exit 124 and the
-    signature ``timed out after <N>s``; a shell that cannot start is exit 127. A failure
-    to book the row is logged and shown, never raised: the run goes on.
-    """
-    boot, state, reporter, clock = parts.boot, parts.state, parts.reporter, parts.clock
-    paths = boot.paths
-    request.log_path.parent.mkdir(parents=True, exist_ok=True)
-    started_at, started = utc_now(), clock.monotonic()
-    reporter.release()  # the check's output streams live
-    try:
-        code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
-                                 env=check_env(boot, state, request.kind),
-                                 log_path=request.log_path, echo=reporter.raw_output,
-                                 grace=processes.grace(processes.Reap.STEP),
-                                 timeout=request.limit)
-    except SpawnError as exc:
-        request.log_path.write_text(f"{exc}\n", encoding="utf-8")
-        code = EXIT_CANNOT_EXEC
-    seconds = clock.monotonic() - started
-    output = read_log(request.log_path)
-    limit = request.limit
-    timed_out = code == EXIT_TIMEOUT and limit is not None and seconds >= limit
-    summary = (CheckSummary(f"timed out after {round(limit or 0)}s", None, None) if timed_out
-               else summarise(output, code))
-    score = None if timed_out else parse_score(output)
-    needed = request.needed
-    if code == 0 and needed is not None and not score_passes(score, code, needed):
-        summary = CheckSummary(score_signature(score, needed), summary.failures, summary.passed)
-    result = CheckResult(kind=request.kind, command=request.command, exit_code=code,
-                         seconds=seconds, tail=output_tail(output),
-                         output_file=str(request.log_path), summary=summary,
-                         iteration=state.iteration, timed_out=timed_out, score=score,
-                         needed=needed, head=head_of(paths.worktree) if score is not None else None)
-    try:
-        CheckBook(paths.tree.db_path).book_check(
-            node=paths.branch, run_id=state.run_id, iter_id=state.iter_id,
-            step_id=request.step_id, kind=request.kind.value, command=request.command,
-            exit_code=code, signature=summary.signature, failures=summary.failures,
-            passed=summary.passed, output_path=str(request.log_path), started_at=started_at,
-            score=score)
-    except FractalError as exc:
-        log.error("could not record the check: %s", exc)
-        reporter.warning(clip_reason(f"could not record the check: {exc}"))
-    return result
-
-
 def outcome_text(result: CheckResult) -> str:
     """The pane's closing text for a check: ``passed`` (with its score), or ``failed (exit
     N): <signature>`` with the failure count when known."""
@@ -165,8 +115,53 @@ class CheckRunner(LoopPart):
     """Runs the run's check commands: a gate's, and the exit check after an iteration."""
 
     def run(self, request: CheckRequest) -> CheckResult:
-        """Run ``request`` to completion and book its ``checks`` row (see ``_run``)."""
-        return _run(self.parts, request)
+        """Run ``request`` to completion, book its ``checks`` row, and return the result.
+
+        Output goes to ``request.log_path`` and the pane. A check that reaches its limit is
+        stopped like an agent (TERM, the kill grace, KILL) and recorded with exit 124 and the
+        signature ``timed out after <N>s``; a shell that cannot start is exit 127. A failure
+        to book the row is logged and shown, never raised: the run goes on.
+        """
+        boot, state, reporter, clock = self.boot, self.state, self.reporter, self.clock
+        paths = boot.paths
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started_at, started = utc_now(), clock.monotonic()
+        reporter.release()  # the check's output streams live
+        try:
+            code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
+                                     env=check_env(boot, state, request.kind),
+                                     log_path=request.log_path, echo=reporter.raw_output,
+                                     grace=processes.grace(processes.Reap.STEP),
+                                     timeout=request.limit)
+        except SpawnError as exc:
+            request.log_path.write_text(f"{exc}\n", encoding="utf-8")
+            code = EXIT_CANNOT_EXEC
+        seconds = clock.monotonic() - started
+        output = read_log(request.log_path)
+        limit = request.limit
+        timed_out = code == EXIT_TIMEOUT and limit is not None and seconds >= limit
+        summary = (CheckSummary(f"timed out after {round(limit or 0)}s", None, None) if timed_out
+                   else summarise(output, code))
+        score = None if timed_out else parse_score(output)
+        needed = request.needed
+        if code == 0 and needed is not None and not score_passes(score, code, needed):
+            summary = CheckSummary(score_signature(score, needed), summary.failures, summary.passed)
+        result = CheckResult(kind=request.kind, command=request.command, exit_code=code,
+                             seconds=seconds, tail=output_tail(output),
+                             output_file=str(request.log_path), summary=summary,
+                             iteration=state.iteration, timed_out=timed_out, score=score,
+                             needed=needed, head=head_of(paths.worktree) if score is not None else None)
+        try:
+            CheckBook(paths.tree.db_path).book_check(
+                node=paths.branch, run_id=state.run_id, iter_id=state.iter_id,
+                step_id=request.step_id, kind=request.kind.value, command=request.command,
+                exit_code=code, signature=summary.signature, failures=summary.failures,
+                passed=summary.passed, output_path=str(request.log_path), started_at=started_at,
+                score=score)
+        except FractalError as exc:
+            log.error("could not record the check: %s", exc)
+            reporter.warning(clip_reason(f"could not record the check: {exc}"))
+        return result
 
     def exit_check(self, *, steps_ran: bool) -> CheckVerdict:
         """Run the live ``exit_check`` for the iteration that just ended and fold it into

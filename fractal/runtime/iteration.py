@@ -33,20 +33,15 @@ from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
 from fractal.domain.steps import discover_steps
 from fractal.domain.walls import iteration_deadline
-from fractal.errors import FractalError
-from fractal.runtime import commands
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import LoopPart, LoopParts, RunAbort, check_checkout
+from fractal.runtime.edges import backstop, run_setup
 from fractal.runtime.filecache import FILES, parse_step_file
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.kinds import KINDS
 from fractal.runtime.kinds.base import OVER_BUDGET, StepCall, StepKind, StepPlan, StepResult
 from fractal.runtime.kinds.kit import StepKit
-from fractal.runtime.pane import Reporter
 from fractal.runtime.steering import Park
-from fractal.workspace.backstop import backstop_commit
-from fractal.workspace.commit_types import UnresolvedConflict
-from fractal.workspace.status_ahead import PendingStatus
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +150,7 @@ class IterationRunner(LoopPart):
     def _body(self) -> IterationResult:
         """Setup, step discovery, then each step in order; the backstop commit closes it."""
         check_checkout(self.boot.paths)
-        setup_error = self._setup()
+        setup_error = run_setup(self.parts)
         if setup_error is not None:
             self._backstop("setup failed", setup_error)
             return IterationResult(False, setup_error, setup_failed=True)
@@ -327,31 +322,6 @@ class IterationRunner(LoopPart):
         self._backstop(label, body)
         return IterationResult(False, reason)
 
-    def _setup(self) -> str | None:
-        paths = self.boot.paths
-        script = paths.setup_script
-        if not script.exists():
-            return None
-        self.reporter.banner_open("Setup (scripts/setup.sh)")
-        started = self.clock.monotonic()
-        env = dict(self.boot.launch_env)
-        env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
-                    "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
-        if script.is_file() and script.stat().st_size == 0:  # bash would do nothing, exit 0
-            paths.setup_log.write_bytes(b"")
-            code = 0
-        else:
-            self.reporter.release()  # the script's output streams live
-            code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
-                                      log_path=paths.setup_log, echo=self.reporter.raw_output)
-        took = self.clock.monotonic() - started
-        if code == 0:
-            self.reporter.banner_close("Setup", "done", took)
-            return None
-        tail = _tail(paths.setup_log)
-        self.reporter.banner_close("Setup", f"failed (exit {code})", took)
-        return clip_reason(f"setup failed: {tail}" if tail else f"setup failed (exit {code})")
-
     def _node_md(self) -> str:
         try:
             if not self.boot.paths.node_md.is_file():  # a FIFO would block forever
@@ -373,40 +343,3 @@ class IterationRunner(LoopPart):
                                   metadata=clip_reason(problem), run_id=state.run_id,
                                   iter_id=state.iter_id)
         return problem
-
-
-def backstop(worktree: Path, subject: str, body: str, reporter: Reporter, *,
-             branch: str | None = None,
-             pending: PendingStatus | None = None) -> tuple[str | None, str | None]:
-    """Commit whatever the agent left on the node branch (the backstop commit).
-
-    Returns (sha or None, problem or None); a failure is shown and returned, never raised.
-    A worktree holding a conflict is not committed: the problem is then exactly
-    ``unresolved merge conflict in <paths>`` (the reason the iteration fails with).
-    ``pending``: the worktree's status started ahead (``StatusAhead.take``), or None.
-    """
-    try:
-        sha = backstop_commit(worktree, subject=subject, body=body, branch=branch,
-                              pending=pending)
-    except UnresolvedConflict as exc:
-        problem = clip_reason(exc.reason)
-        reporter.warning(f"nothing committed: {exc}")
-        log.error("%s", problem)
-        return None, problem
-    except FractalError as exc:
-        problem = clip_reason(f"backstop commit failed: {exc}")
-        reporter.warning(problem)
-        log.error("%s", problem)
-        return None, problem
-    if sha:
-        reporter.notice(f"backstop commit {sha[:10]}: {subject}")
-    return sha, None
-
-
-def _tail(path: Path, lines: int = 3) -> str:
-    try:
-        data = path.read_bytes()[-4096:]
-    except OSError:
-        return ""
-    text = [ln for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
-    return " | ".join(text[-lines:])

@@ -43,8 +43,8 @@ from fractal.runtime.boot import (
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, LoopParts, Reentry, RunAbort, RunState
+from fractal.runtime.edges import backstop
 from fractal.runtime.ends import finish_reason, notify_unsettled
-from fractal.runtime.iteration import backstop
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.pane import Reporter

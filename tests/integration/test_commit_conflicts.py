@@ -14,7 +14,7 @@ import pytest
 
 from fractal.errors import FractalError
 from fractal.lifecycle.commit import CommitMode
-from fractal.runtime.iteration import backstop
+from fractal.runtime.edges import backstop
 from fractal.runtime.processes import spawn_group
 from fractal.store import spend
 from fractal.store.ledger import Ledger
