@@ -6,6 +6,8 @@ by the iteration itself (a fresh gated row, then the same wait).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fractal.domain.outcome import AWAITING_APPROVAL, EXIT_TIMEOUT, Status, StepOutcome
 from fractal.domain.signals import Signal
 from fractal.domain.steps import banner_label, banner_verdict
@@ -18,16 +20,20 @@ from fractal.runtime.steering import Park
 from fractal.runtime.sync import Sync
 from fractal.runtime.usagewait import UsageWait
 
+if TYPE_CHECKING:
+    from fractal.runtime.kinds.kit import StepKit
+
 __all__ = ["ApprovalGate"]
 
 
 class ApprovalGate(LoopPart):
     """Holds the run's approval gates; the one writer of ``RunState.held_gate``."""
 
-    def __init__(self, parts: LoopParts, launches: Launches, sync: Sync,
-                 usage: UsageWait) -> None:
+    def __init__(self, parts: LoopParts, kit: StepKit) -> None:
         super().__init__(parts)
-        self.launches, self.sync, self.usage = launches, sync, usage
+        self.launches: Launches = kit.launches
+        self.sync: Sync = kit.sync
+        self.usage: UsageWait = kit.usage
 
     def hold(self, plan: StepPlan, step_id: int, limit: float | None,
              node_md: str) -> StepResult:

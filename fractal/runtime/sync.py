@@ -7,6 +7,8 @@ window is waited out as for any launch (``UsageWait``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fractal.assets import mode_text
 from fractal.domain.outcome import Status, StepOutcome
 from fractal.domain.steps import StepFile, banner_verdict, step_label
@@ -17,15 +19,19 @@ from fractal.runtime.steering import Park
 from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
 
+if TYPE_CHECKING:
+    from fractal.runtime.kinds.kit import StepKit
+
 __all__ = ["Sync"]
 
 
 class Sync(LoopPart):
     """Runs the SYNC pseudo-steps of the run through its ``Launches``."""
 
-    def __init__(self, parts: LoopParts, launches: Launches, usage: UsageWait) -> None:
+    def __init__(self, parts: LoopParts, kit: StepKit) -> None:
         super().__init__(parts)
-        self.launches, self.usage = launches, usage
+        self.launches: Launches = kit.launches
+        self.usage: UsageWait = kit.usage
         self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
 
     def before(self, plan: StepPlan, node_md: str) -> StepResult:

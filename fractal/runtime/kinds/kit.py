@@ -22,14 +22,15 @@ _Kind = TypeVar("_Kind", bound=KindPart)
 
 
 class StepKit:
-    """One run's shared step services (see the module docstring)."""
+    """One run's shared step services (see the module docstring). Every service, kind
+    and agent-step wait is built with the run's ``LoopParts`` and this kit."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
         self.launches = Launches(parts)
         self.usage = UsageWait(parts)
-        self.sync = Sync(parts, self.launches, self.usage)
-        self.approval = ApprovalGate(parts, self.launches, self.sync, self.usage)
+        self.sync = Sync(parts, self)  # each service takes what it needs from the kit
+        self.approval = ApprovalGate(parts, self)
         self._kinds: dict[type[KindPart], KindPart] = {}
 
     def kind(self, row: type[_Kind]) -> _Kind:
