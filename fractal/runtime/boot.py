@@ -25,7 +25,7 @@ from fractal.procs.processes import process_create_time
 from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import load_plans
-from fractal.runtime.steprunner import StepPlan
+from fractal.runtime.kinds.base import StepPlan
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 from fractal.workspace.agenthomes import seed_agent_homes

@@ -53,8 +53,8 @@ from fractal.runtime.boot import (
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
+from fractal.runtime.edges import backstop
 from fractal.runtime.ends import finish_reason, notify_unsettled
-from fractal.runtime.iteration import backstop
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
@@ -304,8 +304,6 @@ class Supervisor:
                      "", self.reporter, branch=self.paths.branch)
         land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
         end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
-        if state.usage_end is not None and land.reason is None:
-            end = state.usage_end  # `on_usage_limit: stop`, or past `max_usage_wait`
         if land.note is not None:
             end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
         self._close(state.run_id, end, guard.figures())
@@ -322,7 +320,7 @@ class Supervisor:
             crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
             no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
             score_note=score_distance(self.paths.worktree, state.checks),
-            pool_end=state.pool_end)
+            step_end=state.step_end)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         """Close the run with the matrix's verdict: the run row, its end notice (status,
