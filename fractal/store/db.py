@@ -25,13 +25,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fractal.domain.errors import InvalidValue
 from fractal.errors import StoreError
+from fractal.store import lockwait
+from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.schema import ensure_schema
 
 __all__ = ["BUSY_TIMEOUT_MS", "Tx", "close_connections", "prepare", "transaction"]
@@ -57,6 +59,7 @@ process's commit invalidates this cache anyway). The migrations' engine keeps th
 default: an index build on a large table wants the room."""
 
 Params = Mapping[str, object]
+T = TypeVar("T")
 
 _idle: dict[Path, list[sqlite3.Connection]] = {}
 _ready: set[Path] = set()
@@ -66,14 +69,30 @@ _lock = threading.Lock()
 
 class Tx:
     """One open transaction. Statements use ``:name`` parameters; rows come back keyed
-    by column name (``row["status"]``) and by position."""
+    by column name (``row["status"]``) and by position.
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    In a read transaction a statement refused for another process's lock is run again
+    until it gets through (``lockwait.patiently``): a read takes its snapshot at its
+    first statement, so nothing was read before the refusal. A write holds its lock
+    from ``BEGIN IMMEDIATE`` on, so its statements never meet one."""
+
+    def __init__(self, conn: sqlite3.Connection, db_path: Path, write: bool) -> None:
         self._conn = conn
+        self._db_path = db_path
+        self._write = write
+
+    def _execute(self, sql: str, params: Params) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            if self._write or not is_lock_error(exc):
+                raise
+            return patiently(self._db_path, _waiting(self._conn, lambda: self._conn.execute(
+                sql, params)), exc)
 
     def run(self, sql: str, params: Params | None = None) -> int:
         """Execute one statement; return the rows it changed (0 for a SELECT)."""
-        return self._conn.execute(sql, params or {}).rowcount
+        return self._execute(sql, params or {}).rowcount
 
     def many(self, sql: str, rows: Sequence[Params]) -> int:
         """Execute one statement once per parameter set; return the rows changed."""
@@ -81,12 +100,12 @@ class Tx:
 
     def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
         """The first row of a query, or None."""
-        row: sqlite3.Row | None = self._conn.execute(sql, params or {}).fetchone()
+        row: sqlite3.Row | None = self._execute(sql, params or {}).fetchone()
         return row
 
     def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
         """Every row of a query."""
-        return list(self._conn.execute(sql, params or {}).fetchall())
+        return list(self._execute(sql, params or {}).fetchall())
 
     def scalar(self, sql: str, params: Params | None = None) -> Any:
         """The first column of the first row, or None when there is no row."""
@@ -108,6 +127,25 @@ class Tx:
         return [tuple(row) for row in self._conn.execute(sql).fetchall()]
 
 
+def _waiting(conn: sqlite3.Connection, action: Callable[[], T]) -> Callable[[float], T]:
+    """``action`` as one try of ``lockwait.patiently``: the connection's busy handler
+    waits ``span`` seconds for the lock, then the process's first-try wait again."""
+
+    def attempt(span: float) -> T:
+        conn.execute(f"PRAGMA busy_timeout={int(span * 1000)}")
+        try:
+            return action()
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={_first_ms()}")
+
+    return attempt
+
+
+def _first_ms() -> int:
+    """The first try's wait on a lock (ms), as the busy handler takes it."""
+    return int(lockwait.LOCK_WAIT.first * 1000)
+
+
 def prepare(db_path: Path) -> Path:
     """Bring ``db_path`` to the head revision the first time this process sees it (a
     stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
@@ -127,10 +165,11 @@ def prepare(db_path: Path) -> Path:
 
 
 def _connect(key: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(key), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+    first = _first_ms()
+    conn = sqlite3.connect(str(key), timeout=first / 1000, isolation_level=None,
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    for pragma in (*PRAGMAS, CACHE_PRAGMA):
+    for pragma in (f"PRAGMA busy_timeout={first}", *PRAGMAS[1:], CACHE_PRAGMA):
         conn.execute(pragma)
     return conn
 
@@ -150,10 +189,8 @@ def _give_back(key: Path, conn: sqlite3.Connection) -> None:
 
 def _refusal(db_path: Path, exc: sqlite3.Error) -> StoreError:
     text = str(exc)
-    if "locked" in text or "busy" in text:
-        return StoreError(
-            f"database {db_path} is locked by another process (a sqlite3 shell or a tool "
-            "holding a transaction open); nothing was written; try again once it lets go")
+    if is_lock_error(exc):  # past the bound, or a lock met where no wait was safe
+        return lockwait.locked_error(db_path, lockwait.LOCK_WAIT.first)
     return StoreError(f"database {db_path} refused the operation: {text}; check the file "
                       "is writable and is this tree's fractal database")
 
@@ -168,16 +205,11 @@ def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterat
     file, other exceptions pass through after the rollback.
     """
     key = prepare(db_path)
-    try:
-        conn = _borrow(key)
-    except sqlite3.Error as exc:
-        raise _refusal(db_path, exc) from exc
+    conn = _opened(key, db_path, write, tx)
     healthy = True
     try:
-        if tx:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            yield Tx(conn)
+            yield Tx(conn, db_path, write)
         except BaseException:
             if conn.in_transaction:
                 conn.rollback()
@@ -196,6 +228,38 @@ def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterat
             _give_back(key, conn)
         else:
             conn.close()
+
+
+def _opened(key: Path, db_path: Path, write: bool, tx: bool) -> sqlite3.Connection:
+    """A connection to ``key`` with its transaction open (none when ``tx`` is False).
+    ``BEGIN IMMEDIATE`` takes the write lock; another process's lock is waited for
+    (``lockwait.patiently``: up to the bound, then DatabaseLocked), as is one met while
+    connecting. Other SQLite errors become StoreError naming the file."""
+    try:
+        conn = _borrow(key)
+    except sqlite3.Error as exc:
+        if not is_lock_error(exc):
+            raise _refusal(db_path, exc) from exc
+        try:
+            conn = patiently(db_path, lambda _span: _connect(key), exc)
+        except sqlite3.Error as again:
+            raise _refusal(db_path, again) from again
+    if not tx:
+        return conn
+    begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+    try:
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as exc:
+            if not is_lock_error(exc):
+                raise
+            patiently(db_path, _waiting(conn, lambda: conn.execute(begin)), exc)
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _refusal(db_path, exc) from exc
+        raise
+    return conn
 
 
 def close_connections() -> None:

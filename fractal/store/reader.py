@@ -14,9 +14,11 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
+from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
@@ -41,9 +43,35 @@ _ACTIVITY_CLOCKS = (("runs", "started_at"), ("runs", "ended_at"), ("iterations",
                     ("events", "created_at"), ("checks", "ended_at"))
 
 
+class _Patient(sqlite3.Connection):
+    """A read-only connection whose queries wait out another process's lock: each query
+    is its own snapshot, so one refused for a lock is simply asked again
+    (``lockwait.patiently``: up to the bound, then DatabaseLocked). A WAL reader meets a
+    lock only when a writer holds the file exclusively (``locking_mode=EXCLUSIVE``)."""
+
+    db_path = Path()
+
+    def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, params)
+        except sqlite3.Error as exc:
+            if not is_lock_error(exc):
+                raise
+            return patiently(self.db_path, lambda span: self._again(span, sql, params), exc,
+                             waited=READ_BUSY_TIMEOUT_S)
+
+    def _again(self, span: float, sql: str, params: Any) -> sqlite3.Cursor:
+        super().execute(f"PRAGMA busy_timeout={int(span * 1000)}")
+        try:
+            return super().execute(sql, params)
+        finally:
+            super().execute(f"PRAGMA busy_timeout={int(READ_BUSY_TIMEOUT_S * 1000)}")
+
+
 def _open(db_path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
-                           timeout=READ_BUSY_TIMEOUT_S)
+                           timeout=READ_BUSY_TIMEOUT_S, factory=_Patient)
+    conn.db_path = db_path
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -51,7 +79,9 @@ def _open(db_path: Path) -> sqlite3.Connection:
 def _at_head(conn: sqlite3.Connection) -> bool:
     try:
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError as exc:
+        if is_lock_error(exc):  # waited for in vain: not a reason to migrate
+            raise
         return False
     return row is not None and row[0] == HEAD_REVISION
 
