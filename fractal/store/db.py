@@ -146,17 +146,19 @@ def _first_ms() -> int:
     return int(lockwait.LOCK_WAIT.first * 1000)
 
 
-def prepare(db_path: Path) -> Path:
+def prepare(db_path: Path, *, create: bool = False) -> Path:
     """Bring ``db_path`` to the head revision the first time this process sees it (a
     stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
-    Raises StoreError when the database cannot be created or migrated."""
+    A missing tree database is created only with ``create`` (``fractal init``; see
+    ``schema.ensure_schema``). Raises StoreError when the database cannot be created
+    or migrated, DatabaseMissing when it may not be created."""
     path = Path(db_path)
     key = _resolved.get(path)
     if key is not None:  # resolved and checked already (a loop asks on every statement)
         return key
     key = path.resolve()
     if key not in _ready:
-        ensure_schema(key)
+        ensure_schema(key, create=create)
         with _lock:
             _ready.add(key)
     if path.is_absolute():  # a relative path resolves against the working directory
