@@ -35,6 +35,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "inbox": ("fractal.cli.inbox", "inbox_group"),
     "_notify": ("fractal.cli.inbox", "notify_cmd"),
     "open": ("fractal.cli.open", "open_cmd"),
+    "doctor": ("fractal.cli.doctor", "doctor_cmd"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -52,6 +53,7 @@ _SHORT_HELP: dict[str, str] = {
     "wiki": "Regenerate the project and memory wikis' indexes.",
     "inbox": "Everything in the tree that waits for a human, with the command to resolve it.",
     "open": "The live dashboard of the whole tree (Textual).",
+    "doctor": "Check the tree's nodes, branches, worktrees and database.",
 }
 
 

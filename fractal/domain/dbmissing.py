@@ -11,7 +11,9 @@ refused), so:
 - any other command finding it missing is refused, naming the file and the recovery.
 
 A database outside any tree (a path with no tree ``config.json`` beside it) is not a
-tree's and is created on first use as before.
+tree's and is created on first use as before. A data dir removed whole (``config.json``
+too) leaves no tree: ``fractal init`` starts a new one there, and ``fractal doctor``
+lists the worktrees and branches the old one left.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
@@ -22,7 +22,11 @@ from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval", "last_run",
+if TYPE_CHECKING:
+    from fractal.domain.doctor import DbFacts
+
+__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval",
+           "inspect_database", "last_run",
            "node_row", "node_rows",
            "open_steps", "pending_signals", "refused_merges"]
 
@@ -255,3 +259,38 @@ def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
         except sqlite3.OperationalError:
             return []
     return [(str(row[0]), str(row[1])) for row in rows]
+
+
+def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
+    """What ``fractal doctor`` needs of the tree database, read only (never created,
+    migrated nor healed): its facts (presence, ``PRAGMA integrity_check``, the schema
+    stamp) and the registered nodes (None when the file or its ``nodes`` table cannot
+    be read). A lock is waited for as by every read."""
+    from fractal.domain.doctor import DbFacts  # only `fractal doctor` needs it: start-up cost
+
+    shown = str(db_path)
+    if not db_path.is_file():
+        return DbFacts(shown, exists=False), None
+    try:
+        conn = _open(db_path)
+    except sqlite3.Error as exc:
+        return DbFacts(shown, exists=True, error=str(exc)), None
+    try:
+        try:
+            integrity = tuple(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
+        except sqlite3.Error as exc:
+            return DbFacts(shown, exists=True, error=str(exc)), None
+        try:
+            stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error:
+            stamp = None
+        facts = DbFacts(shown, exists=True, integrity=integrity,
+                        revision=None if stamp is None else str(stamp[0]))
+        try:
+            rows = [build(NodeRow, row) for row in
+                    conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
+        except (sqlite3.Error, TypeError, ValueError, KeyError):
+            return facts, None
+        return facts, rows
+    finally:
+        conn.close()

@@ -94,15 +94,15 @@ def ensure_schema(db_path: Path, *, create: bool = False) -> None:
     Returns at once when the stamp already matches (Alembic is not imported).
     Otherwise takes an exclusive ``flock`` on ``<db_path>.lock``, re-checks, and runs
     ``alembic upgrade head`` in one ``BEGIN IMMEDIATE`` transaction on a WAL database.
-    A missing file that is a tree's database is created only when ``create`` (``fractal
-    init``) and nothing of the tree's nodes is left (``domain.dbmissing``); otherwise
-    DatabaseMissing says why and how to recover. Raises StoreError when the directory
+    A missing file that is a tree's database is created only with ``create`` (``fractal
+    init``, which checks ``refuse_missing`` itself first); otherwise DatabaseMissing says
+    why and how to recover. Raises StoreError when the directory
     cannot be created or the upgrade fails.
     """
     if current_revision(db_path) == HEAD_REVISION:
         return
-    if not db_path.is_file():
-        refuse_missing(db_path, create=create)
+    if not create and not db_path.is_file():
+        refuse_missing(db_path, create=False)
     try:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = db_path.with_name(db_path.name + ".lock")
