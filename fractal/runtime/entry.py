@@ -55,7 +55,7 @@ def _say_waiting(pane: PaneReporter, text: str) -> None:
     """The pane's line, once per wait, when the database is locked by another process:
     anything held is written first, so the pane shows where the run stands."""
     pane.release()
-    pane.warning(text)
+    pane.warning(f"{text}; the run goes on once it is free")
 
 
 def exit_now(code: int) -> NoReturn:

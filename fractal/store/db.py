@@ -143,7 +143,7 @@ def _waiting(conn: sqlite3.Connection, action: Callable[[], T]) -> Callable[[flo
 
 def _first_ms() -> int:
     """The first try's wait on a lock (ms), as the busy handler takes it."""
-    return int(lockwait.LOCK_WAIT.first * 1000)
+    return int(lockwait.lock_wait().first * 1000)
 
 
 def prepare(db_path: Path, *, create: bool = False) -> Path:
@@ -192,7 +192,7 @@ def _give_back(key: Path, conn: sqlite3.Connection) -> None:
 def _refusal(db_path: Path, exc: sqlite3.Error) -> StoreError:
     text = str(exc)
     if is_lock_error(exc):  # past the bound, or a lock met where no wait was safe
-        return lockwait.locked_error(db_path, lockwait.LOCK_WAIT.first)
+        return lockwait.locked_error(db_path, lockwait.lock_wait().first)
     return StoreError(f"database {db_path} refused the operation: {text}; check the file "
                       "is writable and is this tree's fractal database")
 

@@ -13,7 +13,7 @@ maps its own (PostgreSQL's lock and serialization failures) there. The person wa
 is told once per wait (``set_wait_notice``: the supervisor's pane); a wait that outlasts
 the bound raises ``DatabaseLocked``.
 
-Test and operator knobs (seconds, read once per process): ``FRACTAL_DB_BUSY_S`` the
+Test and operator knobs (seconds, read by each new connection and each wait): ``FRACTAL_DB_BUSY_S`` the
 first try's wait (default 30, the old one-shot timeout), ``FRACTAL_DB_LOCK_WAIT_S`` the
 bound (default 600).
 """
@@ -29,8 +29,8 @@ from typing import NamedTuple, TypeVar
 
 from fractal.errors import StoreError
 
-__all__ = ["LOCK_WAIT", "DatabaseLocked", "LockWait", "is_lock_error", "locked_error",
-           "patiently", "set_wait_notice"]
+__all__ = ["LOCK_WAIT", "DatabaseLocked", "LockWait", "is_lock_error", "lock_wait",
+           "locked_error", "patiently", "set_wait_notice"]
 
 T = TypeVar("T")
 
@@ -58,8 +58,16 @@ def _seconds(name: str, default: float) -> float:
     return value if 0 < value < 1e9 else default
 
 
-LOCK_WAIT = LockWait(_seconds("FRACTAL_DB_BUSY_S", 30.0), _seconds("FRACTAL_DB_LOCK_WAIT_S", 600.0))
-"""This process's wait; tests replace it (``monkeypatch.setattr(lockwait, "LOCK_WAIT", ...)``)."""
+LOCK_WAIT: LockWait | None = None
+"""This process's wait when set (a test's ``monkeypatch.setattr``); None: the environment's."""
+
+
+def lock_wait() -> LockWait:
+    """The wait in force: ``LOCK_WAIT``, else the environment's knobs over the defaults
+    (read at each call, so a process forked with another environment obeys its own)."""
+    if LOCK_WAIT is not None:
+        return LOCK_WAIT
+    return LockWait(_seconds("FRACTAL_DB_BUSY_S", 30.0), _seconds("FRACTAL_DB_LOCK_WAIT_S", 600.0))
 
 
 class DatabaseLocked(StoreError):
@@ -72,7 +80,7 @@ _notice: Callable[[str], None] | None = None
 
 def set_wait_notice(notice: Callable[[str], None] | None) -> None:
     """Call ``notice(text)`` once at the start of each wait longer than the first try
-    (None: tell nobody). The supervisor passes its pane's warning."""
+    (None: tell nobody). The supervisor passes its pane's warning, a command its stderr."""
     global _notice
     _notice = notice
 
@@ -102,22 +110,22 @@ def patiently(db_path: Path, attempt: Callable[[float], T], refused: BaseExcepti
               waited: float | None = None) -> T:
     """Try ``attempt(span)`` again until it returns, after it was refused with the lock
     error ``refused`` (the caller's first try, which waited ``waited`` seconds, by
-    default ``LOCK_WAIT.first``).
+    default ``lock_wait().first``).
 
     ``attempt`` receives the seconds the driver may wait on the lock this time and must
-    leave nothing half done when it raises. The span doubles from ``LOCK_WAIT.first``
+    leave nothing half done when it raises. The span doubles from the first try's wait
     (at least 1 s) up to ``MAX_SPAN_S`` and never passes the bound. Tells the wait
-    notice once; raises ``DatabaseLocked`` once ``LOCK_WAIT.bound`` seconds have passed
+    notice once; raises ``DatabaseLocked`` once the bound's seconds have passed
     since the first refusal, and any error that is not a lock error as it is.
     """
-    wait = LOCK_WAIT
+    wait = lock_wait()
     first = wait.first if waited is None else waited
     started = time.monotonic() - first  # the first try waited that long already
     deadline = started + wait.bound
     notice = _notice
     if notice is not None:
         notice(f"the database {db_path} is locked by another process; waiting for it "
-               f"(up to {wait.bound:.0f}s), the run goes on once it is free")
+               f"(up to {wait.bound:.0f}s)")
     span = max(first, 1.0)
     while True:
         left = deadline - time.monotonic()

@@ -105,3 +105,11 @@ def test_doctor_reports_each_disagreement_with_its_repair(tree: Tree) -> None:
     assert tree.sql("SELECT version_num FROM alembic_version") == [("0001",)]
     assert tree.sql("SELECT count(*) FROM events") == before
     assert tree.status("a") == "idle"
+
+
+def test_a_writing_verb_waits_out_a_held_lock_and_says_so_once(tree: Tree) -> None:
+    tree.node("a")
+    with held(tree.db, 3.0):  # let go 3 s on, past the 1 s first try
+        out = tree.cli("node", "init", "b", env=SHORT_FIRST_TRY)
+    assert out.stderr.count("is locked by another process; waiting for it (up to 120s)") == 1
+    assert tree.status("b") == "idle"
