@@ -8,16 +8,19 @@ supervisor about 30 MiB; the schema itself stays owned by the SQLAlchemy models 
 Alembic migrations, which run only when ``schema.ensure_schema`` finds the stamp behind).
 
 Every connection gets the same setup as the SQLAlchemy engine's (``store.engine``):
-``busy_timeout`` 30 s, WAL, foreign keys on, ``synchronous=NORMAL``, and autocommit mode
-so the transactions are explicit: a write opens with ``BEGIN IMMEDIATE`` (the write lock
-up front, so two writers queue on the busy timeout instead of failing an upgrade), a
-read with a deferred ``BEGIN`` (one WAL snapshot, no lock taken). Idle connections are
+``busy_timeout`` (the first try's wait, 30 s by default), WAL, foreign keys on,
+``synchronous=NORMAL``, and autocommit mode so the transactions are explicit: a write
+opens with ``BEGIN IMMEDIATE`` (the write lock up front, so two writers queue on the busy
+timeout instead of failing an upgrade), a read with a deferred ``BEGIN`` (one WAL
+snapshot, no lock taken). A lock held past the first try is waited out
+(``store.lockwait``: spans doubling up to a bound, then DatabaseLocked) at the write's
+``BEGIN IMMEDIATE`` and at a read's statements. Idle connections are
 kept per database file and reused (threads each borrow their own); a forked child drops
 its parent's without closing them.
 
 A second backend (PostgreSQL) would be a second ``Tx`` here: it would rewrite the
 ``:name`` markers to its driver's style, return ``insert`` ids with ``RETURNING``, and map
-its lock errors the same way; the statements above the seam stay as they are.
+its lock errors in ``lockwait.is_lock_error``; the statements above the seam stay as they are.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 CLI read commands (``status``, ``activity``, listings) must start in well under 200 ms,
 and importing SQLAlchemy alone costs about 250 ms, so this module never imports it:
 reads are plain queries. Each call opens one read-only connection
-(``mode=ro``) with a short busy timeout; WAL lets it read while a loop writes. When the
-file is missing or not at ``HEAD_REVISION`` the schema is first brought to head
-(``ensure_schema``, which imports Alembic only then).
+(``mode=ro``) with a short busy timeout; WAL lets it read while a loop writes, and a
+query that meets a lock all the same is asked again up to the wait's bound
+(``store.lockwait``). When the file is not at ``HEAD_REVISION`` the schema is first
+brought to head (``ensure_schema``, which imports Alembic only then); a missing tree
+database is refused (``schema.refuse_missing``), never created here.
 """
 
 from __future__ import annotations
