@@ -74,10 +74,13 @@ class _Patient(sqlite3.Connection):
             super().execute(f"PRAGMA busy_timeout={int(READ_BUSY_TIMEOUT_S * 1000)}")
 
 
-def _open(db_path: Path) -> sqlite3.Connection:
+def _open(db_path: Path, *, patient: bool = True) -> sqlite3.Connection:
+    """A read-only connection; ``patient`` False keeps the short busy timeout alone."""
     conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
-                           timeout=READ_BUSY_TIMEOUT_S, factory=_Patient)
-    conn.db_path = db_path
+                           timeout=READ_BUSY_TIMEOUT_S,
+                           factory=_Patient if patient else sqlite3.Connection)
+    if isinstance(conn, _Patient):
+        conn.db_path = db_path
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -101,13 +104,14 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
     """A read-only connection to a database at head; SQLite errors become StoreError.
 
     ``create`` False (a dashboard watching a tree that may be destroyed under it) never
-    creates nor upgrades the file: a missing one raises TreeGone, one below head a
+    creates nor upgrades the file, nor waits past the short busy timeout for a lock (the
+    dashboard keeps its last reading instead): a missing one raises TreeGone, one below head a
     StoreError saying how to upgrade it.
     """
     try:
         conn: sqlite3.Connection | None = None
         if db_path.is_file():
-            conn = _open(db_path)
+            conn = _open(db_path, patient=create)
             if not _at_head(conn):
                 conn.close()
                 conn = None
