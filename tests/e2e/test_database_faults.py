@@ -81,6 +81,9 @@ def test_doctor_reports_each_disagreement_with_its_repair(tree: Tree) -> None:
     git(tree.repo, "worktree", "add", "-q", ".worktrees/main.loose", "-b", "main.loose")
     with sqlite3.connect(tree.db) as con:
         con.execute("UPDATE alembic_version SET version_num = '0001'")
+        # recorded active under a supervisor that is not there (not this pid's process)
+        con.execute("UPDATE nodes SET status = 'active', supervisor_pid = ?, "
+                    "supervisor_started = 1.0 WHERE node = 'main.c'", (os.getpid(),))
     before = tree.sql("SELECT count(*) FROM events")
     tree.close_readers()
 
@@ -95,16 +98,18 @@ def test_doctor_reports_each_disagreement_with_its_repair(tree: Tree) -> None:
         "deregisters the node",
         "main.b: its node dir .worktrees/main.b/.fractal/main.b is gone; repair: "
         "`git -C .worktrees/main.b checkout HEAD -- .fractal/main.b`",
+        "main.c: is recorded active but its supervisor is gone; repair: `fractal node status "
+        "main.c` (the read parks its run), then `fractal node resume main.c`",
         "worktree .worktrees/main.loose: no registered node has it; repair: "
         "`git worktree remove --force .worktrees/main.loose`",
         "branch main.loose: no registered node has it; repair: `git branch -D main.loose`",
         "branch main.stray: no registered node has it; repair: `git branch -D main.stray`",
     ]
-    assert "6 findings" in out.stderr
+    assert "7 findings" in out.stderr
     # it only reads: the stamp is not upgraded, nothing is recorded, nothing moved
     assert tree.sql("SELECT version_num FROM alembic_version") == [("0001",)]
     assert tree.sql("SELECT count(*) FROM events") == before
-    assert tree.status("a") == "idle"
+    assert (tree.status("a"), tree.status("c")) == ("idle", "active")
 
 
 def test_a_writing_verb_waits_out_a_held_lock_and_says_so_once(tree: Tree) -> None:
