@@ -2,8 +2,8 @@
 
 A busy database is waited for, never a reason to fail at once: a statement that meets
 another process's lock (a sqlite3 shell or a backup tool holding a transaction open)
-is tried again until the lock goes or ``LockWait.bound`` seconds have passed since the
-first refusal. Each try waits inside the driver (SQLite's own busy handler, which polls
+is tried again until the lock goes or ``LockWait.bound`` seconds have passed since
+the first try began. Each try waits inside the driver (SQLite's own busy handler, which polls
 the lock) for a span that doubles from ``LockWait.first`` up to ``MAX_SPAN_S``, so the
 bound is checked between spans and a lock let go is taken within SQLite's poll; with
 no lock in the way nothing here runs (the first try is the statement itself).
@@ -46,7 +46,7 @@ class LockWait(NamedTuple):
     first: float = 30.0
     """The first try's wait inside the driver; a lock let go sooner costs nothing more."""
     bound: float = 600.0
-    """The whole wait, from the first refusal, before ``DatabaseLocked`` is raised."""
+    """The whole wait, counted from the first try, before ``DatabaseLocked`` is raised."""
 
 
 def _seconds(name: str, default: float) -> float:
@@ -116,7 +116,7 @@ def patiently(db_path: Path, attempt: Callable[[float], T], refused: BaseExcepti
     leave nothing half done when it raises. The span doubles from the first try's wait
     (at least 1 s) up to ``MAX_SPAN_S`` and never passes the bound. Tells the wait
     notice once; raises ``DatabaseLocked`` once the bound's seconds have passed
-    since the first refusal, and any error that is not a lock error as it is.
+    since the first try began, and any error that is not a lock error as it is.
     """
     wait = lock_wait()
     first = wait.first if waited is None else waited
