@@ -53,6 +53,7 @@ from fractal.runtime.boot import (
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
+from fractal.runtime.dblocked import park_locked
 from fractal.runtime.edges import backstop
 from fractal.runtime.ends import finish_reason, notify_unsettled
 from fractal.runtime.launcher import Launcher, ProcessLauncher
@@ -65,6 +66,7 @@ from fractal.runtime.steering import Park
 from fractal.runtime.usagewait import end_parked_wait
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
+from fractal.store.lockwait import DatabaseLocked
 from fractal.store.timefmt import format_ts
 from fractal.store.transition import EventNote
 from fractal.tree import NodePaths, parent_of
@@ -76,8 +78,7 @@ class Supervisor:
     """Runs one run of a node's loop. ``run()`` returns the process exit code.
 
     ``clock`` (default: the system clock) is the time every wall, wait and backoff of the
-    run reads; ``launcher`` (default: real process groups) starts each agent attempt.
-    """
+    run reads; ``launcher`` (default: real process groups) starts each agent attempt."""
 
     def __init__(self, paths: NodePaths, options: RunOptions, reporter: Reporter, *,
                  clock: Clock | None = None, launcher: Launcher | None = None) -> None:
@@ -92,8 +93,7 @@ class Supervisor:
         self.steering: Steering | None = None
         self.crash: str | None = None  # the reason recorded when the loop itself failed
         self.own_process = True
-
-    # -- entry --------------------------------------------------------------------------
+        self.db_lost = False  # the database refused even the park: write nothing more
 
     def run(self, *, own_process: bool = True) -> int:
         """Boot, run iterations until the run ends (or parks), finalize. Never raises.
@@ -101,8 +101,7 @@ class Supervisor:
         ``own_process`` (the pane's supervisor) also installs the signal handlers, makes
         this process the subreaper of what it starts, watches ``<node_dir>/.wake``,
         freezes its boot heap (``heap``) and exports the launch environment; an
-        in-process run (a test) does none of that.
-        """
+        in-process run (a test) does none of that."""
         node = self.paths.branch
         resume = self.options.resume_mode
         expected = Status.PAUSED if resume else Status.IDLE
@@ -127,6 +126,9 @@ class Supervisor:
         except Interrupted as exc:
             self._interrupted(exc)
             return 128 + exc.signum
+        except DatabaseLocked as exc:  # locked past the wait's bound: a park, not an exit
+            self.db_lost = not park_locked(self.ledger, self.paths, self.state, self.reporter, exc)
+            return 1
         except Exception as exc:
             log.exception("supervisor crashed")
             self.crash = clip_reason(f"{ABNORMAL_EXIT}: {type(exc).__name__}: {exc}")
@@ -284,8 +286,6 @@ class Supervisor:
                                   f"{self.paths.branch}` continues it", major=True)
         return 0
 
-    # -- boot ---------------------------------------------------------------------------
-
     def _abort(self, run_id: int, reason: str) -> int:
         """The run cannot go on: one move closes every open row ``exited``/1 with
         ``reason``, posts the exit notice and settles the node ``exited``."""
@@ -293,8 +293,6 @@ class Supervisor:
         self.reporter.warning(f"run {run_id} cannot go on: {reason}")
         self.ledger.move(self.paths.branch, Move.ABORT, reason=reason)
         return 1
-
-    # -- the end ------------------------------------------------------------------------
 
     def _finalize(self, state: RunState, guard: BudgetGuard) -> None:
         boot = guard.boot
@@ -400,6 +398,8 @@ class Supervisor:
             log.exception("could not sweep the loop's leftover processes")
         try:
             self.waker.close()
+            if self.db_lost:
+                return  # left active with no supervisor: the next read's heal parks the run
             # Still active: the loop ended without closing its run (refused otherwise).
             self.ledger.move(node, Move.ABORT, reason=self.crash or ABNORMAL_EXIT)
             self.ledger.set_supervisor(node, None, None)
