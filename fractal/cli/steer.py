@@ -30,6 +30,9 @@ def result_lines(results: list[object]) -> list[str]:
         message = getattr(result, "message", "")
         ok = getattr(result, "ok", True)
         lines.append(message if ok else f"skipped: {message}")
+        note = getattr(result, "note", "")
+        if note:  # a relaunch's kept-environment note (variable names only)
+            lines.append(note)
     return lines
 
 
@@ -85,12 +88,15 @@ def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
 
 @click.command("resume")
 @click.argument("node", required=False)
+@click.option("--refresh-env", is_flag=True,
+              help="Relaunch with this shell's environment instead of the one the run "
+                   "started with (prints the names that changed).")
 @PATH_OPTION
-def resume_cmd(node: str | None, path: Path) -> None:
+def resume_cmd(node: str | None, refresh_env: bool, path: Path) -> None:
     """Relaunch NODE's parked run, and its paused descendants (deepest first)."""
     from fractal.lifecycle.resume import resume
 
-    _report(list(resume(verb_context(path), node)))
+    _report(list(resume(verb_context(path), node, refresh_env=refresh_env)))
 
 
 @click.command("kill")

@@ -4,7 +4,6 @@ the preflight that resolves the agent, and the brakes that park a run before it 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from fractal.runtime.processes import process_create_time
 from fractal.runtime.steprunner import StepPlan
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
+from fractal.workspace import runenv
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.nodedir import read_config
 
@@ -55,19 +55,30 @@ def raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def load_launch_env(path: Path) -> dict[str, str]:
-    """The environment ``fractal node start`` snapshotted for this run, then deleted.
+    """The environment this run keeps (``fractal.workspace.runenv``, written by the
+    ``fractal node start`` that began the run, replaced only by ``--refresh-env``), read
+    and left in place for the next resume.
 
     Falls back to this process's environment when there is none. (The file exists so
     API keys never sit in the argv of a long-lived process.)
     """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        path.unlink()
-    except (OSError, ValueError, RecursionError):
-        return dict(os.environ)
-    if not isinstance(data, dict):
-        return dict(os.environ)
-    return {str(k): str(v) for k, v in data.items()}
+    kept = runenv.load(path)
+    return dict(os.environ) if kept is None else kept
+
+
+_PANE_OWN = ("TMUX", "TMUX_PANE")
+"""Variables that name the pane this supervisor runs in: kept from its own process,
+never from the environment the run started with (that one names the start shell's)."""
+
+
+def adopt_launch_env(launch_env: dict[str, str]) -> None:
+    """Make this process's environment exactly ``launch_env``, but for the pane's own
+    variables: the run behaves as if started from its start shell, and nothing of the
+    tmux server that hosts it now (started by whoever relaunched the run) leaks in."""
+    own = {k: os.environ[k] for k in _PANE_OWN if k in os.environ}
+    os.environ.clear()
+    os.environ.update(launch_env)
+    os.environ.update(own)
 
 
 def read_boot_config(paths: NodePaths) -> tuple[NodeConfig | None, str]:
