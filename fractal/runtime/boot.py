@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -81,6 +82,25 @@ def adopt_launch_env(launch_env: dict[str, str]) -> None:
     os.environ.update(own)
 
 
+def fractal_command(paths: NodePaths) -> str:
+    """The absolute path of the ``fractal`` this supervisor belongs to, for its agents
+    (``FRACTAL_BIN``): the ``fractal`` script beside this interpreter (a venv's or an
+    install's ``bin/``), else a stand-in script in the node's ``tmp/bin/`` that runs this
+    interpreter on this package (``workspace/fractalshim.py``). An agent that runs its
+    commands in a login shell, whose profile resets PATH, reaches it all the same."""
+    beside = Path(sys.executable).parent / "fractal"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    from fractal.workspace.fractalshim import write_shim  # only an install without a script
+
+    package_parent = str(Path(__file__).resolve().parents[2])
+    try:
+        return str(write_shim(paths.tmp_dir / "bin" / "fractal", sys.executable,
+                              package_parent))
+    except OSError:
+        return "fractal"  # the bare name: whatever the agent's PATH finds
+
+
 def read_boot_config(paths: NodePaths) -> tuple[NodeConfig | None, str]:
     """The node's config, or (None, the problem) when it cannot be read or is invalid."""
     try:
@@ -114,7 +134,7 @@ def preflight(paths: NodePaths, options: RunOptions, config: NodeConfig,
     return Boot(paths=paths, config=config, agent_setting=setting or backend.name,
                 backend=backend, continue_mode=options.continue_mode,
                 resume_mode=options.resume_mode, launch_env=launch_env,
-                provider=provider, pricing=pricing)
+                provider=provider, pricing=pricing, fractal_bin=fractal_command(paths))
 
 
 def route(paths: NodePaths, backend: Backend, config: NodeConfig, env: dict[str, str],
