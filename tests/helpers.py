@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable

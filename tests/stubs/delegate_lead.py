@@ -22,7 +22,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 BIN = os.environ.get("FRACTAL_BIN", "fractal")
 """The run's fractal, as the loop exports it and renders it into every prompt command."""
 
