@@ -82,6 +82,19 @@ def adopt_launch_env(launch_env: dict[str, str]) -> None:
     os.environ.update(own)
 
 
+def launch_environment(paths: NodePaths, *, adopt: bool) -> dict[str, str]:
+    """The run's environment: the kept one (``load_launch_env``) plus ``_NODE``, the node
+    directory, which every child of the loop (setup, checks, agents, hooks) inherits, so
+    crash healing finds a dead loop's leftovers by it. ``adopt`` (the pane's own
+    supervisor) makes it this process's environment too: the run behaves as if started
+    from its start shell."""
+    launch_env = load_launch_env(paths.run_env_path)
+    launch_env["_NODE"] = str(paths.node_dir)
+    if adopt:
+        adopt_launch_env(launch_env)
+    return launch_env
+
+
 def fractal_command(paths: NodePaths) -> str:
     """The absolute path of the ``fractal`` this supervisor belongs to, for its agents
     (``FRACTAL_BIN``): the ``fractal`` script beside this interpreter (a venv's or an
