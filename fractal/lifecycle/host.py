@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal import tmux
-from fractal.domain.runenv import changed, missing_note, refresh_note
 from fractal.domain.states import Move, Status
 from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.notify import ensure_watcher
@@ -70,12 +69,12 @@ def keep_env(paths: NodePaths, environ: Mapping[str, str], *, fresh: bool,
     before = runenv.load(paths.run_env_path)
     if not fresh and before is not None and not refresh:
         return KeptEnv()
-    if fresh:
-        note = ""
-    elif before is None:
-        note = missing_note(paths.branch)
-    else:
-        note = refresh_note(paths.branch, changed(before, environ))
+    note = ""
+    if not fresh:  # only a note needs the wording: a plain start or resume never loads it
+        from fractal.domain.runenv import changed, missing_note, refresh_note
+
+        note = (missing_note(paths.branch) if before is None
+                else refresh_note(paths.branch, changed(before, environ)))
     try:
         runenv.keep(paths.run_env_path, environ)
     except OSError as exc:
