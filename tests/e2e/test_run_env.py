@@ -70,6 +70,13 @@ def test_a_resume_restores_the_start_environment_and_refresh_names_changes(
     assert "RUN_ONLY_AT_START" not in third
     assert json.loads(kept.read_text())["RUN_SECRET"] == NEW_SECRET
 
+    # the tree brake's release: restores by default, refreshes on purpose
+    tree.cli("pause", env=other)
+    wait_until(lambda: tree.status("e") == "paused", timeout=30, message="e braked")
+    done = tree.cli("resume", "--refresh-env", env={**fresh, "RUN_TREE": "1"})
+    assert "main.e: environment refreshed from this shell: added RUN_TREE" in done.stderr
+    assert _call(cap, 4)["RUN_TREE"] == "1"
+
     go.touch()
     assert tree.wait_settled("e", timeout=60) == "completed"
     for secret in (SECRET, NEW_SECRET):
@@ -78,8 +85,8 @@ def test_a_resume_restores_the_start_environment_and_refresh_names_changes(
 
     # a continue restores the refreshed one; deleting the node takes its keys away
     tree.cli("node", "start", "e", "--continue", env=shell)
-    fourth = _call(cap, 4)
-    assert fourth["RUN_SECRET"] == NEW_SECRET
+    fifth = _call(cap, 5)
+    assert (fifth["RUN_SECRET"], fifth["RUN_TREE"]) == (NEW_SECRET, "1")
     assert tree.wait_settled("e", timeout=60) == "completed"
     tree.cli("node", "delete", "e", "--force")
     assert not kept.parent.exists()
