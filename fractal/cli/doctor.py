@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
+from fractal.cli.context import IN_REPOSITORY, path_option
+
 
 @click.command("doctor")
-@click.option("--path", "path", default=".", type=click.Path(file_okay=False, path_type=Path),
-              help="A directory inside the repository (default: the current one).")
+@path_option(IN_REPOSITORY)
 def doctor_cmd(path: Path) -> None:
     """Check the tree for inconsistencies; it only reads, and repairs nothing itself.
 

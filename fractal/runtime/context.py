@@ -53,6 +53,8 @@ class Boot:
     provider: str | None = None
     #: Some launch is priced from token usage: the price table is refreshed daily.
     pricing: bool = False
+    #: The absolute path of the ``fractal`` the run belongs to (``FRACTAL_BIN``).
+    fractal_bin: str = "fractal"
 
     @property
     def detached(self) -> bool:
@@ -185,8 +187,10 @@ class RunState:
             self.iter_deadline += seconds
 
 
-def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
-    """The static template variables of a node under ``config``."""
+def static_facts(paths: NodePaths, config: NodeConfig,
+                 fractal_bin: str = "fractal") -> StaticFacts:
+    """The static template variables of a node under ``config``; ``fractal_bin`` is the
+    path of the run's ``fractal`` (``Boot.fractal_bin``)."""
     worktree = paths.worktree
     return StaticFacts(
         repo_dir=str(paths.tree.repo),
@@ -203,4 +207,5 @@ def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
         max_descendants=config.max_descendants,
         meta_target=config.meta,
         parent=parent_of(paths.branch) or "",
+        fractal_bin=fractal_bin,
     )

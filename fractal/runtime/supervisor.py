@@ -44,7 +44,7 @@ from fractal.runtime.boot import (
     Interrupted,
     RunOptions,
     brake_reason,
-    load_launch_env,
+    launch_environment,
     preflight,
     raise_interrupted,
     read_boot_config,
@@ -139,12 +139,7 @@ class Supervisor:
             self._on_exit()
 
     def _run(self) -> int:
-        launch_env = load_launch_env(self.paths.launch_env_path)
-        # Every child of the loop (setup, checks, agents, hooks) inherits _NODE: crash
-        # healing finds a dead loop's leftovers by it.
-        launch_env["_NODE"] = str(self.paths.node_dir)
-        if self.own_process:  # the run behaves as if started from the caller's shell
-            os.environ.update(launch_env)
+        launch_env = launch_environment(self.paths, adopt=self.own_process)
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)

@@ -64,7 +64,7 @@ def test_worker_task_holds_the_brief_the_item_and_the_previous_attempt() -> None
     text = worker_task("Translate the page.", "main.p", item, "rejected: too short")
     assert text.startswith("Translate the page.")
     assert "item `i3`" in text and "translate page 3" in text
-    assert "fractal pool result" in text
+    assert "`$FRACTAL_BIN pool result" in text and "`$FRACTAL_BIN commit`" in text
     assert "### Attempt 2" in text and "rejected: too short" in text
     assert "### Attempt" not in worker_task("B", "main.p", item)
 
@@ -84,7 +84,7 @@ def test_pool_document_lists_every_item_and_the_review_command() -> None:
     assert "## Worker pool main.p" in text
     assert "| a | done | 1 | main.p.a | wrote a \\| b |" in text
     assert "| b | failed | 2 | main.p.b | exited: boom |" in text
-    assert "fractal pool reject ITEM --reason" in text
+    assert "`$FRACTAL_BIN pool reject ITEM --reason" in text
     assert "fractal pool reject" not in pool_document("main.p", items, review_done=False)
 
 
