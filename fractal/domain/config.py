@@ -105,6 +105,8 @@ KEYS: Mapping[str, KeySpec] = _specs(
     ("max_failed_iters", Kind.COUNT, 3, "Consecutive failed iterations that end a run; null = off."),
     ("on_usage_limit", Kind.CHOICE, "wait", "At a closed usage window: wait for it, or stop."),
     ("max_usage_wait", Kind.DURATION, "12h", "Longest usage-window wait before the run exits."),
+    ("outage_backoff", Kind.DURATION, "30s", "First wait of a provider outage; each doubles."),
+    ("max_outage_backoff", Kind.DURATION, "30m", "Longest single wait of a provider outage."),
     ("usage_pause_at", Kind.PERCENT, "95%", "Window use at which to wait early; null = off."),
     ("pass_score", Kind.SCORE, None, "Score a check must report to pass; null = exit code only."),
     ("min_gain", Kind.SCORE, 0.02, "Least score rise between exit checks that counts as progress."),
@@ -299,6 +301,8 @@ class NodeConfig:
     max_failed_iters: int | None = 3
     on_usage_limit: str = "wait"
     max_usage_wait: int = 43200
+    outage_backoff: int = 30
+    max_outage_backoff: int = 1800
     usage_pause_at: float | None = 0.95
     pass_score: float | None = None
     min_gain: float = 0.02

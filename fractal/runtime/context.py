@@ -173,6 +173,11 @@ class RunState:
     usage_end: RunEnd | None = None
     #: The credential whose reopened window this node's next launch probes (None: none).
     probing: str | None = None
+    #: The credential whose provider outage this node's next launch probes (None: none).
+    outage_probing: str | None = None
+    #: A resume adopted a run parked in a provider-outage wait: its next launch cuts the
+    #: wait short (``runtime.outagewait``).
+    outage_cut: bool = False
     #: The last near-limit usage report of a step (a proactive wait checks it).
     usage_warning: WindowEvent | None = None
     #: Failed iterations in a row so far (``max_failed_iters`` of them end the run).

@@ -124,6 +124,9 @@ class AttemptResult:
     window: WindowEvent | None = None
     #: The last near-limit report of an open usage window (``utilization`` 0..1).
     warning: WindowEvent | None = None
+    #: The failed final report's API error class and HTTP status (None: no such report).
+    error_kind: str | None = None
+    api_status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -314,11 +317,15 @@ def _close_row(attempt: Attempt, kit: LaunchKit, step_id: int, outcome: StepOutc
         _snapshot(attempt.err_path, attempt.err_snapshot)
     if collector is not None and collector.retries:
         kit.reporter.notice(f"the agent retried its API call {collector.retries} time(s)")
+    failed = collector.result if collector is not None and collector.result is not None \
+        and not collector.result.ok else None
     return AttemptResult(step_id, outcome, collector.session if collector else None,
                          cost, collector.model if collector else None,
                          kit.clock.monotonic() - started, launched,
                          collector.usage if collector else None,
-                         warning=collector.warning if collector else None)
+                         warning=collector.warning if collector else None,
+                         error_kind=failed.error_kind if failed else None,
+                         api_status=failed.api_status if failed else None)
 
 
 def _closed_window(collector: Collector | None) -> WindowEvent | None:

@@ -40,6 +40,7 @@ from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.gates import WaitEnd, await_approval, await_children, waiting_children
 from fractal.runtime.launch import AttemptResult, LaunchKit, run_attempt
 from fractal.runtime.notices import post_gate_waiting
+from fractal.runtime.outagewait import OutageWait
 from fractal.runtime.statusahead import StatusAhead
 from fractal.runtime.steering import Park
 from fractal.runtime.stepbuild import StepBuilder, step_backend, step_route
@@ -75,9 +76,13 @@ class StepResult:
 
 
 def _ended(ended: StepOutcome | None, launched: bool) -> StepResult | None:
-    """A usage-window wait's end as the step's result (a finish marks ``finished``)."""
-    if ended is None:
-        return None
+    """A usage-window or outage wait's end as the step's result, None when it let the
+    step launch."""
+    return None if ended is None else _stopped(ended, launched)
+
+
+def _stopped(ended: StepOutcome, launched: bool) -> StepResult:
+    """A wait's end (``stopped``) as the step's result (a finish marks ``finished``)."""
     return StepResult(ended, None, launched, stopped=True,
                       finished=ended.reason.startswith("finish requested"))
 
@@ -123,7 +128,8 @@ class StepRunner(LoopPart):
         limit: float | None = None
         number = 1
         while True:
-            early = self._pause_early(plan) or self._window_closed(plan)
+            early = self._pause_early(plan) or self._window_closed(plan) or \
+                _ended(OutageWait(self.parts).before_launch(), False)
             if early is not None:
                 self._close_banner(banner, early.outcome, None, started)
                 return early
@@ -137,6 +143,13 @@ class StepRunner(LoopPart):
                     return ended
                 self.reporter.banner_open(f"{banner}, re-entered after the usage window")
                 continue  # the same attempt: no retry spent
+            outage = OutageWait(self.parts).after_launch(result)  # runtime/outagewait.py
+            if outage is not False:  # a provider outage waited out: re-enter, no retry spent
+                self._close_banner(banner, result.outcome, limit, started)
+                if outage is not True:
+                    return _stopped(outage, True)
+                self.reporter.banner_open(f"{banner}, re-entered after a provider outage")
+                continue
             self.state.usage_warning = result.warning
             if result.outcome.status is Status.PAUSED:
                 self._close_banner(banner, result.outcome, limit, started)

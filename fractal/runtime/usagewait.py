@@ -41,6 +41,7 @@ from fractal.domain.usage import (
 )
 from fractal.runtime.context import LoopPart
 from fractal.runtime.steering import Park
+from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
 
@@ -240,12 +241,9 @@ class UsageWait(LoopPart):
             self.waker.wait(max(0.0, min(until, give_up) - now), poll=USAGE_POLL)
 
     def _credit(self, waited: float) -> None:
-        """The waited seconds do not count against the run and iteration walls."""
-        state = self.state
-        if state.run_deadline is not None:
-            state.run_deadline += waited
-        if state.iter_deadline is not None:
-            state.iter_deadline += waited
+        """The waited seconds do not count against the run and iteration walls, now or
+        after a resume (``waitcredit``)."""
+        credit_wait(self.ledger, self.boot.paths.branch, self.state, waited)
 
     def _close_event(self, node: str, how: str) -> None:
         self.ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",

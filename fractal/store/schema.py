@@ -27,7 +27,7 @@ __all__ = [
     "migrations_dir",
 ]
 
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 """The newest migration in ``migrations/versions``; a test checks it against Alembic."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
