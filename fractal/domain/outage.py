@@ -18,6 +18,7 @@ from typing import NamedTuple
 from fractal.domain.agent_errors import TRANSIENT_KINDS
 
 __all__ = [
+    "CUT_SHORT",
     "OUTAGE_EVENT",
     "OUTAGE_PROBE_STALE",
     "OutageAction",
@@ -25,6 +26,7 @@ __all__ = [
     "OutageState",
     "decide_outage",
     "is_outage",
+    "cut_short_hint",
     "outage_backoff",
     "outage_detail",
     "outage_label",
@@ -35,6 +37,14 @@ __all__ = [
 OUTAGE_EVENT = "outage_wait"
 """The event an outage wait writes: ``started`` (metadata: ``outage_detail``) while it
 waits, ``completed`` at its end (metadata: how it ended)."""
+
+CUT_SHORT = "fractal node pause {node} && fractal node resume {node}"
+"""The command that cuts a node's outage wait short: the resumed run probes at once."""
+
+
+def cut_short_hint(detail: str, node: str) -> str:
+    """``<detail>; to launch now: fractal node pause N && fractal node resume N``."""
+    return f"{detail}; to launch now: {CUT_SHORT.format(node=node)}"
 
 
 def is_outage(kind: str | None, status: int | None) -> bool:

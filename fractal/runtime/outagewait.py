@@ -31,6 +31,7 @@ from fractal.domain.outage import (
     OUTAGE_EVENT,
     OutageAction,
     OutageRow,
+    cut_short_hint,
     decide_outage,
     is_outage,
     outage_backoff,
@@ -50,12 +51,10 @@ from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
 from fractal.store.outages import Outages
 
-__all__ = ["CUT_SHORT", "OUTAGE_EVENT", "OutageWait", "end_parked_outage"]
+__all__ = ["OUTAGE_EVENT", "OutageWait", "end_parked_outage"]
 
 OUTAGE_POLL = 5.0
 """Seconds between two looks of a node whose credential another node is probing."""
-CUT_SHORT = "fractal node pause {node} && fractal node resume {node}"
-"""The command that cuts a node's outage wait short (its resume probes at once)."""
 
 
 def end_parked_outage(ledger: Ledger, node: str, run_id: int) -> bool:
@@ -143,8 +142,8 @@ class OutageWait(LoopPart):
         mono = self.clock.monotonic()
         shown = outage_detail(row.label, row.attempts, row.wake_at)
         self.reporter.notice(f"{why}; {shown}")
-        self.ledger.post_notice(node, shown, f"{why}. The run waits and launches again "
-                                f"then; to launch now: {CUT_SHORT.format(node=node)}")
+        self.ledger.post_notice(node, shown, cut_short_hint(
+            f"{why}. The run waits and launches again then", node))
         self.ledger.add_event(node, OUTAGE_EVENT, actor="loop", status="started",
                               metadata=shown, run_id=state.run_id, iter_id=state.iter_id)
         try:
