@@ -4,6 +4,7 @@ a resume. In-process, with the fake clock and the scripted launcher."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from tests.loopfakes import LoopTree, loop_tree
@@ -27,7 +28,7 @@ def test_an_outage_is_waited_out_and_the_step_completes_in_the_same_run(
     assert [s[1] for s in steps] == ["failed", "failed", "failed", "completed"]
     assert all("overloaded (HTTP 529)" in s[3] for s in steps[:3])
     starts = [c.started_at for c in t.launcher.work_calls()]
-    assert [round(b - a) for a, b in zip(starts, starts[1:], strict=False)] == [30, 60, 120]
+    assert [round(b - a) for a, b in itertools.pairwise(starts)] == [30, 60, 120]
     assert t.sql("SELECT COUNT(*) FROM provider_outages") == [(0,)]  # over: the row is gone
 
 
@@ -69,7 +70,7 @@ def test_the_back_off_doubles_up_to_its_cap(loop_tree: LoopTree) -> None:
     t.set_config("c", outage_backoff="10s", max_outage_backoff="25s")
     assert t.run("c") == 0
     starts = [c.started_at for c in t.launcher.work_calls()]
-    assert [round(b - a) for a, b in zip(starts, starts[1:], strict=False)] == [
+    assert [round(b - a) for a, b in itertools.pairwise(starts)] == [
         10, 20, 25, 25, 25]
 
 
