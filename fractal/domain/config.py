@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import ConfigError, InvalidValue
 from fractal.domain.pause_at import parse_pause_at
+from fractal.domain.reserve import resolve_reserve
 from fractal.domain.scope import normalise_scope
 
 __all__ = [
@@ -384,20 +385,3 @@ def _float_or_text(text: str) -> object:
         return float(text)
     except ValueError:
         return text
-
-
-def resolve_reserve(text: str, max_cost: float | None) -> float:
-    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount. InvalidValue
-    unless a finite number >= 0 (a % needs max_cost); the 99% rule is ``validate_config``'s."""
-    stripped = text.strip()
-    percent = stripped.endswith("%")
-    number = _float_or_text(stripped[:-1].strip() if percent else stripped)
-    if not _is_number(number) or number < 0:
-        raise InvalidValue(f'reserve_budget: "{text}" must be a USD amount >= 0 or a '
-                           "percentage of max_cost such as 10%")
-    if not percent:
-        return round(number, 4)
-    if max_cost is None:
-        raise InvalidValue(f'reserve_budget: "{text}" is a percentage but max_cost is not set; '
-                           "set max_cost or give a USD amount")
-    return round(max_cost * number / 100, 4)

@@ -34,6 +34,7 @@ from fractal.domain.outcome import (
     exit_code_from_returncode,
     retry_reason,
 )
+from fractal.domain.reasons import unpriced_reason
 from fractal.domain.usage import UsageLimit, limit_reason
 from fractal.errors import SpawnError
 from fractal.runtime import heap, processes
@@ -124,9 +125,8 @@ class AttemptResult:
     window: WindowEvent | None = None
     #: The last near-limit report of an open usage window (``utilization`` 0..1).
     warning: WindowEvent | None = None
-    #: The failed final report's API error class and HTTP status (None: no such report).
-    error_kind: str | None = None
-    api_status: int | None = None
+    #: The agent's final report (None: none); a failed one names its API error class.
+    report: ResultEvent | None = None
 
 
 @dataclass(frozen=True)
@@ -317,15 +317,12 @@ def _close_row(attempt: Attempt, kit: LaunchKit, step_id: int, outcome: StepOutc
         _snapshot(attempt.err_path, attempt.err_snapshot)
     if collector is not None and collector.retries:
         kit.reporter.notice(f"the agent retried its API call {collector.retries} time(s)")
-    failed = collector.result if collector is not None and collector.result is not None \
-        and not collector.result.ok else None
     return AttemptResult(step_id, outcome, collector.session if collector else None,
                          cost, collector.model if collector else None,
                          kit.clock.monotonic() - started, launched,
                          collector.usage if collector else None,
                          warning=collector.warning if collector else None,
-                         error_kind=failed.error_kind if failed else None,
-                         api_status=failed.api_status if failed else None)
+                         report=collector.result if collector else None)
 
 
 def _closed_window(collector: Collector | None) -> WindowEvent | None:
@@ -360,13 +357,6 @@ def _usage_limited(kit: LaunchKit, step_id: int, window: WindowEvent,
                          collector.model if collector else None,
                          kit.clock.monotonic() - started, launched,
                          collector.usage if collector else None, window=window)
-
-
-def unpriced_reason(reason: str) -> str:
-    """Append ``; unpriced`` (a step that ended abnormally after opening a session and
-    recorded no cost may have spent money nobody saw), within the 250-character cap."""
-    suffix = "; unpriced"
-    return clip_reason(reason, 250 - len(suffix)) + suffix if reason else suffix.lstrip("; ")
 
 
 def judge_launch(backend: Backend, result: ResultEvent | None, returncode: int | None, *,

@@ -20,7 +20,8 @@ one node claims the probe; its launch clears the outage when it gets through (th
 launch at their next look), or records the next attempt with a doubled back-off.
 
 Entry points for the step runner: ``OutageWait.before_launch`` (wait while the
-credential is down) and ``OutageWait.after_launch`` (an outage: wait, then re-enter).
+credential is down), ``OutageWait.after_launch`` (was the launch an outage?) and
+``OutageWait.wait_out`` (then wait before re-entering the step).
 """
 
 from __future__ import annotations
@@ -46,21 +47,23 @@ from fractal.domain.usage import launch_credential
 from fractal.runtime.context import LoopPart
 from fractal.runtime.launch import AttemptResult
 from fractal.runtime.steering import Park
-from fractal.runtime.usagewait import USAGE_POLL
+from fractal.runtime.usagewait import USAGE_POLL, end_parked_wait
 from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
 from fractal.store.outages import Outages
 
-__all__ = ["OUTAGE_EVENT", "OutageWait", "end_parked_outage"]
+__all__ = ["OUTAGE_EVENT", "OutageWait", "end_parked_waits"]
 
 OUTAGE_POLL = 5.0
 """Seconds between two looks of a node whose credential another node is probing."""
 
 
-def end_parked_outage(ledger: Ledger, node: str, run_id: int) -> bool:
-    """A resume adopts a run whose provider-outage wait was parked: close that wait's
-    ``outage_wait`` event. True when there was one (the resumed run then probes at once:
-    a resume is how an operator cuts the wait short)."""
+def end_parked_waits(ledger: Ledger, node: str, run_id: int) -> bool:
+    """A resume adopts a run whose usage-window or provider-outage wait was parked: close
+    that wait's event (``usagewait.end_parked_wait``, ``outage_wait``). True when an
+    outage wait was parked (the resumed run then probes at once: a resume is how an
+    operator cuts the wait short)."""
+    end_parked_wait(ledger, node, run_id)
     events = ledger.events_of(node, run_id, (OUTAGE_EVENT,))
     if events and events[-1].status == "started":
         ledger.add_event(node, OUTAGE_EVENT, actor="loop", status="completed",
@@ -102,26 +105,31 @@ class OutageWait(LoopPart):
             return None
         return self._hold(row, f"another node found a provider outage ({row.label})")
 
-    def after_launch(self, result: AttemptResult) -> StepOutcome | bool:
-        """A launch ended. Failed with a transient API error (``is_outage``): record the
-        outage and wait it out; True then (re-enter the step: no retry spent), or a
-        StepOutcome (``stopped``) when a stop or a finish ended the wait. Otherwise False
-        (the launch's outcome stands), and this node's probe, having got through, ends
-        the credential's outage. Raises Park on a pause."""
+    def after_launch(self, result: AttemptResult) -> bool:
+        """A launch ended. True when it failed with a transient API error (``is_outage``):
+        the outage is recorded for the credential and ``wait_out`` is due (the step is then
+        re-entered: no retry spent, no failure counted). False otherwise (the launch's
+        outcome stands); this node's probe, having got through, ends the outage."""
         outages, credential = Outages(self.boot.paths.tree.db_path), self.credential
-        if not result.launched:
-            return False
-        if result.outcome.status is Status.FAILED and \
-                is_outage(result.error_kind, result.api_status):
-            label = outage_label(result.error_kind, result.api_status)
-            row = outages.record(credential, label, self.boot.paths.branch,
-                                 self.clock.time(), self._backoff)
+        report = result.report
+        if result.launched and result.outcome.status is Status.FAILED and report is not None \
+                and not report.ok and is_outage(report.error_kind, report.api_status):
+            outages.record(credential, outage_label(report.error_kind, report.api_status),
+                           self.boot.paths.branch, self.clock.time(), self._backoff)
             self.state.outage_probing = None
-            ended = self._hold(row, f"the provider failed ({label})")
-            return True if ended is None else ended
-        if self.state.outage_probing == credential:
+            return True
+        if result.launched and self.state.outage_probing == credential:
             self._over(outages, credential)
         return False
+
+    def wait_out(self) -> StepOutcome | None:
+        """Wait out the outage ``after_launch`` recorded. None: launch again (the step is
+        re-entered); a StepOutcome (``stopped``) when a stop or a finish ended the wait.
+        Raises Park on a pause."""
+        row = Outages(self.boot.paths.tree.db_path).outage(self.credential)
+        if row is None:  # another node's probe ended it meanwhile
+            return None
+        return self._hold(row, f"the provider failed ({row.label})")
 
     def _over(self, outages: Outages, credential: str) -> None:
         """This node's probe got through: the outage is over for everyone (posted once)."""

@@ -2,8 +2,8 @@
 attempts, ``step_retry_backoff`` seconds apart, each its own row), hold an approval gate
 (a ``requires_approval`` step's row stays open until the parent approves it), and run the
 SYNC pseudo-steps (before each step, and every ``wait`` window while waiting), wait for
-the children (``wait: children``) and wait out a closed usage window. Building each launch
-is ``stepbuild``'s job; running it is ``launch.run_attempt``'s.
+the children (``wait: children``) and wait out a closed usage window or a provider outage
+(``outagewait``). Building each launch is ``stepbuild``'s job; running it ``run_attempt``'s.
 
 Past the house's 400 lines on purpose: every wait a step can meet (a gate, the children,
 a usage window, a retry's backoff) shares the step's banner, its SYNC and its row
@@ -76,13 +76,9 @@ class StepResult:
 
 
 def _ended(ended: StepOutcome | None, launched: bool) -> StepResult | None:
-    """A usage-window or outage wait's end as the step's result, None when it let the
-    step launch."""
-    return None if ended is None else _stopped(ended, launched)
-
-
-def _stopped(ended: StepOutcome, launched: bool) -> StepResult:
-    """A wait's end (``stopped``) as the step's result (a finish marks ``finished``)."""
+    """A usage-window or outage wait's end as the step's result (a finish: ``finished``)."""
+    if ended is None:
+        return None
     return StepResult(ended, None, launched, stopped=True,
                       finished=ended.reason.startswith("finish requested"))
 
@@ -128,28 +124,21 @@ class StepRunner(LoopPart):
         limit: float | None = None
         number = 1
         while True:
-            early = self._pause_early(plan) or self._window_closed(plan) or \
-                _ended(OutageWait(self.parts).before_launch(), False)
+            early = self._pause_early(plan) or self._window_closed(plan)
             if early is not None:
                 self._close_banner(banner, early.outcome, None, started)
                 return early
             limit = self._limit(fm)
             result = self._attempt(plan, node_md, limit, number, gated)
             UsageWait(self.parts).after_launch(result.launched and result.window is None)
-            if result.window is not None:  # a closed usage window: wait, then re-enter
-                self._close_banner(banner, result.outcome, limit, started)
-                ended = self._wait_window(result.window, plan, result.step_id)
+            if (window := result.window) is not None or OutageWait(self.parts).after_launch(result):
+                self._close_banner(banner, result.outcome, limit, started)  # wait, re-enter
+                ended = self._wait_window(window, plan, result.step_id) if window else \
+                    _ended(OutageWait(self.parts).wait_out(), True)  # runtime/outagewait.py
                 if ended is not None:
                     return ended
-                self.reporter.banner_open(f"{banner}, re-entered after the usage window")
+                self.reporter.banner_open(f"{banner}, re-entered after the wait")
                 continue  # the same attempt: no retry spent
-            outage = OutageWait(self.parts).after_launch(result)  # runtime/outagewait.py
-            if outage is not False:  # a provider outage waited out: re-enter, no retry spent
-                self._close_banner(banner, result.outcome, limit, started)
-                if outage is not True:
-                    return _stopped(outage, True)
-                self.reporter.banner_open(f"{banner}, re-entered after a provider outage")
-                continue
             self.state.usage_warning = result.warning
             if result.outcome.status is Status.PAUSED:
                 self._close_banner(banner, result.outcome, limit, started)
@@ -175,8 +164,9 @@ class StepRunner(LoopPart):
 
     def _window_closed(self, plan: StepPlan) -> StepResult | None:
         """Before a launch: wait while another node found this credential's usage window
-        closed (or probes it). None: launch now."""
-        return _ended(UsageWait(self.parts).before_launch(plan.file.name), False)
+        closed (or probes it), or its provider down. None: launch now."""
+        return _ended(UsageWait(self.parts).before_launch(plan.file.name)
+                      or OutageWait(self.parts).before_launch(), False)
 
     def _pause_early(self, plan: StepPlan) -> StepResult | None:
         """Before a launch: when the last step reported its usage window used at or above
