@@ -5,7 +5,9 @@ a resume. In-process, with the fake clock and the scripted launcher."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
+from typing import Any
 
 from tests.loopfakes import LoopTree, loop_tree
 
@@ -37,15 +39,21 @@ def test_the_attempt_count_and_next_instant_are_recorded(loop_tree: LoopTree) ->
     t.node("r", {"01-A.md": "[stub:outage-first=2:500]"}, "--no-sync", "--max-iters", "1")
     seen: list[str] = []
     rows: list[tuple[object, ...]] = []
+    inbox: list[dict[str, Any]] = []
 
     def look() -> None:
         seen.append(t.cli("node", "status", "r").output.strip())
+        inbox.extend(i for i in json.loads(t.cli("inbox", "--json").output)
+                     if i["kind"] == "outage")
         rows.extend(t.sql("SELECT label, attempts, wake_at, state, closed_by "
                           "FROM provider_outages"))
     t.clock.after(40, look)  # during the second wait (60 s from 30 s)
     assert t.run("r") == 0
     assert len(seen) == 1 and _DETAIL.search(seen[0]), seen
     assert seen[0].startswith("active (waiting out a provider outage (HTTP 500, attempt 2)")
+    (item,) = inbox  # the inbox says it too, with the command that cuts the wait short
+    assert item["node"] == "main.r" and item["summary"].startswith(seen[0][len("active ("):58])
+    assert item["command"] == "fractal node pause main.r && fractal node resume main.r"
     ((label, attempts, wake_at, state, by),) = rows
     assert (label, attempts, state, by) == ("HTTP 500", 2, "waiting", "main.r")
     assert abs(float(str(wake_at)) - (t.clock.epoch0 + 30 + 60)) < 1.0
