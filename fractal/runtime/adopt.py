@@ -14,9 +14,11 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fractal.domain.outage import OUTAGE_EVENT
 from fractal.domain.outcome import AWAITING_APPROVAL, Status
 from fractal.domain.signals import PauseSpan
 from fractal.domain.waits import WAIT_STEP
+from fractal.runtime.usagewait import WAIT_EVENT
 from fractal.runtime.waitcredit import wait_credits
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
@@ -24,6 +26,9 @@ from fractal.store.timefmt import to_epoch
 from fractal.workspace.nodedir import write_atomic
 
 log = logging.getLogger(__name__)
+
+WAIT_EVENTS = (WAIT_EVENT, OUTAGE_EVENT)
+"""The events of the waits whose time is credited to the walls (``waitcredit``)."""
 
 __all__ = ["AWAITING_APPROVAL", "Adoption", "adopt", "load_sessions", "pause_spans",
            "resume_position", "save_sessions"]
@@ -100,14 +105,14 @@ def adopt(ledger: Ledger, node: str, session_path: Path) -> Adoption | None:
     last = iterations[-1] if iterations else None
     spans = pause_spans(ledger, node, run.run_id)
     sessions = load_sessions(session_path)
-    waited = wait_credits(ledger, node, run.run_id)
+    waited = wait_credits(ledger, node, run.run_id, WAIT_EVENTS)
     if last is None or last.ended_at is not None:
         return Adoption(run.run_id, to_epoch(run.started_at), last.iter if last else 0, None,
                         None, 1, None, spans, sessions, waited)
     position, gate = resume_position(ledger.steps_of_iteration(last.iter_id))
     return Adoption(run.run_id, to_epoch(run.started_at), last.iter, last.iter_id,
                     to_epoch(last.started_at), position, gate, spans, sessions, waited,
-                    wait_credits(ledger, node, run.run_id, last.iter_id))
+                    wait_credits(ledger, node, run.run_id, WAIT_EVENTS, last.iter_id))
 
 
 def pause_spans(ledger: Ledger, node: str, run_id: int) -> list[PauseSpan]:

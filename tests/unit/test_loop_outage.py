@@ -156,3 +156,33 @@ def test_an_outage_wait_keeps_its_credit_across_a_park(loop_tree: LoopTree) -> N
     assert t.run("w", resume=True, parked_for=10) == 0
     assert t.run_row("w") == ("completed", 0, "Reached max iterations (1)")
     assert t.iterations("w") == [(1, "completed", 0, "")]
+
+
+def test_a_wait_its_supervisor_died_in_is_credited_up_to_the_heals_park(
+        loop_tree: LoopTree) -> None:
+    from datetime import UTC, datetime
+
+    from fractal.runtime.adopt import WAIT_EVENTS
+    from fractal.runtime.waitcredit import wait_credits
+    from fractal.store.ledger import Ledger
+    from fractal.store.timefmt import format_ts
+
+    t = loop_tree
+    t.node("k", {"01-A.md": "a"}, "--no-sync", "--max-iters", "1")
+    t.run("k")
+    ((run_id, iter_id),) = t.sql("SELECT run_id, iter_id FROM iterations")
+    ledger, at = Ledger(t.db), 1_800_000_000.0
+
+    def event(name: str, status: str, meta: str, offset: float) -> None:
+        eid = ledger.add_event("main.k", name, actor="loop", status=status, metadata=meta,
+                               run_id=run_id, iter_id=iter_id)
+        t.sql_write("UPDATE events SET created_at = ? WHERE event_id = ?",
+                    format_ts(datetime.fromtimestamp(at + offset, UTC)), eid)
+    event("usage_wait", "started", "waiting for usage window until 01:00:00Z", 0)
+    event("wait_credit", "completed", "12.500", 12.5)  # a wait that ended: its record
+    event("usage_wait", "completed", "usage window reopened", 12.5)
+    event("outage_wait", "started", "waiting out a provider outage (...)", 100)
+    event("pause", "completed", "parked interrupted: supervisor lost", 140)  # the heal
+    assert wait_credits(ledger, "main.k", run_id, WAIT_EVENTS) == 12.5 + 40
+    assert wait_credits(ledger, "main.k", run_id, WAIT_EVENTS, iter_id) == 12.5 + 40
+    assert wait_credits(ledger, "main.k", run_id, WAIT_EVENTS, iter_id + 1) == 0.0
