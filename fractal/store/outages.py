@@ -52,28 +52,19 @@ class Outages(Registry):
         ``HTTP 529``) at ``now``; return the row. ``backoff(attempt)`` gives the seconds
         to wait after ``attempt`` failures in a row.
 
-        No row: attempt 1. The node holding the probe failed: one more attempt. Another
-        node found the outage while the row waits (its launch began before the row
-        existed): the row is kept as it is."""
+        No row: attempt 1. The node holding the probe failed: one more attempt, waiting
+        ``backoff`` of it. Another node found the outage while the row waits or another
+        node probes (its launch began before): the row is kept as it is."""
         with self._db() as tx:
             old = tx.one(_ROW, {"credential": credential})
-            if old is not None and not (old["state"] == OutageState.PROBING.value
-                                        and old["prober"] == node):
-                if old["state"] == OutageState.WAITING.value:
-                    attempts, wake = int(old["attempts"]), float(old["wake_at"])
-                else:  # another node probes: wait for its answer as from a new wait
-                    attempts, wake = int(old["attempts"]), now
-                values = {"label": old["label"], "attempts": attempts, "wake_at": wake,
-                          "state": old["state"], "prober": old["prober"],
-                          "probe_started": old["probe_started"],
-                          "closed_by": old["closed_by"], "updated_at": old["updated_at"]}
-            else:
+            if old is None or (old["state"] == OutageState.PROBING.value
+                               and old["prober"] == node):
                 attempts = 1 if old is None else int(old["attempts"]) + 1
-                values = {"label": label, "attempts": attempts,
-                          "wake_at": now + backoff(attempts),
-                          "state": OutageState.WAITING.value, "prober": None,
-                          "probe_started": None, "closed_by": node, "updated_at": utc_now()}
-            tx.run(_PUT, {"credential": credential, **values})
+                tx.run(_PUT, {"credential": credential, "label": label, "attempts": attempts,
+                              "wake_at": now + backoff(attempts),
+                              "state": OutageState.WAITING.value, "prober": None,
+                              "probe_started": None, "closed_by": node,
+                              "updated_at": utc_now()})
         row = self.outage(credential)
         assert row is not None
         return row
