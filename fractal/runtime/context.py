@@ -55,6 +55,9 @@ class Boot:
     pricing: bool = False
     #: The absolute path of the ``fractal`` the run belongs to (``FRACTAL_BIN``).
     fractal_bin: str = "fractal"
+    #: A resume adopted a run parked in a provider-outage wait: its first launch probes at
+    #: once, cutting the wait short (``runtime.outagewait``).
+    outage_cut: bool = False
 
     @property
     def detached(self) -> bool:

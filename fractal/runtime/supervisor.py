@@ -59,11 +59,11 @@ from fractal.runtime.ends import finish_reason, notify_unsettled
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
+from fractal.runtime.outagewait import end_parked_waits
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
-from fractal.runtime.usagewait import end_parked_wait
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.lockwait import DatabaseLocked
@@ -187,8 +187,8 @@ class Supervisor:
 
     def _resume(self, config: NodeConfig | None, problem: str, launch_env: dict[str, str]) -> int:
         """Adopt the parked run: same run id, iteration count and budgets; the open
-        iteration is re-entered at its interrupted step, and the parked time is credited
-        back to the run and iteration walls. A preflight failure parks it again, so a fixed
+        iteration is re-entered at its interrupted step, and the parked time (and the waits'
+        time before the park) is credited back to the run and iteration walls. A preflight failure parks it again, so a fixed
         environment can resume once more; with no open run to adopt the node exits (no
         notice: no run)."""
         plan = adopt(self.ledger, self.paths.branch, self.paths.session_path)
@@ -199,7 +199,7 @@ class Supervisor:
         self.reporter.banner_open(f"Run {plan.run_id} of {self.paths.branch} resumed at "
                                   f"{self._now()}", major=True)
         Steering(self.ledger, plan.run_id).clear_pause()
-        end_parked_wait(self.ledger, self.paths.branch, plan.run_id)
+        cut = end_parked_waits(self.ledger, self.paths.branch, plan.run_id)  # an outage's: cut
         if config is None:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
@@ -217,16 +217,18 @@ class Supervisor:
         except RunAbort as exc:
             self.reporter.warning(f"cannot resume: {exc}")
             raise Park(f"again: {exc}") from None
+        if cut:
+            boot = replace(boot, outage_cut=True)
         self._reenter_session(plan.iter_id, plan.resume_position, boot, state)
-        clock = self.clock
-        now, mono = clock.time(), clock.monotonic()
-        run_end = credited_deadline(plan.run_started, boot.run_timeout,
-                                    paused_seconds(plan.spans, plan.run_started, now))
+        now, mono = self.clock.time(), self.clock.monotonic()
+        run_end = credited_deadline(plan.run_started, boot.run_timeout, plan.waited
+                                    + paused_seconds(plan.spans, plan.run_started, now))
         state.run_deadline = None if run_end is None else mono + (run_end - now)
         if plan.iter_id is not None and plan.iter_started is not None:
             state.iter_id = plan.iter_id  # a park before the re-entry still names it
             iter_end = credited_deadline(plan.iter_started, boot.iter_timeout or boot.interval,
-                                         paused_seconds(plan.spans, plan.iter_started, now))
+                                         plan.iter_waited
+                                         + paused_seconds(plan.spans, plan.iter_started, now))
             state.reentry = Reentry(
                 iter_id=plan.iter_id, position=plan.resume_position,
                 gate=plan.pending_gate.step_id if plan.pending_gate else None,

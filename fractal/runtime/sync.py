@@ -2,7 +2,8 @@
 in the tree since the previous SYNC of the run. The strict one runs before a step whose
 kind asks for it (``StepKind.syncs_before``); the lenient one runs every ``wait`` window
 while the loop waits (an approval gate, the children, a finish drain). A closed usage
-window is waited out as for any launch (``UsageWait``).
+window is waited out as for any launch (``UsageWait``), and so is a provider outage
+found before the strict SYNC's launch (``OutageWait``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fractal.domain.steps import StepFile, banner_verdict, step_label
 from fractal.runtime.kinds.base import StepPlan, StepResult, wait_ended
 from fractal.runtime.launches import Launches
 from fractal.runtime.loopparts import LoopPart, LoopParts
+from fractal.runtime.outagewait import OutageWait
 from fractal.runtime.steering import Park
 from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
@@ -23,10 +25,12 @@ __all__ = ["Sync"]
 class Sync(LoopPart):
     """Runs the SYNC pseudo-steps of the run through its ``Launches``."""
 
-    def __init__(self, parts: LoopParts, launches: Launches, usage: UsageWait) -> None:
+    def __init__(self, parts: LoopParts, launches: Launches, usage: UsageWait,
+                 outage: OutageWait) -> None:
         super().__init__(parts)
         self.launches = launches
         self.usage = usage
+        self.outage = outage
         self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
 
     def before(self, plan: StepPlan, node_md: str) -> StepResult:
@@ -37,7 +41,7 @@ class Sync(LoopPart):
         self.reporter.banner_open(banner)
         started = self.clock.monotonic()
         while True:  # a closed usage window is waited out, then the SYNC runs again
-            early = self.usage.before_launch(plan.file.name)
+            early = self.usage.before_launch(plan.file.name) or self.outage.before_launch()
             if early is not None:
                 self._close(banner, early, None, started)
                 return wait_ended(early, self.usage.ending, launched=False)

@@ -44,6 +44,7 @@ from fractal.domain.usage import (
 )
 from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park
+from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
 
@@ -260,8 +261,9 @@ class UsageWait(LoopPart):
             self.waker.wait(max(0.0, min(until, give_up) - now), poll=USAGE_POLL)
 
     def _credit(self, waited: float) -> None:
-        """The waited seconds do not count against the run and iteration walls."""
-        self.state.credit_walls(waited)
+        """The waited seconds do not count against the run and iteration walls, now or
+        after a resume (``waitcredit``)."""
+        credit_wait(self.ledger, self.boot.paths.branch, self.state, waited)
 
     def _close_event(self, node: str, how: str) -> None:
         self.ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",

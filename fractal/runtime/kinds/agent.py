@@ -21,6 +21,7 @@ from fractal.domain.signals import Signal
 from fractal.domain.steps import banner_label, step_label
 from fractal.runtime.kinds.base import StepCall, StepPlan, StepResult
 from fractal.runtime.kinds.kit import KindPart, StepKit
+from fractal.runtime.kinds.outage import ProviderOutageWait
 from fractal.runtime.kinds.usagewindow import UsageWindowWait
 from fractal.runtime.kinds.waits import LaunchWait
 from fractal.runtime.launch import AttemptResult
@@ -30,7 +31,8 @@ from fractal.runtime.stepbuild import step_backend, step_route
 
 __all__ = ["WAITS", "AgentStep"]
 
-WAITS: tuple[Callable[[LoopParts, StepKit], LaunchWait], ...] = (UsageWindowWait,)
+WAITS: tuple[Callable[[LoopParts, StepKit], LaunchWait], ...] = (UsageWindowWait,
+                                                                  ProviderOutageWait)
 """The agent step's waits, consulted in this order (each built with the run's parts and
 kit; a new one is a class with the ``LaunchWait`` shape and a row here)."""
 

@@ -15,6 +15,7 @@ from fractal.runtime.approval import ApprovalGate
 from fractal.runtime.kinds.base import StepCall, StepPlan, StepResult
 from fractal.runtime.launches import Launches
 from fractal.runtime.loopparts import LoopPart, LoopParts
+from fractal.runtime.outagewait import OutageWait
 from fractal.runtime.sync import Sync
 from fractal.runtime.usagewait import UsageWait
 
@@ -62,7 +63,8 @@ class StepKit:
         self.parts = parts
         self.launches = Launches(parts)
         self.usage = UsageWait(parts)
-        self.sync = Sync(parts, self.launches, self.usage)
+        self.outage = OutageWait(parts)
+        self.sync = Sync(parts, self.launches, self.usage, self.outage)
         self.approval = ApprovalGate(parts, self.launches, self.sync, self.usage)
         self._kinds: dict[type[KindPart], KindPart] = {}
 
