@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fractal.store.schema import HEAD_REVISION
 from tests.dblock import held
 from tests.e2e.conftest import Tree
 from tests.helpers import git, wait_until
@@ -91,7 +92,7 @@ def test_doctor_reports_each_disagreement_with_its_repair(tree: Tree) -> None:
     assert out.returncode == 1
     lines = out.stdout.splitlines()
     assert lines == [
-        "database .fractal/main/fractal.db: is at schema 0001, this fractal's is 0015; "
+        f"database .fractal/main/fractal.db: is at schema 0001, this fractal's is {HEAD_REVISION}; "
         "repair: `fractal node list` (any command that reads the tree upgrades it)",
         "main.a: its worktree .worktrees/main.a is gone; repair: `git worktree add "
         ".worktrees/main.a main.a` brings it back, or `fractal node delete main.a` "
