@@ -18,6 +18,7 @@ from fractal.domain.reasons import (
     EXIT_TIMEOUT,
     REASON_LIMIT,
     clip_reason,
+    done_reason,
     exit_code_from_returncode,
     retry_reason,
     signal_exit_code,
@@ -113,7 +114,8 @@ class RunFacts:
     newest red scored check to its threshold (``score 0.72 of 0.8 needed``; None when
     there is none or it is stale), added to a budget or iteration-cap end.
     ``pool_end`` is a worker pool's end (``pool: 8 done, 1 failed``): every item settled
-    and reviewed.
+    and reviewed. ``done`` is the reason the node's own agent gave when it ended its run
+    (``fractal node done``; ``""`` without one), None when it did not.
     """
 
     run_id: int
@@ -133,6 +135,7 @@ class RunFacts:
     stagnation: str | None = None
     score_note: str | None = None
     pool_end: str | None = None
+    done: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     """The terminal matrix that closes a run, first match wins.
 
     budget -> exited/0 (the budget reason); setup abort -> exited/1 ``setup failed x<N>``;
-    finish drained -> completed/0 ``Finished by request``; run timeout -> exited/1
+    finish drained -> completed/0 ``Finished by request``; the node's own ``done`` ->
+    completed/0 ``Done`` or ``Done: <its reason>``; run timeout -> exited/1
     ``Timed out at iteration R.I (<walls>)``; stop -> stopped/0 ``Stopped by request``;
     ``max_iters`` reached with the last iteration OK -> completed/0
     ``Reached max iterations (N)``, or failed -> exited/1 ``...; final iteration failed``;
@@ -190,6 +194,8 @@ def _matrix(facts: RunFacts) -> RunEnd:
         return _end(Status.EXITED, 1, f"setup failed x{facts.setup_failures}")
     if facts.finish_drained:
         return _end(Status.COMPLETED, 0, "Finished by request")
+    if facts.done is not None:
+        return _end(Status.COMPLETED, 0, done_reason(facts.done))
     if facts.timed_out:
         return _end(Status.EXITED, 1, f"Timed out at iteration {ref} ({facts.walls_label})")
     if facts.stopped:
@@ -206,7 +212,7 @@ def _causes(facts: RunFacts) -> set[StopCause]:
     """The ``StopCause`` conditions that hold in ``facts``."""
     holding = {
         StopCause.EXIT_CHECK: facts.exit_check_passed is not None,
-        StopCause.SIGNAL: facts.stopped or facts.finish_drained,
+        StopCause.SIGNAL: facts.stopped or facts.finish_drained or facts.done is not None,
         StopCause.NO_PROGRESS: facts.no_progress is not None,
         StopCause.STAGNATION: facts.stagnation is not None,
         StopCause.BUDGET: facts.budget_reason is not None,
