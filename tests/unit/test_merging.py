@@ -72,6 +72,12 @@ BASE = MergeFacts(child="main.a", target="main", child_status="completed", targe
      "REVIEW never approved"),
     ({"unapproved_gate": "EXECUTE"}, "EXECUTE never approved"),
     ({"unapproved_gate": "EXECUTE", "force": True}, None),
+    ({"unmerged_below": ("main.a.x (completed, its work never merged into main.a)",)},
+     "main.a's subtree holds work that never reached main.a: main.a.x (completed"),
+    ({"unmerged_below": ("main.a.x (a conflict handed back to it, not merged since)",),
+      "force": True}, None),
+    ({"unmerged_below": ("main.a.x (stopped, ...)",), "unapproved_gate": "PLAN"},
+     "PLAN never approved"),
     ({"target_dirty": ("x",), "force": True}, "uncommitted"),
     ({"child_status": "active", "force": True}, "active"),
 ])
