@@ -32,7 +32,7 @@ def test_a_lead_delegates_with_its_prompts_alone(tree: Tree, tmp_path: Path) -> 
     prompts = {p.name: p.read_text() for p in sorted(story.glob("prompt-*.txt"))}
     spawn = next(t for t in prompts.values() if t.startswith("step 1 of 2 (SPAWN)"))
     assert ('`fractal node init NAME --title "TITLE" --task-file FILE --gate EXECUTE '
-            '--max-iters N --max-cost USD`') in spawn
+            '--max-iters N --max-children 0 --max-depth 0 --max-cost 1.25`') in spawn
     assert "`fractal node start NAME`" in spawn and "`fractal radio feed`" in spawn
     waits = [t for t in prompts.values() if t.startswith("SYNC while waiting for children")]
     assert waits and "`fractal node pending`" in waits[0]
