@@ -73,3 +73,21 @@ def test_init_max_depth_sets_the_trees_levels(tmp_path: Path) -> None:
         init_tree(repo, max_depth="0")
     bad = run_cli(["init", "--max-depth", "deep"], cwd=repo, check=False)
     assert bad.returncode == 1 and "`unlimited`" in bad.stderr
+
+
+def test_a_pool_needs_a_level_for_its_workers(tmp_path: Path) -> None:
+    """A pool node gets the one level its workers need; under a lead whose levels are all
+    used (a default tree), the pool is refused before anything is made, naming the cap."""
+    from fractal.lifecycle.pool import create_pool
+
+    repo = tmp_path / "repo"
+    make_repo(repo)
+    init_tree(repo, agent="true")
+    init_node(open_context(repo), "lead", {})
+    inside = open_context(repo / ".worktrees" / "main.lead")
+    with pytest.raises(FractalError, match=r"a pool's workers are one level below it, and "
+                                           r"main\.lead allows descendants 1 level\(s\) deep"):
+        create_pool(inside, "items", "a\nb\n", "do it", None, {})
+    assert not (repo / ".worktrees" / "main.lead.items").exists()
+    create_pool(open_context(repo), "items", "a\nb\n", "do it", None, {})
+    assert _config(repo, "main.items")["max_depth"] == 1
