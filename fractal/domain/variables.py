@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fractal.domain.nodeinit import child_caps
+from fractal.domain.spawncaps import child_caps
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,8 @@ from dataclasses import dataclass
 
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
-from fractal.domain.nodeinit import (
-    budget_share,
-    inherited_depth,
-    inherited_preferences,
-    tree_depth,
-    uncommitted_warning,
-)
+from fractal.domain.nodeinit import inherited_preferences, uncommitted_warning
+from fractal.domain.spawncaps import budget_share, inherited_depth, tree_depth
 from fractal.domain.variables import may_spawn
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps

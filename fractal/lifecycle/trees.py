@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.agents.base import split_agent
-from fractal.domain.nodeinit import DEFAULT_TREE_DEPTH, parse_tree_depth
+from fractal.domain.spawncaps import DEFAULT_TREE_DEPTH, parse_tree_depth
 from fractal.errors import FractalError, InvalidValue
 from fractal.tree import Tree
 from fractal.workspace import git
