@@ -14,9 +14,10 @@ outside its node directory (untracked files stay where they are, unless the merg
 write over one), or a merge/rebase/cherry-pick/revert in progress there; the node active or
 paused; the target active or paused, unless the caller is the target's own loop (its agent
 merging a settled child from inside a step); with ``force`` unset, the node's last run
-ended ``exited`` (unless it landed on its budget, or it ended on a conflict handed back
-that the node has concluded since) or left a gated step never approved (a finish, stop,
-kill, crash heal or time wall that ended the run at a waiting gate), or the node's subtree
+left a gated step never approved (a finish, stop, kill, crash heal or time wall that
+ended the run at a waiting gate; named before the next rule), or ended ``exited`` (unless
+it landed on its budget, or it ended on a conflict handed back that the node has
+concluded since), or the node's subtree
 still holds work that never reached it: a descendant with a conflict handed back and not
 merged since, or a settled descendant whose work never merged into its own parent.
 """
@@ -151,14 +152,14 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 f"(`fractal node start --continue {child}`), or resolve and commit it by hand "
                 f"in its worktree, then merge again (--force skips this check, but the "
                 f"branch still lacks the resolution, so the merge meets the conflict again)")
+    if facts.unapproved_gate is not None:  # whatever ended the run: a finish, a kill, a heal
+        return (f"{child}'s last run ended ({facts.last_run_status}) with "
+                f"{facts.unapproved_gate} never approved; review it (`fractal node diff "
+                f"{child}`), then merge with --force to take it anyway")
     if facts.last_run_status == "exited" and not facts.budget_landing and \
             not facts.hand_back_resolved:
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
                 f"done); look at `fractal node activity {child}`, then merge with --force "
-                "to take it anyway")
-    if facts.unapproved_gate is not None:
-        return (f"{child}'s last run ended with {facts.unapproved_gate} never approved; "
-                "review it (`fractal node diff " + child + "`), then merge with --force "
                 "to take it anyway")
     if facts.unmerged_below:
         return (f"{child}'s subtree holds work that never reached {child}: "

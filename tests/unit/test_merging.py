@@ -71,6 +71,9 @@ BASE = MergeFacts(child="main.a", target="main", child_status="completed", targe
     ({"last_run_status": "exited", "budget_landing": True, "unapproved_gate": "REVIEW"},
      "REVIEW never approved"),
     ({"unapproved_gate": "EXECUTE"}, "EXECUTE never approved"),
+    ({"last_run_status": "exited", "unapproved_gate": "EXECUTE"},
+     "last run ended (exited) with EXECUTE never approved"),  # a heal or a wall at the gate
+    ({"last_run_status": "killed", "unapproved_gate": "PLAN"}, "ended (killed) with PLAN"),
     ({"unapproved_gate": "EXECUTE", "force": True}, None),
     ({"unmerged_below": ("main.a.x (completed, its work never merged into main.a)",)},
      "main.a's subtree holds work that never reached main.a: main.a.x (completed"),
