@@ -65,7 +65,7 @@ SCREEN_JS = """
   const buf = term.buffer.active, lines = [];
   for (let i = 0; i < term.rows; i++) {
     const line = buf.getLine(buf.viewportY + i);
-    lines.push(line ? line.translateToString(true) : '');
+    lines.push(line ? line.translateToString(true, 0, term.cols) : '');
   }
   return {cols: term.cols, rows: term.rows, text: lines.join('\\n')};
 })()
@@ -107,11 +107,12 @@ class Browser:
         import websocket  # websocket-client: imported only by the tests that drive a browser
 
         profile.mkdir(parents=True, exist_ok=True)
+        port_file = profile / "DevToolsActivePort"
+        port_file.unlink(missing_ok=True)  # a reused profile's is stale
         self.proc = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        port_file = profile / "DevToolsActivePort"
         try:
             wait_until(lambda: port_file.exists() and port_file.read_text().strip(),
                        timeout=30, message="chromium's DevTools port")
