@@ -41,6 +41,19 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         started.close()
 
 
+def _redrawn(browser: Browser) -> str | None:
+    """The page's text once the dashboard fills a terminal under 100 columns edge to
+    edge (its tree pane's border as wide as the terminal, the key bar on the last row),
+    else None: the browser refits the terminal first, the app redraws after."""
+    columns, _rows = browser.terminal_size()
+    lines = browser.screen_text().splitlines()
+    if not 0 < columns < 100 or len(lines) < 3:
+        return None
+    top = next((line for line in lines if "─ tree " in line), "")
+    full = len(top.rstrip()) == columns and "quit" in lines[-1]
+    return "\n".join(lines) if full else None
+
+
 def answer_yes(browser: Browser, question: str, tries: int = 3) -> None:
     """Press ``y`` on the confirmation showing ``question`` until it closes. A key that
     arrives in the instant after a dialog pushed from a worker is first painted is not
@@ -90,12 +103,12 @@ def test_the_browser_shows_the_tree_and_its_approve_key_releases_the_gate(
         wait_for_text(browser, "approved main.gated step")  # and the page says so
 
         browser.size(*PHONE, mobile=True)
-        wait_until(lambda: 0 < browser.terminal_size()[0] < 100, timeout=15,
-                   message="the page refitted to a phone's width")
-        screen = wait_for_text(browser, "gated", "node")
+        screen = wait_until(lambda: _redrawn(browser), timeout=15,
+                            message="the dashboard redrawn at a phone's width")
         lines = screen.splitlines()
         tree_at = next(i for i, line in enumerate(lines) if "─ tree " in line)
         node_at = next(i for i, line in enumerate(lines) if "─ node " in line)
         assert tree_at < node_at  # one column: the tree first, the node pane below it
+        assert "gated" in screen and "inbox" in screen
         browser.screenshot(tmp_path / "dashboard-web-phone.png")
     assert "refused" not in web.stderr()
