@@ -19,7 +19,8 @@ DEFAULT_PORT = 8765
 TOKEN_PARAM = "token"
 """The URL query parameter that carries the token."""
 COOKIE = "fractal_token"
-"""The cookie the dashboard's page sets so its websocket and static files carry the token."""
+"""The prefix of the cookie the dashboard's page sets so its websocket and static files
+carry the token (each server adds an id of its own)."""
 
 
 class Listen(NamedTuple):

@@ -56,6 +56,9 @@ class DashboardServer(Server):
                          templates_path=asset_root() / "web")
         self.token = token
         self.say = say
+        # A name of this server's own: cookies ignore ports, so two servers on one host (or
+        # two tunnels to 127.0.0.1) would overwrite each other's under one name.
+        self.cookie = f"{webaccess.COOKIE}_{os.urandom(4).hex()}"
 
     async def make_app(self) -> web.Application:
         """textual-serve's application (its page, websocket, download and static routes)
@@ -71,8 +74,7 @@ class DashboardServer(Server):
         websocket, opened from this server's own page; refuse any other with 401 (no
         token) or 403 (a wrong token, another site's page), logged through ``say``. The
         page's response sets the cookie, so the page's own requests carry the token."""
-        given = request.query.get(webaccess.TOKEN_PARAM) or request.cookies.get(
-            webaccess.COOKIE)
+        given = request.query.get(webaccess.TOKEN_PARAM) or request.cookies.get(self.cookie)
         if not webaccess.token_matches(given, self.token):
             status, why = webaccess.refusal(given)
             return self._refuse(request, status, why)
@@ -81,7 +83,7 @@ class DashboardServer(Server):
             return self._refuse(request, 403, "a websocket from another site's page")
         response = await handler(request)
         if request.path == "/" and request.query.get(webaccess.TOKEN_PARAM):
-            response.set_cookie(webaccess.COOKIE, self.token, httponly=True,
+            response.set_cookie(self.cookie, self.token, httponly=True,
                                 samesite="Strict", path="/")
         return response
 

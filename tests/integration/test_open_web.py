@@ -5,6 +5,8 @@ it will not listen on. HTTP through urllib; the browser itself is the e2e tier's
 
 from __future__ import annotations
 
+import re
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -56,8 +58,11 @@ def test_only_the_printed_url_opens_the_dashboard(repo: Path) -> None:
 
         status, page, cookie = _get(web.url)
         assert status == 200 and "/ws" in page and "googleapis" not in page
-        assert "fractal_token=" + token in cookie and "HttpOnly" in cookie
-        jar = {"Cookie": f"fractal_token={token}"}
+        name = re.search(r"(fractal_token_[0-9a-f]{8})=" + token, cookie)
+        assert name is not None and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        jar = {"Cookie": f"{name[1]}={token}"}
+        assert _get(f"{web.base}static/js/textual.js", {"Cookie": f"fractal_token={token}"}
+                    )[0] == 401  # another server's cookie name carries nothing here
         assert _get(f"{web.base}static/js/textual.js", jar)[0] == 200  # the page's script
         other_site = {**jar, "Origin": "http://evil.example", "Connection": "Upgrade",
                       "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
@@ -106,3 +111,15 @@ def test_a_port_in_use_is_refused_with_what_to_do(repo: Path) -> None:
 def test_without_a_terminal_the_refusal_names_the_web_dashboard(repo: Path) -> None:
     done = run_cli(["open"], repo, check=False)
     assert done.returncode == 1 and "fractal open --web" in done.stderr
+
+
+def test_without_the_web_extra_the_refusal_names_it(repo: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from fractal.cli.open import open_cmd
+
+    monkeypatch.setitem(sys.modules, "fractal.tui.web", None)  # as if textual-serve were absent
+    done = CliRunner().invoke(open_cmd, ["--web", "--path", str(repo)])
+    assert done.exit_code == 1
+    assert "pip install 'fractal[web]'" in str(done.exception)
