@@ -32,8 +32,8 @@ from typing import Any
 
 from tests.helpers import SCALE, wait_until
 
-INSTALL_TIMEOUT = 600.0
-"""Seconds an apt-get install of chromium may take (a first install downloads ~100 MiB)."""
+INSTALL_TIMEOUT = 280.0
+"""Seconds one apt-get call may take (a first install of chromium downloads ~100 MiB)."""
 
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -86,12 +86,13 @@ def chromium() -> tuple[str | None, str]:
         fcntl.flock(held, fcntl.LOCK_EX)
         if not shutil.which("chromium"):
             env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-            for argv in (["apt-get", "install", "-y", "-qq", "chromium"],
-                         ["apt-get", "update", "-qq"],
-                         ["apt-get", "install", "-y", "-qq", "chromium"]):
+            wait = ["-o", "DPkg::Lock::Timeout=120"]  # another apt-get may hold the lock
+            for argv in (["apt-get", *wait, "install", "-y", "-qq", "chromium"],
+                         ["apt-get", *wait, "update", "-qq"],
+                         ["apt-get", *wait, "install", "-y", "-qq", "chromium"]):
                 done = subprocess.run(argv, env=env, capture_output=True, text=True,
                                       timeout=INSTALL_TIMEOUT, check=False)
-                if argv[1] == "install" and done.returncode == 0:
+                if "install" in argv and done.returncode == 0:
                     break
             else:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:]

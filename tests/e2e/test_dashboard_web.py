@@ -16,7 +16,9 @@ from tests.e2e.conftest import Tree
 from tests.guards import EXEMPT_TREES
 from tests.helpers import wait_until
 
-pytestmark = pytest.mark.e2e
+# The first test sets up the module's browser, which on a machine without chromium is an
+# apt-get install (minutes): its time wall covers that.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 pytest.importorskip("textual_serve", reason="the web extra (fractal[web]) is not installed")
 pytest.importorskip("websocket", reason="websocket-client (a dev dependency) is not installed")
