@@ -14,7 +14,6 @@ import logging
 from fractal.domain.states import Status
 from fractal.domain.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 from fractal.errors import FractalError
-from fractal.runtime.digest import unmerged_hand_backs
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 
@@ -37,6 +36,8 @@ def unmerged_reason(ledger: Ledger, paths: NodePaths, reason: str) -> str:
     """``reason``, plus ``; hand-back of <child> not merged`` for each direct child of
     ``paths.branch`` still holding a hand-back note (``runtime.digest``); a registry that
     cannot be read leaves ``reason`` as it is (logged)."""
+    from fractal.runtime.digest import unmerged_hand_backs  # a run's end: start-up cost
+
     try:
         return not_merged(reason, unmerged_hand_backs(ledger, paths))
     except FractalError as exc:

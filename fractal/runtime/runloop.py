@@ -30,7 +30,6 @@ from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay, time_budget_label
 from fractal.runtime import heap
 from fractal.runtime.checks import CheckRunner, CheckVerdict
-from fractal.runtime.digest import unmerged_hand_backs
 from fractal.runtime.filecache import FILES, live_config
 from fractal.runtime.gates import WaitEnd, await_hand_backs, drain_children
 from fractal.runtime.iteration import IterationResult, IterationRunner
@@ -91,6 +90,8 @@ class RunLoop(LoopPart):
     def _hold_for_hand_backs(self) -> None:
         """Wait for the children's hand-backs to be merged again before a ``completed``
         end (the module docstring); any other end, or none pending, passes at once."""
+        from fractal.runtime.digest import unmerged_hand_backs  # a run's end: start-up cost
+
         paths, state = self.boot.paths, self.state
         try:
             pending = unmerged_hand_backs(self.ledger, paths)

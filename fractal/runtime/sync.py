@@ -12,8 +12,9 @@ found before the strict SYNC's launch (``OutageWait``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fractal.assets import mode_text
-from fractal.domain.digest import DigestKey, news, render_digest
 from fractal.domain.outcome import Status, StepOutcome
 from fractal.domain.steps import StepFile, banner_verdict, step_label
 from fractal.runtime.kinds.base import StepPlan, StepResult, wait_ended
@@ -23,6 +24,9 @@ from fractal.runtime.outagewait import OutageWait
 from fractal.runtime.steering import Park
 from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
+
+if TYPE_CHECKING:
+    from fractal.domain.digest import DigestKey
 
 __all__ = ["FRESH", "Sync"]
 
@@ -80,7 +84,8 @@ class Sync(LoopPart):
         session (a ``detached`` one: it resumes nothing and is not kept). A closed usage
         window is waited out as for any launch; True when that ends the run
         (``UsageWait.ending`` says how)."""
-        from fractal.runtime.digest import look  # waiting loops only
+        from fractal.domain.digest import news  # waiting loops only: start-up cost
+        from fractal.runtime.digest import look
 
         found = look(self.ledger, self.boot.paths, self._synced_at)
         if found is None or not news(self._seen, found.key):
@@ -114,7 +119,8 @@ class Sync(LoopPart):
 
     def _body(self) -> str:
         """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
-        from fractal.runtime.digest import look  # SYNC steps only
+        from fractal.domain.digest import render_digest  # SYNC steps only: start-up cost
+        from fractal.runtime.digest import look
 
         since, self._synced_at = self._synced_at, utc_now()
         found = look(self.ledger, self.boot.paths, since)
