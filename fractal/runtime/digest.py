@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from fractal.domain.digest import NEWEST, Digest, DigestKey, render_digest
+from fractal.domain.digest import NEWEST, Digest, DigestKey
 from fractal.domain.errors import FractalError
 from fractal.domain.outcome import Status
 from fractal.store import radio_reads
@@ -18,7 +18,7 @@ from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 from fractal.workspace.handback import read_note
 
-__all__ = ["Look", "look", "sync_digest", "unmerged_hand_backs"]
+__all__ = ["Look", "look", "unmerged_hand_backs"]
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,3 @@ def look(ledger: Ledger, paths: NodePaths, since: str | None) -> Look | None:
                     handed_to_me=read_note(paths.node_dir) is not None)
     return Look(digest, key)
 
-
-def sync_digest(ledger: Ledger, paths: NodePaths, since: str | None) -> str:
-    """The rendered digest for ``paths.branch`` (``since`` as for ``look``), or '' when
-    the database cannot be read."""
-    found = look(ledger, paths, since)
-    return "" if found is None else render_digest(found.digest)

@@ -12,6 +12,8 @@ found before the strict SYNC's launch (``OutageWait``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fractal.assets import mode_text
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FRESH", "Sync"]
 
-FRESH = {"detached": "true"}
+FRESH: Mapping[str, str] = MappingProxyType({"detached": "true"})
 """The frontmatter a waiting loop's SYNC launches under: a fresh session each time, so
 its prompt is one SYNC's (about 5 KB), not the iteration's growing conversation."""
 
