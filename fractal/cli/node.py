@@ -95,7 +95,7 @@ def _init_options(func: Any) -> Any:
         ("--step-retry-backoff", "Delay before each retry (default 10s)."),
         ("--interval", "Fixed cadence between iteration starts, e.g. 30m."),
         ("--sleep", "Fixed gap between iterations, e.g. 5m."),
-        ("--wait", "Wait window while draining or awaiting approval (default 1m)."),
+        ("--wait", "Wait window: how often a waiting loop looks for news to SYNC on (default 1m)."),
         ("--max-cost", "Run ceiling in USD (node plus descendants)."),
         ("--max-iter-cost", "Per-iteration cap in USD."),
         ("--max-step-cost", "Per-step cap in USD."),

@@ -162,7 +162,7 @@ class IterationRunner(LoopPart):
             self._backstop("auto", "")
             return IterationResult(False, str(exc), discovery_failed=True)
         self._warn_frontmatter(plans)
-        node_md = self._node_md()
+        node_md = self.node_md()
         reentry = self.state.reentry
         start = reentry.position if reentry is not None else 1
         for index, plan in enumerate(plans):
@@ -326,7 +326,8 @@ class IterationRunner(LoopPart):
         self._backstop(label, body)
         return IterationResult(False, reason)
 
-    def _node_md(self) -> str:
+    def node_md(self) -> str:
+        """NODE.md's text ('' with a warning when it is missing or not a regular file)."""
         try:
             if not self.boot.paths.node_md.is_file():  # a FIFO would block forever
                 raise OSError("not a regular file")
@@ -334,6 +335,13 @@ class IterationRunner(LoopPart):
         except OSError:
             self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
             return ""
+
+    def leave_iteration(self) -> None:
+        """The run is past its last iteration and held at its end (a hand-back's re-merge):
+        no iteration is open, so a launch books its row to the run alone and only the run
+        wall bounds it."""
+        self.state.iter_id = None
+        self.state.iter_deadline = None
 
     def _backstop(self, label: str, body: str) -> str | None:
         """Commit what is left; returns the failure (recorded as an event), or None."""
