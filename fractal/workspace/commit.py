@@ -36,6 +36,7 @@ from fractal.workspace.commit_types import (
     listing,
 )
 from fractal.workspace.conflict_guard import check_no_conflict
+from fractal.workspace.gitguard import repository_programs
 from fractal.workspace.git import changed_paths, commit_files, git_env, has_remote, run_git
 from fractal.workspace.wiki import guard_generated, node_wikis, snapshot_generated
 from fractal.workspace.worktrees import set_identity
@@ -157,7 +158,7 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
         check_clean(worktree)
         notes.notice(f"no uncommitted changes in {worktree}")
         return notes.outcome(request.subject)
-    with commit_turn(worktree):
+    with commit_turn(worktree), repository_programs():  # the one git run with its hooks
         return _commit(request, notes, runner, on_commit)
 
 
