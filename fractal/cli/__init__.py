@@ -130,6 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     from fractal.cli.crash import CrashSite
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
+    if site.argv[:1] != ["open"]:  # the dashboard draws with escape sequences of its own
+        from fractal.cli.safeout import guard_terminal  # only here: a command's own imports
+
+        guard_terminal()
     try:
         cli.main(args=argv, prog_name="fractal", standalone_mode=False, obj=site)
     except (Exception, KeyboardInterrupt) as exc:

@@ -36,8 +36,8 @@ from fractal.workspace.commit_types import (
     listing,
 )
 from fractal.workspace.conflict_guard import check_no_conflict
-from fractal.workspace.gitguard import repository_programs
 from fractal.workspace.git import changed_paths, commit_files, git_env, has_remote, run_git
+from fractal.workspace.gitguard import repository_programs
 from fractal.workspace.wiki import guard_generated, node_wikis, snapshot_generated
 from fractal.workspace.worktrees import set_identity
 

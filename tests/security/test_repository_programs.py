@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import copy_of_tree, git, make_repo
-from tests.loopfakes import LoopTree, loop_tree  # noqa: F401 (the fixture)
+from tests.loopfakes import LoopTree, loop_tree
 from tests.trees import run_cli_as
+
+__all__ = ["loop_tree"]
 
 HOOKS = ("pre-commit", "commit-msg", "post-commit", "post-checkout", "post-merge",
          "pre-merge-commit", "reference-transaction", "post-index-change", "post-rewrite",
