@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
+from fractal.domain.limits import NODE_FILE_CAP, over_cap
 from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason, without_retry
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
@@ -35,6 +36,7 @@ from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
+from fractal.workspace.nodedir import OversizeFile, read_capped
 from fractal.workspace.status_ahead import PendingStatus
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,8 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
         except UnicodeDecodeError as exc:
             raise RunAbort(f"step file {step.filename} is not valid UTF-8 "
                            f"(byte {exc.start}: {exc.reason})") from None
+        except OversizeFile as exc:
+            raise RunAbort(str(exc)) from None
         plans.append(StepPlan(step, frontmatter, warnings))
     return plans
 
@@ -336,13 +340,17 @@ class IterationRunner(LoopPart):
         return clip_reason(f"setup failed: {tail}" if tail else f"setup failed (exit {code})")
 
     def _node_md(self) -> str:
+        """NODE.md's text; "" (a warning) when it is missing or not a regular file.
+        Raises RunAbort past ``NODE_FILE_CAP`` bytes (the reason names the cap)."""
+        path = self.boot.paths.node_md
         try:
-            if not self.boot.paths.node_md.is_file():  # a FIFO would block forever
-                raise OSError("not a regular file")
-            return self.boot.paths.node_md.read_text(encoding="utf-8", errors="replace")
+            data = read_capped(path, NODE_FILE_CAP)  # a FIFO is refused, never waited on
         except OSError:
             self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
             return ""
+        if len(data) > NODE_FILE_CAP:
+            raise RunAbort(over_cap(str(path), NODE_FILE_CAP))
+        return data.decode("utf-8", errors="replace")
 
     def _backstop(self, label: str, body: str) -> str | None:
         """Commit what is left; returns the failure (recorded as an event), or None."""
