@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.limits import NODE_FILE_CAP, over_cap
 from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason, without_retry
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
@@ -36,7 +35,7 @@ from fractal.runtime.steering import Park
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
-from fractal.workspace.nodedir import OversizeFile, read_capped
+from fractal.workspace.nodedir import OversizeFile, node_file_text
 from fractal.workspace.status_ahead import PendingStatus
 
 log = logging.getLogger(__name__)
@@ -340,17 +339,14 @@ class IterationRunner(LoopPart):
         return clip_reason(f"setup failed: {tail}" if tail else f"setup failed (exit {code})")
 
     def _node_md(self) -> str:
-        """NODE.md's text; "" (a warning) when it is missing or not a regular file.
-        Raises RunAbort past ``NODE_FILE_CAP`` bytes (the reason names the cap)."""
-        path = self.boot.paths.node_md
+        """NODE.md's text ("" and a warning when missing); RunAbort past its size cap."""
         try:
-            data = read_capped(path, NODE_FILE_CAP)  # a FIFO is refused, never waited on
+            return node_file_text(self.boot.paths.node_md)
+        except OversizeFile as exc:
+            raise RunAbort(str(exc)) from None
         except OSError:
             self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
             return ""
-        if len(data) > NODE_FILE_CAP:
-            raise RunAbort(over_cap(str(path), NODE_FILE_CAP))
-        return data.decode("utf-8", errors="replace")
 
     def _backstop(self, label: str, body: str) -> str | None:
         """Commit what is left; returns the failure (recorded as an event), or None."""

@@ -26,6 +26,7 @@ __all__ = [
     "file_lock",
     "flock_held",
     "inherit_dir",
+    "node_file_text",
     "read_capped",
     "read_config",
     "seed_node_dir",
@@ -148,6 +149,16 @@ def read_capped(path: Path, cap: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def node_file_text(path: Path) -> str:
+    """The text of the node file ``path`` (``NODE.md``), undecodable bytes replaced.
+    Raises OversizeFile past ``NODE_FILE_CAP`` bytes, OSError (missing, not a regular
+    file: a FIFO is refused, never waited on)."""
+    data = read_capped(path, NODE_FILE_CAP)
+    if len(data) > NODE_FILE_CAP:
+        raise OversizeFile(over_cap(str(path), NODE_FILE_CAP))
+    return data.decode("utf-8", errors="replace")
 
 
 def read_config(path: Path) -> dict[str, object]:

@@ -73,7 +73,7 @@ def test_force_never_commits_markers_in_a_handed_back_file(node: Node) -> None:
                                              ("calc.py",)))
     node.write("calc.py", HUNK)
     head = node.head()
-    with pytest.raises(UnresolvedConflict, match="calc.py"):
+    with pytest.raises(UnresolvedConflict, match=r"calc\.py"):
         node.commit("resolve", mode=CommitMode.FORCE)
     assert node.head() == head
 
