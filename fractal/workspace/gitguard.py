@@ -29,9 +29,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from _thread import get_ident  # (threading's own; no import of threading)
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from functools import cache
 from pathlib import Path
 
 __all__ = ["CONFIG_CAP", "FIXED", "guard_env", "repository_programs"]
@@ -59,13 +60,21 @@ _DRIVER_KEYS = {"filter": (("clean", ""), ("smudge", ""), ("process", "")),
                 "merge": (("driver", _MERGE_FILE),)}
 # a section header naming a driver, new ([filter "x"]) and old ([filter.x]) syntax, found
 # anywhere in the text (a second header may follow a first on its line)
-_HEADER = re.compile(r'\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]'
-                     r"|\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]", re.IGNORECASE)
+_HEADER = (r'\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]'
+           r"|\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]")
 # any "path = value" may be an include (include.path, includeIf.<cond>.path): all followed
-_PATH = re.compile(r'^\s*path\s*=\s*("(?:[^"\\\n]|\\.)*"|[^\n;#]*)', re.IGNORECASE | re.MULTILINE)
 _INCLUDE_DEPTH = 10
+_PATH = r'^\s*path\s*=\s*("(?:[^"\\\n]|\\.)*"|[^\n;#]*)'
 
-_TRUSTED: ContextVar[bool] = ContextVar("fractal_git_repository_programs", default=False)
+
+@cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:  # compiled on a first scan
+    return (re.compile(_HEADER, re.IGNORECASE),
+            re.compile(_PATH, re.IGNORECASE | re.MULTILINE))
+
+
+_TRUSTED: set[int] = set()  # the threads inside repository_programs() (no contextvars:
+# its import costs more than this needs)
 _Stamp = tuple[str, int, int, int]
 # the config files' stamps -> (the stamps of every file scanned, the overrides they gave)
 _NAMES: dict[tuple[_Stamp, ...], tuple[tuple[_Stamp, ...], tuple[tuple[str, str], ...]]] = {}
@@ -73,20 +82,23 @@ _NAMES: dict[tuple[_Stamp, ...], tuple[tuple[_Stamp, ...], tuple[tuple[str, str]
 
 @contextmanager
 def repository_programs() -> Iterator[None]:
-    """Within this block (this thread or task only) fractal's git runs the repository's
-    hooks, fsmonitor and drivers as configured: ``fractal commit``'s pipeline only."""
-    token = _TRUSTED.set(True)
+    """Within this block (this thread only) fractal's git runs the repository's hooks,
+    fsmonitor and drivers as configured: ``fractal commit``'s pipeline only."""
+    me = get_ident()
+    outer = me in _TRUSTED
+    _TRUSTED.add(me)
     try:
         yield
     finally:
-        _TRUSTED.reset(token)
+        if not outer:
+            _TRUSTED.discard(me)
 
 
 def guard_env(env: dict[str, str], cwd: Path | None) -> None:
     """Add the overrides to ``env`` (a git process's whole environment) for a git run in
     ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
     replaced). Nothing is added inside ``repository_programs()``."""
-    if _TRUSTED.get():
+    if _TRUSTED and get_ident() in _TRUSTED:
         return
     pairs = list(FIXED)
     if cwd is not None:
@@ -159,14 +171,15 @@ def _scan(path: Path, names: set[tuple[str, str]], seen: set[str], depth: int) -
         return
     finally:
         os.close(fd)
-    for match in _HEADER.finditer(text):
+    header, include = _patterns()
+    for match in header.finditer(text):
         if match.group(1):
             kind = match.group(1).lower()
             name = re.sub(r"\\(.)", r"\1", match.group(2))
         else:
             kind, name = match.group(3).lower(), match.group(4).lower()
         names.add((kind, name))
-    for match in _PATH.finditer(text):
+    for match in include.finditer(text):
         value = match.group(1).strip()
         if value.startswith('"') and value.endswith('"') and len(value) >= 2:
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
