@@ -28,6 +28,7 @@ from pathlib import Path
 
 from fractal.errors import FractalError, GitError
 from fractal.workspace.git import head_sha, run_git
+from fractal.workspace.nested import nested_repositories
 
 __all__ = [
     "RESCUE_PREFIX",
@@ -145,6 +146,13 @@ def rescue(worktree: Path, branch: str, operation: str, *,
     tree = _worktree_tree(worktree)
     parents = [tip] if head in (None, tip) else [tip, head]
     files = _changed(worktree, tip, tree)
+    nested = nested_repositories(worktree, files)
+    if nested:  # saved as bare gitlinks, their files would be lost with the worktree
+        raise FractalError(
+            f"cannot rescue {branch} before {operation}: {', '.join(nested[:5])} is a nested "
+            "git repository, which a rescue ref would hold as a bare pointer without its "
+            f"files; nothing was removed. Move it out of the worktree, or remove its "
+            "`.git` and commit its files, then retry")
     subject = f"rescue {branch} before {operation}"
     return _write(worktree, branch, operation, when, tree, parents, files, subject, tip)
 

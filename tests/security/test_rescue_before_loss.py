@@ -44,3 +44,21 @@ def test_delete_of_a_node_with_neither_branch_nor_worktree_says_nothing_was_save
     assert out.returncode == 0, out.stderr
     assert "nothing to rescue" in out.stderr
     assert git(repo, "for-each-ref", "refs/fractal/rescue/main.a/") == ""
+
+
+def test_a_nested_repository_stops_a_forced_delete_before_anything_goes(
+        tmp_path: Path) -> None:
+    """A rescue ref would hold the nested repository as a bare pointer, so the delete is
+    refused, naming it, and its files stay."""
+    repo = copy_of_tree(tmp_path / "repo", "security-rescue", _build)
+    crate = repo / ".worktrees" / "main.a" / "crate"
+    crate.mkdir()
+    (crate / "lib.rs").write_text("pub fn f() {}\n")
+    git(crate, "init", "-q")
+    git(crate, "add", "lib.rs")
+    git(crate, "-c", "user.name=T", "-c", "user.email=t@e.invalid", "commit", "-q", "-m", "s")
+    out = run_cli_as(repo, "node", "delete", "a", "--force")
+    assert out.returncode != 0
+    assert "crate is a nested git repository" in out.stderr
+    assert (crate / "lib.rs").read_text() == "pub fn f() {}\n"
+    assert git(repo, "for-each-ref", "refs/fractal/rescue/main.a/") == ""
