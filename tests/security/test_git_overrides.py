@@ -86,3 +86,17 @@ def test_repository_programs_lifts_the_overrides(tmp_path: Path) -> None:
     with gitguard.repository_programs():
         assert run_git(["config", "core.fsmonitor"], repo).stdout.strip() == "/bin/false"
     assert run_git(["config", "core.fsmonitor"], repo).stdout.strip() == "false"
+
+
+def test_every_git_fractal_starts_goes_through_git_env() -> None:
+    """A new spawn point of git (outside ``run_git``) must take ``git_env``'s overrides: each
+    module that writes a ``"git"`` argv lives in ``workspace/`` and builds its environment
+    with ``git_env`` (the demo's scripted agent is an agent, not fractal)."""
+    root = Path(__file__).resolve().parents[2] / "fractal"
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if '["git", ' not in text or rel == "demo/agent.py":
+            continue
+        assert rel.startswith("workspace/"), f"{rel} spawns git outside workspace/"
+        assert "git_env(" in text, f"{rel} spawns git without git_env's overrides"
