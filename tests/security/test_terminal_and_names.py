@@ -107,3 +107,30 @@ def test_a_tmux_socket_variable_naming_a_file_is_refused_and_the_file_kept(
     assert out.returncode != 0
     assert "not a socket" in out.stderr
     assert precious.read_text() == "keep me\n"
+
+
+def test_anything_click_writes_to_a_terminal_is_stripped(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """``cli.safeout.guard_terminal``: not only the listings, every ``click.echo`` (a
+    reason in a notice, a status line) reaches a terminal without its escapes."""
+    import click
+
+    from fractal.cli.safeout import guard_terminal
+
+    main, tty = os.openpty()
+    try:
+        with open(tty, "w", encoding="utf-8", closefd=False) as out, \
+                open(tty, "w", encoding="utf-8", closefd=False) as err:
+            monkeypatch.setattr(sys, "stdout", out)
+            monkeypatch.setattr(sys, "stderr", err)
+            guard_terminal()
+            click.echo(f"reason: {TITLE}")
+            click.echo(f"notice: {SUBJECT}", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        screen = os.read(main, 65536).decode("utf-8", "replace")
+    finally:
+        os.close(tty)
+        os.close(main)
+    assert "reason: eviltitle" in screen and "notice: hi there" in screen
+    _clean(screen.replace("\r\n", "\n"))
