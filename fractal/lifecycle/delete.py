@@ -80,8 +80,9 @@ def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
     """Rescue, then remove ``node``'s worktree, branch and registry row; return the rescue
     ref (None only when both the branch and the worktree were gone: nothing to save). A
     worktree whose branch vanished is rescued on its ``HEAD``; when no rescue can be
-    written, GitError is raised before anything is removed. The shared teardown of ``delete``, ``reset`` and
-    ``destroy``; the caller holds the tree lock and has checked the node is not live."""
+    written, GitError or FractalError is raised before anything is removed. The shared
+    teardown of ``delete``, ``reset`` and ``destroy``; the caller holds the tree lock and
+    has checked the node is not live."""
     from fractal.store.ledger import Ledger
 
     worktree = tree.worktree_of(node)
