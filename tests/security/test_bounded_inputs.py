@@ -86,3 +86,11 @@ def test_an_oversized_config_json_is_refused_by_name(repo: Path) -> None:
     assert out.returncode != 0
     assert "over the 1024 KiB cap" in out.stderr
     assert os.path.getsize(config) == NODE_FILE_CAP + 10
+
+
+def test_pool_items_from_dev_zero_are_refused(repo: Path, tmp_path: Path) -> None:
+    brief = tmp_path / "brief.md"
+    brief.write_text("do the item\n")
+    out = run_cli_as(repo, "node", "pool", "p", "--items", "/dev/zero", "--brief", str(brief))
+    assert out.returncode != 0
+    assert "--items" in out.stderr and "not a regular file" in out.stderr
