@@ -134,3 +134,17 @@ def test_anything_click_writes_to_a_terminal_is_stripped(monkeypatch: pytest.Mon
         os.close(main)
     assert "reason: eviltitle" in screen and "notice: hi there" in screen
     _clean(screen.replace("\r\n", "\n"))
+
+
+def test_the_dashboards_inbox_shows_a_summary_without_its_escapes() -> None:
+    from fractal.domain.attention import Item, Kind
+    from fractal.lifecycle.inbox import Entry
+    from fractal.tui.render import inbox
+    from fractal.tui.snapshot import Snapshot
+
+    kind = next(iter(Kind))
+    item = Item(kind, "main.b", 0.0, f"run 1 exited: {TITLE}", "fractal node status b",
+                "key", "fp")
+    shown = inbox(Snapshot("main", 0.0, (), (Entry(item, False),), ())).plain
+    assert "run 1 exited: eviltitle" in shown
+    _clean(shown)
