@@ -118,6 +118,7 @@ def test_anything_click_writes_to_a_terminal_is_stripped(monkeypatch: pytest.Mon
     from fractal.cli.safeout import guard_terminal
 
     main, tty = os.openpty()
+    chunks: list[bytes] = []
     try:
         with open(tty, "w", encoding="utf-8", closefd=False) as out, \
                 open(tty, "w", encoding="utf-8", closefd=False) as err:
@@ -128,10 +129,21 @@ def test_anything_click_writes_to_a_terminal_is_stripped(monkeypatch: pytest.Mon
             click.echo(f"notice: {SUBJECT}", err=True)
             sys.stdout.flush()
             sys.stderr.flush()
-        screen = os.read(main, 65536).decode("utf-8", "replace")
-    finally:
         os.close(tty)
+        tty = -1
+        while True:  # all of it: the terminal's other side is closed, so this ends (EIO)
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        if tty >= 0:
+            os.close(tty)
         os.close(main)
+    screen = b"".join(chunks).decode("utf-8", "replace")
     assert "reason: eviltitle" in screen and "notice: hi there" in screen
     _clean(screen.replace("\r\n", "\n"))
 
