@@ -43,6 +43,7 @@ from fractal.runtime.kinds.base import OVER_BUDGET, StepCall, StepKind, StepPlan
 from fractal.runtime.kinds.kit import StepKit
 from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park
+from fractal.workspace.nodedir import OversizeFile, node_file_text
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
         except UnicodeDecodeError as exc:
             raise RunAbort(f"step file {step.filename} is not valid UTF-8 "
                            f"(byte {exc.start}: {exc.reason})") from None
+        except OversizeFile as exc:
+            raise RunAbort(str(exc)) from None
         plans.append(StepPlan(step, frontmatter, warnings))
     return plans
 
@@ -327,11 +330,12 @@ class IterationRunner(LoopPart):
         return IterationResult(False, reason)
 
     def node_md(self) -> str:
-        """NODE.md's text ('' with a warning when it is missing or not a regular file)."""
+        """NODE.md's text ('' with a warning when it is missing or not a regular file);
+        RunAbort past its size cap."""
         try:
-            if not self.boot.paths.node_md.is_file():  # a FIFO would block forever
-                raise OSError("not a regular file")
-            return self.boot.paths.node_md.read_text(encoding="utf-8", errors="replace")
+            return node_file_text(self.boot.paths.node_md)
+        except OversizeFile as exc:
+            raise RunAbort(str(exc)) from None
         except OSError:
             self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
             return ""

@@ -23,6 +23,7 @@ __all__ = [
     "CommitRequest",
     "IndexLocked",
     "LintFailed",
+    "NestedRepository",
     "ScopeViolation",
     "ScriptRunner",
     "UncommittedChanges",
@@ -161,6 +162,24 @@ class UnresolvedConflict(CommitError):
         else:
             message = f"{reason}; nothing was committed"
         super().__init__(message)
+
+
+class NestedRepository(CommitError):
+    """Changed paths are git repositories of their own (a nested ``.git``, as a scaffolder
+    makes): git would commit each as a bare pointer (a gitlink) holding none of its files,
+    which a merge or retire then deletes. ``paths`` lists them; nothing was committed and
+    their files stay on disk."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        first = self.paths[0]
+        super().__init__(
+            f"nested git repository in {listing(self.paths)}: git would commit it as a bare "
+            "pointer (gitlink) without its files, and a merge or retire would then delete "
+            "them; nothing was committed. Either make it a submodule (`git submodule add "
+            f"<url> {first}`), or keep its files in this branch: remove its `.git` "
+            f"(`rm -rf {first}/.git`), `git rm --cached {first}` if it was staged, and "
+            "commit again")
 
 
 def listing(paths: Sequence[str], cap: int = LIST_CAP) -> str:
