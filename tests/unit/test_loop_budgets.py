@@ -40,11 +40,17 @@ def test_iteration_cap_runs_the_rest_of_the_iteration_in_reserve(loop_tree: Loop
     t = loop_tree
     steps = {"01-A.md": "A reserve=$RESERVE_MODE [stub:cost=0.3]\n",
              "02-B.md": "B [stub:cost=0.3]\n",
-             # gated: in reserve mode the gate is skipped, or this run would wait forever
+             # gated: reserve mode never skips a gate, so each iteration's C waits for the
+             # parent's approval (given 30 s into the wait)
              "03-C.md": "---\nrequires_approval: true\n---\n"
                         "C reserve=$RESERVE_MODE budget=[$COST_BUDGET]\n"}
     t.node("icap", steps, "--max-cost", "10", "--max-iter-cost", "0.5", "--max-step-cost",
            "0.4", "--max-iters", "2", "--no-sync", "--step-timeout", "1m")
+
+    def approve_at_the_gate(call: FakeCall) -> None:
+        if "(C)" in call.label:
+            t.clock.after(30, lambda: t.cli("node", "approve", "icap"))
+    t.launcher.on_spawn.append(approve_at_the_gate)
     t.run("icap")
     assert t.status("icap") == "completed"
     # the iteration cap is soft: the run goes on to its last iteration
@@ -57,7 +63,9 @@ def test_iteration_cap_runs_the_rest_of_the_iteration_in_reserve(loop_tree: Loop
         assert "RESERVE_MODE" not in c.env  # prompt only
         assert c.env["STEP_BUDGET"] == "0.4" and c.env["MAX_ITER_COST"] == "0.5"
     assert "budget=[$9.4000 remaining of $10 (max $0.5/iter) (warn $0.4/step)]" in c1.prompt
-    assert t.sql("SELECT approved FROM steps WHERE step_name = 'C'") == [(None,), (None,)]
+    approved = t.sql("SELECT status, approved FROM steps WHERE step_name = 'C'")
+    assert [status for status, _ in approved] == ["completed", "completed"]
+    assert all(stamp for _, stamp in approved)  # each held its gate in reserve mode
     events = _budget_events(t, "icap")
     assert len(events) == 2 and all("the iteration spent $0.6000 of its $0.5 cap" in e
                                     for e in events)
