@@ -119,16 +119,23 @@ def test_reserve_mode_does_not_skip_the_gate(tree: Tree, tmp_path: Path) -> None
 
 
 def test_deleting_requires_approval_does_not_lift_the_gate(tree: Tree, tmp_path: Path) -> None:
-    """The gates a run holds are the ones its step files had when it started."""
+    """The gates a run holds are the ones its step files had when it started: the second
+    iteration, which reads the edited step file, still waits for the approval."""
     agent = _agent(tmp_path / "agent", "sed -i '/requires_approval/d' "
                    '"$NODE_DIR/steps/02-GATE.md"', 0.01)
     _node(tree, "d", agent, {"01-HACK.md": "HACK\n", "02-GATE.md": _GATED},
-          "--max-iters", "1")
+          "--max-iters", "2")
     tree.cli("node", "start", "d")
-    wait_until(lambda: _gate_pending(tree, "d"), timeout=60, message="GATE awaiting approval")
-    assert "requires_approval" not in (tree.node_dir("d") / "steps" / "02-GATE.md").read_text()
-    tree.cli("node", "approve", "d")
+    for iteration in (1, 2):
+        wait_until(lambda: _gate_pending(tree, "d"), timeout=60,
+                   message=f"GATE of iteration {iteration} awaiting approval")
+        assert "requires_approval" not in (tree.node_dir("d") / "steps" /
+                                           "02-GATE.md").read_text()
+        tree.cli("node", "approve", "d")
     assert tree.wait_settled("d", timeout=60) == "completed"
+    approved = tree.sql("SELECT approved FROM steps WHERE node = 'main.d' AND "
+                        "step_name = 'GATE'")
+    assert len(approved) == 2 and all(stamp for (stamp,) in approved)
 
 
 def test_a_node_that_stops_before_its_gate_is_not_merged_unreviewed(
