@@ -17,7 +17,7 @@ unlimited; ``step_retries`` unset: 1). Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import fields
 from enum import Enum
 from types import MappingProxyType
@@ -26,8 +26,8 @@ from typing import NamedTuple
 from fractal.domain.budget import default_reserve, round_usd
 from fractal.domain.config import NodeConfig
 
-__all__ = ["CHOICE_ORDER", "GATES_EVENT", "TIGHTER", "Loosening", "Tighter", "direction",
-           "effective", "gates_note", "gates_of", "loosenings", "refusal", "unapproved_gate"]
+__all__ = ["CHOICE_ORDER", "TIGHTER", "Loosening", "Tighter", "direction", "effective",
+           "loosenings", "refusal"]
 
 
 class Tighter(Enum):
@@ -212,24 +212,3 @@ def refusal(node: str, parent: str | None, root: str,
             f"{_WOULD[first.way]} {first.key} ({rule}): ask them to run `fractal node config "
             f"set --node {node} {first.key}=...` from their loop or the main checkout")
 
-
-GATES_EVENT = "gates"
-"""The event a run records at its start naming its gated steps (metadata: ``gates_note``)."""
-
-
-def gates_note(names: Sequence[str]) -> str:
-    """The ``gates`` event's metadata: the step names, comma-separated (``PLAN, EXECUTE``)."""
-    return ", ".join(names)
-
-
-def gates_of(note: str) -> tuple[str, ...]:
-    """The step names of a ``gates`` event's metadata (``gates_note`` read back)."""
-    return tuple(name.strip() for name in note.split(",") if name.strip())
-
-
-def unapproved_gate(gates: Sequence[str], approved: Collection[str]) -> str | None:
-    """The first of a run's ``gates`` (the steps gated when it started) with no approved row
-    in the run (``approved``: the names of its approved steps), or None: a gate holds for
-    the whole run, whatever the step files said later, so one never approved keeps the
-    run's work from a merge without ``--force``."""
-    return next((name for name in gates if name not in approved), None)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.conflicts import Operation
+from fractal.domain.gates import unapproved_gate
 from fractal.domain.merging import (
     BODY_SUBJECTS,
     MergeFacts,
@@ -40,7 +41,6 @@ from fractal.domain.merging import (
     unresolved_hand_back,
 )
 from fractal.domain.reasons import REASON_LIMIT, clip_reason
-from fractal.domain.selflimits import GATES_EVENT, gates_of, unapproved_gate
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
@@ -130,8 +130,8 @@ def _facts(ctx: Context, child: str, target: str, target_wt: Path,
     gate = None
     if last is not None and last.ended_at is not None:
         waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
-        gate = waiting[-1].step_name if waiting else _never_approved(ledger, child,
-                                                                     last.run_id)
+        gate = waiting[-1].step_name if waiting else unapproved_gate(  # a gate of its start
+            ledger.run_gates(child, last.run_id), ledger.approved_steps(last.run_id))
     dirty = [p for p in git.tracked_changes(target_wt)
              if not p.startswith(own_dir_prefix(target))]
     operation = operation_in_progress(target_wt)
@@ -144,15 +144,6 @@ def _facts(ctx: Context, child: str, target: str, target_wt: Path,
         budget_landing=last is not None and last.status is Status.EXITED
         and last.exit_code == 0,
         **_hand_back_facts(tree, child))
-
-
-def _never_approved(ledger: Ledger, child: str, run_id: int) -> str | None:
-    """The first step run ``run_id`` held as a gate from its start (its ``gates`` event)
-    that no approval released in it, or None (``selflimits.unapproved_gate``)."""
-    rows = ledger.events_of(child, run_id, [GATES_EVENT])
-    if not rows:
-        return None
-    return unapproved_gate(gates_of(rows[0].meta), ledger.approved_steps(run_id))
 
 
 def _hand_back_facts(tree: Tree, child: str) -> dict[str, bool]:

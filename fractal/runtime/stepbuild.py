@@ -18,9 +18,9 @@ from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.errors import FractalError
 from fractal.domain.frontmatter import is_true
+from fractal.domain.gates import GATES_EVENT, gates_note
 from fractal.domain.pool import pool_document
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
-from fractal.domain.selflimits import GATES_EVENT, gates_note, gates_of
 from fractal.domain.steps import StepFile, discover_steps
 from fractal.domain.variables import (
     StepFacts,
@@ -84,8 +84,7 @@ def held_gates(ledger: Ledger, branch: str, steps_dir: Path, run_id: int, *,
     run those its step files gate now, recorded as its ``gates`` event (when any); on a
     resume the ones that event recorded (a step file edited since changes nothing)."""
     if resumed:
-        rows = ledger.events_of(branch, run_id, [GATES_EVENT])
-        return gates_of(rows[0].meta) if rows else ()
+        return ledger.run_gates(branch, run_id)
     gates = gated_steps(steps_dir)
     if gates:
         ledger.add_event(branch, GATES_EVENT, actor="loop", status="completed",

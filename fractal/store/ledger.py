@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fractal.domain.gates import GATES_EVENT, gates_of
 from fractal.domain.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.registry import CAP_KEYS, new_id, set_row
@@ -239,6 +240,12 @@ class Ledger(Transitions):
         return self._all(StepRow, "SELECT * FROM steps WHERE node = :node AND approved = '' "
                          "AND metadata LIKE :waiting ORDER BY step_id",
                          {"node": node, "waiting": f"%{AWAITING_APPROVAL}%"})
+
+    def run_gates(self, node: str, run_id: int) -> tuple[str, ...]:
+        """The step names run ``run_id`` held as gates from its start (its ``gates``
+        event; ``()`` when it recorded none)."""
+        rows = self.events_of(node, run_id, [GATES_EVENT])
+        return gates_of(rows[0].meta) if rows else ()
 
     def approved_steps(self, run_id: int) -> set[str]:
         """The names of run ``run_id``'s steps that have an approved gate row."""

@@ -11,16 +11,8 @@ import pytest
 
 from fractal.domain.budget import Caps, caps_of, enforced_caps
 from fractal.domain.config import KEYS, parse_config
-from fractal.domain.selflimits import (
-    TIGHTER,
-    Tighter,
-    direction,
-    gates_note,
-    gates_of,
-    loosenings,
-    refusal,
-    unapproved_gate,
-)
+from fractal.domain.gates import gates_note, gates_of, unapproved_gate
+from fractal.domain.selflimits import TIGHTER, Tighter, direction, loosenings, refusal
 
 L, H, F, X = Tighter.LOWER, Tighter.HIGHER, Tighter.FREE, Tighter.LOCKED
 DIRECTIONS: dict[str, Tighter] = {  # the table, stated independently of the module
