@@ -172,6 +172,32 @@ def test_live_retune_of_max_cost_and_registry_healing(loop_tree: LoopTree) -> No
                        "registry (retune with `fractal node update`)",)]
 
 
+def test_a_direct_edit_cannot_lift_the_ceiling_the_run_recorded(loop_tree: LoopTree) -> None:
+    """Clearing ``max_cost`` in config.json mid-run is not honoured: the run ends on the $1
+    its row recorded at its start (a lower edit would count: the lower of the two)."""
+    t = loop_tree
+    t.node("held", {"01-A.md": "A [stub:cost=1.2]\n"}, "--max-cost", "1", "--no-sync",
+           "--max-iters", "3", "--step-timeout", "1m")
+    _once(t, "(A)", lambda: t.set_config("held", max_cost=None, reserve_budget=None))
+    t.run("held")
+    assert _run(t, "held")[:3] == ("exited", 0, "subtree cost budget reached (spent $1.2000 "
+                                   ">= $1 max)")
+    assert t.sql("SELECT COUNT(*) FROM iterations WHERE node = 'main.held'") == [(1,)]
+    assert t.sql("SELECT max_cost FROM runs WHERE node = 'main.held'") == [(1.0,)]
+
+
+def test_a_raise_through_update_moves_the_recorded_ceiling(loop_tree: LoopTree) -> None:
+    """The operator's ``update --max-cost`` moves the open run's record with the file, so
+    the raised ceiling counts at once and the run goes on to its last iteration."""
+    t = loop_tree
+    t.node("raised", {"01-A.md": "A [stub:cost=1.2]\n"}, "--max-cost", "1", "--no-sync",
+           "--max-iters", "2", "--step-timeout", "1m")
+    _once(t, "(A)", lambda: t.cli("node", "update", "raised", "--max-cost", "10"))
+    t.run("raised")
+    assert _run(t, "raised")[:3] == ("completed", 0, "Reached max iterations (2)")
+    assert t.sql("SELECT max_cost FROM runs WHERE node = 'main.raised'") == [(10.0,)]
+
+
 def test_live_retune_of_max_iters_by_a_direct_edit(loop_tree: LoopTree) -> None:
     t = loop_tree
     t.node("tune", {"01-A.md": "[stub:sleep=1]"}, "--no-sync", "--max-iters", "50")
