@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fractal.domain.subtree import Unsettled
 
-__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "OutageHold", "UsageHold"]
+__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "OutageHold", "UsageHold", "is_hand_back"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,14 @@ class HandBack:
     def handed_back(self) -> bool:
         """True when the conflict was handed to the child's loop to resolve (a refused
         merge, ``refused: ...``, was not, though its reason may speak of an earlier one)."""
-        return "handed back" in self.reason and not self.reason.startswith("refused:")
+        return is_hand_back(self.reason)
+
+
+def is_hand_back(reason: str) -> bool:
+    """True when a failed merge's ``reason`` says the conflict was handed to the child's
+    loop to resolve (a refused merge, ``refused: ...``, was not, though its reason may
+    speak of an earlier one)."""
+    return "handed back" in reason and not reason.startswith("refused:")
 
 
 @dataclass(frozen=True)

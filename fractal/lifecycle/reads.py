@@ -94,14 +94,20 @@ def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
 
 
 def _waiting(db_path: Path, branch: str) -> str:
-    """``waiting for 2 children: div awaiting approval, ops active``."""
+    """``waiting for 2 children: div awaiting approval, ops idle, never started``: every
+    child the wait holds for, with its state (``domain.waits.WaitingChild.state``)."""
+    from fractal.domain.attention_facts import is_hand_back
     from fractal.store import reader
 
     rows = reader.node_rows(db_path)
     live = children_waited(branch, [(r.node, r.status) for r in rows])
     status = {r.node: r.status for r in rows}
-    return waiting_detail([WaitingChild(b, status[b], any(
-        s.status in (Status.ACTIVE, Status.PAUSED) for s in reader.awaiting_approval(db_path, b)))
+    merges = reader.newest_merges(db_path, live)
+    return waiting_detail([WaitingChild(
+        b, status[b], any(s.status in (Status.ACTIVE, Status.PAUSED)
+                          for s in reader.awaiting_approval(db_path, b)),
+        never_started=status[b] is Status.IDLE and reader.last_run(db_path, b) is None,
+        handed_back=b in merges and merges[b][0] == "failed" and is_hand_back(merges[b][2]))
         for b in live])
 
 

@@ -1,6 +1,7 @@
 """Gather the facts of the SYNC digest (``domain.digest``) from the tree database: the
 node's direct children's outbox notices since a stored timestamp, their gates awaiting
-approval, and the node's unread inbox. A read that fails leaves the digest out (the SYNC
+approval, the node's unread inbox and, while a children wait holds it, every child it
+waits on with its state. A read that fails leaves the digest out (the SYNC
 still runs)."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import logging
 from fractal.domain.digest import NEWEST, Digest, render_digest
 from fractal.domain.errors import FractalError
 from fractal.domain.outcome import Status
+from fractal.domain.waits import WAIT_STEP
+from fractal.runtime.gates import waiting_children
 from fractal.store import radio_reads
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
@@ -34,9 +37,12 @@ def sync_digest(ledger: Ledger, paths: NodePaths, since: str | None) -> str:
                  if s.status in (Status.ACTIVE, Status.PAUSED)]
         unread = radio_reads.listing(db, branch, hosts=[branch], channels=["inbox"],
                                      state=radio_reads.ReadState.UNREAD)
+        waits = any(s.step_name == WAIT_STEP for s in ledger.open_steps(branch))
+        waiting = waiting_children(ledger, branch) if waits else None
     except (FractalError, OSError) as exc:
         log.warning("could not gather the SYNC digest: %s", exc)
         return ""
     return render_digest(Digest(
         notices=[(m.node[len(prefix):], m.subject) for m in reversed(notices)],
-        gates=gates, unread=len(unread), subjects=[m.subject for m in unread[:NEWEST]]))
+        gates=gates, unread=len(unread), subjects=[m.subject for m in unread[:NEWEST]],
+        waiting=waiting))

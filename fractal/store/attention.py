@@ -10,7 +10,8 @@ merge when it failed, each node's newest ``usage_wait`` and ``outage_wait`` even
 the closed usage windows, the messages nodes sent to the operator (the root's ``inbox``) that the
 operator has not read (the newest ``NOTES_MAX``), and the inbox's acknowledgements.
 Every query reads through an index: the (event, node) and (run_id, cost) ones are
-migration 0014's.
+migration 0014's. A node created under a deleted node's name sees none of its
+namesake's runs or merges (rows are keyed by name: ``rows.THIS_NODES_RUN``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fractal.domain.outage import OUTAGE_EVENT
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
-from fractal.store.rows import NodeRow, RunRow, StepRow, columns
+from fractal.store.rows import THIS_NODES_RUN, NodeRow, RunRow, StepRow, born_since, columns
 from fractal.store.spend import KNOWN_COST_SUM
 
 _SQL_NAME = {"meta": "metadata"}
@@ -180,9 +181,10 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             nodes = [NodeRow(*r) for r in conn.execute(
                 f"SELECT {_columns(NodeRow)} FROM nodes {where} ORDER BY node_id",
                 names or ())]
+            own = f"{where} AND {THIS_NODES_RUN}" if names else f"WHERE {THIS_NODES_RUN}"
             runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
                 f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
-                f"(SELECT MAX(run_id) FROM runs {where} GROUP BY node)", names or ()))}
+                f"(SELECT MAX(run_id) FROM runs {own} GROUP BY node)", names or ()))}
         known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
         holding: set[str] = set()
@@ -262,6 +264,9 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                     conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
         notes = _notes(conn, root) if root is not None else {}
         merges, landed = _merges(conn)
+        born = {n.node: n.created_at for n in nodes}  # a deleted namesake's merges stay out
+        merges = {k: v for k, v in merges.items() if born_since(born.get(k), v.created_at)}
+        landed = {k: v for k, v in landed.items() if born_since(born.get(k), v)}
         if only is not None:
             notes = {k: v for k, v in notes.items() if k in only}
             merges = {k: v for k, v in merges.items() if k in only}

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
 from fractal.store.lockwait import is_lock_error, patiently
-from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
+from fractal.store.rows import THIS_NODES_RUN, ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
 if TYPE_CHECKING:
     from fractal.domain.doctor import DbFacts
 
 __all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval",
-           "inspect_database", "last_run",
+           "inspect_database", "last_run", "newest_merges",
            "node_row", "node_rows",
            "open_steps", "pending_signals", "refused_merges"]
 
@@ -214,11 +214,12 @@ def failed_step(db_path: Path, run_id: int) -> tuple[str, str] | None:
 
 
 def last_run(db_path: Path, node: str) -> RunRow | None:
-    """The node's newest run, open or closed, or None."""
+    """The node's newest run, open or closed, or None (a deleted namesake's runs are not
+    the node's: ``rows.THIS_NODES_RUN``)."""
     with _connect(db_path) as conn:
         row = conn.execute(
-            "SELECT * FROM runs WHERE node = ? ORDER BY run_id DESC LIMIT 1", (node,)
-        ).fetchone()
+            f"SELECT * FROM runs WHERE node = ? AND {THIS_NODES_RUN} ORDER BY run_id DESC "
+            "LIMIT 1", (node,)).fetchone()
     return None if row is None else build(RunRow, row)
 
 
@@ -265,6 +266,25 @@ def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
         except sqlite3.OperationalError:
             return []
     return [(str(row[0]), str(row[1])) for row in rows]
+
+
+def newest_merges(db_path: Path, children: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+    """``child -> (status, target, reason)`` of each of ``children``'s newest ``merges``
+    row booked since the child was registered (a deleted namesake's stay out); none on a
+    database from before the ``merges`` table."""
+    if not children:
+        return {}
+    marks = ", ".join("?" * len(children))
+    with _connect(db_path) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT m.child, m.status, m.target, m.metadata FROM merges m JOIN nodes n "
+                "ON n.node = m.child WHERE m.merge_id IN (SELECT MAX(merge_id) FROM merges "
+                f"WHERE child IN ({marks}) GROUP BY child) AND m.created_at >= n.created_at",
+                tuple(children)).fetchall()
+        except sqlite3.OperationalError:
+            return {}
+    return {str(r[0]): (str(r[1]), str(r[2]), str(r[3] or "")) for r in rows}
 
 
 def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
