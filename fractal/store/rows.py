@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from fractal.domain.states import Status
 
 __all__ = [
+    "THIS_NODES_RUN",
     "ActivityRow",
     "EventRow",
     "IterationRow",
@@ -30,7 +31,6 @@ __all__ = [
     "RunRow",
     "SignalRow",
     "StepRow",
-    "THIS_NODES_RUN",
     "born_since",
     "build",
     "columns",
