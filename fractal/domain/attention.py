@@ -59,6 +59,7 @@ class Kind(StrEnum):
     ORPHANS = "orphans"
     MESSAGE = "message"
     UNSTARTED = "unstarted"
+    READY = "ready"
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,24 @@ def _unstarted(facts: NodeFacts) -> Item | None:
                 details={"run_id": facts.run_id, "children": list(facts.unstarted)})
 
 
+def _ready(facts: NodeFacts) -> Item | None:
+    """A top-level node whose newest run completed, not merged since: the operator
+    reviews and merges it (nobody else merges into the root's branch)."""
+    if not facts.top_level or facts.status != "completed" or facts.run_status != "completed" \
+            or facts.run_id is None or facts.run_ended is None or _merged_since_end(facts):
+        return None
+    target = facts.parent
+    return Item(Kind.READY, facts.branch, facts.run_ended,
+                f"run {facts.run_id} completed: ready to merge into {target} (review it: "
+                f"`fractal node diff {facts.branch}`)",
+                f"fractal node merge {facts.branch}",
+                key=f"ready:{facts.branch}:{facts.run_id}",
+                fingerprint=f"{facts.run_id}:{facts.run_ended}",
+                details={"run_id": facts.run_id, "target": target,
+                         "reason": facts.run_reason,
+                         "review": f"fractal node diff {facts.branch}"})
+
+
 @dataclass(frozen=True)
 class Rule:
     """One attention kind: ``detect(facts, now)`` returns its item for a node, or None."""
@@ -366,6 +385,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Kind.ORPHANS, _ignore_now(_orphans)),
     Rule(Kind.MESSAGE, _ignore_now(_message)),
     Rule(Kind.UNSTARTED, _ignore_now(_unstarted)),
+    Rule(Kind.READY, _ignore_now(_ready)),
 )
 """Every attention kind, one entry each (a node may match several)."""
 

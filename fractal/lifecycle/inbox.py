@@ -107,6 +107,7 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
     from fractal.control import latched
+    from fractal.domain.attention_facts import merged_detail, shows_merged
     from fractal.domain.attention_tree import wait_until
     from fractal.domain.failcause import failure_cause
     from fractal.lifecycle.heal import crashed
@@ -130,6 +131,7 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
         pause = rows.pauses.get(node.node)
         ask = rows.pause_asks.get(node.node)
         merge = rows.merges.get(node.node)
+        landed = rows.landed.get(node.node)
         wait = rows.waits.get(node.node) if active else None
         hold = None
         if wait is not None and run is not None and wait.run_id == run.run_id:
@@ -158,7 +160,11 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             usage=hold, outage=_outage(rows.outages.get(node.node) if active else None, run),
             to_operator=_notes(rows.notes.get(node.node, ())),
             waiting_children=active and node.node in rows.holding,
-            merged_at=_epoch(rows.landed.get(node.node)), braked=braked,
+            merged_at=_epoch(landed.created_at) if landed else None, braked=braked,
+            merged_into=merged_detail(landed.target, landed.sha)
+            if landed and shows_merged(node.status, landed.created_at,
+                                       run.started_at if run else None) else "",
+            top_level=node.parent in (None, tree.root), parent=node.parent or tree.root,
             run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
             if run and run.run_id in rows.causes else ""))
     known = {n.node for n in rows.nodes}

@@ -107,7 +107,8 @@ def _waiting(db_path: Path, branch: str) -> str:
         b, status[b], any(s.status in (Status.ACTIVE, Status.PAUSED)
                           for s in reader.awaiting_approval(db_path, b)),
         never_started=status[b] is Status.IDLE and reader.last_run(db_path, b) is None,
-        handed_back=b in merges and merges[b][0] == "failed" and is_hand_back(merges[b][2]))
+        handed_back=b in merges and merges[b].status == "failed"
+        and is_hand_back(merges[b].reason))
         for b in live])
 
 
@@ -115,7 +116,8 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
-    one's with its newest failed step's reason, ``domain.failcause``)."""
+    one's with its newest failed step's reason, ``domain.failcause``), after ``merged
+    into main (3f2a9c1); `` while its newest merge landed and it has not run since."""
     from fractal.domain.failcause import failure_cause
     from fractal.store import reader
 
@@ -126,6 +128,14 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         if event is not None:
             return event.meta
     last = reader.last_run(db_path, branch)
+    if status not in (Status.ACTIVE, Status.PAUSED):  # merged, until it runs again
+        from fractal.domain.attention_facts import merged_detail, shows_merged
+
+        merge = reader.newest_merges(db_path, [branch]).get(branch)
+        if merge is not None and merge.status == "merged" and shows_merged(
+                status, merge.created_at, last.started_at if last else None):
+            shown = merged_detail(merge.target, merge.sha)
+            return f"{shown}; {last.meta}" if last is not None and last.meta else shown
     if last is None:
         return ""
     if status == Status.ACTIVE:

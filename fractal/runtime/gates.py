@@ -150,8 +150,8 @@ def waiting_children(ledger: Ledger, node: str) -> list[WaitingChild]:
     merges = newest_merges(ledger.db_path, live) if live else {}
     return [WaitingChild(b, statuses[b], bool(_open_gates(ledger, b)),
                          never_started=statuses[b] is Status.IDLE and ledger.last_run(b) is None,
-                         handed_back=merges.get(b, ("",))[0] == "failed"
-                         and is_hand_back(merges[b][2]))
+                         handed_back=b in merges and merges[b].status == "failed"
+                         and is_hand_back(merges[b].reason))
             for b in live]
 
 

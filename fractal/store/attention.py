@@ -35,7 +35,7 @@ def _columns(cls: type[NodeRow | RunRow | StepRow]) -> str:
     """The SELECT list of ``cls``'s fields, in order (``meta`` is the ``metadata`` column)."""
     return ", ".join(columns(cls))
 
-__all__ = ["NOTES_MAX", "AttentionRows", "FailedMerge", "NoteRow", "WaitRow",
+__all__ = ["NOTES_MAX", "AttentionRows", "FailedMerge", "Landed", "NoteRow", "WaitRow",
            "attention_rows"]
 
 NOTES_MAX = 200
@@ -55,6 +55,17 @@ class FailedMerge:
     target: str
     reason: str
     created_at: str
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A node's newest ``merges`` row, when it landed: when it was booked, the target, and
+    the commit it landed as (the squash commit; the child's tip for a merge that found
+    nothing new)."""
+
+    created_at: str
+    target: str
+    sha: str
 
 
 @dataclass(frozen=True)
@@ -99,7 +110,7 @@ class AttentionRows:
     pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     """paused node -> (run_id, reason) of the newest pause someone asked for (not the
     loop's own ``parked ...`` record) since the node's newest resume"""
-    landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
+    landed: dict[str, Landed] = field(default_factory=dict)  # child -> its newest merge, landed
     causes: dict[int, tuple[str, str]] = field(default_factory=dict)
     """exited run -> (step_name, reason) of its newest failed step"""
     waited: dict[int, str] = field(default_factory=dict)
@@ -134,15 +145,15 @@ def _newest_events(conn: sqlite3.Connection, event: str) -> list[tuple[object, .
         "JOIN events AS e ON e.event_id = m.newest", (event,)))
 
 
-def _merges(conn: sqlite3.Connection) -> tuple[dict[str, FailedMerge], dict[str, str]]:
-    """Each child's newest merge: the failed ones, and when the landed ones were booked."""
-    rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at "
-                     "FROM merges WHERE merge_id IN (SELECT MAX(merge_id) FROM merges "
-                     "GROUP BY child)")
+def _merges(conn: sqlite3.Connection) -> tuple[dict[str, FailedMerge], dict[str, Landed]]:
+    """Each child's newest merge: the failed ones, and the landed ones."""
+    rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at, "
+                     "COALESCE(squash_sha, child_sha) FROM merges WHERE merge_id IN "
+                     "(SELECT MAX(merge_id) FROM merges GROUP BY child)")
     failed = {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
-              for mid, child, target, status, meta, at in rows if status == "failed"}
-    landed = {str(child): str(at) for _mid, child, _t, status, _m, at in rows
-              if status == "merged"}
+              for mid, child, target, status, meta, at, _sha in rows if status == "failed"}
+    landed = {str(child): Landed(str(at), str(target), str(sha or ""))
+              for _mid, child, target, status, _m, at, sha in rows if status == "merged"}
     return failed, landed
 
 
@@ -266,7 +277,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         merges, landed = _merges(conn)
         born = {n.node: n.created_at for n in nodes}  # a deleted namesake's merges stay out
         merges = {k: v for k, v in merges.items() if born_since(born.get(k), v.created_at)}
-        landed = {k: v for k, v in landed.items() if born_since(born.get(k), v)}
+        landed = {k: v for k, v in landed.items() if born_since(born.get(k), v.created_at)}
         if only is not None:
             notes = {k: v for k, v in notes.items() if k in only}
             merges = {k: v for k, v in merges.items() if k in only}

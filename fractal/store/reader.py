@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
@@ -27,7 +27,7 @@ from fractal.store.schema import HEAD_REVISION
 if TYPE_CHECKING:
     from fractal.domain.doctor import DbFacts
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval",
+__all__ = ["READ_BUSY_TIMEOUT_S", "LastMerge", "TreeGone", "activity", "awaiting_approval",
            "inspect_database", "last_run", "newest_merges",
            "node_row", "node_rows",
            "open_steps", "pending_signals", "refused_merges"]
@@ -268,23 +268,37 @@ def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
     return [(str(row[0]), str(row[1])) for row in rows]
 
 
-def newest_merges(db_path: Path, children: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """``child -> (status, target, reason)`` of each of ``children``'s newest ``merges``
-    row booked since the child was registered (a deleted namesake's stay out); none on a
-    database from before the ``merges`` table."""
+class LastMerge(NamedTuple):
+    """A node's newest ``merges`` row: its status (``active``, ``merged``, ``failed``),
+    target, reason, the commit it landed as (the squash commit, else the child's tip)
+    and when it was booked (stored ISO text)."""
+
+    status: str
+    target: str
+    reason: str
+    sha: str
+    created_at: str
+
+
+def newest_merges(db_path: Path, children: Sequence[str]) -> dict[str, LastMerge]:
+    """Each of ``children``'s newest ``merges`` row booked since the child was registered
+    (a deleted namesake's stay out), by child; none on a database from before the
+    ``merges`` table."""
     if not children:
         return {}
     marks = ", ".join("?" * len(children))
     with _connect(db_path) as conn:
         try:
             rows = conn.execute(
-                "SELECT m.child, m.status, m.target, m.metadata FROM merges m JOIN nodes n "
-                "ON n.node = m.child WHERE m.merge_id IN (SELECT MAX(merge_id) FROM merges "
+                "SELECT m.child, m.status, m.target, m.metadata, COALESCE(m.squash_sha, "
+                "m.child_sha), m.created_at FROM merges m JOIN nodes n ON n.node = m.child "
+                "WHERE m.merge_id IN (SELECT MAX(merge_id) FROM merges "
                 f"WHERE child IN ({marks}) GROUP BY child) AND m.created_at >= n.created_at",
                 tuple(children)).fetchall()
         except sqlite3.OperationalError:
             return {}
-    return {str(r[0]): (str(r[1]), str(r[2]), str(r[3] or "")) for r in rows}
+    return {str(r[0]): LastMerge(str(r[1]), str(r[2]), str(r[3] or ""), str(r[4] or ""),
+                                 str(r[5])) for r in rows}
 
 
 def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:

@@ -364,7 +364,7 @@ class Builder:
                        and now - f.last_write > stall_after(step_timeout))
             views.append(NodeView(
                 branch=f.branch, status=f.status, title=f.title,
-                live=state, reason=f.run_reason, spent=spent, cap=f.run_cap,
+                live=state, reason=f.merged_into or f.run_reason, spent=spent, cap=f.run_cap,
                 gauge=gauge(spent, f.run_cap, reserve if isinstance(reserve, float | int)
                             else None),
                 stalled=stalled,
