@@ -1,3 +1,5 @@
+# Over 400 lines: the attention kinds are one table (RULES) of one detector each; they
+# read the same facts and word their items alike, so they stay side by side.
 """What in a tree waits for a human: the attention items of ``fractal inbox``, the
 dashboard's inbox pane and the ``notify`` command.
 
@@ -284,10 +286,21 @@ def _merge(facts: NodeFacts) -> Item | None:
     else:
         summary = f"merge into {merge.target} did not land: {merge.reason}"
         command = f"fractal node merge {facts.branch}"
+    if facts.parent_running and command.startswith("fractal node merge"):
+        command = _ask_parent(facts, f"merge {facts.branch.rsplit('.', 1)[-1]}")
     return Item(Kind.MERGE, facts.branch, merge.since, summary, command,
                 key=f"merge:{facts.branch}:{merge.merge_id}", fingerprint=str(merge.merge_id),
                 details={"merge_id": merge.merge_id, "target": merge.target,
                          "reason": merge.reason, "handed_back": merge.handed_back})
+
+
+def _ask_parent(facts: NodeFacts, subject: str) -> str:
+    """A command the operator can run while the node's parent runs (only the parent's
+    own loop may merge into it then): a message to that loop's inbox, which its next
+    SYNC digest shows."""
+    parent = facts.branch.rpartition(".")[0]
+    return (f"fractal radio send --node {parent} --subject '{subject}' --priority 7 "
+            f"'{subject}: fractal inbox has the details'")
 
 
 _SETTLED = ("completed", "stopped", "exited", "killed")
@@ -324,7 +337,8 @@ def _unstarted(facts: NodeFacts) -> Item | None:
         return None
     names = ", ".join(b.rsplit(".", 1)[-1] for b in facts.unstarted)
     count = "1 child" if len(facts.unstarted) == 1 else f"{len(facts.unstarted)} children"
-    since = facts.last_write if facts.last_write is not None else 0.0
+    since = facts.waiting_since if facts.waiting_since is not None else \
+        facts.last_write if facts.last_write is not None else 0.0
     return Item(Kind.UNSTARTED, facts.branch, since,
                 f"waits for {count} nobody has started ({names}); it waits until each "
                 "is started and settles",

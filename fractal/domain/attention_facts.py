@@ -107,7 +107,11 @@ class NodeFacts:
     ``merged_at`` is when its newest merge landed (None: none did, or the newest failed),
     ``merged_into`` that merge as ``merged_detail`` words it (empty: none landed).
     ``top_level`` is True for a node whose parent is the tree's root (the operator merges
-    it), ``parent`` its parent's branch.
+    it), ``parent`` its parent's branch; ``parent_running`` is True while that parent is
+    a running agent loop (a node, active, its supervisor not gone: ``with_running_below``
+    fills it). ``waiting_since`` is when its open ``WAIT`` step began (epoch s, None: it
+    does not wait); ``paused_by_operator`` when the operator asked for the pause that
+    parked it (epoch s; None: the pause was the loop's or a node's).
     ``run_cause`` is, for an exited run, the reason of its newest failed step beside the
     run's own (``step EXECUTE failed: ...``, ``domain.failcause``), else empty.
     ``braked`` is True while the tree-wide brake is on (``fractal pause``): ``node
@@ -145,6 +149,9 @@ class NodeFacts:
     merged_into: str = ""
     top_level: bool = False
     parent: str = ""
+    parent_running: bool = False
+    waiting_since: float | None = None
+    paused_by_operator: float | None = None
 
 
 def merged_detail(target: str, sha: str) -> str:

@@ -28,6 +28,7 @@ from fractal.domain.attention import (
     UsageHold,
     classify,
 )
+from fractal.domain.attention_route import HOLD_GRACE_S, for_operator
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree, parent_of
@@ -130,6 +131,7 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                   if w is not None]
         pause = rows.pauses.get(node.node)
         ask = rows.pause_asks.get(node.node)
+        by_operator = rows.operator_pauses.get(node.node)
         merge = rows.merges.get(node.node)
         landed = rows.landed.get(node.node)
         wait = rows.waits.get(node.node) if active else None
@@ -165,6 +167,9 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             if landed and shows_merged(node.status, landed.created_at,
                                        run.started_at if run else None) else "",
             top_level=node.parent in (None, tree.root), parent=node.parent or tree.root,
+            waiting_since=_epoch(rows.waiting_since.get(node.node)),
+            paused_by_operator=_epoch(by_operator[1])
+            if by_operator and run and by_operator[0] == run.run_id else None,
             run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
             if run and run.run_id in rows.causes else ""))
     known = {n.node for n in rows.nodes}
@@ -215,13 +220,45 @@ def gate_diffstat(tree: Tree, branch: str) -> str | None:
     return with_uncommitted(stat, uncommitted_note(tree, branch))
 
 
+def hold_grace(tree: Tree) -> float:
+    """Seconds an item a running parent loop can act on is held for it before it reaches
+    the operator: the root config's ``inbox_grace`` (a duration, ``10m``, or seconds),
+    else ``HOLD_GRACE_S``; an unreadable value counts as the default."""
+    from fractal.domain.durations import parse_duration
+
+    value = tree.root_config().get("inbox_grace")
+    try:
+        if isinstance(value, bool):
+            return HOLD_GRACE_S
+        if isinstance(value, int | float):
+            return max(0.0, float(value))
+        return float(parse_duration(value, "inbox_grace")) if isinstance(value, str) \
+            else HOLD_GRACE_S
+    except (FractalError, ValueError):
+        return HOLD_GRACE_S
+
+
 def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = None,
                diffstats: bool = True) -> list[Entry]:
-    """The tree's attention items, oldest first (acknowledged ones with ``include_acked``)."""
+    """The operator's attention items, oldest first (acknowledged ones with
+    ``include_acked``); items held for a running parent loop (``attention_route``) are
+    left out (``held_items`` lists them)."""
+    return _split(tree, include_acked=include_acked, now=now, diffstats=diffstats)[0]
+
+
+def held_items(tree: Tree, *, now: float | None = None) -> list[tuple[Item, str]]:
+    """The items held for a loop that can act on them, each with that loop's branch
+    (``operator`` for the operator's own recent pause), oldest first."""
+    return _split(tree, include_acked=True, now=now, diffstats=False)[1]
+
+
+def _split(tree: Tree, *, include_acked: bool, now: float | None, diffstats: bool
+           ) -> tuple[list[Entry], list[tuple[Item, str]]]:
     facts, acks = tree_facts(tree, diffstats=diffstats)
-    found = classify(facts, time.time() if now is None else now, acks,
-                     include_acked=include_acked)
-    return [Entry(item, acked) for item, acked in found]
+    at = time.time() if now is None else now
+    found = classify(facts, at, acks, include_acked=include_acked)
+    mine, held = for_operator(found, facts, at, hold_grace(tree))
+    return [Entry(item, acked) for item, acked in mine], held
 
 
 def inbox(ctx: Context, *, include_acked: bool = False) -> list[Entry]:

@@ -117,6 +117,11 @@ class AttentionRows:
     """gate step -> when its approval wait first began (its ``gate`` event ``started``)"""
     outages: dict[str, WaitRow] = field(default_factory=dict)
     """active node -> its newest ``outage_wait`` event, while ``started``"""
+    waiting_since: dict[str, str] = field(default_factory=dict)
+    """node holding an open WAIT step -> when that step began"""
+    operator_pauses: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """paused node -> (run_id, created_at) of the newest pause asked for since its newest
+    resume, when the operator asked for it"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -199,6 +204,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
         holding: set[str] = set()
+        waiting_since: dict[str, str] = {}
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
@@ -207,6 +213,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 gates.setdefault(step.node, []).append(step)
             elif step.step_name == WAIT_STEP and step.node in known:
                 holding.add(step.node)
+                waiting_since.setdefault(step.node, step.started_at)
         waited: dict[int, str] = {}  # gate step -> when its approval wait first began
         gate_ids = [s.step_id for rows_ in gates.values() for s in rows_]
         for start in range(0, len(gate_ids), 500):
@@ -233,6 +240,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
         asks: dict[str, tuple[int | None, str]] = {}
+        asked_by: dict[str, tuple[int | None, str]] = {}
         if paused:
             wanted = set(paused)
             for _eid, node, _run, _status, meta, at in _newest_events(conn, "pause"):
@@ -241,14 +249,17 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             marks = ", ".join("?" * len(paused))
             # An ask older than the node's newest resume was answered by that resume: the
             # park shown now is a newer one (an interruption, say), not the ask's.
-            for node, run, meta, _newest in conn.execute(
-                    "SELECT node, run_id, metadata, MAX(event_id) FROM events AS a WHERE event "
+            for node, run, meta, actor, at, _newest in conn.execute(
+                    "SELECT node, run_id, metadata, actor, created_at, MAX(event_id) FROM "
+                    "events AS a WHERE event "
                     "= 'pause' AND status = 'completed' AND actor != 'loop' AND node IN "
                     f"({marks}) AND event_id > COALESCE((SELECT MAX(r.event_id) FROM events "
                     "AS r WHERE r.event = 'resume' AND r.status = 'completed' AND r.node = "
                     "a.node), 0) GROUP BY node", paused):
                 if meta:
                     asks[str(node)] = (None if run is None else int(str(run)), str(meta))
+                if actor == "operator":
+                    asked_by[str(node)] = (None if run is None else int(str(run)), str(at))
         writes: dict[str, str] = {}
         for node in (n.node for n in nodes if n.status == "active"):
             arms = " UNION ALL ".join(f"SELECT MAX({column}) FROM {table} WHERE node = ?"
@@ -286,4 +297,5 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
                              landed, causes, waited,
-                             {k: v for k, v in outages.items() if k in known})
+                             {k: v for k, v in outages.items() if k in known},
+                             waiting_since, asked_by)

@@ -282,7 +282,10 @@ class Builder:
             found += mine
         self._items = items
         found.sort(key=lambda pair: (pair[0].since, pair[0].node, pair[0].kind.value))
-        return found
+        from fractal.domain.attention_route import for_operator
+        from fractal.lifecycle.inbox import hold_grace  # start-up cost, as node_facts above
+
+        return for_operator(found, facts, now, hold_grace(self.tree))[0]
 
     def _subtree_spends(self) -> dict[int, float | None]:
         """Each run's spend with its descendant runs' (``dashview.subtree_spends``: what

@@ -11,7 +11,7 @@ from pathlib import Path
 from fractal.store import reader
 from fractal.store.dashboard import history
 from fractal.store.ledger import Ledger
-from tests.helpers import force_status
+from tests.helpers import force_status, no_hold
 from tests.trees import run_cli, run_cli_as
 
 
@@ -47,6 +47,7 @@ def test_a_reborn_name_reads_as_never_started_everywhere(cousins: Path) -> None:
 
 def test_a_parent_waiting_on_a_reborn_idle_child_is_an_inbox_item(cousins: Path) -> None:
     ledger = _reborn(cousins)
+    no_hold(cousins)
     run = ledger.open_run("main.a2", agent="stub", max_cost=None, parent_run_id=None)
     force_status(ledger.db_path, "main.a2", "active")
     ledger.open_step(node="main.a2", run_id=run, iter_id=None, step=4, step_name="WAIT",
