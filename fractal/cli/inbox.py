@@ -25,20 +25,22 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     land, children left running at their parent's end, unread messages to the operator."""
     if ctx.invoked_subcommand is not None:
         return
-    from fractal.lifecycle.inbox import inbox
+    from fractal.lifecycle.inbox import held_line, hold_grace, inbox_and_held
 
-    entries = inbox(verb_context(path), include_acked=include_acked)
+    vctx = verb_context(path)
+    entries, held = inbox_and_held(vctx, include_acked=include_acked)
     if as_json:
         click.echo(json.dumps([e.as_row() for e in entries], indent=2))
         return
     if not entries:
         click.echo("nothing waits for you", err=True)
-        return
     for entry in entries:
         row = entry.as_row()
         mark = " (acked)" if entry.acked else ""
         click.echo(f"{row['id']}  {row['since']}  {row['kind']:<11} {row['node']}{mark}\n"
                    f"    {row['summary']}\n    -> {row['command']}")
+    if held:
+        click.echo(held_line(held, hold_grace(vctx.tree)), err=True)
 
 
 @inbox_group.command("ack")

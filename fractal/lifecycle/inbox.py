@@ -266,6 +266,30 @@ def inbox(ctx: Context, *, include_acked: bool = False) -> list[Entry]:
     return tree_inbox(ctx.tree, include_acked=include_acked)
 
 
+def inbox_and_held(ctx: Context, *, include_acked: bool = False
+                   ) -> tuple[list[Entry], list[tuple[Item, str]]]:
+    """``fractal inbox``'s items and those held for a loop (``held_items``), one read."""
+    return _split(ctx.tree, include_acked=include_acked, now=None, diffstats=True)
+
+
+def held_line(held: Sequence[tuple[Item, str]], grace: float) -> str:
+    """What ``fractal inbox`` says of the items held back: ``2 items are with the loop
+    that acts on them first (main.lead: gate main.lead.c, exited main.lead.d); each
+    reaches you after 10m unhandled`` ('' when none is)."""
+    if not held:
+        return ""
+    from fractal.domain.durations import format_duration
+
+    by: dict[str, list[str]] = {}
+    for item, holder in held:
+        by.setdefault(holder, []).append(f"{item.kind.value} {item.node}")
+    parts = "; ".join(f"{'your own action' if h == 'operator' else h}: {', '.join(w)}"
+                      for h, w in sorted(by.items()))
+    count = "1 item is" if len(held) == 1 else f"{len(held)} items are"
+    return (f"{count} with the loop that acts on it first ({parts}); each reaches you after "
+            f"{format_duration(int(grace))} unhandled")
+
+
 def ack(ctx: Context, item: str) -> Entry:
     """Hide the item whose id (or key) is ``item`` until its state changes.
 

@@ -60,3 +60,18 @@ def test_a_parent_waiting_on_a_reborn_idle_child_is_an_inbox_item(cousins: Path)
     status = _fractal(cousins, "node", "status", "a2")
     assert status.returncode == 0, status.stderr
     assert "waiting for 1 child: x idle, never started" in status.stdout
+
+
+def test_inbox_says_which_items_a_running_loop_holds(cousins: Path) -> None:
+    """A waiting lead's idle child is the lead's first: the inbox lists nothing but says
+    who holds what, and until when."""
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a2", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a2", "active")
+    ledger.open_step(node="main.a2", run_id=run, iter_id=None, step=4, step_name="WAIT",
+                     agent=None, model=None, session=None)
+    out = _fractal(cousins, "inbox")
+    assert out.returncode == 0, out.stderr
+    assert "unstarted main.a2" not in out.stdout
+    assert ("1 item is with the loop that acts on it first (main.a2: unstarted main.a2); "
+            "each reaches you after 10m unhandled") in out.stderr
