@@ -117,7 +117,8 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
     one's with its newest failed step's reason, ``domain.failcause``), after ``merged
-    into main (3f2a9c1); `` while its newest merge landed and it has not run since."""
+    into main (3f2a9c1); `` while its newest merge landed and it has not run since; a
+    stopped one's with the reason its stop was given (``Stopped by request: lunch``)."""
     from fractal.domain.failcause import failure_cause
     from fractal.store import reader
 
@@ -179,6 +180,13 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         cause = reader.failed_step(db_path, last.run_id)
         shown = failure_cause(last.meta, *cause) if cause is not None else ""
         return f"{last.meta}; {shown}" if shown else last.meta
+    if status == Status.STOPPED.value:  # the reason `node stop --reason` gave, if any
+        from fractal.store.eventlog import last_event
+
+        asked = last_event(db_path, branch, "stop", "completed")
+        if asked is not None and asked.meta and asked.run_id == last.run_id \
+                and asked.meta not in last.meta:
+            return f"{last.meta}: {asked.meta}"
     return last.meta
 
 

@@ -1,0 +1,28 @@
+"""Smaller things a new user met (issue 30, item 8), each read through the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from fractal.store.ledger import Ledger
+from tests.helpers import force_status
+from tests.trees import run_cli
+
+
+def _fractal(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(list(args), cwd, check=False)
+
+
+def test_a_stop_reason_is_in_the_stopped_nodes_status(cousins: Path) -> None:
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a1", "active")
+    ledger.signal_run("main.a1", run, "stop", actor="operator", reason="wrong approach")
+    ledger.close_run(run, "stopped", 0, "Stopped by request")
+    force_status(ledger.db_path, "main.a1", "stopped")
+    out = _fractal(cousins, "node", "status", "a1")
+    assert out.returncode == 0, out.stderr
+    assert "Stopped by request: wrong approach" in out.stdout
+    listing = _fractal(cousins, "node", "list")
+    assert "Stopped by request: wrong approach" in listing.stdout
