@@ -26,3 +26,9 @@ def test_a_stop_reason_is_in_the_stopped_nodes_status(cousins: Path) -> None:
     assert "Stopped by request: wrong approach" in out.stdout
     listing = _fractal(cousins, "node", "list")
     assert "Stopped by request: wrong approach" in listing.stdout
+
+
+def test_every_line_of_the_dashboard_help_fits_its_dialog() -> None:
+    from fractal.tui.screens import HELP, HELP_WIDTH
+
+    assert [line for line in HELP.splitlines() if len(line) > HELP_WIDTH] == []
