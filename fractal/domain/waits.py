@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractal.domain.states import UNSETTLED, Status
 
 __all__ = [
+    "STEP_WALL_NOTE",
     "WAIT_STEP",
     "WaitingChild",
     "children_waited",
@@ -25,6 +26,11 @@ __all__ = [
 WAIT_STEP = "WAIT"
 """The ``step_name`` of a wait's own step row (``step``: the position of the step it
 precedes). Like SYNC rows, it never counts as the step's work."""
+
+
+STEP_WALL_NOTE = "does not bound the children wait; the run and iteration walls do"
+"""What the dashboard's card says beside ``step_timeout`` while the node waits for its
+children: the wait is its own row, held only by the run's and the iteration's walls."""
 
 
 @dataclass(frozen=True)

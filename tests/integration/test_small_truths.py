@@ -32,3 +32,21 @@ def test_every_line_of_the_dashboard_help_fits_its_dialog() -> None:
     from fractal.tui.screens import HELP, HELP_WIDTH
 
     assert [line for line in HELP.splitlines() if len(line) > HELP_WIDTH] == []
+
+
+def test_the_card_of_a_node_waiting_for_children_does_not_count_down_its_step_timeout() -> None:
+    from fractal.domain.dashview import Live
+    from fractal.domain.waits import STEP_WALL_NOTE
+    from fractal.tui.render import card
+    from fractal.tui.snapshot import NodeView
+
+    now = 2_000_000_000.0
+
+    def view(step_name: str) -> NodeView:
+        return NodeView(branch="main.lead", status="active", title="", reason="", spent=None,
+                        cap=None, gauge=None, stalled=False,
+                        live=Live(3, 1, 5, 2, 4, step_name, now - 300),
+                        config=(("step_timeout", '"20m"'),))
+
+    assert f"step_timeout 20m ({STEP_WALL_NOTE})" in card(view("WAIT"), now).plain
+    assert "step_timeout 20m (15m00s left)" in card(view("EXECUTE"), now).plain
