@@ -7,8 +7,10 @@ node whose worktree or branch vanished is moved to ``missing`` (``lifecycle/miss
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.domain.signals import decoration
 from fractal.domain.states import SETTLED, Status
@@ -19,6 +21,9 @@ from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.store.rows import ActivityRow
 from fractal.tree import parent_of
+
+if TYPE_CHECKING:
+    from fractal.store.reader import LastMerge
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,8 @@ def _waiting(db_path: Path, branch: str) -> str:
         for b in live])
 
 
-def _detail(db_path: Path, branch: str, status: str) -> str:
+def _detail(db_path: Path, branch: str, status: str,
+            merges: Mapping[str, LastMerge] | None = None) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
@@ -132,7 +138,8 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     if status not in (Status.ACTIVE, Status.PAUSED):  # merged, until it runs again
         from fractal.domain.attention_facts import merged_detail, shows_merged
 
-        merge = reader.newest_merges(db_path, [branch]).get(branch)
+        merge = (reader.newest_merges(db_path, [branch]) if merges is None
+                 else merges).get(branch)
         if merge is not None and merge.status == "merged" and shows_merged(
                 status, merge.created_at, last.started_at if last else None):
             shown = merged_detail(merge.target, merge.sha)
@@ -212,10 +219,11 @@ def list_nodes(ctx: Context, name: str | None, *, show: str = "live") -> list[di
         fresh = {r.node: r for r in reader.node_rows(tree.db_path)}
         chosen = [fresh.get(r.node, r) for r in chosen]
     out: list[dict[str, object]] = []
+    merges = reader.newest_merges(tree.db_path, [r.node for r in chosen])  # one read
     for row in chosen:
         status = Status.MISSING.value if row.node in gone else row.status
         detail = missing_detail(row.node, gone[row.node]) if row.node in gone \
-            else _detail(tree.db_path, row.node, row.status)
+            else _detail(tree.db_path, row.node, row.status, merges)
         out.append({
             "node": row.node, "status": status, "detail": detail, "title": row.title or "",
             "max_cost": row.max_cost, "created": row.created_at,

@@ -254,15 +254,17 @@ def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:
 def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
     """``(child, reason)`` of each registered, unretired node whose newest merge into
     ``target`` is a refusal (a ``failed`` ``merges`` row whose reason starts ``refused:``,
-    as a node's refused merge of its child into itself books it), by child; none on a
-    database from before the ``merges`` table."""
+    as a node's refused merge of its child into itself books it), by child, booked since
+    the child was registered (not a deleted namesake's); none on a database from before
+    the ``merges`` table."""
     with _connect(db_path) as conn:
         try:
             rows = conn.execute(
                 "SELECT m.child, m.metadata FROM merges m JOIN nodes n ON n.node = m.child "
                 "WHERE m.merge_id IN (SELECT MAX(merge_id) FROM merges WHERE target = ? "
                 "GROUP BY child) AND m.status = 'failed' AND m.metadata LIKE 'refused:%' "
-                "AND n.status != 'retired' ORDER BY m.child", (target,)).fetchall()
+                "AND n.status != 'retired' AND m.created_at >= n.created_at ORDER BY m.child",
+                (target,)).fetchall()
         except sqlite3.OperationalError:
             return []
     return [(str(row[0]), str(row[1])) for row in rows]
