@@ -37,6 +37,11 @@ def test_a_reborn_name_reads_as_never_started_everywhere(cousins: Path) -> None:
     assert reader.last_run(ledger.db_path, "main.a2.x") is None
     assert ledger.last_run("main.a2.x") is None
     assert history(ledger.db_path, "main.a2.x").runs == []
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import Builder
+
+    view = Builder(find_tree(cousins)).build(now=2_000_000_000.0).node("main.a2.x")
+    assert view is not None and (view.status, view.reason) == ("idle", "")
     status = _fractal(cousins, "node", "status", "a2.x")
     assert status.returncode == 0, status.stderr
     assert "namesake" not in status.stdout

@@ -50,3 +50,27 @@ def test_the_card_of_a_node_waiting_for_children_does_not_count_down_its_step_ti
 
     assert f"step_timeout 20m ({STEP_WALL_NOTE})" in card(view("WAIT"), now).plain
     assert "step_timeout 20m (15m00s left)" in card(view("EXECUTE"), now).plain
+
+
+def test_the_operators_own_pause_makes_no_item(cousins: Path) -> None:
+    """``fractal node pause`` (or the brake) by the operator: the parked node is no inbox
+    item within the grace, and the inbox says it held it back as the operator's own."""
+    import json
+
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a1", "active")
+    ledger.signal_run("main.a1", run, "pause", actor="operator", reason="")
+    force_status(ledger.db_path, "main.a1", "paused")
+    ledger.add_event("main.a1", "pause", actor="loop", status="completed",
+                     metadata="parked during EXECUTE", run_id=run)
+    out = _fractal(cousins, "inbox", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [i for i in json.loads(out.stdout) if i["kind"] == "paused"] == []
+    text = _fractal(cousins, "inbox")
+    assert "your own action: paused main.a1" in text.stderr
+    # A pause a node's loop asked for (the lead pausing its child) is no operator action.
+    ledger.add_event("main.a1", "resume", actor="operator", status="completed", run_id=run)
+    ledger.signal_run("main.a1", run, "pause", actor="main.a1", reason="")
+    out = _fractal(cousins, "inbox", "--json")
+    assert [i["node"] for i in json.loads(out.stdout) if i["kind"] == "paused"] == ["main.a1"]
