@@ -34,8 +34,8 @@ def held_by(item: Item, facts: NodeFacts, now: float, grace: float) -> str | Non
       acted, or at once when the parent stops running);
     - an ``unstarted`` item while the waiting node runs: that node's own loop (its
       digest names the idle children and the command that starts them);
-    - a ``paused`` item for a pause the operator asked for: the operator's own action,
-      said by nobody (``operator``) until ``grace`` has passed since the ask.
+    - a ``paused`` item for a pause the operator asked for: the operator's own action
+      (``operator``), shown nowhere until ``grace`` has passed since the ask.
     """
     if item.kind is Kind.PAUSED and facts.paused_by_operator is not None \
             and now - facts.paused_by_operator < grace:

@@ -242,14 +242,8 @@ def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = N
                diffstats: bool = True) -> list[Entry]:
     """The operator's attention items, oldest first (acknowledged ones with
     ``include_acked``); items held for a running parent loop (``attention_route``) are
-    left out (``held_items`` lists them)."""
+    left out (``inbox_and_held`` lists them too)."""
     return _split(tree, include_acked=include_acked, now=now, diffstats=diffstats)[0]
-
-
-def held_items(tree: Tree, *, now: float | None = None) -> list[tuple[Item, str]]:
-    """The items held for a loop that can act on them, each with that loop's branch
-    (``operator`` for the operator's own recent pause), oldest first."""
-    return _split(tree, include_acked=True, now=now, diffstats=False)[1]
 
 
 def _split(tree: Tree, *, include_acked: bool, now: float | None, diffstats: bool
@@ -268,7 +262,9 @@ def inbox(ctx: Context, *, include_acked: bool = False) -> list[Entry]:
 
 def inbox_and_held(ctx: Context, *, include_acked: bool = False
                    ) -> tuple[list[Entry], list[tuple[Item, str]]]:
-    """``fractal inbox``'s items and those held for a loop (``held_items``), one read."""
+    """``fractal inbox``'s items, and the items held for a loop that can act on them,
+    each with that loop's branch (``operator``: the operator's own recent pause), oldest
+    first, from one read."""
     return _split(ctx.tree, include_acked=include_acked, now=None, diffstats=True)
 
 
