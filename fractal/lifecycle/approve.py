@@ -52,7 +52,9 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     ledger, caller, actor = ctx.ledger, ctx.acting, ctx.actor
 
     def refuse(why: str, step: int | None = None) -> Refused:
-        return ctx.refuse("approve", branch, why + _approved_by(tree.db_path, branch, step))
+        last = ledger.last_run(branch)
+        return ctx.refuse("approve", branch, why + _approved_by(
+            tree.db_path, branch, step, None if last is None else last.run_id))
 
     pending = gated_steps(ledger, branch)
     if step_id is None:
@@ -77,14 +79,15 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     return Approved(branch, target.step_id, target.step_name)
 
 
-def _approved_by(db_path: Path, branch: str, step_id: int | None) -> str:
+def _approved_by(db_path: Path, branch: str, step_id: int | None, run_id: int | None) -> str:
     """``: step 7 (REVIEW) was approved by main.lead at 2026-12-07T01:23:45Z`` for the
-    newest approval of ``branch`` (of step ``step_id`` when given), '' when none was
-    recorded: a refusal says who was first."""
+    newest approval of ``branch`` in its run ``run_id`` (of step ``step_id`` when given),
+    '' when none was recorded: a refusal says who was first."""
     from fractal.store.eventlog import last_event
 
     event = last_event(db_path, branch, "approve", "completed")
-    if event is None or (step_id is not None and event.step_id != step_id):
+    if event is None or run_id is None or event.run_id != run_id \
+            or (step_id is not None and event.step_id != step_id):
         return ""
     when = event.created_at[:19] + "Z" if len(event.created_at) >= 19 else event.created_at
     return f": {event.meta or 'its gate'} was approved by {event.actor or 'someone'} at {when}"
