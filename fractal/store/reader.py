@@ -139,7 +139,9 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
 def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> list[ActivityRow]:
     """Rows of the ``activity`` view, newest first.
 
-    ``nodes`` restricts to those branches (None: every node; empty: no rows);
+    ``nodes`` restricts to those branches (None: every node; empty: no rows), each to the
+    rows since its registration (a deleted namesake's history stays out, so a subtree's
+    listing may hold fewer than ``limit`` rows);
     ``limit`` caps the row count (None: all). Ties on the timestamp break on the row
     ids, so the order is stable.
     """
@@ -151,6 +153,14 @@ def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> l
         where = f"WHERE node IN ({', '.join('?' * len(nodes))})"
         params.extend(nodes)
     with _connect(db_path) as conn:
+        born: dict[str, str] = {}
+        if nodes is not None:  # rows since each node's registration: a constant floor
+            born = {str(n): str(at) for n, at in conn.execute(  # the indexes can use
+                f"SELECT node, created_at FROM nodes WHERE node IN "
+                f"({', '.join('?' * len(nodes))})", list(nodes))}
+            if len(born) == len(set(nodes)):
+                where += " AND timestamp >= ?"
+                params.append(min(born.values()))
         tail = ""
         if limit is not None:
             cutoff = _activity_cutoff(conn, nodes, limit)
@@ -160,7 +170,8 @@ def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> l
             tail = "LIMIT ?"
             params.append(max(limit, 0))
         sql = f"SELECT * FROM activity {where} {_ACTIVITY_ORDER} {tail}"
-        return [build(ActivityRow, row) for row in conn.execute(sql, params)]
+        rows = [build(ActivityRow, row) for row in conn.execute(sql, params)]
+    return [r for r in rows if r.node not in born or r.timestamp >= born[r.node]]
 
 
 def _activity_cutoff(conn: sqlite3.Connection, nodes: Sequence[str] | None,

@@ -45,6 +45,11 @@ def test_a_reborn_name_reads_as_never_started_everywhere(cousins: Path) -> None:
     status = _fractal(cousins, "node", "status", "a2.x")
     assert status.returncode == 0, status.stderr
     assert "namesake" not in status.stdout
+    activity = _fractal(cousins, "node", "activity", "a2.x", "--json")
+    assert activity.returncode == 0, activity.stderr
+    rows = json.loads(activity.stdout)
+    assert rows and "namesake" not in activity.stdout
+    assert [r["event"] for r in rows if r["kind"] == "event"] == ["init"]
     out = _fractal(cousins, "inbox", "--json")
     assert out.returncode == 0, out.stderr
     assert [i for i in json.loads(out.stdout) if i["node"] == "main.a2.x"] == []
