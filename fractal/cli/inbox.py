@@ -22,7 +22,9 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     """List what waits for a human, oldest first, each with the command that resolves it:
     pending gates, exited runs, budget landings, no-progress stops, interrupted and
     paused nodes, stalls, usage-window and provider-outage waits, merges that did not
-    land, children left running at their parent's end, unread messages to the operator."""
+    land, children left running at their parent's end, unread messages to the operator,
+    top-level nodes ready to merge. What a running lead can act on waits for it first
+    (the root config's inbox_grace, default 10m); stderr says what is held."""
     if ctx.invoked_subcommand is not None:
         return
     from fractal.lifecycle.inbox import held_line, hold_grace, inbox_and_held
