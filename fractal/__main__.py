@@ -1,7 +1,7 @@
 """``python -m fractal``: the same entry point as the ``fractal`` console script.
 
 A node's pane runs ``python -m fractal node _run --path WORKTREE [--continue] [--resume]``,
-the argv ``lifecycle/host.supervisor_argv`` writes. That exact form goes straight to the
+the argv ``lifecycle/start/hosting.supervisor_argv`` writes. That exact form goes straight to the
 supervisor, without click: parsing the CLI costs an import of click and the ``node``
 command group, about a fifth of a short supervisor's CPU, for three fixed words. Any
 other form (another option order, a repeated flag, a path that is not a directory) goes

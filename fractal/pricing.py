@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from fractal.domain.budget.prices import Rates, parse_table
 from fractal.domain.errors import FractalError
-from fractal.domain.prices import Rates, parse_table
 from fractal.workspace.nodedir import write_atomic
 
 __all__ = [

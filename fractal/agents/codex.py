@@ -34,7 +34,7 @@ from fractal.agents.base import (
     route_problem,
 )
 from fractal.agents.codex_stream import CodexParser
-from fractal.domain.agenthomes import codex_home
+from fractal.domain.agent.homes import codex_home
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 

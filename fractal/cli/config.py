@@ -36,7 +36,7 @@ def config_group() -> None:
 @PATH_OPTION
 def get_cmd(key: str, path: Path) -> None:
     """Print KEY's value (`null` when unset)."""
-    from fractal.lifecycle.retune import config_get
+    from fractal.lifecycle.steering.retune import config_get
 
     value = config_get(verb_context(path), key)
     click.echo(value if isinstance(value, str) else json.dumps(value))
@@ -47,7 +47,7 @@ def get_cmd(key: str, path: Path) -> None:
 @PATH_OPTION
 def set_cmd(assignments: tuple[str, ...], path: Path) -> None:
     """Set KEY=VALUE pairs; KEY=null clears a key. Echoes `key: old -> new`."""
-    from fractal.lifecycle.retune import config_set
+    from fractal.lifecycle.steering.retune import config_set
 
     done = config_set(verb_context(path), list(assignments))
     for change in done.changes:
@@ -70,7 +70,7 @@ def _update_options(func: Any) -> Any:
 def update_cmd(node: str, path: Path, **values: str | None) -> None:
     """Retune NODE: write its config.json and registry row together; a running node
     picks the change up at its next iteration."""
-    from fractal.lifecycle.retune import update_node
+    from fractal.lifecycle.steering.retune import update_node
 
     done = update_node(verb_context(path), node, values)
     for change in done.changes:

@@ -51,7 +51,7 @@ def cost_group() -> None:
 @PATH_OPTION
 def spent_cmd(node: str | None, scope: str | None, max_depth: int | None, path: Path) -> None:
     """Print what NODE and its subtree spent (all runs by default), or `untracked`."""
-    from fractal.lifecycle.spending import Scope, spent
+    from fractal.lifecycle.reads.spending import Scope, spent
 
     report = spent(verb_context(path), node, Scope(scope or "all"), max_depth)
     click.echo(report.text)
@@ -65,7 +65,7 @@ def spent_cmd(node: str | None, scope: str | None, max_depth: int | None, path: 
 @PATH_OPTION
 def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
     """Print NODE's remaining budget for its run (default), iteration or step."""
-    from fractal.lifecycle.spending import Scope, remaining
+    from fractal.lifecycle.reads.spending import Scope, remaining
 
     click.echo(remaining(verb_context(path), node, Scope(scope or "run")))
 
@@ -79,7 +79,7 @@ def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
 def breakdown_cmd(node: str | None, run: bool, max_depth: int | None, as_json: bool,
                   as_csv: bool, path: Path) -> None:
     """Per-node spend of NODE's subtree (deleted nodes included)."""
-    from fractal.lifecycle.spending import breakdown
+    from fractal.lifecycle.reads.spending import breakdown
 
     rows, unpriced = breakdown(verb_context(path), node, run=run, max_depth=max_depth)
     click.echo(render_rows(rows, ["node", "max_cost", "spent", "unpriced"],

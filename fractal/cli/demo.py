@@ -24,7 +24,7 @@ def demo_cmd(directory: Path, force: bool) -> None:
     from fractal.cli.format import render_rows
     from fractal.cli.node import _ACTIVITY_COLUMNS
     from fractal.demo.run import run_demo
-    from fractal.lifecycle.reads import activity
+    from fractal.lifecycle.reads.nodes import activity
     from fractal.workspace.git import run_git
 
     result = run_demo(directory, force=force, echo=lambda line: click.echo(line, err=True))

@@ -239,7 +239,7 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
 def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str | None,
               whole_tree: bool, refresh_env: bool, path: Path) -> None:
     """Start NODE's supervisor in a detached tmux session."""
-    from fractal.lifecycle.start import start_node
+    from fractal.lifecycle.start.node import start_node
 
     if clean and not continue_mode:
         raise click.UsageError("--clean only applies with --continue")
@@ -249,7 +249,7 @@ def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str 
     if whole_tree:
         if not continue_mode:
             raise click.UsageError("--tree only applies with --continue")
-        from fractal.lifecycle.treestart import start_tree
+        from fractal.lifecycle.start.subtree import start_tree
 
         done = start_tree(verb_context(path), node, clean=clean, max_cost=max_cost,
                           refresh_env=refresh_env)
@@ -277,7 +277,7 @@ def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str 
 @PATH_OPTION
 def attach_cmd(node: str | None, path: Path) -> None:
     """Attach the terminal to NODE's live tmux pane (detach with C-b d)."""
-    from fractal.lifecycle.start import attach_node
+    from fractal.lifecycle.start.node import attach_node
 
     attach_node(verb_context(path), node)
 
@@ -287,7 +287,7 @@ def attach_cmd(node: str | None, path: Path) -> None:
 @PATH_OPTION
 def status_cmd(node: str | None, path: Path) -> None:
     """Print NODE's lifecycle status, with the last run's reason when settled."""
-    from fractal.lifecycle.reads import node_status
+    from fractal.lifecycle.reads.nodes import node_status
 
     click.echo(node_status(verb_context(path), node).line)
 
@@ -305,7 +305,7 @@ def status_cmd(node: str | None, path: Path) -> None:
 def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_tree: bool,
              as_ascii: bool, as_json: bool, as_csv: bool, path: Path) -> None:
     """List NODE and its descendants (the whole tree from the root); retired ones hidden."""
-    from fractal.lifecycle.reads import list_nodes
+    from fractal.lifecycle.reads.nodes import list_nodes
 
     if show_all and only_retired:
         raise click.UsageError("--all and --retired are mutually exclusive")
@@ -338,7 +338,7 @@ _ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
 def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: bool,
                  as_csv: bool, path: Path) -> None:
     """Run, iteration and step rows (start and end), newest first."""
-    from fractal.lifecycle.reads import activity
+    from fractal.lifecycle.reads.nodes import activity
 
     fmt = output_format(as_json, as_csv)
     if follow:
@@ -349,7 +349,7 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
         return
     rows = activity(verb_context(path), node, limit)
     if fmt is None and sys.stdout.isatty():  # the table: an early failure's repeats once
-        from fractal.domain.activity_view import collapse_repeats
+        from fractal.domain.views.activity import collapse_repeats
 
         rows = collapse_repeats(rows)
     click.echo(render_rows(rows, _ACTIVITY_JSON if fmt == "json" else _ACTIVITY_COLUMNS,

@@ -13,7 +13,7 @@ REASON_OPTION = click.option("--reason", default=None, help="Why; recorded with 
 
 
 def _report(results: list[object]) -> None:
-    from fractal.lifecycle.steer import result_lines
+    from fractal.lifecycle.steering.signal import result_lines
 
     for line in result_lines(results):
         click.echo(line, err=True)
@@ -26,7 +26,7 @@ def _report(results: list[object]) -> None:
 def stop_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """End NODE's run after its current step (descendants first)."""
     from fractal.domain.signals import Signal
-    from fractal.lifecycle.steer import send
+    from fractal.lifecycle.steering.signal import send
 
     _report(list(send(verb_context(path), node, Signal.STOP, reason)))
 
@@ -39,7 +39,7 @@ def stop_cmd(node: str | None, reason: str | None, path: Path) -> None:
 def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -> None:
     """End NODE's run after its current iteration, once its children have finished."""
     from fractal.domain.signals import Signal
-    from fractal.lifecycle.steer import cancel_finish, send
+    from fractal.lifecycle.steering.signal import cancel_finish, send
 
     if cancel:
         _report([cancel_finish(verb_context(path), node)])
@@ -54,7 +54,7 @@ def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -
 def done_cmd(reason: str | None, path: Path) -> None:
     """End this node's own run, completed, after the current step (run it from the node's
     own step, once its work is done and its children's work merged)."""
-    from fractal.lifecycle.steer import declare_done
+    from fractal.lifecycle.steering.signal import declare_done
 
     _report([declare_done(verb_context(path), reason)])
 
@@ -66,7 +66,7 @@ def done_cmd(reason: str | None, path: Path) -> None:
 def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """Abort NODE's in-flight agent and park its run (node first, then descendants)."""
     from fractal.domain.signals import Signal
-    from fractal.lifecycle.steer import send
+    from fractal.lifecycle.steering.signal import send
 
     _report(list(send(verb_context(path), node, Signal.PAUSE, reason)))
 
@@ -79,7 +79,7 @@ def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
 @PATH_OPTION
 def resume_cmd(node: str | None, refresh_env: bool, path: Path) -> None:
     """Relaunch NODE's parked run, and its paused descendants (deepest first)."""
-    from fractal.lifecycle.resume import resume
+    from fractal.lifecycle.steering.resume import resume
 
     _report(list(resume(verb_context(path), node, refresh_env=refresh_env)))
 
@@ -90,7 +90,7 @@ def resume_cmd(node: str | None, refresh_env: bool, path: Path) -> None:
 @PATH_OPTION
 def kill_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """Kill NODE and its descendants now: loop, agent and pane; rows close ``killed``."""
-    from fractal.lifecycle.kill import kill
+    from fractal.lifecycle.steering.kill import kill
 
     _report(list(kill(verb_context(path), node, reason)))
 

@@ -61,7 +61,7 @@ def _agent_problem(agent: str, worktree: Path) -> str | None:
 @path_option(IN_REPOSITORY)
 def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
     """Brake the whole tree NAME (default: this one): no start or spawn, every node paused."""
-    from fractal.lifecycle.brake import brake
+    from fractal.lifecycle.steering.brake import brake
 
     results = brake(verb_context(path), name, reason)
     click.echo(f"tree paused ({sum(r.ok for r in results)} node(s) signalled); "
@@ -76,7 +76,7 @@ def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
 @path_option(IN_REPOSITORY)
 def resume_cmd(name: str | None, refresh_env: bool, path: Path) -> None:
     """Lift the tree-wide brake and resume every parked node, deepest first."""
-    from fractal.lifecycle.brake import release
+    from fractal.lifecycle.steering.brake import release
 
     results = release(verb_context(path), name, refresh_env=refresh_env)
     for result in results:

@@ -22,7 +22,7 @@ def usage_group() -> None:
 def list_cmd(path: Path) -> None:
     """Print every credential's window: fingerprint, window, state, wake instant (UTC),
     the node that closed or probes it."""
-    from fractal.domain.usage import until_label
+    from fractal.domain.usage.windows import until_label
     from fractal.lifecycle.usage import windows
 
     rows = windows(verb_context(path))
@@ -49,7 +49,7 @@ def reopen_cmd(credential: str, path: Path) -> None:
     naming one. One waiting node launches at once as the probe; the others follow when it
     gets through. A window open or being probed is left as it is.
     """
-    from fractal.domain.usage import utc_label
+    from fractal.domain.usage.windows import utc_label
     from fractal.lifecycle.usage import reopen
 
     done = reopen(verb_context(path), credential)

@@ -61,7 +61,7 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
     directory the demo did not make. Raises FractalError."""
     from fractal.lifecycle.context import Context
     from fractal.lifecycle.spawn import init_node
-    from fractal.lifecycle.start import start_node
+    from fractal.lifecycle.start.node import start_node
     from fractal.lifecycle.trees import init_tree
     from fractal.workspace.backstop import backstop_commit
 

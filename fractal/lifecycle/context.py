@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain import authority
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.errors import FractalError
 from fractal.tree import Tree, caller_branch, locate, resolve_node
 
@@ -85,7 +85,7 @@ class Context:
     """The top of the worktree holding ``cwd`` when already known (None: asked on use)."""
     environ: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
     """The caller's environment (None: this process's). A verb that launches a supervisor
-    keeps it as the run's environment on a fresh start (``lifecycle/host.keep_env``)."""
+    keeps it as the run's environment on a fresh start (``lifecycle/start/hosting.keep_env``)."""
 
     @property
     def environment(self) -> Mapping[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain import budget
+from fractal.domain.budget import ceilings as budget
 from fractal.domain.config import parse_config
 from fractal.domain.states import Status
 from fractal.errors import FractalError

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.reasons import ABNORMAL_EXIT
+from fractal.domain.run.reasons import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import LOOP_NODE_ENV
 from fractal.tree import Tree
@@ -81,7 +81,7 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
 
 def _heal(tree: Tree, branch: str) -> bool:
     """The heal itself, under the node's heal lock (see ``heal_if_crashed``)."""
-    from fractal.domain.markers import launch_marker
+    from fractal.domain.agent.markers import launch_marker
     from fractal.procs.processes import GroupHandle, Reap, grace, kill_group
     from fractal.store.ledger import Ledger
     from fractal.store.transition import EventNote

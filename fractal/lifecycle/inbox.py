@@ -6,7 +6,7 @@ latch file (``fractal.control.latched``), each active node's
 ``config.json`` (its step timeout) and pane transcript mtime (a node writing output is
 not stalled), a tmux probe for active nodes (one whose supervisor is provably gone is
 shown as interrupted and never healed here), and ``git diff --shortstat`` per pending
-gate. The detectors themselves are ``fractal.domain.attention``.
+gate. The detectors themselves are ``fractal.domain.attention.rules``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.attention import (
+from fractal.domain.attention.rules import (
     Gate,
     HandBack,
     Item,
@@ -97,7 +97,7 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
     """Every registered node's facts (and a sender's that is no longer registered, for
     its messages to the operator), and the acknowledgements (key -> fingerprint).
     ``create`` False never creates the database (see ``store.reader``)."""
-    from fractal.domain.attention_tree import with_running_below
+    from fractal.domain.attention.tree import with_running_below
 
     facts, acks = node_facts(tree, diffstats=diffstats, create=create)
     return with_running_below(facts), acks
@@ -107,8 +107,8 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
     from fractal.control import latched
-    from fractal.domain.attention_tree import wait_until
-    from fractal.domain.failcause import failure_cause
+    from fractal.domain.attention.tree import wait_until
+    from fractal.domain.run.failcause import failure_cause
     from fractal.lifecycle.heal import crashed
     from fractal.store.attention import attention_rows
 
@@ -172,7 +172,7 @@ def _unresolved(tree: Tree, branch: str, status: str) -> str | None:
     (its hand-back note kept, git's merge in progress), else None."""
     if status in ("active", "paused"):
         return None
-    from fractal.domain.conflicts import Operation
+    from fractal.domain.merge.conflicts import Operation
     from fractal.workspace.conflict_guard import operation_in_progress
     from fractal.workspace.handback import read_note
 
@@ -198,7 +198,7 @@ def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
 def gate_diffstat(tree: Tree, branch: str) -> str | None:
     """What ``branch`` changed since it forked from its parent (``git diff --shortstat``),
     with ``; N uncommitted file(s)`` when its worktree holds project edits not committed."""
-    from fractal.lifecycle.diff import uncommitted_note, with_uncommitted
+    from fractal.lifecycle.merge.diff import uncommitted_note, with_uncommitted
     from fractal.workspace.diffstat import shortstat
 
     base = parent_of(branch) or tree.root

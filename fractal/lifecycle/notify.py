@@ -1,5 +1,5 @@
 """Notifications: the root config's ``notify`` command, run for each batch of new
-attention events (``fractal.domain.attention``), at most once per event.
+attention events (``fractal.domain.attention.rules``), at most once per event.
 
 Who runs it: one *watcher* process per tree (``fractal _notify``), started detached by
 ``ensure_watcher`` whenever a verb hosts a supervisor (start, continue, resume) and the
@@ -87,7 +87,7 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
 
     Returns None when no command is set or nothing new (of a wanted kind) appeared.
     """
-    from fractal.domain.attention import Kind
+    from fractal.domain.attention.rules import Kind
     from fractal.lifecycle.inbox import tree_inbox
     from fractal.store.inbox import Claim, InboxStore
 
@@ -322,7 +322,7 @@ def configure(ctx: Context, command: str | None, events: str | None, *,
             raise FractalError("the notify command is empty; pass a command, or --off")
         updates["notify"] = command.strip()
     if events is not None:
-        from fractal.domain.attention import Kind
+        from fractal.domain.attention.rules import Kind
 
         _, problems = wanted_kinds(events, (k.value for k in Kind))
         if problems:

@@ -246,7 +246,7 @@ def _reading(tree: Tree, ledger: Ledger, worker: str, claimed_at: str | None) ->
 def _land(ctx: Context, store: PoolStore, pool: str, item: Item) -> str:
     """Merge a done worker into the pool's branch, then finish its item (a conflict or a
     refused merge fails the attempt). Returns the round's note."""
-    from fractal.lifecycle.merge import MergeConflict, merge_node
+    from fractal.lifecycle.merge.squash import MergeConflict, merge_node
 
     worker = item.worker or ""
     result = item.result or _last_subject(ctx.tree, pool, worker) or "done"  # before merging
@@ -309,7 +309,7 @@ def _start_worker(ctx: Context, ledger: Ledger, pool: str, brief: str, item: Ite
     re-armed it) alone. Raises FractalError when it cannot."""
     from fractal.lifecycle.costcaps import parent_budget
     from fractal.lifecycle.spawn import NodeSeed, init_node
-    from fractal.lifecycle.start import start_node
+    from fractal.lifecycle.start.node import start_node
     from fractal.workspace.backstop import backstop_commit
     from fractal.workspace.nodedir import seed_task_and_gates
     from fractal.workspace.poolseed import copy_worker_steps

@@ -17,7 +17,7 @@ from fractal.agents.registry import resolve_backend
 from fractal.control import latched, paused_ancestor
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
-from fractal.domain.outcome import clip_reason
+from fractal.domain.run.outcome import clip_reason
 from fractal.domain.states import Status
 from fractal.domain.values import by_type
 from fractal.pricing import PricingError

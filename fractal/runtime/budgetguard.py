@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fractal.agents.base import Backend
-from fractal.domain import budget
-from fractal.domain.budget import Caps, Landing
+from fractal.domain.budget import ceilings as budget
+from fractal.domain.budget.ceilings import Caps, Landing
 from fractal.domain.config import NodeConfig
 from fractal.domain.errors import FractalError
-from fractal.domain.outcome import clip_reason
+from fractal.domain.run.outcome import clip_reason
 from fractal.domain.signals import Signal
 from fractal.pricing import Freshness, refresh, token_priced
 from fractal.runtime.clock import Clock, SystemClock
@@ -271,7 +271,7 @@ class BudgetGuard:
             self.note(f"could not send the budget finish to the subtree: {exc}")
 
     def landing(self) -> Landing:
-        """How the budget shapes this run's end (``domain.budget.landing``)."""
+        """How the budget shapes this run's end (``domain.budget.ceilings.landing``)."""
         self.stale()
         try:
             reasons = [r.meta for r in self.ledger.signals(self.state.run_id)

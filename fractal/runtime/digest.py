@@ -1,4 +1,4 @@
-"""Gather the facts of the SYNC digest (``domain.digest``) from the tree database: the
+"""Gather the facts of the SYNC digest (``domain.prompt.digest``) from the tree database: the
 node's direct children's outbox notices since a stored timestamp, their gates awaiting
 approval, and the node's unread inbox. A read that fails leaves the digest out (the SYNC
 still runs)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 
-from fractal.domain.digest import NEWEST, Digest, render_digest
 from fractal.domain.errors import FractalError
-from fractal.domain.outcome import Status
+from fractal.domain.prompt.digest import NEWEST, Digest, render_digest
+from fractal.domain.run.outcome import Status
 from fractal.store import radio_reads
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths

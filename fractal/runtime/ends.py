@@ -1,4 +1,4 @@
-"""What a run's end says about its subtree (the loop's side of ``domain/subtree.py``).
+"""What a run's end says about its subtree (the loop's side of ``domain/run/subtree.py``).
 
 ``finish_reason`` names the gates a finish ended before they were approved, so a parent
 (or ``node merge``) can tell that run from approved work. ``notify_unsettled`` posts an
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
+from fractal.domain.run.subtree import Unsettled, never_approved, unsettled_notice
 from fractal.domain.states import Status
-from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from fractal.domain.config import NodeConfig, parse_config
-from fractal.domain.frontmatter import Frontmatter, frontmatter_warnings, parse_frontmatter
+from fractal.domain.steps.frontmatter import Frontmatter, frontmatter_warnings, parse_frontmatter
 from fractal.workspace.nodedir import config_from_bytes, read_config
 
 __all__ = ["FILES", "RACY_S", "FileCache", "live_config", "parse_step_file"]

@@ -17,9 +17,9 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from fractal.control import Steering
-from fractal.domain.outcome import Status
+from fractal.domain.run.outcome import Status
 from fractal.domain.signals import Signal
-from fractal.domain.waits import WaitingChild, children_waited
+from fractal.domain.steps.waits import WaitingChild, children_waited
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.outcome import (
+from fractal.domain.prompt.render import iter_label
+from fractal.domain.run.outcome import (
     EXIT_BUDGET_SKIP,
     RunEnd,
     Status,
     clip_reason,
     without_retry,
 )
-from fractal.domain.render import iter_label
+from fractal.domain.run.walls import iteration_deadline
 from fractal.domain.signals import Signal
-from fractal.domain.steps import discover_steps
-from fractal.domain.walls import iteration_deadline
+from fractal.domain.steps.files import discover_steps
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import RunAbort, check_checkout
 from fractal.runtime.edges import backstop, run_setup

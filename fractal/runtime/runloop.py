@@ -7,17 +7,17 @@ and ``max_iters``. After each iteration it counts crash loops (setup or step dis
 failing CRASH_LOOP times in a row ends the run), runs the exit check, and paces the next
 iteration (``interval`` from the last start, or ``sleep`` after the last end, never past
 the run wall, cut short by any signal). ``max_failed_iters`` failed iterations in a row
-end the run ``exited`` (``domain.failstreak``); a park is not an iteration outcome and
+end the run ``exited`` (``domain.run.failstreak``); a park is not an iteration outcome and
 leaves the count as it was. The facts it leaves in ``RunState`` decide the
-run's end (``domain.outcome.decide_run_end``).
+run's end (``domain.run.outcome.decide_run_end``).
 """
 
 from __future__ import annotations
 
 from fractal.domain.errors import FractalError
-from fractal.domain.failstreak import advance_failures, failures_reason
+from fractal.domain.run.failstreak import advance_failures, failures_reason
+from fractal.domain.run.walls import pacing_delay
 from fractal.domain.signals import Signal
-from fractal.domain.walls import pacing_delay
 from fractal.runtime import heap
 from fractal.runtime.checks import CheckRunner, CheckVerdict
 from fractal.runtime.filecache import FILES, live_config
@@ -79,7 +79,7 @@ class RunLoop(LoopPart):
         verdict = self.checks.exit_check(steps_ran=not (result.setup_failed
                                                          or result.discovery_failed))
         if verdict is CheckVerdict.PASSED:
-            return True  # a passed exit check outranks every other end (domain.stopcause)
+            return True  # a passed exit check outranks every other end (domain.run.stopcause)
         if verdict is CheckVerdict.FAILED:
             state.last_iter_ok = False  # the node's own test of done is still red
         if verdict is CheckVerdict.STALLED:

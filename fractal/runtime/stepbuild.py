@@ -15,13 +15,11 @@ from pathlib import Path
 from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_route
 from fractal.agents.registry import resolve_backend
 from fractal.assets import mode_text
-from fractal.domain.checks import check_variables, visible_check
+from fractal.domain.checks.rules import check_variables, visible_check
 from fractal.domain.errors import FractalError
-from fractal.domain.frontmatter import is_true
 from fractal.domain.pool import pool_document
-from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
-from fractal.domain.steps import StepFile, discover_steps
-from fractal.domain.variables import (
+from fractal.domain.prompt.render import assemble_prompt, iter_label, iter_ref, render
+from fractal.domain.prompt.variables import (
     StepFacts,
     TreeFacts,
     agent_environment,
@@ -29,8 +27,10 @@ from fractal.domain.variables import (
     prompt_variables,
     tree_variables,
 )
-from fractal.domain.waits import children_waited
-from fractal.domain.walls import time_budget_label
+from fractal.domain.run.walls import time_budget_label
+from fractal.domain.steps.files import StepFile, discover_steps
+from fractal.domain.steps.frontmatter import is_true
+from fractal.domain.steps.waits import children_waited
 from fractal.runtime.clock import Clock, monotonic_to_epoch
 from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend

@@ -23,10 +23,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from fractal.control import Steering
-from fractal.domain.checks import ScoreRules
+from fractal.domain.checks.rules import ScoreRules
 from fractal.domain.config import NodeConfig
-from fractal.domain.failstreak import FailStreak, advance_failures
-from fractal.domain.outcome import (
+from fractal.domain.run.failstreak import FailStreak, advance_failures
+from fractal.domain.run.outcome import (
     ABNORMAL_EXIT,
     AWAITING_APPROVAL,
     RunEnd,
@@ -34,9 +34,9 @@ from fractal.domain.outcome import (
     clip_reason,
     decide_run_end,
 )
+from fractal.domain.run.walls import time_budget_label
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
-from fractal.domain.walls import time_budget_label
 from fractal.procs import processes
 from fractal.runtime import heap
 from fractal.runtime.adopt import adopt, save_sessions

@@ -9,8 +9,8 @@ found before the strict SYNC's launch (``OutageWait``).
 from __future__ import annotations
 
 from fractal.assets import mode_text
-from fractal.domain.outcome import Status, StepOutcome
-from fractal.domain.steps import StepFile, banner_verdict, step_label
+from fractal.domain.run.outcome import Status, StepOutcome
+from fractal.domain.steps.files import StepFile, banner_verdict, step_label
 from fractal.runtime.kinds.base import StepPlan, StepResult, wait_ended
 from fractal.runtime.launches import Launches
 from fractal.runtime.loopparts import LoopPart, LoopParts

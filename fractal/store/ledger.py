@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fractal.domain.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
+from fractal.domain.run.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.registry import CAP_KEYS, new_id, set_row
 from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow

@@ -8,7 +8,7 @@ texts are composed by ``domain.radio``; the rows are ``store.radio`` messages.
 from __future__ import annotations
 
 from fractal.domain.radio import NOTICE_PRIORITY, Channel, run_end_notice
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.store.db import Tx
 from fractal.store.radio import Draft, Radio, insert_message
 from fractal.store.rows import MessageRow

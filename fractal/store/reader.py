@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fractal.domain.reasons import AWAITING_APPROVAL
+from fractal.domain.run.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
 from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build

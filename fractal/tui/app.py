@@ -360,7 +360,7 @@ class Dashboard(App[None]):
 
     def _signal(self, name: str, confirm: bool) -> None:
         from fractal.domain.signals import Signal
-        from fractal.lifecycle.steer import send
+        from fractal.lifecycle.steering.signal import send
 
         view = self._target()
         if view is None:
@@ -382,14 +382,14 @@ class Dashboard(App[None]):
         self._signal("finish", confirm=True)
 
     def action_resume(self) -> None:
-        from fractal.lifecycle.resume import resume
+        from fractal.lifecycle.steering.resume import resume
 
         view = self._target()
         if view is not None:
             self.run_verb("resume", lambda: resume(self.verb_context(), view.branch))
 
     def action_kill(self) -> None:
-        from fractal.lifecycle.kill import kill
+        from fractal.lifecycle.steering.kill import kill
 
         view = self._target()
         if view is not None:
@@ -444,7 +444,7 @@ class Dashboard(App[None]):
         """Show what merging ``branch`` brings (its diffstat against its parent), then
         merge on ``y``, as ``fractal node merge BRANCH`` (from a worker thread)."""
         from fractal.lifecycle.inbox import gate_diffstat
-        from fractal.lifecycle.merge import merge_then_clean
+        from fractal.lifecycle.merge.squash import merge_then_clean
 
         stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
         question = f"merge {branch} into its target (squash)?\n{stat}"

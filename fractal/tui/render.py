@@ -7,8 +7,8 @@ from pathlib import Path
 from rich.cells import cell_len
 from rich.text import Text
 
-from fractal.domain.dashview import Level, clock_label
-from fractal.domain.treedraw import glyph
+from fractal.domain.views.dashboard import Level, clock_label
+from fractal.domain.views.treedraw import glyph
 from fractal.store.dashboard import History
 from fractal.tui.snapshot import NodeView, Snapshot
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fractal.domain.attention import Item, NodeFacts, stall_after
-from fractal.domain.dashview import Gauge, Live, gauge, live_detail
+from fractal.domain.attention.rules import Item, NodeFacts, stall_after
 from fractal.domain.signals import decoration
+from fractal.domain.views.dashboard import Gauge, Live, gauge, live_detail
 from fractal.lifecycle.inbox import Entry
 from fractal.tree import Tree
 
@@ -236,7 +236,7 @@ class Builder:
         """Every node's facts: re-read only for the nodes whose rows changed since the last
         read (and the active ones), the others kept; whole on the first read."""
         from fractal.control import latched
-        from fractal.domain.attention_tree import with_running_below
+        from fractal.domain.attention.tree import with_running_below
         from fractal.lifecycle.inbox import node_facts
         from fractal.store.attention_marks import changes
 
@@ -265,7 +265,7 @@ class Builder:
                   ) -> list[tuple[Item, bool]]:
         """``classify``, node by node: a settled node's items depend on its facts and the
         acknowledgements only, so they are kept while both are unchanged."""
-        from fractal.domain.attention import classify
+        from fractal.domain.attention.rules import classify
 
         if acks != self._items_acks:
             self._items = {}
@@ -290,7 +290,7 @@ class Builder:
         time and each run's own spend: an open run's read every time, an ended one's once
         (it never changes again; a big tree's first paint would wait on all of them, so
         they are summed SPEND_BATCH runs per read, the newest first)."""
-        from fractal.domain.dashview import subtree_spends
+        from fractal.domain.views.dashboard import subtree_spends
         from fractal.store.dashboard import live_rows, run_links
 
         links = run_links(self.tree.db_path, self._last_run)
@@ -310,8 +310,8 @@ class Builder:
 
     def _read(self, now: float, token: object) -> Snapshot:
         from fractal.agents.base import DEFAULT_AGENT
-        from fractal.domain.dashview import shown_agent
         from fractal.domain.durations import parse_duration
+        from fractal.domain.views.dashboard import shown_agent
         from fractal.errors import FractalError
         from fractal.store.pool import pool_progress
 

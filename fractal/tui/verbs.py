@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fractal.lifecycle.merge import MergeResult
+    from fractal.lifecycle.merge.squash import MergeResult
 
 __all__ = ["Outcome", "VerbStreams", "call_verb", "fault", "merge_line", "outcome_lines"]
 
@@ -73,7 +73,7 @@ def outcome_lines(result: object) -> list[str]:
     rows (``skipped: ...`` for a refused node, a note when nothing was acted on), an
     approval's ``approved BRANCH step N (NAME)``, a string as it is."""
     from fractal.lifecycle.approve import Approved, approved_line
-    from fractal.lifecycle.steer import result_lines
+    from fractal.lifecycle.steering.signal import result_lines
 
     if isinstance(result, Approved):
         return [approved_line(result)]
@@ -129,8 +129,8 @@ def fault(data_dir: Path, label: str, exc: Exception) -> Outcome:
 
 def merge_line(result: MergeResult) -> str:
     """The merge's outcome as one notification line: the CLI's stderr wording
-    (``lifecycle.merge.outcome_line``), then its notices; for nothing new, the notices."""
-    from fractal.lifecycle.merge import outcome_line
+    (``lifecycle.merge.squash.outcome_line``), then its notices; for nothing new, the notices."""
+    from fractal.lifecycle.merge.squash import outcome_line
 
     line = outcome_line(result)
     if line is None:  # nothing new: its first notice already says so

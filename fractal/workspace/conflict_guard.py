@@ -3,7 +3,7 @@
 A worktree is refused when git has a merge, rebase, cherry-pick or revert in progress
 there (``MERGE_HEAD``, ``rebase-merge/``, ``rebase-apply/``, ``CHERRY_PICK_HEAD``,
 ``REVERT_HEAD`` in its git dir), when its index holds unmerged entries, or when a file the
-commit would stage holds conflict-marker lines (``domain.conflicts.has_conflict_markers``).
+commit would stage holds conflict-marker lines (``domain.merge.conflicts.has_conflict_markers``).
 The check only reads: the worktree, its index and its git dir are left exactly as they were.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import Operation, conflict_reason, has_conflict_markers
+from fractal.domain.merge.conflicts import Operation, conflict_reason, has_conflict_markers
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.git import changed_paths, git_paths, run_git
 

@@ -1,4 +1,4 @@
-"""The attention detectors (fractal/domain/attention.py): one table row per situation."""
+"""The attention detectors (fractal/domain/attention/rules.py): one table row per situation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from fractal.domain.attention import (
+from fractal.domain.attention.rules import (
     RULES,
     STALL_FLOOR_S,
     Gate,
@@ -20,8 +20,8 @@ from fractal.domain.attention import (
     item_id,
     stall_after,
 )
-from fractal.domain.attention_tree import wait_until, with_running_below
-from fractal.domain.subtree import Unsettled
+from fractal.domain.attention.tree import wait_until, with_running_below
+from fractal.domain.run.subtree import Unsettled
 
 NOW = 1_000_000.0
 BUDGET_REASON = "subtree cost budget reached (spent $1.0500 >= $1.00 max)"

@@ -1,10 +1,10 @@
-"""domain/subtree.py: the wording of descendants left running and gates never approved."""
+"""domain/run/subtree.py: the wording of descendants left running and gates never approved."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
+from fractal.domain.run.subtree import Unsettled, never_approved, unsettled_notice
 
 
 @pytest.mark.parametrize(("children", "notice"), [

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.digest import Digest, render_digest
 from fractal.domain.nodeinit import with_children_wait
+from fractal.domain.prompt.digest import Digest, render_digest
+from fractal.domain.prompt.variables import TreeFacts, may_spawn, tree_variables
 from fractal.domain.spawncaps import budget_share, child_caps, inherited_depth, tree_depth
-from fractal.domain.variables import TreeFacts, may_spawn, tree_variables
-from fractal.domain.waits import waits_for_children
+from fractal.domain.steps.waits import waits_for_children
 
 
 @pytest.mark.parametrize(("children", "depth", "expected"), [

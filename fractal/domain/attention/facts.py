@@ -1,4 +1,4 @@
-"""The facts the attention rules read about one node (``domain.attention``): its newest
+"""The facts the attention rules read about one node (``domain.attention.rules``): its newest
 run, open gates, failed merge, usage-window wait, unread messages to the operator and
 its children's state, as the store reads them. Pure values; instants are epoch seconds,
 spend USD (None unknown)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fractal.domain.subtree import Unsettled
+from fractal.domain.run.subtree import Unsettled
 
 __all__ = ["Gate", "HandBack", "NodeFacts", "Note", "OutageHold", "UsageHold"]
 
@@ -92,13 +92,13 @@ class NodeFacts:
     ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
     wait, ``outage`` its open provider-outage wait; ``running_below`` its descendants still running, and once its newest run ended
     only those whose own current run had begun by then (``with_running_below`` fills
-    it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
+    it from the whole tree's facts, ``domain.attention.tree``); ``to_operator`` its messages the operator has not
     read, oldest first. ``waiting_children`` is True while its loop waits for its
     children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
     never ran (``with_running_below`` fills it): nothing starts them but a command.
     ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
     ``run_cause`` is, for an exited run, the reason of its newest failed step beside the
-    run's own (``step EXECUTE failed: ...``, ``domain.failcause``), else empty.
+    run's own (``step EXECUTE failed: ...``, ``domain.run.failcause``), else empty.
     ``braked`` is True while the tree-wide brake is on (``fractal pause``): ``node
     resume`` and ``node start`` are refused then, and only ``fractal resume`` lifts it.
     """

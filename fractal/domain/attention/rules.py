@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from fractal.domain.attention_facts import (
+from fractal.domain.attention.facts import (
     Gate,
     HandBack,
     NodeFacts,
@@ -24,11 +24,11 @@ from fractal.domain.attention_facts import (
     OutageHold,
     UsageHold,
 )
-from fractal.domain.budget import is_budget_reason
-from fractal.domain.failstreak import FAILED_ITERS
-from fractal.domain.merging import unresolved_hand_back
-from fractal.domain.outage import CUT_SHORT
-from fractal.domain.subtree import unsettled_notice
+from fractal.domain.budget.ceilings import is_budget_reason
+from fractal.domain.merge.rules import unresolved_hand_back
+from fractal.domain.run.failstreak import FAILED_ITERS
+from fractal.domain.run.subtree import unsettled_notice
+from fractal.domain.usage.outage import CUT_SHORT
 
 __all__ = ["FOLLOWER_UNTIL", "RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
            "OutageHold", "Rule", "UsageHold", "classify", "item_id", "stall_after"]

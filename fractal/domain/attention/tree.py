@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from fractal.domain.attention import NodeFacts
-from fractal.domain.subtree import Unsettled
+from fractal.domain.attention.rules import NodeFacts
+from fractal.domain.run.subtree import Unsettled
 
 __all__ = ["wait_until", "with_running_below"]
 

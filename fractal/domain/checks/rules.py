@@ -3,7 +3,7 @@
 Pure values and decisions: what one finished check is (``CheckResult``), what the run
 remembers about its checks (``CheckTrack``), which result the prompts of a step see,
 the ``CHECK_*`` variables, and the gate frontmatter (``check:``, ``on_fail:``,
-``pass_score:``). A check may report a score (``domain.scores``): with a threshold it
+``pass_score:``). A check may report a score (``domain.checks.scores``): with a threshold it
 passes only at exit 0 with a score at or above it, and the scored exit checks of a run
 feed its stagnation track.
 """
@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from fractal.domain.errors import InvalidValue
-from fractal.domain.progress import Streak, advance_streak, is_stalled
-from fractal.domain.scores import (
+from fractal.domain.checks.progress import Streak, advance_streak, is_stalled
+from fractal.domain.checks.scores import (
     DEFAULT_MIN_GAIN,
     DEFAULT_STAGNATION,
     Stagnation,
@@ -25,7 +24,8 @@ from fractal.domain.scores import (
     score_passes,
     stagnation_reason,
 )
-from fractal.domain.signature import CheckSummary
+from fractal.domain.checks.signature import CheckSummary
+from fractal.domain.errors import InvalidValue
 
 __all__ = [
     "CHECK_OUTPUT_CHARS",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from fractal.domain.reasons import (
+from fractal.domain.run.reasons import (
     ABNORMAL_EXIT,
     AWAITING_APPROVAL,
     EXIT_BUDGET_SKIP,
@@ -24,8 +24,8 @@ from fractal.domain.reasons import (
     signal_exit_code,
     without_retry,
 )
+from fractal.domain.run.stopcause import StopCause, first_cause
 from fractal.domain.states import SETTLED, UNSETTLED, Status
-from fractal.domain.stopcause import StopCause, first_cause
 
 __all__ = [
     "ABNORMAL_EXIT",

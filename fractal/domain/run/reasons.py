@@ -1,6 +1,6 @@
 """The words and numbers a recorded ending carries: reason texts, exit codes, the cap.
 
-Kept apart from ``fractal.domain.outcome`` (which re-exports them) so that the read and
+Kept apart from ``fractal.domain.run.outcome`` (which re-exports them) so that the read and
 steering commands, which only clip and compare reasons, never define the run-end value
 classes. Pure: no I/O, no clock.
 """

@@ -16,7 +16,7 @@ from fractal.domain.errors import StepFileError
 from fractal.domain.states import Status
 
 if TYPE_CHECKING:
-    from fractal.domain.outcome import StepOutcome
+    from fractal.domain.run.outcome import StepOutcome
 
 __all__ = ["StepFile", "banner_label", "banner_verdict", "discover_steps", "step_label"]
 

@@ -15,7 +15,7 @@ import time
 from enum import Enum
 from typing import NamedTuple
 
-from fractal.domain.agent_errors import TRANSIENT_KINDS
+from fractal.domain.agent.errors import TRANSIENT_KINDS
 
 __all__ = [
     "CUT_SHORT",

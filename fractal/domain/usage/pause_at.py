@@ -1,6 +1,6 @@
 """The ``usage_pause_at`` setting's value: the share of a usage window at which a node
 waits early. Its own module so that reading a config does not define the usage-window
-rules (``fractal.domain.usage`` re-exports it). Pure.
+rules (``fractal.domain.usage.windows`` re-exports it). Pure.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from fractal.domain.durations import format_duration
-from fractal.domain.pause_at import parse_pause_at  # re-exported: the setting's parser
+from fractal.domain.usage.pause_at import parse_pause_at  # re-exported: the setting's parser
 from fractal.domain.values import by_type
 
 __all__ = [

@@ -29,7 +29,7 @@ def _booked_start(row: Mapping[str, object], above: Mapping[str, object] | None)
 
 
 def collapse_repeats(rows: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
-    """``rows`` (activity rows as ``lifecycle.reads.activity`` gives them, newest first) as
+    """``rows`` (activity rows as ``lifecycle.reads.nodes.activity`` gives them, newest first) as
     the terminal table shows them: each booked-without-running step's start row folded
     into its end row, then each run of consecutive rows equal on ``SAME`` shown as its
     newest row, with ``step`` ``<oldest> .. <newest>`` (when they differ) and `` (xN)``

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fractal.domain.attention import FOLLOWER_UNTIL
-from fractal.domain.usage import until_label
+from fractal.domain.attention.rules import FOLLOWER_UNTIL
+from fractal.domain.usage.windows import until_label
 
 __all__ = ["Gauge", "Level", "Live", "clock_label", "gauge", "live_detail", "shown_agent",
            "subtree_spends"]
@@ -63,7 +63,7 @@ def live_detail(status: str, live: Live, now: float, reason: str = "") -> str:
     """The tree's detail text: ``run 3 · iter 2/10 · step 3/5 EXECUTE 4m12s`` for an
     active node, ``awaiting approval`` at a gate, ``waiting for usage window until
     14:05:05Z`` (UTC, the instant the inbox gives, dated when it is not today:
-    ``domain.usage.until_label``; ``attention.FOLLOWER_UNTIL`` when no
+    ``domain.usage.windows.until_label``; ``attention.FOLLOWER_UNTIL`` when no
     window is closed and the node follows another node's probe) while its run waits out a
     usage window, ``supervisor gone`` when provably dead; the last run's ``reason`` for a
     settled node; ``parked`` for a paused one."""

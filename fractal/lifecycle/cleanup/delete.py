@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from fractal.control import heal_lock_path
 from fractal.domain.cleanup import Cleanup, deepest_first, delete_refusal, is_missing
-from fractal.lifecycle.cleanup import facts_of, inside, node_named, subtree_rows
+from fractal.lifecycle.cleanup.targets import facts_of, inside, node_named, subtree_rows
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.rescuing import rescue_node
-from fractal.lifecycle.steer import Refused
+from fractal.lifecycle.steering.signal import Refused
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
 from fractal.workspace.runenv import forget

@@ -20,11 +20,11 @@ from fractal.domain.cleanup import (
     retire_refusal,
     unretire_refusal,
 )
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.caps import check_caps
-from fractal.lifecycle.cleanup import facts_of, inside, node_named, subtree_rows
+from fractal.lifecycle.cleanup.targets import facts_of, inside, node_named, subtree_rows
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.store.transition import EventNote

@@ -1,6 +1,6 @@
 """What the cleanup verbs share: the node a name names, its facts, its subtree, its target.
 
-``retire``, ``delete``, ``reset`` and ``destroy`` (``fractal.lifecycle.retire``,
+``retire``, ``delete``, ``reset`` and ``destroy`` (``fractal.lifecycle.cleanup.retire``,
 ``.delete``, ``.teardown``) gather ``NodeFacts`` here and hand them to the pure rules of
 ``fractal.domain.cleanup``; who may act is the context's (``Context.authorize``), and
 every refusal is recorded as a ``failed`` event on the node it names
@@ -102,7 +102,7 @@ def facts_of(tree: Tree, row: NodeRow, *, with_unmerged: bool = False) -> NodeFa
     target = target_of(tree, row) if with_unmerged else ""
     # The merge machinery loads only for the verbs that weigh unmerged work (retire,
     # delete); `node start` reaches this module for refuse_if_gone alone.
-    from fractal.lifecycle.mergetarget import landed_merge
+    from fractal.lifecycle.merge.target import landed_merge
     from fractal.workspace.teardown import unmerged_commits
 
     unmerged = unmerged_commits(tree.repo, row.node, target,

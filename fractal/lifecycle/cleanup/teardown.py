@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.cleanup import Cleanup, deepest_first, tree_refusal
-from fractal.lifecycle.cleanup import facts_of, inside
+from fractal.lifecycle.cleanup.delete import Deleted, remove_node
+from fractal.lifecycle.cleanup.targets import facts_of, inside
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.delete import Deleted, remove_node
 from fractal.tree import trees_in
 from fractal.workspace import git
 from fractal.workspace.nodedir import file_lock

@@ -20,7 +20,7 @@ from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 
 if TYPE_CHECKING:
-    from fractal.domain.conflicts import ConflictPair
+    from fractal.domain.merge.conflicts import ConflictPair
 
 __all__ = ["ConflictReport", "children_conflict_detail", "node_conflicts", "pair_conflicts"]
 
@@ -30,7 +30,7 @@ class ConflictReport:
     """The pairs compared for ``node`` (children against targets first, then siblings)
     and the milliseconds each comparison took, in the same order; ``skipped``, the
     registered children left out, ``(branch, key)`` by branch with a key of
-    ``domain.conflicts.SKIPPED`` (``merged``, ``nothing``, ``branch``)."""
+    ``domain.merge.conflicts.SKIPPED`` (``merged``, ``nothing``, ``branch``)."""
 
     node: str
     pairs: tuple[ConflictPair, ...]
@@ -57,8 +57,8 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True,
         return [], []
     # The merge machinery loads here, not with the module: ``node status`` reaches this
     # module for every node but compares only when the node has children.
-    from fractal.domain.conflicts import ConflictPair
-    from fractal.lifecycle.mergetarget import landed_merge, merge_target
+    from fractal.domain.merge.conflicts import ConflictPair
+    from fractal.lifecycle.merge.target import landed_merge, merge_target
     from fractal.workspace import merge as gitmerge
 
     pairs: list[ConflictPair] = []

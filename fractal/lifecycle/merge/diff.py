@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergetarget import landed_merge, merge_target, resolve_child
+from fractal.lifecycle.merge.target import landed_merge, merge_target, resolve_child
 from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge

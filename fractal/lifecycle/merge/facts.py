@@ -1,4 +1,4 @@
-"""The facts ``fractal node merge`` is refused on (``domain.merging.MergeFacts``), read
+"""The facts ``fractal node merge`` is refused on (``domain.merge.rules.MergeFacts``), read
 from the registry, the node files and git: the child's last run and a gate it left
 unapproved, the target worktree's state, a conflict handed back, and the work of the
 child's subtree that never reached the child."""
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.merging import MergeFacts, unmerged_label
+from fractal.domain.merge.rules import MergeFacts, unmerged_label
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix
+from fractal.lifecycle.merge.target import landed_merge, merge_target, own_dir_prefix
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace import git
@@ -24,7 +24,7 @@ __all__ = ["merge_facts"]
 
 def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
                 force: bool) -> MergeFacts:
-    """What ``domain.merging.merge_refusal`` decides a merge of ``child`` into ``target``
+    """What ``domain.merge.rules.merge_refusal`` decides a merge of ``child`` into ``target``
     (its worktree ``target_wt``) on: the registry, the child's last run and its gate, the
     target worktree's state, the hand-back, and (unless ``force``) the subtree's unmerged
     work. Raises StoreError, GitError."""
@@ -58,7 +58,7 @@ _NOT_SETTLED = frozenset({Status.ACTIVE, Status.PAUSED, Status.RETIRED})
 
 def _unmerged_below(tree: Tree, ledger: Ledger, child: str) -> tuple[str, ...]:
     """``child``'s descendants whose work has not reached ``child``, by branch name
-    (``domain.merging.unmerged_label``): any with a hand-back note (the merge that lands a
+    (``domain.merge.rules.unmerged_label``): any with a hand-back note (the merge that lands a
     handed-back node removes it), and any settled one whose branch still holds work its
     own merge target (its base, else its parent) lacks, as the merge would compute it."""
     found: list[str] = []

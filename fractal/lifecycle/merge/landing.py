@@ -2,7 +2,7 @@
 and how the next merge into a target settles one an interruption left half-way.
 
 ``fractal node merge`` books its ``merges`` row ``active`` before it moves the target
-(``lifecycle.merge``). ``settle_landed`` records the landing once the target's branch holds
+(``lifecycle.merge.squash``). ``settle_landed`` records the landing once the target's branch holds
 the squash: the row ``merged``, the ``merge`` event, the child's merge base advanced, its
 hand-back note removed. Any merge into the same target first runs
 ``recover_interrupted``, under the target worktree's commit turn: a row still ``active``
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
 from fractal.tree import Tree

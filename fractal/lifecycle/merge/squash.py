@@ -4,9 +4,9 @@ back to the child.
 The target is ``--into``, else the child's ``base`` (config), else its dotted parent (the
 root branch for a top-level node); the merge happens in the target's worktree (the main
 checkout for the root). Who may merge and when it is refused are the pure rules of
-``domain.merging``, on the facts ``lifecycle.mergefacts`` reads; a refusal is recorded as a ``failed`` ``merge`` event on the child,
+``domain.merge.rules``, on the facts ``lifecycle.merge.facts`` reads; a refusal is recorded as a ``failed`` ``merge`` event on the child,
 and a node's refused merge of its child into itself also where an operator looks later
-(``lifecycle.mergenotes``: its agent met it inside a step, which goes on).
+(``lifecycle.merge.notes``: its agent met it inside a step, which goes on).
 
 In order, holding the target worktree's commit turn (so no commit or backstop runs there
 meanwhile): finish or roll back a merge into the same target that was interrupted (its
@@ -19,7 +19,7 @@ book the ``merges`` row ``active``, fast-forward the target to it, settle the ro
 ``merged`` once the target's branch contains it, record the ``merge`` event and advance
 the child's merge base so a later merge brings only new work. An interruption at any
 point leaves the target either untouched or fully merged; the next merge into it
-settles the row (``lifecycle.mergelanding``: the landing and its recovery).
+settles the row (``lifecycle.merge.landing``: the landing and its recovery).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import Operation
-from fractal.domain.merging import (
+from fractal.domain.merge.conflicts import Operation
+from fractal.domain.merge.rules import (
     BODY_SUBJECTS,
     authorisation_refusal,
     merge_body,
@@ -38,14 +38,14 @@ from fractal.domain.merging import (
     merge_subject,
     unresolved_hand_back,
 )
-from fractal.domain.reasons import REASON_LIMIT, clip_reason
+from fractal.domain.run.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
-from fractal.lifecycle.mergefacts import merge_facts
-from fractal.lifecycle.mergelanding import recover_interrupted, settle_landed, settle_nothing_new
-from fractal.lifecycle.mergenotes import notify, record_refusal
-from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix, resolve_child
+from fractal.lifecycle.merge.facts import merge_facts
+from fractal.lifecycle.merge.landing import recover_interrupted, settle_landed, settle_nothing_new
+from fractal.lifecycle.merge.notes import notify, record_refusal
+from fractal.lifecycle.merge.target import landed_merge, merge_target, own_dir_prefix, resolve_child
 from fractal.lifecycle.radio import notify_handed_back, notify_merged
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
@@ -235,12 +235,12 @@ def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,
     if then is None or result.status not in ("merged", "nothing"):
         return result
     if then == "retire":
-        from fractal.lifecycle.retire import retire
+        from fractal.lifecycle.cleanup.retire import retire
 
         retire(ctx, result.child, reason=f"merged into {result.target}")
         done = f"retired {result.child}"
     elif then == "delete":
-        from fractal.lifecycle.delete import delete
+        from fractal.lifecycle.cleanup.delete import delete
 
         removed = delete(ctx, result.child)
         done = "deleted " + ", ".join(d.branch for d in removed)
@@ -320,7 +320,7 @@ def _on_conflict(ctx: Context, book: MergeBook, child: str, target: str,
         return MergeResult(child, target, "handed-back", conflicts=note.files,
                            rearmed=False, notices=tuple(notices))
     try:
-        from fractal.lifecycle.start import start_node
+        from fractal.lifecycle.start.node import start_node
 
         start_node(ctx, child, continue_mode=True)
         rearmed = True

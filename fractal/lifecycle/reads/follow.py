@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from fractal.domain.states import Status
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all
-from fractal.lifecycle.reads import activity_row
+from fractal.lifecycle.reads.nodes import activity_row
 from fractal.store.rows import ActivityRow
 
 FOLLOW_POLL_S = 0.5

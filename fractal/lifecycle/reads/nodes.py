@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.domain.run.subtree import Unsettled, unsettled_notice
 from fractal.domain.signals import decoration
 from fractal.domain.states import SETTLED, Status
-from fractal.domain.subtree import Unsettled, unsettled_notice
-from fractal.domain.waits import WAIT_STEP, WaitingChild, children_waited, waiting_detail
+from fractal.domain.steps.waits import WAIT_STEP, WaitingChild, children_waited, waiting_detail
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
@@ -57,7 +57,7 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
         below = unsettled_notice(_unsettled(tree.db_path, branch))
         if below:
             detail = f"{detail}; {below}" if detail else below
-    from fractal.lifecycle.conflicts import children_conflict_detail
+    from fractal.lifecycle.merge.conflicts import children_conflict_detail
 
     clash = children_conflict_detail(tree, branch)  # `2 children conflict (calc/ops.py)`
     if clash:
@@ -109,8 +109,8 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
-    one's with its newest failed step's reason, ``domain.failcause``)."""
-    from fractal.domain.failcause import failure_cause
+    one's with its newest failed step's reason, ``domain.run.failcause``)."""
+    from fractal.domain.run.failcause import failure_cause
     from fractal.store import reader
 
     if status == Status.RETIRED.value:  # what it was, and why it was retired
@@ -135,7 +135,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return f"pausing: {parking.meta.removeprefix(PARKING)}"
         if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
-        from fractal.domain.outage import OUTAGE_EVENT, cut_short_hint
+        from fractal.domain.usage.outage import OUTAGE_EVENT, cut_short_hint
         from fractal.store.eventlog import last_event
 
         waiting = last_event(db_path, branch, "usage_wait")

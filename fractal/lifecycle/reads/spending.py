@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from fractal.domain import budget
-from fractal.domain.budget import Caps
+from fractal.domain.budget import ceilings as budget
+from fractal.domain.budget.ceilings import Caps
 from fractal.domain.config import parse_config
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context

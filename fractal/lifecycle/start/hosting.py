@@ -71,7 +71,7 @@ def keep_env(paths: NodePaths, environ: Mapping[str, str], *, fresh: bool,
         return KeptEnv()
     note = ""
     if not fresh:  # only a note needs the wording: a plain start or resume never loads it
-        from fractal.domain.runenv import changed, missing_note, refresh_note
+        from fractal.domain.run.env import changed, missing_note, refresh_note
 
         note = (missing_note(paths.branch) if before is None
                 else refresh_note(paths.branch, changed(before, environ)))

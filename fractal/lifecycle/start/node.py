@@ -3,7 +3,7 @@
 A fresh start keeps the ``start`` command's environment as the run's (a 0600 file
 outside the worktree that the supervisor reads at boot, so API keys never sit in the
 argv of a long-lived process nor in the tmux server's environment); ``--continue``
-restores it, or replaces it with ``--refresh-env`` (``lifecycle/host.keep_env``).
+restores it, or replaces it with ``--refresh-env`` (``lifecycle/start/hosting.keep_env``).
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from fractal.agents.registry import resolve_backend
 from fractal.domain.config import parse_config
 from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
-from fractal.lifecycle.cleanup import refuse_if_gone
+from fractal.lifecycle.cleanup.targets import refuse_if_gone
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.host import Hosted, host, session_free, take, undo_env
-from fractal.lifecycle.latch import refuse_if_braked
-from fractal.lifecycle.retune import arm_max_cost
-from fractal.lifecycle.startcheck import start_warnings
-from fractal.lifecycle.steer import await_run
+from fractal.lifecycle.start.hosting import Hosted, host, session_free, take, undo_env
+from fractal.lifecycle.start.preflight import start_warnings
+from fractal.lifecycle.steering.latch import refuse_if_braked
+from fractal.lifecycle.steering.retune import arm_max_cost
+from fractal.lifecycle.steering.signal import await_run
 from fractal.tree import NodePaths, Tree, parent_of
 from fractal.workspace.nodedir import file_lock, read_config
 
@@ -102,7 +102,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
         hosted: Hosted | None = None
         try:
             if continue_mode:
-                from fractal.lifecycle.continuing import prepare_continue
+                from fractal.lifecycle.start.continuing import prepare_continue
 
                 prepare_continue(paths, clean=clean, actor=actor)
                 ledger.move(branch, Move.REARM).raise_if_refused()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.frontmatter import frontmatter_warnings
-from fractal.domain.steps import discover_steps
+from fractal.domain.steps.files import discover_steps
+from fractal.domain.steps.frontmatter import frontmatter_warnings
 from fractal.tree import NodePaths
 
 __all__ = ["TEMPLATE_MARK", "start_warnings"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractal.domain.states import SETTLED
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.start import Started, start_node
+from fractal.lifecycle.start.node import Started, start_node
 
 
 @dataclass(frozen=True)

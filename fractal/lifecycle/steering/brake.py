@@ -11,8 +11,8 @@ from fractal.control import clear_latch, set_latch
 from fractal.domain.signals import Signal
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.resume import resume
-from fractal.lifecycle.steer import Signalled, send
+from fractal.lifecycle.steering.resume import resume
+from fractal.lifecycle.steering.signal import Signalled, send
 from fractal.tree import trees_in
 
 

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from fractal import tmux
-from fractal.domain.markers import launch_marker
-from fractal.domain.reasons import clip_reason
+from fractal.domain.agent.markers import launch_marker
+from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
 from fractal.errors import TmuxError
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import crashed, heal_if_crashed
-from fractal.lifecycle.steer import Refused, Signalled, descendants
+from fractal.lifecycle.steering.signal import Refused, Signalled, descendants
 from fractal.procs.processes import GroupHandle, Reap, grace, group_of, kill_groups, marker_only
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow

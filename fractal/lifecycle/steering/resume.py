@@ -2,7 +2,7 @@
 
 The relaunched supervisor adopts the open run: same run id, iteration count and
 budgets, re-entering the interrupted step, with the environment the run started with
-(``lifecycle/host.keep_env``; ``refresh_env`` replaces it with the caller's). A node
+(``lifecycle/start/hosting.keep_env``; ``refresh_env`` replaces it with the caller's). A node
 still parking (active with a pause pending) has its pause withdrawn instead.
 """
 
@@ -16,8 +16,8 @@ from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all
-from fractal.lifecycle.host import await_boot, host, take
-from fractal.lifecycle.steer import Refused, Signalled
+from fractal.lifecycle.start.hosting import await_boot, host, take
+from fractal.lifecycle.steering.signal import Refused, Signalled
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain import budget
+from fractal.domain.budget import ceilings as budget
 from fractal.domain.config import KEYS, coerce_value, resolve_reserve, validate_config
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
@@ -167,7 +167,7 @@ def update_node(ctx: Context, name: str | None, values: Mapping[str, str | None]
     """
     tree, branch = ctx.tree, ctx.target(name)
     ctx.authorize("update", branch)
-    from fractal.lifecycle.cleanup import refuse_if_gone
+    from fractal.lifecycle.cleanup.targets import refuse_if_gone
     from fractal.store import reader
 
     refuse_if_gone(tree, reader.node_row(tree.db_path, branch), "update")  # no stray config
