@@ -36,13 +36,14 @@ def pane_options(args: list[str]) -> tuple[Path, bool, bool] | None:
 def _run_pane(worktree: Path, continue_mode: bool, resume_mode: bool) -> None:
     gc.disable()  # freeze_boot_heap turns it back on
     try:
+        # deferred: start-up cost (213 modules)
         from fractal.runtime.entry import exit_now, run_supervisor
 
         code = run_supervisor(worktree, continue_mode=continue_mode, resume_mode=resume_mode)
     except (Exception, KeyboardInterrupt) as exc:
         gc.enable()
-        from fractal.cli import settle
-        from fractal.crashlog import CrashSite
+        from fractal.cli import settle  # deferred: start-up cost (41 modules)
+        from fractal.crashlog import CrashSite  # deferred: start-up cost (17 modules)
 
         settle(exc, CrashSite(argv=sys.argv[1:]))
     exit_now(code)
@@ -52,7 +53,7 @@ def _main() -> None:
     pane = pane_options(sys.argv[1:])
     if pane is not None:
         _run_pane(*pane)
-    from fractal.cli import main
+    from fractal.cli import main  # deferred: start-up cost (41 modules)
 
     main()
 

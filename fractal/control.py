@@ -225,7 +225,7 @@ class Steering:
         try:
             names = {s.signal for s in self.ledger.signals(self.run_id)}
         except Exception as exc:  # a locked database must not crash the loop
-            import logging  # the verbs never log: only the loop's reads reach this
+            import logging  # deferred: the verbs never log: only the loop's reads reach this
 
             logging.getLogger(__name__).warning("could not read signals: %s", exc)
             return set(self._last_good)

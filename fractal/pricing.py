@@ -113,8 +113,8 @@ def fetch(url: str, dest: Path, timeout: float = FETCH_TIMEOUT) -> None:
     saying what went wrong, then the URL (the cause first: a reason clipped to its cap
     loses the URL, never the cause); ``dest`` is untouched then.
     """
-    import urllib.error  # lazy: urllib.request pulls in ssl and http (megabytes of RSS)
-    import urllib.request
+    import urllib.error  # deferred: urllib.request pulls in ssl and http (megabytes of RSS)
+    import urllib.request  # deferred: start-up cost (55 modules)
 
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:

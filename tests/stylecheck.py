@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -130,6 +131,41 @@ def _imports(path: str, source: str | None) -> list[Site]:
               and isinstance(node.args[0].value, str)):
             sites.append(Site(path, node.lineno, node.args[0].value))
     return sorted(sites, key=lambda s: (s.line, s.name))
+
+
+DEFERRAL = re.compile(r"#\s*(deferred|cycle):\s*\S")
+
+
+def unexplained_function_imports(path: str, source: str | None = None) -> list[Site]:
+    """Imports inside a function (or method) of ``path`` with no reason beside them.
+
+    The rule: an import statement inside a function body carries a comment ``# deferred:
+    <why>`` or ``# cycle: <why>`` on its own first or last line or on the line right above
+    it; otherwise it belongs at the top of the module, where a reader sees the module's
+    dependencies. One ``Site`` per offending statement (its first line, its first name).
+    """
+    text = source if source is not None else (ROOT / path).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    offences: list[Site] = []
+
+    def said(node: ast.stmt) -> bool:
+        near = [lines[node.lineno - 1], lines[(node.end_lineno or node.lineno) - 1]]
+        if node.lineno > 1:
+            near.append(lines[node.lineno - 2].strip() if
+                        lines[node.lineno - 2].strip().startswith("#") else "")
+        return any(DEFERRAL.search(line) for line in near)
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)) and not said(child):
+                module = child.module if isinstance(child, ast.ImportFrom) else None
+                name = child.names[0].name
+                offences.append(Site(path, child.lineno, f"{module}.{name}" if module else name))
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                          ast.Lambda)))
+
+    walk(_parse(path, source), False)
+    return offences
 
 
 def calls(path: str, source: str | None = None) -> list[Site]:

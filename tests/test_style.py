@@ -33,6 +33,7 @@ from tests.stylecheck import (
     modules_loaded,
     source_files,
     under,
+    unexplained_function_imports,
 )
 
 FILES = source_files("fractal")
@@ -504,3 +505,31 @@ def test_the_size_rule(lines: int, first: str, offends: bool) -> None:
 def test_module_size(path: str) -> None:
     offence = size_offence(path, (ROOT / path).read_text(encoding="utf-8"))
     assert offence is None, offence
+
+
+@pytest.mark.parametrize(("source", "offends"), [
+    ("import os\n", False),
+    ("def f():\n    import json\n", True),
+    ("def f():\n    import json  # deferred: start-up cost\n", False),
+    ("def f():\n    # deferred: only the merge path needs it\n    import json\n", False),
+    ("def f():\n    # cycle: fractal.x imports this module\n    import json\n", False),
+    ("def f():\n    import json  # lazy\n", True),
+    ("def f():\n    # deferred:\n    import json\n", True),
+    ("def f():\n    # deferred: why\n\n    import json\n", True),
+    ("def f():\n    from a import (\n        b,\n    )  # deferred: why\n", False),
+    ("class C:\n    def m(self):\n        from a import b\n", True),
+    ("def f():\n    def g():\n        import json\n", True),
+    ("if X:\n    import json\n", False),
+], ids=["top", "bare", "same-line", "line-above", "cycle", "no-marker", "empty-why",
+        "blank-between", "multi-line-end", "method", "nested", "module-level-if"])
+def test_the_function_import_rule(source: str, offends: bool) -> None:
+    assert bool(unexplained_function_imports("fractal/x.py", source)) is offends
+
+
+def test_function_level_imports_say_why() -> None:
+    """A module's dependencies are read at its top; an import deferred into a function
+    says why on its line or the line above (start-up cost, a path only some calls take)."""
+    offences = [str(site) for path in FILES for site in unexplained_function_imports(path)]
+    assert not offences, ("imports inside functions without a `# deferred: <why>` or "
+                          "`# cycle: <why>` comment (move each to the module's top, or say "
+                          "why it waits):\n" + "\n".join(offences))

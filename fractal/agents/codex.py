@@ -78,7 +78,7 @@ def retry_flags(config_toml: Path) -> list[str]:
         text = config_toml.read_text(encoding="utf-8")
     except OSError:
         return []
-    import tomllib  # only a codex launch with a config.toml reads TOML
+    import tomllib  # deferred: only a codex launch with a config.toml reads TOML
 
     try:
         data = tomllib.loads(text)

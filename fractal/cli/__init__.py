@@ -131,7 +131,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes (``settle``)."""
-    from fractal.crashlog import CrashSite
+    from fractal.crashlog import CrashSite  # deferred: start-up cost (9 modules)
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
     try:
@@ -150,7 +150,7 @@ def settle(exc: BaseException, site: CrashSite) -> NoReturn:
     (any other exception: one line on stderr names the crash log holding the traceback,
     see ``fractal.cli.crash``), 130 Ctrl-C. A closed stdout pipe exits quietly (0).
     """
-    from fractal.domain.errors import FractalError
+    from fractal.domain.errors import FractalError  # deferred: start-up cost (2 modules)
 
     if isinstance(exc, FractalError):
         click.echo(f"Error: {exc}", err=True)
@@ -173,8 +173,8 @@ def settle(exc: BaseException, site: CrashSite) -> NoReturn:
         click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
         sys.exit(1)
     # fractal's own fault: keep the traceback, say where
-    from fractal.cli.crash import report_crash
-    from fractal.crashlog import locate_tree
+    from fractal.cli.crash import report_crash  # deferred: start-up cost (10 modules)
+    from fractal.crashlog import locate_tree  # deferred: start-up cost (9 modules)
 
     locate_tree(site)
     sys.exit(report_crash(exc, site))

@@ -21,6 +21,7 @@ NO_QUESTION = click.option("--force", "-f", is_flag=True, help="Do not ask for c
 @PATH_OPTION
 def retire_cmd(node: str, reason: str | None, force: bool, path: Path) -> None:
     """Retire a settled NODE and its subtree: worktrees removed, branches and rows kept."""
+    # deferred: only this command needs it (75 modules)
     from fractal.lifecycle.cleanup.retire import retire
 
     for item in retire(verb_context(path), node, reason=reason, force=force):
@@ -34,6 +35,7 @@ def retire_cmd(node: str, reason: str | None, force: bool, path: Path) -> None:
 @PATH_OPTION
 def unretire_cmd(node: str, path: Path) -> None:
     """Bring a retired NODE (and its retired descendants) back with its worktree."""
+    # deferred: only this command needs it (75 modules)
     from fractal.lifecycle.cleanup.retire import unretire
 
     for item in unretire(verb_context(path), node):
@@ -52,6 +54,7 @@ def unretire_cmd(node: str, path: Path) -> None:
 @PATH_OPTION
 def delete_cmd(node: str, force: bool, path: Path) -> None:
     """Delete NODE and its subtree: worktrees, branches and registry rows (history stays)."""
+    # deferred: only this command needs it (78 modules)
     from fractal.lifecycle.cleanup.delete import delete
 
     for item in delete(verb_context(path), node, force=force):
@@ -62,7 +65,9 @@ def delete_cmd(node: str, force: bool, path: Path) -> None:
 
 
 def _confirm(verb: str, path: Path, force: bool, extra: str) -> None:
-    from fractal.errors import FractalError
+    from fractal.errors import FractalError  # deferred: only this command needs it (3 modules)
+
+    # deferred: only this command needs it (79 modules)
     from fractal.lifecycle.cleanup.teardown import plan
 
     if force:
@@ -81,6 +86,7 @@ def _confirm(verb: str, path: Path, force: bool, extra: str) -> None:
 @PATH_OPTION
 def reset_cmd(force: bool, path: Path) -> None:
     """Remove every node of the tree; keep the root, the database history, rescue refs."""
+    # deferred: only this command needs it (79 modules)
     from fractal.lifecycle.cleanup.teardown import reset
 
     _confirm("reset", path, force, "")
@@ -96,6 +102,7 @@ def reset_cmd(force: bool, path: Path) -> None:
 @PATH_OPTION
 def destroy_cmd(force: bool, path: Path) -> None:
     """Undo `fractal init` for the tree: every node, then the database and config."""
+    # deferred: only this command needs it (79 modules)
     from fractal.lifecycle.cleanup.teardown import destroy
 
     _confirm("destroy", path, force, " and the tree's database")

@@ -36,6 +36,7 @@ def config_group() -> None:
 @PATH_OPTION
 def get_cmd(key: str, path: Path) -> None:
     """Print KEY's value (`null` when unset)."""
+    # deferred: only this command needs it (28 modules)
     from fractal.lifecycle.steering.retune import config_get
 
     value = config_get(verb_context(path), key)
@@ -47,6 +48,7 @@ def get_cmd(key: str, path: Path) -> None:
 @PATH_OPTION
 def set_cmd(assignments: tuple[str, ...], path: Path) -> None:
     """Set KEY=VALUE pairs; KEY=null clears a key. Echoes `key: old -> new`."""
+    # deferred: only this command needs it (28 modules)
     from fractal.lifecycle.steering.retune import config_set
 
     done = config_set(verb_context(path), list(assignments))
@@ -70,6 +72,7 @@ def _update_options(func: Any) -> Any:
 def update_cmd(node: str, path: Path, **values: str | None) -> None:
     """Retune NODE: write its config.json and registry row together; a running node
     picks the change up at its next iteration."""
+    # deferred: only this command needs it (28 modules)
     from fractal.lifecycle.steering.retune import update_node
 
     done = update_node(verb_context(path), node, values)

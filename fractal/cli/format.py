@@ -5,6 +5,8 @@ stdout carries only data; notices go to stderr (DESIGN: rules of the house).
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,12 +33,10 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
     if fmt is None:
         fmt = "table" if sys.stdout.isatty() else "csv"
     if fmt == "json":
-        import json
 
         return json.dumps([{c: row.get(c) for c in columns} for row in rows], indent=2)
     if fmt == "csv":
-        import csv
-        import io
+        import csv  # deferred: start-up cost (2 modules)
 
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -44,7 +44,7 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
         for row in rows:
             writer.writerow([cell(row.get(c)) for c in columns])
         return buf.getvalue().rstrip("\n")
-    from tabulate import tabulate
+    from tabulate import tabulate  # deferred: start-up cost (tabulate, 71 modules)
 
     body = [[cell(row.get(c)) for c in columns] for row in rows]
     return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)

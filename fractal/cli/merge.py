@@ -28,6 +28,7 @@ from fractal.cli.format import format_options, output_format, render_rows
 def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
               delete: bool, force: bool, path: Path) -> None:
     """Squash-merge NODE's work into its target (its base, else its parent)."""
+    # deferred: only this command needs it (84 modules)
     from fractal.lifecycle.merge.squash import merge_then_clean, outcome_line
 
     if retire and delete:
@@ -51,6 +52,7 @@ def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
 @PATH_OPTION
 def diff_cmd(node: str, stat: bool, path: Path) -> None:
     """What merging NODE would bring into its target now (node directories excluded)."""
+    # deferred: only this command needs it (48 modules)
     from fractal.lifecycle.merge.diff import node_diff
 
     result = node_diff(verb_context(path), node, stat=stat)
@@ -66,6 +68,7 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
 @PATH_OPTION
 def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """Whether NODE's children would conflict with its tip and with each other."""
+    # deferred: only this command needs it (25 modules)
     from fractal.lifecycle.merge.conflicts import node_conflicts
 
     fmt = output_format(as_json, as_csv)
@@ -80,6 +83,7 @@ def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> 
     if not rows and not report.skipped:
         click.echo(f"{report.node} has no children to compare", err=True)
     elif report.skipped:
+        # deferred: only this command needs it (5 modules)
         from fractal.domain.merge.conflicts import skipped_notice
 
         click.echo("notice: " + skipped_notice(report.node, report.skipped,

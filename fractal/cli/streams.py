@@ -27,6 +27,7 @@ def stream_activity(path: Path, node: str | None, limit: int | None, fmt: str | 
                     columns: Sequence[str]) -> None:
     """Follow the activity of ``node`` and write rows to stdout until its run is over (one
     node) or until interrupted."""
+    # deferred: start-up cost (24 modules)
     from fractal.lifecycle.reads.follow import follow_activity
 
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")

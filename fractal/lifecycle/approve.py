@@ -81,6 +81,7 @@ def pending(ctx: Context, name: str | None, *, whole: bool = False) -> list[dict
     Whose: with ``whole``, every node below ``name`` (default: the caller's node); without
     it, the direct children of ``name``, or, for the operator at the root with no
     ``name``, every gate of the tree (the operator may approve any of them)."""
+    # deferred: start-up cost (37 modules)
     from fractal.lifecycle.merge.diff import diffstat_summary
 
     tree, top, ledger = ctx.tree, ctx.subtree(name), ctx.ledger

@@ -47,7 +47,7 @@ def node_max_cost(tree: Tree, ledger: Ledger, branch: str) -> float | None:
 
 def run_spent(db_path: Path, run_id: int) -> float:
     """USD spent by ``run_id`` and its descendant runs."""
-    from fractal.store.spend import run_spend
+    from fractal.store.spend import run_spend  # deferred: start-up cost (2 modules)
 
     return run_spend(db_path, run_id).usd
 

@@ -46,9 +46,9 @@ class Entry:
 
     def as_row(self) -> dict[str, object]:
         """The item as the listing's columns (``since`` as ISO text)."""
-        from datetime import UTC, datetime
+        from datetime import UTC, datetime  # deferred: start-up cost (3 modules)
 
-        from fractal.store.timefmt import format_ts
+        from fractal.store.timefmt import format_ts  # deferred: start-up cost (5 modules)
 
         item = self.item
         return {"id": item.id, "since": format_ts(datetime.fromtimestamp(item.since, UTC)),
@@ -58,13 +58,13 @@ class Entry:
 
 
 def _epoch(text: str | None) -> float | None:
-    from fractal.store.timefmt import to_epoch
+    from fractal.store.timefmt import to_epoch  # deferred: start-up cost (5 modules)
 
     return None if not text else to_epoch(text)
 
 
 def _step_timeout(tree: Tree, branch: str) -> int | None:
-    from fractal.domain.durations import parse_duration
+    from fractal.domain.durations import parse_duration  # deferred: start-up cost (4 modules)
 
     try:
         data = json.loads(tree.node(branch).config_path.read_text(encoding="utf-8"))
@@ -85,7 +85,7 @@ def _diffstats(tree: Tree, branches: list[str]) -> dict[str, str | None]:
     """``gate_diffstat`` of each branch, the git processes run side by side."""
     if len(branches) < 2:
         return {b: gate_diffstat(tree, b) for b in branches}
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor  # deferred: start-up cost (10 modules)
 
     with ThreadPoolExecutor(max_workers=min(8, len(branches))) as pool:
         return dict(zip(branches, pool.map(lambda b: gate_diffstat(tree, b), branches),
@@ -97,6 +97,7 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
     """Every registered node's facts (and a sender's that is no longer registered, for
     its messages to the operator), and the acknowledgements (key -> fingerprint).
     ``create`` False never creates the database (see ``store.reader``)."""
+    # deferred: start-up cost (1 module)
     from fractal.domain.attention.tree import with_running_below
 
     facts, acks = node_facts(tree, diffstats=diffstats, create=create)
@@ -106,11 +107,11 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
 def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
-    from fractal.control import latched
-    from fractal.domain.attention.tree import wait_until
-    from fractal.domain.run.failcause import failure_cause
-    from fractal.lifecycle.heal import crashed
-    from fractal.store.attention import attention_rows
+    from fractal.control import latched  # deferred: start-up cost (7 modules)
+    from fractal.domain.attention.tree import wait_until  # deferred: start-up cost (1 module)
+    from fractal.domain.run.failcause import failure_cause  # deferred: start-up cost (1 module)
+    from fractal.lifecycle.heal import crashed  # deferred: start-up cost (2 modules)
+    from fractal.store.attention import attention_rows  # deferred: start-up cost (17 modules)
 
     rows = attention_rows(tree.db_path, tree.root, create=create, only=only)
     stats = _diffstats(tree, sorted(rows.gates)) if diffstats else {}
@@ -172,9 +173,11 @@ def _unresolved(tree: Tree, branch: str, status: str) -> str | None:
     (its hand-back note kept, git's merge in progress), else None."""
     if status in ("active", "paused"):
         return None
-    from fractal.domain.merge.conflicts import Operation
+    from fractal.domain.merge.conflicts import Operation  # deferred: start-up cost (1 module)
+
+    # deferred: start-up cost (19 modules)
     from fractal.workspace.conflict_guard import operation_in_progress
-    from fractal.workspace.handback import read_note
+    from fractal.workspace.handback import read_note  # deferred: start-up cost (6 modules)
 
     paths = tree.node(branch)
     if not paths.worktree.is_dir() or read_note(paths.node_dir) is None:
@@ -198,8 +201,9 @@ def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
 def gate_diffstat(tree: Tree, branch: str) -> str | None:
     """What ``branch`` changed since it forked from its parent (``git diff --shortstat``),
     with ``; N uncommitted file(s)`` when its worktree holds project edits not committed."""
+    # deferred: start-up cost (39 modules)
     from fractal.lifecycle.merge.diff import uncommitted_note, with_uncommitted
-    from fractal.workspace.diffstat import shortstat
+    from fractal.workspace.diffstat import shortstat  # deferred: start-up cost (29 modules)
 
     base = parent_of(branch) or tree.root
     try:
@@ -229,7 +233,7 @@ def ack(ctx: Context, item: str) -> Entry:
     Raises Refused unless the operator acks (a node's loop must not hide the operator's
     items), FractalError when no current item has that id.
     """
-    from fractal.store.inbox import InboxStore
+    from fractal.store.inbox import InboxStore  # deferred: start-up cost (18 modules)
 
     tree = ctx.tree
     ctx.authorize("ack", tree.root)

@@ -104,7 +104,8 @@ def fractal_command(paths: NodePaths) -> str:
     beside = Path(sys.executable).parent / "fractal"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    from fractal.workspace.fractalshim import write_shim  # only an install without a script
+    # deferred: only an install without a script needs it
+    from fractal.workspace.fractalshim import write_shim
 
     package_parent = str(Path(__file__).resolve().parents[2])
     try:

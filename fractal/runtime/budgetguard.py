@@ -332,6 +332,6 @@ def send_budget_finish(boot: Boot, ledger: Ledger, reason: str) -> None:
     """Write a finish carrying ``reason`` to every running descendant of the node (deepest
     first, each attributed ``(via finish of <node>)``), then to the node's own run: the
     control plane's recursive finish, which neither heals nor takes the tree lock."""
-    from fractal.control import finish_subtree
+    from fractal.control import finish_subtree  # deferred: start-up cost (1 module)
 
     finish_subtree(boot.paths.tree, ledger, boot.paths.branch, reason)

@@ -30,7 +30,7 @@ class RunAbort(FractalError):
 def check_checkout(paths: NodePaths) -> None:
     """Raise RunAbort when the node's worktree or branch vanished behind the loop's back:
     nothing may run outside the node's own checkout."""
-    from fractal.workspace.worktrees import worktree_gone
+    from fractal.workspace.worktrees import worktree_gone  # deferred: start-up cost (15 modules)
 
     gone = worktree_gone(paths.worktree, paths.branch)
     if gone is not None:

@@ -200,7 +200,7 @@ class StepBuilder:
         paths = self.boot.paths
         if not (paths.node_dir / WORKER_STEPS).is_dir():
             return None
-        from fractal.store.pool import PoolStore
+        from fractal.store.pool import PoolStore  # deferred: start-up cost (1 module)
 
         store = PoolStore(paths.tree.db_path)
         found = store.pool(paths.branch)

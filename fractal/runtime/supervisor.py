@@ -204,7 +204,7 @@ class Supervisor:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
                          sessions=dict(plan.sessions))
-        from fractal.runtime.checkrestore import restore_track  # a resume's only
+        from fractal.runtime.checkrestore import restore_track  # deferred: a resume's only
         state.checks = restore_track(self.paths.tree.db_path, self.paths.branch, plan.run_id,
                                      config.no_progress,  # the check diagnostics, the streak
                                      ScoreRules(config.pass_score, config.min_gain,

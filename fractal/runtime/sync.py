@@ -96,7 +96,7 @@ class Sync(LoopPart):
 
     def _body(self) -> str:
         """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
-        from fractal.runtime.digest import sync_digest  # SYNC steps only
+        from fractal.runtime.digest import sync_digest  # deferred: SYNC steps only
 
         since, self._synced_at = self._synced_at, utc_now()
         digest = sync_digest(self.ledger, self.boot.paths, since)

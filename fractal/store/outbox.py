@@ -52,6 +52,7 @@ class Outbox(Radio):
                       figures: str = "") -> tuple[str, str]:
         """The (subject, body) of a run's end notice, spend included, for a move that
         posts it in the same transaction as the status flip (``Ledger.move(notice=)``)."""
+        # deferred: start-up cost (2 modules)
         from fractal.store.spend import run_and_iteration_spend
 
         # The pooled connection (a supervisor closing its run): a read-only one opened

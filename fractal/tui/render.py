@@ -7,8 +7,10 @@ from pathlib import Path
 from rich.cells import cell_len
 from rich.text import Text
 
+from fractal.domain.durations import parse_duration
 from fractal.domain.views.dashboard import Level, clock_label
 from fractal.domain.views.treedraw import glyph
+from fractal.errors import FractalError
 from fractal.store.dashboard import History
 from fractal.tui.snapshot import NodeView, Snapshot
 
@@ -73,8 +75,6 @@ def pool_bar(done: int, failed: int, claimed: int, total: int) -> Text:
 
 
 def _remaining(started: float | None, limit: object, now: float) -> str:
-    from fractal.domain.durations import parse_duration
-    from fractal.errors import FractalError
 
     if started is None or not isinstance(limit, str):
         return ""
@@ -116,7 +116,7 @@ def card(view: NodeView | None, now: float) -> Text:
 
 
 def _seconds(start: str, end: str | None, now: float) -> str:
-    from fractal.store.timefmt import to_epoch
+    from fractal.store.timefmt import to_epoch  # deferred: start-up cost (1 module)
 
     stop = to_epoch(end) if end else now
     return clock_label(stop - to_epoch(start))

@@ -19,7 +19,8 @@ def _sha1_hex(data: bytes) -> str:
     ``fractal node kill`` (which computes a marker per open step) would pay for this one
     digest. The digest is the same either way; ``hashlib`` is the fallback."""
     try:
+        # deferred: start-up cost (1 module)
         from _sha1 import sha1  # type: ignore[import-not-found]  # no stub: CPython-internal
     except ImportError:
-        from hashlib import sha1
+        from hashlib import sha1  # deferred: start-up cost (3 modules)
     return str(sha1(data).hexdigest())

@@ -157,7 +157,7 @@ def credential_key(backend: str, auth_home: str | None, api_key: str | None,
     a subscription login lives) and the same API key and provider route. The key enters
     only through SHA-256, so neither the row nor a log ever holds it.
     """
-    import hashlib
+    import hashlib  # deferred: start-up cost (3 modules)
 
     material = "\x1f".join((backend, auth_home or "", api_key or "", route or ""))
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:16]

@@ -19,6 +19,7 @@ from fractal.lifecycle.cleanup.targets import facts_of, inside, node_named, subt
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.lifecycle.steering.signal import Refused
+from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
 from fractal.workspace.runenv import forget
@@ -81,7 +82,6 @@ def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
     """Rescue, then remove ``node``'s worktree, branch, kept environment and registry row;
     return the rescue ref (None when the branch was gone). The shared teardown of ``delete``, ``reset`` and
     ``destroy``; the caller holds the tree lock and has checked the node is not live."""
-    from fractal.store.ledger import Ledger
 
     ref = rescue_node(tree, node, operation, actor=actor).ref if has_branch else None
     drop_worktree(tree.repo, tree.worktree_of(node))

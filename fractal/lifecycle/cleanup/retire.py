@@ -97,7 +97,7 @@ def unretire(ctx: Context, name: str) -> list[Retired]:
     retired (its ``note`` says why). Refused (recorded) when the caller may not act on
     it, it is not retired, its branch is gone, or (idle) a cap refuses it. Raises
     Refused, GitError."""
-    from fractal.store.eventlog import last_event
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (2 modules)
 
     tree, ledger = ctx.tree, ctx.ledger
     with file_lock(tree.lock_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 from fractal import tmux
 from fractal.domain.cleanup import NodeFacts, is_missing
 from fractal.domain.states import Status
-from fractal.errors import GitError
+from fractal.errors import FractalError, GitError
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.heal import heal_if_crashed
 from fractal.store.ledger import Ledger
@@ -102,8 +102,8 @@ def facts_of(tree: Tree, row: NodeRow, *, with_unmerged: bool = False) -> NodeFa
     target = target_of(tree, row) if with_unmerged else ""
     # The merge machinery loads only for the verbs that weigh unmerged work (retire,
     # delete); `node start` reaches this module for refuse_if_gone alone.
-    from fractal.lifecycle.merge.target import landed_merge
-    from fractal.workspace.teardown import unmerged_commits
+    from fractal.lifecycle.merge.target import landed_merge  # deferred: start-up cost (3 modules)
+    from fractal.workspace.teardown import unmerged_commits  # deferred: start-up cost (23 modules)
 
     unmerged = unmerged_commits(tree.repo, row.node, target,
                                 landed_merge(tree, row.node, target)) \
@@ -126,7 +126,6 @@ def refuse_if_gone(tree: Tree, row: NodeRow | None, verb: str) -> None:
     """Raise FractalError when ``row``'s node cannot ``verb`` because it is retired or its
     worktree or branch vanished, naming the fix (``unretire``, ``delete``), before any
     reader trips over its missing ``config.json``."""
-    from fractal.errors import FractalError
 
     if row is None:
         return

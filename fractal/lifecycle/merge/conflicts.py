@@ -39,7 +39,7 @@ class ConflictReport:
 
 
 def _children(tree: Tree, node: str) -> list[str]:
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (11 modules)
 
     return sorted(row.node for row in reader.node_rows(tree.db_path)
                   if parent_of(row.node) == node and git.branch_exists(tree.repo, row.node))
@@ -57,9 +57,11 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True,
         return [], []
     # The merge machinery loads here, not with the module: ``node status`` reaches this
     # module for every node but compares only when the node has children.
-    from fractal.domain.merge.conflicts import ConflictPair
+    from fractal.domain.merge.conflicts import ConflictPair  # deferred: start-up cost (2 modules)
+
+    # deferred: start-up cost (2 modules)
     from fractal.lifecycle.merge.target import landed_merge, merge_target
-    from fractal.workspace import merge as gitmerge
+    from fractal.workspace import merge as gitmerge  # deferred: start-up cost (21 modules)
 
     pairs: list[ConflictPair] = []
     took: list[float] = []
@@ -102,7 +104,7 @@ def pair_conflicts(tree: Tree, children: list[str], *, siblings: bool = True,
 def node_conflicts(ctx: Context, name: str | None) -> ConflictReport:
     """The conflict report for ``name`` (default: the caller's node; the root's children
     at the root). Raises Refused, NodeNotFound."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (11 modules)
 
     tree, node = ctx.tree, ctx.subtree(name)
     ctx.authorize("conflicts", node)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.merge.target import landed_merge, merge_target, resolve_child
 from fractal.tree import Tree
@@ -72,7 +73,6 @@ def _uncommitted(tree: Tree, child: str, *, stat: bool) -> tuple[str, tuple[str,
     """The child's worktree changes not committed yet (tracked edits and untracked files
     git does not ignore; its node directory aside), under ``UNCOMMITTED_HEADER``, and the
     notice that says so; ('', ()) when there are none or no worktree to look at."""
-    from fractal.errors import FractalError
 
     worktree = tree.node(child).worktree
     if not worktree.is_dir():
@@ -97,7 +97,6 @@ def uncommitted_note(tree: Tree, branch: str) -> str:
     """``N uncommitted file(s)`` for the project files changed in ``branch``'s worktree
     and not committed (its node directory aside: it never travels), '' when none or when
     there is no worktree to look at."""
-    from fractal.errors import FractalError
 
     worktree = tree.node(branch).worktree
     if not worktree.is_dir():
@@ -127,7 +126,6 @@ def diffstat_summary(tree: Tree, child: str) -> str:
 
 
 def _committed_summary(tree: Tree, child: str) -> str:
-    from fractal.errors import FractalError
 
     target = merge_target(tree, child, None)
     try:

@@ -66,7 +66,9 @@ def recover_interrupted(tree: Tree, book: MergeBook, ledger: Ledger, target: str
         if squash and git.head_sha(target_wt) == row.target_sha:
             clear_index_lock(target_wt)
             if git.changed_paths(target_wt):  # save what the roll-back may overwrite
-                from fractal.domain.cleanup import Cleanup
+                from fractal.domain.cleanup import Cleanup  # deferred: start-up cost (1 module)
+
+                # deferred: start-up cost (2 modules)
                 from fractal.lifecycle.rescuing import rescue_node
 
                 saved = rescue_node(tree, target, Cleanup.MERGE_RESTORE.value,

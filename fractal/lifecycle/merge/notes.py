@@ -56,8 +56,8 @@ def record_refusal(ctx: Context, child: str, target: str, why: str) -> None:
     (itself) where an operator looks (see the module docstring). Raises StoreError when
     the row or the event cannot be written; a notice that cannot be posted is left out
     (the row and the event hold the refusal)."""
-    from fractal.lifecycle.radio import notify_refused
-    from fractal.store.merges import MergeBook
+    from fractal.lifecycle.radio import notify_refused  # deferred: start-up cost (33 modules)
+    from fractal.store.merges import MergeBook  # deferred: start-up cost (28 modules)
 
     MergeBook(ctx.tree.db_path).book_merge(
         child=child, target=target, child_sha=_sha(ctx, child), target_sha=_sha(ctx, target),

@@ -47,6 +47,7 @@ from fractal.lifecycle.merge.landing import recover_interrupted, settle_landed, 
 from fractal.lifecycle.merge.notes import notify, record_refusal
 from fractal.lifecycle.merge.target import landed_merge, merge_target, own_dir_prefix, resolve_child
 from fractal.lifecycle.radio import notify_handed_back, notify_merged
+from fractal.store import reader
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
 from fractal.tree import Tree, parent_of
@@ -235,12 +236,12 @@ def merge_then_clean(ctx: Context, name: str | None, *, into: str | None = None,
     if then is None or result.status not in ("merged", "nothing"):
         return result
     if then == "retire":
-        from fractal.lifecycle.cleanup.retire import retire
+        from fractal.lifecycle.cleanup.retire import retire  # deferred: start-up cost (11 modules)
 
         retire(ctx, result.child, reason=f"merged into {result.target}")
         done = f"retired {result.child}"
     elif then == "delete":
-        from fractal.lifecycle.cleanup.delete import delete
+        from fractal.lifecycle.cleanup.delete import delete  # deferred: start-up cost (14 modules)
 
         removed = delete(ctx, result.child)
         done = "deleted " + ", ".join(d.branch for d in removed)
@@ -320,7 +321,7 @@ def _on_conflict(ctx: Context, book: MergeBook, child: str, target: str,
         return MergeResult(child, target, "handed-back", conflicts=note.files,
                            rearmed=False, notices=tuple(notices))
     try:
-        from fractal.lifecycle.start.node import start_node
+        from fractal.lifecycle.start.node import start_node  # deferred: start-up cost (35 modules)
 
         start_node(ctx, child, continue_mode=True)
         rearmed = True
@@ -343,7 +344,6 @@ def _rearm_hint(ledger: Ledger, child: str) -> str:
 def _ending(tree: Tree, parent: str | None) -> str | None:
     """The stop, finish or kill pending on ``parent``'s open run (its run is ending and
     its children are being wound down with it), or None."""
-    from fractal.store import reader
 
     if parent is None or parent == tree.root:
         return None

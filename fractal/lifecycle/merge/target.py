@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fractal.errors import FractalError
+from fractal.errors import FractalError, StoreError
 from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import read_config
 
@@ -52,9 +52,8 @@ def landed_merge(tree: Tree, child: str, target: str) -> LandedMerge | None:
     """The child's newest merge into ``target`` that landed (its ``merges`` row settled
     ``merged``), for ``workspace.merge.merge_base``; None when there is none or the
     database cannot be read (the branches alone then decide the base)."""
-    from fractal.errors import StoreError
-    from fractal.store.merges import MergeBook
-    from fractal.workspace.merge import LandedMerge
+    from fractal.store.merges import MergeBook  # deferred: start-up cost (17 modules)
+    from fractal.workspace.merge import LandedMerge  # deferred: start-up cost (35 modules)
 
     try:
         rows = MergeBook(tree.db_path).merges_of(child)

@@ -67,7 +67,7 @@ def node_checks(ctx: Context, name: str | None, run: int | None = None) -> Check
 
     Raises NodeNotFound, FractalError (the root), StoreError.
     """
-    from fractal.store.checkrows import checks
+    from fractal.store.checkrows import checks  # deferred: start-up cost (14 modules)
 
     tree, branch = ctx.tree, ctx.target(name)
     rows: list[dict[str, object]] = []

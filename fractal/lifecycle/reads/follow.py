@@ -30,9 +30,9 @@ LAG_S = 5.0
 
 
 def _behind(timestamp: str, seconds: float) -> str:
-    from datetime import timedelta
+    from datetime import timedelta  # deferred: start-up cost (3 modules)
 
-    from fractal.store.timefmt import format_ts, parse_ts
+    from fractal.store.timefmt import format_ts, parse_ts  # deferred: start-up cost (4 modules)
 
     return format_ts(parse_ts(timestamp) - timedelta(seconds=seconds))
 
@@ -54,7 +54,7 @@ def follow_activity(ctx: Context, name: str | None, backlog: int, *,
     ``name`` None means the caller's node, or the whole tree at the root. Crashed nodes
     in scope are healed once at the start, as ``node activity`` does.
     """
-    from fractal.store import follow, reader
+    from fractal.store import follow, reader  # deferred: start-up cost (11 modules)
 
     tree, branch = ctx.tree, ctx.subtree(name)
     nodes = None if branch == tree.root else [branch]

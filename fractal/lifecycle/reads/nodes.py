@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.run.subtree import Unsettled, unsettled_notice
-from fractal.domain.signals import decoration
+from fractal.domain.signals import PARKING, decoration
 from fractal.domain.states import SETTLED, Status
 from fractal.domain.steps.waits import WAIT_STEP, WaitingChild, children_waited, waiting_detail
 from fractal.lifecycle.context import Context
@@ -39,7 +39,7 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
 
     A node whose worktree or branch vanished behind fractal's back reads ``missing``, with
     the fix in the detail (``fractal node delete`` deregisters it)."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     tree, branch = ctx.tree, ctx.target(name)
     heal_if_crashed(tree, branch)
@@ -57,6 +57,7 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
         below = unsettled_notice(_unsettled(tree.db_path, branch))
         if below:
             detail = f"{detail}; {below}" if detail else below
+    # deferred: start-up cost (18 modules)
     from fractal.lifecycle.merge.conflicts import children_conflict_detail
 
     clash = children_conflict_detail(tree, branch)  # `2 children conflict (calc/ops.py)`
@@ -72,7 +73,7 @@ def _refused(db_path: Path, branch: str) -> str:
     """``merge of div refused (`fractal inbox` says why)`` when the newest merge of a
     node into ``branch`` was refused (its agent's, inside a step); empty when none was.
     A direct child is named by its last segment."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     children = [c.removeprefix(branch + ".") if parent_of(c) == branch else c
                 for c, _ in reader.refused_merges(db_path, branch)]
@@ -84,7 +85,7 @@ def _refused(db_path: Path, branch: str) -> str:
 
 def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
     """``branch``'s descendants still active or paused, marked when waiting at a gate."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     running = (Status.ACTIVE.value, Status.PAUSED.value)
     return [Unsettled(r.node, r.status, any(
@@ -95,7 +96,7 @@ def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
 
 def _waiting(db_path: Path, branch: str) -> str:
     """``waiting for 2 children: div awaiting approval, ops active``."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     rows = reader.node_rows(db_path)
     live = children_waited(branch, [(r.node, r.status) for r in rows])
@@ -110,11 +111,11 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
     one's with its newest failed step's reason, ``domain.run.failcause``)."""
-    from fractal.domain.run.failcause import failure_cause
-    from fractal.store import reader
+    from fractal.domain.run.failcause import failure_cause  # deferred: start-up cost (1 module)
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     if status == Status.RETIRED.value:  # what it was, and why it was retired
-        from fractal.store.eventlog import last_event
+        from fractal.store.eventlog import last_event  # deferred: start-up cost (11 modules)
 
         event = last_event(db_path, branch, "retire", "completed")
         if event is not None:
@@ -126,8 +127,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         shown = decoration(status, reader.pending_signals(db_path, branch))
         if shown != status:
             return shown[len("active ("):-1]
-        from fractal.domain.signals import PARKING
-        from fractal.store.eventlog import last_event
+        from fractal.store.eventlog import last_event  # deferred: start-up cost (11 modules)
 
         parking = last_event(db_path, branch, "pause")  # a signal tears the step down
         if parking is not None and parking.status == "started" and \
@@ -135,8 +135,9 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return f"pausing: {parking.meta.removeprefix(PARKING)}"
         if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
+        # deferred: start-up cost (4 modules)
         from fractal.domain.usage.outage import OUTAGE_EVENT, cut_short_hint
-        from fractal.store.eventlog import last_event
+        from fractal.store.eventlog import last_event  # deferred: start-up cost (11 modules)
 
         waiting = last_event(db_path, branch, "usage_wait")
         if waiting is not None and waiting.status == "started" and \
@@ -153,7 +154,7 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
     if status == Status.IDLE:
         return ""
     if status == Status.PAUSED:
-        from fractal.store.eventlog import last_event
+        from fractal.store.eventlog import last_event  # deferred: start-up cost (11 modules)
 
         parked = last_event(db_path, branch, "pause", "completed")
         if parked is not None and parked.meta.startswith("parked interrupted:"):
@@ -172,7 +173,7 @@ def list_nodes(ctx: Context, name: str | None, *, show: str = "live") -> list[di
 
     ``show`` is ``live`` (default: retired nodes hidden), ``all``, or ``retired`` (only
     them). A node whose worktree or branch vanished is listed ``missing``."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     tree, top = ctx.tree, ctx.subtree(name)
     rows = reader.node_rows(tree.db_path)
@@ -204,7 +205,7 @@ def activity(ctx: Context, name: str | None, limit: int | None) -> list[dict[str
 
     ``name`` None means the caller's node, or the whole tree at the root.
     """
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     tree, branch = ctx.tree, ctx.subtree(name)
     nodes = None if branch == tree.root else [branch]

@@ -52,7 +52,7 @@ class SpentReport:
 
 def _run_of(db: Path, branch: str) -> int | None:
     """The node's open run, else its newest, else None."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (11 modules)
 
     last = reader.last_run(db, branch)
     return None if last is None else last.run_id
@@ -68,7 +68,7 @@ def spent(ctx: Context, name: str | None, scope: Scope = Scope.ALL,
           max_depth: int | None = None) -> SpentReport:
     """What ``name`` (default: the caller's node; the whole tree at the root) spent in
     ``scope``; ``max_depth`` limits the levels of descendants counted (ALL and RUN)."""
-    from fractal.store import spend
+    from fractal.store import spend  # deferred: start-up cost (12 modules)
 
     tree, branch = ctx.tree, ctx.subtree(name)
     _loop_node(tree, branch, scope)
@@ -93,7 +93,7 @@ def _caps(tree: Tree, branch: str) -> Caps:
     try:
         cfg = parse_config(read_config(tree.node(branch).config_path))
     except (FractalError, OSError):
-        from fractal.store import reader
+        from fractal.store import reader  # deferred: start-up cost (11 modules)
 
         row = reader.node_row(tree.db_path, branch)
         return budget.caps_of(row.max_cost if row else None, None, None, None)
@@ -108,7 +108,7 @@ def remaining(ctx: Context, name: str | None, scope: Scope = Scope.RUN) -> str:
     ``max_iter_cost`` minus the newest iteration's spend; STEP: the per-step budget a launch
     would get now (docs/budgets.md, the per-step budget).
     """
-    from fractal.store import spend
+    from fractal.store import spend  # deferred: start-up cost (12 modules)
 
     tree, branch = ctx.tree, ctx.subtree(name)
     _loop_node(tree, branch, Scope.RUN if scope is Scope.ALL else scope)
@@ -133,7 +133,7 @@ def breakdown(ctx: Context, name: str | None, *, run: bool = False,
     """Per-node rows ``node, max_cost, spent, unpriced`` of the subtree, and the total
     unpriced count. Nodes no longer registered are listed as ``<branch> (deleted)``;
     ``spent`` is ``untracked`` for a node whose launched steps all lack a cost."""
-    from fractal.store import reader, spend
+    from fractal.store import reader, spend  # deferred: start-up cost (12 modules)
 
     tree, branch = ctx.tree, ctx.subtree(name)
     db = tree.db_path

@@ -43,8 +43,8 @@ def prepare_continue(paths: NodePaths, *, clean: bool, actor: str = "operator") 
                         "continue)", paths=[node_rel])
     if not outside:
         return None
-    from fractal.domain.cleanup import Cleanup
-    from fractal.lifecycle.rescuing import rescue_node
+    from fractal.domain.cleanup import Cleanup  # deferred: start-up cost (3 modules)
+    from fractal.lifecycle.rescuing import rescue_node  # deferred: start-up cost (4 modules)
 
     saved = rescue_node(paths.tree, paths.branch, Cleanup.CONTINUE_CLEAN.value, actor=actor,
                         worktree=worktree)

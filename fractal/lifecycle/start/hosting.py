@@ -71,6 +71,7 @@ def keep_env(paths: NodePaths, environ: Mapping[str, str], *, fresh: bool,
         return KeptEnv()
     note = ""
     if not fresh:  # only a note needs the wording: a plain start or resume never loads it
+        # deferred: start-up cost (1 module)
         from fractal.domain.run.env import changed, missing_note, refresh_note
 
         note = (missing_note(paths.branch) if before is None
@@ -167,6 +168,7 @@ def take(paths: NodePaths, ledger: Ledger, hosted: Hosted, move: Move) -> bool:
     that came first); False when the pane process is already gone or the move was refused
     for another reason: the caller then waits for the boot as before.
     """
+    # deferred: start-up cost (2 modules)
     from fractal.procs.procinfo import create_time as process_create_time
 
     if hosted.pid is None:

@@ -29,6 +29,7 @@ from fractal.lifecycle.start.preflight import start_warnings
 from fractal.lifecycle.steering.latch import refuse_if_braked
 from fractal.lifecycle.steering.retune import arm_max_cost
 from fractal.lifecycle.steering.signal import await_run
+from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, Tree, parent_of
 from fractal.workspace.nodedir import file_lock, read_config
 
@@ -102,6 +103,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
         hosted: Hosted | None = None
         try:
             if continue_mode:
+                # deferred: start-up cost (25 modules)
                 from fractal.lifecycle.start.continuing import prepare_continue
 
                 prepare_continue(paths, clean=clean, actor=actor)
@@ -148,11 +150,11 @@ def _refuse_unrecorded_pool(tree: Tree, paths: NodePaths) -> None:
     iteration and the run would settle the node, after which the same ``node pool``
     command, which completes only an idle node, could no longer record them. A stat for
     every other node (the pool row is read only when ``worker-steps/`` is there)."""
-    from fractal.workspace.poolseed import WORKER_STEPS
+    from fractal.workspace.poolseed import WORKER_STEPS  # deferred: start-up cost (2 modules)
 
     if not (paths.node_dir / WORKER_STEPS).is_dir():
         return
-    from fractal.store.pool import PoolStore
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (2 modules)
 
     if PoolStore(tree.db_path).pool(paths.branch) is None:
         name = paths.branch.rpartition(".")[2]
@@ -180,7 +182,6 @@ def _await_boot(paths: NodePaths, ledger: object, session: str, socket: Path,
                 previous: int) -> int | None:
     """Wait until the supervisor has taken the node; return the id of the run it opened
     (a run newer than ``previous``)."""
-    from fractal.store.ledger import Ledger
 
     assert isinstance(ledger, Ledger)
     deadline = time.monotonic() + BOOT_WAIT
@@ -207,7 +208,7 @@ def attach_node(ctx: Context, name: str | None) -> None:
     Refuses unless the acting node may attach to it (``fractal.domain.authority``) and the
     node is active with a live session. Raises Refused, FractalError.
     """
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (1 module)
 
     tree, branch = ctx.tree, ctx.target(name)
     ctx.authorize("attach", branch)

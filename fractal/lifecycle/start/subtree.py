@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fractal.control import subtree
 from fractal.domain.states import SETTLED
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
@@ -32,7 +33,6 @@ def start_tree(ctx: Context, name: str | None, *, clean: bool = False,
     Raises Refused when the acting node may not start ``name``'s subtree
     (``fractal.domain.authority``), FractalError when ``name`` itself is refused, or when
     nothing is settled."""
-    from fractal.control import subtree
 
     tree, top = ctx.tree, ctx.subtree(name)
     ctx.authorize("start", top)

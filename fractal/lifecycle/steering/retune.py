@@ -135,7 +135,7 @@ def _write(tree: Tree, branch: str, path: Path, updates: Mapping[str, object], *
 
 def _sync_registry(tree: Tree, branch: str, config: Mapping[str, object]) -> None:
     """Write the caps and title of ``config`` to the registry row (when registered)."""
-    from fractal.store.ledger import Ledger
+    from fractal.store.ledger import Ledger  # deferred: start-up cost (22 modules)
 
     ledger = Ledger(tree.db_path)
     if ledger.node(branch) is None:
@@ -167,8 +167,9 @@ def update_node(ctx: Context, name: str | None, values: Mapping[str, str | None]
     """
     tree, branch = ctx.tree, ctx.target(name)
     ctx.authorize("update", branch)
+    # deferred: start-up cost (38 modules)
     from fractal.lifecycle.cleanup.targets import refuse_if_gone
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (11 modules)
 
     refuse_if_gone(tree, reader.node_row(tree.db_path, branch), "update")  # no stray config
     given = {k: v for k, v in values.items() if v is not None}
