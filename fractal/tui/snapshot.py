@@ -54,7 +54,7 @@ class NodeView:
     gauge: Gauge | None
     stalled: bool
     config: tuple[tuple[str, str], ...] = ()
-    #: The agent setting it runs with (``dashview.shown_agent``), the same for every node.
+    #: The agent setting it runs with (``views.dashboard.shown_agent``), the same for every node.
     agent: str | None = None
     model: str | None = None
     session: str | None = None
@@ -294,7 +294,7 @@ class Builder:
         return found
 
     def _subtree_spends(self) -> dict[int, float | None]:
-        """Each run's spend with its descendant runs' (``dashview.subtree_spends``: what
+        """Each run's spend with its descendant runs' (``views.dashboard.subtree_spends``: what
         ``fractal node cost spent --run`` sums), from the run tree read a little at a
         time and each run's own spend: an open run's read every time, an ended one's once
         (it never changes again; a big tree's first paint would wait on all of them, so

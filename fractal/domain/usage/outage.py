@@ -1,7 +1,7 @@
 """Provider outages: which failed launches are an outage to wait out, how long each wait
 lasts, and how the wait is worded (its event, the pane, ``node status``, the inbox).
 
-A launch whose final report is a transient API failure (``agent_errors.TRANSIENT_KINDS``:
+A launch whose final report is a transient API failure (``agent.errors.TRANSIENT_KINDS``:
 a 429 that is not a usage window, 5xx, 529 overloaded, a refused or reset connection, a
 failed DNS lookup) says the provider is down, not that the step is wrong: the run waits
 and launches the step again, with no retry spent and no failed iteration counted. The

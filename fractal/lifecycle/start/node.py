@@ -60,7 +60,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     refuses one whose last run landed on its budget unless ``max_cost`` (USD text) arms
     the next run explicitly; that ceiling is rolled back when the launch fails. The re-arm
     (REARM) is undone (DISARM) when the launch fails. The node is taken for the hosted
-    supervisor (``host.take``: ``active`` under the pane's pid) before this returns, so
+    supervisor (``hosting.take``: ``active`` under the pane's pid) before this returns, so
     ``run_id`` is None while it boots; where that cannot be done, waits until the
     supervisor has taken the node itself (status leaves ``idle``). A fresh start keeps
     the caller's environment (``ctx.environment``) as the run's; ``continue_mode``
