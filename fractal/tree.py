@@ -9,7 +9,6 @@ with its data dir ``<worktree>/.fractal/<branch>/``. The control plane's files (
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -163,6 +162,7 @@ class Tree:
 
     def root_config(self) -> dict[str, object]:
         """The root data dir's config.json (``{}`` when unreadable)."""
+        import json  # deferred: start-up cost (json: 5 modules)
 
         try:
             data = json.loads(self.config_path.read_text(encoding="utf-8"))
@@ -175,6 +175,7 @@ def trees_in(repo: Path) -> list[Tree]:
     """Every tree initialised in ``repo`` (a root data dir whose config says ``user: true``).
     A directory whose name starts with ``.`` is never a tree (no branch name does): it is
     a data dir ``destroy`` has renamed to remove it."""
+    import json  # deferred: start-up cost (json: 5 modules)
     found: list[Tree] = []
     base = repo / ".fractal"
     if not base.is_dir():

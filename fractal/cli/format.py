@@ -6,7 +6,6 @@ stdout carries only data; notices go to stderr (DESIGN: rules of the house).
 from __future__ import annotations
 
 import io
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
     ``fmt`` None picks table on a TTY and CSV otherwise. Empty listings still print
     the header (table/csv) or ``[]`` (json).
     """
+    import json  # deferred: start-up cost (json: 5 modules)
     if fmt is None:
         fmt = "table" if sys.stdout.isatty() else "csv"
     if fmt == "json":

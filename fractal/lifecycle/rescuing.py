@@ -10,7 +10,6 @@ listed, by ``fractal rescue list``), never a row without a ref.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +134,7 @@ def _rescued_settings(repo: Path, sha: str, ref: str) -> tuple[dict[str, object]
                                                                 tuple[str, ...]]:
     """The rescued node's config.json as settings for the node restored from ``sha``, and
     a line per thing that could not be kept (its default applies)."""
+    import json  # deferred: start-up cost (json: 5 modules)
 
     from fractal.domain.nodeinit import restored_settings  # deferred: start-up cost (17 modules)
 

@@ -10,7 +10,6 @@ import time: the fast read path (``reader``) imports this module.
 from __future__ import annotations
 
 import fcntl
-import json
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,6 +141,7 @@ def _tree_of(db_path: Path) -> tuple[Path, str] | None:
     """(repository, root branch) when ``db_path`` is a tree's database: named
     ``fractal.db`` in ``<repo>/.fractal/<root>/`` beside a ``config.json`` saying ``"user":
     true``; None for any other path."""
+    import json  # deferred: start-up cost (json: 5 modules)
     data_dir = db_path.parent
     if db_path.name != "fractal.db" or data_dir.parent.name != ".fractal":
         return None

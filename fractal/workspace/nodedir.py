@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -147,6 +146,7 @@ def config_from_bytes(path: Path, data: bytes) -> dict[str, object]:
     """The JSON object ``data`` (the bytes of ``path``, a node's ``config.json``) holds.
     Raises ConfigError (``source`` = the path) when it is not UTF-8, malformed JSON (the
     message gives line and column) or not an object."""
+    import json  # deferred: start-up cost (json: 5 modules)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -185,6 +185,7 @@ def update_config(path: Path, updates: Mapping[str, object], *,
     existing file is malformed (it is left untouched) and TypeError when a value is not
     JSON-serialisable.
     """
+    import json  # deferred: start-up cost (json: 5 modules)
     lock = path.with_name(path.name + ".lock")
     with file_lock(lock):
         before = read_config(path) if path.exists() else {}
