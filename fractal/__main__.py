@@ -1,7 +1,7 @@
 """``python -m fractal``: the same entry point as the ``fractal`` console script.
 
 A node's pane runs ``python -m fractal node _run --path WORKTREE [--continue] [--resume]``,
-the argv ``lifecycle/host.supervisor_argv`` writes. That exact form goes straight to the
+the argv ``lifecycle/start/hosting.supervisor_argv`` writes. That exact form goes straight to the
 supervisor, without click: parsing the CLI costs an import of click and the ``node``
 command group, about a fifth of a short supervisor's CPU, for three fixed words. Any
 other form (another option order, a repeated flag, a path that is not a directory) goes
@@ -36,13 +36,14 @@ def pane_options(args: list[str]) -> tuple[Path, bool, bool] | None:
 def _run_pane(worktree: Path, continue_mode: bool, resume_mode: bool) -> None:
     gc.disable()  # freeze_boot_heap turns it back on
     try:
+        # deferred: start-up cost (213 modules)
         from fractal.runtime.entry import exit_now, run_supervisor
 
         code = run_supervisor(worktree, continue_mode=continue_mode, resume_mode=resume_mode)
     except (Exception, KeyboardInterrupt) as exc:
         gc.enable()
-        from fractal.cli import settle
-        from fractal.crashlog import CrashSite
+        from fractal.cli import settle  # deferred: start-up cost (41 modules)
+        from fractal.crashlog import CrashSite  # deferred: start-up cost (17 modules)
 
         settle(exc, CrashSite(argv=sys.argv[1:]))
     exit_now(code)
@@ -52,7 +53,7 @@ def _main() -> None:
     pane = pane_options(sys.argv[1:])
     if pane is not None:
         _run_pane(*pane)
-    from fractal.cli import main
+    from fractal.cli import main  # deferred: start-up cost (41 modules)
 
     main()
 

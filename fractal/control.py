@@ -17,7 +17,7 @@ One effect-level module used by both the verbs (``fractal.lifecycle``) and the l
   ``pausing`` and ``paused_ancestor`` answer whether a pause is on its way.
 
 Nothing here heals a crashed node or takes the tree lock: a verb does both first
-(``fractal.lifecycle.steer.signal_node``) and then calls in here; the loop calls in
+(``fractal.lifecycle.steering.signal.signal_node``) and then calls in here; the loop calls in
 directly, so a budget check never waits on the tree lock nor reaps a child's processes.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, fanout_reason, winning
 from fractal.domain.states import Status
 from fractal.tree import Tree, parent_of
@@ -225,7 +225,7 @@ class Steering:
         try:
             names = {s.signal for s in self.ledger.signals(self.run_id)}
         except Exception as exc:  # a locked database must not crash the loop
-            import logging  # the verbs never log: only the loop's reads reach this
+            import logging  # deferred: the verbs never log: only the loop's reads reach this
 
             logging.getLogger(__name__).warning("could not read signals: %s", exc)
             return set(self._last_good)

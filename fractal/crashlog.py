@@ -49,7 +49,7 @@ def locate_tree(site: CrashSite) -> None:
         elif word.startswith("--path="):
             where = Path(word.split("=", 1)[1])
     try:
-        from fractal.tree import find_tree
+        from fractal.tree import find_tree  # deferred: start-up cost (4 modules)
 
         site.data_dir = find_tree(where).data_dir
     except Exception:  # no tree, no repository, or the lookup itself broke
@@ -94,8 +94,8 @@ def _create(directory: Path, name: str) -> tuple[Path, int]:
 
 def _write(directory: Path, exc: BaseException, site: CrashSite) -> Path:
     """Write the crash log for ``exc`` into ``directory``; return its path. Raises OSError."""
-    import platform
-    import traceback
+    import platform  # deferred: start-up cost (1 module)
+    import traceback  # deferred: start-up cost (2 modules)
 
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from fractal.domain.budget.prices import Rates, parse_table
 from fractal.domain.errors import FractalError
-from fractal.domain.prices import Rates, parse_table
 from fractal.workspace.nodedir import write_atomic
 
 __all__ = [
@@ -113,8 +113,8 @@ def fetch(url: str, dest: Path, timeout: float = FETCH_TIMEOUT) -> None:
     saying what went wrong, then the URL (the cause first: a reason clipped to its cap
     loses the URL, never the cause); ``dest`` is untouched then.
     """
-    import urllib.error  # lazy: urllib.request pulls in ssl and http (megabytes of RSS)
-    import urllib.request
+    import urllib.error  # deferred: urllib.request pulls in ssl and http (megabytes of RSS)
+    import urllib.request  # deferred: start-up cost (55 modules)
 
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:

@@ -84,7 +84,7 @@ def session_name(repo: Path, branch: str) -> str:
     would break exact matching); the hash of the resolved repo path and branch keeps two
     repositories with the same basename apart.
     """
-    import hashlib
+    import hashlib  # deferred: start-up cost (3 modules)
 
     digest = hashlib.sha1(f"{repo.resolve()}\0{branch}".encode()).hexdigest()[:6]
     return _UNSAFE.sub("-", f"fx-{repo.name}-{branch}") + f"-{digest}"
@@ -166,7 +166,7 @@ def launch(name: str, command: Sequence[str], *, cwd: Path, socket: Path,
             "-x", str(_PANE_SIZE[0]), "-y", str(_PANE_SIZE[1])]
     for key, value in (env or {}).items():
         argv += ["-e", f"{key}={value}"]
-    import shlex
+    import shlex  # deferred: start-up cost (1 module)
 
     argv += [shlex.join(command), ";", "set-option", "-w", "remain-on-exit", "off"]
     for attempt in range(_ATTEMPTS):
@@ -310,7 +310,7 @@ def attach_argv(name: str, socket: Path) -> tuple[list[str], dict[str, str]]:
     ``$TMUX`` is dropped from the environment: from inside another (or a detached) pane
     tmux refuses to nest a client while it is set. Raises TmuxError without tmux.
     """
-    import shutil
+    import shutil  # deferred: start-up cost (7 modules)
 
     binary = shutil.which("tmux")
     if binary is None:

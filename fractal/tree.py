@@ -162,7 +162,7 @@ class Tree:
 
     def root_config(self) -> dict[str, object]:
         """The root data dir's config.json (``{}`` when unreadable)."""
-        import json
+        import json  # deferred: start-up cost (json: 5 modules)
 
         try:
             data = json.loads(self.config_path.read_text(encoding="utf-8"))
@@ -175,11 +175,11 @@ def trees_in(repo: Path) -> list[Tree]:
     """Every tree initialised in ``repo`` (a root data dir whose config says ``user: true``).
     A directory whose name starts with ``.`` is never a tree (no branch name does): it is
     a data dir ``destroy`` has renamed to remove it."""
+    import json  # deferred: start-up cost (json: 5 modules)
     found: list[Tree] = []
     base = repo / ".fractal"
     if not base.is_dir():
         return found
-    import json
 
     for cfg in sorted(base.glob("*/config.json")):
         if cfg.parent.name.startswith("."):
@@ -206,6 +206,7 @@ def find_tree(cwd: Path) -> Tree:
 def locate(cwd: Path) -> tuple[Tree, Path]:
     """(the tree ``cwd`` belongs to, as ``find_tree`` picks it; the top of the worktree
     holding ``cwd``), so a caller that needs both asks git once. Raises as ``find_tree``."""
+    # deferred: start-up cost (17 modules)
     from fractal.workspace.discovery import checkout_and_main
 
     top, repo = checkout_and_main(cwd)
@@ -213,7 +214,7 @@ def locate(cwd: Path) -> tuple[Tree, Path]:
 
 
 def _tree_at(top: Path, repo: Path) -> Tree:
-    from fractal.workspace import git
+    from fractal.workspace import git  # deferred: start-up cost (16 modules)
 
     trees = trees_in(repo)
     if not trees:
@@ -233,7 +234,7 @@ def _tree_at(top: Path, repo: Path) -> Tree:
 def caller_branch(cwd: Path, tree: Tree, top: Path | None = None) -> str:
     """The node (or root) whose worktree contains ``cwd``; the root when it is none of them.
     ``top``: the top of that worktree when the caller knows it already (``locate``)."""
-    from fractal.workspace import git
+    from fractal.workspace import git  # deferred: start-up cost (16 modules)
 
     branch = git.current_branch(top if top is not None else git.toplevel(cwd))
     if branch is not None and tree.owns(branch):

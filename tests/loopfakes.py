@@ -514,7 +514,7 @@ def _no_boot_wait() -> Iterator[None]:
     while a verb runs (a run is a call in this thread), so such a node is a test's setup
     (a child set active to be waited on) and the wait could only run out: the verbs read
     the node as it is at once, as they would after that wait."""
-    from fractal.lifecycle import steer
+    from fractal.lifecycle.steering import signal as steer
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(steer, "BOOT_WAIT", 0.0)

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -132,6 +133,41 @@ def _imports(path: str, source: str | None) -> list[Site]:
     return sorted(sites, key=lambda s: (s.line, s.name))
 
 
+DEFERRAL = re.compile(r"#\s*(deferred|cycle):\s*\S")
+
+
+def unexplained_function_imports(path: str, source: str | None = None) -> list[Site]:
+    """Imports inside a function (or method) of ``path`` with no reason beside them.
+
+    The rule: an import statement inside a function body carries a comment ``# deferred:
+    <why>`` or ``# cycle: <why>`` on its own first or last line or on the line right above
+    it; otherwise it belongs at the top of the module, where a reader sees the module's
+    dependencies. One ``Site`` per offending statement (its first line, its first name).
+    """
+    text = source if source is not None else (ROOT / path).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    offences: list[Site] = []
+
+    def said(node: ast.stmt) -> bool:
+        near = [lines[node.lineno - 1], lines[(node.end_lineno or node.lineno) - 1]]
+        if node.lineno > 1:
+            near.append(lines[node.lineno - 2].strip() if
+                        lines[node.lineno - 2].strip().startswith("#") else "")
+        return any(DEFERRAL.search(line) for line in near)
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)) and not said(child):
+                module = child.module if isinstance(child, ast.ImportFrom) else None
+                name = child.names[0].name
+                offences.append(Site(path, child.lineno, f"{module}.{name}" if module else name))
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                          ast.Lambda)))
+
+    walk(_parse(path, source), False)
+    return offences
+
+
 def calls(path: str, source: str | None = None) -> list[Site]:
     """Every call in ``path``, named by its callee (``print``, ``os.killpg``, ``proc.send_signal``,
     ``*.send_signal`` when the receiver is an expression)."""
@@ -153,7 +189,8 @@ def import_graph(paths: Iterable[str]) -> dict[str, set[str]]:
     alike (``TYPE_CHECKING`` ones too: a circle of annotations is still a circle of
     concepts). An imported name resolves to the longest dotted prefix that is a module of
     ``paths`` (``from fractal.store import db`` is ``fractal/store/db.py``; an attribute's
-    module is its file); a file's import of itself is dropped."""
+    module is its file), and so does each package above it, whose ``__init__`` runs first;
+    a file's import of itself (or of its own package) is dropped."""
     files = list(paths)
     by_module = {module_of(path): path for path in files}
     graph: dict[str, set[str]] = {path: set() for path in files}
@@ -165,6 +202,11 @@ def import_graph(paths: Iterable[str]) -> dict[str, set[str]]:
             target = by_module.get(".".join(parts)) if parts else None
             if target is not None and target != path:
                 graph[path].add(target)
+            while len(parts) > 1:  # importing a.b.c runs a/b/__init__.py (and a's) first
+                parts.pop()
+                package = by_module.get(".".join(parts))
+                if package is not None and package != path:
+                    graph[path].add(package)
     return graph
 
 

@@ -33,6 +33,7 @@ from tests.stylecheck import (
     modules_loaded,
     source_files,
     under,
+    unexplained_function_imports,
 )
 
 FILES = source_files("fractal")
@@ -95,7 +96,7 @@ IMPORT_RULES = [
                "(lifecycle/, fractal/crashlog.py)", ("fractal/tui/",), ("fractal.cli",)),
     ImportRule("cli/ reaches tui/ only through `fractal open`, the command that starts the "
                "dashboard", ("fractal/cli/",), ("fractal.tui",), exempt=("fractal/cli/open.py",)),
-    ImportRule("agents never import workspace (agent homes' paths are in domain/agenthomes.py)",
+    ImportRule("agents never import workspace (agent homes' paths are in domain/agent/homes.py)",
                ("fractal/agents/",), ("fractal.workspace",)),
     ImportRule("the CLI speaks no SQL", ("fractal/cli/",), SQL),
     ImportRule("only store/ speaks SQL", ("fractal/",), SQL, exempt=("fractal/store/",)),
@@ -298,11 +299,11 @@ def small_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 HELP_FORBIDDEN = (*HEAVY, "psutil", "fractal.runtime")
 # What a read or a steering verb on a node without children never calls: the merge and
 # conflict machinery, the other verbs' command modules, tmux on an idle node, the run-end
-# value classes (``domain.reasons`` has what they need), logging.
-MERGING = ("fractal.workspace.merge", "fractal.workspace.mergebase", "fractal.domain.merging",
-           "fractal.domain.conflicts", "fractal.lifecycle.mergetarget", "fractal.cli.merge")
+# value classes (``domain.run.reasons`` has what they need), logging.
+MERGING = ("fractal.workspace.merge", "fractal.workspace.mergebase", "fractal.domain.merge.rules",
+           "fractal.domain.merge.conflicts", "fractal.lifecycle.merge.target", "fractal.cli.merge")
 VERB_FORBIDDEN = (*MERGING, "fractal.cli.cleanup", "fractal.cli.cost", "fractal.cli.config",
-                  "fractal.cli.checks", "fractal.tmux", "fractal.domain.outcome", "logging",
+                  "fractal.cli.checks", "fractal.tmux", "fractal.domain.run.outcome", "logging",
                   "secrets")
 READ_FORBIDDEN = (*HEAVY, "fractal.runtime.supervisor", *VERB_FORBIDDEN, "fractal.cli.steer",
                   "fractal.store.ledger")
@@ -353,7 +354,7 @@ def test_steering_verbs_leave_sqlalchemy_out(args: tuple[str, ...], small_tree: 
 
 
 KILL_FORBIDDEN = ("sqlalchemy", "alembic", "psutil", "hashlib", "shutil", "shlex", "logging",
-                  "concurrent", "secrets", *MERGING, "fractal.domain.outcome",
+                  "concurrent", "secrets", *MERGING, "fractal.domain.run.outcome",
                   "fractal.cli.cleanup", "fractal.cli.cost", "fractal.cli.config")
 """What ``fractal node kill`` never imports: it stops process groups from ``/proc`` and
 pidfds (no psutil), computes launch markers without OpenSSL (no hashlib), runs tmux
@@ -367,7 +368,7 @@ def test_node_kill_imports_only_what_a_kill_needs(small_tree: Path, tmp_path: Pa
                                   scratch=tmp_path / "modules.json")
     assert proc.returncode == 1, proc.stderr
     assert "nothing to kill" in proc.stderr
-    assert {"fractal.lifecycle.kill", "fractal.procs.processes", "fractal.store.db"} <= loaded
+    assert {"fractal.lifecycle.steering.kill", "fractal.procs.processes", "fractal.store.db"} <= loaded
     assert sorted(m for m in loaded if under(m, KILL_FORBIDDEN)) == []
 
 
@@ -378,8 +379,8 @@ def test_node_start_leaves_merging_and_attention_out(small_tree: Path, tmp_path:
     proc, loaded = modules_loaded(("node", "start", "--clean", "n"), cwd=small_tree,
                                   scratch=tmp_path / "modules.json")
     assert proc.returncode == 2, proc.stderr
-    assert "fractal.lifecycle.start" in loaded  # the probe saw the start path load
-    forbidden = (*HEAVY, *MERGING, "fractal.domain.attention", "fractal.domain.usage",
+    assert "fractal.lifecycle.start.node" in loaded  # the probe saw the start path load
+    forbidden = (*HEAVY, *MERGING, "fractal.domain.attention.rules", "fractal.domain.usage.windows",
                  "fractal.workspace.teardown", "logging")
     assert sorted(m for m in loaded if under(m, forbidden)) == []
 
@@ -413,7 +414,7 @@ def test_the_supervisor_imports_no_sqlalchemy() -> None:
 
 
 
-LAZY_PATTERNS = ("fractal/domain/signature.py",)
+LAZY_PATTERNS = ("fractal/domain/checks/signature.py",)
 """Modules whose regular expressions are compiled on first use (a supervisor that never
 runs a check never needs them), never at import."""
 
@@ -440,7 +441,7 @@ TYPED_TUPLES = {
     "fractal/agents/base.py": ("SessionEvent", "TextEvent", "ToolEvent", "CostEvent",
                                "ModelEvent", "ResultEvent", "UsageEvent", "NoticeEvent",
                                "WindowEvent"),
-    "fractal/domain/usage.py": ("UsageLimit", "UsageWarning", "WindowRow", "Decision"),
+    "fractal/domain/usage/windows.py": ("UsageLimit", "UsageWarning", "WindowRow", "Decision"),
     "fractal/runtime/boot.py": ("RunOptions",),
     "fractal/store/transition.py": ("EventNote", "SignalNote", "Moved"),
 }
@@ -504,3 +505,31 @@ def test_the_size_rule(lines: int, first: str, offends: bool) -> None:
 def test_module_size(path: str) -> None:
     offence = size_offence(path, (ROOT / path).read_text(encoding="utf-8"))
     assert offence is None, offence
+
+
+@pytest.mark.parametrize(("source", "offends"), [
+    ("import os\n", False),
+    ("def f():\n    import json\n", True),
+    ("def f():\n    import json  # deferred: start-up cost\n", False),
+    ("def f():\n    # deferred: only the merge path needs it\n    import json\n", False),
+    ("def f():\n    # cycle: fractal.x imports this module\n    import json\n", False),
+    ("def f():\n    import json  # lazy\n", True),
+    ("def f():\n    # deferred:\n    import json\n", True),
+    ("def f():\n    # deferred: why\n\n    import json\n", True),
+    ("def f():\n    from a import (\n        b,\n    )  # deferred: why\n", False),
+    ("class C:\n    def m(self):\n        from a import b\n", True),
+    ("def f():\n    def g():\n        import json\n", True),
+    ("if X:\n    import json\n", False),
+], ids=["top", "bare", "same-line", "line-above", "cycle", "no-marker", "empty-why",
+        "blank-between", "multi-line-end", "method", "nested", "module-level-if"])
+def test_the_function_import_rule(source: str, offends: bool) -> None:
+    assert bool(unexplained_function_imports("fractal/x.py", source)) is offends
+
+
+def test_function_level_imports_say_why() -> None:
+    """A module's dependencies are read at its top; an import deferred into a function
+    says why on its line or the line above (start-up cost, a path only some calls take)."""
+    offences = [str(site) for path in FILES for site in unexplained_function_imports(path)]
+    assert not offences, ("imports inside functions without a `# deferred: <why>` or "
+                          "`# cycle: <why>` comment (move each to the module's top, or say "
+                          "why it waits):\n" + "\n".join(offences))

@@ -66,7 +66,7 @@ class ResultEvent(NamedTuple):
     clean stop at the agent-enforced budget (the CLI ended the step because its dollar
     budget for the step ran out; not a failure).
 
-    ``error_kind`` classifies an API failure (one of ``domain.agent_errors.ERROR_KINDS``:
+    ``error_kind`` classifies an API failure (one of ``domain.agent.errors.ERROR_KINDS``:
     ``rate_limit``, ``overloaded``, ``auth``, ``bad_request``, ``server_error``,
     ``connection``, ``unknown``; None when the failure was not an API error) and
     ``api_status`` is its HTTP status when the CLI names one.

@@ -25,7 +25,7 @@ from fractal.agents.base import (
     route_problem,
 )
 from fractal.agents.claude_stream import ClaudeParser
-from fractal.domain.agenthomes import claude_settings_path
+from fractal.domain.agent.homes import claude_settings_path
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api"
 

@@ -38,7 +38,7 @@ from fractal.agents.base import (
     WindowEvent,
 )
 from fractal.agents.jsonl import json_object, num, preview, short, text, whole
-from fractal.domain.agent_errors import USAGE_LIMIT, classify_api_error
+from fractal.domain.agent.errors import USAGE_LIMIT, classify_api_error
 
 __all__ = ["SYNTHETIC_MODEL", "ClaudeParser", "tool_detail"]
 

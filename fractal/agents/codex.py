@@ -34,7 +34,7 @@ from fractal.agents.base import (
     route_problem,
 )
 from fractal.agents.codex_stream import CodexParser
-from fractal.domain.agenthomes import codex_home
+from fractal.domain.agent.homes import codex_home
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 
@@ -78,7 +78,7 @@ def retry_flags(config_toml: Path) -> list[str]:
         text = config_toml.read_text(encoding="utf-8")
     except OSError:
         return []
-    import tomllib  # only a codex launch with a config.toml reads TOML
+    import tomllib  # deferred: only a codex launch with a config.toml reads TOML
 
     try:
         data = tomllib.loads(text)

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fractal.agents.base import WindowEvent
-from fractal.domain.usage import clock_reset
+from fractal.domain.usage.windows import clock_reset
 
 __all__ = ["RolloutFacts", "find_rollout", "read_rollout", "window_name"]
 
@@ -166,7 +166,7 @@ def _warning(windows: list[dict[str, object]]) -> WindowEvent | None:
 def stated_reset(message: str, failed_at: float | None) -> float | None:
     """The reset instant in Codex's own error text, in the local time of this process
     (the CLI's). A bare clock time is stated to the minute and read against ``failed_at``
-    (now when None) by ``domain.usage.clock_reset``: ahead today, the minute's start; the
+    (now when None) by ``domain.usage.windows.clock_reset``: ahead today, the minute's start; the
     current minute or one just past, its end; else tomorrow. None when the text names no
     time."""
     base = datetime.fromtimestamp(failed_at) if failed_at else datetime.now()

@@ -28,7 +28,7 @@ from fractal.agents.base import (
 )
 from fractal.agents.codex_rollout import find_rollout, read_rollout
 from fractal.agents.jsonl import json_object, preview, short, text, whole
-from fractal.domain.agent_errors import classify_api_error, status_in_message
+from fractal.domain.agent.errors import classify_api_error, status_in_message
 
 __all__ = ["CodexParser", "usage_delta"]
 

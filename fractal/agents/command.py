@@ -45,7 +45,7 @@ from fractal.agents.base import (
     WindowEvent,
     route_problem,
 )
-from fractal.domain.agent_errors import USAGE_LIMIT, classify_api_error
+from fractal.domain.agent.errors import USAGE_LIMIT, classify_api_error
 
 SESSION_ENV = "FRACTAL_SESSION_ID"
 

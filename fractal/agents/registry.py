@@ -52,6 +52,6 @@ def resolve_backend(setting: str | None, worktree: Path) -> Backend:
     found = named_backend(words[0], words[1:])
     if found is not None:
         return found
-    from fractal.agents.command import CommandBackend
+    from fractal.agents.command import CommandBackend  # deferred: start-up cost (4 modules)
 
     return CommandBackend(words, worktree)

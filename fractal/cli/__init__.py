@@ -131,11 +131,12 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI and map errors to exit codes (``settle``)."""
-    from fractal.crashlog import CrashSite
+    from fractal.crashlog import CrashSite  # deferred: start-up cost (9 modules)
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
     if site.argv[:1] != ["open"] and _on_a_terminal():  # (the dashboard draws its own)
-        from fractal.cli.safeout import guard_terminal  # only here: piped output needs none
+        # deferred: only here: piped output needs none (3 modules)
+        from fractal.cli.safeout import guard_terminal
 
         guard_terminal()
     try:
@@ -162,7 +163,7 @@ def settle(exc: BaseException, site: CrashSite) -> NoReturn:
     (any other exception: one line on stderr names the crash log holding the traceback,
     see ``fractal.cli.crash``), 130 Ctrl-C. A closed stdout pipe exits quietly (0).
     """
-    from fractal.domain.errors import FractalError
+    from fractal.domain.errors import FractalError  # deferred: start-up cost (2 modules)
 
     if isinstance(exc, FractalError):
         click.echo(f"Error: {exc}", err=True)
@@ -185,8 +186,8 @@ def settle(exc: BaseException, site: CrashSite) -> NoReturn:
         click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
         sys.exit(1)
     # fractal's own fault: keep the traceback, say where
-    from fractal.cli.crash import report_crash
-    from fractal.crashlog import locate_tree
+    from fractal.cli.crash import report_crash  # deferred: start-up cost (10 modules)
+    from fractal.crashlog import locate_tree  # deferred: start-up cost (9 modules)
 
     locate_tree(site)
     sys.exit(report_crash(exc, site))

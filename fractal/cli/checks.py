@@ -27,7 +27,8 @@ def checks_cmd(node: str | None, run: int | None, as_json: bool, as_csv: bool,
                path: Path) -> None:
     """Exit checks and gate steps NODE's loop ran, oldest first, then (in a table) the
     trend of failing counts per iteration."""
-    from fractal.lifecycle.checkreport import CHECK_COLUMNS, node_checks
+    # deferred: only this command needs it (11 modules)
+    from fractal.lifecycle.reads.checks import CHECK_COLUMNS, node_checks
 
     fmt = output_format(as_json, as_csv) or ("table" if sys.stdout.isatty() else "csv")
     report = node_checks(verb_context(path), node, run)

@@ -21,7 +21,8 @@ NO_QUESTION = click.option("--force", "-f", is_flag=True, help="Do not ask for c
 @PATH_OPTION
 def retire_cmd(node: str, reason: str | None, force: bool, path: Path) -> None:
     """Retire a settled NODE and its subtree: worktrees removed, branches and rows kept."""
-    from fractal.lifecycle.retire import retire
+    # deferred: only this command needs it (75 modules)
+    from fractal.lifecycle.cleanup.retire import retire
 
     for item in retire(verb_context(path), node, reason=reason, force=force):
         saved = f"; unsaved files on {item.rescue_ref}" if item.rescue_ref else ""
@@ -34,7 +35,8 @@ def retire_cmd(node: str, reason: str | None, force: bool, path: Path) -> None:
 @PATH_OPTION
 def unretire_cmd(node: str, path: Path) -> None:
     """Bring a retired NODE (and its retired descendants) back with its worktree."""
-    from fractal.lifecycle.retire import unretire
+    # deferred: only this command needs it (75 modules)
+    from fractal.lifecycle.cleanup.retire import unretire
 
     for item in unretire(verb_context(path), node):
         if item.note:
@@ -52,7 +54,8 @@ def unretire_cmd(node: str, path: Path) -> None:
 @PATH_OPTION
 def delete_cmd(node: str, force: bool, path: Path) -> None:
     """Delete NODE and its subtree: worktrees, branches and registry rows (history stays)."""
-    from fractal.lifecycle.delete import delete
+    # deferred: only this command needs it (78 modules)
+    from fractal.lifecycle.cleanup.delete import delete
 
     for item in delete(verb_context(path), node, force=force):
         click.echo(item.branch)
@@ -62,8 +65,10 @@ def delete_cmd(node: str, force: bool, path: Path) -> None:
 
 
 def _confirm(verb: str, path: Path, force: bool, extra: str) -> None:
-    from fractal.errors import FractalError
-    from fractal.lifecycle.teardown import plan
+    from fractal.errors import FractalError  # deferred: only this command needs it (3 modules)
+
+    # deferred: only this command needs it (79 modules)
+    from fractal.lifecycle.cleanup.teardown import plan
 
     if force:
         return
@@ -81,7 +86,8 @@ def _confirm(verb: str, path: Path, force: bool, extra: str) -> None:
 @PATH_OPTION
 def reset_cmd(force: bool, path: Path) -> None:
     """Remove every node of the tree; keep the root, the database history, rescue refs."""
-    from fractal.lifecycle.teardown import reset
+    # deferred: only this command needs it (79 modules)
+    from fractal.lifecycle.cleanup.teardown import reset
 
     _confirm("reset", path, force, "")
     done = reset(verb_context(path))
@@ -96,7 +102,8 @@ def reset_cmd(force: bool, path: Path) -> None:
 @PATH_OPTION
 def destroy_cmd(force: bool, path: Path) -> None:
     """Undo `fractal init` for the tree: every node, then the database and config."""
-    from fractal.lifecycle.teardown import destroy
+    # deferred: only this command needs it (79 modules)
+    from fractal.lifecycle.cleanup.teardown import destroy
 
     _confirm("destroy", path, force, " and the tree's database")
     done = destroy(verb_context(path))

@@ -35,6 +35,7 @@ def commit_cmd(message: str | None, init_mode: bool, check: bool, ignore_scope: 
     pre-commit hooks rewrote files), push to origin unless the node is local. Prints the new
     commit's sha on stdout; notices and warnings go to stderr. Nothing to commit exits 0.
     """
+    # deferred: only this command needs it (38 modules)
     from fractal.lifecycle.commit import CommitMode, commit_work
 
     flags = {"init_mode": init_mode, "check": check, "ignore_scope": ignore_scope,

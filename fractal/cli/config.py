@@ -36,7 +36,8 @@ def config_group() -> None:
 @PATH_OPTION
 def get_cmd(key: str, path: Path) -> None:
     """Print KEY's value (`null` when unset)."""
-    from fractal.lifecycle.retune import config_get
+    # deferred: only this command needs it (28 modules)
+    from fractal.lifecycle.steering.retune import config_get
 
     value = config_get(verb_context(path), key)
     click.echo(value if isinstance(value, str) else json.dumps(value))
@@ -51,7 +52,7 @@ def get_cmd(key: str, path: Path) -> None:
 def set_cmd(assignments: tuple[str, ...], node: str | None, path: Path) -> None:
     """Set KEY=VALUE pairs; KEY=null clears a key. Echoes `key: old -> new`. A node
     setting its own keys may only tighten its limits."""
-    from fractal.lifecycle.retune import config_set
+    from fractal.lifecycle.steering.retune import config_set  # deferred: start-up cost (29 modules)
 
     done = config_set(verb_context(path), list(assignments), node)
     for change in done.changes:
@@ -74,7 +75,8 @@ def _update_options(func: Any) -> Any:
 def update_cmd(node: str, path: Path, **values: str | None) -> None:
     """Retune NODE: write its config.json and registry row together; a running node
     picks the change up at its next iteration."""
-    from fractal.lifecycle.retune import update_node
+    # deferred: only this command needs it (28 modules)
+    from fractal.lifecycle.steering.retune import update_node
 
     done = update_node(verb_context(path), node, values)
     for change in done.changes:

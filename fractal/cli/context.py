@@ -56,8 +56,8 @@ PATH_OPTION = path_option()
 def verb_context(path: Path) -> Context:
     """The context of the caller at ``path`` (this process's environment decides whether it
     runs inside a node's loop). Raises NotATree, GitError."""
-    from fractal.lifecycle.context import open_context
-    from fractal.store import lockwait
+    from fractal.lifecycle.context import open_context  # deferred: start-up cost (11 modules)
+    from fractal.store import lockwait  # deferred: start-up cost (8 modules)
 
     lockwait.set_wait_notice(_say_waiting)  # a verb that waits on a lock says so once
     ctx = open_context(path)
@@ -71,7 +71,7 @@ def _say_waiting(text: str) -> None:
 
 def note_tree(tree: Tree) -> None:
     """Tell the running command's CrashSite (when there is one) which tree it acts on."""
-    from fractal.crashlog import CrashSite
+    from fractal.crashlog import CrashSite  # deferred: start-up cost (3 modules)
 
     current = click.get_current_context(silent=True)
     site = current.find_object(CrashSite) if current is not None else None

@@ -51,7 +51,8 @@ def cost_group() -> None:
 @PATH_OPTION
 def spent_cmd(node: str | None, scope: str | None, max_depth: int | None, path: Path) -> None:
     """Print what NODE and its subtree spent (all runs by default), or `untracked`."""
-    from fractal.lifecycle.spending import Scope, spent
+    # deferred: only this command needs it (28 modules)
+    from fractal.lifecycle.reads.spending import Scope, spent
 
     report = spent(verb_context(path), node, Scope(scope or "all"), max_depth)
     click.echo(report.text)
@@ -65,7 +66,8 @@ def spent_cmd(node: str | None, scope: str | None, max_depth: int | None, path: 
 @PATH_OPTION
 def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
     """Print NODE's remaining budget for its run (default), iteration or step."""
-    from fractal.lifecycle.spending import Scope, remaining
+    # deferred: only this command needs it (28 modules)
+    from fractal.lifecycle.reads.spending import Scope, remaining
 
     click.echo(remaining(verb_context(path), node, Scope(scope or "run")))
 
@@ -79,7 +81,8 @@ def remaining_cmd(node: str | None, scope: str | None, path: Path) -> None:
 def breakdown_cmd(node: str | None, run: bool, max_depth: int | None, as_json: bool,
                   as_csv: bool, path: Path) -> None:
     """Per-node spend of NODE's subtree (deleted nodes included)."""
-    from fractal.lifecycle.spending import breakdown
+    # deferred: only this command needs it (28 modules)
+    from fractal.lifecycle.reads.spending import breakdown
 
     rows, unpriced = breakdown(verb_context(path), node, run=run, max_depth=max_depth)
     click.echo(render_rows(rows, ["node", "max_cost", "spent", "unpriced"],

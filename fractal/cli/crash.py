@@ -22,7 +22,7 @@ def report_crash(exc: BaseException, site: CrashSite) -> int:
     When no crash log can be written anywhere, the line says so and the traceback follows
     it on stderr instead (it must not be lost).
     """
-    import traceback
+    import traceback  # deferred: start-up cost (2 modules)
 
     problems: list[str] = []
     path = save_crash(exc, site, problems)

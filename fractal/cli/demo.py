@@ -20,12 +20,16 @@ def demo_cmd(directory: Path, force: bool) -> None:
     activity table and the node branch's git log. Exits 0 only if the node completed
     and the tests pass.
     """
-    from fractal.cli.context import verb_context
-    from fractal.cli.format import render_rows
+    from fractal.cli.context import verb_context  # deferred: only this command needs it (1 module)
+    from fractal.cli.format import render_rows  # deferred: only this command needs it (1 module)
+
+    # deferred: only this command needs it (3 modules)
     from fractal.cli.node import _ACTIVITY_COLUMNS
-    from fractal.demo.run import run_demo
-    from fractal.lifecycle.reads import activity
-    from fractal.workspace.git import run_git
+    from fractal.demo.run import run_demo  # deferred: only this command needs it (35 modules)
+
+    # deferred: only this command needs it (23 modules)
+    from fractal.lifecycle.reads.nodes import activity
+    from fractal.workspace.git import run_git  # deferred: only this command needs it (15 modules)
 
     result = run_demo(directory, force=force, echo=lambda line: click.echo(line, err=True))
     click.echo("\n== fractal node activity ==")

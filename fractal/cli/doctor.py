@@ -21,7 +21,7 @@ def doctor_cmd(path: Path) -> None:
     recorded active with its supervisor gone. Prints one line per finding (stdout)
     with the command that repairs it; exits 0 when the tree is consistent, 1 otherwise.
     """
-    from fractal.lifecycle.doctor import doctor
+    from fractal.lifecycle.doctor import doctor  # deferred: only this command needs it (10 modules)
 
     result = doctor(path)
     for finding in result.findings:

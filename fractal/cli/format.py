@@ -5,6 +5,7 @@ stdout carries only data; notices go to stderr (DESIGN: rules of the house).
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,15 +33,14 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
     ``fmt`` None picks table on a TTY and CSV otherwise. Empty listings still print
     the header (table/csv) or ``[]`` (json).
     """
+    import json  # deferred: start-up cost (json: 5 modules)
     if fmt is None:
         fmt = "table" if sys.stdout.isatty() else "csv"
     if fmt == "json":
-        import json
 
         return json.dumps([{c: row.get(c) for c in columns} for row in rows], indent=2)
     if fmt == "csv":
-        import csv
-        import io
+        import csv  # deferred: start-up cost (2 modules)
 
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -48,7 +48,7 @@ def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None 
         for row in rows:
             writer.writerow([cell(row.get(c)) for c in columns])
         return buf.getvalue().rstrip("\n")
-    from tabulate import tabulate
+    from tabulate import tabulate  # deferred: start-up cost (tabulate, 71 modules)
 
     body = [[cell(row.get(c)) for c in columns] for row in rows]
     return tabulate(body, headers=list(columns), tablefmt="simple", disable_numparse=True)

@@ -27,6 +27,7 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     (the root config's inbox_grace, default 10m); stderr says what is held."""
     if ctx.invoked_subcommand is not None:
         return
+    # deferred: start-up cost (29 modules)
     from fractal.lifecycle.inbox import held_line, hold_grace, inbox_and_held
 
     vctx = verb_context(path)
@@ -50,7 +51,7 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
 @PATH_OPTION
 def ack_cmd(item_id: str, path: Path) -> None:
     """Hide item ID until its state changes (a new run, another gate, ...)."""
-    from fractal.lifecycle.inbox import ack
+    from fractal.lifecycle.inbox import ack  # deferred: only this command needs it (28 modules)
 
     entry = ack(verb_context(path), item_id)
     click.echo(f"acknowledged {entry.item.id} ({entry.item.kind.value} {entry.item.node}); "
@@ -62,10 +63,11 @@ def ack_cmd(item_id: str, path: Path) -> None:
 @click.option("--once", is_flag=True, help="Dispatch once and exit (no watching).")
 def notify_cmd(path: Path, once: bool) -> None:
     """The tree's notify watcher (started by the verbs that host a supervisor)."""
-    import logging
+    import logging  # deferred: start-up cost (6 modules)
 
+    # deferred: only this command needs it (14 modules)
     from fractal.lifecycle.notify import dispatch, watch
-    from fractal.tree import find_tree
+    from fractal.tree import find_tree  # deferred: only this command needs it (6 modules)
 
     tree = find_tree(path)
     logging.basicConfig(filename=tree.data_dir / "notify.log", level=logging.INFO,
@@ -86,6 +88,7 @@ def notify_cmd(path: Path, once: bool) -> None:
 @PATH_OPTION
 def notify_set_cmd(command: str | None, events: str | None, off: bool, path: Path) -> None:
     """Show or set the tree's notify COMMAND (run for each batch of new inbox items)."""
+    # deferred: only this command needs it (14 modules)
     from fractal.lifecycle.notify import configure
 
     setting = configure(verb_context(path), command, events, off=off)

@@ -28,7 +28,8 @@ from fractal.cli.format import format_options, output_format, render_rows
 def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
               delete: bool, force: bool, path: Path) -> None:
     """Squash-merge NODE's work into its target (its base, else its parent)."""
-    from fractal.lifecycle.merge import merge_then_clean, outcome_line
+    # deferred: only this command needs it (84 modules)
+    from fractal.lifecycle.merge.squash import merge_then_clean, outcome_line
 
     if retire and delete:
         raise click.UsageError("--retire and --delete exclude each other")
@@ -51,7 +52,8 @@ def merge_cmd(node: str | None, into: str | None, hand_back: bool, retire: bool,
 @PATH_OPTION
 def diff_cmd(node: str, stat: bool, path: Path) -> None:
     """What merging NODE would bring into its target now (node directories excluded)."""
-    from fractal.lifecycle.diff import node_diff
+    # deferred: only this command needs it (48 modules)
+    from fractal.lifecycle.merge.diff import node_diff
 
     result = node_diff(verb_context(path), node, stat=stat)
     for notice in result.notices:
@@ -66,7 +68,8 @@ def diff_cmd(node: str, stat: bool, path: Path) -> None:
 @PATH_OPTION
 def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """Whether NODE's children would conflict with its tip and with each other."""
-    from fractal.lifecycle.conflicts import node_conflicts
+    # deferred: only this command needs it (25 modules)
+    from fractal.lifecycle.merge.conflicts import node_conflicts
 
     fmt = output_format(as_json, as_csv)
     report = node_conflicts(verb_context(path), node)
@@ -80,7 +83,8 @@ def conflicts_cmd(node: str | None, as_json: bool, as_csv: bool, path: Path) -> 
     if not rows and not report.skipped:
         click.echo(f"{report.node} has no children to compare", err=True)
     elif report.skipped:
-        from fractal.domain.conflicts import skipped_notice
+        # deferred: only this command needs it (5 modules)
+        from fractal.domain.merge.conflicts import skipped_notice
 
         click.echo("notice: " + skipped_notice(report.node, report.skipped,
                                                compared=bool(rows)), err=True)

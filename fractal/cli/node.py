@@ -121,7 +121,10 @@ def _init_options(func: Any) -> Any:
 def _settings(values: dict[str, Any]) -> dict[str, object]:
     """The config settings the ``node init`` options typed; raises ConfigError listing
     every bad value (and the cross-key rules the others break)."""
+    # deferred: only this command needs it (14 modules)
     from fractal.domain.config import coerce_value, default_config, validate_config
+
+    # deferred: only this command needs it (2 modules)
     from fractal.domain.errors import ConfigError, FractalError
 
     settings: dict[str, object] = {}
@@ -159,6 +162,7 @@ def _settings(values: dict[str, Any]) -> dict[str, object]:
 def pool_cmd(name: str, items_file: Path, brief_file: Path, max_workers: int | None,
              path: Path, **values: Any) -> None:
     """Create pool node NAME: one worker node per item, dispatched by fractal."""
+    # deferred: only this command needs it (37 modules)
     from fractal.lifecycle.pool import create_pool
 
     texts = [_input_text(items_file, "--items"), _input_text(brief_file, "--brief")]
@@ -174,8 +178,8 @@ def _input_text(path: Path, option: str) -> str:
     """The text of the file an option names (``--task-file``, ``--items``, ``--brief``): a
     regular file of at most ``TASK_FILE_CAP`` bytes of UTF-8 (``/dev/zero``, a FIFO or a
     huge file is refused, never read on and on). Raises click.BadParameter saying why."""
-    from fractal.domain.limits import TASK_FILE_CAP, over_cap
-    from fractal.workspace.nodedir import read_capped
+    from fractal.domain.limits import TASK_FILE_CAP, over_cap  # deferred: start-up cost (1 module)
+    from fractal.workspace.nodedir import read_capped  # deferred: start-up cost (7 modules)
 
     try:
         data = read_capped(path, TASK_FILE_CAP)
@@ -205,7 +209,10 @@ def _input_text(path: Path, option: str) -> str:
 def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | None,
              gates: tuple[str, ...], inherit: str | None, path: Path, **values: Any) -> None:
     """Create node NAME: a branch, a worktree and a seeded data directory."""
+    # deferred: only this command needs it (17 modules)
     from fractal.domain.nodeinit import parse_inherit
+
+    # deferred: only this command needs it (95 modules)
     from fractal.lifecycle.spawn import NodeSeed, init_node
 
     if task is not None and task_file is not None:
@@ -248,7 +255,8 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
 def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str | None,
               whole_tree: bool, refresh_env: bool, path: Path) -> None:
     """Start NODE's supervisor in a detached tmux session."""
-    from fractal.lifecycle.start import start_node
+    # deferred: only this command needs it (85 modules)
+    from fractal.lifecycle.start.node import start_node
 
     if clean and not continue_mode:
         raise click.UsageError("--clean only applies with --continue")
@@ -258,7 +266,8 @@ def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str 
     if whole_tree:
         if not continue_mode:
             raise click.UsageError("--tree only applies with --continue")
-        from fractal.lifecycle.treestart import start_tree
+        # deferred: only this command needs it (86 modules)
+        from fractal.lifecycle.start.subtree import start_tree
 
         done = start_tree(verb_context(path), node, clean=clean, max_cost=max_cost,
                           refresh_env=refresh_env)
@@ -286,7 +295,8 @@ def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str 
 @PATH_OPTION
 def attach_cmd(node: str | None, path: Path) -> None:
     """Attach the terminal to NODE's live tmux pane (detach with C-b d)."""
-    from fractal.lifecycle.start import attach_node
+    # deferred: only this command needs it (85 modules)
+    from fractal.lifecycle.start.node import attach_node
 
     attach_node(verb_context(path), node)
 
@@ -296,7 +306,8 @@ def attach_cmd(node: str | None, path: Path) -> None:
 @PATH_OPTION
 def status_cmd(node: str | None, path: Path) -> None:
     """Print NODE's lifecycle status, with the last run's reason when settled."""
-    from fractal.lifecycle.reads import node_status
+    # deferred: only this command needs it (23 modules)
+    from fractal.lifecycle.reads.nodes import node_status
 
     click.echo(node_status(verb_context(path), node).line)
 
@@ -314,7 +325,8 @@ def status_cmd(node: str | None, path: Path) -> None:
 def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_tree: bool,
              as_ascii: bool, as_json: bool, as_csv: bool, path: Path) -> None:
     """List NODE and its descendants (the whole tree from the root); retired ones hidden."""
-    from fractal.lifecycle.reads import list_nodes
+    # deferred: only this command needs it (23 modules)
+    from fractal.lifecycle.reads.nodes import list_nodes
 
     if show_all and only_retired:
         raise click.UsageError("--all and --retired are mutually exclusive")
@@ -323,6 +335,7 @@ def list_cmd(node: str | None, show_all: bool, only_retired: bool, as_tree: bool
     rows = list_nodes(verb_context(path), node, show="all" if show_all else
                       "retired" if only_retired else "live")
     if as_tree:
+        # deferred: only this command needs it (6 modules)
         from fractal.cli.treeview import render_tree
 
         click.echo(render_tree(rows, ascii_only=as_ascii or not sys.stdout.isatty()))
@@ -347,10 +360,12 @@ _ACTIVITY_JSON = [*_ACTIVITY_COLUMNS, "run_id", "iter_id", "step_id", "actor"]
 def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: bool,
                  as_csv: bool, path: Path) -> None:
     """Run, iteration and step rows (start and end), newest first."""
-    from fractal.lifecycle.reads import activity
+    # deferred: only this command needs it (23 modules)
+    from fractal.lifecycle.reads.nodes import activity
 
     fmt = output_format(as_json, as_csv)
     if follow:
+        # deferred: only this command needs it (3 modules)
         from fractal.cli.streams import stream_activity
 
         stream_activity(path, node, limit, fmt, _ACTIVITY_JSON if fmt == "json"
@@ -358,7 +373,8 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
         return
     rows = activity(verb_context(path), node, limit)
     if fmt is None and sys.stdout.isatty():  # the table: an early failure's repeats once
-        from fractal.domain.activity_view import collapse_repeats
+        # deferred: only this command needs it (3 modules)
+        from fractal.domain.views.activity import collapse_repeats
 
         rows = collapse_repeats(rows)
     click.echo(render_rows(rows, _ACTIVITY_JSON if fmt == "json" else _ACTIVITY_COLUMNS,
@@ -371,6 +387,7 @@ def activity_cmd(node: str | None, limit: int | None, follow: bool, as_json: boo
 @click.option("--resume", "resume_mode", is_flag=True)
 def run_cmd(path: Path, continue_mode: bool, resume_mode: bool) -> None:
     """The supervisor: runs inside the node's tmux pane."""
+    # deferred: only this command needs it (187 modules)
     from fractal.runtime.entry import exit_now, run_supervisor
 
     exit_now(run_supervisor(path, continue_mode=continue_mode, resume_mode=resume_mode))

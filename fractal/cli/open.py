@@ -4,12 +4,14 @@ for ``--web``)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from fractal.cli.context import IN_REPOSITORY, path_option
+from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
 
 if TYPE_CHECKING:
     from fractal.tree import Tree
@@ -32,11 +34,8 @@ def open_cmd(node: str | None, web: bool, port: str | None, bind: str | None,
     NODE (optional) is selected first. Press ? inside for the keys; q quits. With --web
     the same dashboard is served to a browser at a URL carrying an access token.
     """
-    import os
-    import sys
 
-    from fractal.cli.context import verb_context
-    from fractal.errors import FractalError
+    from fractal.errors import FractalError  # deferred: only this command needs it (3 modules)
 
     if not web and (port is not None or bind is not None):
         raise click.UsageError("--port and --bind go with --web: "
@@ -52,7 +51,7 @@ def open_cmd(node: str | None, web: bool, port: str | None, bind: str | None,
     if web:
         _serve(tree, selected, port, bind)
         return
-    from fractal.tui.app import run_dashboard
+    from fractal.tui.app import run_dashboard  # deferred: only this command needs it (331 modules)
 
     run_dashboard(tree, selected)
 
@@ -60,10 +59,9 @@ def open_cmd(node: str | None, web: bool, port: str | None, bind: str | None,
 def _serve(tree: Tree, node: str | None, port: str | None, bind: str | None) -> None:
     """``--web``: check the address and port, open the socket, print the URL (stdout)
     and the notices (stderr), then serve until interrupted."""
-    import os
 
-    from fractal.domain import webaccess
-    from fractal.errors import FractalError
+    from fractal.domain import webaccess  # deferred: only this command needs it (6 modules)
+    from fractal.errors import FractalError  # deferred: only this command needs it (3 modules)
     try:
         listen = webaccess.listen_on(bind)
         number = webaccess.port_number(port) if port is not None \
@@ -71,7 +69,7 @@ def _serve(tree: Tree, node: str | None, port: str | None, bind: str | None) -> 
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        from fractal.tui import web
+        from fractal.tui import web  # deferred: only this command needs it (314 modules)
     except ImportError as exc:  # the optional extra is not installed
         raise FractalError(f"fractal open --web needs textual-serve ({exc}); install the "
                            f"web extra: pip install 'fractal[web]'") from None

@@ -25,6 +25,7 @@ def plan_group() -> None:
 @PATH_OPTION
 def init_cmd(name: str, title: str | None, iter_ref: str | None, path: Path) -> None:
     """Create a plan file with its title and print its absolute path."""
+    # deferred: only this command needs it (13 modules)
     from fractal.lifecycle.plans import new_plan
 
     click.echo(new_plan(verb_context(path), name, title=title, iter_ref=iter_ref))
@@ -36,6 +37,7 @@ def init_cmd(name: str, title: str | None, iter_ref: str | None, path: Path) -> 
 @PATH_OPTION
 def list_cmd(iter_ref: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """List the node's plans, oldest first."""
+    # deferred: only this command needs it (13 modules)
     from fractal.lifecycle.plans import list_plans
 
     rows = list_plans(verb_context(path), iter_ref=iter_ref)

@@ -25,7 +25,9 @@ def pool_group() -> None:
 @PATH_OPTION
 def status_cmd(name: str | None, as_json: bool, as_csv: bool, path: Path) -> None:
     """List the items of pool NAME (default: the caller's node)."""
-    from fractal.domain.pool import progress
+    from fractal.domain.pool import progress  # deferred: only this command needs it (4 modules)
+
+    # deferred: only this command needs it (37 modules)
     from fractal.lifecycle.pool import pool_view
 
     view = pool_view(verb_context(path), name)
@@ -47,7 +49,7 @@ def status_cmd(name: str | None, as_json: bool, as_csv: bool, path: Path) -> Non
 @PATH_OPTION
 def result_cmd(text: str, path: Path) -> None:
     """Report this worker's one-line result (run by the worker, inside its node)."""
-    from fractal.lifecycle.pool import report
+    from fractal.lifecycle.pool import report  # deferred: only this command needs it (37 modules)
 
     item = report(verb_context(path), text)
     click.echo(f"recorded the result of item {item.item_id}", err=True)
@@ -61,7 +63,7 @@ def result_cmd(text: str, path: Path) -> None:
 @PATH_OPTION
 def reject_cmd(item_id: str, reason: str, pool: str | None, path: Path) -> None:
     """Send done item ID back to the pool for one more attempt (the review pass)."""
-    from fractal.lifecycle.pool import reject
+    from fractal.lifecycle.pool import reject  # deferred: only this command needs it (37 modules)
 
     item = reject(verb_context(path), item_id, reason, pool=pool)
     click.echo(f"rejected item {item.item_id}: open again (attempt {item.attempts + 1} "
@@ -75,7 +77,7 @@ def reject_cmd(item_id: str, reason: str, pool: str | None, path: Path) -> None:
 def dispatch_cmd(resume: bool, path: Path) -> None:
     """One dispatch round of the pool whose loop runs it (its DISPATCH step runs this);
     prints the round as one JSON object: {"next", "reason", "notes"}."""
-    from fractal.lifecycle.pool import dispatch
+    from fractal.lifecycle.pool import dispatch  # deferred: only this command needs it (37 modules)
 
     done = dispatch(verb_context(path), resume=resume)
     for note in done.notes:

@@ -36,6 +36,7 @@ def _data(text: str) -> str:
     cap (64 KiB of UTF-8) is read, since a body that long is refused whatever follows,
     so an endless or huge input is refused without being held in memory whole (as "more
     than" the cap: its real size is never read). Raises InvalidValue for that."""
+    # deferred: only this command needs it (5 modules)
     from fractal.domain.radio import MAX_BODY_BYTES, check_body
 
     if text != "-":
@@ -88,7 +89,7 @@ def _blocks(rows: Sequence[dict[str, object]], as_json: bool, empty: str) -> Non
 def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, subject: str,
              priority: int, path: Path) -> None:
     """Send DATA (`-` reads standard input) to a node's inbox; print the message id."""
-    from fractal.lifecycle.radio import send
+    from fractal.lifecycle.radio import send  # deferred: only this command needs it (27 modules)
 
     click.echo(send(verb_context(path), _data(data), node=node, to_parent=to_parent,
                     channel=channel, subject=subject, priority=priority))
@@ -106,7 +107,7 @@ def send_cmd(data: str, node: str | None, to_parent: bool, channel: str | None, 
 def post_cmd(data: str, node: str | None, channel: str | None, subject: str | None,
              priority: int, path: Path) -> None:
     """Publish DATA (`-` reads standard input) to your outbox; print the message id."""
-    from fractal.lifecycle.radio import post
+    from fractal.lifecycle.radio import post  # deferred: only this command needs it (27 modules)
 
     click.echo(post(verb_context(path), _data(data), node=node, channel=channel, subject=subject,
                     priority=priority))
@@ -127,7 +128,10 @@ def messages_cmd(node: str | None, channel: str | None, state: str | None, limit
                  since: str | None, as_json: bool, as_csv: bool, body: bool,
                  path: Path) -> None:
     """List a channel's messages you have not read yet, newest first."""
+    # deferred: only this command needs it (27 modules)
     from fractal.lifecycle.radio import messages
+
+    # deferred: only this command needs it (18 modules)
     from fractal.store.radio_reads import ReadState
 
     rows = messages(verb_context(path), node=node, channel=channel,
@@ -144,7 +148,7 @@ def messages_cmd(node: str | None, channel: str | None, state: str | None, limit
 def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_json: bool,
              path: Path) -> None:
     """Show messages with their bodies and mark them read (no UUID: every unread one)."""
-    from fractal.lifecycle.radio import read
+    from fractal.lifecycle.radio import read  # deferred: only this command needs it (27 modules)
 
     _blocks(read(verb_context(path), uuids, node=node, channel=channel), as_json,
             "no unread messages")
@@ -158,7 +162,7 @@ def read_cmd(uuids: tuple[str, ...], node: str | None, channel: str | None, as_j
 @PATH_OPTION
 def reply_cmd(uuid: str, data: str, priority: int | None, path: Path) -> None:
     """Answer message UUID with DATA (`-` reads standard input); print the reply's id."""
-    from fractal.lifecycle.radio import reply
+    from fractal.lifecycle.radio import reply  # deferred: only this command needs it (27 modules)
 
     click.echo(reply(verb_context(path), uuid, _data(data), priority=priority))
 
@@ -169,7 +173,7 @@ def reply_cmd(uuid: str, data: str, priority: int | None, path: Path) -> None:
 @PATH_OPTION
 def thread_cmd(uuid: str, as_json: bool, path: Path) -> None:
     """Show the thread message UUID belongs to, oldest first."""
-    from fractal.lifecycle.radio import thread
+    from fractal.lifecycle.radio import thread  # deferred: only this command needs it (27 modules)
 
     _blocks(thread(verb_context(path), uuid), as_json, "no messages")
 
@@ -184,7 +188,7 @@ def thread_cmd(uuid: str, as_json: bool, path: Path) -> None:
 def feed_cmd(node: str | None, limit: int | None, since: str | None, as_json: bool,
              as_csv: bool, body: bool, path: Path) -> None:
     """The public and outbox posts of every node below yours (at the root: the tree's)."""
-    from fractal.lifecycle.radio import feed
+    from fractal.lifecycle.radio import feed  # deferred: only this command needs it (27 modules)
 
     _listing(feed(verb_context(path), node=node, limit=limit, since=since), as_json, as_csv, body)
 
@@ -198,7 +202,7 @@ def feed_cmd(node: str | None, limit: int | None, since: str | None, as_json: bo
 def sent_cmd(limit: int | None, since: str | None, as_json: bool, as_csv: bool, body: bool,
              path: Path) -> None:
     """What you sent or posted, newest first, with who has read each."""
-    from fractal.lifecycle.radio import sent
+    from fractal.lifecycle.radio import sent  # deferred: only this command needs it (27 modules)
 
     _listing(sent(verb_context(path), limit=limit, since=since), as_json, as_csv, body,
              extra=["read_by"])
@@ -210,7 +214,7 @@ def sent_cmd(limit: int | None, since: str | None, as_json: bool, as_csv: bool, 
 @PATH_OPTION
 def unsend_cmd(uuid: str, force: bool, path: Path) -> None:
     """Withdraw a message you sent (kept in the database, listed nowhere)."""
-    from fractal.lifecycle.radio import unsend
+    from fractal.lifecycle.radio import unsend  # deferred: only this command needs it (27 modules)
 
     row = unsend(verb_context(path), uuid, force=force)
     click.echo(f"withdrew {row['uuid']} ({row['subject']})", err=True)
@@ -218,6 +222,7 @@ def unsend_cmd(uuid: str, force: bool, path: Path) -> None:
 
 def _mark(saved: bool) -> Any:
     def command(uuid: str, path: Path) -> None:
+        # deferred: only this command needs it (27 modules)
         from fractal.lifecycle.radio import save
 
         changed = save(verb_context(path), uuid, saved=saved)

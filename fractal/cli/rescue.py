@@ -22,6 +22,7 @@ def rescue_group() -> None:
 @PATH_OPTION
 def list_cmd(as_json: bool, as_csv: bool, path: Path) -> None:
     """Every rescue ref, oldest first, with the verb that wrote it."""
+    # deferred: only this command needs it (33 modules)
     from fractal.lifecycle.rescuing import list_rescues
 
     rows = [{"ref": r.ref, "node": r.node, "operation": r.operation or "", "files": r.files,
@@ -38,6 +39,7 @@ def list_cmd(as_json: bool, as_csv: bool, path: Path) -> None:
 @PATH_OPTION
 def restore_cmd(ref: str, as_name: str | None, branch: str | None, path: Path) -> None:
     """Make a branch (or, with --as, a node) from rescue REF (full, or after refs/fractal/rescue/)."""
+    # deferred: only this command needs it (33 modules)
     from fractal.lifecycle.rescuing import restore_rescue
 
     restored = restore_rescue(path, ref, as_name=as_name, branch=branch)

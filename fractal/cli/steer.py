@@ -13,7 +13,8 @@ REASON_OPTION = click.option("--reason", default=None, help="Why; recorded with 
 
 
 def _report(results: list[object]) -> None:
-    from fractal.lifecycle.steer import result_lines
+    # deferred: only this command needs it (39 modules)
+    from fractal.lifecycle.steering.signal import result_lines
 
     for line in result_lines(results):
         click.echo(line, err=True)
@@ -25,8 +26,10 @@ def _report(results: list[object]) -> None:
 @PATH_OPTION
 def stop_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """End NODE's run after its current step (descendants first)."""
-    from fractal.domain.signals import Signal
-    from fractal.lifecycle.steer import send
+    from fractal.domain.signals import Signal  # deferred: only this command needs it (4 modules)
+
+    # deferred: only this command needs it (39 modules)
+    from fractal.lifecycle.steering.signal import send
 
     _report(list(send(verb_context(path), node, Signal.STOP, reason)))
 
@@ -38,8 +41,10 @@ def stop_cmd(node: str | None, reason: str | None, path: Path) -> None:
 @PATH_OPTION
 def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -> None:
     """End NODE's run after its current iteration, once its children have finished."""
-    from fractal.domain.signals import Signal
-    from fractal.lifecycle.steer import cancel_finish, send
+    from fractal.domain.signals import Signal  # deferred: only this command needs it (4 modules)
+
+    # deferred: only this command needs it (39 modules)
+    from fractal.lifecycle.steering.signal import cancel_finish, send
 
     if cancel:
         _report([cancel_finish(verb_context(path), node)])
@@ -54,7 +59,8 @@ def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -
 def done_cmd(reason: str | None, path: Path) -> None:
     """End this node's own run, completed, after the current step (run it from the node's
     own step, once its work is done and its children's work merged)."""
-    from fractal.lifecycle.steer import declare_done
+    # deferred: only this command needs it (39 modules)
+    from fractal.lifecycle.steering.signal import declare_done
 
     _report([declare_done(verb_context(path), reason)])
 
@@ -65,8 +71,10 @@ def done_cmd(reason: str | None, path: Path) -> None:
 @PATH_OPTION
 def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """Abort NODE's in-flight agent and park its run (node first, then descendants)."""
-    from fractal.domain.signals import Signal
-    from fractal.lifecycle.steer import send
+    from fractal.domain.signals import Signal  # deferred: only this command needs it (4 modules)
+
+    # deferred: only this command needs it (39 modules)
+    from fractal.lifecycle.steering.signal import send
 
     _report(list(send(verb_context(path), node, Signal.PAUSE, reason)))
 
@@ -79,7 +87,8 @@ def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
 @PATH_OPTION
 def resume_cmd(node: str | None, refresh_env: bool, path: Path) -> None:
     """Relaunch NODE's parked run, and its paused descendants (deepest first)."""
-    from fractal.lifecycle.resume import resume
+    # deferred: only this command needs it (51 modules)
+    from fractal.lifecycle.steering.resume import resume
 
     _report(list(resume(verb_context(path), node, refresh_env=refresh_env)))
 
@@ -90,7 +99,8 @@ def resume_cmd(node: str | None, refresh_env: bool, path: Path) -> None:
 @PATH_OPTION
 def kill_cmd(node: str | None, reason: str | None, path: Path) -> None:
     """Kill NODE and its descendants now: loop, agent and pane; rows close ``killed``."""
-    from fractal.lifecycle.kill import kill
+    # deferred: only this command needs it (51 modules)
+    from fractal.lifecycle.steering.kill import kill
 
     _report(list(kill(verb_context(path), node, reason)))
 
@@ -101,6 +111,7 @@ def kill_cmd(node: str | None, reason: str | None, path: Path) -> None:
 @PATH_OPTION
 def approve_cmd(node: str, step_id: int | None, path: Path) -> None:
     """Release NODE's step awaiting approval (its pending one, or STEP_ID)."""
+    # deferred: only this command needs it (21 modules)
     from fractal.lifecycle.approve import approve, approved_line
 
     click.echo(approved_line(approve(verb_context(path), node, step_id)), err=True)
@@ -115,6 +126,7 @@ def pending_cmd(node: str | None, whole: bool, as_json: bool, as_csv: bool,
                 path: Path) -> None:
     """List gated steps awaiting approval: NODE's children's (every gate of the tree at
     the root; NODE's whole subtree with --all)."""
+    # deferred: only this command needs it (21 modules)
     from fractal.lifecycle.approve import pending
 
     rows = pending(verb_context(path), node, whole=whole)

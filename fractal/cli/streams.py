@@ -2,7 +2,7 @@
 
 One line per row: a JSON object per line with ``--json``, CSV (header once) with
 ``--csv`` or when piped, and aligned text on a terminal. It ends by itself once a
-followed node's run is over (see ``lifecycle.follow``); Ctrl-C ends it with exit 0.
+followed node's run is over (see ``lifecycle.reads.follow``); Ctrl-C ends it with exit 0.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def stream_activity(path: Path, node: str | None, limit: int | None, fmt: str | 
                     columns: Sequence[str]) -> None:
     """Follow the activity of ``node`` and write rows to stdout until its run is over (one
     node) or until interrupted."""
-    from fractal.lifecycle.follow import follow_activity
+    # deferred: start-up cost (24 modules)
+    from fractal.lifecycle.reads.follow import follow_activity
 
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")
     writer = csv.writer(sys.stdout, lineterminator="\n")

@@ -22,6 +22,7 @@ def init_cmd(agent: str | None, max_depth: str | None, path: Path) -> None:
     Creates .fractal/<branch>/ with the tree's config and database, and keeps runtime
     files out of git through .git/info/exclude. Safe to run again.
     """
+    # deferred: only this command needs it (37 modules)
     from fractal.lifecycle.trees import init_tree
 
     result = init_tree(path, agent, max_depth)
@@ -44,8 +45,13 @@ def init_cmd(agent: str | None, max_depth: str | None, path: Path) -> None:
 def _agent_problem(agent: str, worktree: Path) -> str | None:
     """Why ``agent`` could not launch from ``worktree`` now (an unknown command, a missing
     or non-executable script, bad quoting), or None."""
+    # deferred: only this command needs it (15 modules)
     from fractal.agents.base import binary_problem
+
+    # deferred: only this command needs it (16 modules)
     from fractal.agents.registry import resolve_backend
+
+    # deferred: only this command needs it (2 modules)
     from fractal.domain.errors import FractalError
 
     try:
@@ -61,7 +67,8 @@ def _agent_problem(agent: str, worktree: Path) -> str | None:
 @path_option(IN_REPOSITORY)
 def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
     """Brake the whole tree NAME (default: this one): no start or spawn, every node paused."""
-    from fractal.lifecycle.brake import brake
+    # deferred: only this command needs it (52 modules)
+    from fractal.lifecycle.steering.brake import brake
 
     results = brake(verb_context(path), name, reason)
     click.echo(f"tree paused ({sum(r.ok for r in results)} node(s) signalled); "
@@ -76,7 +83,8 @@ def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
 @path_option(IN_REPOSITORY)
 def resume_cmd(name: str | None, refresh_env: bool, path: Path) -> None:
     """Lift the tree-wide brake and resume every parked node, deepest first."""
-    from fractal.lifecycle.brake import release
+    # deferred: only this command needs it (52 modules)
+    from fractal.lifecycle.steering.brake import release
 
     results = release(verb_context(path), name, refresh_env=refresh_env)
     for result in results:

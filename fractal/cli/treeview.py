@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from fractal.domain.treedraw import ASCII, UNICODE, draw_tree, glyph
+from fractal.domain.views.treedraw import ASCII, UNICODE, draw_tree, glyph
 
 
 def render_tree(rows: Sequence[Mapping[str, object]], *, ascii_only: bool) -> str:

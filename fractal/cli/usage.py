@@ -22,8 +22,9 @@ def usage_group() -> None:
 def list_cmd(path: Path) -> None:
     """Print every credential's window: fingerprint, window, state, wake instant (UTC),
     the node that closed or probes it."""
-    from fractal.domain.usage import until_label
-    from fractal.lifecycle.usage import windows
+    # deferred: only this command needs it (10 modules)
+    from fractal.domain.usage.windows import until_label
+    from fractal.lifecycle.usage import windows  # deferred: only this command needs it (39 modules)
 
     rows = windows(verb_context(path))
     if not rows:
@@ -49,8 +50,9 @@ def reopen_cmd(credential: str, path: Path) -> None:
     naming one. One waiting node launches at once as the probe; the others follow when it
     gets through. A window open or being probed is left as it is.
     """
-    from fractal.domain.usage import utc_label
-    from fractal.lifecycle.usage import reopen
+    # deferred: only this command needs it (10 modules)
+    from fractal.domain.usage.windows import utc_label
+    from fractal.lifecycle.usage import reopen  # deferred: only this command needs it (39 modules)
 
     done = reopen(verb_context(path), credential)
     row = done.before

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fractal.cli.context import IN_WORKTREE, path_option
+from fractal.cli.context import IN_WORKTREE, path_option, verb_context
 
 
 @click.group("wiki")
@@ -21,7 +21,7 @@ def wiki_group() -> None:
 def update_cmd(directory: Path | None, path: Path) -> None:
     """Regenerate DIRECTORY's index (default: the project and memory wikis of the node
     whose worktree holds --path); print each index path that changed."""
-    from fractal.cli.context import verb_context
+    # deferred: only this command needs it (16 modules)
     from fractal.lifecycle.wikis import update_wikis
 
     for result in update_wikis(None if directory is not None else verb_context(path),

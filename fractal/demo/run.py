@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +42,9 @@ class DemoResult:
 
 def _clear_previous(target: Path) -> None:
     """Kill a previous demo's live sessions, then remove its directory."""
-    from fractal import tmux
-    from fractal.store import reader
-    from fractal.tree import trees_in
+    from fractal import tmux  # deferred: start-up cost (1 module)
+    from fractal.store import reader  # deferred: start-up cost (8 modules)
+    from fractal.tree import trees_in  # deferred: start-up cost (1 module)
 
     for tree in trees_in(target):
         if not tree.db_path.exists():
@@ -59,11 +60,11 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
     """Run the demo in ``target``. An existing ``target`` is refused, unless ``force``
     and it is empty or an earlier demo (``is_previous_demo``): --force never deletes a
     directory the demo did not make. Raises FractalError."""
-    from fractal.lifecycle.context import Context
-    from fractal.lifecycle.spawn import init_node
-    from fractal.lifecycle.start import start_node
-    from fractal.lifecycle.trees import init_tree
-    from fractal.workspace.backstop import backstop_commit
+    from fractal.lifecycle.context import Context  # deferred: start-up cost (4 modules)
+    from fractal.lifecycle.spawn import init_node  # deferred: start-up cost (69 modules)
+    from fractal.lifecycle.start.node import start_node  # deferred: start-up cost (59 modules)
+    from fractal.lifecycle.trees import init_tree  # deferred: start-up cost (14 modules)
+    from fractal.workspace.backstop import backstop_commit  # deferred: start-up cost (23 modules)
 
     target = target.resolve()
     if target.exists():
@@ -97,8 +98,6 @@ def run_demo(target: Path, *, force: bool, echo: Callable[[str], None]) -> DemoR
 def _fractal_command() -> str:
     """How to run fractal from another shell: the script beside this interpreter when it
     is not on PATH (``make demo`` does not put .venv/bin on PATH)."""
-    import shutil
-    import sys
 
     local = Path(sys.executable).parent / "fractal"
     on_path = shutil.which("fractal")
@@ -109,7 +108,7 @@ def _fractal_command() -> str:
 
 def _follow(db_path: Path, branch: str, echo: Callable[[str], None]) -> str:
     """Print each new activity row until the node settles; return its final status."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (8 modules)
 
     seen: set[tuple[object, ...]] = set()
     deadline = time.monotonic() + FOLLOW_TIMEOUT

@@ -1,4 +1,4 @@
-"""Who an attention item is for (``domain.attention``): the operator, or first the loop
+"""Who an attention item is for (``domain.attention.rules``): the operator, or first the loop
 that can act on it. Pure: items, facts and ``now`` (epoch s) in, the split out.
 
 An item about a node whose parent is a running agent loop is that loop's first (its
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fractal.domain.attention import Item, Kind, NodeFacts
+from fractal.domain.attention.rules import Item, Kind, NodeFacts
 
 __all__ = ["HOLD_GRACE_S", "ROUTED", "for_operator", "held_by"]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeGuard
 
+from fractal.domain.budget.reserve import resolve_reserve
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import ConfigError, InvalidValue
-from fractal.domain.pause_at import parse_pause_at
-from fractal.domain.reserve import resolve_reserve
 from fractal.domain.scope import normalise_scope
+from fractal.domain.usage.pause_at import parse_pause_at
 
 __all__ = [
     "KEYS",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from fractal.domain.config import KEYS, validate_config
 from fractal.domain.errors import InvalidValue
-from fractal.domain.frontmatter import normalise_newlines
+from fractal.domain.steps.frontmatter import normalise_newlines
 
 __all__ = ["INHERIT_SURFACES", "PREFERENCE_KEYS", "fill_instructions", "inherited_preferences",
            "match_step", "parse_inherit", "restored_settings", "uncommitted_warning",

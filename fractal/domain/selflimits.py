@@ -23,7 +23,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import NamedTuple
 
-from fractal.domain.budget import default_reserve, round_usd
+from fractal.domain.budget.ceilings import default_reserve, round_usd
 from fractal.domain.config import NodeConfig
 
 __all__ = ["CHOICE_ORDER", "TIGHTER", "Loosening", "Tighter", "direction", "effective",

@@ -83,7 +83,7 @@ def _approved_by(db_path: Path, branch: str, step_id: int | None, run_id: int | 
     """``: step 7 (REVIEW) was approved by main.lead at 2026-12-07T01:23:45Z`` for the
     newest approval of ``branch`` in its run ``run_id`` (of step ``step_id`` when given),
     '' when none was recorded: a refusal says who was first."""
-    from fractal.store.eventlog import last_event
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (10 modules)
 
     event = last_event(db_path, branch, "approve", "completed")
     if event is None or run_id is None or event.run_id != run_id \
@@ -100,7 +100,8 @@ def pending(ctx: Context, name: str | None, *, whole: bool = False) -> list[dict
     Whose: with ``whole``, every node below ``name`` (default: the caller's node); without
     it, the direct children of ``name``, or, for the operator at the root with no
     ``name``, every gate of the tree (the operator may approve any of them)."""
-    from fractal.lifecycle.diff import diffstat_summary
+    # deferred: start-up cost (37 modules)
+    from fractal.lifecycle.merge.diff import diffstat_summary
 
     tree, top, ledger = ctx.tree, ctx.subtree(name), ctx.ledger
     everywhere = whole or (name is None and top == tree.root)

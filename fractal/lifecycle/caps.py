@@ -31,7 +31,7 @@ def _live_caps(tree: Tree, row: NodeRow | None) -> NodeRow | None:
     if row is None:
         return None
 
-    from fractal.workspace.nodedir import read_config
+    from fractal.workspace.nodedir import read_config  # deferred: start-up cost (3 modules)
 
     try:
         raw = read_config(tree.node(row.node).config_path)

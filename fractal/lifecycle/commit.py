@@ -105,7 +105,7 @@ def _int(env: Mapping[str, str], key: str) -> int | None:
 
 def _last_iteration(tree: Tree, branch: str, run_id: int) -> tuple[int | None, int | None]:
     """``(iter, iter_id)`` of the run's newest iteration, or ``(None, None)``."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (11 modules)
 
     rows = [r for r in reader.activity(tree.db_path, [branch], None)
             if r.kind == "iteration" and r.run_id == run_id and r.iter is not None]
@@ -128,7 +128,7 @@ def resolve_lineage(tree: Tree, branch: str, env: Mapping[str, str]) -> Lineage:
         if iteration is None:
             iteration, iter_id = _last_iteration(tree, branch, run_id)
         return Lineage(run_id, iteration, iter_id, _int(env, "STEP_ID"), actor="agent")
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (11 modules)
 
     run = reader.last_run(tree.db_path, branch)
     if run is None:
@@ -197,7 +197,7 @@ def _refuse_second_baseline(paths: NodePaths) -> None:
 
 def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
-    from fractal.procs.commands import run_capture
+    from fractal.procs.commands import run_capture  # deferred: start-up cost (7 modules)
 
     return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
 
@@ -213,8 +213,8 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
     Raises FractalError (not a node worktree, root without ``--init``, no run to label the
     commit with), InvalidValue (message), ConfigError, and the pipeline's CommitError family.
     """
-    from fractal.workspace.commit import run_pipeline
-    from fractal.workspace.wiki import refresh_wikis
+    from fractal.workspace.commit import run_pipeline  # deferred: start-up cost (21 modules)
+    from fractal.workspace.wiki import refresh_wikis  # deferred: start-up cost (2 modules)
 
     environ = os.environ if env is None else env
     tree, paths = _target(ctx)
@@ -250,7 +250,7 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
     problems: list[str] = []
 
     def record(sha: str) -> None:
-        from fractal.store.ledger import Ledger
+        from fractal.store.ledger import Ledger  # deferred: start-up cost (21 modules)
 
         try:
             recorded.append(Ledger(tree.db_path).add_event(

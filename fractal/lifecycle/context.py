@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain import authority
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.errors import FractalError
-from fractal.tree import Tree, caller_branch, locate, resolve_node
+from fractal.tree import Tree, caller_branch, locate, resolve_node, trees_in
 
 if TYPE_CHECKING:
     from fractal.store.ledger import Ledger
@@ -85,7 +85,7 @@ class Context:
     """The top of the worktree holding ``cwd`` when already known (None: asked on use)."""
     environ: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
     """The caller's environment (None: this process's). A verb that launches a supervisor
-    keeps it as the run's environment on a fresh start (``lifecycle/host.keep_env``)."""
+    keeps it as the run's environment on a fresh start (``lifecycle/start/hosting.keep_env``)."""
 
     @property
     def environment(self) -> Mapping[str, str]:
@@ -94,7 +94,7 @@ class Context:
 
     def known(self) -> list[str]:
         """Every registered node, read now with the light reader (no SQLAlchemy)."""
-        from fractal.store import reader
+        from fractal.store import reader  # deferred: start-up cost (13 modules)
 
         return [row.node for row in reader.node_rows(self.tree.db_path)]
 
@@ -109,9 +109,8 @@ class Context:
         tree's operator or one of its nodes."""
         if self.pid is None:
             return None
-        from fractal.procs.ancestry import lineage
-        from fractal.store import reader
-        from fractal.tree import trees_in
+        from fractal.procs.ancestry import lineage  # deferred: start-up cost (2 modules)
+        from fractal.store import reader  # deferred: start-up cost (13 modules)
 
         others = [t.db_path for t in trees_in(self.tree.repo)
                   if t.root != self.tree.root and t.db_path.is_file()]
@@ -191,7 +190,7 @@ class Context:
     @cached_property
     def ledger(self) -> Ledger:
         """The tree's ledger (its database is created and migrated on first use)."""
-        from fractal.store.ledger import Ledger
+        from fractal.store.ledger import Ledger  # deferred: start-up cost (24 modules)
 
         return Ledger(self.tree.db_path)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain import budget
+from fractal.domain.budget import ceilings as budget
 from fractal.domain.config import parse_config
 from fractal.domain.states import Status
 from fractal.errors import FractalError
@@ -47,7 +47,7 @@ def node_max_cost(tree: Tree, ledger: Ledger, branch: str) -> float | None:
 
 def run_spent(db_path: Path, run_id: int) -> float:
     """USD spent by ``run_id`` and its descendant runs."""
-    from fractal.store.spend import run_spend
+    from fractal.store.spend import run_spend  # deferred: start-up cost (2 modules)
 
     return run_spend(db_path, run_id).usd
 

@@ -44,9 +44,9 @@ def doctor(cwd: Path) -> Diagnosis:
 def gather(tree: Tree) -> TreeFacts:
     """The facts of ``tree``: the database (read only), the tree's branches (one ``git
     for-each-ref``), its worktree directories and each node's paths and supervisor."""
-    from fractal.store.reader import inspect_database
-    from fractal.store.schema import HEAD_REVISION
-    from fractal.workspace import git
+    from fractal.store.reader import inspect_database  # deferred: start-up cost (14 modules)
+    from fractal.store.schema import HEAD_REVISION  # deferred: start-up cost (9 modules)
+    from fractal.workspace import git  # deferred: start-up cost (16 modules)
 
     repo = tree.repo
     db_facts, rows = inspect_database(tree.db_path)
@@ -65,7 +65,7 @@ def gather(tree: Tree) -> TreeFacts:
 
 
 def _node(tree: Tree, row: NodeRow, branches: frozenset[str]) -> NodeFacts:
-    from fractal.lifecycle.heal import crashed  # reads /proc, and tmux for an active node
+    from fractal.lifecycle.heal import crashed  # deferred: reads /proc, and tmux for an active node
 
     paths = tree.node(row.node)
     return NodeFacts(node=row.node, status=row.status.value, has_branch=row.node in branches,

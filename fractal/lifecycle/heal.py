@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.reasons import ABNORMAL_EXIT
+from fractal.domain.run.reasons import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import LOOP_NODE_ENV
 from fractal.tree import Tree
@@ -35,7 +35,7 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
 
     ``row`` is the node's registry row when the caller has just read it (a reader of the
     whole tree); None reads it here."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (12 modules)
 
     if row is None:
         row = reader.node_row(tree.db_path, branch)
@@ -44,13 +44,13 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
     if os.environ.get(LOOP_NODE_ENV) == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
     if row.supervisor_pid and row.supervisor_started:
-        from fractal.procs.procinfo import same_process
+        from fractal.procs.procinfo import same_process  # deferred: start-up cost (4 modules)
 
         if same_process(row.supervisor_pid, row.supervisor_started):
             return False
     if not row.tmux_session:
         return row.supervisor_pid is not None  # booted, recorded its pid, and is gone
-    from fractal import tmux  # only an active node's read probes its pane
+    from fractal import tmux  # deferred: only an active node's read probes its pane
 
     socket = Path(row.tmux_socket) if row.tmux_socket else tmux.socket_path()
     return tmux.probe(row.tmux_session, socket) is tmux.Liveness.GONE
@@ -70,8 +70,8 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
     the next read. Returns whether this call healed it."""
     if not crashed(tree, branch):
         return False
-    from fractal.control import heal_lock_path
-    from fractal.workspace.nodedir import file_lock
+    from fractal.control import heal_lock_path  # deferred: start-up cost (6 modules)
+    from fractal.workspace.nodedir import file_lock  # deferred: start-up cost (4 modules)
 
     with file_lock(heal_lock_path(tree, branch), timeout=60.0):
         if not crashed(tree, branch):
@@ -81,10 +81,12 @@ def heal_if_crashed(tree: Tree, branch: str) -> bool:
 
 def _heal(tree: Tree, branch: str) -> bool:
     """The heal itself, under the node's heal lock (see ``heal_if_crashed``)."""
-    from fractal.domain.markers import launch_marker
+    from fractal.domain.agent.markers import launch_marker  # deferred: start-up cost (2 modules)
+
+    # deferred: start-up cost (16 modules)
     from fractal.procs.processes import GroupHandle, Reap, grace, kill_group
-    from fractal.store.ledger import Ledger
-    from fractal.store.transition import EventNote
+    from fractal.store.ledger import Ledger  # deferred: start-up cost (23 modules)
+    from fractal.store.transition import EventNote  # deferred: start-up cost (22 modules)
 
     ledger = Ledger(tree.db_path)
     leftovers = _leftovers(tree, branch)  # listed at once: a new run's processes never are
@@ -120,7 +122,7 @@ def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
     """What the dead supervisor started that no open step row records — a ``setup.sh``
     still running, a hook, an escapee — found by the ``_NODE=<node_dir>`` entry every child
     of the loop inherits (no process of the tree is left running)."""
-    from fractal.procs.processes import environ_processes
+    from fractal.procs.processes import environ_processes  # deferred: start-up cost (16 modules)
 
     return environ_processes(f"_NODE={tree.node(branch).node_dir}")
 
@@ -128,6 +130,7 @@ def _leftovers(tree: Tree, branch: str) -> list[psutil.Process]:
 def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]) -> None:
     """Stop ``leftovers`` still alive (TERM, the heal grace, KILL); an ``orphan`` event
     names them."""
+    # deferred: start-up cost (16 modules)
     from fractal.procs.processes import Reap, grace, stop_processes
 
     alive = [p for p in leftovers if _running(p)]
@@ -144,7 +147,7 @@ def _reap_leftovers(branch: str, ledger: Ledger, leftovers: list[psutil.Process]
 def _running(proc: psutil.Process) -> bool:
     """Alive and not a zombie (an already-killed child waiting for init is not a leftover);
     ``is_running`` re-checks the pid's identity."""
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 28 modules)
 
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE

@@ -6,7 +6,7 @@ latch file (``fractal.control.latched``), each active node's
 ``config.json`` (its step timeout) and pane transcript mtime (a node writing output is
 not stalled), a tmux probe for active nodes (one whose supervisor is provably gone is
 shown as interrupted and never healed here), and ``git diff --shortstat`` per pending
-gate. The detectors themselves are ``fractal.domain.attention``.
+gate. The detectors themselves are ``fractal.domain.attention.rules``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.attention import (
+from fractal.domain.attention.facts import merged_detail, shows_merged
+from fractal.domain.attention.rules import (
     Gate,
     HandBack,
     Item,
@@ -47,9 +48,9 @@ class Entry:
 
     def as_row(self) -> dict[str, object]:
         """The item as the listing's columns (``since`` as ISO text)."""
-        from datetime import UTC, datetime
+        from datetime import UTC, datetime  # deferred: start-up cost (3 modules)
 
-        from fractal.store.timefmt import format_ts
+        from fractal.store.timefmt import format_ts  # deferred: start-up cost (5 modules)
 
         item = self.item
         return {"id": item.id, "since": format_ts(datetime.fromtimestamp(item.since, UTC)),
@@ -59,13 +60,13 @@ class Entry:
 
 
 def _epoch(text: str | None) -> float | None:
-    from fractal.store.timefmt import to_epoch
+    from fractal.store.timefmt import to_epoch  # deferred: start-up cost (5 modules)
 
     return None if not text else to_epoch(text)
 
 
 def _step_timeout(tree: Tree, branch: str) -> int | None:
-    from fractal.domain.durations import parse_duration
+    from fractal.domain.durations import parse_duration  # deferred: start-up cost (4 modules)
 
     try:
         data = json.loads(tree.node(branch).config_path.read_text(encoding="utf-8"))
@@ -86,7 +87,7 @@ def _diffstats(tree: Tree, branches: list[str]) -> dict[str, str | None]:
     """``gate_diffstat`` of each branch, the git processes run side by side."""
     if len(branches) < 2:
         return {b: gate_diffstat(tree, b) for b in branches}
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor  # deferred: start-up cost (10 modules)
 
     with ThreadPoolExecutor(max_workers=min(8, len(branches))) as pool:
         return dict(zip(branches, pool.map(lambda b: gate_diffstat(tree, b), branches),
@@ -98,7 +99,8 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
     """Every registered node's facts (and a sender's that is no longer registered, for
     its messages to the operator), and the acknowledgements (key -> fingerprint).
     ``create`` False never creates the database (see ``store.reader``)."""
-    from fractal.domain.attention_tree import with_running_below
+    # deferred: start-up cost (1 module)
+    from fractal.domain.attention.tree import with_running_below
 
     facts, acks = node_facts(tree, diffstats=diffstats, create=create)
     return with_running_below(facts), acks
@@ -107,12 +109,11 @@ def tree_facts(tree: Tree, *, diffstats: bool = True, create: bool = True
 def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
-    from fractal.control import latched
-    from fractal.domain.attention_facts import merged_detail, shows_merged
-    from fractal.domain.attention_tree import wait_until
-    from fractal.domain.failcause import failure_cause
-    from fractal.lifecycle.heal import crashed
-    from fractal.store.attention import attention_rows
+    from fractal.control import latched  # deferred: start-up cost (8 modules)
+    from fractal.domain.attention.tree import wait_until  # deferred: start-up cost (1 module)
+    from fractal.domain.run.failcause import failure_cause  # deferred: start-up cost (1 module)
+    from fractal.lifecycle.heal import crashed  # deferred: start-up cost (2 modules)
+    from fractal.store.attention import attention_rows  # deferred: start-up cost (17 modules)
 
     rows = attention_rows(tree.db_path, tree.root, create=create, only=only)
     stats = _diffstats(tree, sorted(rows.gates)) if diffstats else {}
@@ -183,9 +184,11 @@ def _unresolved(tree: Tree, branch: str, status: str) -> str | None:
     (its hand-back note kept, git's merge in progress), else None."""
     if status in ("active", "paused"):
         return None
-    from fractal.domain.conflicts import Operation
+    from fractal.domain.merge.conflicts import Operation  # deferred: start-up cost (1 module)
+
+    # deferred: start-up cost (19 modules)
     from fractal.workspace.conflict_guard import operation_in_progress
-    from fractal.workspace.handback import read_note
+    from fractal.workspace.handback import read_note  # deferred: start-up cost (6 modules)
 
     paths = tree.node(branch)
     if not paths.worktree.is_dir() or read_note(paths.node_dir) is None:
@@ -209,8 +212,9 @@ def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:
 def gate_diffstat(tree: Tree, branch: str) -> str | None:
     """What ``branch`` changed since it forked from its parent (``git diff --shortstat``),
     with ``; N uncommitted file(s)`` when its worktree holds project edits not committed."""
-    from fractal.lifecycle.diff import uncommitted_note, with_uncommitted
-    from fractal.workspace.diffstat import shortstat
+    # deferred: start-up cost (39 modules)
+    from fractal.lifecycle.merge.diff import uncommitted_note, with_uncommitted
+    from fractal.workspace.diffstat import shortstat  # deferred: start-up cost (29 modules)
 
     base = parent_of(branch) or tree.root
     try:
@@ -224,7 +228,7 @@ def hold_grace(tree: Tree) -> float:
     """Seconds an item a running parent loop can act on is held for it before it reaches
     the operator: the root config's ``inbox_grace`` (a duration, ``10m``, or seconds),
     else ``HOLD_GRACE_S``; an unreadable value counts as the default."""
-    from fractal.domain.durations import parse_duration
+    from fractal.domain.durations import parse_duration  # deferred: start-up cost (4 modules)
 
     value = tree.root_config().get("inbox_grace")
     try:
@@ -274,7 +278,7 @@ def held_line(held: Sequence[tuple[Item, str]], grace: float) -> str:
     reaches you after 10m unhandled`` ('' when none is)."""
     if not held:
         return ""
-    from fractal.domain.durations import format_duration
+    from fractal.domain.durations import format_duration  # deferred: start-up cost (4 modules)
 
     by: dict[str, list[str]] = {}
     for item, holder in held:
@@ -292,7 +296,7 @@ def ack(ctx: Context, item: str) -> Entry:
     Raises Refused unless the operator acks (a node's loop must not hide the operator's
     items), FractalError when no current item has that id.
     """
-    from fractal.store.inbox import InboxStore
+    from fractal.store.inbox import InboxStore  # deferred: start-up cost (18 modules)
 
     tree = ctx.tree
     ctx.authorize("ack", tree.root)

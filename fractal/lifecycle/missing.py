@@ -36,7 +36,7 @@ _RESTING = frozenset({Status.IDLE.value, Status.COMPLETED.value, Status.STOPPED.
 def missing_parts(tree: Tree, rows: Sequence[NodeRow]) -> dict[str, str]:
     """``{branch: "worktree" | "branch"}`` for each of ``rows`` that is missing: its branch
     is gone, or its worktree is while it is not retired (one ``git for-each-ref`` for all)."""
-    from fractal.workspace import git
+    from fractal.workspace import git  # deferred: start-up cost (16 modules)
 
     if not rows:
         return {}
@@ -66,9 +66,9 @@ def settle_missing(tree: Tree, rows: Sequence[NodeRow], gone: dict[str, str]) ->
            or (r.node not in gone and r.status == Status.MISSING.value)]
     if not due:
         return False
-    from fractal.store.eventlog import last_event
-    from fractal.store.ledger import Ledger
-    from fractal.store.transition import EventNote
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (15 modules)
+    from fractal.store.ledger import Ledger  # deferred: start-up cost (25 modules)
+    from fractal.store.transition import EventNote  # deferred: start-up cost (24 modules)
 
     ledger = Ledger(tree.db_path)
     for row in due:

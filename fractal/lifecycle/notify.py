@@ -1,5 +1,5 @@
 """Notifications: the root config's ``notify`` command, run for each batch of new
-attention events (``fractal.domain.attention``), at most once per event.
+attention events (``fractal.domain.attention.rules``), at most once per event.
 
 Who runs it: one *watcher* process per tree (``fractal _notify``), started detached by
 ``ensure_watcher`` whenever a verb hosts a supervisor (start, continue, resume) and the
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from fractal.domain.notify import batch_env, batch_payload, notify_env, wanted_kinds
+from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 def _log() -> logging.Logger:
     """This module's logger; ``logging`` is imported on the first message (a start that
     only checks for a watcher never logs)."""
-    import logging
+    import logging  # deferred: start-up cost (6 modules)
 
     return logging.getLogger(__name__)
 
@@ -87,9 +88,9 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
 
     Returns None when no command is set or nothing new (of a wanted kind) appeared.
     """
-    from fractal.domain.attention import Kind
-    from fractal.lifecycle.inbox import tree_inbox
-    from fractal.store.inbox import Claim, InboxStore
+    from fractal.domain.attention.rules import Kind  # deferred: start-up cost (16 modules)
+    from fractal.lifecycle.inbox import tree_inbox  # deferred: start-up cost (17 modules)
+    from fractal.store.inbox import Claim, InboxStore  # deferred: start-up cost (16 modules)
 
     command = notify_command(tree)
     if command is None:
@@ -114,9 +115,9 @@ def dispatch(tree: Tree, *, env: dict[str, str] | None = None,
 
 def _run(tree: Tree, command: str, batch: str, events: list[dict[str, object]],
          base: dict[str, str], timeout: float) -> Delivery:
-    from fractal.errors import FractalError
+    # deferred: start-up cost (11 modules)
     from fractal.procs.processes import kill_group, spawn_group
-    from fractal.store.inbox import InboxStore
+    from fractal.store.inbox import InboxStore  # deferred: start-up cost (16 modules)
 
     child_env = {**notify_env(base), **batch_env(batch, tree.root, events)}
     payload = batch_payload(batch, tree.root, events).encode()
@@ -172,7 +173,7 @@ class _OutputKeeper(threading.Thread):
 
 
 def _log_line(path: Path, text: str) -> None:
-    from fractal.store.timefmt import utc_now
+    from fractal.store.timefmt import utc_now  # deferred: start-up cost (5 modules)
 
     try:
         with path.open("a", encoding="utf-8") as fh:
@@ -182,7 +183,7 @@ def _log_line(path: Path, text: str) -> None:
 
 
 def _live(tree: Tree) -> bool:
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (12 modules)
 
     return any(r.status == "active" for r in reader.node_rows(tree.db_path))
 
@@ -191,7 +192,7 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep) -> int:
     """The watcher's loop (see the module docstring); returns the batches delivered.
     Returns 0 at once when another watcher holds the tree's lock."""
-    from fractal.store.follow import db_token
+    from fractal.store.follow import db_token  # deferred: start-up cost (13 modules)
 
     fd = os.open(_lock_path(tree), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -262,7 +263,7 @@ def watcher_running(tree: Tree) -> bool:
 def watcher_marker(tree: Tree) -> str:
     """The launch marker the tree's watcher (and whatever it runs) carries: ``notify-``
     and 16 hex digits of the SHA-1 of the tree's data directory."""
-    import hashlib
+    import hashlib  # deferred: start-up cost (3 modules)
 
     return "notify-" + hashlib.sha1(str(tree.data_dir).encode()).hexdigest()[:16]
 
@@ -271,7 +272,7 @@ def stop_watcher(tree: Tree) -> list[int]:
     """End the tree's watcher and anything it runs (TERM, KILL_GRACE_S, KILL), found by
     its marker; return the pids that survived. A destroy calls it before it removes the
     database, which a watcher would otherwise read (and recreate) afterwards."""
-    from fractal.procs.processes import sweep_marker
+    from fractal.procs.processes import sweep_marker  # deferred: start-up cost (11 modules)
 
     return sweep_marker(watcher_marker(tree), grace=KILL_GRACE_S)
 
@@ -282,7 +283,7 @@ def ensure_watcher(tree: Tree) -> bool:
     try:
         if notify_command(tree) is None or watcher_running(tree):
             return False
-        from fractal.procs.processes import spawn_group
+        from fractal.procs.processes import spawn_group  # deferred: start-up cost (11 modules)
 
         spawn_group([sys.executable, "-m", "fractal", "_notify", "--path", str(tree.repo)],
                     cwd=tree.repo, env=notify_env(dict(os.environ)),
@@ -308,8 +309,7 @@ def configure(ctx: Context, command: str | None, events: str | None, *,
     that key; with all of them None it only reads. Raises Refused when anyone but the
     operator changes it (the watcher runs the command as the operator), FractalError
     naming an unknown kind."""
-    from fractal.errors import FractalError
-    from fractal.workspace.nodedir import update_config
+    from fractal.workspace.nodedir import update_config  # deferred: start-up cost (3 modules)
 
     tree = ctx.tree
     updates: dict[str, object] = {}
@@ -322,7 +322,7 @@ def configure(ctx: Context, command: str | None, events: str | None, *,
             raise FractalError("the notify command is empty; pass a command, or --off")
         updates["notify"] = command.strip()
     if events is not None:
-        from fractal.domain.attention import Kind
+        from fractal.domain.attention.rules import Kind  # deferred: start-up cost (16 modules)
 
         _, problems = wanted_kinds(events, (k.value for k in Kind))
         if problems:

@@ -13,7 +13,7 @@ from fractal.tree import Tree
 def pane_of(tree: Tree, branch: str) -> tuple[str, Path]:
     """The tmux session and socket of ``branch``'s live pane. Raises FractalError when
     the node is not active with a session (naming its transcript)."""
-    from fractal.store import reader
+    from fractal.store import reader  # deferred: start-up cost (17 modules)
 
     row = reader.node_row(tree.db_path, branch)
     if row is None or row.status != "active" or not row.tmux_session:

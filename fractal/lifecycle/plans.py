@@ -39,7 +39,7 @@ def _iter_ref(paths: NodePaths, given: str | None, env: Mapping[str, str]) -> st
     loop_ref = env.get("ITER_REF", "").strip()
     if loop_ref and env.get("NODE_BRANCH", paths.branch) in ("", paths.branch):
         return check_iter_ref(loop_ref)
-    from fractal.lifecycle.commit import resolve_lineage
+    from fractal.lifecycle.commit import resolve_lineage  # deferred: start-up cost (30 modules)
 
     lineage = resolve_lineage(paths.tree, paths.branch, {})
     if lineage.run_id is None:

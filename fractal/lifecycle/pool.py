@@ -89,10 +89,10 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
     raises FractalError and leaves an idle pool node (``worker-steps/``, no pool row) that
     the same command run again completes (authorised as ``pool`` on it).
     """
-    from fractal.lifecycle.spawn import NodeSeed, init_node
-    from fractal.store.pool import PoolStore
-    from fractal.workspace.backstop import backstop_commit
-    from fractal.workspace.poolseed import seed_pool_steps
+    from fractal.lifecycle.spawn import NodeSeed, init_node  # deferred: start-up cost (72 modules)
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (15 modules)
+    from fractal.workspace.backstop import backstop_commit  # deferred: start-up cost (37 modules)
+    from fractal.workspace.poolseed import seed_pool_steps  # deferred: start-up cost (10 modules)
 
     try:
         items = parse_items(items_text)
@@ -110,7 +110,7 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
         ctx.authorize("pool", branch)
         paths = tree.node(branch)
     else:
-        from fractal.lifecycle.caps import check_pool_depth
+        from fractal.lifecycle.caps import check_pool_depth  # deferred: start-up cost (27 modules)
 
         check_pool_depth(tree, _ledger(tree), branch)
         config: dict[str, object] = {"max_iters": POOL_MAX_ITERS, "sync": False,
@@ -135,14 +135,14 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
 
 def _half_made(tree: Tree, branch: str, status: Status, store: PoolStore) -> bool:
     """True when ``branch`` is an idle pool node without a pool row (made, not recorded)."""
-    from fractal.workspace.poolseed import WORKER_STEPS
+    from fractal.workspace.poolseed import WORKER_STEPS  # deferred: start-up cost (10 modules)
 
     return (status is Status.IDLE and store.pool(branch) is None
             and (tree.node(branch).node_dir / WORKER_STEPS).is_dir())
 
 
 def _ledger(tree: Tree) -> Ledger:
-    from fractal.store.ledger import Ledger
+    from fractal.store.ledger import Ledger  # deferred: start-up cost (23 modules)
 
     return Ledger(tree.db_path)
 
@@ -164,7 +164,7 @@ def dispatch(ctx: Context, *, resume: bool = False) -> Round:
     move: ``wait``, ``review`` (recorded as the one review pass) or ``end``.
     Raises FractalError when the caller is not a pool node's loop.
     """
-    from fractal.store.pool import PoolStore
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (15 modules)
 
     tree = ctx.tree
     pool = ctx.acting
@@ -231,7 +231,7 @@ def dispatch(ctx: Context, *, resume: bool = False) -> Round:
 def _reading(tree: Tree, ledger: Ledger, worker: str, claimed_at: str | None) -> Worker:
     """``settle`` over the worker's rows (a worker whose supervisor died is healed first:
     it then reads paused, and resumes with the pool)."""
-    from fractal.lifecycle.heal import heal_if_crashed
+    from fractal.lifecycle.heal import heal_if_crashed  # deferred: start-up cost (5 modules)
 
     row = ledger.node(worker)
     if row is not None and row.status is Status.ACTIVE and heal_if_crashed(tree, worker):
@@ -246,7 +246,8 @@ def _reading(tree: Tree, ledger: Ledger, worker: str, claimed_at: str | None) ->
 def _land(ctx: Context, store: PoolStore, pool: str, item: Item) -> str:
     """Merge a done worker into the pool's branch, then finish its item (a conflict or a
     refused merge fails the attempt). Returns the round's note."""
-    from fractal.lifecycle.merge import MergeConflict, merge_node
+    # deferred: start-up cost (76 modules)
+    from fractal.lifecycle.merge.squash import MergeConflict, merge_node
 
     worker = item.worker or ""
     result = item.result or _last_subject(ctx.tree, pool, worker) or "done"  # before merging
@@ -273,7 +274,7 @@ def _last_subject(tree: Tree, pool: str, worker: str) -> str:
     pool's (what it inherited when it forked is not its result), and not written by
     fractal (backstop, seed and merge commits start with the worker's or the pool's
     branch). Empty when it made none."""
-    from fractal.workspace import git
+    from fractal.workspace import git  # deferred: start-up cost (14 modules)
 
     try:
         subjects = git.log_subjects(tree.repo, f"{pool}..{worker}", 20)
@@ -283,7 +284,7 @@ def _last_subject(tree: Tree, pool: str, worker: str) -> str:
 
 
 def _pool_config(tree: Tree, pool: str) -> dict[str, object]:
-    from fractal.workspace.nodedir import read_config
+    from fractal.workspace.nodedir import read_config  # deferred: start-up cost (4 modules)
 
     try:
         return dict(read_config(tree.node(pool).config_path))
@@ -307,12 +308,12 @@ def _start_worker(ctx: Context, ledger: Ledger, pool: str, brief: str, item: Ite
     pool's preferences, one iteration, the brief plus the item as its task, the pool's
     worker steps), start a new run of a settled one, leave a live one (a hand-back
     re-armed it) alone. Raises FractalError when it cannot."""
-    from fractal.lifecycle.costcaps import parent_budget
-    from fractal.lifecycle.spawn import NodeSeed, init_node
-    from fractal.lifecycle.start import start_node
-    from fractal.workspace.backstop import backstop_commit
-    from fractal.workspace.nodedir import seed_task_and_gates
-    from fractal.workspace.poolseed import copy_worker_steps
+    from fractal.lifecycle.costcaps import parent_budget  # deferred: start-up cost (28 modules)
+    from fractal.lifecycle.spawn import NodeSeed, init_node  # deferred: start-up cost (72 modules)
+    from fractal.lifecycle.start.node import start_node  # deferred: start-up cost (72 modules)
+    from fractal.workspace.backstop import backstop_commit  # deferred: start-up cost (37 modules)
+    from fractal.workspace.nodedir import seed_task_and_gates  # deferred: start-up cost (4 modules)
+    from fractal.workspace.poolseed import copy_worker_steps  # deferred: start-up cost (10 modules)
 
     tree = ctx.tree
     branch = item.worker or f"{pool}.{worker_name(item.item_id)}"
@@ -347,7 +348,7 @@ def _start_worker(ctx: Context, ledger: Ledger, pool: str, brief: str, item: Ite
 def report(ctx: Context, text: str) -> Item:
     """The worker running this command reports its one-line result. Raises FractalError
     when the caller is not a worker holding a claimed item."""
-    from fractal.store.pool import PoolStore
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (15 modules)
 
     if not text.strip():
         raise InvalidValue("the result is empty: say in one line what the worker did")
@@ -364,7 +365,7 @@ def report(ctx: Context, text: str) -> Item:
 
 def _resolve_pool(ctx: Context, name: str | None) -> tuple[Tree, str]:
     """The pool ``name`` names, or the acting node (its loop, else its worktree)."""
-    from fractal.store.pool import PoolStore
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (15 modules)
 
     tree = ctx.tree
     branch = ctx.acting if name is None else ctx.target(name)
@@ -378,7 +379,7 @@ def reject(ctx: Context, item_id: str, reason: str, *, pool: str | None = None) 
     back to the pool: open again with attempts reset to 1. Allowed to the pool node and
     its ancestors. Raises FractalError (not a pool, not allowed, unknown item),
     PoolRefused as FractalError when the item is not done."""
-    from fractal.store.pool import PoolStore
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (15 modules)
 
     if not reason.strip():
         raise InvalidValue("give the reason: the item's worker reads it on its next attempt")
@@ -395,7 +396,7 @@ def reject(ctx: Context, item_id: str, reason: str, *, pool: str | None = None) 
 
 def pool_view(ctx: Context, name: str | None) -> PoolView:
     """The pool ``name`` (default: the caller's node) and its items, in file order."""
-    from fractal.store.pool import PoolStore
+    from fractal.store.pool import PoolStore  # deferred: start-up cost (15 modules)
 
     tree, branch = _resolve_pool(ctx, name)
     store = PoolStore(tree.db_path)

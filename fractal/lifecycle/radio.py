@@ -35,6 +35,7 @@ from fractal.domain.radio import (
 )
 from fractal.store import radio_reads as reads
 from fractal.store.radio_reads import ReadState
+from fractal.store.reader import node_rows
 from fractal.store.rows import MessageRow
 from fractal.store.timefmt import format_ts, parse_ts
 from fractal.tree import Tree, resolve_node
@@ -64,7 +65,7 @@ class Actor:
 
     @property
     def store(self) -> Outbox:
-        from fractal.store.outbox import Outbox
+        from fractal.store.outbox import Outbox  # deferred: start-up cost (6 modules)
 
         return Outbox(self.tree.db_path)
 
@@ -72,7 +73,6 @@ class Actor:
         """The node ``name`` names (the actor itself when None); raise NodeNotFound."""
         if name is None:
             return self.branch
-        from fractal.store.reader import node_rows
 
         known = [row.node for row in node_rows(self.db)]
         return resolve_node(name, [*known, self.tree.root], self.tree, near=self.near)
@@ -105,7 +105,7 @@ def _channel(name: str | None) -> Channel | None:
 
 def _store(who: Actor, route: Route, data: str, subject: str, priority: int,
            parent: str | None = None) -> str:
-    from fractal.store.radio import Draft
+    from fractal.store.radio import Draft  # deferred: start-up cost (5 modules)
 
     return who.store.post(Draft(host=route.host, channel=route.channel.value,
                                 sender=who.branch, subject=subject, data=check_body(data),
@@ -292,7 +292,7 @@ def notify_merged(tree: Tree, child: str, into: str, sha: str | None,
     """Post ``<child> merged into <into> (<sha>)`` (``detail``, e.g. a diffstat, as the
     body) to ``child``'s outbox, so the merge shows in every ancestor's feed; return the
     notice's id. Raises StoreError."""
-    from fractal.store.outbox import Outbox
+    from fractal.store.outbox import Outbox  # deferred: start-up cost (6 modules)
 
     subject, body = merge_notice("merged", child, into, sha, detail)
     return Outbox(tree.db_path).post_notice(child, subject, body)
@@ -303,7 +303,7 @@ def notify_handed_back(tree: Tree, child: str, parent: str, sha: str | None,
     """Post ``<parent> handed a conflict back to <child> (<sha>)`` (``detail`` as the
     body; ``sha`` the tip of ``parent`` the child received) to ``child``'s outbox; return
     the notice's id. Raises StoreError."""
-    from fractal.store.outbox import Outbox
+    from fractal.store.outbox import Outbox  # deferred: start-up cost (6 modules)
 
     subject, body = merge_notice("handed back", child, parent, sha, detail)
     return Outbox(tree.db_path).post_notice(child, subject, body)
@@ -312,7 +312,7 @@ def notify_handed_back(tree: Tree, child: str, parent: str, sha: str | None,
 def notify_refused(tree: Tree, child: str, into: str, why: str) -> str:
     """Post ``<child> not merged into <into>: refused`` (``why`` as the body) to
     ``child``'s outbox; return the notice's id. Raises StoreError."""
-    from fractal.store.outbox import Outbox
+    from fractal.store.outbox import Outbox  # deferred: start-up cost (6 modules)
 
     subject, body = merge_notice("refused", child, into, None, why)
     return Outbox(tree.db_path).post_notice(child, subject, body)

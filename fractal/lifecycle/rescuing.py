@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fractal.errors import FractalError, GitError, NotATree
 from fractal.tree import Tree, find_tree
+from fractal.workspace.git import head_sha, show_file
 from fractal.workspace.rescue import (
     RESCUE_PREFIX,
     Rescue,
@@ -66,9 +67,9 @@ class Restored:
 def record_rescue(tree: Tree, saved: Rescue, *, actor: str) -> int:
     """Book ``saved`` in the tree's database: a ``rescues`` row and a completed ``rescue``
     event on the node (metadata: the ref). Returns the rescue_id. Raises StoreError."""
-    from fractal.store.ledger import Ledger
-    from fractal.store.rescues import RescueBook
-    from fractal.store.timefmt import format_ts
+    from fractal.store.ledger import Ledger  # deferred: start-up cost (25 modules)
+    from fractal.store.rescues import RescueBook  # deferred: start-up cost (17 modules)
+    from fractal.store.timefmt import format_ts  # deferred: start-up cost (2 modules)
 
     rescue_id = RescueBook(tree.db_path).record_rescue(
         node=saved.branch, operation=saved.operation, ref=saved.ref, sha=saved.sha,
@@ -103,7 +104,7 @@ def rescue_node(tree: Tree, branch: str, operation: str, *, actor: str,
 def _repo(cwd: Path) -> tuple[Path, Tree | None]:
     """The repository of ``cwd`` and its tree, None when there is none (any more: rescue
     refs outlive ``fractal destroy``). Raises GitError outside a repository."""
-    from fractal.workspace.discovery import checkout_and_main
+    from fractal.workspace.discovery import checkout_and_main  # deferred: start-up cost (1 module)
 
     try:
         tree = find_tree(cwd)
@@ -116,7 +117,7 @@ def list_rescues(cwd: Path) -> list[RescueListing]:
     """Every rescue ref of the repository, oldest first, with its booked row when the
     tree's database still has one (after ``destroy`` there is none, and the refs are
     listed alone). Raises GitError."""
-    from fractal.store.rescues import RescueBook
+    from fractal.store.rescues import RescueBook  # deferred: start-up cost (17 modules)
 
     repo, tree = _repo(cwd)
     rows = {r.ref: r for r in RescueBook(tree.db_path).rescues()} \
@@ -136,10 +137,9 @@ def _rescued_settings(repo: Path, sha: str, ref: str) -> tuple[dict[str, object]
                                                                 tuple[str, ...]]:
     """The rescued node's config.json as settings for the node restored from ``sha``, and
     a line per thing that could not be kept (its default applies)."""
-    import json
+    import json  # deferred: start-up cost (json: 5 modules)
 
-    from fractal.domain.nodeinit import restored_settings
-    from fractal.workspace.git import show_file
+    from fractal.domain.nodeinit import restored_settings  # deferred: start-up cost (17 modules)
 
     rescued = ref[len(RESCUE_PREFIX):].rsplit("/", 1)[0]
     path = f".fractal/{rescued}/config.json"
@@ -174,15 +174,14 @@ def restore_rescue(cwd: Path, ref: str, *, as_name: str | None = None,
     full = ref if ref.startswith(RESCUE_PREFIX) else RESCUE_PREFIX + ref
     if as_name is not None:
         tree = find_tree(cwd)  # a node needs a tree
-        from fractal.lifecycle.spawn import init_node
-        from fractal.workspace.git import head_sha
+        from fractal.lifecycle.spawn import init_node  # deferred: start-up cost (74 modules)
 
         try:
             sha = head_sha(tree.repo, full)
         except GitError:
             raise FractalError(f"no rescue ref {full}; list them with "
                                "`fractal rescue list`") from None
-        from fractal.lifecycle.context import open_context
+        from fractal.lifecycle.context import open_context  # deferred: start-up cost (8 modules)
 
         settings, reset = _rescued_settings(tree.repo, sha, full)
         made = init_node(open_context(cwd), as_name, settings, start_point=sha)

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
 from fractal.domain.nodeinit import inherited_preferences, uncommitted_warning
+from fractal.domain.prompt.variables import may_spawn
 from fractal.domain.spawncaps import budget_share, inherited_depth, tree_depth
-from fractal.domain.variables import may_spawn
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.costcaps import check_child_budget, parent_budget
-from fractal.lifecycle.latch import refuse_if_braked
+from fractal.lifecycle.steering.latch import refuse_if_braked
 from fractal.tree import NodePaths, Tree, resolve_node, validate_name
 from fractal.workspace import git
 from fractal.workspace.agenthomes import seed_agent_homes

@@ -64,7 +64,7 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None)
     depth = None if max_depth is None else parse_tree_depth(max_depth)
     tree = Tree(repo=repo, root=branch)
     if not tree.db_path.exists():  # refused before anything is written when nodes are left
-        from fractal.store.schema import refuse_missing
+        from fractal.store.schema import refuse_missing  # deferred: start-up cost (7 modules)
 
         refuse_missing(tree.db_path, create=True)
     created = not tree.config_path.exists()
@@ -87,7 +87,7 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None)
         restored.append("the .git/info/exclude block")
     if ensure_wiki(tree.wiki_dir, PROJECT_TITLE):  # the shared project wiki, for --init
         restored.append(f"{tree.wiki_dir.relative_to(repo).as_posix()}/_index.md")
-    from fractal.store.ledger import Ledger
+    from fractal.store.ledger import Ledger  # deferred: start-up cost (22 modules)
 
     if not tree.db_path.exists():
         restored.append("the database")

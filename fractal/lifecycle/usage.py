@@ -1,7 +1,7 @@
 """``fractal usage``: the tree's usage windows, and the operator's way to reopen one.
 
 A window belongs to a credential, named by its 16-hex fingerprint
-(``domain.usage.credential_key``); ``usage list`` prints them. ``usage reopen`` moves a
+(``domain.usage.windows.credential_key``); ``usage list`` prints them. ``usage reopen`` moves a
 closed window's wake instant to now (``store.windows.Windows.wake_now``) and nudges every
 active node, so a node waiting on that window claims the probe at once: its launch
 reopens the window for the others when it gets through, or closes it again with the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fractal.control import touch_wake
 from fractal.domain.states import Status
-from fractal.domain.usage import WindowRow, WindowState, utc_label
+from fractal.domain.usage.windows import WindowRow, WindowState, utc_label
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.store.registry import Registry

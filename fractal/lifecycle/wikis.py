@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fractal.errors import NotATree
 from fractal.workspace.wiki import WikiUpdate, node_wikis, update_wiki
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ def update_wikis(ctx: Context | None, directory: Path | None = None) -> list[Wik
     given."""
     if directory is not None:
         return [update_wiki(directory.resolve())]
-    from fractal.errors import NotATree
 
     if ctx is None:
         raise NotATree("not in a fractal tree: give a directory (`fractal wiki update DIR`)")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.reasons import EXIT_TIMEOUT
+from fractal.domain.run.reasons import EXIT_TIMEOUT
 from fractal.procs.processes import DEFAULT_GRACE, kill_group, spawn_group
 
 _POLL = 0.05  # seconds between pipe polls

@@ -200,7 +200,7 @@ def marked_processes(marker: str | None = None) -> list[psutil.Process]:
 
 
 def _psutil_process(pid: int) -> psutil.Process | None:
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 18 modules)
 
     with contextlib.suppress(psutil.Error, ValueError):
         return psutil.Process(pid)
@@ -401,7 +401,7 @@ def environ_processes(entry: str) -> list[psutil.Process]:
 
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER); False if prctl is unavailable."""
-    import ctypes  # here: a verb that only stops groups never needs it
+    import ctypes  # deferred: a verb that only stops groups never needs it
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -416,7 +416,7 @@ def reap_orphans(keep: Container[int]) -> list[int]:
 
     ``keep`` must hold every pid a Popen still waits on (reaping one makes its Popen report 0).
     """
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 18 modules)
 
     reaped: list[int] = []
     for child in psutil.Process().children():

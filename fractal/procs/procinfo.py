@@ -93,7 +93,7 @@ def same_process(pid: int, created: float) -> bool:
 
 
 def _psutil_create_time(pid: int) -> float | None:
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 29 modules)
 
     try:
         return float(psutil.Process(pid).create_time())
@@ -102,7 +102,7 @@ def _psutil_create_time(pid: int) -> float | None:
 
 
 def _psutil_same(pid: int, created: float) -> bool:
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 29 modules)
 
     try:
         proc = psutil.Process(pid)
@@ -184,7 +184,7 @@ def environ_has(pid: int, needle: bytes) -> bool | None:
 def psutil_descendants(pid: int) -> list[int]:
     """The descendants of ``pid`` by psutil (every process's ``stat``), [] when it is gone:
     the fallback where the kernel keeps no per-thread ``children`` lists."""
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 29 modules)
 
     with contextlib.suppress(psutil.Error):
         return [c.pid for c in psutil.Process(pid).children(recursive=True)]

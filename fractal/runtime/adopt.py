@@ -14,10 +14,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.domain.outage import OUTAGE_EVENT
-from fractal.domain.outcome import AWAITING_APPROVAL, Status
+from fractal.domain.run.outcome import AWAITING_APPROVAL, Status
 from fractal.domain.signals import PauseSpan
-from fractal.domain.waits import WAIT_STEP
+from fractal.domain.steps.waits import WAIT_STEP
+from fractal.domain.usage.outage import OUTAGE_EVENT
 from fractal.runtime.usagewait import WAIT_EVENT
 from fractal.runtime.waitcredit import wait_credits
 from fractal.store.ledger import Ledger

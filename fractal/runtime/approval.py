@@ -6,9 +6,9 @@ by the iteration itself (a fresh gated row, then the same wait).
 
 from __future__ import annotations
 
-from fractal.domain.outcome import AWAITING_APPROVAL, EXIT_TIMEOUT, Status, StepOutcome
+from fractal.domain.run.outcome import AWAITING_APPROVAL, EXIT_TIMEOUT, Status, StepOutcome
 from fractal.domain.signals import Signal
-from fractal.domain.steps import banner_label, banner_verdict
+from fractal.domain.steps.files import banner_label, banner_verdict
 from fractal.runtime.gates import WaitEnd, await_approval
 from fractal.runtime.kinds.base import RunEnding, StepPlan, StepResult
 from fractal.runtime.launches import Launches

@@ -17,7 +17,7 @@ from fractal.agents.registry import resolve_backend
 from fractal.control import latched, paused_ancestor
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.errors import FractalError, StepFileError
-from fractal.domain.outcome import clip_reason
+from fractal.domain.run.outcome import clip_reason
 from fractal.domain.states import Status
 from fractal.domain.values import by_type
 from fractal.pricing import PricingError
@@ -104,7 +104,8 @@ def fractal_command(paths: NodePaths) -> str:
     beside = Path(sys.executable).parent / "fractal"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    from fractal.workspace.fractalshim import write_shim  # only an install without a script
+    # deferred: only an install without a script needs it
+    from fractal.workspace.fractalshim import write_shim
 
     package_parent = str(Path(__file__).resolve().parents[2])
     try:

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fractal.agents.base import Backend
-from fractal.domain import budget
-from fractal.domain.budget import Caps, Landing
+from fractal.domain.budget import ceilings as budget
+from fractal.domain.budget.ceilings import Caps, Landing
 from fractal.domain.config import NodeConfig
 from fractal.domain.errors import FractalError
-from fractal.domain.outcome import clip_reason
+from fractal.domain.run.outcome import clip_reason
 from fractal.domain.signals import Signal
 from fractal.pricing import Freshness, refresh, token_priced
 from fractal.runtime.clock import Clock, SystemClock
@@ -291,7 +291,7 @@ class BudgetGuard:
             self.note(f"could not send the budget finish to the subtree: {exc}")
 
     def landing(self) -> Landing:
-        """How the budget shapes this run's end (``domain.budget.landing``)."""
+        """How the budget shapes this run's end (``domain.budget.ceilings.landing``)."""
         self.stale()
         try:
             reasons = [r.meta for r in self.ledger.signals(self.state.run_id)
@@ -352,6 +352,6 @@ def send_budget_finish(boot: Boot, ledger: Ledger, reason: str) -> None:
     """Write a finish carrying ``reason`` to every running descendant of the node (deepest
     first, each attributed ``(via finish of <node>)``), then to the node's own run: the
     control plane's recursive finish, which neither heals nor takes the tree lock."""
-    from fractal.control import finish_subtree
+    from fractal.control import finish_subtree  # deferred: start-up cost (1 module)
 
     finish_subtree(boot.paths.tree, ledger, boot.paths.branch, reason)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fractal.domain.checks import CheckKind, CheckResult, CheckTrack, ScoreRules, output_tail
-from fractal.domain.signature import CheckSummary
+from fractal.domain.checks.rules import CheckKind, CheckResult, CheckTrack, ScoreRules, output_tail
+from fractal.domain.checks.signature import CheckSummary
 from fractal.runtime.checks import read_log
 from fractal.store.checkrows import CheckRow, checks
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from fractal.domain.checks import CheckKind, CheckResult, output_tail
-from fractal.domain.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, clip_reason
-from fractal.domain.render import iter_ref
-from fractal.domain.scores import parse_score, score_passes, score_signature
-from fractal.domain.signature import CheckSummary, summarise
-from fractal.domain.walls import effective_step_limit
+from fractal.domain.checks.rules import CheckKind, CheckResult, output_tail
+from fractal.domain.checks.scores import parse_score, score_passes, score_signature
+from fractal.domain.checks.signature import CheckSummary, summarise
+from fractal.domain.prompt.render import iter_ref
+from fractal.domain.run.outcome import EXIT_CANNOT_EXEC, EXIT_TIMEOUT, clip_reason
+from fractal.domain.run.walls import effective_step_limit
 from fractal.errors import FractalError, SpawnError
 from fractal.procs import commands, processes
 from fractal.runtime.context import Boot, RunState

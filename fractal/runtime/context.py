@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fractal.agents.base import Backend
-from fractal.domain.checks import CheckTrack
+from fractal.domain.checks.rules import CheckTrack
 from fractal.domain.config import NodeConfig
 from fractal.domain.errors import FractalError
-from fractal.domain.failstreak import FailStreak
-from fractal.domain.outcome import RunEnd
-from fractal.domain.variables import StaticFacts
+from fractal.domain.prompt.variables import StaticFacts
+from fractal.domain.run.failstreak import FailStreak
+from fractal.domain.run.outcome import RunEnd
 from fractal.tree import NodePaths, parent_of
 
 
@@ -30,7 +30,7 @@ class RunAbort(FractalError):
 def check_checkout(paths: NodePaths) -> None:
     """Raise RunAbort when the node's worktree or branch vanished behind the loop's back:
     nothing may run outside the node's own checkout."""
-    from fractal.workspace.worktrees import worktree_gone
+    from fractal.workspace.worktrees import worktree_gone  # deferred: start-up cost (15 modules)
 
     gone = worktree_gone(paths.worktree, paths.branch)
     if gone is not None:

@@ -26,8 +26,8 @@ from fractal.agents.base import (
     resolve_route,
 )
 from fractal.agents.registry import resolve_backend
+from fractal.domain.budget.prices import Rates, lookup, price_usage
 from fractal.domain.errors import FractalError
-from fractal.domain.prices import Rates, lookup, price_usage
 from fractal.pricing import (
     Freshness,
     PricingError,

@@ -1,9 +1,9 @@
-"""Gather the facts of the SYNC digest (``domain.digest``) from the tree database and the
+"""Gather the facts of the SYNC digest (``domain.prompt.digest``) from the tree database and the
 node directories: the node's direct children's outbox notices since a stored timestamp,
 their gates awaiting approval, the children holding a hand-back the node has not merged
 again, the node's unread inbox and, while a children wait holds it, every child it
 waits on with its state; with them the ``DigestKey`` a waiting loop compares
-(``domain.digest.news``). A read that fails leaves the digest out (the SYNC still runs)
+(``domain.prompt.digest.news``). A read that fails leaves the digest out (the SYNC still runs)
 and finds no news (a wait launches nothing on a failed look)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from fractal.domain.digest import NEWEST, Digest, DigestKey
 from fractal.domain.errors import FractalError
-from fractal.domain.outcome import Status
-from fractal.domain.waits import WAIT_STEP
+from fractal.domain.prompt.digest import NEWEST, Digest, DigestKey
+from fractal.domain.run.outcome import Status
+from fractal.domain.steps.waits import WAIT_STEP
 from fractal.runtime.gates import waiting_children
 from fractal.store import radio_reads
 from fractal.store.ledger import Ledger

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from fractal.domain.outcome import clip_reason
+from fractal.domain.run.outcome import clip_reason
 from fractal.errors import FractalError
 from fractal.procs import commands
 from fractal.runtime.loopparts import LoopParts

@@ -1,4 +1,4 @@
-"""What a run's end says about its subtree (the loop's side of ``domain/subtree.py``).
+"""What a run's end says about its subtree (the loop's side of ``domain/run/subtree.py``).
 
 ``finish_reason`` names the gates a finish ended before they were approved, so a parent
 (or ``node merge``) can tell that run from approved work. ``notify_unsettled`` posts an
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from fractal.domain.run.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 from fractal.domain.states import Status
-from fractal.domain.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
@@ -36,7 +36,8 @@ def unmerged_reason(ledger: Ledger, paths: NodePaths, reason: str) -> str:
     """``reason``, plus ``; hand-back of <child> not merged`` for each direct child of
     ``paths.branch`` still holding a hand-back note (``runtime.digest``); a registry that
     cannot be read leaves ``reason`` as it is (logged)."""
-    from fractal.runtime.digest import unmerged_hand_backs  # a run's end: start-up cost
+    # deferred: a run's end: start-up cost (25 modules)
+    from fractal.runtime.digest import unmerged_hand_backs
 
     try:
         return not_merged(reason, unmerged_hand_backs(ledger, paths))

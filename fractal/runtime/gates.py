@@ -20,9 +20,9 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from fractal.control import Steering
-from fractal.domain.outcome import Status
+from fractal.domain.run.outcome import Status
 from fractal.domain.signals import Signal
-from fractal.domain.waits import WaitingChild, children_waited
+from fractal.domain.steps.waits import WaitingChild, children_waited
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 
@@ -158,8 +158,9 @@ def waited_children(ledger: Ledger, node: str) -> list[str]:
 def waiting_children(ledger: Ledger, node: str) -> list[WaitingChild]:
     """The children a wait holds for, each marked when one of its gates is pending, when
     it is idle and never ran, and when a merge of it was handed back to it."""
-    from fractal.domain.attention_facts import is_hand_back  # start-up cost: only a wait reads them
-    from fractal.store.reader import newest_merges
+    # deferred: start-up cost: only a wait reads them (3 modules)
+    from fractal.domain.attention.facts import is_hand_back
+    from fractal.store.reader import newest_merges  # deferred: start-up cost (1 module)
 
     statuses = {r.node: r.status for r in ledger.nodes()}
     live = children_waited(node, list(statuses.items()))

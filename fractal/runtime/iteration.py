@@ -22,25 +22,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.outcome import (
+from fractal.domain.prompt.render import iter_label
+from fractal.domain.run.outcome import (
     EXIT_BUDGET_SKIP,
     RunEnd,
     Status,
     clip_reason,
     without_retry,
 )
-from fractal.domain.render import iter_label
+from fractal.domain.run.walls import iteration_deadline
 from fractal.domain.signals import Signal
-from fractal.domain.steps import discover_steps
-from fractal.domain.walls import iteration_deadline
+from fractal.domain.steps.files import discover_steps
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import RunAbort, check_checkout
 from fractal.runtime.edges import backstop, run_setup
 from fractal.runtime.filecache import FILES, parse_step_file
 from fractal.runtime.gates import WaitEnd, drain_children
-from fractal.runtime.kinds import KINDS
 from fractal.runtime.kinds.base import OVER_BUDGET, StepCall, StepKind, StepPlan, StepResult
 from fractal.runtime.kinds.kit import StepKit
+from fractal.runtime.kinds.table import KINDS
 from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park
 from fractal.workspace.nodedir import OversizeFile, node_file_text

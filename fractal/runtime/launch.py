@@ -5,7 +5,7 @@ The attempt runs in phases: ``_open_row`` books the row; ``_start`` asks the lau
 the agent (or ends the attempt unstarted: no time left, a spawn failure); ``_supervise``
 waits for the end (the agent exits; the limit passes: TERM to the whole group, the kill
 grace, KILL to every survivor; the agent lingers after its final event; a pause ends its
-group); ``_judge`` turns that ``Ending`` into a ``StepOutcome`` (``domain.outcome
+group); ``_judge`` turns that ``Ending`` into a ``StepOutcome`` (``domain.run.outcome
 .classify_launch`` gives the attribution order); ``_close_row`` records it under the
 attempt's ``RowPolicy``. Each attempt has its own row; the cost is flushed as reported;
 stderr goes to ``<agent>.err`` and, for a failed attempt, a snapshot in ``tmp/err/``.
@@ -22,9 +22,9 @@ from enum import StrEnum
 from pathlib import Path
 
 from fractal.agents.base import Backend, LaunchRequest, ResultEvent, Usage, WindowEvent
-from fractal.domain.agent_errors import USAGE_LIMIT, agent_error_text
-from fractal.domain.markers import launch_marker
-from fractal.domain.outcome import (
+from fractal.domain.agent.errors import USAGE_LIMIT, agent_error_text
+from fractal.domain.agent.markers import launch_marker
+from fractal.domain.run.outcome import (
     EXIT_CANNOT_EXEC,
     EXIT_TIMEOUT,
     Status,
@@ -34,8 +34,8 @@ from fractal.domain.outcome import (
     exit_code_from_returncode,
     retry_reason,
 )
-from fractal.domain.reasons import unpriced_reason
-from fractal.domain.usage import UsageLimit, limit_reason
+from fractal.domain.run.reasons import unpriced_reason
+from fractal.domain.usage.windows import UsageLimit, limit_reason
 from fractal.errors import SpawnError
 from fractal.procs import processes
 from fractal.runtime import heap
@@ -370,7 +370,7 @@ def judge_launch(backend: Backend, result: ResultEvent | None, returncode: int |
     ``requires_result`` and printed none fails with ``stream ended without a result (exit
     N)`` (plus the stderr tail) unless the step timed out or the parser broke; a final
     event with ``ok`` False is an ``agent error`` naming its class, HTTP status and
-    message. Everything else is ``domain.outcome.classify_launch``.
+    message. Everything else is ``domain.run.outcome.classify_launch``.
     """
     code = None if returncode is None else exit_code_from_returncode(returncode)
     if lingered and result is not None and result.ok:

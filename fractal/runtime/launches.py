@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from fractal.agents.base import Usage
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import FractalError
-from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, StepOutcome, clip_reason
-from fractal.domain.steps import StepFile
-from fractal.domain.walls import effective_step_limit
+from fractal.domain.run.outcome import EXIT_BUDGET_SKIP, Status, StepOutcome, clip_reason
+from fractal.domain.run.walls import effective_step_limit
+from fractal.domain.steps.files import StepFile
 from fractal.runtime.context import check_checkout
 from fractal.runtime.costing import LaunchBudget
 from fractal.runtime.kinds.base import OVER_BUDGET

@@ -13,7 +13,7 @@ metadata ``waiting out a provider outage (HTTP 529, attempt 4) until <UTC>``) gi
 ``node status`` and the inbox their line; a notice goes to the outbox when the wait
 starts and when the outage is over.
 
-Tree-wide, per credential (``domain.usage.launch_credential``), as the usage window is:
+Tree-wide, per credential (``domain.usage.windows.launch_credential``), as the usage window is:
 the node whose launch failed records the outage (``store.outages``); every node on that
 credential reads the row before each launch and waits too. At the wake instant exactly
 one node claims the probe; its launch clears the outage when it gets through (the others
@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import os
 
-from fractal.domain.outage import (
+from fractal.domain.run.outcome import StepOutcome
+from fractal.domain.signals import Signal
+from fractal.domain.states import Status
+from fractal.domain.usage.outage import (
     OUTAGE_EVENT,
     OutageAction,
     OutageRow,
@@ -40,10 +43,7 @@ from fractal.domain.outage import (
     outage_label,
     outage_over_notice,
 )
-from fractal.domain.outcome import StepOutcome
-from fractal.domain.signals import Signal
-from fractal.domain.states import Status
-from fractal.domain.usage import launch_credential
+from fractal.domain.usage.windows import launch_credential
 from fractal.runtime.launch import AttemptResult
 from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park

@@ -7,9 +7,9 @@ and ``max_iters``. After each iteration it counts crash loops (setup or step dis
 failing CRASH_LOOP times in a row ends the run), runs the exit check, and paces the next
 iteration (``interval`` from the last start, or ``sleep`` after the last end, never past
 the run wall, cut short by any signal). ``max_failed_iters`` failed iterations in a row
-end the run ``exited`` (``domain.failstreak``); a park is not an iteration outcome and
+end the run ``exited`` (``domain.run.failstreak``); a park is not an iteration outcome and
 leaves the count as it was. The facts it leaves in ``RunState`` decide the
-run's end (``domain.outcome.decide_run_end``, through ``RunLoop.verdict``).
+run's end (``domain.run.outcome.decide_run_end``, through ``RunLoop.verdict``).
 
 A run about to end ``completed`` while a child holds a hand-back the node has not merged
 again (``runtime.digest.unmerged_hand_backs``) first waits for that re-merge, as a
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fractal.domain.budget import Landing
+from fractal.domain.budget.ceilings import Landing
 from fractal.domain.errors import FractalError
-from fractal.domain.failstreak import advance_failures, failures_reason
-from fractal.domain.outcome import RunEnd, RunFacts, Status, decide_run_end
+from fractal.domain.run.failstreak import advance_failures, failures_reason
+from fractal.domain.run.outcome import RunEnd, RunFacts, Status, decide_run_end
+from fractal.domain.run.walls import pacing_delay, time_budget_label
 from fractal.domain.signals import Signal
-from fractal.domain.walls import pacing_delay, time_budget_label
 from fractal.runtime import heap
 from fractal.runtime.checks import CheckRunner, CheckVerdict
 from fractal.runtime.filecache import FILES, live_config
@@ -83,7 +83,7 @@ class RunLoop(LoopPart):
             step_end=state.step_end, done=state.done)
 
     def verdict(self) -> tuple[RunEnd, Landing]:
-        """How the run would end now (``domain.outcome.decide_run_end`` over ``facts`` and
+        """How the run would end now (``domain.run.outcome.decide_run_end`` over ``facts`` and
         the budget's landing), and that landing (its ``note`` is the caller's to add)."""
         land = self.budget.landing()
         return decide_run_end(replace(self.facts(), budget_reason=land.reason)), land
@@ -91,7 +91,8 @@ class RunLoop(LoopPart):
     def _hold_for_hand_backs(self) -> None:
         """Wait for the children's hand-backs to be merged again before a ``completed``
         end (the module docstring); any other end, or none pending, passes at once."""
-        from fractal.runtime.digest import unmerged_hand_backs  # a run's end: start-up cost
+        # deferred: a run's end: start-up cost (3 modules)
+        from fractal.runtime.digest import unmerged_hand_backs
 
         paths, state = self.boot.paths, self.state
         try:
@@ -154,7 +155,7 @@ class RunLoop(LoopPart):
         verdict = self.checks.exit_check(steps_ran=not (result.setup_failed
                                                          or result.discovery_failed))
         if verdict is CheckVerdict.PASSED:
-            return True  # a passed exit check outranks every other end (domain.stopcause)
+            return True  # a passed exit check outranks every other end (domain.run.stopcause)
         if verdict is CheckVerdict.FAILED:
             state.last_iter_ok = False  # the node's own test of done is still red
         if verdict is CheckVerdict.STALLED:

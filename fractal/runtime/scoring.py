@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.checks import CheckTrack, ScoreRules
-from fractal.domain.scores import distance_note
+from fractal.domain.checks.rules import CheckTrack, ScoreRules
+from fractal.domain.checks.scores import distance_note
 from fractal.errors import FractalError
 from fractal.runtime.context import RunState
 from fractal.workspace.git import head_sha

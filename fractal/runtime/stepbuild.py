@@ -15,14 +15,12 @@ from pathlib import Path
 from fractal.agents.base import Backend, LaunchRequest, Usage, resolve_route
 from fractal.agents.registry import resolve_backend
 from fractal.assets import mode_text
-from fractal.domain.checks import check_variables, visible_check
+from fractal.domain.checks.rules import check_variables, visible_check
 from fractal.domain.errors import FractalError
-from fractal.domain.frontmatter import is_true
 from fractal.domain.gates import GATES_EVENT, gates_note
 from fractal.domain.pool import pool_document
-from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
-from fractal.domain.steps import StepFile, discover_steps
-from fractal.domain.variables import (
+from fractal.domain.prompt.render import assemble_prompt, iter_label, iter_ref, render
+from fractal.domain.prompt.variables import (
     StepFacts,
     TreeFacts,
     agent_environment,
@@ -30,8 +28,10 @@ from fractal.domain.variables import (
     prompt_variables,
     tree_variables,
 )
-from fractal.domain.waits import children_waited
-from fractal.domain.walls import time_budget_label
+from fractal.domain.run.walls import time_budget_label
+from fractal.domain.steps.files import StepFile, discover_steps
+from fractal.domain.steps.frontmatter import is_true
+from fractal.domain.steps.waits import children_waited
 from fractal.runtime.clock import Clock, monotonic_to_epoch
 from fractal.runtime.context import Boot, RunState, static_facts
 from fractal.runtime.costing import LaunchBudget, PricedBackend
@@ -215,7 +215,7 @@ class StepBuilder:
         paths = self.boot.paths
         if not (paths.node_dir / WORKER_STEPS).is_dir():
             return None
-        from fractal.store.pool import PoolStore
+        from fractal.store.pool import PoolStore  # deferred: start-up cost (1 module)
 
         store = PoolStore(paths.tree.db_path)
         found = store.pool(paths.branch)

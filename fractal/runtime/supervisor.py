@@ -23,10 +23,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from fractal.control import Steering
-from fractal.domain.checks import ScoreRules
+from fractal.domain.checks.rules import ScoreRules
 from fractal.domain.config import NodeConfig
-from fractal.domain.failstreak import FailStreak, advance_failures
-from fractal.domain.outcome import (
+from fractal.domain.run.failstreak import FailStreak, advance_failures
+from fractal.domain.run.outcome import (
     ABNORMAL_EXIT,
     AWAITING_APPROVAL,
     RunEnd,
@@ -203,7 +203,7 @@ class Supervisor:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
                          sessions=dict(plan.sessions))
-        from fractal.runtime.checkrestore import restore_track  # a resume's only
+        from fractal.runtime.checkrestore import restore_track  # deferred: a resume's only
         state.checks = restore_track(self.paths.tree.db_path, self.paths.branch, plan.run_id,
                                      config.no_progress,  # the check diagnostics, the streak
                                      ScoreRules(config.pass_score, config.min_gain,

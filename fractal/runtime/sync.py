@@ -3,7 +3,7 @@ in the tree since the previous SYNC of the run. The strict one runs before a ste
 kind asks for it (``StepKind.syncs_before``), in the iteration's session. The lenient one
 is a waiting loop's (an approval gate, the children, a finish drain, a hand-back's
 re-merge): at each look it runs only when the tree holds news since the last SYNC
-(``domain.digest.news``: a child settled, a gate opened, a notice, a message or a
+(``domain.prompt.digest.news``: a child settled, a gate opened, a notice, a message or a
 hand-back arrived), so a quiet wait launches nothing, and each runs in a fresh session
 (the prompt and its digest, never the conversation of the SYNCs before it). A closed
 usage window is waited out as for any launch (``UsageWait``), and so is a provider outage
@@ -17,8 +17,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fractal.assets import mode_text
-from fractal.domain.outcome import Status, StepOutcome
-from fractal.domain.steps import StepFile, banner_verdict, step_label
+from fractal.domain.run.outcome import Status, StepOutcome
+from fractal.domain.steps.files import StepFile, banner_verdict, step_label
 from fractal.runtime.kinds.base import StepPlan, StepResult, wait_ended
 from fractal.runtime.launches import Launches
 from fractal.runtime.loopparts import LoopPart, LoopParts
@@ -28,7 +28,7 @@ from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
 
 if TYPE_CHECKING:
-    from fractal.domain.digest import DigestKey
+    from fractal.domain.prompt.digest import DigestKey
 
 __all__ = ["FRESH", "Sync"]
 
@@ -82,12 +82,13 @@ class Sync(LoopPart):
         """A lenient SYNC while waiting (approval or children: the awaited step's number; a
         drain: 0). It never fails the wait; a pause, stop or finish is left for the wait's
         own check. Nothing is launched (and False returned) unless the tree holds news
-        since the last SYNC of the run (``domain.digest.news``); a launch starts a fresh
+        since the last SYNC of the run (``domain.prompt.digest.news``); a launch starts a fresh
         session (a ``detached`` one: it resumes nothing and is not kept). A closed usage
         window is waited out as for any launch; True when that ends the run
         (``UsageWait.ending`` says how)."""
-        from fractal.domain.digest import news  # waiting loops only: start-up cost
-        from fractal.runtime.digest import look
+        # deferred: waiting loops only: start-up cost (1 module)
+        from fractal.domain.prompt.digest import news
+        from fractal.runtime.digest import look  # deferred: start-up cost (3 modules)
 
         found = look(self.ledger, self.boot.paths, self._synced_at)
         if found is None or not news(self._seen, found.key):
@@ -121,8 +122,9 @@ class Sync(LoopPart):
 
     def _body(self) -> str:
         """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
-        from fractal.domain.digest import render_digest  # SYNC steps only: start-up cost
-        from fractal.runtime.digest import look
+        # deferred: SYNC steps only: start-up cost (1 module)
+        from fractal.domain.prompt.digest import render_digest
+        from fractal.runtime.digest import look  # deferred: start-up cost (3 modules)
 
         since, self._synced_at = self._synced_at, utc_now()
         found = look(self.ledger, self.boot.paths, since)

@@ -7,18 +7,18 @@ stop or a finish ends it at once (a kill signal interrupts it as any wait), and 
 waited time is credited to the run and iteration walls (it is not an iteration and no
 retry is spent). ``on_usage_limit: stop`` ends the run ``stopped`` with the limit's
 reason instead of waiting; a wait known to end more than ``max_usage_wait`` ahead is
-refused before it starts (``domain.usage.wait_refusal``) and one that lasts longer than
+refused before it starts (``domain.usage.windows.wait_refusal``) and one that lasts longer than
 that ends the run ``exited`` (``usage window did not reopen within 12h``). A notice goes to the node's outbox when a
 wait starts and when it ends, and a ``usage_wait`` event (``started`` while waiting)
 gives ``fractal node status`` its ``active (waiting for usage window until 14:05:05Z)``
-(with the date when the wait ends on another day: ``domain.usage.until_label``).
+(with the date when the wait ends on another day: ``domain.usage.windows.until_label``).
 
-Tree-wide, per credential (``domain.usage.launch_credential``): the node that hits the
+Tree-wide, per credential (``domain.usage.windows.launch_credential``): the node that hits the
 window writes its ``usage_windows`` row; every node on that credential reads the row
 before each launch and waits too instead of calling the API. At the wake instant exactly
 one node claims the probe (a compare-and-set); its launch reopens the window when it
 gets through, or closes it again with a longer backoff when it does not. The others
-launch once the window is open, a few at a time (``domain.usage.decide``).
+launch once the window is open, a few at a time (``domain.usage.windows.decide``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from __future__ import annotations
 import os
 
 from fractal.agents.base import WindowEvent
-from fractal.domain.outcome import RunEnd, StepOutcome
+from fractal.domain.run.outcome import RunEnd, StepOutcome
 from fractal.domain.signals import Signal
 from fractal.domain.states import Status
-from fractal.domain.usage import (
+from fractal.domain.usage.windows import (
     PROBE_POLL,
     RESUME_JITTER,
     Action,
@@ -193,7 +193,7 @@ class UsageWait(LoopPart):
         """Wait until the credential's window lets this node launch (see the module
         docstring), with the notices and the ``usage_wait`` event; the waited time is
         credited to the walls. A stated reset (``resets_at``) past ``max_usage_wait`` ends
-        the run at once instead (``domain.usage.wait_refusal``)."""
+        the run at once instead (``domain.usage.windows.wait_refusal``)."""
         state, node = self.state, self.boot.paths.branch
         now, mono = self.clock.time(), self.clock.monotonic()
         refused = wait_refusal(resets_at, wake_at, now, state.live.max_usage_wait,

@@ -79,6 +79,7 @@ class Waker:
         Returns False (and polling carries on alone) when the observer cannot start.
         """
         try:
+            # deferred: start-up cost (watchdog, 5 modules)
             from watchdog.events import (
                 FileClosedEvent,
                 FileCreatedEvent,
@@ -87,6 +88,8 @@ class Waker:
                 FileSystemEvent,
                 FileSystemEventHandler,
             )
+
+            # deferred: start-up cost (watchdog, 43 modules)
             from watchdog.observers import Observer
         except ImportError:  # pragma: no cover - watchdog is a hard dependency
             return False
@@ -126,6 +129,7 @@ def _reports_closes(observer: object) -> bool:
     """Whether ``observer`` reports a file closed after writing: only Linux's inotify
     does; FSEvents, kqueue and the polling observer report a rewrite as a modification."""
     try:
+        # deferred: start-up cost (watchdog, 43 modules)
         from watchdog.observers.inotify import InotifyObserver
     except Exception:  # not Linux: the inotify module cannot load
         return False

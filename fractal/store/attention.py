@@ -21,9 +21,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.domain.outage import OUTAGE_EVENT
-from fractal.domain.reasons import AWAITING_APPROVAL
-from fractal.domain.waits import WAIT_STEP
+from fractal.domain.run.reasons import AWAITING_APPROVAL
+from fractal.domain.steps.waits import WAIT_STEP
+from fractal.domain.usage.outage import OUTAGE_EVENT
 from fractal.store.reader import _connect
 from fractal.store.rows import THIS_NODES_RUN, NodeRow, RunRow, StepRow, born_since, columns
 from fractal.store.spend import KNOWN_COST_SUM

@@ -52,7 +52,7 @@ def _newest(conn: sqlite3.Connection, table: str, column: str) -> int:
 
 
 def _marks(conn: sqlite3.Connection) -> Marks:
-    from fractal.store.attention import _columns
+    from fractal.store.attention import _columns  # deferred: start-up cost (8 modules)
 
     ids = tuple(_newest(conn, table, column) for table, column, _ in _APPENDED)
     open_rows = frozenset(

@@ -61,8 +61,9 @@ def create_sqlite_engine(db_path: Path, *, pooled: bool = True) -> Engine:
     """
     # sqlalchemy is imported here, not at the top: the connection seam (store/db.py) and
     # so every verb import this module for its settings, and only migrations need this.
+    # deferred: start-up cost (SQLAlchemy, 223 modules)
     from sqlalchemy import URL, create_engine, event
-    from sqlalchemy.pool import NullPool
+    from sqlalchemy.pool import NullPool  # deferred: start-up cost (SQLAlchemy, 223 modules)
 
     url = URL.create("sqlite", database=str(db_path))
     connect_args = {"timeout": BUSY_TIMEOUT_MS / 1000}

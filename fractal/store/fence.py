@@ -9,7 +9,7 @@ caller's transaction (a ``store.db.Tx``).
 
 from __future__ import annotations
 
-from fractal.domain.reasons import AWAITING_APPROVAL
+from fractal.domain.run.reasons import AWAITING_APPROVAL
 from fractal.store.db import Tx
 from fractal.store.timefmt import utc_now
 

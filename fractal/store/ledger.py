@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fractal.domain.gates import GATES_EVENT, gates_of
-from fractal.domain.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
+from fractal.domain.run.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.registry import CAP_KEYS, new_id, set_row
 from fractal.store.rows import THIS_NODES_RUN, EventRow, IterationRow, RunRow, SignalRow, StepRow

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fractal.domain.outage import OUTAGE_PROBE_STALE, OutageRow, OutageState
+from fractal.domain.usage.outage import OUTAGE_PROBE_STALE, OutageRow, OutageState
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 

@@ -8,7 +8,7 @@ texts are composed by ``domain.radio``; the rows are ``store.radio`` messages.
 from __future__ import annotations
 
 from fractal.domain.radio import NOTICE_PRIORITY, Channel, run_end_notice
-from fractal.domain.reasons import clip_reason
+from fractal.domain.run.reasons import clip_reason
 from fractal.store.db import Tx
 from fractal.store.radio import Draft, Radio, insert_message
 from fractal.store.rows import MessageRow
@@ -52,6 +52,7 @@ class Outbox(Radio):
                       figures: str = "") -> tuple[str, str]:
         """The (subject, body) of a run's end notice, spend included, for a move that
         posts it in the same transaction as the status flip (``Ledger.move(notice=)``)."""
+        # deferred: start-up cost (2 modules)
         from fractal.store.spend import run_and_iteration_spend
 
         # The pooled connection (a supervisor closing its run): a read-only one opened

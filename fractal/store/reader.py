@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from fractal.domain.reasons import AWAITING_APPROVAL
+from fractal.domain.run.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
 from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import THIS_NODES_RUN, ActivityRow, NodeRow, RunRow, StepRow, build
-from fractal.store.schema import HEAD_REVISION
+from fractal.store.schema import HEAD_REVISION, ensure_schema
 
 if TYPE_CHECKING:
     from fractal.domain.doctor import DbFacts
@@ -122,7 +122,6 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
             raise StoreError(f"the database {db_path} is at an older schema; any fractal "
                              "command (`fractal node list`) upgrades it")
         if conn is None:
-            from fractal.store.schema import ensure_schema
 
             ensure_schema(db_path)
             conn = _open(db_path)
@@ -319,7 +318,8 @@ def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
     migrated nor healed): its facts (presence, ``PRAGMA integrity_check``, the schema
     stamp) and the registered nodes (None when the file or its ``nodes`` table cannot
     be read). A lock is waited for as by every read."""
-    from fractal.domain.doctor import DbFacts  # only `fractal doctor` needs it: start-up cost
+    # deferred: start-up cost (only `fractal doctor` needs it)
+    from fractal.domain.doctor import DbFacts
 
     shown = str(db_path)
     if not db_path.is_file():

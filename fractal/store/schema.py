@@ -58,7 +58,7 @@ def alembic_config(db_path: Path) -> Config:
     Sets ``script_location`` to ``migrations_dir()`` and ``sqlalchemy.url`` to the
     file; no ``alembic.ini`` is read. Imports Alembic (slow; never on a read path).
     """
-    from alembic.config import Config
+    from alembic.config import Config  # deferred: start-up cost (Alembic, 371 modules)
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()).replace("%", "%%"))
@@ -127,6 +127,7 @@ def refuse_missing(db_path: Path, *, create: bool) -> None:
     tree = _tree_of(db_path)
     if tree is None:
         return
+    # deferred: start-up cost (1 module)
     from fractal.domain.dbmissing import missing_database_refusal
 
     repo, root = tree
@@ -140,10 +141,10 @@ def _tree_of(db_path: Path) -> tuple[Path, str] | None:
     """(repository, root branch) when ``db_path`` is a tree's database: named
     ``fractal.db`` in ``<repo>/.fractal/<root>/`` beside a ``config.json`` saying ``"user":
     true``; None for any other path."""
+    import json  # deferred: start-up cost (json: 5 modules)
     data_dir = db_path.parent
     if db_path.name != "fractal.db" or data_dir.parent.name != ".fractal":
         return None
-    import json
 
     try:
         config = json.loads((data_dir / "config.json").read_text(encoding="utf-8"))
@@ -172,11 +173,11 @@ def node_traces(repo: Path, root: str) -> list[str]:
 
 def _upgrade(db_path: Path) -> None:
     """Run ``alembic upgrade head`` on ``db_path`` through a WAL, BEGIN IMMEDIATE engine."""
-    from alembic import command
-    from alembic.util import CommandError
-    from sqlalchemy.exc import SQLAlchemyError
+    from alembic import command  # deferred: start-up cost (Alembic, 368 modules)
+    from alembic.util import CommandError  # deferred: start-up cost (Alembic, 367 modules)
+    from sqlalchemy.exc import SQLAlchemyError  # deferred: start-up cost (SQLAlchemy, 219 modules)
 
-    from fractal.store.connect import create_sqlite_engine
+    from fractal.store.connect import create_sqlite_engine  # deferred: start-up cost (1 module)
 
     engine = create_sqlite_engine(db_path, pooled=False)
     try:

@@ -92,7 +92,7 @@ def run_and_iteration_spend(db_path: Path, run_id: int,
     every launch). Through the store's pooled connection (``store.db``) rather than a
     read-only one opened for the call: a supervisor asks this every iteration, and a
     connection opened and closed each time cost it a schema parse and heap churn."""
-    from fractal.store.db import transaction
+    from fractal.store.db import transaction  # deferred: start-up cost (3 modules)
 
     with transaction(db_path, write=False) as tx:
         run = _spend(tx.one(_RUN_SUMS, {"run_id": run_id, "depth": _NO_DEPTH_LIMIT}))

@@ -2,7 +2,7 @@
 
 A node whose agent stops at a closed usage window records it here (``close``); every
 node on that credential reads the row before each launch and waits (the decision is
-``fractal.domain.usage.decide``). Once the wake instant passes, exactly one node wins
+``fractal.domain.usage.windows.decide``). Once the wake instant passes, exactly one node wins
 ``claim_probe`` (a compare-and-set) and launches; if it gets through it marks the
 window ``open`` and the others are released in small batches (``release_slot``); if it
 hits the window again it ``close``\\ s it once more with one more miss, which backs the
@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from fractal.domain.usage import PROBE_STALE, RESUME_JITTER, WindowRow, WindowState, next_wake
+from fractal.domain.usage.windows import (
+    PROBE_STALE,
+    RESUME_JITTER,
+    WindowRow,
+    WindowState,
+    next_wake,
+)
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 

@@ -28,13 +28,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import events, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Static, Tree
 
-from fractal.store.dashboard import History
+from fractal.domain.signals import Signal
+from fractal.errors import FractalError
+from fractal.lifecycle.context import open_context
+from fractal.lifecycle.inbox import gate_diffstat
+from fractal.store.dashboard import History, history
 from fractal.tree import Tree as FractalTree
 from fractal.tui import render, verbs
 from fractal.tui.screens import ConfirmScreen, HelpScreen, PromptScreen
@@ -172,7 +176,6 @@ class Dashboard(App[None]):
         ``snapshot.SETTLE_S``), builds, and hands a changed snapshot to the UI thread. One builder
         thread means no two builds overlap and a burst of writes costs one build more,
         not one per write."""
-        from fractal.errors import FractalError
 
         forced = time.monotonic()
         while not self._stop.is_set():
@@ -195,7 +198,6 @@ class Dashboard(App[None]):
 
     @work(thread=True, exclusive=True, group="snapshot")
     def build_once(self) -> None:
-        from fractal.errors import FractalError
 
         try:
             snap = self.builder.build()
@@ -285,7 +287,6 @@ class Dashboard(App[None]):
             self.show_node()
 
     def _history(self, branch: str) -> History:
-        from fractal.store.dashboard import history
 
         return history(self.fractal.db_path, branch)
 
@@ -298,7 +299,6 @@ class Dashboard(App[None]):
         if view is None:
             self.call_from_thread(self._show, None, None, None)
             return
-        from fractal.errors import FractalError
 
         try:
             hist = self.load_history(view.branch)
@@ -359,8 +359,7 @@ class Dashboard(App[None]):
         self.push_screen(ConfirmScreen(question), done)
 
     def _signal(self, name: str, confirm: bool) -> None:
-        from fractal.domain.signals import Signal
-        from fractal.lifecycle.steer import send
+        from fractal.lifecycle.steering.signal import send  # deferred: start-up cost (17 modules)
 
         view = self._target()
         if view is None:
@@ -382,14 +381,14 @@ class Dashboard(App[None]):
         self._signal("finish", confirm=True)
 
     def action_resume(self) -> None:
-        from fractal.lifecycle.resume import resume
+        from fractal.lifecycle.steering.resume import resume  # deferred: start-up cost (24 modules)
 
         view = self._target()
         if view is not None:
             self.run_verb("resume", lambda: resume(self.verb_context(), view.branch))
 
     def action_kill(self) -> None:
-        from fractal.lifecycle.kill import kill
+        from fractal.lifecycle.steering.kill import kill  # deferred: start-up cost (23 modules)
 
         view = self._target()
         if view is not None:
@@ -416,8 +415,7 @@ class Dashboard(App[None]):
     def _ask_approve(self, branch: str) -> None:
         """Show the newest gate of ``branch`` awaiting approval and its diffstat, then
         approve it on ``y``, as ``fractal node approve BRANCH`` (from a worker thread)."""
-        from fractal.lifecycle.approve import approve
-        from fractal.lifecycle.inbox import gate_diffstat
+        from fractal.lifecycle.approve import approve  # deferred: start-up cost (5 modules)
 
         gates = [e.item for e in (self.snapshot.inbox if self.snapshot else ())
                  if e.item.node == branch and e.item.kind.value == "gate"]
@@ -443,8 +441,8 @@ class Dashboard(App[None]):
     def _ask_merge(self, branch: str) -> None:
         """Show what merging ``branch`` brings (its diffstat against its parent), then
         merge on ``y``, as ``fractal node merge BRANCH`` (from a worker thread)."""
-        from fractal.lifecycle.inbox import gate_diffstat
-        from fractal.lifecycle.merge import merge_then_clean
+        # deferred: start-up cost (38 modules)
+        from fractal.lifecycle.merge.squash import merge_then_clean
 
         stat = gate_diffstat(self.fractal, branch) or "diffstat unknown"
         question = f"merge {branch} into its target (squash)?\n{stat}"
@@ -458,7 +456,7 @@ class Dashboard(App[None]):
         """``n``: ask for a one-line message and send it to the selected node's inbox, as
         ``fractal radio send --node BRANCH`` (its first line is the subject; nothing is
         sent on escape)."""
-        from fractal.lifecycle.radio import send
+        from fractal.lifecycle.radio import send  # deferred: start-up cost (4 modules)
 
         view = self._target()
         if view is None:
@@ -487,9 +485,7 @@ class Dashboard(App[None]):
         node without a pane, or a terminal the app cannot hand over, is refused in a
         notification. ``panes`` (switch, attach) is the seam to tmux (``lifecycle.panes``
         by default)."""
-        from textual.app import SuspendNotSupported
 
-        from fractal.errors import FractalError
 
         view = self._target()
         if view is None:
@@ -517,7 +513,6 @@ class Dashboard(App[None]):
         (``FractalError``) is notified as ``LABEL: why``, any other exception is
         fractal's fault, saved to a crash log and notified (``verbs.fault``); the
         dashboard stays."""
-        from fractal.errors import FractalError
 
         try:
             action()
@@ -565,12 +560,12 @@ class Dashboard(App[None]):
     def verb_context(self) -> Context:
         """The context the dashboard's verbs act in: its tree, from the repository's main
         checkout, in whatever loop this process runs (the operator's, outside any)."""
-        from fractal.lifecycle.context import open_context
 
         return open_context(self.fractal.repo)
 
 
 def _tmux_panes() -> tuple[PaneSwitch, PaneAttach]:
+    # deferred: start-up cost (2 modules)
     from fractal.lifecycle.panes import attach_here, switch_to
 
     return switch_to, attach_here

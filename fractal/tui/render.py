@@ -7,10 +7,12 @@ from pathlib import Path
 from rich.cells import cell_len
 from rich.text import Text
 
-from fractal.domain.dashview import Level, clock_label
+from fractal.domain.durations import parse_duration
+from fractal.domain.steps.waits import STEP_WALL_NOTE, WAIT_STEP
 from fractal.domain.termtext import terminal_text
-from fractal.domain.treedraw import glyph
-from fractal.domain.waits import STEP_WALL_NOTE, WAIT_STEP
+from fractal.domain.views.dashboard import Level, clock_label
+from fractal.domain.views.treedraw import glyph
+from fractal.errors import FractalError
 from fractal.store.dashboard import History
 from fractal.tui.snapshot import NodeView, Snapshot
 
@@ -75,8 +77,6 @@ def pool_bar(done: int, failed: int, claimed: int, total: int) -> Text:
 
 
 def _remaining(started: float | None, limit: object, now: float) -> str:
-    from fractal.domain.durations import parse_duration
-    from fractal.errors import FractalError
 
     if started is None or not isinstance(limit, str):
         return ""
@@ -121,7 +121,7 @@ def card(view: NodeView | None, now: float) -> Text:
 
 
 def _seconds(start: str, end: str | None, now: float) -> str:
-    from fractal.store.timefmt import to_epoch
+    from fractal.store.timefmt import to_epoch  # deferred: start-up cost (1 module)
 
     stop = to_epoch(end) if end else now
     return clock_label(stop - to_epoch(start))

@@ -24,11 +24,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fractal.domain.attention import Item, NodeFacts, stall_after
-from fractal.domain.dashview import Gauge, Live, gauge, live_detail
+from fractal.domain.attention.rules import Item, NodeFacts, classify, stall_after
+from fractal.domain.attention_route import for_operator
+from fractal.domain.durations import parse_duration
 from fractal.domain.signals import decoration
 from fractal.domain.termtext import terminal_text
-from fractal.lifecycle.inbox import Entry
+from fractal.domain.views.dashboard import (
+    Gauge,
+    Live,
+    gauge,
+    live_detail,
+    shown_agent,
+    subtree_spends,
+)
+from fractal.errors import FractalError
+from fractal.lifecycle.inbox import Entry, hold_grace, node_facts
 from fractal.tree import Tree
 
 
@@ -46,7 +56,7 @@ class NodeView:
     gauge: Gauge | None
     stalled: bool
     config: tuple[tuple[str, str], ...] = ()
-    #: The agent setting it runs with (``dashview.shown_agent``), the same for every node.
+    #: The agent setting it runs with (``views.dashboard.shown_agent``), the same for every node.
     agent: str | None = None
     model: str | None = None
     session: str | None = None
@@ -100,7 +110,7 @@ def _stamp(path: str) -> int:
 
 
 def _epoch(text: str | None) -> float | None:
-    from fractal.store.timefmt import to_epoch
+    from fractal.store.timefmt import to_epoch  # deferred: start-up cost (2 modules)
 
     return to_epoch(text) if text else None
 
@@ -160,8 +170,8 @@ class Builder:
 
     def token(self) -> object:
         """The change token: database files and each node's config and transcript mtimes."""
-        from fractal.control import latch_path
-        from fractal.store.follow import db_token
+        from fractal.control import latch_path  # deferred: start-up cost (6 modules)
+        from fractal.store.follow import db_token  # deferred: start-up cost (11 modules)
 
         nodes = self.last.nodes if self.last else ()
         self._looks += 1
@@ -211,7 +221,7 @@ class Builder:
         if self.last is not None and not force and token == self._token \
                 and not self._backlog:
             return self.last
-        from fractal.store.reader import TreeGone
+        from fractal.store.reader import TreeGone  # deferred: start-up cost (10 modules)
 
         started = time.time()
         try:
@@ -236,10 +246,11 @@ class Builder:
     def _read_facts(self) -> tuple[list[NodeFacts], dict[str, str]]:
         """Every node's facts: re-read only for the nodes whose rows changed since the last
         read (and the active ones), the others kept; whole on the first read."""
-        from fractal.control import latched
-        from fractal.domain.attention_tree import with_running_below
-        from fractal.lifecycle.inbox import node_facts
-        from fractal.store.attention_marks import changes
+        from fractal.control import latched  # deferred: start-up cost (6 modules)
+
+        # deferred: start-up cost (1 module)
+        from fractal.domain.attention.tree import with_running_below
+        from fractal.store.attention_marks import changes  # deferred: start-up cost (11 modules)
 
         touched, marks = changes(self.tree.db_path, self._marks)
         known = marks.branches()
@@ -266,7 +277,6 @@ class Builder:
                   ) -> list[tuple[Item, bool]]:
         """``classify``, node by node: a settled node's items depend on its facts and the
         acknowledgements only, so they are kept while both are unchanged."""
-        from fractal.domain.attention import classify
 
         if acks != self._items_acks:
             self._items = {}
@@ -283,18 +293,16 @@ class Builder:
             found += mine
         self._items = items
         found.sort(key=lambda pair: (pair[0].since, pair[0].node, pair[0].kind.value))
-        from fractal.domain.attention_route import for_operator
-        from fractal.lifecycle.inbox import hold_grace  # start-up cost, as node_facts above
 
         return for_operator(found, facts, now, hold_grace(self.tree))[0]
 
     def _subtree_spends(self) -> dict[int, float | None]:
-        """Each run's spend with its descendant runs' (``dashview.subtree_spends``: what
+        """Each run's spend with its descendant runs' (``views.dashboard.subtree_spends``: what
         ``fractal node cost spent --run`` sums), from the run tree read a little at a
         time and each run's own spend: an open run's read every time, an ended one's once
         (it never changes again; a big tree's first paint would wait on all of them, so
         they are summed SPEND_BATCH runs per read, the newest first)."""
-        from fractal.domain.dashview import subtree_spends
+        # deferred: start-up cost (12 modules)
         from fractal.store.dashboard import live_rows, run_links
 
         links = run_links(self.tree.db_path, self._last_run)
@@ -313,11 +321,8 @@ class Builder:
         return subtree_spends(self._parents, own)
 
     def _read(self, now: float, token: object) -> Snapshot:
-        from fractal.agents.base import DEFAULT_AGENT
-        from fractal.domain.dashview import shown_agent
-        from fractal.domain.durations import parse_duration
-        from fractal.errors import FractalError
-        from fractal.store.pool import pool_progress
+        from fractal.agents.base import DEFAULT_AGENT  # deferred: start-up cost (9 modules)
+        from fractal.store.pool import pool_progress  # deferred: start-up cost (16 modules)
 
         facts, acks = self._read_facts()
         found = self._classify(facts, now, acks)

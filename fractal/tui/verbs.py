@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from fractal.lifecycle.merge import MergeResult
+    from fractal.lifecycle.merge.squash import MergeResult
 
 __all__ = ["Outcome", "VerbStreams", "call_verb", "fault", "merge_line", "outcome_lines"]
 
@@ -72,8 +72,11 @@ def outcome_lines(result: object) -> list[str]:
     """The lines the CLI prints for a verb's ``result``: a steering verb's ``Signalled``
     rows (``skipped: ...`` for a refused node, a note when nothing was acted on), an
     approval's ``approved BRANCH step N (NAME)``, a string as it is."""
+    # deferred: start-up cost (19 modules)
     from fractal.lifecycle.approve import Approved, approved_line
-    from fractal.lifecycle.steer import result_lines
+
+    # deferred: start-up cost (39 modules)
+    from fractal.lifecycle.steering.signal import result_lines
 
     if isinstance(result, Approved):
         return [approved_line(result)]
@@ -99,7 +102,7 @@ def call_verb(streams: VerbStreams, data_dir: Path, label: str,
     """Run ``verb`` with the app's real ``streams`` and word its outcome as the CLI would,
     prefixed ``LABEL: ``; an unexpected exception's traceback is saved first (a crash log
     under the tree's ``data_dir``, see ``fault``)."""
-    from fractal.errors import FractalError
+    from fractal.errors import FractalError  # deferred: start-up cost (3 modules)
 
     written: list[str] = []
     try:
@@ -117,6 +120,7 @@ def fault(data_dir: Path, label: str, exc: Exception) -> Outcome:
     """Save the traceback of ``exc``, an unexpected exception of the key ``label``, to a
     crash log (as the CLI's exit 3 does: in ``data_dir``'s ``logs/``, the tree's data
     directory, else the state directory) and word the notification that names it."""
+    # deferred: start-up cost (1 module)
     from fractal.crashlog import CrashSite, crash_line, save_crash
 
     site = CrashSite(data_dir=data_dir, argv=["open", f"(key: {label})"])
@@ -129,8 +133,8 @@ def fault(data_dir: Path, label: str, exc: Exception) -> Outcome:
 
 def merge_line(result: MergeResult) -> str:
     """The merge's outcome as one notification line: the CLI's stderr wording
-    (``lifecycle.merge.outcome_line``), then its notices; for nothing new, the notices."""
-    from fractal.lifecycle.merge import outcome_line
+    (``lifecycle.merge.squash.outcome_line``), then its notices; for nothing new, the notices."""
+    from fractal.lifecycle.merge.squash import outcome_line  # deferred: start-up cost (73 modules)
 
     line = outcome_line(result)
     if line is None:  # nothing new: its first notice already says so

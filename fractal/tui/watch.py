@@ -22,7 +22,10 @@ class DbWatch:
         so it must be quick and thread-safe) at each change; False when watchdog cannot
         (polling then)."""
         try:
+            # deferred: start-up cost (watchdog, 24 modules)
             from watchdog.events import FileSystemEvent, FileSystemEventHandler
+
+            # deferred: start-up cost (watchdog, 64 modules)
             from watchdog.observers import Observer
         except ImportError:
             return False

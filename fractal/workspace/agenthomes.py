@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from fractal.domain.agenthomes import CLAUDE_DIR, CODEX_DIR, claude_settings_path, codex_home
+from fractal.domain.agent.homes import CLAUDE_DIR, CODEX_DIR, claude_settings_path, codex_home
 from fractal.workspace.nodedir import write_atomic
 
 __all__ = [

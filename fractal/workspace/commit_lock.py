@@ -45,7 +45,7 @@ def git_processes_in(worktree: Path) -> list[tuple[int, str]]:
     worktree or below it (``git -C`` changes directory first). Processes that cannot be
     inspected (another user's, already gone, zombies) are skipped.
     """
-    import psutil
+    import psutil  # deferred: start-up cost (psutil, 18 modules)
 
     top = worktree.resolve()
     found: list[tuple[int, str]] = []

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.domain.conflicts import Operation, operation_reason
+from fractal.domain.merge.conflicts import Operation, operation_reason
 from fractal.errors import FractalError
 
 __all__ = [

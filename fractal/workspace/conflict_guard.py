@@ -4,7 +4,7 @@ A worktree is refused when git has a merge, rebase, cherry-pick or revert in pro
 there (``MERGE_HEAD``, ``rebase-merge/``, ``rebase-apply/``, ``CHERRY_PICK_HEAD``,
 ``REVERT_HEAD`` in its git dir), when its index holds unmerged entries, or when a file the
 commit would stage gains conflict-marker lines: a hunk with a fence line its ``HEAD``
-version lacks (``domain.conflicts.adds_conflict_markers``; a hunk committed earlier, a git
+version lacks (``domain.merge.conflicts.adds_conflict_markers``; a hunk committed earlier, a git
 tutorial, does not block the file's later edits). ``fractal commit --force`` commits
 marker lines the agent wrote on purpose (``own_markers``), except in a file that is in a
 conflict: unmerged, or named by the hand-back the node is resolving (``conflicted``).
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import (
+from fractal.domain.merge.conflicts import (
     Operation,
     adds_conflict_markers,
     conflict_reason,

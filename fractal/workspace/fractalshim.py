@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.variables import shell_word
+from fractal.domain.prompt.variables import shell_word
 from fractal.workspace.nodedir import write_atomic
 
 __all__ = ["write_shim"]

@@ -26,7 +26,7 @@ from fractal.workspace.git import git_env, run_git
 
 __all__ = ["Stage", "lay_out", "merge_in_progress", "refuse_to_start", "relabel"]
 
-# (mode, sha, stage, path), as ``domain.conflicts.parse_stages`` reads them
+# (mode, sha, stage, path), as ``domain.merge.conflicts.parse_stages`` reads them
 Stage = tuple[str, str, str, str]
 _MARKERS = (b"<<<<<<< ", b"||||||| ", b">>>>>>> ")
 

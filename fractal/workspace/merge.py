@@ -30,8 +30,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import MergeTree, parse_merge_tree, parse_stages
-from fractal.domain.merging import NODE_DIRS, travels_by_place
+from fractal.domain.merge.conflicts import MergeTree, parse_merge_tree, parse_stages
+from fractal.domain.merge.rules import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
 from fractal.workspace.git import changed_paths, head_sha, run_git

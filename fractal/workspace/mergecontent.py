@@ -5,7 +5,7 @@ child's work adds, and gitlinks (nested repositories committed as bare pointers)
 between the target's tip and the squash's tree. A merge that git resolved cleanly can
 still carry conflict-marker lines: ones a node committed itself (a hand-back concluded
 with ``git commit --no-edit`` before the files were edited). Those are markers the
-target's version lacks (``domain.conflicts.adds_conflict_markers``), so markers the target
+target's version lacks (``domain.merge.conflicts.adds_conflict_markers``), so markers the target
 held already never count. A gitlink (mode 160000) the squash adds carries none of its
 files. ``fractal node merge`` refuses either unless ``--force``.
 
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import adds_conflict_markers
+from fractal.domain.merge.conflicts import adds_conflict_markers
 from fractal.errors import GitError
 from fractal.workspace.git import git_env, run_git
 

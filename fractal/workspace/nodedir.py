@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from fractal.domain.errors import InvalidValue
 from fractal.domain.limits import NODE_FILE_CAP, over_cap
 from fractal.errors import ConfigError, FractalError
 from fractal.workspace.artifacts import RUNTIME_ARTIFACTS
@@ -192,7 +193,7 @@ def config_from_bytes(path: Path, data: bytes) -> dict[str, object]:
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"],
                           source=str(path)) from None
-    import json
+    import json  # deferred: start-up cost (json: 5 modules)
 
     try:
         value = json.loads(text)
@@ -226,6 +227,7 @@ def update_config(path: Path, updates: Mapping[str, object], *,
     existing file is malformed (it is left untouched) and TypeError when a value is not
     JSON-serialisable.
     """
+    import json  # deferred: start-up cost (json: 5 modules)
     lock = path.with_name(path.name + ".lock")
     with file_lock(lock):
         before = read_config(path) if path.exists() else {}
@@ -233,7 +235,6 @@ def update_config(path: Path, updates: Mapping[str, object], *,
         merged.update(updates)
         if check is not None:
             check(before, merged)
-        import json
 
         text = json.dumps(merged, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_atomic(path, text)
@@ -295,7 +296,7 @@ def _copy_missing(src: Path, dst: Path, *, mode: int | None = None) -> None:
     if dst.exists() or dst.is_symlink():
         return
     dst.parent.mkdir(parents=True, exist_ok=True)
-    import shutil
+    import shutil  # deferred: start-up cost (7 modules)
 
     shutil.copyfile(src, dst)
     if mode is not None:
@@ -309,7 +310,7 @@ def seed_node_dir(node_dir: Path) -> None:
     ``plans/.gitkeep`` (``PLANS_DIR``; the default steps are 00-PREPARE .. 04-COMMIT). Creates
     ``node_dir`` if needed. ``config.json`` is not written here. Raises OSError on I/O errors.
     """
-    from fractal.assets import asset_root
+    from fractal.assets import asset_root  # deferred: start-up cost (1 module)
 
     root = asset_root()
     node_dir.mkdir(parents=True, exist_ok=True)
@@ -347,7 +348,7 @@ def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
     if not source.is_dir():
         raise FractalError(f"cannot inherit {surface}: {source} does not exist at the "
                            "parent's committed tip; commit the parent's node directory first")
-    import shutil
+    import shutil  # deferred: start-up cost (7 modules)
 
     target = node_dir / surface
     shutil.rmtree(target, ignore_errors=True)
@@ -357,7 +358,7 @@ def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
 def seed_children_wait(node_dir: Path, step: str = "REVIEW") -> bool:
     """Mark the node's ``step`` (name, file name or number) ``wait: children``, so the
     loop holds before it until every child settled; False when no single step matches."""
-    from fractal.domain.errors import InvalidValue
+    # deferred: start-up cost (32 modules)
     from fractal.domain.nodeinit import match_step, with_children_wait
 
     steps = node_dir / "steps"
@@ -374,6 +375,7 @@ def seed_task_and_gates(node_dir: Path, task: str | None, gates: Sequence[str]) 
     """Write ``task`` into NODE.md's Instructions section (None: keep the template) and
     mark each step of ``gates`` (a name, file name or number) ``requires_approval:
     true``. Raises InvalidValue for an empty task or a gate naming no single step."""
+    # deferred: start-up cost (32 modules)
     from fractal.domain.nodeinit import fill_instructions, match_step, with_approval_gate
 
     if task is not None:

@@ -122,11 +122,13 @@ def _hex_digest(data: bytes, hex_size: int) -> str:
     milliseconds that ``fractal node kill`` (which loads this module) would pay."""
     try:
         if hex_size == 40:
+            # deferred: start-up cost (1 module)
             from _sha1 import sha1 as algo  # type: ignore[import-not-found]  # no stub
         else:
+            # deferred: start-up cost (1 module)
             from _sha256 import sha256 as algo  # type: ignore[import-not-found]  # (3.11)
     except ImportError:
-        import hashlib
+        import hashlib  # deferred: start-up cost (3 modules)
 
         algo = hashlib.sha1 if hex_size == 40 else hashlib.sha256
     return str(algo(data).hexdigest())

@@ -44,7 +44,7 @@ def load(path: Path) -> dict[str, str] | None:
 def forget(path: Path) -> None:
     """Remove the kept environment at ``path`` and its private directory (a deleted node
     leaves no keys behind); a missing one is no error."""
-    import shutil  # only a node's removal needs it: kept off the start path
+    import shutil  # deferred: only a node's removal needs it: kept off the start path
 
     path.unlink(missing_ok=True)
     shutil.rmtree(path.parent, ignore_errors=True)

@@ -23,7 +23,7 @@ from bench.sandbox import ROOT, BenchError, Sandbox
 
 CPU_WINDOW = 60.0  # s of wait over which each supervisor's CPU time is read
 RESET_IN = CPU_WINDOW + 60.0  # s from a node's first launch to its reset (starts are slow)
-JITTER = 5.0  # s after the reset the loop re-enters (fractal.domain.usage.RESUME_JITTER)
+JITTER = 5.0  # s after the reset the loop re-enters (fractal.domain.usage.windows.RESUME_JITTER)
 AGENT = """#!/bin/sh
 cat >/dev/null
 dir="$BENCH_USAGE/$NODE_BRANCH"

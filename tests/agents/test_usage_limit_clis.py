@@ -14,7 +14,7 @@ import pytest
 from fractal.agents.base import AgentEvent, ResultEvent, WindowEvent
 from fractal.agents.claude_stream import ClaudeParser
 from fractal.agents.codex_stream import CodexParser
-from fractal.domain.agent_errors import USAGE_LIMIT
+from fractal.domain.agent.errors import USAGE_LIMIT
 from tests.agents.conftest import CODEX_FLAGS, codex_config, start_env
 from tests.agents.mock_llm import MockLLM
 

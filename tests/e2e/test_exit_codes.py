@@ -38,9 +38,9 @@ def _boom(*args, **kwargs):
 
 _where = os.environ.get("CRASH_AT")
 if _where == "verb":  # after the command found its tree
-    import fractal.lifecycle.spending
+    import fractal.lifecycle.reads.spending
 
-    fractal.lifecycle.spending.spent = _boom
+    fractal.lifecycle.reads.spending.spent = _boom
 elif _where == "tree":  # before any tree is known
     import fractal.tree
 

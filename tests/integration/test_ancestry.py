@@ -17,7 +17,7 @@ import pytest
 from fractal.domain.signals import Signal
 from fractal.lifecycle.context import Context, Posing, open_context
 from fractal.lifecycle.spawn import init_node
-from fractal.lifecycle.steer import send
+from fractal.lifecycle.steering.signal import send
 from fractal.lifecycle.trees import init_tree
 from fractal.procs.ancestry import lineage
 from fractal.store.engine import close_engines
@@ -166,7 +166,7 @@ def test_below_another_trees_supervisor_the_process_is_no_one_of_this_tree(
     supervisor that places itself in a checkout of ``dev`` (or in a worktree of one of its
     nodes) with ``_NODE`` dropped is refused as posing, not read as dev's operator (it
     retitled dev's nodes, and could retire or delete them)."""
-    from fractal.lifecycle.retune import update_node
+    from fractal.lifecycle.steering.retune import update_node
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)

@@ -9,7 +9,7 @@ import pytest
 
 from fractal.agents.claude import ClaudeBackend
 from fractal.agents.command import CommandBackend
-from fractal.domain.budget import Landing
+from fractal.domain.budget.ceilings import Landing
 from fractal.domain.config import NodeConfig
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.context import Boot, RunState

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from fractal.domain.outcome import EXIT_TIMEOUT
+from fractal.domain.run.outcome import EXIT_TIMEOUT
 from fractal.procs.commands import run_teed
 from fractal.runtime.checks import read_log
 from tests.helpers import SCALE, pid_alive

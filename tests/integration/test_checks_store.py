@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fractal.lifecycle.checkreport import TrendPoint, failing_trend
+from fractal.lifecycle.reads.checks import TrendPoint, failing_trend
 from fractal.store import reader
 from fractal.store.checkbook import CheckBook
 from fractal.store.checkrows import CheckRow, checks
@@ -80,7 +80,7 @@ def test_failing_trend_keeps_the_last_check_of_each_iteration(
 
 
 def test_the_trend_line_adds_scores_when_a_check_reported_one() -> None:
-    from fractal.lifecycle.checkreport import ChecksReport
+    from fractal.lifecycle.reads.checks import ChecksReport
 
     rows: list[dict[str, object]] = [
         {"ref": "3.1", "failures": 2, "score": 0.5}, {"ref": "3.2", "failures": None},
@@ -96,7 +96,7 @@ def test_the_trend_line_adds_scores_when_a_check_reported_one() -> None:
 
 def test_restore_track_rebuilds_the_streak_and_the_newest_output(db: Path,
                                                                  tmp_path: Path) -> None:
-    from fractal.domain.progress import Streak
+    from fractal.domain.checks.progress import Streak
     from fractal.runtime.checkrestore import restore_track
 
     ledger, book = Ledger(db), CheckBook(db)

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import FractalError
+from fractal.lifecycle.cleanup.delete import delete
+from fractal.lifecycle.cleanup.retire import retire, unretire
+from fractal.lifecycle.cleanup.teardown import destroy, reset
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.continuing import prepare_continue
-from fractal.lifecycle.delete import delete
-from fractal.lifecycle.reads import list_nodes, node_status
+from fractal.lifecycle.reads.nodes import list_nodes, node_status
 from fractal.lifecycle.rescuing import list_rescues, restore_rescue
-from fractal.lifecycle.retire import retire, unretire
 from fractal.lifecycle.spawn import init_node
-from fractal.lifecycle.start import start_node
-from fractal.lifecycle.steer import Refused
-from fractal.lifecycle.teardown import destroy, reset
+from fractal.lifecycle.start.continuing import prepare_continue
+from fractal.lifecycle.start.node import start_node
+from fractal.lifecycle.steering.signal import Refused
 from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree, trees_in

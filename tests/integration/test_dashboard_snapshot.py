@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from fractal.domain.attention import Gate, NodeFacts, classify
-from fractal.domain.dashview import Live, gauge
+from fractal.domain.attention.rules import Gate, NodeFacts, classify
+from fractal.domain.views.dashboard import Live, gauge
 from fractal.lifecycle.inbox import Entry
 from fractal.store.dashboard import CheckPoint, History
 from fractal.store.rows import IterationRow, RunRow, StepRow

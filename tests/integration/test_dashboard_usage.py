@@ -54,7 +54,7 @@ def _dash(snap: Snapshot, now: float) -> tuple[str, str]:
 
 
 def test_the_dashboard_shows_the_usage_wait_as_the_cli_inbox_does(repo: Path) -> None:
-    from fractal.domain.attention import FOLLOWER_UNTIL
+    from fractal.domain.attention.rules import FOLLOWER_UNTIL
 
     tree = find_tree(repo)
     db = tree.db_path

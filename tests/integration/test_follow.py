@@ -1,4 +1,4 @@
-"""``node activity --follow`` (fractal/lifecycle/follow.py): the backlog oldest first,
+"""``node activity --follow`` (fractal/lifecycle/reads/follow.py): the backlog oldest first,
 then each row another writer adds, once, with no query while nothing changed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.follow import follow_activity
+from fractal.lifecycle.reads.follow import follow_activity
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from tests.helpers import make_repo, wait_until

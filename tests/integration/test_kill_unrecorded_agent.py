@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fractal.domain.markers import launch_marker
-from fractal.lifecycle.kill import kill
+from fractal.domain.agent.markers import launch_marker
+from fractal.lifecycle.steering.kill import kill
 from fractal.procs import processes
 from fractal.procs.processes import Launched
 from fractal.store.engine import close_engines

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from tests.helpers import git, make_repo

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from tests.helpers import git, make_repo
@@ -27,7 +27,7 @@ import os, signal, sys
 from pathlib import Path
 import fractal.workspace.merge as merge, fractal.workspace.mergebase as mergebase
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.squash import merge_node
 
 real = merge.run_git
 def run_git(args, cwd, **kwargs):

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import FractalError
-from fractal.lifecycle.conflicts import children_conflict_detail, node_conflicts
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.diff import node_diff
-from fractal.lifecycle.merge import MergeConflict, merge_node
+from fractal.lifecycle.merge.conflicts import children_conflict_detail, node_conflicts
+from fractal.lifecycle.merge.diff import node_diff
+from fractal.lifecycle.merge.squash import MergeConflict, merge_node
 from fractal.lifecycle.spawn import init_node
-from fractal.lifecycle.steer import Refused
+from fractal.lifecycle.steering.signal import Refused
 from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
@@ -370,7 +370,7 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
 
 @pytest.mark.parametrize(("then", "status"), [("retire", "retired"), ("delete", None)])
 def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str | None) -> None:
-    from fractal.lifecycle.merge import merge_then_clean
+    from fractal.lifecycle.merge.squash import merge_then_clean
 
     setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
     result = merge_then_clean(open_context(setup.repo), "a", then=then)
@@ -424,7 +424,7 @@ def test_a_merge_cut_short_after_the_target_moved_is_finished(setup: Setup) -> N
 def test_the_read_commands_through_the_cli(setup: Setup) -> None:
     import json
 
-    from fractal.lifecycle.reads import node_status
+    from fractal.lifecycle.reads.nodes import node_status
 
     setup.write(setup.wt("a"), "calc/ops.py", "def add(a, b):\n    return 1\n", "a")
     setup.write(setup.wt("b"), "calc/ops.py", "def add(a, b):\n    return 2\n", "b")
@@ -457,7 +457,7 @@ def test_a_child_handed_back_while_its_parent_stops_is_not_re_armed(setup: Setup
 
     from fractal.domain.signals import Signal
     from fractal.domain.states import Move
-    from fractal.lifecycle.steer import send
+    from fractal.lifecycle.steering.signal import send
     from fractal.store.ledger import Ledger
 
     init_node(open_context(setup.repo), "c", {"title": "work c"}, parent="a")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.tree import Tree
@@ -153,7 +153,7 @@ def test_a_merged_child_has_no_unmerged_commits_though_its_target_has_work_of_it
 def test_two_siblings_merged_with_delete_are_both_deleted(tree: Tree) -> None:
     """Each child of P writes its own file; each merge lands and deletes its child: the
     second child's branch holds nothing P lacks, whatever git's own base says."""
-    from fractal.lifecycle.merge import merge_then_clean
+    from fractal.lifecycle.merge.squash import merge_then_clean
 
     repo = tree.repo
     for name in ("c1", "c2"):
@@ -174,10 +174,10 @@ def test_delete_asks_the_merges_question_when_the_advance_never_landed(tree: Tre
     _merged_twice_without_the_last_advance(tree)
     _commit(repo, "soak/log.txt", "the target's line\n", append=True)
     assert merge_node(open_context(repo), "a").status == "nothing"
-    from fractal.lifecycle.mergetarget import landed_merge
+    from fractal.lifecycle.merge.target import landed_merge
 
     assert unmerged_commits(repo, "main.a", "main", landed_merge(tree, "main.a", "main")) == ()
-    from fractal.lifecycle.delete import delete
+    from fractal.lifecycle.cleanup.delete import delete
 
     assert [d.branch for d in delete(open_context(repo), "a")] == ["main.a"]
 
@@ -195,7 +195,7 @@ def test_a_squash_lists_only_the_commits_since_the_last_recorded_merge(tree: Tre
     git(a, "checkout", "--ours", "--", "clash.txt")
     git(a, "add", "clash.txt")
     git(a, "commit", "-q", "--no-edit")
-    from fractal.lifecycle.mergetarget import landed_merge
+    from fractal.lifecycle.merge.target import landed_merge
 
     landed = landed_merge(tree, "main.a", "main")
     assert unmerged_commits(repo, "main.a", "main", landed) == ("write clash.txt",)
@@ -211,8 +211,8 @@ def test_a_hand_back_resolved_by_keeping_the_childs_side_merges_the_childs_work(
     """The child resolves the conflict handed back by keeping its own side: its
     resolution commit has its own tree and the target's tip as second parent, as a
     merge-base advance has, but it is no advance: the merge brings the child's work."""
-    from fractal.lifecycle.diff import node_diff
-    from fractal.lifecycle.merge import MergeConflict
+    from fractal.lifecycle.merge.diff import node_diff
+    from fractal.lifecycle.merge.squash import MergeConflict
 
     repo, a = tree.repo, tree.worktree_of("main.a")
     _commit(a, "README.md", "X\n")

@@ -96,7 +96,7 @@ def test_a_pool_whose_items_were_not_recorded_is_not_started(
     ``exited``, where the rerun of ``node pool`` refused it (``node main.p already
     exists``): the documented way on was lost. Refused before anything changes, the
     rerun still completes it."""
-    from fractal.lifecycle.start import start_node
+    from fractal.lifecycle.start.node import start_node
 
     _locked_once(monkeypatch)
     with pytest.raises(FractalError, match="items were not recorded"):

@@ -251,7 +251,7 @@ def test_pool_progress_reads_the_counts_read_only(setup: Setup, tmp_path: Path) 
 
 def test_a_deleted_pools_name_can_be_used_again(setup: Setup, monkeypatch: pytest.MonkeyPatch
                                                ) -> None:
-    from fractal.lifecycle.delete import delete
+    from fractal.lifecycle.cleanup.delete import delete
 
     monkeypatch.delenv("_NODE")
     delete(setup.ctx(), "p")

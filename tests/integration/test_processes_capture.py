@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fractal.domain.outcome import EXIT_TIMEOUT
+from fractal.domain.run.outcome import EXIT_TIMEOUT
 from fractal.errors import SpawnError
 from fractal.procs.commands import run_capture
 from tests.helpers import SCALE, pid_alive

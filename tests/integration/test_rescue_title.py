@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fractal.lifecycle.cleanup.delete import delete
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.delete import delete
 from fractal.lifecycle.rescuing import restore_rescue
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree

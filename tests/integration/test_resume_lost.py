@@ -14,8 +14,8 @@ import pytest
 
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import Refused, open_context
-from fractal.lifecycle.resume import not_paused, resume
 from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.steering.resume import not_paused, resume
 from fractal.lifecycle.trees import init_tree
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger

@@ -11,8 +11,8 @@ import pytest
 
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Refused, open_context
-from fractal.lifecycle.retune import arm_max_cost, config_get, config_set, update_node
 from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.steering.retune import arm_max_cost, config_get, config_set, update_node
 from fractal.lifecycle.trees import init_tree
 from fractal.store.ledger import Ledger
 from fractal.tree import find_tree

@@ -1,4 +1,4 @@
-"""The kept environment's file, for real: ``lifecycle/host.keep_env`` on a node of a
+"""The kept environment's file, for real: ``lifecycle/start/hosting.keep_env`` on a node of a
 fresh tree (fresh start, restore, refresh, none kept yet), ``undo_env`` after a failed
 launch, and the supervisor's ``load_launch_env`` reading it without removing it."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fractal.lifecycle.host import keep_env, undo_env
+from fractal.lifecycle.start.hosting import keep_env, undo_env
 from fractal.lifecycle.trees import init_tree
 from fractal.runtime.boot import load_launch_env
 from fractal.tree import NodePaths, Tree

@@ -35,8 +35,8 @@ def test_every_line_of_the_dashboard_help_fits_its_dialog() -> None:
 
 
 def test_the_card_of_a_node_waiting_for_children_does_not_count_down_its_step_timeout() -> None:
-    from fractal.domain.dashview import Live
-    from fractal.domain.waits import STEP_WALL_NOTE
+    from fractal.domain.steps.waits import STEP_WALL_NOTE
+    from fractal.domain.views.dashboard import Live
     from fractal.tui.render import card
     from fractal.tui.snapshot import NodeView
 

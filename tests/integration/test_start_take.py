@@ -12,11 +12,11 @@ import pytest
 
 from fractal import tmux
 from fractal.errors import StoreError
-from fractal.lifecycle import host as hostmod
-from fractal.lifecycle import start as startmod
 from fractal.lifecycle.context import open_context
 from fractal.lifecycle.spawn import init_node
-from fractal.lifecycle.start import start_node
+from fractal.lifecycle.start import hosting as hostmod
+from fractal.lifecycle.start import node as startmod
+from fractal.lifecycle.start.node import start_node
 from fractal.lifecycle.trees import init_tree
 from fractal.store.engine import close_engines
 from fractal.tree import NodePaths

@@ -12,7 +12,7 @@ import pytest
 from fractal.domain.signals import Signal
 from fractal.lifecycle.context import open_context
 from fractal.lifecycle.spawn import init_node
-from fractal.lifecycle.steer import Refused, send
+from fractal.lifecycle.steering.signal import Refused, send
 from fractal.lifecycle.trees import init_tree
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger

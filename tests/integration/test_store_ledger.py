@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fractal.domain.outcome import ABNORMAL_EXIT as STRANDED_REASON
+from fractal.domain.run.outcome import ABNORMAL_EXIT as STRANDED_REASON
 from fractal.domain.states import Move
 from fractal.errors import NodeNotFound, StoreError
 from fractal.store.ledger import Ledger

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.outage import OUTAGE_PROBE_STALE, OutageState, outage_backoff
+from fractal.domain.usage.outage import OUTAGE_PROBE_STALE, OutageState, outage_backoff
 from fractal.store.outages import Outages
 
 NOW = 1_800_000_000.0

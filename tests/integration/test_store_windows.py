@@ -7,7 +7,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from fractal.domain.usage import BACKOFF_FIRST, PROBE_STALE, RESUME_JITTER, WindowState
+from fractal.domain.usage.windows import BACKOFF_FIRST, PROBE_STALE, RESUME_JITTER, WindowState
 from fractal.store.windows import Windows
 
 NOW = 1_800_000_000.0

@@ -20,26 +20,26 @@ from fractal.domain.signals import Signal
 from fractal.domain.states import Move, Status
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.approve import Approved, approve, pending
-from fractal.lifecycle.brake import brake, release
-from fractal.lifecycle.checkreport import node_checks
-from fractal.lifecycle.conflicts import node_conflicts
+from fractal.lifecycle.cleanup.delete import delete
+from fractal.lifecycle.cleanup.retire import retire, unretire
+from fractal.lifecycle.cleanup.teardown import destroy, reset
 from fractal.lifecycle.context import Context, Refused, open_context
-from fractal.lifecycle.delete import delete
-from fractal.lifecycle.diff import node_diff
 from fractal.lifecycle.inbox import ack
-from fractal.lifecycle.kill import kill
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.conflicts import node_conflicts
+from fractal.lifecycle.merge.diff import node_diff
+from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.notify import configure
 from fractal.lifecycle.plans import list_plans, new_plan
-from fractal.lifecycle.reads import activity, list_nodes, node_status
-from fractal.lifecycle.resume import resume
-from fractal.lifecycle.retire import retire, unretire
-from fractal.lifecycle.retune import config_get, config_set, update_node
+from fractal.lifecycle.reads.checks import node_checks
+from fractal.lifecycle.reads.nodes import activity, list_nodes, node_status
+from fractal.lifecycle.reads.spending import Scope, breakdown, remaining, spent
 from fractal.lifecycle.spawn import init_node
-from fractal.lifecycle.spending import Scope, breakdown, remaining, spent
-from fractal.lifecycle.start import start_node
-from fractal.lifecycle.steer import Signalled, cancel_finish, send
-from fractal.lifecycle.teardown import destroy, reset
+from fractal.lifecycle.start.node import start_node
+from fractal.lifecycle.steering.brake import brake, release
+from fractal.lifecycle.steering.kill import kill
+from fractal.lifecycle.steering.resume import resume
+from fractal.lifecycle.steering.retune import config_get, config_set, update_node
+from fractal.lifecycle.steering.signal import Signalled, cancel_finish, send
 from fractal.lifecycle.trees import init_tree
 from fractal.lifecycle.usage import reopen, windows
 from fractal.store.engine import close_engines

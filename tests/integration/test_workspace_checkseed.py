@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from fractal.assets import asset_root
-from fractal.domain.checks import gate_command, gate_on_fail
-from fractal.domain.frontmatter import parse_frontmatter
-from fractal.domain.steps import discover_steps
+from fractal.domain.checks.rules import gate_command, gate_on_fail
+from fractal.domain.steps.files import discover_steps
+from fractal.domain.steps.frontmatter import parse_frontmatter
 from fractal.errors import FractalError
 from fractal.workspace.checkseed import gate_layout, seed_check_gate
 from fractal.workspace.nodedir import seed_node_dir

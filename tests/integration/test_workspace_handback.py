@@ -22,7 +22,7 @@ import pytest
 
 from fractal.errors import GitError
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.workspace import handback_layout as layout

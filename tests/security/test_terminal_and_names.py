@@ -149,7 +149,7 @@ def test_anything_click_writes_to_a_terminal_is_stripped(monkeypatch: pytest.Mon
 
 
 def test_the_dashboards_inbox_shows_a_summary_without_its_escapes() -> None:
-    from fractal.domain.attention import Item, Kind
+    from fractal.domain.attention.rules import Item, Kind
     from fractal.lifecycle.inbox import Entry
     from fractal.tui.render import inbox
     from fractal.tui.snapshot import Snapshot

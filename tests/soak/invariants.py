@@ -40,7 +40,7 @@ from pathlib import Path
 
 import psutil
 
-from fractal.domain.markers import launch_marker
+from fractal.domain.agent.markers import launch_marker
 from fractal.tree import find_tree
 
 CLOSED: dict[str, frozenset[str]] = {

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fractal.lifecycle.context import open_context
-from fractal.lifecycle.merge import merge_node
+from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.workspace.merge import hand_back_merge, merge_base

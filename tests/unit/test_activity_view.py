@@ -1,11 +1,11 @@
-"""The terminal view of ``fractal node activity`` (fractal/domain/activity_view.py): the
+"""The terminal view of ``fractal node activity`` (fractal/domain/views/activity.py): the
 repeats an early failure leaves, one table row per situation."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.activity_view import collapse_repeats
+from fractal.domain.views.activity import collapse_repeats
 
 T = "2026-12-02T06:56:14.470Z"
 FAILED_ON = "failed on PLAN"

@@ -1,11 +1,11 @@
-"""``domain.conflicts.adds_conflict_markers``: a change gains a conflict hunk only when a
+"""``domain.merge.conflicts.adds_conflict_markers``: a change gains a conflict hunk only when a
 fence line of the hunk is one the change adds."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.conflicts import DIFF_LINE_CAP, adds_conflict_markers
+from fractal.domain.merge.conflicts import DIFF_LINE_CAP, adds_conflict_markers
 
 HUNK = "<<<<<<< HEAD\nx = 1\n=======\nx = 2\n>>>>>>> main\n"
 

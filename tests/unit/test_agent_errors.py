@@ -1,10 +1,10 @@
-"""Failure classes and reasons of agent API errors (domain.agent_errors)."""
+"""Failure classes and reasons of agent API errors (domain.agent.errors)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.agent_errors import (
+from fractal.domain.agent.errors import (
     ERROR_KINDS,
     agent_error_text,
     classify_api_error,

@@ -11,7 +11,7 @@ import pytest
 
 from fractal.agents.base import LaunchRequest
 from fractal.agents.command import CommandBackend
-from fractal.domain.outcome import Status
+from fractal.domain.run.outcome import Status
 from fractal.runtime.launch import Attempt, LaunchKit, RowPolicy, run_attempt
 from fractal.runtime.pane import PaneReporter
 from fractal.runtime.waker import Waker

@@ -1,4 +1,4 @@
-"""The attention detectors (fractal/domain/attention.py): one table row per situation."""
+"""The attention detectors (fractal/domain/attention/rules.py): one table row per situation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from fractal.domain.attention import (
+from fractal.domain.attention.rules import (
     RULES,
     STALL_FLOOR_S,
     Gate,
@@ -20,8 +20,8 @@ from fractal.domain.attention import (
     item_id,
     stall_after,
 )
-from fractal.domain.attention_tree import wait_until, with_running_below
-from fractal.domain.subtree import Unsettled
+from fractal.domain.attention.tree import wait_until, with_running_below
+from fractal.domain.run.subtree import Unsettled
 
 NOW = 1_000_000.0
 BUDGET_REASON = "subtree cost budget reached (spent $1.0500 >= $1.00 max)"
@@ -344,7 +344,7 @@ def test_a_ready_item_names_the_target_and_the_review() -> None:
 ])
 def test_shows_merged(status: str, merged_at: str | None, run_started: str | None,
                       shown: bool) -> None:
-    from fractal.domain.attention_facts import shows_merged
+    from fractal.domain.attention.facts import shows_merged
 
     assert shows_merged(status, merged_at, run_started) is shown
 
@@ -352,6 +352,6 @@ def test_shows_merged(status: str, merged_at: str | None, run_started: str | Non
 @pytest.mark.parametrize(("sha", "text"), [
     ("3f2a9c1deadbeef", "merged into main (3f2a9c1)"), ("", "merged into main")])
 def test_merged_detail(sha: str, text: str) -> None:
-    from fractal.domain.attention_facts import merged_detail
+    from fractal.domain.attention.facts import merged_detail
 
     assert merged_detail("main", sha) == text

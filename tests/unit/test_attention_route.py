@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.attention import Gate, HandBack, Kind, NodeFacts, classify
+from fractal.domain.attention.rules import Gate, HandBack, Kind, NodeFacts, classify
+from fractal.domain.attention.tree import with_running_below
 from fractal.domain.attention_route import HOLD_GRACE_S, for_operator, held_by
-from fractal.domain.attention_tree import with_running_below
 
 NOW = 1_000_000.0
 C = "main.lead.c"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain import budget
-from fractal.domain.budget import Caps, Landing
+from fractal.domain.budget import ceilings as budget
+from fractal.domain.budget.ceilings import Caps, Landing
 from fractal.domain.signals import fanout_reason
 
 CAP100 = Caps(100.0, 10.0, 1.0, 10.0)

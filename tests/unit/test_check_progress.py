@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.checks import (
+from fractal.domain.checks.progress import Streak, advance_streak, is_silent, is_stalled
+from fractal.domain.checks.rules import (
     CHECK_VARIABLES,
     CheckKind,
     CheckResult,
@@ -16,9 +17,8 @@ from fractal.domain.checks import (
     output_tail,
     visible_check,
 )
+from fractal.domain.checks.signature import CheckSummary
 from fractal.domain.errors import InvalidValue
-from fractal.domain.progress import Streak, advance_streak, is_silent, is_stalled
-from fractal.domain.signature import CheckSummary
 
 A, B = "t.py::test_a", "t.py::test_b"
 

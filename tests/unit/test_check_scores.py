@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.checks import (
+from fractal.domain.checks.rules import (
     CheckKind,
     CheckResult,
     CheckTrack,
@@ -19,8 +19,8 @@ from fractal.domain.checks import (
     gate_on_fail,
     gate_pass_score,
 )
+from fractal.domain.checks.signature import CheckSummary
 from fractal.domain.errors import InvalidValue
-from fractal.domain.signature import CheckSummary
 
 
 def _result(score: float | None, *, code: int = 0, needed: float | None = 0.8,

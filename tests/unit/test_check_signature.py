@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fractal.domain.signature import (
+from fractal.domain.checks.signature import (
     LINE_LIMIT,
     CheckSummary,
     count_results,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.conflicts import (
+from fractal.domain.merge.conflicts import (
     ConflictPair,
     Operation,
     conflict_reason,

@@ -1,10 +1,10 @@
-"""The dashboard's detail line and gauge (fractal/domain/dashview.py)."""
+"""The dashboard's detail line and gauge (fractal/domain/views/dashboard.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.dashview import (
+from fractal.domain.views.dashboard import (
     Gauge,
     Level,
     Live,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.reasons import REASON_LIMIT, done_reason
+from fractal.domain.run.reasons import REASON_LIMIT, done_reason
 from fractal.domain.signals import Signal, decoration, winning
 
 

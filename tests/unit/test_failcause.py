@@ -1,10 +1,10 @@
-"""The cause shown beside a failed run's reason (fractal/domain/failcause.py)."""
+"""The cause shown beside a failed run's reason (fractal/domain/run/failcause.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.failcause import CAUSE_MAX, failure_cause
+from fractal.domain.run.failcause import CAUSE_MAX, failure_cause
 
 MAX_ITERS = "Reached max iterations (2); final iteration failed"
 BOOM = "agent error (exit 3): boom: cannot find module foo"

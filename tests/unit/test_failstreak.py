@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.failstreak import FailStreak, advance_failures, failures_reason
+from fractal.domain.run.failstreak import FailStreak, advance_failures, failures_reason
 
 
 @pytest.mark.parametrize(("outcomes", "limit", "stop_at", "reason"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.frontmatter import (
+from fractal.domain.steps.frontmatter import (
     frontmatter_warnings,
     is_true,
     normalise_newlines,

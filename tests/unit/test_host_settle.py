@@ -12,7 +12,7 @@ import pytest
 
 from fractal import tmux
 from fractal.errors import FractalError, TmuxError
-from fractal.lifecycle import host
+from fractal.lifecycle.start import hosting as host
 
 A, U, G = tmux.Liveness.ALIVE, tmux.Liveness.UNKNOWN, tmux.Liveness.GONE
 

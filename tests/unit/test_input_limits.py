@@ -56,7 +56,7 @@ def test_a_body_cut_short_at_the_cap_is_refused_as_more_than_the_cap() -> None:
     ("retrying the parse failed", "retrying the parse failed"),
 ])
 def test_an_iterations_reason_drops_the_retry_marker(reason: str, plain: str) -> None:
-    from fractal.domain.outcome import retry_reason, without_retry
+    from fractal.domain.run.outcome import retry_reason, without_retry
 
     assert without_retry(reason) == plain
     assert without_retry(retry_reason(plain)) == plain

@@ -11,7 +11,7 @@ from fractal.agents.base import Backend, ResultEvent
 from fractal.agents.claude import ClaudeBackend
 from fractal.agents.codex import CodexBackend
 from fractal.agents.command import CommandBackend
-from fractal.domain.outcome import Status, StepOutcome
+from fractal.domain.run.outcome import Status, StepOutcome
 from fractal.runtime.launch import judge_launch
 
 CLAUDE = ClaudeBackend()

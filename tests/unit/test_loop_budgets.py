@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from fractal.assets import mode_text
-from fractal.domain.outcome import EXIT_BUDGET_SKIP
+from fractal.domain.run.outcome import EXIT_BUDGET_SKIP
 from fractal.runtime.kinds.base import OVER_BUDGET
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 

@@ -5,7 +5,7 @@ size however long the wait."""
 
 from __future__ import annotations
 
-from fractal.domain.outcome import Status
+from fractal.domain.run.outcome import Status
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
 __all__ = ["loop_tree"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.outcome import Status
-from fractal.domain.waits import WaitingChild, children_waited, wait_reason, waiting_detail
+from fractal.domain.run.outcome import Status
+from fractal.domain.steps.waits import WaitingChild, children_waited, wait_reason, waiting_detail
 from tests.helpers import FRACTAL_BIN
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 

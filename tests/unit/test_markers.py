@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from fractal.domain.markers import launch_marker
+from fractal.domain.agent.markers import launch_marker
 
 
 @pytest.mark.parametrize(("db_path", "step_id"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.lifecycle.merge import MergeResult
+from fractal.lifecycle.merge.squash import MergeResult
 from fractal.tui.verbs import merge_line
 
 NOTHING = "nothing new to merge: main already holds all of main.c's work"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.conflicts import parse_stages
+from fractal.domain.merge.conflicts import parse_stages
 
 SHA = "a" * 40
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from fractal.domain.merging import (
+from fractal.domain.merge.rules import (
     MergeFacts,
     authorisation_refusal,
     merge_body,
@@ -117,7 +117,7 @@ def test_body_caps_subjects_and_the_diffstat() -> None:
 def test_an_exited_child_holding_a_handed_back_conflict_is_sent_back_to_resolve_it() -> None:
     """The refusal names the way out (run the child again), not --force, which would only
     meet the conflict again."""
-    from fractal.domain.merging import MergeFacts, merge_refusal
+    from fractal.domain.merge.rules import MergeFacts, merge_refusal
 
     facts = MergeFacts(child="main.l.b", target="main.l", child_status="exited",
                        target_status="active", last_run_status="exited", unapproved_gate=None,
@@ -134,7 +134,7 @@ def test_an_exited_child_holding_a_handed_back_conflict_is_sent_back_to_resolve_
 ])
 def test_an_exited_run_after_a_hand_back_refuses_only_while_the_conflict_is_there(
         handed_back: bool, resolved: bool, refused_with: str | None) -> None:
-    from fractal.domain.merging import MergeFacts, merge_refusal
+    from fractal.domain.merge.rules import MergeFacts, merge_refusal
 
     facts = MergeFacts(child="main.h2", target="main", child_status="exited",
                        target_status=None, last_run_status="exited", unapproved_gate=None,

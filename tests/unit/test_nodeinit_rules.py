@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from fractal.domain.errors import InvalidValue
-from fractal.domain.frontmatter import is_true, parse_frontmatter
 from fractal.domain.nodeinit import (
     PREFERENCE_KEYS,
     fill_instructions,
@@ -16,6 +15,7 @@ from fractal.domain.nodeinit import (
     uncommitted_warning,
     with_approval_gate,
 )
+from fractal.domain.steps.frontmatter import is_true, parse_frontmatter
 
 STEPS = ["00-PREPARE.md", "01-PLAN.md", "02-EXECUTE.md", "03-REVIEW.md", "04-COMMIT.md"]
 

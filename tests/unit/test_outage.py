@@ -1,4 +1,4 @@
-"""Provider outages (domain.outage): which failures are one, the doubling back-off and its
+"""Provider outages (domain.usage.outage): which failures are one, the doubling back-off and its
 cap, the shared row's decision, the wording; and the command protocol's ``api_error``."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from fractal.agents.base import ResultEvent
 from fractal.agents.command import CommandParser
-from fractal.domain.agent_errors import classify_api_error
-from fractal.domain.outage import (
+from fractal.domain.agent.errors import classify_api_error
+from fractal.domain.usage.outage import (
     OUTAGE_PROBE_STALE,
     OutageAction,
     OutageRow,

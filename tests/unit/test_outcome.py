@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fractal.domain.outcome import (
+from fractal.domain.run.outcome import (
     EXIT_BUDGET_SKIP,
     EXIT_CANNOT_EXEC,
     EXIT_TIMEOUT,

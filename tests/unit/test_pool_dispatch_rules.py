@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.outcome import RunEnd, RunFacts, Status, decide_run_end
 from fractal.domain.pool import (
     Item,
     ItemStatus,
@@ -19,6 +18,7 @@ from fractal.domain.pool import (
     worker_name,
     worker_task,
 )
+from fractal.domain.run.outcome import RunEnd, RunFacts, Status, decide_run_end
 
 CLAIM = "2026-01-01T00:00:10.000Z"
 BEFORE = "2026-01-01T00:00:05.000Z"

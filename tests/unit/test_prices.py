@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fractal.domain.prices import Rates, candidates, lookup, parse_table, price_usage
+from fractal.domain.budget.prices import Rates, candidates, lookup, parse_table, price_usage
 from tests.conftest import PRICES_FIXTURE
 
 

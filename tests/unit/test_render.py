@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
+from fractal.domain.prompt.render import assemble_prompt, iter_label, iter_ref, render
 
 VARS = {"A": "x", "B": "y", "ITER_REF": "2.3", "A_B": "ab", "EMPTY": "", "LOOP": "$A and ${B}"}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.runenv import EnvChange, changed, missing_note, refresh_note
-from fractal.domain.variables import shell_word
+from fractal.domain.prompt.variables import shell_word
+from fractal.domain.run.env import EnvChange, changed, missing_note, refresh_note
 
 KEPT = {"PATH": "/usr/bin", "ANTHROPIC_API_KEY": "sk-old", "HOME": "/home/a", "GONE": "1"}
 

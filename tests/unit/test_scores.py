@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.scores import (
+from fractal.domain.checks.scores import (
     PassScore,
     Stagnation,
     advance_stagnation,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fractal.domain.budget import Caps, caps_of, enforced_caps
+from fractal.domain.budget.ceilings import Caps, caps_of, enforced_caps
 from fractal.domain.config import KEYS, parse_config
 from fractal.domain.gates import gates_note, gates_of, unapproved_gate
 from fractal.domain.selflimits import TIGHTER, Tighter, direction, loosenings, refusal

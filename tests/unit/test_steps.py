@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.steps import StepFile, banner_label, discover_steps, step_label
+from fractal.domain.steps.files import StepFile, banner_label, discover_steps, step_label
 
 SEED = ["02-EXECUTE.md", "00-PREPARE.md", "04-COMMIT.md", "01-PLAN.md", "03-REVIEW.md"]
 

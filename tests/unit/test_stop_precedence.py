@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from fractal.domain.outcome import RunEnd, RunFacts, Status, decide_run_end
-from fractal.domain.stopcause import STOP_PRECEDENCE, StopCause, first_cause
+from fractal.domain.run.outcome import RunEnd, RunFacts, Status, decide_run_end
+from fractal.domain.run.stopcause import STOP_PRECEDENCE, StopCause, first_cause
 
 BASE = RunFacts(run_id=4, last_iter=2, max_iters=None, budget_reason=None, setup_aborted=False,
                 setup_failures=0, finish_drained=False, timed_out=False, walls_label="1h total",

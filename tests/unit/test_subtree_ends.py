@@ -1,11 +1,11 @@
-"""domain/subtree.py: the wording of descendants left running, gates never approved and
+"""domain/run/subtree.py: the wording of descendants left running, gates never approved and
 hand-backs not merged again."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.subtree import Unsettled, never_approved, not_merged, unsettled_notice
+from fractal.domain.run.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 
 
 @pytest.mark.parametrize(("children", "notice"), [

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.digest import Digest, render_digest
 from fractal.domain.nodeinit import with_children_wait
+from fractal.domain.prompt.digest import Digest, render_digest
+from fractal.domain.prompt.variables import TreeFacts, may_spawn, tree_variables
 from fractal.domain.spawncaps import budget_share, child_caps, inherited_depth, tree_depth
-from fractal.domain.variables import TreeFacts, may_spawn, tree_variables
-from fractal.domain.waits import waits_for_children
+from fractal.domain.steps.waits import waits_for_children
 
 
 @pytest.mark.parametrize(("children", "depth", "expected"), [
@@ -114,7 +114,7 @@ def test_a_quiet_digest() -> None:
 
 def test_a_waiting_digest_names_every_child_with_its_state_and_move() -> None:
     from fractal.domain.states import Status
-    from fractal.domain.waits import WaitingChild
+    from fractal.domain.steps.waits import WaitingChild
 
     kids = [WaitingChild("main.l.wrap", Status.IDLE, never_started=True),
             WaitingChild("main.l.div", Status.ACTIVE, gate_pending=True),

@@ -1,10 +1,10 @@
-"""The box-drawn tree and the status marks (fractal/domain/treedraw.py)."""
+"""The box-drawn tree and the status marks (fractal/domain/views/treedraw.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.treedraw import ASCII, UNICODE, draw_tree, glyph
+from fractal.domain.views.treedraw import ASCII, UNICODE, draw_tree, glyph
 
 
 def _drawn(branches: list[str], ascii_only: bool = False) -> list[str]:

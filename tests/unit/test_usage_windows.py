@@ -1,7 +1,7 @@
 """Usage-limit windows: what the parsers make of the real CLIs' captured usage-limit
 streams (tests/fixtures/streams: Claude Code's ``rate_limit_event``, Codex's session
 rollout, the command protocol's JSON lines), and the pure window rules of
-``fractal.domain.usage`` (waits, backoff, the single probe, the release in batches)."""
+``fractal.domain.usage.windows`` (waits, backoff, the single probe, the release in batches)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from fractal.agents.claude_stream import ClaudeParser
 from fractal.agents.codex_rollout import read_rollout, stated_reset, window_name
 from fractal.agents.codex_stream import CodexParser
 from fractal.agents.command import CommandParser
-from fractal.domain.agent_errors import USAGE_LIMIT
-from fractal.domain.usage import (
+from fractal.domain.agent.errors import USAGE_LIMIT
+from fractal.domain.usage.windows import (
     BACKOFF_FIRST,
     BACKOFF_MOST,
     CLOCK_PAST,

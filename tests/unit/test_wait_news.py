@@ -1,11 +1,11 @@
-"""domain/digest.py: what a waiting loop counts as news (a SYNC is launched for it) and
+"""domain/prompt/digest.py: what a waiting loop counts as news (a SYNC is launched for it) and
 the digest's hand-back line."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.digest import Digest, DigestKey, news, render_digest
+from fractal.domain.prompt.digest import Digest, DigestKey, news, render_digest
 
 BASE = DigestKey(children=(("main.l.a", "active"), ("main.l.b", "active")),
                  gates=frozenset({7}), newest_notice=40, unread=frozenset({3}))

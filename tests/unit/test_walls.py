@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.walls import (
+from fractal.domain.run.walls import (
     effective_step_limit,
     iteration_deadline,
     pacing_delay,

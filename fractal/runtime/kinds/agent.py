@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 
 from fractal.agents.base import binary_problem
 from fractal.domain.errors import FractalError
-from fractal.domain.frontmatter import is_true
-from fractal.domain.outcome import EXIT_CANNOT_EXEC, Status, StepOutcome, clip_reason
+from fractal.domain.run.outcome import EXIT_CANNOT_EXEC, Status, StepOutcome, clip_reason
 from fractal.domain.signals import Signal
-from fractal.domain.steps import banner_label, step_label
+from fractal.domain.steps.files import banner_label, step_label
+from fractal.domain.steps.frontmatter import is_true
 from fractal.runtime.kinds.base import StepCall, StepPlan, StepResult
 from fractal.runtime.kinds.kit import KindPart, StepKit
 from fractal.runtime.kinds.outage import ProviderOutageWait

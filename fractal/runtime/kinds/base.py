@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from fractal.domain.frontmatter import Frontmatter
-from fractal.domain.outcome import RunEnd, StepOutcome
-from fractal.domain.steps import StepFile
+from fractal.domain.run.outcome import RunEnd, StepOutcome
+from fractal.domain.steps.files import StepFile
+from fractal.domain.steps.frontmatter import Frontmatter
 from fractal.domain.values import by_type
 
 __all__ = ["OVER_BUDGET", "RunEnding", "StepCall", "StepKind", "StepPlan",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from fractal.domain.checks import (
+from fractal.domain.checks.rules import (
     CheckKind,
     CheckResult,
     FixPlan,
@@ -32,11 +32,11 @@ from fractal.domain.checks import (
     gate_pass_score,
 )
 from fractal.domain.durations import parse_duration
-from fractal.domain.frontmatter import Frontmatter, parse_frontmatter
-from fractal.domain.outcome import EXIT_TIMEOUT, Status, StepOutcome
+from fractal.domain.run.outcome import EXIT_TIMEOUT, Status, StepOutcome
+from fractal.domain.run.walls import effective_step_limit
 from fractal.domain.signals import Signal
-from fractal.domain.steps import StepFile, banner_label
-from fractal.domain.walls import effective_step_limit
+from fractal.domain.steps.files import StepFile, banner_label
+from fractal.domain.steps.frontmatter import Frontmatter, parse_frontmatter
 from fractal.errors import FractalError
 from fractal.runtime.checks import CheckRequest, CheckRunner, outcome_text
 from fractal.runtime.kinds.agent import AgentStep

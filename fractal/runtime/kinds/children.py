@@ -12,8 +12,8 @@ SYNC only when the tree holds news since the last SYNC (``Sync.while_waiting``).
 
 from __future__ import annotations
 
-from fractal.domain.outcome import EXIT_TIMEOUT, Status, StepOutcome
-from fractal.domain.waits import WAIT_STEP, wait_reason, waiting_detail, waits_for_children
+from fractal.domain.run.outcome import EXIT_TIMEOUT, Status, StepOutcome
+from fractal.domain.steps.waits import WAIT_STEP, wait_reason, waiting_detail, waits_for_children
 from fractal.runtime.gates import WaitEnd, await_children, waiting_children
 from fractal.runtime.kinds.base import RunEnding, StepCall, StepPlan, StepResult
 from fractal.runtime.kinds.kit import KindPart

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from fractal.domain.outcome import StepOutcome
-from fractal.domain.steps import banner_verdict
+from fractal.domain.run.outcome import StepOutcome
+from fractal.domain.steps.files import banner_verdict
 from fractal.runtime.approval import ApprovalGate
 from fractal.runtime.kinds.base import StepCall, StepPlan, StepResult
 from fractal.runtime.launches import Launches

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import sys
 
-from fractal.domain.checks import CheckKind
-from fractal.domain.outcome import EXIT_TIMEOUT, RunEnd, Status, StepOutcome, clip_reason
+from fractal.domain.checks.rules import CheckKind
 from fractal.domain.pool import ItemStatus
+from fractal.domain.run.outcome import EXIT_TIMEOUT, RunEnd, Status, StepOutcome, clip_reason
 from fractal.domain.states import SETTLED
-from fractal.domain.steps import banner_label
+from fractal.domain.steps.files import banner_label
 from fractal.procs import commands
 from fractal.runtime.checks import check_env
 from fractal.runtime.gates import WaitEnd, await_released

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fractal.agents.base import WindowEvent
-from fractal.domain.usage import UsageWarning, should_pause_early
+from fractal.domain.usage.windows import UsageWarning, should_pause_early
 from fractal.runtime.kinds.base import StepPlan, StepResult, wait_ended
 from fractal.runtime.launch import AttemptResult
 from fractal.runtime.loopparts import LoopPart, LoopParts
