@@ -52,6 +52,7 @@ from fractal.procs import commands, processes
 from fractal.runtime.clock import Clock
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.pane import Reporter
+from fractal.runtime.sandboxing import confine
 from fractal.runtime.scoring import head_of, score_rules
 from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult
 from fractal.store.checkbook import CheckBook
@@ -128,8 +129,8 @@ def run_check(boot: Boot, state: RunState, reporter: Reporter, request: CheckReq
     started_at, started = utc_now(), clock.monotonic()
     reporter.release()  # the check's output streams live
     try:
-        code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
-                                 env=check_env(boot, state, request.kind),
+        code = commands.run_teed(confine(["bash", "-c", request.command], paths.worktree),
+                                 cwd=paths.worktree, env=check_env(boot, state, request.kind),
                                  log_path=request.log_path, echo=reporter.raw_output,
                                  grace=processes.grace(processes.Reap.STEP),
                                  timeout=request.limit)

@@ -23,6 +23,7 @@ from fractal.domain.waits import WAIT_STEP, waits_for_children
 from fractal.domain.walls import iteration_deadline
 from fractal.errors import FractalError
 from fractal.procs import commands
+from fractal.runtime import sandboxing
 from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import RunAbort, check_checkout
@@ -326,7 +327,8 @@ class IterationRunner(LoopPart):
             code = 0
         else:
             self.reporter.release()  # the script's output streams live
-            code = commands.run_teed(["bash", str(script)], cwd=paths.worktree, env=env,
+            code = commands.run_teed(sandboxing.confine(["bash", str(script)], paths.worktree),
+                                      cwd=paths.worktree, env=env,
                                       log_path=paths.setup_log, echo=self.reporter.raw_output)
         took = self.clock.monotonic() - started
         if code == 0:

@@ -38,7 +38,7 @@ from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.domain.walls import time_budget_label
 from fractal.procs import processes
-from fractal.runtime import heap
+from fractal.runtime import heap, sandboxing
 from fractal.runtime.adopt import adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,
@@ -143,6 +143,7 @@ class Supervisor:
         launch_env["_NODE"] = str(self.paths.node_dir)
         if self.own_process:  # the run behaves as if started from the caller's shell
             os.environ.update(launch_env)
+            sandboxing.arm(self.paths, launch_env)  # the tree's sandbox; the node's relay
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)
@@ -393,6 +394,7 @@ class Supervisor:
     def _on_exit(self) -> None:
         node = self.paths.branch
         self.reporter.release()
+        sandboxing.disarm()
         try:  # whatever the loop still has running would outlive it as an orphan: e.g. an
             # agent spawned the instant a SIGHUP arrived, before its group was recorded
             left = processes.sweep_descendants(grace=processes.grace(processes.Reap.EXIT))

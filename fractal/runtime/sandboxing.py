@@ -1,0 +1,94 @@
+"""The supervisor's sandbox: armed once at boot in the pane's supervisor, then every
+program the loop starts for the agent's side (an agent attempt, ``setup.sh``, a check
+command) goes through ``confine``.
+
+``arm`` reads the tree's ``sandbox`` setting (never the node's config: the node cannot
+switch it off for itself) and probes bubblewrap once (``procs.sandbox.missing``). A
+sandboxed node also gets its relay (``runtime.relay``): the socket through which the
+``fractal`` commands its agent runs reach the ledger. One node per supervisor process,
+so the armed state is one module value; an in-process loop (a test) never arms it and
+``confine`` returns its argv unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from fractal.domain.sandbox import Mode, Verdict, decide, mode_of, policy
+from fractal.errors import SpawnError
+from fractal.procs import sandbox
+from fractal.runtime.relay import Relay, relay_path
+from fractal.tree import NodePaths
+from fractal.workspace.sandboxpaths import sandbox_paths
+
+__all__ = ["arm", "confine", "disarm", "refusal"]
+
+log = logging.getLogger(__name__)
+
+
+class _Armed:
+    """What ``arm`` decided: the node, its launch environment, fractal's tmux socket
+    directory (hidden from the agent), the verdict and the relay (None: unsandboxed)."""
+
+    def __init__(self, paths: NodePaths, env: Mapping[str, str], tmux_dir: Path,
+                 verdict: Verdict, relay: Relay | None) -> None:
+        self.paths, self.env, self.tmux_dir = paths, env, tmux_dir
+        self.verdict, self.relay = verdict, relay
+
+
+_armed: _Armed | None = None
+
+
+def arm(paths: NodePaths, env: Mapping[str, str]) -> Verdict:
+    """Decide this supervisor's sandbox from the tree's config and the machine, and start
+    the node's relay when its launches are sandboxed. Returns the verdict."""
+    global _armed
+    from fractal import tmux
+
+    setting = mode_of(paths.tree.root_config())
+    if isinstance(setting, str):
+        verdict = Verdict(False, setting)
+    else:
+        verdict = decide(setting, "" if setting is Mode.OFF else sandbox.missing())
+    relay = None
+    if verdict.sandboxed:
+        relay = Relay(paths, relay_path(paths.tree.data_dir, paths.branch), dict(env))
+        relay.start()
+    _armed = _Armed(paths, env, tmux.socket_path(env).parent, verdict, relay)
+    return verdict
+
+
+def disarm() -> None:
+    """Stop the relay (the supervisor's exit)."""
+    global _armed
+    if _armed is not None and _armed.relay is not None:
+        _armed.relay.stop()
+    _armed = None
+
+
+def refusal() -> str:
+    """Why no agent may start ("" when one may): the ``auto``/``on`` refusal."""
+    return "" if _armed is None else _armed.verdict.refusal
+
+
+def confine(argv: Sequence[str], cwd: Path) -> list[str]:
+    """``argv`` as the armed sandbox runs it from ``cwd``: wrapped in bubblewrap when the
+    node is sandboxed, unchanged when it runs unsandboxed or nothing is armed. Raises
+    SpawnError with the refusal when the tree wants a sandbox this machine cannot make."""
+    armed = _armed
+    if armed is None or (not armed.verdict.sandboxed and not armed.verdict.refusal):
+        return list(argv)
+    if armed.verdict.refusal:
+        raise SpawnError(armed.verdict.refusal)
+    paths, env = armed.paths, armed.env
+    relay = armed.relay.path if armed.relay is not None else None
+    try:
+        found = sandbox_paths(paths.tree.repo, paths.worktree, paths.node_dir, paths.branch,
+                              tmux_dir=armed.tmux_dir, relay=relay,
+                              home=env.get("HOME"), program=argv[0] if argv else None)
+    except OSError as exc:
+        raise SpawnError(f"cannot lay out the sandbox: {exc}") from exc
+    return sandbox.wrap(argv, policy(found), relay=None if relay is None else str(relay),
+                        cwd=str(cwd))
