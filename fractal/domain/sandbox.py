@@ -59,7 +59,7 @@ class Mode(StrEnum):
     OFF = "off"  # run unsandboxed (``node status`` says so)
 
 
-def mode_of(tree_config: object) -> Mode | str:
+def mode_of(tree_config: object) -> Mode | str:  # (a Mode is a str too: test for Mode)
     """The ``sandbox`` key of the tree's config (the root data dir's ``config.json``):
     a Mode (missing or null: AUTO), or the problem text when the value is none of
     ``auto``, ``on``, ``off``. A node's own config.json is never read for it."""

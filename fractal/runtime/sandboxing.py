@@ -48,10 +48,10 @@ def arm(paths: NodePaths, env: Mapping[str, str]) -> Verdict:
     from fractal import tmux
 
     setting = mode_of(paths.tree.root_config())
-    if isinstance(setting, str):
-        verdict = Verdict(False, setting)
-    else:
+    if isinstance(setting, Mode):
         verdict = decide(setting, "" if setting is Mode.OFF else sandbox.missing())
+    else:
+        verdict = Verdict(False, setting)
     relay = None
     if verdict.sandboxed:
         relay = Relay(paths, relay_path(paths.tree.data_dir, paths.branch), dict(env))
