@@ -1,0 +1,69 @@
+"""A sandboxed agent's ``fractal`` commands reach the ledger only through its own
+supervisor's relay, as its own node: forging ``_NODE`` or ``--path`` to pose as its parent
+or as the operator is refused and recorded against ``main.a.b``, the operator-only brake
+is refused, a read works, and with the relay variable dropped the command finds no tree
+(the database is hidden). On the code before the relay the brake and the reads went
+straight to the database, and a dropped ``_NODE`` outside any supervisor was the
+operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.security.conftest import hostile_node, read_report
+from tests.trees import Tree
+
+pytestmark = pytest.mark.e2e
+
+COMMANDS = """
+def fractal(*args, env=None, drop_relay=False):
+    environ = dict(os.environ if env is None else env)
+    if drop_relay:
+        environ.pop("FRACTAL_RELAY", None)
+    done = subprocess.run([sys.executable, "-m", "fractal", *args], capture_output=True,
+                          text=True, env=environ, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+attempt("status", lambda: fractal("node", "status", "main.a.b"))
+attempt("pause_parent_as_parent", lambda: fractal(
+    "node", "pause", "main.a", env={**os.environ, "_NODE": FACTS["parent_dir"]}))
+attempt("pause_parent_as_operator", lambda: fractal(
+    "node", "pause", "main.a", "--path", FACTS["repo"],
+    env={k: v for k, v in os.environ.items() if k != "_NODE"}))
+attempt("brake", lambda: fractal("pause"))
+attempt("brake_as_operator", lambda: fractal(
+    "pause", "--path", FACTS["repo"],
+    env={k: v for k, v in os.environ.items() if k != "_NODE"}))
+attempt("direct", lambda: fractal("node", "status", "main.a.b", drop_relay=True))
+attempt("relays", lambda: sorted(os.listdir(os.path.dirname(FACTS["parent_relay"]))))
+"""
+
+
+def test_a_sandboxed_agents_commands_run_as_its_own_node(
+        sandboxed_tree: Tree, tmp_path: Path) -> None:
+    tree = sandboxed_tree
+    facts = {"parent_dir": str(tree.node_dir("a")), "repo": str(tree.repo),
+             "parent_relay": str(tree.repo / ".fractal" / "main" / "relay" / "main.a.sock")}
+    report_path = hostile_node(tree, tmp_path, COMMANDS, facts)
+    tree.cli("node", "start", "a.b")
+    assert tree.wait_settled("a.b", timeout=300) == "completed"
+    report = read_report(report_path)
+    assert report["status"]["ok"] is True, report["status"]
+    assert str(report["status"]["detail"]).startswith("active (run 1)")  # its own run
+    for refused in ("pause_parent_as_parent", "pause_parent_as_operator", "brake",
+                    "brake_as_operator"):
+        assert report[refused]["ok"] is False, (refused, report[refused])
+        assert "exit 1: Error: " in str(report[refused]["detail"]), report[refused]
+    assert report["direct"]["ok"] is False, report["direct"]
+    assert report["relays"] == {"ok": True, "detail": "['main.a.b.sock']"}  # no other
+    # every refusal is recorded against the agent's node, none as the operator
+    failed = tree.sql("SELECT node, event, actor FROM events WHERE status = 'failed'")
+    assert ("main.a", "pause", "main.a.b") in failed
+    assert ("main", "brake", "main.a.b") in failed
+    assert not [row for row in failed if row[2] == "operator"]
+    assert tree.status("a") == "idle"
+    assert not (tree.repo / ".fractal" / "main" / ".paused").exists()
