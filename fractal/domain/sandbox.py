@@ -10,7 +10,9 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    database, the tree latch, the relay sockets) and fractal's tmux socket directory;
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
    ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
-   worktree's own git directory, and the agent CLIs' homes under ``$HOME``;
+   worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
+   node's worktree is the main checkout and its node dir the tree's data dir: only its
+   plans, memory, ``tmp`` and agent homes come back writable;
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
    rename over a mount point fails), the worktree's ``.git`` file and its git
    directory's ``commondir``, ``gitdir`` and ``config.worktree`` (each names what git
@@ -140,6 +142,8 @@ class SandboxPaths(NamedTuple):
     program_dir: str | None = None
 
 
+ROOT_WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
+"""The root node's node dir is the tree's data dir (the database): only these return."""
 AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
 """Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
 AGENT_HOME_FILES = (".claude.json",)
@@ -161,8 +165,9 @@ def policy(p: SandboxPaths) -> list[Mount]:
     mounts += [Mount(Op.TMPFS, str(PurePosixPath(p.repo) / ".fractal")),
                Mount(Op.TMPFS, p.tmux_dir)]
     root_node = p.worktree == p.repo
-    if root_node:  # its node dir lies in the hidden data dir: bring it back writable
-        mounts.append(Mount(Op.RW, p.node_dir))
+    if root_node:  # its node dir is the hidden data dir: only its work comes back
+        mounts += [Mount(Op.RW_TRY, str(PurePosixPath(p.node_dir) / name))
+                   for name in ROOT_WORK_DIRS]
     else:
         mounts.append(Mount(Op.RW, p.worktree))
     mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(git / "refs" / "heads")),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fractal.domain.sandbox import Mode, mode_of
 from fractal.domain.signals import decoration
 from fractal.domain.states import SETTLED, Status
 from fractal.domain.subtree import Unsettled, unsettled_notice
@@ -65,6 +66,8 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
     refused = _refused(tree.db_path, branch)  # `merge of div refused (...)`
     if refused:
         detail = f"{detail}; {refused}" if detail else refused
+    if status == Status.ACTIVE.value and mode_of(tree.root_config()) is Mode.OFF:
+        detail = f"{detail}; unsandboxed" if detail else "unsandboxed"  # `sandbox: off`
     return NodeStatus(branch, status, detail)
 
 

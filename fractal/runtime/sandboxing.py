@@ -13,7 +13,7 @@ so the armed state is one module value; an in-process loop (a test) never arms i
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fractal.domain.sandbox import Mode, Verdict, decide, mode_of, policy
@@ -41,9 +41,10 @@ class _Armed:
 _armed: _Armed | None = None
 
 
-def arm(paths: NodePaths, env: Mapping[str, str]) -> Verdict:
+def arm(paths: NodePaths, env: Mapping[str, str], warn: Callable[[str], None]) -> Verdict:
     """Decide this supervisor's sandbox from the tree's config and the machine, and start
-    the node's relay when its launches are sandboxed. Returns the verdict."""
+    the node's relay when its launches are sandboxed; ``warn`` says so in the pane when
+    the tree's ``sandbox: off`` runs every launch unsandboxed. Returns the verdict."""
     global _armed
     from fractal import tmux
 
@@ -57,6 +58,9 @@ def arm(paths: NodePaths, env: Mapping[str, str]) -> Verdict:
         relay = Relay(paths, relay_path(paths.tree.data_dir, paths.branch), dict(env))
         relay.start()
     _armed = _Armed(paths, env, tmux.socket_path(env).parent, verdict, relay)
+    if not verdict.sandboxed and not verdict.refusal:
+        warn("unsandboxed: the tree's config says \"sandbox\": \"off\"; the agent can "
+             "write wherever this user can (docs/security.md)")
     return verdict
 
 

@@ -143,7 +143,7 @@ class Supervisor:
         launch_env["_NODE"] = str(self.paths.node_dir)
         if self.own_process:  # the run behaves as if started from the caller's shell
             os.environ.update(launch_env)
-            sandboxing.arm(self.paths, launch_env)  # the tree's sandbox; the node's relay
+            sandboxing.arm(self.paths, launch_env, self.reporter.warning)  # sandbox, relay
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)
