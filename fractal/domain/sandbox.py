@@ -95,12 +95,11 @@ def decide(mode: Mode, missing: str) -> Verdict:
         return Verdict(False)
     if not missing:
         return Verdict(True)
-    return Verdict(False, f"cannot sandbox the agent: {missing}; install bubblewrap "
-                          "(`apt-get install bubblewrap`) and allow unprivileged user "
-                          "namespaces (`sysctl -w kernel.unprivileged_userns_clone=1`, "
-                          "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`), "
-                          "or run unsandboxed with \"sandbox\": \"off\" in the tree's "
-                          "config.json (.fractal/<root>/config.json)")
+    why = missing if len(missing) <= 80 else missing[:79] + "…"  # the run's reason: 250
+    return Verdict(False, f"cannot sandbox the agent: {why}; install bubblewrap (apt-get "
+                          "install bubblewrap) and allow user namespaces (sysctl "
+                          "kernel.unprivileged_userns_clone=1), or set \"sandbox\": "
+                          "\"off\" in the tree's config.json")
 
 
 class Op(StrEnum):
