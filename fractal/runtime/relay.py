@@ -1,15 +1,16 @@
 """A node's relay: the Unix socket its supervisor serves, through which the ``fractal``
 commands its sandboxed agent runs reach the ledger.
 
-The database is hidden inside the sandbox; the socket (``<tree data dir>/relay/
-<branch>.sock``, hidden too) is bound into that node's sandbox only, so who is asking is
+The database is hidden inside the sandbox; the socket (``procs.confine.relay_socket``:
+``<tree data dir>/relay/<branch>.sock``, hidden too) is bound into that node's sandbox only, so who is asking is
 known by which socket was reached, never by anything the caller says. A request is one
 JSON line ``{"argv": [...], "cwd": DIR, "stdin": B64, "node": _NODE or null}``; the
 supervisor runs ``python -m fractal ARGV`` as its own child, outside the sandbox, in
 ``cwd`` when that lies in the node's worktree (else the worktree), with the run's launch
 environment and the caller's ``_NODE`` (a claim the context checks against the child's
-supervisor ancestry, which names this node whatever it says). The answer is one JSON
-line ``{"rc": N, "stdout": B64, "stderr": B64}``.
+supervisor ancestry, which names this node whatever it says) and ``FRACTAL_CONFINED``
+(the programs the verb starts for the agent, ``fractal commit``'s hooks, run in the
+node's sandbox). The answer is one JSON line ``{"rc": N, "stdout": B64, "stderr": B64}``.
 
 A small server thread, not the loop's waker: the loop blocks for a whole step inside
 ``launch._supervise`` and a command the agent runs must be answered during that step;
@@ -29,20 +30,16 @@ import threading
 from pathlib import Path
 
 from fractal.procs.commands import run_split
+from fractal.procs.confine import CONFINED_ENV
 from fractal.relayclient import short_address
 from fractal.tree import NodePaths
 
-__all__ = ["MAX_REQUEST", "Relay", "relay_path"]
+__all__ = ["MAX_REQUEST", "Relay"]
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request (argv, cwd and stdin)
 VERB_TIMEOUT = 3600.0  # seconds one forwarded command may run
-
-
-def relay_path(data_dir: Path, branch: str) -> Path:
-    """``<tree data dir>/relay/<branch>.sock``."""
-    return data_dir / "relay" / f"{branch}.sock"
 
 
 class Relay:
@@ -114,7 +111,7 @@ class Relay:
         cwd = Path(str(request.get("cwd") or worktree)).resolve()
         if cwd != worktree and worktree not in cwd.parents:
             cwd = worktree
-        env = {**self.env, "_NODE": str(self.paths.node_dir)}
+        env = {**self.env, "_NODE": str(self.paths.node_dir), CONFINED_ENV: "1"}
         node = request.get("node")
         if isinstance(node, str) and node:
             env["_NODE"] = node  # a claim: the child's ancestry decides who acts

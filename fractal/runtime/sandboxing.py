@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.sandbox import Mode, Verdict, decide, mode_of, policy
+from fractal.domain.sandbox import Mode, Verdict, decide, mode_of
 from fractal.errors import SpawnError
 from fractal.procs import sandbox
-from fractal.runtime.relay import Relay, relay_path
+from fractal.procs.confine import confined_argv, relay_socket
+from fractal.runtime.relay import Relay
 from fractal.tree import NodePaths
-from fractal.workspace.sandboxpaths import sandbox_paths
 
 __all__ = ["arm", "confine", "disarm", "refusal"]
 
@@ -29,13 +29,12 @@ log = logging.getLogger(__name__)
 
 
 class _Armed:
-    """What ``arm`` decided: the node, its launch environment, fractal's tmux socket
-    directory (hidden from the agent), the verdict and the relay (None: unsandboxed)."""
+    """What ``arm`` decided: the node, its launch environment, the verdict and the relay
+    (None: unsandboxed)."""
 
-    def __init__(self, paths: NodePaths, env: Mapping[str, str], tmux_dir: Path,
-                 verdict: Verdict, relay: Relay | None) -> None:
-        self.paths, self.env, self.tmux_dir = paths, env, tmux_dir
-        self.verdict, self.relay = verdict, relay
+    def __init__(self, paths: NodePaths, env: Mapping[str, str], verdict: Verdict,
+                 relay: Relay | None) -> None:
+        self.paths, self.env, self.verdict, self.relay = paths, env, verdict, relay
 
 
 _armed: _Armed | None = None
@@ -46,8 +45,6 @@ def arm(paths: NodePaths, env: Mapping[str, str], warn: Callable[[str], None]) -
     the node's relay when its launches are sandboxed; ``warn`` says so in the pane when
     the tree's ``sandbox: off`` runs every launch unsandboxed. Returns the verdict."""
     global _armed
-    from fractal import tmux
-
     setting = mode_of(paths.tree.root_config())
     if isinstance(setting, Mode):
         verdict = decide(setting, "" if setting is Mode.OFF else sandbox.missing())
@@ -55,9 +52,9 @@ def arm(paths: NodePaths, env: Mapping[str, str], warn: Callable[[str], None]) -
         verdict = Verdict(False, setting)
     relay = None
     if verdict.sandboxed:
-        relay = Relay(paths, relay_path(paths.tree.data_dir, paths.branch), dict(env))
+        relay = Relay(paths, relay_socket(paths.tree, paths.branch), dict(env))
         relay.start()
-    _armed = _Armed(paths, env, tmux.socket_path(env).parent, verdict, relay)
+    _armed = _Armed(paths, env, verdict, relay)
     if not verdict.sandboxed and not verdict.refusal:
         warn("unsandboxed: the tree's config says \"sandbox\": \"off\"; the agent can "
              "write wherever this user can (docs/security.md)")
@@ -86,13 +83,5 @@ def confine(argv: Sequence[str], cwd: Path) -> list[str]:
         return list(argv)
     if armed.verdict.refusal:
         raise SpawnError(armed.verdict.refusal)
-    paths, env = armed.paths, armed.env
-    relay = armed.relay.path if armed.relay is not None else None
-    try:
-        found = sandbox_paths(paths.tree.repo, paths.worktree, paths.node_dir, paths.branch,
-                              tmux_dir=armed.tmux_dir, relay=relay,
-                              home=env.get("HOME"), program=argv[0] if argv else None)
-    except OSError as exc:
-        raise SpawnError(f"cannot lay out the sandbox: {exc}") from exc
-    return sandbox.wrap(argv, policy(found), relay=None if relay is None else str(relay),
-                        cwd=str(cwd))
+    return confined_argv(armed.paths, armed.env, argv, cwd,
+                         relay=armed.relay.path if armed.relay is not None else None)

@@ -1,7 +1,7 @@
 """A sandboxed agent's ``fractal`` commands reach the ledger only through its own
 supervisor's relay, as its own node: forging ``_NODE`` or ``--path`` to pose as its parent
 or as the operator is refused and recorded against ``main.a.b``, the operator-only brake
-is refused, a read works, and with the relay variable dropped the command finds no tree
+is refused, a read works, ``fractal commit``'s hook runs in the agent's sandbox, and with the relay variable dropped the command finds no tree
 (the database is hidden). On the code before the relay the brake and the reads went
 straight to the database, and a dropped ``_NODE`` outside any supervisor was the
 operator."""
@@ -39,6 +39,15 @@ attempt("brake_as_operator", lambda: fractal(
     "pause", "--path", FACTS["repo"],
     env={k: v for k, v in os.environ.items() if k != "_NODE"}))
 attempt("direct", lambda: fractal("node", "status", "main.a.b", drop_relay=True))
+def lint_hook():
+    os.makedirs(os.path.join(os.environ["NODE_DIR"], "scripts"), exist_ok=True)
+    with open(os.path.join(os.environ["NODE_DIR"], "scripts", "lint.sh"), "w") as fh:
+        fh.write("echo owned > " + FACTS["hook_marker"] + "\\n")
+    with open("work.txt", "w") as fh:
+        fh.write("work\\n")
+    return fractal("commit", "the agent's work")
+
+attempt("lint_hook", lint_hook)
 attempt("relays", lambda: sorted(os.listdir(os.path.dirname(FACTS["parent_relay"]))))
 """
 
@@ -47,6 +56,7 @@ def test_a_sandboxed_agents_commands_run_as_its_own_node(
         sandboxed_tree: Tree, tmp_path: Path) -> None:
     tree = sandboxed_tree
     facts = {"parent_dir": str(tree.node_dir("a")), "repo": str(tree.repo),
+             "hook_marker": str(tree.repo / "hook-owned.txt"),
              "parent_relay": str(tree.repo / ".fractal" / "main" / "relay" / "main.a.sock")}
     report_path = hostile_node(tree, tmp_path, COMMANDS, facts)
     tree.cli("node", "start", "a.b")
@@ -59,6 +69,10 @@ def test_a_sandboxed_agents_commands_run_as_its_own_node(
         assert report[refused]["ok"] is False, (refused, report[refused])
         assert "exit 1: Error: " in str(report[refused]["detail"]), report[refused]
     assert report["direct"]["ok"] is False, report["direct"]
+    # fractal commit's hook ran in the agent's sandbox: its write outside failed
+    assert report["lint_hook"]["ok"] is False, report["lint_hook"]
+    assert "lint.sh failed" in str(report["lint_hook"]["detail"]), report["lint_hook"]
+    assert not (tree.repo / "hook-owned.txt").exists()
     assert report["relays"] == {"ok": True, "detail": "['main.a.b.sock']"}  # no other
     # every refusal is recorded against the agent's node, none as the operator
     failed = tree.sql("SELECT node, event, actor FROM events WHERE status = 'failed'")
