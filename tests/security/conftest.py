@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import stub_tree_template
+from tests.e2e.conftest import stub_tree_template, tree
 from tests.helpers import git
 from tests.trees import Tree, set_sandbox
 
-__all__ = ["hostile_node", "sandboxed_tree", "stub_tree_template"]
+__all__ = ["hostile_node", "sandboxed_tree", "stub_tree_template", "tree"]
 
 
 @pytest.fixture
