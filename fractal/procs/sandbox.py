@@ -19,6 +19,7 @@ __all__ = ["BWRAP", "missing", "wrap"]
 BWRAP = "bwrap"
 _PROBE_TIMEOUT = 10.0  # seconds the one probe launch may take
 _missing: str | None = None  # the probe's answer, once per process
+_RELAYED = "INT,TERM,HUP"  # the stop signals bwrap ignores and its program acts on
 
 
 def missing() -> str:
@@ -34,11 +35,9 @@ def missing() -> str:
 def _probe() -> str:
     if not sys.platform.startswith("linux"):
         return f"bubblewrap sandboxes only run on Linux (this is {sys.platform})"
-    path = shutil.which(BWRAP)
-    if path is None:
+    if shutil.which(BWRAP) is None:
         return "bwrap (bubblewrap) is not on PATH"
-    argv = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-            "--die-with-parent", "--cap-drop", "ALL", "--", "true"]
+    argv = wrap(["true"], [], relay=None, cwd="/")
     try:
         code, output = run_capture(argv, cwd=Path("/"), timeout=_PROBE_TIMEOUT)
     except (OSError, SpawnError) as exc:
@@ -53,7 +52,14 @@ def wrap(argv: Sequence[str], mounts: Sequence[Mount], *, relay: str | None,
          cwd: str) -> list[str]:
     """``argv`` run inside bubblewrap with ``mounts`` (``domain.sandbox.bwrap_args``),
     starting in ``cwd``. The program's exec errors come back as bwrap's exit 1 with its
-    message on stderr; a missing bwrap is an OSError at spawn."""
+    message on stderr; a missing bwrap is an OSError at spawn.
+
+    bwrap itself runs with SIGINT, SIGTERM and SIGHUP ignored (``env --ignore-signal``)
+    and resets them for the program (``env --default-signal``): a stop signals the whole
+    group, and bwrap dying of it at once would kill the program (``--die-with-parent``)
+    before it could act on a soft interrupt; SIGKILL still ends both."""
     binary = shutil.which(BWRAP) or BWRAP
-    return [binary, *bwrap_args(mounts, relay=relay, chdir=os.path.abspath(cwd)), "--",
-            *argv]
+    env = shutil.which("env") or "/usr/bin/env"
+    return [env, f"--ignore-signal={_RELAYED}", binary,
+            *bwrap_args(mounts, relay=relay, chdir=os.path.abspath(cwd)), "--",
+            env, f"--default-signal={_RELAYED},QUIT", *argv]
