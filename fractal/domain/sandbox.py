@@ -125,8 +125,10 @@ class SandboxPaths(NamedTuple):
     ``git_common`` is the repository's git directory (``<repo>/.git``), ``git_dir`` the
     worktree's own (``.git/worktrees/<name>``; equal to ``git_common`` for the root node),
     ``branch_refs`` every file under ``refs/heads`` now, ``own_ref`` the node's branch ref
-    file, ``relay`` the node's relay socket (None: no relay), ``home`` the agent's $HOME
-    (None: unknown), ``program_dir`` the directory of the program launched."""
+    file, ``hide`` the directories to hide that exist (every tree's data dirs,
+    ``<repo>/.fractal``, and fractal's tmux socket dir), ``relay`` the node's relay socket
+    (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
+    directory of the program launched."""
 
     repo: str
     worktree: str
@@ -135,7 +137,7 @@ class SandboxPaths(NamedTuple):
     git_dir: str
     own_ref: str
     branch_refs: tuple[str, ...]
-    tmux_dir: str
+    hide: tuple[str, ...]
     relay: str | None
     home: str | None
     program_dir: str | None = None
@@ -161,8 +163,7 @@ def policy(p: SandboxPaths) -> list[Mount]:
     mounts = [Mount(Op.RO, p.repo)]
     if p.program_dir and not _under(p.program_dir, p.repo):
         mounts.append(Mount(Op.RO_TRY, p.program_dir))
-    mounts += [Mount(Op.TMPFS, str(PurePosixPath(p.repo) / ".fractal")),
-               Mount(Op.TMPFS, p.tmux_dir)]
+    mounts += [Mount(Op.TMPFS, path) for path in p.hide]
     root_node = p.worktree == p.repo
     if root_node:  # its node dir is the hidden data dir: only its work comes back
         mounts += [Mount(Op.RW_TRY, str(PurePosixPath(p.node_dir) / name))

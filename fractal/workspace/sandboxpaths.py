@@ -23,7 +23,9 @@ def _ref_files(heads: Path) -> tuple[str, ...]:
 def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
                   tmux_dir: Path, relay: Path | None, home: str | None,
                   program: str | None) -> SandboxPaths:
-    """The node's paths for ``domain.sandbox.policy``.
+    """The node's paths for ``domain.sandbox.policy``; of the directories to hide (the
+    repository's ``.fractal`` and ``tmux_dir``) only those that exist (bubblewrap cannot
+    make a mount point in a read-only directory, and a missing one holds nothing).
 
     Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
     the read-only bind covers it (else the agent could create one, which git reads as
@@ -43,5 +45,6 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         repo=str(repo), worktree=str(worktree), node_dir=str(node_dir),
         git_common=str(common), git_dir=str(git_dir),
         own_ref=str(common / "refs" / "heads" / branch),
-        branch_refs=_ref_files(common / "refs" / "heads"), tmux_dir=str(tmux_dir),
+        branch_refs=_ref_files(common / "refs" / "heads"),
+        hide=tuple(str(d) for d in (repo / ".fractal", tmux_dir) if d.is_dir()),
         relay=None if relay is None else str(relay), home=home, program_dir=program_dir)

@@ -29,7 +29,7 @@ CHILD = SandboxPaths(
     git_dir=f"{GIT}/worktrees/main.a.b", own_ref=f"{GIT}/refs/heads/main.a.b",
     branch_refs=(f"{GIT}/refs/heads/main", f"{GIT}/refs/heads/main.a",
                  f"{GIT}/refs/heads/main.a.b", f"{GIT}/refs/heads/main.a.c"),
-    tmux_dir=TMUX, relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
+    hide=(f"{REPO}/.fractal", TMUX), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
     program_dir="/opt/agents/bin")
 ROOT = CHILD._replace(worktree=REPO, node_dir=f"{REPO}/.fractal/main", git_dir=GIT,
                       own_ref=f"{GIT}/refs/heads/main", relay=None)
