@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
+from fractal.cli.format import notice
 
 PATH_OPTION = path_option(IN_REPOSITORY)
 
@@ -25,12 +26,17 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     running at their parent's end, unread messages to the operator."""
     if ctx.invoked_subcommand is not None:
         return
+    from fractal.domain.sandbox import Mode, mode_of
     from fractal.lifecycle.inbox import inbox
 
-    entries = inbox(verb_context(path), include_acked=include_acked)
+    vctx = verb_context(path)
+    entries = inbox(vctx, include_acked=include_acked)
     if as_json:
         click.echo(json.dumps([e.as_row() for e in entries], indent=2))
         return
+    if mode_of(vctx.tree.root_config()) is Mode.OFF:
+        notice('the tree runs its agents unsandboxed ("sandbox": "off" in '
+               f'.fractal/{vctx.tree.root}/config.json; docs/security.md)')
     if not entries:
         click.echo("nothing waits for you", err=True)
         return

@@ -57,6 +57,7 @@ def test_off_runs_unsandboxed_and_status_says_so(sandboxed_tree: Tree,
     tree.cli("node", "start", "x")
     wait_until(lambda: outside.exists(), timeout=60, message="the agent wrote outside")
     assert tree.cli("node", "status", "x").stdout.strip() == "active (run 1; unsandboxed)"
+    assert "the tree runs its agents unsandboxed" in tree.cli("inbox").stderr
     release.write_text("go")
     assert tree.wait_settled("x", timeout=120) == "completed"
 
