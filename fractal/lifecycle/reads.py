@@ -24,11 +24,13 @@ from fractal.tree import parent_of
 
 @dataclass(frozen=True)
 class NodeStatus:
-    """One node's lifecycle status and a short detail (the last run's reason when settled)."""
+    """One node's lifecycle status and a short detail (the last run's reason when settled);
+    ``unsandboxed``: it is active and the tree says ``sandbox: off``."""
 
     branch: str
     status: str
     detail: str
+    unsandboxed: bool = False
 
     @property
     def line(self) -> str:
@@ -66,9 +68,8 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
     refused = _refused(tree.db_path, branch)  # `merge of div refused (...)`
     if refused:
         detail = f"{detail}; {refused}" if detail else refused
-    if status == Status.ACTIVE.value and mode_of(tree.root_config()) is Mode.OFF:
-        detail = f"{detail}; unsandboxed" if detail else "unsandboxed"  # `sandbox: off`
-    return NodeStatus(branch, status, detail)
+    unsandboxed = status == Status.ACTIVE.value and mode_of(tree.root_config()) is Mode.OFF
+    return NodeStatus(branch, status, detail, unsandboxed)
 
 
 def _refused(db_path: Path, branch: str) -> str:
