@@ -69,11 +69,13 @@ LATCH_FILE = ".paused"
 
 @dataclass(frozen=True)
 class Signalled:
-    """What a verb did to one node: ``ok`` False carries the refusal in ``message``."""
+    """What a verb did to one node: ``ok`` False carries the refusal in ``message``;
+    ``note`` a second line when there is one (a relaunch's kept-environment note)."""
 
     branch: str
     ok: bool
     message: str
+    note: str = ""
 
 
 # ---- files ------------------------------------------------------------------------------

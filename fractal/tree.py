@@ -99,8 +99,15 @@ class NodePaths:
         return self.node_dir / "memory"
 
     @property
-    def launch_env_path(self) -> Path:
-        return self.node_dir / ".launch-env"
+    def private_dir(self) -> Path:
+        """``<root data dir>/private/<branch>/``: the node's files that must stay outside its
+        worktree and out of every commit (the run's kept environment)."""
+        return self.tree.data_dir / "private" / self.branch
+
+    @property
+    def run_env_path(self) -> Path:
+        """The environment the node's run keeps (``fractal.workspace.runenv``), 0600."""
+        return self.private_dir / "env.json"
 
     @property
     def session_path(self) -> Path:

@@ -16,6 +16,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +36,10 @@ TEMPLATES_ENV = "FRACTAL_TEST_TEMPLATES"
 class WaitTimeout(AssertionError):
     """A wait_until predicate never became truthy before its deadline."""
 
+
+FRACTAL_BIN = str(Path(sys.executable).parent / "fractal")
+"""The ``fractal`` a supervisor started by this interpreter belongs to: the path its
+agents get as ``FRACTAL_BIN`` and see in every command of their prompts."""
 
 POLL = 0.02
 """Seconds ``wait_until`` sleeps between two looks by default."""

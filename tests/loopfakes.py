@@ -9,7 +9,8 @@ due before it), so an hour of walls, backoffs and approval waits takes milliseco
 plus ``[stub:fail-first=N]``: fail the first N attempts of the step, ``[stub:limit-first=N]``:
 stop the first N on a closed usage window (``[stub:limit-unstated-first=N]``: one whose
 reset is not stated), ``[stub:usage-warn=F]``: report the window
-``F`` used) and records every
+``F`` used, ``[stub:outage-first=N[:STATUS]]``: fail the first N with an API error of
+HTTP STATUS, 529 by default) and records every
 call. The fakes record; they never assert that they were called.
 """
 
@@ -242,6 +243,12 @@ class FakeAgent:
                     self.launcher.attempts(self.call) <= int(value):
                 # a closed usage window whose reset the CLI did not state
                 self._emit({"type": "usage_limit", "window": "five_hour"})
+            elif key == "outage-first" and \
+                    self.launcher.attempts(self.call) <= int(value.partition(":")[0]):
+                # the provider is down: the API answers with an error (529 unless given)
+                status = int(value.partition(":")[2] or 529)
+                self._emit({"type": "api_error", "status": status,
+                            "message": f"scripted HTTP {status}"})
                 self._exit(1)
                 return
             elif key == "usage-warn":

@@ -15,6 +15,11 @@ one). Output lines that are JSON objects with a known ``type`` are events:
                                           waits for it instead of counting a failure
     {"type": "usage", "utilization": 0.96, "resets_at": 1796123340, "window": "five_hour"}
                                           the window is 96 % used (a warning)
+    {"type": "api_error", "status": 529, "kind": "overloaded", "message": "..."}
+                                          the model API failed (``status`` and ``kind``
+                                          optional; the kind is classified from them
+                                          when absent): a transient class makes the
+                                          loop wait out a provider outage
 
 Everything else is shown in the pane as text. Success is exit code 0, except after a
 ``usage_limit`` line: that launch is a usage-limit stop whatever its exit code.
@@ -40,7 +45,7 @@ from fractal.agents.base import (
     WindowEvent,
     route_problem,
 )
-from fractal.domain.agent_errors import USAGE_LIMIT
+from fractal.domain.agent_errors import USAGE_LIMIT, classify_api_error
 
 SESSION_ENV = "FRACTAL_SESSION_ID"
 
@@ -50,11 +55,16 @@ class CommandParser:
 
     def __init__(self) -> None:
         self.window_closed = False
+        self.api_error: ResultEvent | None = None
 
     def feed(self, line: str) -> list[AgentEvent]:
         """One stdout line -> events; non-protocol lines become TextEvent."""
         stripped = line.strip()
         if stripped.startswith("{") and stripped.endswith("}"):
+            failure = _api_error(stripped)
+            if failure is not None:
+                self.api_error = failure
+                return [TextEvent(f"API error: {failure.error}")]
             event = _protocol_event(stripped)
             if event is not None:
                 if isinstance(event, WindowEvent) and event.rejected:
@@ -63,11 +73,34 @@ class CommandParser:
         return [TextEvent(line)]
 
     def finish(self) -> list[AgentEvent]:
-        """After a ``usage_limit`` line, the launch's verdict: a usage-limit stop."""
+        """After a ``usage_limit`` line, the launch's verdict: a usage-limit stop; after an
+        ``api_error`` line, a failed final report naming its class and HTTP status."""
         if self.window_closed:
             return [ResultEvent(ok=False, error="usage limit reached",
                                 error_kind=USAGE_LIMIT)]
+        if self.api_error is not None:
+            return [self.api_error]
         return []
+
+
+def _api_error(text: str) -> ResultEvent | None:
+    """An ``api_error`` line as a failed final report, else None."""
+    if '"api_error"' not in text:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("type") != "api_error":
+        return None
+    status = data.get("status")
+    code = status if isinstance(status, int) and not isinstance(status, bool) \
+        and 100 <= status <= 599 else None
+    message = data.get("message") if isinstance(data.get("message"), str) else ""
+    hint = data.get("kind") if isinstance(data.get("kind"), str) else None
+    kind = classify_api_error(code, hint, str(message))
+    return ResultEvent(ok=False, error=str(message) or "API error", error_kind=kind,
+                       api_status=code)
 
 
 def _protocol_event(text: str) -> AgentEvent | None:

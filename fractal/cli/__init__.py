@@ -37,6 +37,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "_notify": ("fractal.cli.inbox", "notify_cmd"),
     "usage": ("fractal.cli.usage", "usage_group"),
     "open": ("fractal.cli.open", "open_cmd"),
+    "doctor": ("fractal.cli.doctor", "doctor_cmd"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -55,6 +56,7 @@ _SHORT_HELP: dict[str, str] = {
     "inbox": "Everything in the tree that waits for a human, with the command to resolve it.",
     "open": "The live dashboard of the whole tree (Textual).",
     "usage": "List the usage windows; reopen one so its nodes probe now.",
+    "doctor": "Check the tree's nodes, branches, worktrees and database.",
 }
 
 

@@ -57,10 +57,16 @@ def verb_context(path: Path) -> Context:
     """The context of the caller at ``path`` (this process's environment decides whether it
     runs inside a node's loop). Raises NotATree, GitError."""
     from fractal.lifecycle.context import open_context
+    from fractal.store import lockwait
 
+    lockwait.set_wait_notice(_say_waiting)  # a verb that waits on a lock says so once
     ctx = open_context(path)
     note_tree(ctx.tree)
     return ctx
+
+
+def _say_waiting(text: str) -> None:
+    click.echo(f"fractal: {text}", err=True)
 
 
 def note_tree(tree: Tree) -> None:

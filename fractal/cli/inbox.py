@@ -22,8 +22,8 @@ PATH_OPTION = path_option(IN_REPOSITORY)
 def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Path) -> None:
     """List what waits for a human, oldest first, each with the command that resolves it:
     pending gates, exited runs, budget landings, no-progress stops, interrupted and
-    paused nodes, stalls, usage-window waits, merges that did not land, children left
-    running at their parent's end, unread messages to the operator."""
+    paused nodes, stalls, usage-window and provider-outage waits, merges that did not
+    land, children left running at their parent's end, unread messages to the operator."""
     if ctx.invoked_subcommand is not None:
         return
     from fractal.domain.sandbox import Mode, mode_of
@@ -82,8 +82,8 @@ def notify_cmd(path: Path, once: bool) -> None:
 @click.argument("command", required=False)
 @click.option("--events", default=None, metavar="KINDS",
               help="Comma-separated kinds to notify (gate, exited, budget, no-progress, "
-                   "interrupted, paused, stall, usage, merge, orphans, message); '' for "
-                   "every kind.")
+                   "interrupted, paused, stall, usage, outage, merge, orphans, message); '' "
+                   "for every kind.")
 @click.option("--off", is_flag=True, help="Remove the notify command.")
 @PATH_OPTION
 def notify_set_cmd(command: str | None, events: str | None, off: bool, path: Path) -> None:

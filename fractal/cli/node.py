@@ -229,31 +229,42 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
               help="Arm this run's cost ceiling (required to continue after a budget end).")
 @click.option("--tree", "whole_tree", is_flag=True,
               help="With --continue: also every settled descendant, shallowest first.")
+@click.option("--refresh-env", is_flag=True,
+              help="With --continue: use this shell's environment instead of the one the "
+                   "last run started with (prints the names that changed).")
 @PATH_OPTION
 def start_cmd(node: str | None, continue_mode: bool, clean: bool, max_cost: str | None,
-              whole_tree: bool, path: Path) -> None:
+              whole_tree: bool, refresh_env: bool, path: Path) -> None:
     """Start NODE's supervisor in a detached tmux session."""
     from fractal.lifecycle.start import start_node
 
     if clean and not continue_mode:
         raise click.UsageError("--clean only applies with --continue")
+    if refresh_env and not continue_mode:
+        raise click.UsageError("--refresh-env only applies with --continue (a fresh start "
+                               "always keeps this shell's environment)")
     if whole_tree:
         if not continue_mode:
             raise click.UsageError("--tree only applies with --continue")
         from fractal.lifecycle.treestart import start_tree
 
-        done = start_tree(verb_context(path), node, clean=clean, max_cost=max_cost)
+        done = start_tree(verb_context(path), node, clean=clean, max_cost=max_cost,
+                          refresh_env=refresh_env)
         for each in done.started:
             click.echo(f"started {each.paths.branch} (run {each.run_id or 'booting'})",
                        err=True)
+            if each.env_note:
+                click.echo(each.env_note, err=True)
         for branch, why in done.refused:
             click.echo(f"warning: {branch} not started: {why}", err=True)
         return
     started = start_node(verb_context(path), node, continue_mode=continue_mode, clean=clean,
-                         max_cost=max_cost)
+                         max_cost=max_cost, refresh_env=refresh_env)
     run = f"run {started.run_id}" if started.run_id else "booting"
     click.echo(f"started {started.paths.branch} ({run}) in tmux session {started.session}; "
                f"watch: fractal node attach {node or started.paths.branch}", err=True)
+    if started.env_note:
+        click.echo(started.env_note, err=True)
     for warning in started.warnings:
         click.echo(f"warning: {warning}", err=True)
 

@@ -61,12 +61,15 @@ def pause_cmd(node: str | None, reason: str | None, path: Path) -> None:
 
 @click.command("resume")
 @click.argument("node", required=False)
+@click.option("--refresh-env", is_flag=True,
+              help="Relaunch with this shell's environment instead of the one the run "
+                   "started with (prints the names that changed).")
 @PATH_OPTION
-def resume_cmd(node: str | None, path: Path) -> None:
+def resume_cmd(node: str | None, refresh_env: bool, path: Path) -> None:
     """Relaunch NODE's parked run, and its paused descendants (deepest first)."""
     from fractal.lifecycle.resume import resume
 
-    _report(list(resume(verb_context(path), node)))
+    _report(list(resume(verb_context(path), node, refresh_env=refresh_env)))
 
 
 @click.command("kill")

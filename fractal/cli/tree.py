@@ -67,12 +67,18 @@ def pause_cmd(name: str | None, reason: str | None, path: Path) -> None:
 
 @click.command("resume")
 @click.argument("name", required=False)
+@click.option("--refresh-env", is_flag=True,
+              help="Relaunch with this shell's environment instead of the one each run "
+                   "started with (prints the names that changed).")
 @path_option(IN_REPOSITORY)
-def resume_cmd(name: str | None, path: Path) -> None:
+def resume_cmd(name: str | None, refresh_env: bool, path: Path) -> None:
     """Lift the tree-wide brake and resume every parked node, deepest first."""
     from fractal.lifecycle.brake import release
 
-    results = release(verb_context(path), name)
+    results = release(verb_context(path), name, refresh_env=refresh_env)
+    for result in results:
+        if result.note:  # what a relaunch did to its kept environment (names only)
+            click.echo(result.note, err=True)
     resumed = sum(r.ok for r in results)
     click.echo(f"tree resumed ({resumed} node(s))" if resumed else
                "tree brake lifted (if it was on); no paused node to resume", err=True)

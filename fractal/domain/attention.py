@@ -16,14 +16,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from fractal.domain.attention_facts import Gate, HandBack, NodeFacts, Note, UsageHold
+from fractal.domain.attention_facts import (
+    Gate,
+    HandBack,
+    NodeFacts,
+    Note,
+    OutageHold,
+    UsageHold,
+)
 from fractal.domain.budget import is_budget_reason
 from fractal.domain.failstreak import FAILED_ITERS
 from fractal.domain.merging import unresolved_hand_back
+from fractal.domain.outage import CUT_SHORT
 from fractal.domain.subtree import unsettled_notice
 
 __all__ = ["FOLLOWER_UNTIL", "RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
-           "Rule", "UsageHold", "classify", "item_id", "stall_after"]
+           "OutageHold", "Rule", "UsageHold", "classify", "item_id", "stall_after"]
 
 STALL_FLOOR_S = 300
 """An active node is stalled after writing nothing for max(step_timeout, this) seconds."""
@@ -46,6 +54,7 @@ class Kind(StrEnum):
     PAUSED = "paused"
     STALL = "stall"
     USAGE = "usage"
+    OUTAGE = "outage"
     MERGE = "merge"
     ORPHANS = "orphans"
     MESSAGE = "message"
@@ -203,7 +212,7 @@ def _paused(facts: NodeFacts) -> Item | None:
 
 def _stall_at(facts: NodeFacts, now: float) -> Item | None:
     if facts.status != "active" or facts.gone or facts.gates or facts.last_write is None \
-            or facts.usage is not None:  # a usage-window wait is silent by design
+            or facts.usage is not None or facts.outage is not None:  # waits are quiet
         return None
     quiet = now - facts.last_write
     limit = stall_after(facts.step_timeout)
@@ -241,6 +250,18 @@ def _usage(facts: NodeFacts) -> Item | None:
                 fingerprint=f"{hold.event_id}:{hold.until}",
                 details={"until": None if hold.until is None else _iso(hold.until),
                          "window": hold.window, "run_id": facts.run_id})
+
+
+def _outage(facts: NodeFacts) -> Item | None:
+    hold = facts.outage
+    if facts.status != "active" or hold is None or facts.gone:
+        return None
+    return Item(Kind.OUTAGE, facts.branch, hold.since,
+                f"{hold.shown}; it launches again by itself then (the command launches now)",
+                CUT_SHORT.format(node=facts.branch),
+                key=f"outage:{facts.branch}:{hold.event_id}",
+                fingerprint=f"{hold.event_id}:{hold.shown}",
+                details={"wait": hold.shown, "run_id": facts.run_id})
 
 
 def _merge(facts: NodeFacts) -> Item | None:
@@ -340,6 +361,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Kind.PAUSED, _ignore_now(_paused)),
     Rule(Kind.STALL, _stall_at),
     Rule(Kind.USAGE, _ignore_now(_usage)),
+    Rule(Kind.OUTAGE, _ignore_now(_outage)),
     Rule(Kind.MERGE, _ignore_now(_merge)),
     Rule(Kind.ORPHANS, _ignore_now(_orphans)),
     Rule(Kind.MESSAGE, _ignore_now(_message)),

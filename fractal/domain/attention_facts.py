@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fractal.domain.subtree import Unsettled
 
-__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "UsageHold"]
+__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "OutageHold", "UsageHold"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,17 @@ class UsageHold:
 
 
 @dataclass(frozen=True)
+class OutageHold:
+    """An open provider-outage wait of the node's run: its ``outage_wait`` event id, when
+    it began (epoch s) and its line (``waiting out a provider outage (HTTP 529, attempt
+    4) until 2026-12-07 01:23:45Z``)."""
+
+    event_id: int
+    since: float
+    shown: str
+
+
+@dataclass(frozen=True)
 class Note:
     """A radio message a node sent to the operator (the root's ``inbox``), still unread
     by the operator: its id, subject, priority and when it was sent (epoch s)."""
@@ -79,7 +90,7 @@ class NodeFacts:
     ``parked ...``); ``pause_asked`` is the reason given with the pause that parked it
     (``fractal node pause --reason``), empty when none was.
     ``merge`` is its newest merge when that failed; ``usage`` its run's open usage-window
-    wait; ``running_below`` its descendants still running, and once its newest run ended
+    wait, ``outage`` its open provider-outage wait; ``running_below`` its descendants still running, and once its newest run ended
     only those whose own current run had begun by then (``with_running_below`` fills
     it from the whole tree's facts, ``domain.attention_tree``); ``to_operator`` its messages the operator has not
     read, oldest first. ``waiting_children`` is True while its loop waits for its
@@ -112,6 +123,7 @@ class NodeFacts:
     title: str = ""
     merge: HandBack | None = None
     usage: UsageHold | None = None
+    outage: OutageHold | None = None
     running_below: tuple[Unsettled, ...] = ()
     to_operator: tuple[Note, ...] = ()
     waiting_children: bool = False

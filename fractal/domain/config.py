@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 from fractal.domain.durations import parse_duration
 from fractal.domain.errors import ConfigError, InvalidValue
 from fractal.domain.pause_at import parse_pause_at
+from fractal.domain.reserve import resolve_reserve
 from fractal.domain.scope import normalise_scope
 
 __all__ = [
@@ -105,6 +106,8 @@ KEYS: Mapping[str, KeySpec] = _specs(
     ("max_failed_iters", Kind.COUNT, 3, "Consecutive failed iterations that end a run; null = off."),
     ("on_usage_limit", Kind.CHOICE, "wait", "At a closed usage window: wait for it, or stop."),
     ("max_usage_wait", Kind.DURATION, "12h", "Longest usage-window wait before the run exits."),
+    ("outage_backoff", Kind.DURATION, "30s", "First wait of a provider outage; each doubles."),
+    ("max_outage_backoff", Kind.DURATION, "30m", "Longest single wait of a provider outage."),
     ("usage_pause_at", Kind.PERCENT, "95%", "Window use at which to wait early; null = off."),
     ("pass_score", Kind.SCORE, None, "Score a check must report to pass; null = exit code only."),
     ("min_gain", Kind.SCORE, 0.02, "Least score rise between exit checks that counts as progress."),
@@ -299,6 +302,8 @@ class NodeConfig:
     max_failed_iters: int | None = 3
     on_usage_limit: str = "wait"
     max_usage_wait: int = 43200
+    outage_backoff: int = 30
+    max_outage_backoff: int = 1800
     usage_pause_at: float | None = 0.95
     pass_score: float | None = None
     min_gain: float = 0.02
@@ -380,20 +385,3 @@ def _float_or_text(text: str) -> object:
         return float(text)
     except ValueError:
         return text
-
-
-def resolve_reserve(text: str, max_cost: float | None) -> float:
-    """``--reserve-budget`` as USD, 4 dp: ``"N%"`` of ``max_cost`` or an amount. InvalidValue
-    unless a finite number >= 0 (a % needs max_cost); the 99% rule is ``validate_config``'s."""
-    stripped = text.strip()
-    percent = stripped.endswith("%")
-    number = _float_or_text(stripped[:-1].strip() if percent else stripped)
-    if not _is_number(number) or number < 0:
-        raise InvalidValue(f'reserve_budget: "{text}" must be a USD amount >= 0 or a '
-                           "percentage of max_cost such as 10%")
-    if not percent:
-        return round(number, 4)
-    if max_cost is None:
-        raise InvalidValue(f'reserve_budget: "{text}" is a percentage but max_cost is not set; '
-                           "set max_cost or give a USD amount")
-    return round(max_cost * number / 100, 4)

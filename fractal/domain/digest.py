@@ -27,23 +27,24 @@ class Digest:
 
 def render_digest(d: Digest) -> str:
     """The digest as a Markdown section (``### Since the last SYNC``); every line says one
-    fact and, where the agent can act on it, the exact command."""
+    fact and, where the agent can act on it, the exact command (with ``$FRACTAL_BIN``,
+    which the prompt's rendering turns into the run's ``fractal`` path)."""
     lines = ["### Since the last SYNC", ""]
     if d.notices:
-        lines.append(f"- Child notices ({len(d.notices)}, from `fractal radio feed`):")
+        lines.append(f"- Child notices ({len(d.notices)}, from `$FRACTAL_BIN radio feed`):")
         lines += [f"  - {child}: {subject}" for child, subject in d.notices]
     else:
         lines.append("- Child notices: none.")
     if d.gates:
         lines.append(f"- Gates pending ({len(d.gates)}):")
-        lines += [f"  - {child} {step} (step {step_id}): review `fractal node diff {child}`, "
-                  f"then `fractal node approve {child}`" for child, step, step_id in d.gates]
+        lines += [f"  - {child} {step} (step {step_id}): review `$FRACTAL_BIN node diff {child}`, "
+                  f"then `$FRACTAL_BIN node approve {child}`" for child, step, step_id in d.gates]
     else:
         lines.append("- Gates pending: none.")
     if d.unread:
         newest = "; ".join(f'"{s}"' for s in d.subjects[:NEWEST])
         lines.append(f"- Unread messages: {d.unread} (newest: {newest}); read them with "
-                     "`fractal radio messages`.")
+                     "`$FRACTAL_BIN radio messages`.")
     else:
         lines.append("- Unread messages: none.")
     return "\n".join(lines) + "\n"

@@ -112,8 +112,10 @@ class RunFacts:
     stalled score; None when they did not happen. ``score_note`` is the distance of the
     newest red scored check to its threshold (``score 0.72 of 0.8 needed``; None when
     there is none or it is stale), added to a budget or iteration-cap end.
-    ``pool_end`` is a worker pool's end (``pool: 8 done, 1 failed``): every item settled
-    and reviewed.
+    ``step_end`` is the end a step kind gave the run (a worker pool's ``completed``
+    ``pool: 8 done, 1 failed``: every item settled and reviewed; a usage window's
+    ``on_usage_limit: stop`` or ``max_usage_wait``): it names the run's end unless a
+    budget bound landed or a stop signal ended the run.
     """
 
     run_id: int
@@ -132,7 +134,7 @@ class RunFacts:
     no_progress: str | None = None
     stagnation: str | None = None
     score_note: str | None = None
-    pool_end: str | None = None
+    step_end: RunEnd | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ def _end(status: Status, exit_code: int, reason: str) -> RunEnd:
 def decide_run_end(facts: RunFacts) -> RunEnd:
     """The terminal matrix that closes a run, first match wins.
 
+    A step kind's end of the run (``step_end``) wins first, unless a budget bound landed
+    or a stop signal ended the run; then:
     budget -> exited/0 (the budget reason); setup abort -> exited/1 ``setup failed x<N>``;
     finish drained -> completed/0 ``Finished by request``; run timeout -> exited/1
     ``Timed out at iteration R.I (<walls>)``; stop -> stopped/0 ``Stopped by request``;
@@ -166,8 +170,8 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     matrix above decides, and when its winner is the budget or the iteration cap a
     ``score_note`` is appended (``; score 0.72 of 0.8 needed``).
     """
-    if facts.pool_end is not None and facts.budget_reason is None and not facts.stopped:
-        return _end(Status.COMPLETED, 0, facts.pool_end)
+    if facts.step_end is not None and facts.budget_reason is None and not facts.stopped:
+        return facts.step_end
     cause = first_cause(_causes(facts))
     if cause is StopCause.EXIT_CHECK:
         return _end(Status.COMPLETED, 0, f"exit check passed ({facts.exit_check_passed})")

@@ -254,8 +254,8 @@ def worker_task(brief: str, pool: str, item: Item, previous: str = "") -> str:
     attempt ``previous`` (how the last one ended, or the review's rejection) too."""
     text = (f"{brief.strip()}\n\n### Your item\n\nYou work exactly one item of the pool "
             f"`{pool}`: item `{item.item_id}`.\n\n~~~text\n{item.input.strip()}\n~~~\n\n"
-            "Do the brief for this item only. Commit your work (`fractal commit`), then "
-            "report the outcome in one line: `fractal pool result \"what you did\"` "
+            "Do the brief for this item only. Commit your work (`$FRACTAL_BIN commit`), then "
+            "report the outcome in one line: `$FRACTAL_BIN pool result \"what you did\"` "
             "(without it the pool records your last commit subject).\n")
     if previous.strip():
         text += (f"\n### Attempt {item.attempts}\n\nThe previous attempt at this item "
@@ -330,9 +330,9 @@ def pool_document(pool: str, items: Sequence[Item], review_done: bool) -> str:
     lines.append("")
     if review_done:
         lines += ["This is the pool's one review pass. Read each done item's work (its "
-                  "merge commit on this branch, or `fractal node diff WORKER`) against the "
+                  "merge commit on this branch, or `$FRACTAL_BIN node diff WORKER`) against the "
                   "brief. For an item that does not meet it, run "
-                  "`fractal pool reject ITEM --reason \"why\"`: it goes back to the pool for "
+                  "`$FRACTAL_BIN pool reject ITEM --reason \"why\"`: it goes back to the pool for "
                   "one more attempt. Items you do not reject stand. There is no second "
                   "review.", ""]
     return "\n".join(lines)

@@ -18,6 +18,7 @@ __all__ = [
     "exit_code_from_returncode",
     "retry_reason",
     "signal_exit_code",
+    "unpriced_reason",
     "without_retry",
 ]
 
@@ -80,3 +81,11 @@ def without_retry(reason: str) -> str:
     -> ``<reason>``, ``retry`` -> ``""``; a later marker stays: ``x; retry; unpriced`` ->
     ``x; unpriced``): what the attempt failed of, for a reason about the whole iteration."""
     return "; ".join(part for part in reason.split("; ") if part != "retry")
+
+
+def unpriced_reason(reason: str) -> str:
+    """Append ``; unpriced`` (a step that ended abnormally after opening a session and
+    recorded no cost may have spent money nobody saw), within the 250-character cap."""
+    suffix = "; unpriced"
+    return clip_reason(reason, REASON_LIMIT - len(suffix)) + suffix if reason else \
+        suffix.lstrip("; ")

@@ -36,6 +36,8 @@ class StaticFacts:
     meta_target: str | None
     #: The parent's branch ('' for the root, whose parent is the operator).
     parent: str = ""
+    #: The absolute path of the run's ``fractal`` command (``FRACTAL_BIN``).
+    fractal_bin: str = "fractal"
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ def static_variables(facts: StaticFacts) -> dict[str, str]:
         "MAX_DESCENDANTS": _limit(facts.max_descendants),
         "META_TARGET": facts.meta_target or "",
         "PARENT_BRANCH": facts.parent,
+        "FRACTAL_BIN": facts.fractal_bin,
     }
 
 
@@ -162,9 +165,21 @@ def run_variables(step: StepFacts) -> dict[str, str]:
     }
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one POSIX shell word: as it is when it holds only characters no shell
+    reads specially (letters, digits, ``@%+=:,./_-``), else single-quoted."""
+    if text and all(c.isascii() and (c.isalnum() or c in "@%+=:,./_-") for c in text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 def prompt_variables(live: StaticFacts, step: StepFacts) -> dict[str, str]:
-    """Variables for rendering a prompt: static ones from live config, plus run-scoped."""
-    return {**static_variables(live), **run_variables(step)}
+    """Variables for rendering a prompt: static ones from live config, plus run-scoped.
+    FRACTAL_BIN is rendered as a shell word (quoted when the path needs it), so a
+    prompt's `` `$FRACTAL_BIN commit ...` `` is a command an agent can run as written."""
+    variables = {**static_variables(live), **run_variables(step)}
+    variables["FRACTAL_BIN"] = shell_word(live.fractal_bin)
+    return variables
 
 
 def agent_environment(boot: StaticFacts, step: StepFacts, node_dir: str) -> dict[str, str]:

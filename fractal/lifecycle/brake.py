@@ -37,9 +37,10 @@ def brake(ctx: Context, name: str | None, reason: str | None) -> list[Signalled]
     return send(ctx, ctx.tree.root, Signal.PAUSE, reason)
 
 
-def release(ctx: Context, name: str | None) -> list[Signalled]:
-    """Lift the latch and resume every paused node of the tree, deepest first. Only the
+def release(ctx: Context, name: str | None, *, refresh_env: bool = False) -> list[Signalled]:
+    """Lift the latch and resume every paused node of the tree, deepest first, each with
+    its run's kept environment (``refresh_env``: replaced by the caller's). Only the
     operator may: raises Refused otherwise."""
     ctx = _in_tree(ctx, name, "release")
     clear_latch(ctx.tree)
-    return resume(ctx, ctx.tree.root, lifting_latch=True)
+    return resume(ctx, ctx.tree.root, lifting_latch=True, refresh_env=refresh_env)

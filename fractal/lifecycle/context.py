@@ -83,6 +83,14 @@ class Context:
     pid: int | None = field(default_factory=os.getpid)
     top: Path | None = field(default=None, compare=False)
     """The top of the worktree holding ``cwd`` when already known (None: asked on use)."""
+    environ: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
+    """The caller's environment (None: this process's). A verb that launches a supervisor
+    keeps it as the run's environment on a fresh start (``lifecycle/host.keep_env``)."""
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The caller's environment: ``environ``, else this process's."""
+        return os.environ if self.environ is None else self.environ
 
     def known(self) -> list[str]:
         """Every registered node, read now with the light reader (no SQLAlchemy)."""
@@ -287,4 +295,4 @@ def open_context(cwd: Path, environ: Mapping[str, str] | None = None, *,
     env = os.environ if environ is None else environ
     tree, top = locate(cwd)
     return Context(tree=tree, cwd=cwd, top=top, loop_node=env.get(LOOP_NODE_ENV),
-                   pid=os.getpid() if pid is None else pid)
+                   pid=os.getpid() if pid is None else pid, environ=environ)

@@ -21,6 +21,7 @@ from fractal.lifecycle.rescuing import rescue_node
 from fractal.lifecycle.steer import Refused
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
+from fractal.workspace.runenv import forget
 from fractal.workspace.teardown import delete_branch, drop_worktree
 
 __all__ = ["Deleted", "delete", "remove_node"]
@@ -77,8 +78,8 @@ def delete(ctx: Context, name: str, *, force: bool = False) -> list[Deleted]:
 
 def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
                 has_branch: bool) -> str | None:
-    """Rescue, then remove ``node``'s worktree, branch and registry row; return the rescue
-    ref (None when the branch was gone). The shared teardown of ``delete``, ``reset`` and
+    """Rescue, then remove ``node``'s worktree, branch, kept environment and registry row;
+    return the rescue ref (None when the branch was gone). The shared teardown of ``delete``, ``reset`` and
     ``destroy``; the caller holds the tree lock and has checked the node is not live."""
     from fractal.store.ledger import Ledger
 
@@ -86,5 +87,6 @@ def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
     drop_worktree(tree.repo, tree.worktree_of(node))
     delete_branch(tree.repo, node)
     heal_lock_path(tree, node).unlink(missing_ok=True)
+    forget(tree.node(node).run_env_path)  # the run's keys go with the node
     Ledger(tree.db_path).delete_node(node)
     return ref

@@ -1,16 +1,21 @@
 """Host a supervisor in a detached tmux session (used by start, continue and resume).
 
-The environment of the calling command reaches the supervisor through a 0600 file in
-the node dir that the supervisor reads and deletes at boot: API keys never sit in the
-argv of a long-lived process nor in the tmux server's environment.
+A run keeps the environment it started with. A fresh ``node start`` writes the calling
+command's environment to the node's kept-environment file (``NodePaths.run_env_path``,
+0600, outside the worktree: ``fractal.workspace.runenv``); every relaunch of that node
+(``--continue``, ``node resume``, ``fractal resume``, the dashboard's keys) leaves the
+file as it is, so the supervisor boots with the start shell's environment whoever
+relaunches it, unless ``refresh`` (``--refresh-env``) replaces it with the caller's on
+purpose. The supervisor reads the file at boot: API keys never sit in the argv of a
+long-lived process nor in the tmux server's environment, and never in the database.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +25,7 @@ from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.notify import ensure_watcher
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
-from fractal.workspace.nodedir import write_atomic
+from fractal.workspace import runenv
 
 BOOT_WAIT = 20.0  # seconds a verb waits for the supervisor to take the node
 SETTLING_WAIT = 10.0
@@ -30,11 +35,66 @@ closed the run and is on its way out) to close, before refusing."""
 
 @dataclass(frozen=True)
 class Hosted:
-    """Where a supervisor now runs; ``pid`` is its pane process (None when unknown)."""
+    """Where a supervisor now runs; ``pid`` is its pane process (None when unknown);
+    ``env`` what the launch did to the node's kept environment."""
 
     session: str
     socket: Path
     pid: int | None = None
+    env: KeptEnv | None = None
+
+
+@dataclass(frozen=True)
+class KeptEnv:
+    """What one launch did to the node's kept environment: ``note`` for the caller (names
+    only, empty when the kept one was simply restored) and ``before``, the file's content
+    before the launch wrote it (None: there was none; ``wrote`` False: left as it was), so
+    a launch that fails can put it back."""
+
+    note: str = ""
+    wrote: bool = False
+    before: dict[str, str] | None = None
+
+
+def keep_env(paths: NodePaths, environ: Mapping[str, str], *, fresh: bool,
+             refresh: bool) -> KeptEnv:
+    """Settle the environment the supervisor about to be hosted boots with.
+
+    A ``fresh`` start keeps ``environ`` (the calling command's). A relaunch keeps what
+    the run started with, unless ``refresh`` replaces it with ``environ`` (the note names
+    the variables that changed) or there is none to keep (a run started by an older
+    fractal: ``environ`` is kept from now on, and the note says so). Raises FractalError
+    when the file cannot be written.
+    """
+    before = runenv.load(paths.run_env_path)
+    if not fresh and before is not None and not refresh:
+        return KeptEnv()
+    note = ""
+    if not fresh:  # only a note needs the wording: a plain start or resume never loads it
+        from fractal.domain.runenv import changed, missing_note, refresh_note
+
+        note = (missing_note(paths.branch) if before is None
+                else refresh_note(paths.branch, changed(before, environ)))
+    try:
+        runenv.keep(paths.run_env_path, environ)
+    except OSError as exc:
+        raise FractalError(f"cannot write {paths.run_env_path}: {exc.strerror or exc}; "
+                           f"check that {paths.tree.data_dir} is writable") from None
+    return KeptEnv(note=note, wrote=True, before=before)
+
+
+def undo_env(paths: NodePaths, kept: KeptEnv | None) -> None:
+    """Put the node's kept environment back as it was before a launch that failed: the
+    previous content, or no file when there was none. Never raises."""
+    if kept is None or not kept.wrote:
+        return
+    try:
+        if kept.before is None:
+            runenv.forget(paths.run_env_path)
+        else:
+            runenv.keep(paths.run_env_path, kept.before)
+    except OSError:
+        pass  # the next launch writes or restores it again
 
 
 def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
@@ -73,25 +133,27 @@ def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT) -> H
 
 
 def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
-         resume_mode: bool = False) -> Hosted:
-    """Launch the supervisor for ``paths`` in a new detached session. Call under the tree
-    lock after the status checks. Raises FractalError, TmuxError."""
+         resume_mode: bool = False, environ: Mapping[str, str] | None = None,
+         refresh: bool = False) -> Hosted:
+    """Launch the supervisor for ``paths`` in a new detached session, with the node's kept
+    environment settled first (``keep_env``: a fresh start keeps ``environ``, default this
+    process's; a continue or resume restores the kept one unless ``refresh``). Call under
+    the tree lock after the status checks. A launch that fails puts the kept environment
+    back (``undo_env``); the caller does the same when it gives up on the hosted
+    supervisor later. Raises FractalError, TmuxError."""
     hosted = session_free(paths)
-    try:
-        write_atomic(paths.launch_env_path, json.dumps(dict(os.environ)), mode=0o600)
-    except OSError as exc:
-        raise FractalError(f"cannot write {paths.launch_env_path}: {exc.strerror or exc}; "
-                           f"check that {paths.node_dir} is writable") from None
+    kept = keep_env(paths, os.environ if environ is None else environ,
+                    fresh=not (continue_mode or resume_mode), refresh=refresh)
     try:
         pid = tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
                                                           resume_mode=resume_mode),
                           cwd=paths.worktree, socket=hosted.socket)
     except BaseException:
-        paths.launch_env_path.unlink(missing_ok=True)
+        undo_env(paths, kept)
         raise
     ledger.set_tmux(paths.branch, hosted.session, str(hosted.socket))
     ensure_watcher(paths.tree)  # the root config's `notify` command (docs/dashboard.md)
-    return Hosted(hosted.session, hosted.socket, pid)
+    return Hosted(hosted.session, hosted.socket, pid, kept)
 
 
 def take(paths: NodePaths, ledger: Ledger, hosted: Hosted, move: Move) -> bool:

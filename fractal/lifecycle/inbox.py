@@ -18,13 +18,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.domain.attention import Gate, HandBack, Item, NodeFacts, Note, UsageHold, classify
+from fractal.domain.attention import (
+    Gate,
+    HandBack,
+    Item,
+    NodeFacts,
+    Note,
+    OutageHold,
+    UsageHold,
+    classify,
+)
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree, parent_of
 
 if TYPE_CHECKING:
-    from fractal.store.attention import NoteRow
+    from fractal.store.attention import NoteRow, WaitRow
+    from fractal.store.rows import RunRow
 
 
 @dataclass(frozen=True)
@@ -145,7 +155,8 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                            _epoch(merge.created_at) or 0.0,
                            _unresolved(tree, node.node, node.status))
             if merge else None,
-            usage=hold, to_operator=_notes(rows.notes.get(node.node, ())),
+            usage=hold, outage=_outage(rows.outages.get(node.node) if active else None, run),
+            to_operator=_notes(rows.notes.get(node.node, ())),
             waiting_children=active and node.node in rows.holding,
             merged_at=_epoch(rows.landed.get(node.node)), braked=braked,
             run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
@@ -170,6 +181,13 @@ def _unresolved(tree: Tree, branch: str, status: str) -> str | None:
         return None
     return str(paths.worktree) if operation_in_progress(paths.worktree) is Operation.MERGE \
         else None
+
+
+def _outage(wait: WaitRow | None, run: RunRow | None) -> OutageHold | None:
+    """The open provider-outage wait of the node's newest run, if it is in one."""
+    if wait is None or run is None or wait.run_id != run.run_id:
+        return None
+    return OutageHold(wait.event_id, _epoch(wait.created_at) or 0.0, wait.shown)
 
 
 def _notes(rows: Sequence[NoteRow]) -> tuple[Note, ...]:

@@ -139,12 +139,16 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
             return f"pausing: {parking.meta.removeprefix(PARKING)}"
         if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
+        from fractal.domain.outage import OUTAGE_EVENT, cut_short_hint
         from fractal.store.eventlog import last_event
 
         waiting = last_event(db_path, branch, "usage_wait")
         if waiting is not None and waiting.status == "started" and \
                 waiting.run_id == last.run_id:
             return waiting.meta  # `waiting for usage window until 14:05:05Z`
+        outage = last_event(db_path, branch, OUTAGE_EVENT)
+        if outage is not None and outage.status == "started" and outage.run_id == last.run_id:
+            return cut_short_hint(outage.meta, branch)  # `waiting out a provider outage ...`
         gates = reader.awaiting_approval(db_path, branch)
         if gates:
             return (f"run {last.run_id}, {gates[-1].step_name} awaiting approval "

@@ -1,11 +1,14 @@
 """``fractal node resume``: relaunch parked loops, deepest first.
 
 The relaunched supervisor adopts the open run: same run id, iteration count and
-budgets, re-entering the interrupted step. A node still parking (active with a pause
-pending) has its pause withdrawn instead.
+budgets, re-entering the interrupted step, with the environment the run started with
+(``lifecycle/host.keep_env``; ``refresh_env`` replaces it with the caller's). A node
+still parking (active with a pause pending) has its pause withdrawn instead.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
 from fractal.domain.signals import Signal
@@ -34,8 +37,12 @@ def not_paused(branch: str, status: Status | str) -> str:
     return why
 
 
-def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signalled:
-    """Resume one node: withdraw a pending pause, or relaunch a parked supervisor."""
+def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
+                environ: Mapping[str, str] | None = None,
+                refresh_env: bool = False) -> Signalled:
+    """Resume one node: withdraw a pending pause, or relaunch a parked supervisor with the
+    run's kept environment (``refresh_env``: replaced by ``environ``, default this
+    process's; the message then names the variables that changed)."""
     paths = tree.node(branch)
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
@@ -53,15 +60,17 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
                              metadata=f"refused: {why}")
             return Signalled(branch, False, why)
         try:
-            hosted = host(paths, ledger, resume_mode=True)
+            hosted = host(paths, ledger, resume_mode=True, environ=environ,
+                          refresh=refresh_env)
         except Exception as exc:
             ledger.add_event(branch, "resume", actor=actor, status="failed",
                              metadata=f"refused: {exc}", run_id=run.run_id)
             return Signalled(branch, False, str(exc))
         taken = take(paths, ledger, hosted, Move.RESUME)
         ledger.add_event(branch, "resume", actor=actor, status="completed", run_id=run.run_id)
+    note = hosted.env.note if hosted.env is not None else ""
     if taken:  # booting under its recorded pid; a run that parks again says so itself
-        return Signalled(branch, True, f"resumed {branch} (run {run.run_id})")
+        return Signalled(branch, True, f"resumed {branch} (run {run.run_id})", note)
     try:
         await_boot(paths, ledger, hosted, from_status=Status.PAUSED)
     except FractalError:
@@ -69,8 +78,8 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> Signa
             raise
     again = _parked_again(ledger, branch, run.run_id)
     if again is not None:
-        return Signalled(branch, False, f"{branch} parked again: {again}")
-    return Signalled(branch, True, f"resumed {branch} (run {run.run_id})")
+        return Signalled(branch, False, f"{branch} parked again: {again}", note)
+    return Signalled(branch, True, f"resumed {branch} (run {run.run_id})", note)
 
 
 def _parked_again(ledger: Ledger, branch: str, run_id: int) -> str | None:
@@ -86,9 +95,11 @@ def _parked_again(ledger: Ledger, branch: str, run_id: int) -> str | None:
     return last.meta.removeprefix("parked").strip() or "parked"
 
 
-def resume(ctx: Context, name: str | None, *, lifting_latch: bool = False) -> list[Signalled]:
+def resume(ctx: Context, name: str | None, *, lifting_latch: bool = False,
+           refresh_env: bool = False) -> list[Signalled]:
     """Resume ``name`` (default: the caller's node) and its paused descendants, deepest
-    first. Refused when the acting node may not resume ``name``
+    first, each with its run's kept environment (``refresh_env``: replaced by the
+    caller's, ``ctx.environment``). Refused when the acting node may not resume ``name``
     (``fractal.domain.authority``), under a paused ancestor or while the tree is latched
     (unless ``lifting_latch``: ``fractal resume`` itself). Raises Refused for the named
     node."""
@@ -113,7 +124,8 @@ def resume(ctx: Context, name: str | None, *, lifting_latch: bool = False) -> li
     for branch in sorted(wanted, key=lambda b: -b.count(".")):
         if rows.get(branch) is Status.ACTIVE and not pause_pending(ledger, branch):
             continue
-        result = resume_node(tree, ledger, branch, actor=actor)
+        result = resume_node(tree, ledger, branch, actor=actor, environ=ctx.environment,
+                             refresh_env=refresh_env)
         results.append(result)
         if branch == top and not result.ok:
             raise Refused(result.message)

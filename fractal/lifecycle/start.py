@@ -1,8 +1,9 @@
 """``fractal node start`` and ``attach``: host a node's supervisor in tmux.
 
-The environment of the ``start`` command reaches the supervisor through a 0600 file
-in the node dir that the supervisor reads and deletes at boot, so API keys never sit
-in the argv of a long-lived process nor in the tmux server's environment.
+A fresh start keeps the ``start`` command's environment as the run's (a 0600 file
+outside the worktree that the supervisor reads at boot, so API keys never sit in the
+argv of a long-lived process nor in the tmux server's environment); ``--continue``
+restores it, or replaces it with ``--refresh-env`` (``lifecycle/host.keep_env``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fractal.lifecycle.cleanup import refuse_if_gone
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.costcaps import refuse_budget_landing
 from fractal.lifecycle.heal import heal_if_crashed
-from fractal.lifecycle.host import Hosted, host, session_free, take
+from fractal.lifecycle.host import Hosted, host, session_free, take, undo_env
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.lifecycle.retune import arm_max_cost
 from fractal.lifecycle.startcheck import start_warnings
@@ -44,10 +45,14 @@ class Started:
     socket: Path
     run_id: int | None
     warnings: tuple[str, ...] = ()
+    env_note: str = ""
+    """What the start did to the run's kept environment when it says something (a
+    ``--refresh-env``'s changed names); empty when it kept or restored it quietly."""
 
 
 def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
-               clean: bool = False, max_cost: str | None = None) -> Started:
+               clean: bool = False, max_cost: str | None = None,
+               refresh_env: bool = False) -> Started:
     """Validate and launch the node's supervisor in a detached tmux session.
 
     A fresh start needs status ``idle``; ``continue_mode`` re-arms a settled node, but
@@ -56,7 +61,10 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     (REARM) is undone (DISARM) when the launch fails. The node is taken for the hosted
     supervisor (``host.take``: ``active`` under the pane's pid) before this returns, so
     ``run_id`` is None while it boots; where that cannot be done, waits until the
-    supervisor has taken the node itself (status leaves ``idle``).
+    supervisor has taken the node itself (status leaves ``idle``). A fresh start keeps
+    the caller's environment (``ctx.environment``) as the run's; ``continue_mode``
+    restores the kept one unless ``refresh_env`` replaces it (``Started.env_note`` names
+    the variables that changed); a failed launch puts it back as it was.
     Raises Refused when the acting node may not start ``name``
     (``fractal.domain.authority``), FractalError (wrong status, budget landing, invalid
     config, missing agent, already running), ConfigError, TmuxError.
@@ -103,12 +111,13 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
             # Read before the launch (never raises): the booting supervisor then has the
             # cores to itself while this command finishes.
             warnings = tuple(start_warnings(paths))
-            hosted = host(paths, ledger, continue_mode=continue_mode)
+            hosted = host(paths, ledger, continue_mode=continue_mode,
+                          environ=ctx.environment, refresh=refresh_env)
             taken = take(paths, ledger, hosted, Move.START)
         except BaseException:
             if hosted is not None:  # launched, not taken (a locked database): end it all
                 tmux.kill_session(hosted.session, hosted.socket)
-                paths.launch_env_path.unlink(missing_ok=True)
+                undo_env(paths, hosted.env)
             if undo is not None:
                 undo()
             if continue_mode:
@@ -116,20 +125,21 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
             raise
         ledger.add_event(branch, "start", actor=actor, status="completed",
                          metadata="continue" if continue_mode else "")
+    note = hosted.env.note if hosted.env is not None else ""
     if taken:  # booting under its recorded pid: a failure from here on is the run's own
         return Started(paths=paths, session=hosted.session, socket=hosted.socket,
-                       run_id=None, warnings=warnings)
+                       run_id=None, warnings=warnings, env_note=note)
     try:
         run_id = _await_boot(paths, ledger, hosted.session, hosted.socket, previous)
     except FractalError:
-        paths.launch_env_path.unlink(missing_ok=True)
+        undo_env(paths, hosted.env)
         if continue_mode:  # undo the re-arm, unless the supervisor took the node after all
             ledger.move(branch, Move.DISARM, to=status)
         if undo is not None:
             undo()
         raise
     return Started(paths=paths, session=hosted.session, socket=hosted.socket, run_id=run_id,
-                   warnings=warnings)
+                   warnings=warnings, env_note=note)
 
 
 def _refuse_unrecorded_pool(tree: Tree, paths: NodePaths) -> None:

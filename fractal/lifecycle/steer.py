@@ -145,4 +145,7 @@ def result_lines(results: list[object]) -> list[str]:
         message = getattr(result, "message", "")
         ok = getattr(result, "ok", True)
         lines.append(message if ok else f"skipped: {message}")
+        note = getattr(result, "note", "")
+        if note:  # a relaunch's kept-environment note (variable names only)
+            lines.append(note)
     return lines

@@ -36,7 +36,8 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     Creates ``.fractal/<branch>/`` (config.json with ``user: true``, the database), the
     ``.git/info/exclude`` block and the project wiki ``wiki/`` (with its ``_index.md``).
     Idempotent: a second call repairs what is missing, keeps the rest and lists what it
-    repaired (``TreeInit.restored``). Refuses a detached HEAD, a branch containing ``/``,
+    repaired (``TreeInit.restored``); a missing database only while none of the tree's
+    nodes is left (else DatabaseMissing, ``domain/dbmissing.py``). Refuses a detached HEAD, a branch containing ``/``,
     a working directory inside a node worktree, and an ``agent`` whose command is a path
     that does not exist (``./agent.sh`` is looked for in the main worktree), before
     writing anything. Raises FractalError / GitError.
@@ -57,6 +58,10 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
     if agent is not None:
         _refuse_missing_agent(split_agent(agent)[0], top, branch)
     tree = Tree(repo=repo, root=branch)
+    if not tree.db_path.exists():  # refused before anything is written when nodes are left
+        from fractal.store.schema import refuse_missing
+
+        refuse_missing(tree.db_path, create=True)
     created = not tree.config_path.exists()
     restored: list[str] = []
     if seed_root_dir(tree.data_dir):
@@ -77,7 +82,7 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
 
     if not tree.db_path.exists():
         restored.append("the database")
-    ledger = Ledger(tree.db_path)
+    ledger = Ledger(tree.db_path, create=True)  # refused when nodes are left (dbmissing)
     if created:
         ledger.add_event(branch, "init", actor="operator", status="completed",
                          metadata=git.head_sha(top))

@@ -26,9 +26,9 @@ class TreeStart:
 
 
 def start_tree(ctx: Context, name: str | None, *, clean: bool = False,
-               max_cost: str | None = None) -> TreeStart:
+               max_cost: str | None = None, refresh_env: bool = False) -> TreeStart:
     """Start a new run of every settled node of ``name``'s subtree (see the module
-    docstring). ``clean`` and ``max_cost`` apply to each node as in ``start --continue``.
+    docstring). ``clean``, ``max_cost`` and ``refresh_env`` apply to each node as in ``start --continue``.
     Raises Refused when the acting node may not start ``name``'s subtree
     (``fractal.domain.authority``), FractalError when ``name`` itself is refused, or when
     nothing is settled."""
@@ -50,7 +50,7 @@ def start_tree(ctx: Context, name: str | None, *, clean: bool = False,
     for branch in settled:
         try:
             started.append(start_node(ctx, branch, continue_mode=True, clean=clean,
-                                      max_cost=max_cost))
+                                      max_cost=max_cost, refresh_env=refresh_env))
         except FractalError as exc:
             if branch == top:
                 raise

@@ -3,8 +3,8 @@ run's rows stay open until a resume continues it).
 
 The resumed supervisor keeps the run id, the iteration count and the budgets, re-enters
 the interrupted step of the open iteration (or starts the next iteration when the park
-fell between iterations), and credits the parked time back to the run and iteration
-deadlines. The continuous-mode session map comes back from ``<node_dir>/.session``.
+fell between iterations), and credits the parked time, and the time of the waits before
+the park, back to the run and iteration deadlines. The continuous-mode session map comes back from ``<node_dir>/.session``.
 """
 
 from __future__ import annotations
@@ -14,15 +14,21 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fractal.domain.outage import OUTAGE_EVENT
 from fractal.domain.outcome import AWAITING_APPROVAL, Status
 from fractal.domain.signals import PauseSpan
 from fractal.domain.waits import WAIT_STEP
+from fractal.runtime.usagewait import WAIT_EVENT
+from fractal.runtime.waitcredit import wait_credits
 from fractal.store.ledger import Ledger
 from fractal.store.rows import StepRow
 from fractal.store.timefmt import to_epoch
 from fractal.workspace.nodedir import write_atomic
 
 log = logging.getLogger(__name__)
+
+WAIT_EVENTS = (WAIT_EVENT, OUTAGE_EVENT)
+"""The events of the waits whose time is credited to the walls (``waitcredit``)."""
 
 __all__ = ["AWAITING_APPROVAL", "Adoption", "adopt", "load_sessions", "pause_spans",
            "resume_position", "save_sessions"]
@@ -41,6 +47,10 @@ class Adoption:
     pending_gate: StepRow | None  # an unapproved gate parked mid-wait: wait again, don't rerun
     spans: list[PauseSpan] = field(default_factory=list)
     sessions: dict[str, str] = field(default_factory=dict)
+    #: Seconds of usage-window and outage waits credited to the run, and to the open
+    #: iteration (``waitcredit``): a resume credits them to the walls again.
+    waited: float = 0.0
+    iter_waited: float = 0.0
 
 
 def resume_position(steps: list[StepRow]) -> tuple[int, StepRow | None]:
@@ -95,12 +105,14 @@ def adopt(ledger: Ledger, node: str, session_path: Path) -> Adoption | None:
     last = iterations[-1] if iterations else None
     spans = pause_spans(ledger, node, run.run_id)
     sessions = load_sessions(session_path)
+    waited = wait_credits(ledger, node, run.run_id, WAIT_EVENTS)
     if last is None or last.ended_at is not None:
         return Adoption(run.run_id, to_epoch(run.started_at), last.iter if last else 0, None,
-                        None, 1, None, spans, sessions)
+                        None, 1, None, spans, sessions, waited)
     position, gate = resume_position(ledger.steps_of_iteration(last.iter_id))
     return Adoption(run.run_id, to_epoch(run.started_at), last.iter, last.iter_id,
-                    to_epoch(last.started_at), position, gate, spans, sessions)
+                    to_epoch(last.started_at), position, gate, spans, sessions, waited,
+                    wait_credits(ledger, node, run.run_id, WAIT_EVENTS, last.iter_id))
 
 
 def pause_spans(ledger: Ledger, node: str, run_id: int) -> list[PauseSpan]:

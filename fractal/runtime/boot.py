@@ -4,9 +4,9 @@ the preflight that resolves the agent, and the brakes that park a run before it 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -26,9 +26,10 @@ from fractal.runtime import sandboxing
 from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import load_plans
-from fractal.runtime.steprunner import StepPlan
+from fractal.runtime.kinds.base import StepPlan
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
+from fractal.workspace import runenv
 from fractal.workspace.agenthomes import seed_agent_homes
 from fractal.workspace.nodedir import read_config
 
@@ -56,19 +57,62 @@ def raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 def load_launch_env(path: Path) -> dict[str, str]:
-    """The environment ``fractal node start`` snapshotted for this run, then deleted.
+    """The environment this run keeps (``fractal.workspace.runenv``, written by the
+    ``fractal node start`` that began the run, replaced only by ``--refresh-env``), read
+    and left in place for the next resume.
 
     Falls back to this process's environment when there is none. (The file exists so
     API keys never sit in the argv of a long-lived process.)
     """
+    kept = runenv.load(path)
+    return dict(os.environ) if kept is None else kept
+
+
+_PANE_OWN = ("TMUX", "TMUX_PANE")
+"""Variables that name the pane this supervisor runs in: kept from its own process,
+never from the environment the run started with (that one names the start shell's)."""
+
+
+def adopt_launch_env(launch_env: dict[str, str]) -> None:
+    """Make this process's environment exactly ``launch_env``, but for the pane's own
+    variables: the run behaves as if started from its start shell, and nothing of the
+    tmux server that hosts it now (started by whoever relaunched the run) leaks in."""
+    own = {k: os.environ[k] for k in _PANE_OWN if k in os.environ}
+    os.environ.clear()
+    os.environ.update(launch_env)
+    os.environ.update(own)
+
+
+def launch_environment(paths: NodePaths, *, adopt: bool) -> dict[str, str]:
+    """The run's environment: the kept one (``load_launch_env``) plus ``_NODE``, the node
+    directory, which every child of the loop (setup, checks, agents, hooks) inherits, so
+    crash healing finds a dead loop's leftovers by it. ``adopt`` (the pane's own
+    supervisor) makes it this process's environment too: the run behaves as if started
+    from its start shell."""
+    launch_env = load_launch_env(paths.run_env_path)
+    launch_env["_NODE"] = str(paths.node_dir)
+    if adopt:
+        adopt_launch_env(launch_env)
+    return launch_env
+
+
+def fractal_command(paths: NodePaths) -> str:
+    """The absolute path of the ``fractal`` this supervisor belongs to, for its agents
+    (``FRACTAL_BIN``): the ``fractal`` script beside this interpreter (a venv's or an
+    install's ``bin/``), else a stand-in script in the node's ``tmp/bin/`` that runs this
+    interpreter on this package (``workspace/fractalshim.py``). An agent that runs its
+    commands in a login shell, whose profile resets PATH, reaches it all the same."""
+    beside = Path(sys.executable).parent / "fractal"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    from fractal.workspace.fractalshim import write_shim  # only an install without a script
+
+    package_parent = str(Path(__file__).resolve().parents[2])
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        path.unlink()
-    except (OSError, ValueError, RecursionError):
-        return dict(os.environ)
-    if not isinstance(data, dict):
-        return dict(os.environ)
-    return {str(k): str(v) for k, v in data.items()}
+        return str(write_shim(paths.tmp_dir / "bin" / "fractal", sys.executable,
+                              package_parent))
+    except OSError:
+        return "fractal"  # the bare name: whatever the agent's PATH finds
 
 
 def read_boot_config(paths: NodePaths) -> tuple[NodeConfig | None, str]:
@@ -108,7 +152,7 @@ def preflight(paths: NodePaths, options: RunOptions, config: NodeConfig,
     return Boot(paths=paths, config=config, agent_setting=setting or backend.name,
                 backend=backend, continue_mode=options.continue_mode,
                 resume_mode=options.resume_mode, launch_env=launch_env,
-                provider=provider, pricing=pricing)
+                provider=provider, pricing=pricing, fractal_bin=fractal_command(paths))
 
 
 def route(paths: NodePaths, backend: Backend, config: NodeConfig, env: dict[str, str],

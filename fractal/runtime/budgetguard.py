@@ -2,7 +2,7 @@
 advisory warnings and the budget landing.
 
 A run has one ``BudgetGuard``, shared by the run loop, the iteration runner, the step
-runner and the supervisor's finalize; what it remembers (the bound tripped, the last good
+kinds, the launches and the supervisor's finalize; what it remembers (the bound tripped, the last good
 spend reads, the warnings given) is ``RunState.budget``, and ``RunState.reserve`` says
 whether the rest of the iteration runs in reserve mode. Caps are read from the live config
 (config.json as it is on disk now), so a retune lands at the next probe. A spend that

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fractal.agents.base import Backend, WindowEvent
+from fractal.agents.base import Backend
 from fractal.domain.checks import CheckTrack
 from fractal.domain.config import NodeConfig
 from fractal.domain.errors import FractalError
@@ -53,6 +53,11 @@ class Boot:
     provider: str | None = None
     #: Some launch is priced from token usage: the price table is refreshed daily.
     pricing: bool = False
+    #: The absolute path of the ``fractal`` the run belongs to (``FRACTAL_BIN``).
+    fractal_bin: str = "fractal"
+    #: A resume adopted a run parked in a provider-outage wait: its first launch probes at
+    #: once, cutting the wait short (``runtime.outagewait``).
+    outage_cut: bool = False
 
     @property
     def detached(self) -> bool:
@@ -131,12 +136,18 @@ class Reentry:
 class RunState:
     """Mutable state of the current run. Deadlines and ``iter_started`` are clock seconds.
 
-    One writer each: ``run_deadline`` is fixed when the supervisor builds the state; the
+    One writer each: ``run_deadline`` is fixed when the supervisor builds the state (a
+    resume restores it and the parked ``checks``, ``fail_streak`` and ``reentry``); the
     ``iter_*`` fields belong to the iteration runner, which opens, re-enters and drains
-    iterations (a resume only names the parked ``iter_id`` and its ``reentry``); the end
-    facts (``timed_out``, ``stopped``, ``finish_drained``, ``crash_reason``,
-    ``last_iter_ok``, the failure counts) belong to the run loop; ``budget`` and ``reserve``
-    to the run's one ``BudgetGuard``; ``checks`` to the exit check and gates.
+    iterations (a resume only names the parked ``iter_id`` and its ``reentry``); a wait
+    whose time the walls do not count (a usage window's) moves both deadlines only
+    through ``credit_walls``; the end facts (``timed_out``, ``stopped``,
+    ``finish_drained``, ``crash_reason``, ``last_iter_ok``, ``step_end``, the failure
+    counts) belong to the run loop; ``budget`` and ``reserve`` to the run's one
+    ``BudgetGuard``; ``checks`` to the check runner (the exit check, a gate's check);
+    ``sessions`` to the run's launches; ``held_gate`` to the approval gate. What belongs
+    to one step kind (a pool's end, a usage window's probe, a step's near-limit report)
+    lives in that kind's own per-run object, never here.
     """
 
     run_id: int
@@ -159,12 +170,9 @@ class RunState:
     #: The gated step row whose approval the loop is waiting for (None when none is): an
     #: interruption parks it ``awaiting approval`` so a resume waits again, not reruns it.
     held_gate: int | None = None
-    #: How a usage-window wait ended the run (``on_usage_limit: stop``, ``max_usage_wait``).
-    usage_end: RunEnd | None = None
-    #: The credential whose reopened window this node's next launch probes (None: none).
-    probing: str | None = None
-    #: The last near-limit usage report of a step (a proactive wait checks it).
-    usage_warning: WindowEvent | None = None
+    #: How a step kind ended the run (a pool's end, a usage window's), from the iteration's
+    #: result; None when no kind did.
+    step_end: RunEnd | None = None
     #: Failed iterations in a row so far (``max_failed_iters`` of them end the run).
     fail_streak: FailStreak = field(default_factory=FailStreak)
     #: The parked iteration a resume re-enters first (None once it ran, or on a fresh run).
@@ -172,13 +180,20 @@ class RunState:
     budget: BudgetState = field(default_factory=BudgetState)
     #: The run's exit checks and gates: newest result, no-progress streak.
     checks: CheckTrack = field(default_factory=CheckTrack)
-    #: A pool's dispatcher found nothing left to do: the run ends ``completed`` with this
-    #: reason (``pool: 8 done, 1 failed``). Written by the DISPATCH step only.
-    pool_end: str | None = None
+
+    def credit_walls(self, seconds: float) -> None:
+        """Move the run and iteration deadlines ``seconds`` later (a wait whose time does
+        not count against the walls: a usage window's)."""
+        if self.run_deadline is not None:
+            self.run_deadline += seconds
+        if self.iter_deadline is not None:
+            self.iter_deadline += seconds
 
 
-def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
-    """The static template variables of a node under ``config``."""
+def static_facts(paths: NodePaths, config: NodeConfig,
+                 fractal_bin: str = "fractal") -> StaticFacts:
+    """The static template variables of a node under ``config``; ``fractal_bin`` is the
+    path of the run's ``fractal`` (``Boot.fractal_bin``)."""
     worktree = paths.worktree
     return StaticFacts(
         repo_dir=str(paths.tree.repo),
@@ -195,4 +210,5 @@ def static_facts(paths: NodePaths, config: NodeConfig) -> StaticFacts:
         max_descendants=config.max_descendants,
         meta_target=config.meta,
         parent=parent_of(paths.branch) or "",
+        fractal_bin=fractal_bin,
     )

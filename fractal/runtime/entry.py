@@ -15,6 +15,7 @@ from typing import NoReturn
 from fractal.runtime.boot import RunOptions
 from fractal.runtime.pane import PaneReporter
 from fractal.runtime.supervisor import Supervisor
+from fractal.store import lockwait
 from fractal.tree import find_tree
 from fractal.workspace import git
 
@@ -42,11 +43,19 @@ def run_supervisor(worktree: Path, *, continue_mode: bool, resume_mode: bool) ->
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True, errors="replace")
+    pane = PaneReporter(transcript=paths.pane_log)
+    lockwait.set_wait_notice(lambda text: _say_waiting(pane, text))
     supervisor = Supervisor(paths, RunOptions(continue_mode=continue_mode,
-                                              resume_mode=resume_mode),
-                            PaneReporter(transcript=paths.pane_log))
+                                              resume_mode=resume_mode), pane)
     logging.getLogger(__name__).info("supervisor starting for %s", branch)
     return supervisor.run()
+
+
+def _say_waiting(pane: PaneReporter, text: str) -> None:
+    """The pane's line, once per wait, when the database is locked by another process:
+    anything held is written first, so the pane shows where the run stands."""
+    pane.release()
+    pane.warning(f"{text}; the run goes on once it is free")
 
 
 def exit_now(code: int) -> NoReturn:

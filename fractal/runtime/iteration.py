@@ -1,5 +1,12 @@
-"""One iteration: setup, step discovery, the steps in order (each preceded by SYNC when
-enabled), and the backstop commit of whatever the agent left.
+"""One iteration: setup, step discovery, the steps in order, and the backstop commit of
+whatever the agent left.
+
+Each step runs inside the same shell, whatever its kind: the step's checkpoint (a pause
+parks, a stop ends the iteration, a crossed cost ceiling queues no more steps), a
+finish's drain before the last step, then the first kind of the table that claims it
+(``runtime.kinds.KINDS``; a SYNC first when the kind asks for one), or the re-entered
+approval gate a resume left parked. The kind's ``StepResult`` says how the iteration
+goes on: a stop or finish it took, a run it ended, a failure.
 
 The iteration runner is the one writer of the ``iter_*`` fields of ``RunState``: it opens
 an iteration (number, start, timestamp, the iteration wall), re-enters a parked one on a
@@ -15,29 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.errors import StepFileError
-from fractal.domain.outcome import EXIT_BUDGET_SKIP, Status, clip_reason, without_retry
+from fractal.domain.outcome import (
+    EXIT_BUDGET_SKIP,
+    RunEnd,
+    Status,
+    clip_reason,
+    without_retry,
+)
 from fractal.domain.render import iter_label
 from fractal.domain.signals import Signal
 from fractal.domain.steps import discover_steps
-from fractal.domain.waits import WAIT_STEP, waits_for_children
 from fractal.domain.walls import iteration_deadline
-from fractal.errors import FractalError
-from fractal.procs import commands
-from fractal.runtime import sandboxing
-from fractal.runtime.checks import is_gate, run_gate
 from fractal.runtime.clock import stamp
 from fractal.runtime.context import RunAbort, check_checkout
+from fractal.runtime.edges import backstop, run_setup
 from fractal.runtime.filecache import FILES, parse_step_file
-from fractal.runtime.fixers import FixerRunner
 from fractal.runtime.gates import WaitEnd, drain_children
+from fractal.runtime.kinds import KINDS
+from fractal.runtime.kinds.base import OVER_BUDGET, StepCall, StepKind, StepPlan, StepResult
+from fractal.runtime.kinds.kit import StepKit
 from fractal.runtime.loopparts import LoopPart, LoopParts
-from fractal.runtime.pane import Reporter
-from fractal.runtime.pooldispatch import PoolDispatch, is_dispatch
 from fractal.runtime.steering import Park
-from fractal.runtime.steprunner import OVER_BUDGET, StepPlan, StepResult, StepRunner
-from fractal.workspace.backstop import backstop_commit
-from fractal.workspace.commit_types import UnresolvedConflict
-from fractal.workspace.status_ahead import PendingStatus
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,8 @@ class IterationResult:
     #: A finish ended an approval wait: the iteration closes ``stopped``, the run then
     #: ends at the boundary as a finish does (``completed`` once the children drained).
     finished: bool = False
+    #: A step kind ended the run with the iteration (a pool's end, a usage window's).
+    ending: RunEnd | None = None
 
 
 def load_plans(steps_dir: Path) -> list[StepPlan]:
@@ -92,7 +99,8 @@ class IterationRunner(LoopPart):
 
     def __init__(self, parts: LoopParts) -> None:
         super().__init__(parts)
-        self.steps = StepRunner(parts)
+        self.kit = StepKit(parts)
+        self.kinds: tuple[StepKind, ...] = tuple(self.kit.kind(row) for row in KINDS)
         self._warned: set[tuple[str, str]] = set()  # frontmatter warnings shown this run
 
     def run(self) -> IterationResult:
@@ -126,7 +134,7 @@ class IterationRunner(LoopPart):
             raise
         finally:
             state.reentry = None
-            self.steps.ahead.discard()  # a status nobody took (a park, an abort)
+            self.kit.launches.ahead.discard()  # a status nobody took (a park, an abort)
         if result.stopped or result.budget or result.finished:
             status, code = Status.STOPPED, 0
         else:
@@ -143,7 +151,7 @@ class IterationRunner(LoopPart):
     def _body(self) -> IterationResult:
         """Setup, step discovery, then each step in order; the backstop commit closes it."""
         check_checkout(self.boot.paths)
-        setup_error = self._setup()
+        setup_error = run_setup(self.parts)
         if setup_error is not None:
             self._backstop("setup failed", setup_error)
             return IterationResult(False, setup_error, setup_failed=True)
@@ -188,56 +196,49 @@ class IterationRunner(LoopPart):
         if over is not None:
             return self._over_budget(plans[index:], over)
         if parked_gate:
-            result = self.steps.resume_gate(plan, node_md)
-        else:
-            if index == len(plans) - 1 and self.steering.finish_requested \
-                    and not self._drain(node_md):
-                self._backstop("stopped", "Stopped while draining children.")
-                return IterationResult(True, "Stopped by request", stopped=True)
-            if waits_for_children(plan.frontmatter.fields):
-                waited = self.steps.wait_children(plan, node_md)
-                if waited is not None and waited.outcome.status is not Status.COMPLETED:
-                    return self._after_wait(plans, index, waited)
-            gate = is_gate(plan)  # a `check:` step runs its command, no agent
-            dispatch = is_dispatch(plan)  # a pool's dispatcher: no agent either
-            if self.boot.sync and not gate and not dispatch:
-                sync = self.steps.run_sync(plan, node_md)
+            return self._after_step(plans, index, self.kit.approval.resume(plan, node_md))
+        last = index == len(plans) - 1
+        if last and self.steering.finish_requested and not self._drain(node_md):
+            self._backstop("stopped", "Stopped while draining children.")
+            return IterationResult(True, "Stopped by request", stopped=True,
+                                   ending=self.kit.usage.ending)
+        call = StepCall(plan, node_md, last)
+        for kind in self.kinds:
+            if not kind.claims(plan):
+                continue
+            if self.boot.sync and kind.syncs_before(plan):
+                sync = self.kit.sync.before(plan, node_md)
                 if sync.stopped:  # its usage-window wait ended the run
                     return self._after_step(plans, index, sync)
                 if sync.outcome.status is Status.EXITED:  # a timed-out SYNC is fatal
                     return self._fail(plans[index:], "SYNC", sync)
-            if dispatch:
-                result = PoolDispatch(self.parts).run(plan)
-            elif gate:
-                result = run_gate(self.boot, self.state, self.ledger, self.reporter,
-                                  self.clock, plan, FixerRunner(self.steps, node_md))
-            else:  # the last step's end starts the backstop's status (StatusAhead)
-                self.steps.ahead.arm(index == len(plans) - 1)
-                try:
-                    result = self.steps.run_step(plan, node_md)
-                finally:
-                    self.steps.ahead.arm(False)
-        if self.state.pool_end is not None:  # the pool ended: its REVIEW does not run
-            self.steps.book_not_run(plans[index + 1:], "pool ended")
-            self._backstop("auto", "")
-            return IterationResult(True, self.state.pool_end)
-        return self._after_step(plans, index, result)
+            result = kind.run(call)
+            if result is not None:
+                return self._after_step(plans, index, result)
+        raise AssertionError("no step kind claimed " + plan.file.name)  # the agent row does
 
     def _after_step(self, plans: list[StepPlan], index: int,
                     result: StepResult) -> IterationResult | None:
         """How the iteration ends after ``plans[index]`` ended as ``result`` (None: go on):
-        a usage window that ends the run, a finish or stop taken by its approval wait, a
-        spent budget, a failure."""
+        a wait before the step that held it, a run its kind ended, a finish or stop taken
+        by its approval wait, a spent budget, a failure."""
         name = plans[index].file.name
-        ended = self.state.usage_end  # `on_usage_limit: stop`, past `max_usage_wait`
-        if result.stopped and ended is not None:
-            self._backstop("stopped", f"{name}: {ended.reason}.")
-            return IterationResult(True, ended.reason, stopped=True)
+        if result.before is not None:
+            return self._after_wait(plans, index, result)
+        ending = result.ending
+        if ending is not None and result.stopped:  # a wait ended the run (a usage window)
+            self._backstop("stopped", f"{name}: {ending.end.reason}.")
+            return IterationResult(True, ending.end.reason, stopped=True, ending=ending.end)
+        if ending is not None:  # the step did its work and there is no more (a pool's end)
+            self._book_not_run(plans[index + 1:], ending.not_run)
+            self._backstop("auto", "")
+            return IterationResult(True, ending.end.reason, ending=ending.end)
+        during = result.during or f"{name} awaited approval"
         if result.finished:
-            self._backstop("finished", f"Finish requested while {name} awaited approval.")
+            self._backstop("finished", f"Finish requested while {during}.")
             return IterationResult(True, "Finished by request", finished=True)
         if result.stopped:
-            self._backstop("stopped", f"Stopped while {name} awaited approval.")
+            self._backstop("stopped", f"Stopped while {during}.")
             return IterationResult(True, "Stopped by request", stopped=True)
         if result.outcome.reason == OVER_BUDGET:
             return self._over_budget(plans[index + 1:], self.budget.spent_out())
@@ -247,17 +248,18 @@ class IterationRunner(LoopPart):
 
     def _after_wait(self, plans: list[StepPlan], index: int,
                     result: StepResult) -> IterationResult:
-        """How the iteration ends when the wait before ``plans[index]`` did not release:
-        a stop or finish winds it down, a timeout fails it (the step never ran)."""
-        name = plans[index].file.name
+        """How the iteration ends when a wait before ``plans[index]`` did not release
+        (``result.before`` names its row): a stop or finish winds it down, a timeout fails
+        it (the step never ran)."""
+        during = result.during or f"waiting before {plans[index].file.name}"
+        ending = result.ending.end if result.ending is not None else None
         if result.finished:
-            self._backstop("finished", f"Finish requested while waiting for children "
-                           f"before {name}.")
-            return IterationResult(True, "Finished by request", finished=True)
+            self._backstop("finished", f"Finish requested while {during}.")
+            return IterationResult(True, "Finished by request", finished=True, ending=ending)
         if result.stopped:
-            self._backstop("stopped", f"Stopped while waiting for children before {name}.")
-            return IterationResult(True, "Stopped by request", stopped=True)
-        return self._fail(plans[index:], WAIT_STEP, result)
+            self._backstop("stopped", f"Stopped while {during}.")
+            return IterationResult(True, "Stopped by request", stopped=True, ending=ending)
+        return self._fail(plans[index:], result.before or "", result)
 
     def _warn_frontmatter(self, plans: list[StepPlan]) -> None:
         """Show each file's frontmatter warnings once per run (the files are re-read every
@@ -280,7 +282,7 @@ class IterationRunner(LoopPart):
         end = drain_children(self.ledger, self.boot.paths.branch, steering=self.steering,
                              waker=self.waker, deadline=lambda: self.state.run_deadline,
                              window=float(self.state.live.wait),
-                             sync=(lambda: self.steps.run_wait_sync(None, node_md))
+                             sync=(lambda: self.kit.sync.while_waiting(None, node_md))
                              if self.boot.sync else None)
         if end is WaitEnd.PAUSED:
             raise Park("while draining children")
@@ -289,9 +291,18 @@ class IterationRunner(LoopPart):
     def _over_budget(self, not_run: list[StepPlan], reason: str) -> IterationResult:
         """The spend reached the ceiling mid-iteration: queue no more steps (each is booked
         ``stopped``/``over budget``), commit, and let the run wind down at the boundary."""
-        self.steps.book_not_run(not_run, OVER_BUDGET, EXIT_BUDGET_SKIP)
+        self._book_not_run(not_run, OVER_BUDGET, EXIT_BUDGET_SKIP)
         self._backstop(OVER_BUDGET, reason)
         return IterationResult(True, reason, budget=True)
+
+    def _book_not_run(self, plans: list[StepPlan], reason: str, exit_code: int = 0) -> None:
+        """Book steps that will never run as rows opened and closed ``stopped``, cost 0.0
+        (``exit_code`` 125 for steps the budget will not pay for)."""
+        for plan in plans:
+            self.ledger.book_closed_step(
+                node=self.boot.paths.branch, run_id=self.state.run_id, iter_id=self.state.iter_id,
+                step=plan.file.position, step_name=plan.file.name, status=Status.STOPPED.value,
+                exit_code=exit_code, reason=reason, cost=0.0)
 
     def _fail(self, not_run: list[StepPlan], name: str, result: StepResult) -> IterationResult:
         outcome = result.outcome
@@ -305,38 +316,12 @@ class IterationRunner(LoopPart):
             why = without_retry(outcome.reason)  # the step failed, not only its retry
             reason = f"failed on {name}: {why}" if why else f"failed on {name}"
             label = f"failed on {name}"
-        self.steps.book_not_run(not_run, f"failed on {name}")
+        self._book_not_run(not_run, f"failed on {name}")
         body = f"{name}: {outcome.status.value} (exit {outcome.exit_code}) {outcome.reason}".strip()
         if not_run:
             body += "\n\nSteps not run: " + ", ".join(p.file.name for p in not_run)
         self._backstop(label, body)
         return IterationResult(False, reason)
-
-    def _setup(self) -> str | None:
-        paths = self.boot.paths
-        script = paths.setup_script
-        if not script.exists():
-            return None
-        self.reporter.banner_open("Setup (scripts/setup.sh)")
-        started = self.clock.monotonic()
-        env = dict(self.boot.launch_env)
-        env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
-                    "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
-        if script.is_file() and script.stat().st_size == 0:  # bash would do nothing, exit 0
-            paths.setup_log.write_bytes(b"")
-            code = 0
-        else:
-            self.reporter.release()  # the script's output streams live
-            code = commands.run_teed(sandboxing.confine(["bash", str(script)], paths.worktree),
-                                      cwd=paths.worktree, env=env,
-                                      log_path=paths.setup_log, echo=self.reporter.raw_output)
-        took = self.clock.monotonic() - started
-        if code == 0:
-            self.reporter.banner_close("Setup", "done", took)
-            return None
-        tail = _tail(paths.setup_log)
-        self.reporter.banner_close("Setup", f"failed (exit {code})", took)
-        return clip_reason(f"setup failed: {tail}" if tail else f"setup failed (exit {code})")
 
     def _node_md(self) -> str:
         try:
@@ -352,47 +337,10 @@ class IterationRunner(LoopPart):
         state, paths = self.state, self.boot.paths
         subject = f"{paths.branch}: iteration {state.run_id}.{state.iteration} ({label})"
         sha, problem = backstop(paths.worktree, subject, body, self.reporter,
-                                branch=paths.branch, pending=self.steps.ahead.take())
-        self.steps.ahead.backstop_found(sha is not None or problem is not None)
+                                branch=paths.branch, pending=self.kit.launches.ahead.take())
+        self.kit.launches.ahead.backstop_found(sha is not None or problem is not None)
         if problem is not None:
             self.ledger.add_event(paths.branch, "commit", actor="loop", status="failed",
                                   metadata=clip_reason(problem), run_id=state.run_id,
                                   iter_id=state.iter_id)
         return problem
-
-
-def backstop(worktree: Path, subject: str, body: str, reporter: Reporter, *,
-             branch: str | None = None,
-             pending: PendingStatus | None = None) -> tuple[str | None, str | None]:
-    """Commit whatever the agent left on the node branch (the backstop commit).
-
-    Returns (sha or None, problem or None); a failure is shown and returned, never raised.
-    A worktree holding a conflict is not committed: the problem is then exactly
-    ``unresolved merge conflict in <paths>`` (the reason the iteration fails with).
-    ``pending``: the worktree's status started ahead (``StatusAhead.take``), or None.
-    """
-    try:
-        sha = backstop_commit(worktree, subject=subject, body=body, branch=branch,
-                              pending=pending)
-    except UnresolvedConflict as exc:
-        problem = clip_reason(exc.reason)
-        reporter.warning(f"nothing committed: {exc}")
-        log.error("%s", problem)
-        return None, problem
-    except FractalError as exc:
-        problem = clip_reason(f"backstop commit failed: {exc}")
-        reporter.warning(problem)
-        log.error("%s", problem)
-        return None, problem
-    if sha:
-        reporter.notice(f"backstop commit {sha[:10]}: {subject}")
-    return sha, None
-
-
-def _tail(path: Path, lines: int = 3) -> str:
-    try:
-        data = path.read_bytes()[-4096:]
-    except OSError:
-        return ""
-    text = [ln for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
-    return " | ".join(text[-lines:])

@@ -34,6 +34,7 @@ from fractal.domain.outcome import (
     exit_code_from_returncode,
     retry_reason,
 )
+from fractal.domain.reasons import unpriced_reason
 from fractal.domain.usage import UsageLimit, limit_reason
 from fractal.errors import SpawnError
 from fractal.procs import processes
@@ -125,6 +126,8 @@ class AttemptResult:
     window: WindowEvent | None = None
     #: The last near-limit report of an open usage window (``utilization`` 0..1).
     warning: WindowEvent | None = None
+    #: The agent's final report (None: none); a failed one names its API error class.
+    report: ResultEvent | None = None
 
 
 @dataclass(frozen=True)
@@ -319,7 +322,8 @@ def _close_row(attempt: Attempt, kit: LaunchKit, step_id: int, outcome: StepOutc
                          cost, collector.model if collector else None,
                          kit.clock.monotonic() - started, launched,
                          collector.usage if collector else None,
-                         warning=collector.warning if collector else None)
+                         warning=collector.warning if collector else None,
+                         report=collector.result if collector else None)
 
 
 def _closed_window(collector: Collector | None) -> WindowEvent | None:
@@ -354,13 +358,6 @@ def _usage_limited(kit: LaunchKit, step_id: int, window: WindowEvent,
                          collector.model if collector else None,
                          kit.clock.monotonic() - started, launched,
                          collector.usage if collector else None, window=window)
-
-
-def unpriced_reason(reason: str) -> str:
-    """Append ``; unpriced`` (a step that ended abnormally after opening a session and
-    recorded no cost may have spent money nobody saw), within the 250-character cap."""
-    suffix = "; unpriced"
-    return clip_reason(reason, 250 - len(suffix)) + suffix if reason else suffix.lstrip("; ")
 
 
 def judge_launch(backend: Backend, result: ResultEvent | None, returncode: int | None, *,

@@ -37,7 +37,8 @@ class LoopParts:
 
 
 class LoopPart:
-    """Base of the loop's parts (RunLoop, IterationRunner, StepRunner): one wiring."""
+    """Base of the loop's parts (RunLoop, IterationRunner, the step kinds, Launches, Sync):
+    one wiring."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts

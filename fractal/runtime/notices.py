@@ -1,6 +1,6 @@
 """The loop's notices to the node's ``outbox`` (its ancestors read them in their radio
 feed): a run's end and an approval gate that starts waiting. One call each from the
-supervisor and the step runner; a notice that cannot be posted is logged, never fatal
+supervisor and the approval gate; a notice that cannot be posted is logged, never fatal
 (the loop's own bookkeeping already holds the facts).
 """
 

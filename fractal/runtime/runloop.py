@@ -18,7 +18,7 @@ from fractal.domain.failstreak import advance_failures, failures_reason
 from fractal.domain.signals import Signal
 from fractal.domain.walls import pacing_delay
 from fractal.runtime import heap
-from fractal.runtime.checks import CheckVerdict, run_exit_check
+from fractal.runtime.checks import CheckRunner, CheckVerdict
 from fractal.runtime.filecache import FILES, live_config
 from fractal.runtime.gates import WaitEnd, drain_children
 from fractal.runtime.iteration import IterationResult, IterationRunner
@@ -34,6 +34,7 @@ class RunLoop(LoopPart):
     def __init__(self, parts: LoopParts) -> None:
         super().__init__(parts)
         self.runner = IterationRunner(parts)
+        self.checks = CheckRunner(parts)
 
     def run(self) -> None:
         """Run iterations until max_iters, the run wall, a stop, a finish, the budget, the
@@ -62,7 +63,8 @@ class RunLoop(LoopPart):
         pending signal. True when the run ends here."""
         state = self.state
         state.last_iter_ok = result.ok
-        if state.pool_end is not None:  # the pool's dispatcher found nothing left to do
+        if result.ending is not None:  # a step kind ended the run (a pool, a usage window)
+            state.step_end = result.ending
             return True
         if result.stopped:
             state.stopped = True
@@ -73,8 +75,8 @@ class RunLoop(LoopPart):
             return True
         if self._crash_loop(result):
             return True
-        verdict = run_exit_check(self.boot, state, self.reporter, self.clock, steps_ran=not (
-            result.setup_failed or result.discovery_failed))
+        verdict = self.checks.exit_check(steps_ran=not (result.setup_failed
+                                                         or result.discovery_failed))
         if verdict is CheckVerdict.PASSED:
             return True  # a passed exit check outranks every other end (domain.stopcause)
         if verdict is CheckVerdict.FAILED:

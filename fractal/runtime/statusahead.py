@@ -1,7 +1,7 @@
 """The backstop's ``git status``, started as soon as the iteration's last agent is gone.
 
 The backstop commit that closes an iteration asks git for the worktree's status, a git
-process of a few milliseconds. The iteration runner arms a ``StatusAhead`` before the
+process of a few milliseconds. The agent step arms a ``StatusAhead`` when it is the
 iteration's last step; the launch of that step starts the status once its agent exited
 and every leftover process was swept (``launch.run_attempt``), so git runs while the
 step's row is closed and its banner written, and the backstop takes the answer.

@@ -135,7 +135,7 @@ class StepBuilder:
         facts = self.facts(label, limit, model, detached, budget)
         checks = check_variables(visible_check(state.checks, state.iteration))
         prompt = render(assemble_prompt(node_md, body, self.modes()),
-                        {**prompt_variables(static_facts(paths, state.live), facts),
+                        {**prompt_variables(static_facts(paths, state.live, boot.fractal_bin), facts),
                          **tree_variables(self.tree_facts()), **checks})
         request = LaunchRequest(
             prompt=prompt, worktree=paths.worktree, node_dir=paths.node_dir, model=model,
@@ -164,7 +164,7 @@ class StepBuilder:
             env = dict(boot.launch_env or os.environ)
             for var in _SCRUB:
                 env.pop(var, None)
-            env.update(agent_environment(static_facts(paths, boot.config),
+            env.update(agent_environment(static_facts(paths, boot.config, boot.fractal_bin),
                                          replace(facts, step_id=step_id), str(paths.node_dir)))
             env.update(checks)
             # Values come from agents, checks and operators: a NUL would make exec fail.

@@ -44,7 +44,7 @@ from fractal.runtime.boot import (
     Interrupted,
     RunOptions,
     brake_reason,
-    load_launch_env,
+    launch_environment,
     preflight,
     raise_interrupted,
     read_boot_config,
@@ -53,18 +53,20 @@ from fractal.runtime.boot import (
 from fractal.runtime.budgetguard import BudgetGuard
 from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
+from fractal.runtime.dblocked import park_locked
+from fractal.runtime.edges import backstop
 from fractal.runtime.ends import finish_reason, notify_unsettled
-from fractal.runtime.iteration import backstop
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
+from fractal.runtime.outagewait import end_parked_waits
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import CRASH_LOOP, RunLoop
 from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
-from fractal.runtime.usagewait import end_parked_wait
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
+from fractal.store.lockwait import DatabaseLocked
 from fractal.store.timefmt import format_ts
 from fractal.store.transition import EventNote
 from fractal.tree import NodePaths, parent_of
@@ -76,8 +78,7 @@ class Supervisor:
     """Runs one run of a node's loop. ``run()`` returns the process exit code.
 
     ``clock`` (default: the system clock) is the time every wall, wait and backoff of the
-    run reads; ``launcher`` (default: real process groups) starts each agent attempt.
-    """
+    run reads; ``launcher`` (default: real process groups) starts each agent attempt."""
 
     def __init__(self, paths: NodePaths, options: RunOptions, reporter: Reporter, *,
                  clock: Clock | None = None, launcher: Launcher | None = None) -> None:
@@ -92,8 +93,7 @@ class Supervisor:
         self.steering: Steering | None = None
         self.crash: str | None = None  # the reason recorded when the loop itself failed
         self.own_process = True
-
-    # -- entry --------------------------------------------------------------------------
+        self.db_lost = False  # the database refused even the park: write nothing more
 
     def run(self, *, own_process: bool = True) -> int:
         """Boot, run iterations until the run ends (or parks), finalize. Never raises.
@@ -101,8 +101,7 @@ class Supervisor:
         ``own_process`` (the pane's supervisor) also installs the signal handlers, makes
         this process the subreaper of what it starts, watches ``<node_dir>/.wake``,
         freezes its boot heap (``heap``) and exports the launch environment; an
-        in-process run (a test) does none of that.
-        """
+        in-process run (a test) does none of that."""
         node = self.paths.branch
         resume = self.options.resume_mode
         expected = Status.PAUSED if resume else Status.IDLE
@@ -127,6 +126,9 @@ class Supervisor:
         except Interrupted as exc:
             self._interrupted(exc)
             return 128 + exc.signum
+        except DatabaseLocked as exc:  # locked past the wait's bound: a park, not an exit
+            self.db_lost = not park_locked(self.ledger, self.paths, self.state, self.reporter, exc)
+            return 1
         except Exception as exc:
             log.exception("supervisor crashed")
             self.crash = clip_reason(f"{ABNORMAL_EXIT}: {type(exc).__name__}: {exc}")
@@ -137,12 +139,8 @@ class Supervisor:
             self._on_exit()
 
     def _run(self) -> int:
-        launch_env = load_launch_env(self.paths.launch_env_path)
-        # Every child of the loop (setup, checks, agents, hooks) inherits _NODE: crash
-        # healing finds a dead loop's leftovers by it.
-        launch_env["_NODE"] = str(self.paths.node_dir)
-        if self.own_process:  # the run behaves as if started from the caller's shell
-            os.environ.update(launch_env)
+        launch_env = launch_environment(self.paths, adopt=self.own_process)
+        if self.own_process:
             sandboxing.arm(self.paths, launch_env, self.reporter.warning)  # sandbox, relay
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
@@ -191,8 +189,8 @@ class Supervisor:
 
     def _resume(self, config: NodeConfig | None, problem: str, launch_env: dict[str, str]) -> int:
         """Adopt the parked run: same run id, iteration count and budgets; the open
-        iteration is re-entered at its interrupted step, and the parked time is credited
-        back to the run and iteration walls. A preflight failure parks it again, so a fixed
+        iteration is re-entered at its interrupted step, and the parked time (and the waits'
+        time before the park) is credited back to the run and iteration walls. A preflight failure parks it again, so a fixed
         environment can resume once more; with no open run to adopt the node exits (no
         notice: no run)."""
         plan = adopt(self.ledger, self.paths.branch, self.paths.session_path)
@@ -203,7 +201,7 @@ class Supervisor:
         self.reporter.banner_open(f"Run {plan.run_id} of {self.paths.branch} resumed at "
                                   f"{self._now()}", major=True)
         Steering(self.ledger, plan.run_id).clear_pause()
-        end_parked_wait(self.ledger, self.paths.branch, plan.run_id)
+        cut = end_parked_waits(self.ledger, self.paths.branch, plan.run_id)  # an outage's: cut
         if config is None:
             raise Park(f"again: {problem}")
         state = RunState(run_id=plan.run_id, live=config, iteration=plan.iteration,
@@ -221,16 +219,18 @@ class Supervisor:
         except RunAbort as exc:
             self.reporter.warning(f"cannot resume: {exc}")
             raise Park(f"again: {exc}") from None
+        if cut:
+            boot = replace(boot, outage_cut=True)
         self._reenter_session(plan.iter_id, plan.resume_position, boot, state)
-        clock = self.clock
-        now, mono = clock.time(), clock.monotonic()
-        run_end = credited_deadline(plan.run_started, boot.run_timeout,
-                                    paused_seconds(plan.spans, plan.run_started, now))
+        now, mono = self.clock.time(), self.clock.monotonic()
+        run_end = credited_deadline(plan.run_started, boot.run_timeout, plan.waited
+                                    + paused_seconds(plan.spans, plan.run_started, now))
         state.run_deadline = None if run_end is None else mono + (run_end - now)
         if plan.iter_id is not None and plan.iter_started is not None:
             state.iter_id = plan.iter_id  # a park before the re-entry still names it
             iter_end = credited_deadline(plan.iter_started, boot.iter_timeout or boot.interval,
-                                         paused_seconds(plan.spans, plan.iter_started, now))
+                                         plan.iter_waited
+                                         + paused_seconds(plan.spans, plan.iter_started, now))
             state.reentry = Reentry(
                 iter_id=plan.iter_id, position=plan.resume_position,
                 gate=plan.pending_gate.step_id if plan.pending_gate else None,
@@ -285,8 +285,6 @@ class Supervisor:
                                   f"{self.paths.branch}` continues it", major=True)
         return 0
 
-    # -- boot ---------------------------------------------------------------------------
-
     def _abort(self, run_id: int, reason: str) -> int:
         """The run cannot go on: one move closes every open row ``exited``/1 with
         ``reason``, posts the exit notice and settles the node ``exited``."""
@@ -294,8 +292,6 @@ class Supervisor:
         self.reporter.warning(f"run {run_id} cannot go on: {reason}")
         self.ledger.move(self.paths.branch, Move.ABORT, reason=reason)
         return 1
-
-    # -- the end ------------------------------------------------------------------------
 
     def _finalize(self, state: RunState, guard: BudgetGuard) -> None:
         boot = guard.boot
@@ -305,8 +301,6 @@ class Supervisor:
                      "", self.reporter, branch=self.paths.branch)
         land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
         end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
-        if state.usage_end is not None and land.reason is None:
-            end = state.usage_end  # `on_usage_limit: stop`, or past `max_usage_wait`
         if land.note is not None:
             end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
         self._close(state.run_id, end, guard.figures())
@@ -323,7 +317,7 @@ class Supervisor:
             crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
             no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
             score_note=score_distance(self.paths.worktree, state.checks),
-            pool_end=state.pool_end)
+            step_end=state.step_end)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         """Close the run with the matrix's verdict: the run row, its end notice (status,
@@ -404,6 +398,8 @@ class Supervisor:
             log.exception("could not sweep the loop's leftover processes")
         try:
             self.waker.close()
+            if self.db_lost:
+                return  # left active with no supervisor: the next read's heal parks the run
             # Still active: the loop ended without closing its run (refused otherwise).
             self.ledger.move(node, Move.ABORT, reason=self.crash or ABNORMAL_EXIT)
             self.ledger.set_supervisor(node, None, None)

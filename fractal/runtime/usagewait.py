@@ -42,8 +42,9 @@ from fractal.domain.usage import (
     until_label,
     wait_refusal,
 )
-from fractal.runtime.loopparts import LoopPart
+from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park
+from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
 
@@ -72,7 +73,18 @@ def end_parked_wait(ledger: Ledger, node: str, run_id: int) -> None:
 
 
 class UsageWait(LoopPart):
-    """Waits out a closed usage window for the run in ``state``."""
+    """Waits out a closed usage window for the run in ``state``: one per run, shared by
+    every launch of it (steps, SYNC, fix rounds), and the one writer of its two facts.
+
+    ``probing`` is the credential whose reopened window this node's next launch probes
+    (None: none); ``ending`` is how a wait ended the run (``on_usage_limit: stop``, past
+    ``max_usage_wait``; None: it did not), carried to the run's end by the step results.
+    """
+
+    def __init__(self, parts: LoopParts) -> None:
+        super().__init__(parts)
+        self.probing: str | None = None
+        self.ending: RunEnd | None = None
 
     @property
     def credential(self) -> str:
@@ -105,7 +117,7 @@ class UsageWait(LoopPart):
         """This node's launch hit a closed window: record it for the credential, then
         wait as ``_hold`` does. None: the window reopened (or this node is its probe),
         re-enter the step. A StepOutcome (status ``stopped``) when the run ends instead:
-        ``state.usage_end`` then says how, else a stop or a finish did (its reason says
+        ``ending`` then says how, else a stop or a finish did (its reason says
         which). Raises Park on a pause.
 
         ``step_id`` is the limited launch's row, left open by the launch: it closes
@@ -114,7 +126,7 @@ class UsageWait(LoopPart):
         of a closed run says ``paused``."""
         limit = UsageLimit(window.window, window.resets_at)
         reason = limit_reason(limit)
-        self.state.probing = None
+        self.probing = None
         if self.state.live.on_usage_limit == "stop":
             return self._close_row(step_id, reason, self._stop(reason))
         row = Windows(self.boot.paths.tree.db_path).close(
@@ -141,15 +153,15 @@ class UsageWait(LoopPart):
     def before_launch(self, step_name: str) -> StepOutcome | None:
         """At a step boundary: when the credential's window is closed (another node hit
         it) or being probed by another node, wait instead of calling the API. None:
-        launch (as the probe when ``state.probing`` is set). As ``wait_out`` otherwise."""
+        launch (as the probe when ``probing`` is set). As ``wait_out`` otherwise."""
         windows, credential = Windows(self.boot.paths.tree.db_path), self.credential
         row = windows.window(credential)
-        if row is None or row.state is WindowState.OPEN or self.state.probing == credential:
+        if row is None or row.state is WindowState.OPEN or self.probing == credential:
             return None  # open, or this node holds the probe (a re-entered step)
         node, now = self.boot.paths.branch, self.clock.time()
         if decide(row, node, now).action is Action.PROBE and \
                 windows.claim_probe(credential, node, now):
-            self.state.probing = credential  # no wait to announce: launch as the probe
+            self.probing = credential  # no wait to announce: launch as the probe
             return None
         reason = limit_reason(UsageLimit(row.window, row.resets_at))
         if self.state.live.on_usage_limit == "stop":
@@ -160,20 +172,20 @@ class UsageWait(LoopPart):
     def after_launch(self, got_through: bool) -> None:
         """The probe's launch ended: reopen the window for everyone when it got through
         (a closed window was recorded by ``wait_out`` otherwise)."""
-        if self.state.probing is None:
+        if self.probing is None:
             return
         if got_through:
             windows, node = Windows(self.boot.paths.tree.db_path), self.boot.paths.branch
-            row = windows.window(self.state.probing)
-            if windows.reopen(self.state.probing, node, self.clock.time()):
+            row = windows.window(self.probing)
+            if windows.reopen(self.probing, node, self.clock.time()):
                 window = f" ({row.window})" if row is not None and row.window else ""
                 self.ledger.post_notice(node, f"usage window reopened{window}",
                                         "the probe launch got through; launching again")
-        self.state.probing = None
+        self.probing = None
 
     def _stop(self, reason: str) -> StepOutcome:
         """``on_usage_limit: stop``: the run ends ``stopped`` with the limit's reason."""
-        self.state.usage_end = RunEnd(Status.STOPPED, Status.STOPPED, 0, reason)
+        self.ending = RunEnd(Status.STOPPED, Status.STOPPED, 0, reason)
         return StepOutcome(Status.STOPPED, 0, reason)
 
     def _hold(self, window: str, wake_at: float, why: str,
@@ -188,7 +200,7 @@ class UsageWait(LoopPart):
                                self.credential)
         if refused is not None:
             self.reporter.notice(f"{why}; {refused}" if why else refused)
-            state.usage_end = RunEnd(Status.EXITED, Status.EXITED, 1, refused)
+            self.ending = RunEnd(Status.EXITED, Status.EXITED, 1, refused)
             return StepOutcome(Status.STOPPED, 0, refused)
         shown = f"waiting for usage window until {until_label(wake_at, now)}"
         if why:
@@ -207,7 +219,7 @@ class UsageWait(LoopPart):
         if ended is not None:
             self._close_event(node, f"ended: {ended.reason}")
             return ended
-        if state.probing:  # its launch is the probe: the reopening is posted if it gets through
+        if self.probing:  # its launch is the probe: the reopening is posted if it gets through
             self._close_event(node, "probing the usage window")
             return None
         self._close_event(node, "usage window reopened")
@@ -216,7 +228,7 @@ class UsageWait(LoopPart):
 
     def _wait(self, give_up: float) -> StepOutcome | None:
         """Block until ``decide`` lets this node launch or probe, acting on signals at
-        every wake; None when it may launch (``state.probing`` set when as the probe)."""
+        every wake; None when it may launch (``probing`` set when as the probe)."""
         windows = Windows(self.boot.paths.tree.db_path)
         credential, node, poll = self.credential, self.boot.paths.branch, self.probe_poll
         rank: int | None = None
@@ -230,12 +242,12 @@ class UsageWait(LoopPart):
                 return None
             if decision.action is Action.PROBE:
                 if windows.claim_probe(credential, node, now):
-                    self.state.probing = credential
+                    self.probing = credential
                     return None
                 continue  # another node claimed it first: read the row again
             if now >= give_up:
                 reason = over_wait_reason(self.state.live.max_usage_wait)
-                self.state.usage_end = RunEnd(Status.EXITED, Status.EXITED, 1, reason)
+                self.ending = RunEnd(Status.EXITED, Status.EXITED, 1, reason)
                 return StepOutcome(Status.STOPPED, 0, reason)
             signal = self.steering.check(allow_finish=True)
             if signal is Signal.PAUSE:
@@ -249,12 +261,9 @@ class UsageWait(LoopPart):
             self.waker.wait(max(0.0, min(until, give_up) - now), poll=USAGE_POLL)
 
     def _credit(self, waited: float) -> None:
-        """The waited seconds do not count against the run and iteration walls."""
-        state = self.state
-        if state.run_deadline is not None:
-            state.run_deadline += waited
-        if state.iter_deadline is not None:
-            state.iter_deadline += waited
+        """The waited seconds do not count against the run and iteration walls, now or
+        after a resume (``waitcredit``)."""
+        credit_wait(self.ledger, self.boot.paths.branch, self.state, waited)
 
     def _close_event(self, node: str, how: str) -> None:
         self.ledger.add_event(node, WAIT_EVENT, actor="loop", status="completed",

@@ -6,8 +6,8 @@ queries for the whole tree (stdlib ``sqlite3`` only; sized for 1,000 nodes and
 pending gate, the own spend and newest failed step of the newest runs that ended
 ``exited``, each paused node's
 newest ``pause`` event, the newest write instant of each active node, each node's newest
-merge when it failed, each node's newest ``usage_wait`` event and the closed usage
-windows, the messages nodes sent to the operator (the root's ``inbox``) that the
+merge when it failed, each node's newest ``usage_wait`` and ``outage_wait`` events and
+the closed usage windows, the messages nodes sent to the operator (the root's ``inbox``) that the
 operator has not read (the newest ``NOTES_MAX``), and the inbox's acknowledgements.
 Every query reads through an index: the (event, node) and (run_id, cost) ones are
 migration 0014's.
@@ -20,6 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fractal.domain.outage import OUTAGE_EVENT
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
@@ -57,7 +58,8 @@ class FailedMerge:
 
 @dataclass(frozen=True)
 class WaitRow:
-    """A node's newest ``usage_wait`` event (``started`` while it waits)."""
+    """A node's newest ``usage_wait`` or ``outage_wait`` event (``started`` while it
+    waits)."""
 
     event_id: int
     run_id: int | None
@@ -101,6 +103,8 @@ class AttentionRows:
     """exited run -> (step_name, reason) of its newest failed step"""
     waited: dict[int, str] = field(default_factory=dict)
     """gate step -> when its approval wait first began (its ``gate`` event ``started``)"""
+    outages: dict[str, WaitRow] = field(default_factory=dict)
+    """active node -> its newest ``outage_wait`` event, while ``started``"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -240,6 +244,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             if stamps:
                 writes[node] = max(stamps)
         waits: dict[str, WaitRow] = {}
+        outages: dict[str, WaitRow] = {}
         wakes: list[tuple[float, str]] = []
         if any(n.status == "active" for n in nodes):
             for eid, node, run, status, meta, at in _newest_events(conn, "usage_wait"):
@@ -247,6 +252,11 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                     waits[str(node)] = WaitRow(int(str(eid)), None if run is None
                                                else int(str(run)), str(status), str(meta),
                                                str(at))
+            for eid, node, run, status, meta, at in _newest_events(conn, OUTAGE_EVENT):
+                if status == "started":
+                    outages[str(node)] = WaitRow(int(str(eid)), None if run is None
+                                                 else int(str(run)), str(status), str(meta),
+                                                 str(at))
             if waits:
                 wakes = [(float(str(w)), str(name)) for w, name in _optional(
                     conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
@@ -259,4 +269,5 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         waits = {k: v for k, v in waits.items() if k in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
-                             landed, causes, waited)
+                             landed, causes, waited,
+                             {k: v for k, v in outages.items() if k in known})

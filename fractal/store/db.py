@@ -8,16 +8,19 @@ supervisor about 30 MiB; the schema itself stays owned by the SQLAlchemy models 
 Alembic migrations, which run only when ``schema.ensure_schema`` finds the stamp behind).
 
 Every connection gets the same setup as the SQLAlchemy engine's (``store.engine``):
-``busy_timeout`` 30 s, WAL, foreign keys on, ``synchronous=NORMAL``, and autocommit mode
-so the transactions are explicit: a write opens with ``BEGIN IMMEDIATE`` (the write lock
-up front, so two writers queue on the busy timeout instead of failing an upgrade), a
-read with a deferred ``BEGIN`` (one WAL snapshot, no lock taken). Idle connections are
+``busy_timeout`` (the first try's wait, 30 s by default), WAL, foreign keys on,
+``synchronous=NORMAL``, and autocommit mode so the transactions are explicit: a write
+opens with ``BEGIN IMMEDIATE`` (the write lock up front, so two writers queue on the busy
+timeout instead of failing an upgrade), a read with a deferred ``BEGIN`` (one WAL
+snapshot, no lock taken). A lock held past the first try is waited out
+(``store.lockwait``: spans doubling up to a bound, then DatabaseLocked) at the write's
+``BEGIN IMMEDIATE`` and at a read's statements. Idle connections are
 kept per database file and reused (threads each borrow their own); a forked child drops
 its parent's without closing them.
 
 A second backend (PostgreSQL) would be a second ``Tx`` here: it would rewrite the
 ``:name`` markers to its driver's style, return ``insert`` ids with ``RETURNING``, and map
-its lock errors the same way; the statements above the seam stay as they are.
+its lock errors in ``lockwait.is_lock_error``; the statements above the seam stay as they are.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fractal.domain.errors import InvalidValue
 from fractal.errors import StoreError
+from fractal.store import lockwait
 from fractal.store.connect import BUSY_TIMEOUT_MS, PRAGMAS
+from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.schema import ensure_schema
 
 __all__ = ["BUSY_TIMEOUT_MS", "Tx", "close_connections", "prepare", "transaction"]
@@ -47,6 +52,7 @@ process's commit invalidates this cache anyway). The migrations' engine keeps th
 default: an index build on a large table wants the room."""
 
 Params = Mapping[str, object]
+T = TypeVar("T")
 
 _idle: dict[Path, list[sqlite3.Connection]] = {}
 _ready: set[Path] = set()
@@ -56,14 +62,30 @@ _lock = threading.Lock()
 
 class Tx:
     """One open transaction. Statements use ``:name`` parameters; rows come back keyed
-    by column name (``row["status"]``) and by position."""
+    by column name (``row["status"]``) and by position.
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    In a read transaction a statement refused for another process's lock is run again
+    until it gets through (``lockwait.patiently``): a read takes its snapshot at its
+    first statement, so nothing was read before the refusal. A write holds its lock
+    from ``BEGIN IMMEDIATE`` on, so its statements never meet one."""
+
+    def __init__(self, conn: sqlite3.Connection, db_path: Path, write: bool) -> None:
         self._conn = conn
+        self._db_path = db_path
+        self._write = write
+
+    def _execute(self, sql: str, params: Params) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            if self._write or not is_lock_error(exc):
+                raise
+            return patiently(self._db_path, _waiting(self._conn, lambda: self._conn.execute(
+                sql, params)), exc)
 
     def run(self, sql: str, params: Params | None = None) -> int:
         """Execute one statement; return the rows it changed (0 for a SELECT)."""
-        return self._conn.execute(sql, params or {}).rowcount
+        return self._execute(sql, params or {}).rowcount
 
     def many(self, sql: str, rows: Sequence[Params]) -> int:
         """Execute one statement once per parameter set; return the rows changed."""
@@ -71,12 +93,12 @@ class Tx:
 
     def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
         """The first row of a query, or None."""
-        row: sqlite3.Row | None = self._conn.execute(sql, params or {}).fetchone()
+        row: sqlite3.Row | None = self._execute(sql, params or {}).fetchone()
         return row
 
     def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
         """Every row of a query."""
-        return list(self._conn.execute(sql, params or {}).fetchall())
+        return list(self._execute(sql, params or {}).fetchall())
 
     def scalar(self, sql: str, params: Params | None = None) -> Any:
         """The first column of the first row, or None when there is no row."""
@@ -98,17 +120,38 @@ class Tx:
         return [tuple(row) for row in self._conn.execute(sql).fetchall()]
 
 
-def prepare(db_path: Path) -> Path:
+def _waiting(conn: sqlite3.Connection, action: Callable[[], T]) -> Callable[[float], T]:
+    """``action`` as one try of ``lockwait.patiently``: the connection's busy handler
+    waits ``span`` seconds for the lock, then the process's first-try wait again."""
+
+    def attempt(span: float) -> T:
+        conn.execute(f"PRAGMA busy_timeout={int(span * 1000)}")
+        try:
+            return action()
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={_first_ms()}")
+
+    return attempt
+
+
+def _first_ms() -> int:
+    """The first try's wait on a lock (ms), as the busy handler takes it."""
+    return int(lockwait.lock_wait().first * 1000)
+
+
+def prepare(db_path: Path, *, create: bool = False) -> Path:
     """Bring ``db_path`` to the head revision the first time this process sees it (a
     stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
-    Raises StoreError when the database cannot be created or migrated."""
+    A missing tree database is created only with ``create`` (``fractal init``; see
+    ``schema.ensure_schema``). Raises StoreError when the database cannot be created
+    or migrated, DatabaseMissing when it may not be created."""
     path = Path(db_path)
     key = _resolved.get(path)
     if key is not None:  # resolved and checked already (a loop asks on every statement)
         return key
     key = path.resolve()
     if key not in _ready:
-        ensure_schema(key)
+        ensure_schema(key, create=create)
         with _lock:
             _ready.add(key)
     if path.is_absolute():  # a relative path resolves against the working directory
@@ -117,10 +160,11 @@ def prepare(db_path: Path) -> Path:
 
 
 def _connect(key: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(key), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+    first = _first_ms()
+    conn = sqlite3.connect(str(key), timeout=first / 1000, isolation_level=None,
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    for pragma in (*PRAGMAS, CACHE_PRAGMA):
+    for pragma in (f"PRAGMA busy_timeout={first}", *PRAGMAS[1:], CACHE_PRAGMA):
         conn.execute(pragma)
     return conn
 
@@ -140,10 +184,8 @@ def _give_back(key: Path, conn: sqlite3.Connection) -> None:
 
 def _refusal(db_path: Path, exc: sqlite3.Error) -> StoreError:
     text = str(exc)
-    if "locked" in text or "busy" in text:
-        return StoreError(
-            f"database {db_path} is locked by another process (a sqlite3 shell or a tool "
-            "holding a transaction open); nothing was written; try again once it lets go")
+    if is_lock_error(exc):  # past the bound, or a lock met where no wait was safe
+        return lockwait.locked_error(db_path, lockwait.lock_wait().first)
     return StoreError(f"database {db_path} refused the operation: {text}; check the file "
                       "is writable and is this tree's fractal database")
 
@@ -158,16 +200,11 @@ def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterat
     file, other exceptions pass through after the rollback.
     """
     key = prepare(db_path)
-    try:
-        conn = _borrow(key)
-    except sqlite3.Error as exc:
-        raise _refusal(db_path, exc) from exc
+    conn = _opened(key, db_path, write, tx)
     healthy = True
     try:
-        if tx:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            yield Tx(conn)
+            yield Tx(conn, db_path, write)
         except BaseException:
             if conn.in_transaction:
                 conn.rollback()
@@ -186,6 +223,38 @@ def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterat
             _give_back(key, conn)
         else:
             conn.close()
+
+
+def _opened(key: Path, db_path: Path, write: bool, tx: bool) -> sqlite3.Connection:
+    """A connection to ``key`` with its transaction open (none when ``tx`` is False).
+    ``BEGIN IMMEDIATE`` takes the write lock; another process's lock is waited for
+    (``lockwait.patiently``: up to the bound, then DatabaseLocked), as is one met while
+    connecting. Other SQLite errors become StoreError naming the file."""
+    try:
+        conn = _borrow(key)
+    except sqlite3.Error as exc:
+        if not is_lock_error(exc):
+            raise _refusal(db_path, exc) from exc
+        try:
+            conn = patiently(db_path, lambda _span: _connect(key), exc)
+        except sqlite3.Error as again:
+            raise _refusal(db_path, again) from again
+    if not tx:
+        return conn
+    begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+    try:
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as exc:
+            if not is_lock_error(exc):
+                raise
+            patiently(db_path, _waiting(conn, lambda: conn.execute(begin)), exc)
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _refusal(db_path, exc) from exc
+        raise
+    return conn
 
 
 def close_connections() -> None:

@@ -320,6 +320,25 @@ class UsageWindow(Base):
     updated_at: Mapped[str]
 
 
+class ProviderOutage(Base):
+    """A credential's provider outage while it lasts (the row is deleted when a launch
+    gets through): ``label`` (``HTTP 529``, ``connection``), ``attempts`` (the failed
+    launches in a row), ``wake_at`` (epoch s, REAL: the next launch), ``state``
+    ``waiting`` | ``probing``, the node holding the probe and since when (epoch s)."""
+
+    __tablename__ = "provider_outages"
+
+    credential: Mapped[str] = mapped_column(primary_key=True)
+    label: Mapped[str]
+    attempts: Mapped[int] = mapped_column(default=1, server_default=text("1"))
+    wake_at: Mapped[float]
+    state: Mapped[str]
+    prober: Mapped[str | None]
+    probe_started: Mapped[float | None]
+    closed_by: Mapped[str | None]
+    updated_at: Mapped[str]
+
+
 class Pool(Base):
     """A worker pool: its node (``pool``, the pool node's branch), the worker brief, the
     width, and whether its one review pass has run (0/1)."""

@@ -3,9 +3,11 @@
 CLI read commands (``status``, ``activity``, listings) must start in well under 200 ms,
 and importing SQLAlchemy alone costs about 250 ms, so this module never imports it:
 reads are plain queries. Each call opens one read-only connection
-(``mode=ro``) with a short busy timeout; WAL lets it read while a loop writes. When the
-file is missing or not at ``HEAD_REVISION`` the schema is first brought to head
-(``ensure_schema``, which imports Alembic only then).
+(``mode=ro``) with a short busy timeout; WAL lets it read while a loop writes, and a
+query that meets a lock all the same is asked again up to the wait's bound
+(``store.lockwait``). When the file is not at ``HEAD_REVISION`` the schema is first
+brought to head (``ensure_schema``, which imports Alembic only then); a missing tree
+database is refused (``schema.refuse_missing``), never created here.
 """
 
 from __future__ import annotations
@@ -14,13 +16,19 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
+from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval", "last_run",
+if TYPE_CHECKING:
+    from fractal.domain.doctor import DbFacts
+
+__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval",
+           "inspect_database", "last_run",
            "node_row", "node_rows",
            "open_steps", "pending_signals", "refused_merges"]
 
@@ -41,9 +49,38 @@ _ACTIVITY_CLOCKS = (("runs", "started_at"), ("runs", "ended_at"), ("iterations",
                     ("events", "created_at"), ("checks", "ended_at"))
 
 
-def _open(db_path: Path) -> sqlite3.Connection:
+class _Patient(sqlite3.Connection):
+    """A read-only connection whose queries wait out another process's lock: each query
+    is its own snapshot, so one refused for a lock is simply asked again
+    (``lockwait.patiently``: up to the bound, then DatabaseLocked). A WAL reader meets a
+    lock only when a writer holds the file exclusively (``locking_mode=EXCLUSIVE``)."""
+
+    db_path = Path()
+
+    def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, params)
+        except sqlite3.Error as exc:
+            if not is_lock_error(exc):
+                raise
+            return patiently(self.db_path, lambda span: self._again(span, sql, params), exc,
+                             waited=READ_BUSY_TIMEOUT_S)
+
+    def _again(self, span: float, sql: str, params: Any) -> sqlite3.Cursor:
+        super().execute(f"PRAGMA busy_timeout={int(span * 1000)}")
+        try:
+            return super().execute(sql, params)
+        finally:
+            super().execute(f"PRAGMA busy_timeout={int(READ_BUSY_TIMEOUT_S * 1000)}")
+
+
+def _open(db_path: Path, *, patient: bool = True) -> sqlite3.Connection:
+    """A read-only connection; ``patient`` False keeps the short busy timeout alone."""
     conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True,
-                           timeout=READ_BUSY_TIMEOUT_S)
+                           timeout=READ_BUSY_TIMEOUT_S,
+                           factory=_Patient if patient else sqlite3.Connection)
+    if isinstance(conn, _Patient):
+        conn.db_path = db_path
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -51,7 +88,9 @@ def _open(db_path: Path) -> sqlite3.Connection:
 def _at_head(conn: sqlite3.Connection) -> bool:
     try:
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError as exc:
+        if is_lock_error(exc):  # waited for in vain: not a reason to migrate
+            raise
         return False
     return row is not None and row[0] == HEAD_REVISION
 
@@ -65,13 +104,14 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
     """A read-only connection to a database at head; SQLite errors become StoreError.
 
     ``create`` False (a dashboard watching a tree that may be destroyed under it) never
-    creates nor upgrades the file: a missing one raises TreeGone, one below head a
+    creates nor upgrades the file, nor waits past the short busy timeout for a lock (the
+    dashboard keeps its last reading instead): a missing one raises TreeGone, one below head a
     StoreError saying how to upgrade it.
     """
     try:
         conn: sqlite3.Connection | None = None
         if db_path.is_file():
-            conn = _open(db_path)
+            conn = _open(db_path, patient=create)
             if not _at_head(conn):
                 conn.close()
                 conn = None
@@ -225,3 +265,38 @@ def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
         except sqlite3.OperationalError:
             return []
     return [(str(row[0]), str(row[1])) for row in rows]
+
+
+def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
+    """What ``fractal doctor`` needs of the tree database, read only (never created,
+    migrated nor healed): its facts (presence, ``PRAGMA integrity_check``, the schema
+    stamp) and the registered nodes (None when the file or its ``nodes`` table cannot
+    be read). A lock is waited for as by every read."""
+    from fractal.domain.doctor import DbFacts  # only `fractal doctor` needs it: start-up cost
+
+    shown = str(db_path)
+    if not db_path.is_file():
+        return DbFacts(shown, exists=False), None
+    try:
+        conn = _open(db_path)
+    except sqlite3.Error as exc:
+        return DbFacts(shown, exists=True, error=str(exc)), None
+    try:
+        try:
+            integrity = tuple(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
+        except sqlite3.Error as exc:
+            return DbFacts(shown, exists=True, error=str(exc)), None
+        try:
+            stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error:
+            stamp = None
+        facts = DbFacts(shown, exists=True, integrity=integrity,
+                        revision=None if stamp is None else str(stamp[0]))
+        try:
+            rows = [build(NodeRow, row) for row in
+                    conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
+        except (sqlite3.Error, TypeError, ValueError, KeyError):
+            return facts, None
+        return facts, rows
+    finally:
+        conn.close()

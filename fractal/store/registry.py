@@ -28,15 +28,17 @@ CAP_KEYS = ("max_cost", "max_depth", "max_children", "max_descendants")
 
 
 class Registry:
-    """The tree database at ``db_path`` (created on first use) and its node registry.
+    """The tree database at ``db_path`` and its node registry. A database outside any
+    tree is created on first use; a tree's only with ``create`` (``fractal init``, see
+    ``schema.ensure_schema``), else a missing one raises DatabaseMissing.
 
     Raises StoreError (from every method) when the database cannot be opened,
     migrated or written, naming the file and SQLite's message.
     """
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, *, create: bool = False) -> None:
         self.db_path = Path(db_path)
-        prepare(self.db_path)
+        prepare(self.db_path, create=create)
 
     @contextmanager
     def _db(self, *, write: bool = True) -> Iterator[Tx]:

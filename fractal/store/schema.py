@@ -21,13 +21,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEAD_REVISION",
+    "DatabaseMissing",
     "alembic_config",
     "current_revision",
     "ensure_schema",
     "migrations_dir",
+    "node_traces",
+    "refuse_missing",
 ]
 
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 """The newest migration in ``migrations/versions``; a test checks it against Alembic."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -85,16 +88,21 @@ def current_revision(db_path: Path) -> str | None:
     return str(row[0]) if row else None
 
 
-def ensure_schema(db_path: Path) -> None:
+def ensure_schema(db_path: Path, *, create: bool = False) -> None:
     """Make ``db_path`` exist at ``HEAD_REVISION``; create parent directories.
 
     Returns at once when the stamp already matches (Alembic is not imported).
     Otherwise takes an exclusive ``flock`` on ``<db_path>.lock``, re-checks, and runs
     ``alembic upgrade head`` in one ``BEGIN IMMEDIATE`` transaction on a WAL database.
-    Raises StoreError when the directory cannot be created or the upgrade fails.
+    A missing file that is a tree's database is created only with ``create`` (``fractal
+    init``, which checks ``refuse_missing`` itself first); otherwise DatabaseMissing says
+    why and how to recover. Raises StoreError when the directory
+    cannot be created or the upgrade fails.
     """
     if current_revision(db_path) == HEAD_REVISION:
         return
+    if not create and not db_path.is_file():
+        refuse_missing(db_path, create=False)
     try:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = db_path.with_name(db_path.name + ".lock")
@@ -107,6 +115,59 @@ def ensure_schema(db_path: Path) -> None:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     except OSError as exc:
         raise StoreError(f"cannot create the database at {db_path}: {exc}") from exc
+
+
+class DatabaseMissing(StoreError):
+    """A tree's database file is missing where it may not be created (see ``ensure_schema``)."""
+
+
+def refuse_missing(db_path: Path, *, create: bool) -> None:
+    """Raise DatabaseMissing unless the missing ``db_path`` may be created now: it is no
+    tree's database, or ``create`` and the tree's nodes left no trace."""
+    tree = _tree_of(db_path)
+    if tree is None:
+        return
+    from fractal.domain.dbmissing import missing_database_refusal
+
+    repo, root = tree
+    why = missing_database_refusal(str(db_path), str(repo), node_traces(repo, root),
+                                   creating=create)
+    if why is not None:
+        raise DatabaseMissing(why)
+
+
+def _tree_of(db_path: Path) -> tuple[Path, str] | None:
+    """(repository, root branch) when ``db_path`` is a tree's database: named
+    ``fractal.db`` in ``<repo>/.fractal/<root>/`` beside a ``config.json`` saying ``"user":
+    true``; None for any other path."""
+    data_dir = db_path.parent
+    if db_path.name != "fractal.db" or data_dir.parent.name != ".fractal":
+        return None
+    import json
+
+    try:
+        config = json.loads((data_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(config, dict) or config.get("user") is not True:
+        return None
+    return data_dir.parent.parent, data_dir.name
+
+
+def node_traces(repo: Path, root: str) -> list[str]:
+    """What the tree rooted at ``root`` in ``repo`` still has of its nodes, on disk: each
+    node worktree ``.worktrees/<root>.*`` and a leftover journal of an older database
+    (``fractal.db-wal``), as a refusal names them."""
+    found: list[str] = []
+    try:
+        entries = sorted(p.name for p in (repo / ".worktrees").iterdir() if p.is_dir())
+    except OSError:
+        entries = []
+    found += [f"worktree .worktrees/{name}" for name in entries if name.startswith(root + ".")]
+    wal = repo / ".fractal" / root / "fractal.db-wal"
+    if wal.exists():
+        found.append(f"the old database's journal .fractal/{root}/{wal.name}")
+    return found
 
 
 def _upgrade(db_path: Path) -> None:

@@ -21,6 +21,9 @@ after ``until`` calls are answered normally with an ``allowed`` window. ``warn_w
 answers normally but reports ``u`` (0..1) of the window used. ``usage_answers()`` lists
 what each model call got (``rejected`` / ``allowed`` / ``warning``).
 
+Provider outages: ``outage_at_first_call(status, lasting)`` answers every model call with
+HTTP ``status`` (500, 529 ...) for ``lasting`` seconds from the next model call.
+
 Use it in-process (``MockLLM(...).start()``) or as a program::
 
     python -m tests.agents.mock_llm --port 0 --port-file PORT --log requests.jsonl \\
@@ -88,6 +91,9 @@ class MockLLM:
         self._again_for: float | None = None
         self._warn_for: float | None = None
         self.clock_only = False  # a closed window sends no x-codex-* headers: see close_window
+        self._outage: tuple[int, float] | None = None  # outage_at_first_call's, pending
+        self.outage_until: float | None = None
+        self.outage_status = 500
         self._server = _Server(self, port)
         self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm",
                                         daemon=True)
@@ -181,9 +187,24 @@ class MockLLM:
             return [str(r["answer"].get("usage")) for r in self.requests
                     if r["method"] == "POST" and "usage" in r["answer"]]
 
-    def forced_status(self) -> int | None:
-        """``--fail-status`` for the first ``--fail-count`` model calls, then None."""
+    def outage_at_first_call(self, status: int, lasting: float) -> None:
+        """A provider outage: from the next model call, every model call for ``lasting``
+        seconds is answered with HTTP ``status`` (an error body, ``retry-after: 1`` on 429
+        and 529); later calls are answered normally. Anchored at that call, as
+        ``close_window_at_first_call`` is, so a CLI's start-up does not eat into it."""
         with self._lock:
+            self._outage = (status, lasting)
+
+    def forced_status(self) -> int | None:
+        """The outage's status while it lasts; else ``--fail-status`` for the first
+        ``--fail-count`` model calls, then None."""
+        with self._lock:
+            now = time.time()
+            if self._outage is not None:
+                self.outage_status, lasting = self._outage
+                self.outage_until, self._outage = now + lasting, None
+            if self.outage_until is not None and now < self.outage_until:
+                return self.outage_status
             if self.options.fail_status is None or self._failed >= self.options.fail_count:
                 return None
             self._failed += 1

@@ -15,7 +15,7 @@ import pytest
 from tests.agents.conftest import CODEX_FLAGS, codex_config, start_env
 from tests.agents.mock_llm import MockLLM
 from tests.e2e.conftest import Tree
-from tests.helpers import SCALE
+from tests.helpers import SCALE, wait_until
 
 pytestmark = [pytest.mark.agents, pytest.mark.timeout(720)]  # a first install included
 
@@ -39,7 +39,13 @@ def test_api_errors_fail_the_step_with_their_class(
     env = start_env(tmp_path / "home", agent_bin, mock_llm, CLAUDE_CODE_MAX_RETRIES="1")
     for name in ("cl429", "cx401"):
         tree.cli("node", "start", name, env=env)
-    assert {tree.wait_settled(n, timeout=120) for n in ("cl429", "cx401")} == {"exited"}
+    # A 429 that is not a usage window is a provider outage: waited out, not a failed run.
+    wait_until(lambda: tree.cli("node", "status", "cl429").stdout.startswith(
+        "active (waiting out a provider outage (HTTP 429, attempt 1) until "), timeout=120,
+        message="cl429 waiting out the outage")
+    tree.cli("node", "stop", "cl429")
+    assert tree.wait_settled("cl429", timeout=120) == "stopped"
+    assert tree.wait_settled("cx401", timeout=120) == "exited"
 
     (name, status, code, meta, cost, tokens_in, tokens_out), = _rows(tree, "cl429")
     assert (name, status, code) == ("ASK", "failed", 1)

@@ -4,6 +4,7 @@ modes, Retries and backoff, What gets recorded)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -73,15 +74,15 @@ def test_codex_resume_records_its_own_usage_and_no_cost(tree: Tree, tmp_path: Pa
 
 def test_failed_launches_retry_with_retry_rows_and_numbered_snapshots(
         tree: Tree, tmp_path: Path) -> None:
-    fakes = make_fakes(tmp_path)
-    steps = {"01-WORK.md": "[fake:claude-http500] [fake:claude-http529] [fake:claude-text-only]\n"}
+    fakes = make_fakes(tmp_path)  # failures a later launch will not get past: retried
+    steps = {"01-WORK.md": "[fake:claude-http401] [fake:claude-http400] [fake:claude-text-only]\n"}
     tree.node("retry", steps, "--agent", "claude", "--no-sync", "--max-iters", "1",
               "--step-retries", "2", "--step-retry-backoff", "1s")
     start_all(tree, ["retry"], fakes.env())
     rows = [r[:5] for r in step_rows(tree, "retry")]
     assert [r[1:3] for r in rows] == [("failed", 1), ("failed", 1), ("completed", 0)]
-    assert rows[0][3].startswith("agent error: server_error (HTTP 500): API Error: 500")
-    assert rows[1][3].startswith("agent error: overloaded (HTTP 529)")
+    assert rows[0][3].startswith("agent error: auth (HTTP 401)")
+    assert rows[1][3].startswith("agent error: bad_request (HTTP 400): API Error: 400")
     assert rows[1][3].endswith("; retry") and rows[2][3] == "retry"
     assert [r[4] for r in rows] == [0.0, 0.0, 0.0075]
     run_id = tree.sql("SELECT run_id FROM runs")[0][0]
@@ -90,6 +91,26 @@ def test_failed_launches_retry_with_retry_rows_and_numbered_snapshots(
     # the retry resumed the session the failed attempt had started
     flags = [_session_flag(c["argv"])[0] for c in fakes.calls("claude")]
     assert flags == ["--session-id", "--resume", "--resume"]
+
+
+def test_a_provider_outage_is_waited_out_without_spending_a_retry(
+        tree: Tree, tmp_path: Path) -> None:
+    fakes = make_fakes(tmp_path)
+    steps = {"01-WORK.md": "[fake:claude-http500] [fake:claude-http529] [fake:claude-text-only]\n"}
+    ndir = tree.node("outage", steps, "--agent", "claude", "--no-sync", "--max-iters", "1",
+                     "--step-retries", "0")
+    config = json.loads((ndir / "config.json").read_text())
+    (ndir / "config.json").write_text(json.dumps({**config, "outage_backoff": "1s"}))
+    start_all(tree, ["outage"], fakes.env())
+    assert tree.status("outage") == "completed"  # no retries, yet the same run went on
+    rows = [r[:5] for r in step_rows(tree, "outage")]
+    assert [r[1:3] for r in rows] == [("failed", 1), ("failed", 1), ("completed", 0)]
+    assert rows[0][3].startswith("agent error: server_error (HTTP 500): API Error: 500")
+    assert rows[1][3].startswith("agent error: overloaded (HTTP 529)")
+    assert not any(r[3].endswith("retry") for r in rows)  # an outage spends no retry
+    assert tree.sql("SELECT status FROM iterations") == [("completed",)]
+    flags = [_session_flag(c["argv"])[0] for c in fakes.calls("claude")]
+    assert flags == ["--session-id", "--resume", "--resume"]  # the session goes on
 
 
 def test_an_override_to_a_missing_binary_fails_the_step_not_the_run(

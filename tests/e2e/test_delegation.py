@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Tree
-from tests.helpers import git
+from tests.helpers import FRACTAL_BIN, git
 
 LEAD = Path(__file__).resolve().parent.parent / "stubs" / "delegate_lead.py"
 
@@ -31,13 +31,15 @@ def test_a_lead_delegates_with_its_prompts_alone(tree: Tree, tmp_path: Path) -> 
 
     prompts = {p.name: p.read_text() for p in sorted(story.glob("prompt-*.txt"))}
     spawn = next(t for t in prompts.values() if t.startswith("step 1 of 2 (SPAWN)"))
-    assert ('`fractal node init NAME --title "TITLE" --task-file FILE --gate EXECUTE '
+    # every command names the run's fractal by its path (FRACTAL_BIN, rendered)
+    assert (f'`{FRACTAL_BIN} node init NAME --title "TITLE" --task-file FILE --gate EXECUTE '
             '--max-iters N --max-cost USD`') in spawn
-    assert "`fractal node start NAME`" in spawn and "`fractal radio feed`" in spawn
+    assert f"`{FRACTAL_BIN} node start NAME`" in spawn
+    assert f"`{FRACTAL_BIN} radio feed`" in spawn
     waits = [t for t in prompts.values() if t.startswith("SYNC while waiting for children")]
-    assert waits and "`fractal node pending`" in waits[0]
+    assert waits and f"`{FRACTAL_BIN} node pending`" in waits[0]
     assert sorted((story / "approved.txt").read_text().split("\n")[:-1]) == [
-        "fractal node approve div", "fractal node approve ops"]
+        f"{FRACTAL_BIN} node approve div", f"{FRACTAL_BIN} node approve ops"]
     assert (story / "merged.txt").read_text().split() == ["div", "ops"]
 
     for name in ("div", "ops"):

@@ -15,7 +15,7 @@ import pytest
 from fractal.errors import FractalError
 from fractal.lifecycle.commit import CommitMode
 from fractal.procs.processes import spawn_group
-from fractal.runtime.iteration import backstop
+from fractal.runtime.edges import backstop
 from fractal.store import spend
 from fractal.store.ledger import Ledger
 from fractal.workspace.artifacts import is_runtime_artifact

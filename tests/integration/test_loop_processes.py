@@ -91,19 +91,28 @@ HTTP = [
 ]
 
 
+OUTAGES = {"c429", "c529", "x429", "x500"}
+"""The transient classes: a provider outage, waited out; the others fail the run."""
+
+
 def test_http_errors_fail_the_step_with_their_class_status_and_message(
         real_loop_tree: LoopTree, tmp_path: Path) -> None:
     tree = real_loop_tree
     fakes = _fakes(tmp_path)
     for name, agent, fixture, _, _ in HTTP:
-        _node(tree, name, agent, f"Work. [fake:{fixture}]")
+        # an outage is waited out (1 s here) and the step launched again: it gets through
+        then = f" [fake:{agent}-text-only]" if name in OUTAGES else ""
+        _node(tree, name, agent, f"Work. [fake:{fixture}]{then}")
+        tree.set_config(name, outage_backoff="1s")
     statuses = _run_all(tree, [n for n, *_ in HTTP], fakes.env())
     for name, _, _, prefix, cost in HTTP:
-        assert statuses[name] == "exited"
-        (step, status, code, meta, recorded, *_), = step_rows(tree, name)
+        rows = step_rows(tree, name)
+        assert statuses[name] == ("completed" if name in OUTAGES else "exited"), rows
+        (step, status, code, meta, recorded, *_) = rows[0]
         assert (step, status, code) == ("WORK", "failed", 1), meta
         assert meta.startswith(prefix), meta
         assert recorded == cost  # claude reported $0; codex reports no dollars: NULL
+        assert [r[1] for r in rows[1:]] == (["completed"] if name in OUTAGES else [])
 
 
 def test_a_stream_without_a_final_event_fails_whatever_the_exit_code(

@@ -1,5 +1,5 @@
 """``node start`` failing at the take (the database locked just then) leaves nothing
-behind: the tmux session it launched is ended, the ``.launch-env`` file removed, the
+behind: the tmux session it launched is ended, the kept environment it wrote removed, the
 node still idle. The pane runs a stand-in (``sleep``) so the cleanup is what ends it."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_a_start_refused_at_the_take_ends_its_session_and_launch_env(
 
     def locked_take(paths: NodePaths, ledger: object, hosted: hostmod.Hosted,
                     move: object) -> bool:
-        seen.append((hosted.session, hosted.socket, paths.launch_env_path.exists()))
+        seen.append((hosted.session, hosted.socket, paths.run_env_path.exists()))
         raise StoreError("database is locked by another process; nothing was written; "
                          "try again once it lets go")
 
@@ -53,8 +53,7 @@ def test_a_start_refused_at_the_take_ends_its_session_and_launch_env(
     assert had_env  # the launch had happened when the take failed
     wait_until(lambda: tmux.probe(session, socket) is tmux.Liveness.GONE, timeout=30,
                message="the launched session ended")
-    node_dir = repo / ".worktrees" / "main.n" / ".fractal" / "main.n"
-    assert not (node_dir / ".launch-env").exists()
+    assert not (repo / ".fractal" / "main" / "private" / "main.n" / "env.json").exists()
     with sqlite3.connect(repo / ".fractal" / "main" / "fractal.db") as db:
         assert db.execute("SELECT status FROM nodes WHERE node = 'main.n'").fetchone() == \
             ("idle",)

@@ -26,7 +26,7 @@ from tests.helpers import wait_until
 REPO = Path(__file__).resolve().parents[2]
 REAL_MIGRATIONS = True  # tests/conftest.py: these tests run Alembic on every new database
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
-          "usage_windows", "pools", "pool_items", "rescues", "merges",
+          "usage_windows", "provider_outages", "pools", "pool_items", "rescues", "merges",
           "reads", "saves",
           "inbox_acks", "notifications"}  # 0008 radio; 0009 inbox acknowledgements, notify deliveries
 INDEXES = {

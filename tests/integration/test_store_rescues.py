@@ -18,7 +18,9 @@ def _tree(repo: Path) -> Tree:
     data = repo / ".fractal" / "main"
     data.mkdir(parents=True)
     (data / "config.json").write_text(json.dumps({"user": True}))
-    return Tree(repo=repo, root="main")
+    tree = Tree(repo=repo, root="main")
+    RescueBook(tree.db_path, create=True)  # as `fractal init` makes it: no other verb does
+    return tree
 
 
 def test_record_and_read_back(tmp_path: Path) -> None:

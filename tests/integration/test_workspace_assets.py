@@ -37,9 +37,9 @@ def test_node_template_sections_and_variables() -> None:
     for heading in ("## Context", "## Instructions", "## Completion Requirements", "## Rules"):
         assert heading in text
     for var in ("CURRENT_BRANCH", "WORKTREE_DIR", "NODE_DIR", "SCOPE_DIR", "ITER_REF",
-                "ITER_LABEL", "STEP_LABEL", "TIME_BUDGET", "COST_BUDGET"):
+                "ITER_LABEL", "STEP_LABEL", "TIME_BUDGET", "COST_BUDGET", "FRACTAL_BIN"):
         assert f"${var}" in text
-    assert 'fractal commit "<summary>"' in text
+    assert '$FRACTAL_BIN commit "<summary>"' in text
 
 
 def test_seed_steps_follow_the_filename_contract() -> None:

@@ -22,10 +22,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+BIN = os.environ.get("FRACTAL_BIN", "fractal")
+"""The run's fractal, as the loop exports it and renders it into every prompt command."""
+
 
 def fractal(command: str) -> str:
-    """Run one command as the prompt spells it (``fractal ...``); exit 1 on a failure."""
-    argv = [sys.executable, "-m", "fractal", *re.findall(r'"[^"]*"|\S+', command)[1:]]
+    """Run one command as the prompt spells it (``<FRACTAL_BIN> ...``: its first word is
+    the program); exit 1 on a failure."""
+    argv = re.findall(r'"[^"]*"|\S+', command)
     argv = [a[1:-1] if a.startswith('"') else a for a in argv]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     print(f"$ {command} -> {proc.returncode}\n{proc.stdout}{proc.stderr}", flush=True)
@@ -35,8 +39,10 @@ def fractal(command: str) -> str:
 
 
 def command(prompt: str, start: str) -> str:
-    """The backticked command of the prompt that starts with ``start``."""
-    for found in re.findall(r"`(fractal [^`]+)`", prompt):
+    """The backticked command of the prompt that starts with ``start`` (``fractal ...``,
+    the prompt spelling the run's fractal by its path)."""
+    start = start.replace("fractal", BIN, 1)
+    for found in re.findall(rf"`({re.escape(BIN)} [^`]+)`", prompt):
         if found.startswith(start):
             return str(found)
     raise SystemExit(f"no `{start}` command in the prompt")
@@ -51,7 +57,7 @@ def main() -> int:
     if label.startswith("SYNC"):
         if "waiting for children" in label:
             for line in re.findall(r"^  - \w+ \w+ \(step \d+\): review .*$", prompt, re.M):
-                approve = re.findall(r"`(fractal node approve \S+)`", line)[0]
+                approve = re.findall(rf"`({re.escape(BIN)} node approve \S+)`", line)[0]
                 fractal(approve)
                 with (story / "approved.txt").open("a") as fh:
                     fh.write(f"{approve}\n")

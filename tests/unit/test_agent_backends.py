@@ -30,7 +30,7 @@ CLAUDE_HEAD = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
 CODEX_ROUTE = ["-c", 'model_provider="openrouter"',
                "-c", 'model_providers.openrouter={name="OpenRouter", '
                'base_url="https://openrouter.ai/api/v1", env_key="OPENROUTER_API_KEY", '
-               'wire_api="responses"}']
+               'wire_api="responses", request_max_retries=1, stream_max_retries=1}']
 
 
 @pytest.mark.parametrize(("req", "argv"), [
@@ -68,6 +68,29 @@ def test_codex_argv(req: LaunchRequest, argv: list[str]) -> None:
     invocation = CodexBackend().invocation(req)
     assert invocation.argv == argv
     assert invocation.stdin is None  # /dev/null: a piped stdin is appended to the prompt
+
+
+@pytest.mark.parametrize(("toml", "flags"), [
+    ('model_provider = "mock"\n[model_providers.mock]\nname = "mock"\n',
+     ["-c", "model_providers.mock.request_max_retries=1",
+      "-c", "model_providers.mock.stream_max_retries=1"]),
+    ('model_provider = "mock"\n[model_providers.mock]\nrequest_max_retries = 0\n'
+     "stream_max_retries = 9\n",  # a lower bound of the file's own is kept
+     ["-c", "model_providers.mock.request_max_retries=0",
+      "-c", "model_providers.mock.stream_max_retries=1"]),
+    ('model_provider = "openai"\n', []),  # the built-in provider: left as Codex has it
+    ("[model_providers.mock]\nname = 'mock'\n", []),  # none selected
+    ("not toml = = =", []),
+    (None, []),
+], ids=["custom", "lower-kept", "built-in", "unselected", "broken", "no-file"])
+def test_codex_bounds_its_own_retries(tmp_path: Path, toml: str | None,
+                                      flags: list[str]) -> None:
+    home = tmp_path / "nd" / ".codex"
+    home.mkdir(parents=True)
+    if toml is not None:
+        (home / "config.toml").write_text(toml)
+    argv = CodexBackend().invocation(request(node_dir=tmp_path / "nd")).argv
+    assert argv == ["codex", "exec", "--json", "-C", str(WT), *flags, "--", "-do it"]
 
 
 def test_codex_extra_words_follow_exec_before_resume() -> None:

@@ -14,6 +14,7 @@ from fractal.domain.attention import (
     Kind,
     NodeFacts,
     Note,
+    OutageHold,
     UsageHold,
     classify,
     item_id,
@@ -63,6 +64,13 @@ CASES = [
     ("usage-wait", NodeFacts(B, "active", run_id=2, last_write=NOW - 9999,
                              usage=UsageHold(40, NOW - 9999, NOW + 600, "five_hour")),
      [(Kind.USAGE, f"fractal node stop {B}")]),  # a usage wait is not a stall
+    ("outage-wait", NodeFacts(B, "active", run_id=2, last_write=NOW - 9999, outage=OutageHold(
+        41, NOW - 9999, "waiting out a provider outage (HTTP 529, attempt 4) until "
+        "2026-12-07 01:23:45Z")),
+     [(Kind.OUTAGE, f"fractal node pause {B} && fractal node resume {B}")]),  # nor an outage
+    ("outage-wait-gone", NodeFacts(B, "active", run_id=2, last_write=NOW - 999, gone=True,
+                                   outage=OutageHold(41, NOW - 999, "waiting out ...")),
+     [(Kind.INTERRUPTED, f"fractal node status {B}")]),
     ("handed-back-running", NodeFacts(B, "active", run_id=2, last_write=NOW - 5,
                                       merge=HandBack(3, "main", HANDED, NOW - 50)), []),
     ("handed-back-ended", NodeFacts(B, "completed", run_id=2, run_status="completed",

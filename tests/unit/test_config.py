@@ -27,8 +27,8 @@ ALL_KEYS = [
     "timeout", "iter_timeout", "step_timeout", "interval", "sleep", "step_retry_backoff", "wait",
     "max_cost", "max_iter_cost", "max_step_cost", "reserve_budget",
     "sync", "detached", "local", "user", "scope", "exit_check", "check_timeout", "no_progress",
-    "max_failed_iters", "on_usage_limit", "max_usage_wait", "usage_pause_at",
-    "pass_score", "min_gain", "stagnation",
+    "max_failed_iters", "on_usage_limit", "max_usage_wait", "outage_backoff",
+    "max_outage_backoff", "usage_pause_at", "pass_score", "min_gain", "stagnation",
 ]
 
 
@@ -50,7 +50,8 @@ def test_default_config() -> None:
     assert nulls == set(ALL_KEYS) - {"step_retries", "step_retry_backoff", "wait", "sync",
                                      "detached", "local", "user", "scope", "check_timeout",
                                      "no_progress", "max_failed_iters", "on_usage_limit",
-                                     "max_usage_wait", "usage_pause_at", "min_gain",
+                                     "max_usage_wait", "outage_backoff",
+                                     "max_outage_backoff", "usage_pause_at", "min_gain",
                                      "stagnation"}
     assert (config["check_timeout"], config["no_progress"]) == ("10m", 2)
     assert validate_config(config) == []
@@ -375,6 +376,10 @@ def test_check_keys(raw: dict[str, Any], exit_check: str | None, check_timeout: 
     ({"on_usage_limit": "stop"}, "on_usage_limit", "stop"),
     ({}, "max_usage_wait", 43200),
     ({"max_usage_wait": "30m"}, "max_usage_wait", 1800),
+    ({}, "outage_backoff", 30),
+    ({"outage_backoff": "5s"}, "outage_backoff", 5),
+    ({}, "max_outage_backoff", 1800),
+    ({"max_outage_backoff": "2h"}, "max_outage_backoff", 7200),
     ({}, "usage_pause_at", 0.95),
     ({"usage_pause_at": None}, "usage_pause_at", None),
     ({"usage_pause_at": "80%"}, "usage_pause_at", 0.8),

@@ -8,7 +8,7 @@ import json
 
 from fractal.assets import mode_text
 from fractal.domain.outcome import EXIT_BUDGET_SKIP
-from fractal.runtime.steprunner import OVER_BUDGET
+from fractal.runtime.kinds.base import OVER_BUDGET
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
 __all__ = ["loop_tree"]

@@ -120,3 +120,22 @@ def test_a_missing_fixer_fails_the_gate_without_a_round(loop_tree: LoopTree) -> 
         ("LINT", "failed", 1, "check failed (exit 1)"), ("WORK", "stopped", 0, "failed on LINT")]
     assert t.launcher.calls == []
     assert "fixer fixers/LINT.md cannot be read" in t.pane()
+
+
+def test_a_fix_round_whose_usage_window_ends_the_run_ends_the_cycle(
+        loop_tree: LoopTree) -> None:
+    t = loop_tree
+    ndir = t.node("limited", {"01-LINT.md": _gate("exit 1"), "02-WORK.md": "Work.\n"},
+                  "--no-sync", "--max-iters", "2")
+    t.set_config("limited", on_usage_limit="stop")
+    (ndir / "fixers").mkdir()
+    (ndir / "fixers" / "LINT.md").write_text("[stub:limit-first=1]\nFix it.\n")
+    t.run("limited")
+    status, code, reason = t.run_row("limited")
+    assert (status, code) == ("stopped", 0) and reason.startswith("usage limit (five_hour)")
+    assert t.status("limited") == "stopped"
+    assert _steps(t, "limited") == [  # no re-check, no WORK: the run ended in round 1
+        (1, "LINT", "failed", 1, "check failed (exit 1)"),
+        (1, "LINT fix round 1 of 3", "stopped", 0, reason),
+    ]
+    assert t.iterations("limited") == [(1, "stopped", 0, reason)]

@@ -8,6 +8,7 @@ import pytest
 
 from fractal.domain.outcome import Status
 from fractal.domain.waits import WaitingChild, children_waited, wait_reason, waiting_detail
+from tests.helpers import FRACTAL_BIN
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
 __all__ = ["loop_tree"]
@@ -175,7 +176,7 @@ def test_prompts_carry_the_tree_and_child_modes(loop_tree: LoopTree) -> None:
     assert "## Mode: tree" in prompt and "## Mode: child" in prompt  # lead's parent is main
     assert "Limits right now: 2 more children, 2 levels below you, budget $4.00 of $4.00" \
         in " ".join(prompt.split())
-    assert "`fractal node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
+    assert f"`{FRACTAL_BIN} node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
         "--max-iters N --max-cost USD`" in prompt
     assert t.launcher.calls[0].env["PARENT_BRANCH"] == "main"
     _set(t, "kid", "idle")
@@ -193,4 +194,5 @@ def test_prompts_carry_the_tree_and_child_modes(loop_tree: LoopTree) -> None:
     assert "You are a child of `main.lead`" in call.prompt
     assert "(they wait for the parent's approval after your turn): PLAN." \
         in " ".join(call.prompt.split())
-    assert '`fractal radio send "TEXT" --parent --subject "SUBJECT" --priority 5`' in call.prompt
+    assert f'`{FRACTAL_BIN} radio send "TEXT" --parent --subject "SUBJECT" --priority 5`' \
+        in call.prompt

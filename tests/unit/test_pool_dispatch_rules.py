@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fractal.domain.outcome import RunFacts, Status, decide_run_end
+from fractal.domain.outcome import RunEnd, RunFacts, Status, decide_run_end
 from fractal.domain.pool import (
     Item,
     ItemStatus,
@@ -64,7 +64,7 @@ def test_worker_task_holds_the_brief_the_item_and_the_previous_attempt() -> None
     text = worker_task("Translate the page.", "main.p", item, "rejected: too short")
     assert text.startswith("Translate the page.")
     assert "item `i3`" in text and "translate page 3" in text
-    assert "fractal pool result" in text
+    assert "`$FRACTAL_BIN pool result" in text and "`$FRACTAL_BIN commit`" in text
     assert "### Attempt 2" in text and "rejected: too short" in text
     assert "### Attempt" not in worker_task("B", "main.p", item)
 
@@ -84,7 +84,7 @@ def test_pool_document_lists_every_item_and_the_review_command() -> None:
     assert "## Worker pool main.p" in text
     assert "| a | done | 1 | main.p.a | wrote a \\| b |" in text
     assert "| b | failed | 2 | main.p.b | exited: boom |" in text
-    assert "fractal pool reject ITEM --reason" in text
+    assert "`$FRACTAL_BIN pool reject ITEM --reason" in text
     assert "fractal pool reject" not in pool_document("main.p", items, review_done=False)
 
 
@@ -92,7 +92,8 @@ def _facts(**changes: object) -> RunFacts:
     base: dict[str, object] = dict(
         run_id=1, last_iter=2, max_iters=3, budget_reason=None, setup_aborted=False,
         setup_failures=0, finish_drained=False, timed_out=False, walls_label="",
-        stopped=False, last_iter_ok=True, pool_end="pool: 8 done, 1 failed")
+        stopped=False, last_iter_ok=True,
+        step_end=RunEnd(Status.COMPLETED, Status.COMPLETED, 0, "pool: 8 done, 1 failed"))
     base.update(changes)
     return RunFacts(**base)  # type: ignore[arg-type]
 
@@ -103,7 +104,7 @@ def _facts(**changes: object) -> RunFacts:
     ({"last_iter_ok": False}, Status.COMPLETED, "pool: 8 done, 1 failed"),
     ({"stopped": True}, Status.STOPPED, "Stopped by request"),  # a stop outranks it
     ({"budget_reason": "Budget exhausted"}, Status.EXITED, "Budget exhausted"),
-    ({"pool_end": None}, Status.EXITED, "Exited at iteration 1.2"),
+    ({"step_end": None}, Status.EXITED, "Exited at iteration 1.2"),
 ])
 def test_a_pool_end_names_the_run_end(changes: dict[str, object], status: Status,
                                       reason: str) -> None:

@@ -59,14 +59,14 @@ def test_the_digest_says_what_changed_and_how_to_act() -> None:
         subjects=["newest", "second", "third", "fourth"]))
     assert text.splitlines() == [
         "### Since the last SYNC", "",
-        "- Child notices (2, from `fractal radio feed`):",
+        "- Child notices (2, from `$FRACTAL_BIN radio feed`):",
         "  - ops: run completed: all done",
         "  - div: EXECUTE awaits approval: fractal node approve main.l.div 7",
         "- Gates pending (1):",
-        "  - div EXECUTE (step 7): review `fractal node diff div`, then "
-        "`fractal node approve div`",
+        "  - div EXECUTE (step 7): review `$FRACTAL_BIN node diff div`, then "
+        "`$FRACTAL_BIN node approve div`",
         '- Unread messages: 5 (newest: "newest"; "second"; "third"); read them with '
-        "`fractal radio messages`."]
+        "`$FRACTAL_BIN radio messages`."]
 
 
 def test_a_quiet_digest() -> None:

@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-from tests.helpers import git
+from tests.helpers import FRACTAL_BIN, git
 from tests.loopfakes import FakeCall, LoopTree, loop_tree
 
 __all__ = ["loop_tree"]
@@ -19,8 +19,9 @@ LEAD_STEPS = {"01-SPAWN.md": "Split the task.",
 
 
 def _commands(prompt: str) -> list[str]:
-    """Every backticked ``fractal ...`` command of a prompt."""
-    return re.findall(r"`(fractal [^`]+)`", prompt)
+    """Every backticked command of a prompt that runs the loop's fractal (its path,
+    ``FRACTAL_BIN``, rendered in), spelled ``fractal ...`` for the in-process CLI."""
+    return ["fractal " + c for c in re.findall(rf"`{re.escape(FRACTAL_BIN)} ([^`]+)`", prompt)]
 
 
 def _one(commands: list[str], start: str) -> str:
@@ -60,8 +61,9 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
         elif call.is_sync and "waiting for children" in call.label:
             prompts.setdefault("sync", call.prompt)
             # the digest announced the gates: approve each, as its line says
-            for name in re.findall(r"^  - (\w+) EXECUTE \(step \d+\): review `fractal node "
-                                   r"diff \w+`, then `fractal node approve \w+`$",
+            bin_ = re.escape(FRACTAL_BIN)
+            for name in re.findall(rf"^  - (\w+) EXECUTE \(step \d+\): review `{bin_} node "
+                                   rf"diff \w+`, then `{bin_} node approve \w+`$",
                                    call.prompt, re.MULTILINE):
                 pending = t.cli(*_one(commands, "fractal node pending").split()[1:],
                                 cwd=lead_wt).output
@@ -110,16 +112,16 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
                                              t.panes[0].stream.getvalue())
     # the tree mode, rendered with the lead's live caps and budget
     spawn = prompts["spawn"]
-    assert "fractal node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
+    assert f"{FRACTAL_BIN} node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
            "--max-iters N --max-cost USD" in spawn
     assert "2 more children" in spawn and "$5.00 of $5.00" in spawn
-    for command in ("fractal node start NAME", "fractal node pending",
-                    "fractal node diff NAME", "fractal node approve NAME", "fractal radio feed",
-                    "fractal node merge NAME --hand-back", "fractal node retire NAME"):
-        assert f"`{command}`" in spawn, command
+    for command in ("node start NAME", "node pending",
+                    "node diff NAME", "node approve NAME", "radio feed",
+                    "node merge NAME --hand-back", "node retire NAME"):
+        assert f"`{FRACTAL_BIN} {command}`" in spawn, command
     assert sorted(approved) == ["div", "ops"]
-    assert "`fractal node pending`" in prompts["sync"]
-    assert "`fractal radio messages`" in prompts["sync"]
+    assert f"`{FRACTAL_BIN} node pending`" in prompts["sync"]
+    assert f"`{FRACTAL_BIN} radio messages`" in prompts["sync"]
     # the children: task from the file, EXECUTE gated, the parent named
     for name in ("div", "ops"):
         assert f"Build {name}." in seeded[name][0]

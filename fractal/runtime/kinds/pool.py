@@ -10,7 +10,8 @@ run (the resumed run dispatches again, and the verb's resume rule handles the cl
 whose worker never ran), a stop or finish ends the step ``stopped``, the run and
 iteration walls end it ``exited`` 124. One row per step: ``DISPATCH`` closes
 ``completed`` with ``review: ...`` (the REVIEW step runs next) or with the pool's end
-(``pool: N done, M failed``, the run's reason: ``RunState.pool_end``).
+(``pool: N done, M failed``): the step's result then ends the run ``completed`` with that
+reason, and the iteration's remaining steps are booked ``stopped`` (``pool ended``).
 """
 
 from __future__ import annotations
@@ -19,35 +20,41 @@ import json
 import sys
 
 from fractal.domain.checks import CheckKind
-from fractal.domain.outcome import EXIT_TIMEOUT, Status, StepOutcome, clip_reason
+from fractal.domain.outcome import EXIT_TIMEOUT, RunEnd, Status, StepOutcome, clip_reason
 from fractal.domain.pool import ItemStatus
 from fractal.domain.states import SETTLED
 from fractal.domain.steps import banner_label
 from fractal.procs import commands
 from fractal.runtime.checks import check_env
 from fractal.runtime.gates import WaitEnd, await_released
-from fractal.runtime.loopparts import LoopPart
+from fractal.runtime.kinds.base import RunEnding, StepCall, StepPlan, StepResult
+from fractal.runtime.kinds.kit import KindPart
 from fractal.runtime.steering import Park
-from fractal.runtime.steprunner import StepPlan, StepResult
 from fractal.store.pool import PoolStore
 
-__all__ = ["ROUND_TIMEOUT", "PoolDispatch", "is_dispatch"]
+__all__ = ["ROUND_TIMEOUT", "PoolDispatch"]
 
 ROUND_TIMEOUT = 300.0
 """Seconds one dispatch round may take (it starts at most six workers, each within the
 start verb's own boot wait)."""
-
-def is_dispatch(plan: StepPlan) -> bool:
-    """True for the pool's dispatcher step (``pool: dispatch`` in its frontmatter)."""
-    return plan.frontmatter.fields.get("pool", "").strip() == "dispatch"
+POOL_ENDED = "pool ended"
+"""Reason the steps after a DISPATCH that ended the pool are booked ``stopped`` with."""
 
 
-class PoolDispatch(LoopPart):
+class PoolDispatch(KindPart):
     """Runs the DISPATCH step of a pool node. Raises Park on a pause."""
 
-    def run(self, plan: StepPlan) -> StepResult:
+    def claims(self, plan: StepPlan) -> bool:
+        """The pool's dispatcher step (``pool: dispatch`` in its frontmatter)."""
+        return plan.frontmatter.fields.get("pool", "").strip() == "dispatch"
+
+    def syncs_before(self, plan: StepPlan) -> bool:
+        """No SYNC: no agent runs the dispatcher."""
+        return False
+
+    def run(self, call: StepCall) -> StepResult:
         """Dispatch rounds until the pool reviews or ends (see the module docstring)."""
-        paths, state = self.boot.paths, self.state
+        plan, paths, state = call.plan, self.boot.paths, self.state
         step_id = self.ledger.open_step(
             node=paths.branch, run_id=state.run_id, iter_id=state.iter_id,
             step=plan.file.position, step_name=plan.file.name, agent=None, model=None,
@@ -55,7 +62,7 @@ class PoolDispatch(LoopPart):
         banner = banner_label(plan.file)
         self.reporter.banner_open(banner)
         started = self.clock.monotonic()
-        outcome = self._rounds(step_id)
+        outcome, ended = self._rounds(step_id)
         self.ledger.close_step(step_id, outcome.status.value, outcome.exit_code,
                                outcome.reason, cost=0.0)
         took = self.clock.monotonic() - started
@@ -64,10 +71,15 @@ class PoolDispatch(LoopPart):
         if outcome.status is Status.PAUSED:
             raise Park(f"during {plan.file.name}")
         stopped = outcome.status is Status.STOPPED
+        ending = None if not ended else RunEnding(
+            RunEnd(Status.COMPLETED, Status.COMPLETED, 0, outcome.reason), POOL_ENDED)
         return StepResult(outcome, took, True, stopped=stopped,
-                          finished=stopped and outcome.reason.startswith("finish"))
+                          finished=stopped and outcome.reason.startswith("finish"),
+                          ending=ending)
 
-    def _rounds(self, step_id: int) -> StepOutcome:
+    def _rounds(self, step_id: int) -> tuple[StepOutcome, bool]:
+        """Dispatch rounds and the waits between them: the step's outcome, and True when
+        the pool ended (nothing left to dispatch or review)."""
         first = ["--resume"]  # the step's first round: no other round of it is running
         while True:
             self.reporter.release()  # a round runs a process: show what came before it
@@ -85,16 +97,15 @@ class PoolDispatch(LoopPart):
             if not isinstance(done, dict):
                 tail = lines[-1] if lines else f"exit {code}"
                 return StepOutcome(Status.FAILED, code or 1,
-                                   clip_reason(f"dispatch failed: {tail}"))
+                                   clip_reason(f"dispatch failed: {tail}")), False
             reason = str(done.get("reason", ""))
             if done.get("next") == "review":
-                return StepOutcome(Status.COMPLETED, 0, clip_reason(f"review: {reason}"))
+                return StepOutcome(Status.COMPLETED, 0, clip_reason(f"review: {reason}")), False
             if done.get("next") == "end":
-                self.state.pool_end = clip_reason(reason)
-                return StepOutcome(Status.COMPLETED, 0, self.state.pool_end)
+                return StepOutcome(Status.COMPLETED, 0, clip_reason(reason)), True
             ended = self._wait()
             if ended is not None:
-                return ended
+                return ended, False
 
     def _env(self) -> dict[str, str]:
         env = check_env(self.boot, self.state, CheckKind.GATE)
@@ -114,10 +125,8 @@ class PoolDispatch(LoopPart):
                        if i.status is ItemStatus.CLAIMED]
             return any(statuses.get(w or "") in SETTLED for w in claimed) or not claimed
 
-        deadline = min([d for d in (self.state.run_deadline, self.state.iter_deadline)
-                        if d is not None], default=None)
         end = await_released(settled, steering=self.steering, waker=self.waker,
-                             deadline=deadline)
+                             deadline=self.kit.launches.wall())
         if end is WaitEnd.RELEASED:
             return None
         if end is WaitEnd.PAUSED:

@@ -1,0 +1,108 @@
+"""The SYNC pseudo-step: a launch of the SYNC mode prompt plus the digest of what changed
+in the tree since the previous SYNC of the run. The strict one runs before a step whose
+kind asks for it (``StepKind.syncs_before``); the lenient one runs every ``wait`` window
+while the loop waits (an approval gate, the children, a finish drain). A closed usage
+window is waited out as for any launch (``UsageWait``), and so is a provider outage
+found before the strict SYNC's launch (``OutageWait``).
+"""
+
+from __future__ import annotations
+
+from fractal.assets import mode_text
+from fractal.domain.outcome import Status, StepOutcome
+from fractal.domain.steps import StepFile, banner_verdict, step_label
+from fractal.runtime.kinds.base import StepPlan, StepResult, wait_ended
+from fractal.runtime.launches import Launches
+from fractal.runtime.loopparts import LoopPart, LoopParts
+from fractal.runtime.outagewait import OutageWait
+from fractal.runtime.steering import Park
+from fractal.runtime.usagewait import UsageWait
+from fractal.store.timefmt import utc_now
+
+__all__ = ["Sync"]
+
+
+class Sync(LoopPart):
+    """Runs the SYNC pseudo-steps of the run through its ``Launches``."""
+
+    def __init__(self, parts: LoopParts, launches: Launches, usage: UsageWait,
+                 outage: OutageWait) -> None:
+        super().__init__(parts)
+        self.launches = launches
+        self.usage = usage
+        self.outage = outage
+        self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
+
+    def before(self, plan: StepPlan, node_md: str) -> StepResult:
+        """The strict SYNC before ``plan``: a failure is non-fatal, a timeout fatal (the
+        caller decides), a pause parks. Never retried; a closed usage window is waited
+        out as for a step (``stopped`` when the run ends instead, the end in ``ending``)."""
+        banner = f"SYNC (before {plan.file.name})"
+        self.reporter.banner_open(banner)
+        started = self.clock.monotonic()
+        while True:  # a closed usage window is waited out, then the SYNC runs again
+            early = self.usage.before_launch(plan.file.name) or self.outage.before_launch()
+            if early is not None:
+                self._close(banner, early, None, started)
+                return wait_ended(early, self.usage.ending, launched=False)
+            limit = self.launches.limit({})
+            result = self.launches.run(plan.file, self._body(), {}, node_md, limit, 1,
+                                       label=f"SYNC before {step_label(plan.file)}",
+                                       suffix="-sync", name="SYNC")
+            self.usage.after_launch(result.launched and result.window is None)
+            if result.window is None:
+                break
+            self._close(banner, result.outcome, limit, started)
+            ended = self.usage.wait_out(result.window, plan.file.name, result.step_id)
+            if ended is not None:
+                return wait_ended(ended, self.usage.ending, launched=True)
+        self._close(banner, result.outcome, limit, started)
+        if result.outcome.status is Status.PAUSED:
+            raise Park(f"during SYNC before {plan.file.name}")
+        return StepResult(result.outcome, limit, result.launched)
+
+    def while_waiting(self, file: StepFile | None, node_md: str, *,
+                      what: str | None = None) -> bool:
+        """A lenient SYNC while waiting (approval or children: the awaited step's number; a
+        drain: 0). It never fails the wait; a pause, stop or finish is left for the wait's
+        own check. A closed usage window is waited out as for any launch; True when that
+        ends the run (``UsageWait.ending`` says how)."""
+        target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
+        what = what or (f"awaiting {target.name}" if file else "draining children")
+        banner, started, usage = f"SYNC ({what})", self.clock.monotonic(), self.usage
+        self.reporter.banner_open(banner)
+        try:
+            while True:  # a closed usage window is waited out, then the SYNC runs again
+                ended = usage.before_launch("SYNC")
+                if ended is not None:
+                    self._close(banner, ended, None, started)
+                    return usage.ending is not None
+                limit = self.launches.limit({})
+                result = self.launches.run(target, self._body(), {}, node_md, limit, 1,
+                                           label=f"SYNC while {what}", suffix="-sync",
+                                           name="SYNC", lenient=True)
+                usage.after_launch(result.launched and result.window is None)
+                if result.window is None:
+                    break
+                self._close(banner, result.outcome, limit, started)
+                ended = usage.wait_out(result.window, "SYNC", result.step_id)
+                if ended is not None:
+                    return usage.ending is not None
+                self.reporter.banner_open(f"{banner}, again after the usage window")
+        except Park:
+            return False  # the pause signal stays pending: the wait parks its own row
+        self._close(banner, result.outcome, limit, started)
+        return False
+
+    def _body(self) -> str:
+        """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
+        from fractal.runtime.digest import sync_digest  # SYNC steps only
+
+        since, self._synced_at = self._synced_at, utc_now()
+        digest = sync_digest(self.ledger, self.boot.paths, since)
+        return mode_text("SYNC") + ("\n" + digest if digest else "")
+
+    def _close(self, banner: str, outcome: StepOutcome, limit: float | None,
+               started: float) -> None:
+        self.reporter.banner_close(banner, banner_verdict(outcome, limit),
+                                   self.clock.monotonic() - started)
