@@ -23,13 +23,15 @@ def short_address(path: Path) -> tuple[str, int]:
 
 def forward(relay: str, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
     """Send ``argv`` to the relay at ``relay``; return the verb's (exit code, stdout,
-    stderr). Stdin is sent when it is not a terminal. Raises OSError or ValueError when
-    the relay cannot be reached or answers garbage."""
+    stderr). Stdin is read and sent only when an argument is ``-`` (the CLI's word for
+    standard input): an agent's tool may hold a stdin open that never ends. Raises
+    OSError or ValueError when the relay cannot be reached or answers garbage."""
     import base64  # (here, not at the top: only a sandboxed command forwards)
     import json
     import socket
 
-    stdin = b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
+    wanted = "-" in argv and sys.stdin is not None and not sys.stdin.isatty()
+    stdin = sys.stdin.buffer.read() if wanted else b""
     request = {"argv": list(argv), "cwd": os.getcwd(), "node": os.environ.get("_NODE"),
                "stdin": base64.b64encode(stdin).decode()}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

@@ -18,17 +18,18 @@ from tests.trees import Tree
 pytestmark = pytest.mark.e2e
 
 COMMANDS = """
-def fractal(*args, env=None, drop_relay=False):
+def fractal(*args, env=None, drop_relay=False, stdin=None):
     environ = dict(os.environ if env is None else env)
     if drop_relay:
         environ.pop("FRACTAL_RELAY", None)
     done = subprocess.run([sys.executable, "-m", "fractal", *args], capture_output=True,
-                          text=True, env=environ, timeout=120)
+                          text=True, env=environ, timeout=120, input=stdin)
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()}")
     return done.stdout
 
 attempt("status", lambda: fractal("node", "status", "main.a.b"))
+attempt("post", lambda: fractal("radio", "post", "-", stdin="posted through the relay"))
 attempt("pause_parent_as_parent", lambda: fractal(
     "node", "pause", "main.a", env={**os.environ, "_NODE": FACTS["parent_dir"]}))
 attempt("pause_parent_as_operator", lambda: fractal(
@@ -64,6 +65,9 @@ def test_a_sandboxed_agents_commands_run_as_its_own_node(
     report = read_report(report_path)
     assert report["status"]["ok"] is True, report["status"]
     assert str(report["status"]["detail"]).startswith("active (run 1)")  # its own run
+    assert report["post"]["ok"] is True, report["post"]  # stdin forwarded for `-`
+    assert ("main.a.b", "posted through the relay") in tree.sql(
+        "SELECT sender, data FROM messages")
     for refused in ("pause_parent_as_parent", "pause_parent_as_operator", "brake",
                     "brake_as_operator"):
         assert report[refused]["ok"] is False, (refused, report[refused])
