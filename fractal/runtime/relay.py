@@ -21,6 +21,7 @@ never touched from the server (single owner kept).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -74,6 +75,8 @@ class Relay:
         """Close and remove the socket."""
         sock, self._sock = self._sock, None
         if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the accept; close alone may not
             sock.close()
             self.path.unlink(missing_ok=True)
 
