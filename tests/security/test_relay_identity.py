@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_authority import _hostile_child
 from tests.security.conftest import hostile_node, read_report
 from tests.trees import Tree
 
@@ -85,3 +86,10 @@ def test_a_sandboxed_agents_commands_run_as_its_own_node(
     assert not [row for row in failed if row[2] == "operator"]
     assert tree.status("a") == "idle"
     assert not (tree.repo / ".fractal" / "main" / ".paused").exists()
+
+
+def test_every_verb_on_its_parent_and_sibling_is_refused_through_the_relay(
+        sandboxed_tree: Tree, tmp_path: Path) -> None:
+    """The authority e2e's hostile child, sandboxed: each of its verbs goes through its
+    relay, and each is refused, recorded against it, and changes nothing."""
+    _hostile_child(sandboxed_tree, tmp_path)
