@@ -250,6 +250,17 @@ class Steering:
         """Drop this run's pause rows (a resume boot consumed them)."""
         self.ledger.delete_signals(self.run_id, Signal.PAUSE.value)
 
+    def done_reason(self) -> str | None:
+        """The reason the node's own ``node done`` gave (``""`` without one), or None when
+        no done signal is present (a locked database reads as none)."""
+        try:
+            for row in self.ledger.signals(self.run_id):
+                if row.signal == Signal.DONE.value:
+                    return row.meta or ""
+        except Exception:
+            return None
+        return None
+
     def killed(self) -> str | None:
         """The kill attribution when a kill signal is present, else None."""
         try:

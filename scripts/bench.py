@@ -170,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the sandbox directory (tree, traces) for inspection")
     parser.add_argument("--latency-samples", type=int, default=5, metavar="N",
                         help="nodes (samples) per verb-to-reaction cell (default 5)")
-    parser.add_argument("--only", choices=["dashboard", "usagewait", "steering"],
+    parser.add_argument("--only", choices=["dashboard", "usagewait", "steering", "web"],
                         default=None,
                         help="run one part alone (dashboard: fractal open and fractal inbox "
                              "on 1,000 nodes / 1,000,000 steps; usagewait: nodes waiting "
                              "out a usage window; steering: the typed commands, start and "
-                             "resume, the supervisor's footprint)")
+                             "resume, the supervisor's footprint; web: fractal open --web "
+                             "with a headless chromium attached, on 50 nodes)")
     parser.add_argument("--idle-nodes", type=int, default=50, metavar="N",
                         help="nodes asleep (then at a gate) for the idle-CPU figure; 0 skips "
                              "it (default 50)")
@@ -191,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in ("dashboard", "usagewait"):
             rows, notes = (parts.dashboard_part(args.keep, _log) if args.only == "dashboard"
                            else parts.usage_wait(args.keep, USAGE_NODES, _log))
+            print(render(rows) + "\n\n" + "\n".join(notes))
+        elif args.only == "web":
+            rows, notes = parts.web_part(args.keep, _log)
             print(render(rows) + "\n\n" + "\n".join(notes))
         elif args.only == "steering":
             waits = tuple(w.strip() for w in args.idle_waits.split(",") if w.strip())

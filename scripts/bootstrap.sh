@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install what fractal needs on a fresh machine: system packages (tmux, bubblewrap, git) when
-# absent, then a virtualenv with the project installed editable plus dev extras.
+# Install what fractal needs on a fresh machine: system packages (tmux, bubblewrap, git)
+# when absent, then a virtualenv with the project installed editable plus the dev and web
+# extras.
 set -euo pipefail
 venv="${1:-.venv}"
 py="${PY:-python3}"
@@ -39,11 +40,11 @@ if [ ! -x "$venv/bin/uv" ]; then
   "$py" -m pip --python "$venv/bin/python" install -q "uv==$uv_version" >/dev/null 2>&1 || true
 fi
 if [ -x "$venv/bin/uv" ] && "$venv/bin/uv" pip install -q --compile-bytecode \
-     --python "$venv/bin/python" -e '.[dev]' "pip==$pip_version" -c constraints.txt; then
+     --python "$venv/bin/python" -e '.[dev,web]' "pip==$pip_version" -c constraints.txt; then
   :
 else
   echo "bootstrap: installing with pip (uv unavailable or failed)" >&2
   "$venv/bin/python" -m pip --version >/dev/null 2>&1 || "$venv/bin/python" -m ensurepip >/dev/null
-  "$venv/bin/python" -m pip install -q -e '.[dev]' -c constraints.txt
+  "$venv/bin/python" -m pip install -q -e '.[dev,web]' -c constraints.txt
 fi
 echo "bootstrap: ready ($("$venv/bin/fractal" --version))" >&2

@@ -59,6 +59,10 @@ _SPAWNS = [0]
 EXEMPT_PIDS: set[int] = set()
 """Processes a test may start and leave running for the session (the CLI fork server)."""
 
+EXEMPT_TREES: set[int] = set()
+"""Processes a module's fixture starts and leaves running across its tests together with
+every process they start later (a headless browser's renderers, ``tests/browser.py``)."""
+
 CLI_SPAWNS = [0]
 """Of those, launches of the ``fractal`` CLI (``python -m fractal ...``, ``fractal ...``)."""
 
@@ -210,6 +214,8 @@ class LeakGuard:
             if pid != me and created >= self.started - _PROC_TICK:
                 fresh.append(proc)
         return [proc for proc in fresh if proc.pid not in EXEMPT_PIDS
+                and not any(proc.pid == root or _descends(proc.pid, root, parents)
+                            for root in EXEMPT_TREES)
                 and _alive(proc) and (_descends(proc.pid, me, parents) or self._marked(proc))]
 
     def _candidate_pids(self) -> list[int]:

@@ -315,7 +315,8 @@ LAZY_CASES = [
     (("node", "activity"), READ_FORBIDDEN, "fractal.store.reader"),
     (("node", "list", "--tree"), READ_FORBIDDEN, "fractal.cli.treeview"),
     (("inbox",), (*HEAVY, "fractal.runtime.supervisor"), "fractal.store.attention"),
-    (("open", "--help"), (*HELP_FORBIDDEN, "textual"), "fractal.cli.open"),
+    (("open", "--help"), (*HELP_FORBIDDEN, "textual", "textual_serve", "aiohttp",
+                          "fractal.domain.webaccess"), "fractal.cli.open"),
 ]
 
 

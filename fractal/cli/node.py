@@ -31,7 +31,8 @@ _INIT_FLAGS = ("sync", "detached", "local")
 # is imported only when its command runs (``node status`` never loads the merge verbs).
 _LAZY: dict[str, tuple[str, str]] = {
     **{name: ("fractal.cli.steer", f"{name}_cmd")
-       for name in ("stop", "finish", "pause", "resume", "kill", "approve", "pending")},
+       for name in ("stop", "finish", "pause", "resume", "kill", "approve", "pending",
+                    "done")},
     "cost": ("fractal.cli.cost", "cost_group"),
     "config": ("fractal.cli.config", "config_group"),
     "update": ("fractal.cli.config", "update_cmd"),
@@ -51,6 +52,8 @@ _LAZY_HELP: dict[str, str] = {
     "resume": "Relaunch NODE's parked run, and its paused descendants (deepest first).",
     "kill": "Kill NODE and its descendants now: loop, agent and pane; rows close ``killed``.",
     "approve": "Release NODE's step awaiting approval (its pending one, or STEP_ID).",
+    "done": "End this node's own run, completed, after the current step (run it from the "
+            "node's own step, once its work is done and its children's work merged).",
     "pending": "List gated steps awaiting approval: NODE's children's (every gate of the "
                "tree at the root; NODE's whole subtree with --all).",
     "cost": "Read the budget ledger: spend and remaining budget, children included.",

@@ -1,4 +1,4 @@
-"""``fractal node stop|finish|pause|resume|kill|approve|pending``: steer a live tree."""
+"""``fractal node stop|finish|pause|resume|kill|approve|pending|done``: steer a live tree."""
 
 from __future__ import annotations
 
@@ -45,6 +45,18 @@ def finish_cmd(node: str | None, reason: str | None, cancel: bool, path: Path) -
         _report([cancel_finish(verb_context(path), node)])
         return
     _report(list(send(verb_context(path), node, Signal.FINISH, reason)))
+
+
+@click.command("done")
+@click.option("--reason", default=None,
+              help="What was achieved; the run's reason reads `Done: REASON`.")
+@PATH_OPTION
+def done_cmd(reason: str | None, path: Path) -> None:
+    """End this node's own run, completed, after the current step (run it from the node's
+    own step, once its work is done and its children's work merged)."""
+    from fractal.lifecycle.steer import declare_done
+
+    _report([declare_done(verb_context(path), reason)])
 
 
 @click.command("pause")

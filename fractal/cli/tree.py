@@ -12,8 +12,11 @@ from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
 @click.command("init")
 @click.option("--agent", default=None, help="Default agent for the tree's nodes "
               "(claude, codex, or a command such as './my-agent --flag').")
+@click.option("--max-depth", default=None, metavar="N",
+              help="Levels of nodes the tree allows below its root (default 2: a lead and "
+              "its children), or `unlimited`; a node inherits its parent's levels minus one.")
 @path_option(IN_REPOSITORY)
-def init_cmd(agent: str | None, path: Path) -> None:
+def init_cmd(agent: str | None, max_depth: str | None, path: Path) -> None:
     """Make the current branch the root (user node) of a tree.
 
     Creates .fractal/<branch>/ with the tree's config and database, and keeps runtime
@@ -21,7 +24,7 @@ def init_cmd(agent: str | None, path: Path) -> None:
     """
     from fractal.lifecycle.trees import init_tree
 
-    result = init_tree(path, agent)
+    result = init_tree(path, agent, max_depth)
     verb = ("initialised" if result.created else
             f"already initialised (restored: {', '.join(result.restored)})" if result.restored
             else "already initialised")

@@ -17,7 +17,8 @@ The rule, for every verb that changes something:
     or retune its own loop, or look at its own pending merge, but never a sibling's or
     an ancestor's).
   - ``SELF``: the target is the acting node (``commit``, ``config set``, ``pool
-    result``: a node's own worktree, its own config, its own answer).
+    result``, ``done``: a node's own worktree, its own config, its own answer, the end of
+    its own run; ``done`` names no target, and the root, which has no run, may not).
   - ``OPERATOR``: only the operator (the tree-wide verbs ``reset``, ``destroy``, the
     brake and its release, the notify command, ``inbox ack``, ``usage reopen``: each
     acts for the whole tree or runs a command as the operator).
@@ -88,6 +89,7 @@ RULES: Mapping[str, Relation] = MappingProxyType({
     "commit": Relation.SELF,
     "config": Relation.SELF,
     "pool result": Relation.SELF,
+    "done": Relation.SELF,
     # acting for the whole tree
     "reset": Relation.OPERATOR,
     "destroy": Relation.OPERATOR,

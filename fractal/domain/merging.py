@@ -14,8 +14,12 @@ outside its node directory (untracked files stay where they are, unless the merg
 write over one), or a merge/rebase/cherry-pick/revert in progress there; the node active or
 paused; the target active or paused, unless the caller is the target's own loop (its agent
 merging a settled child from inside a step); with ``force`` unset, the node's last run
-ended ``exited`` (unless it landed on its budget, or it ended on a conflict handed back
-that the node has concluded since) or left a gated step never approved.
+left a gated step never approved (a finish, stop, kill, crash heal or time wall that
+ended the run at a waiting gate; named before the next rule), or ended ``exited`` (unless
+it landed on its budget, or it ended on a conflict handed back that the node has
+concluded since), or the node's subtree
+still holds work that never reached it: a descendant with a conflict handed back and not
+merged since, or a settled descendant whose work never merged into its own parent.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "merge_refusal",
     "merge_subject",
     "travels_by_place",
+    "unmerged_label",
     "unresolved_hand_back",
     "view_refusal",
 ]
@@ -112,6 +117,10 @@ class MergeFacts:
     """A conflict was handed back and the child has concluded it since (its branch holds
     the target's tip the hand-back brought, no merge in progress, no unmerged path): a
     last run that ended ``exited`` on that conflict does not refuse the merge."""
+    unmerged_below: tuple[str, ...] = ()
+    """The child's descendants whose work has not reached the child, each labelled by
+    ``unmerged_label``: a hand-back not merged since, or a settled descendant's work never
+    merged into its parent. Read only when ``force`` is unset."""
 
 
 def _listing(paths: Sequence[str], cap: int = 10) -> str:
@@ -143,16 +152,31 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 f"(`fractal node start --continue {child}`), or resolve and commit it by hand "
                 f"in its worktree, then merge again (--force skips this check, but the "
                 f"branch still lacks the resolution, so the merge meets the conflict again)")
+    if facts.unapproved_gate is not None:  # whatever ended the run: a finish, a kill, a heal
+        return (f"{child}'s last run ended ({facts.last_run_status}) with "
+                f"{facts.unapproved_gate} never approved; review it (`fractal node diff "
+                f"{child}`), then merge with --force to take it anyway")
     if facts.last_run_status == "exited" and not facts.budget_landing and \
             not facts.hand_back_resolved:
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
                 f"done); look at `fractal node activity {child}`, then merge with --force "
                 "to take it anyway")
-    if facts.unapproved_gate is not None:
-        return (f"{child}'s last run ended with {facts.unapproved_gate} never approved; "
-                "review it (`fractal node diff " + child + "`), then merge with --force "
-                "to take it anyway")
+    if facts.unmerged_below:
+        return (f"{child}'s subtree holds work that never reached {child}: "
+                f"{_listing(facts.unmerged_below, 5)}; merge each into its parent first "
+                "(deepest first: `fractal node merge NAME`; a handed-back node once it has "
+                f"resolved the conflict), then merge {child} again, or merge with --force "
+                "to take it without that work")
     return None
+
+
+def unmerged_label(branch: str, status: str, *, handed_back: bool, target: str) -> str:
+    """How the subtree refusal names one descendant: ``main.a.b (a conflict handed back to
+    it, not merged since)`` or ``main.a.b (completed, its work never merged into
+    main.a)``."""
+    if handed_back:
+        return f"{branch} (a conflict handed back to it, not merged since)"
+    return f"{branch} ({status}, its work never merged into {target})"
 
 
 def unresolved_hand_back(child: str, target: str, worktree: str) -> str:

@@ -1,6 +1,7 @@
 """What ``fractal node init`` seeds besides the packaged files: the task in NODE.md's
 Instructions (``--task``), approval gates on chosen steps (``--gate``), and what a child
-takes over from its parent (``--inherit``). Pure text and set rules; no I/O.
+takes over from its parent (``--inherit``; the limits it inherits are
+``domain.spawncaps``'s). Pure text and set rules; no I/O.
 
 ``--inherit`` names surfaces, comma-separated: ``steps`` (the parent's step files),
 ``scripts`` (its ``scripts/``), ``config`` (its preferences: agent, model, cadence and

@@ -18,6 +18,7 @@ from fractal.domain.reasons import (
     EXIT_TIMEOUT,
     REASON_LIMIT,
     clip_reason,
+    done_reason,
     exit_code_from_returncode,
     retry_reason,
     signal_exit_code,
@@ -115,7 +116,9 @@ class RunFacts:
     ``step_end`` is the end a step kind gave the run (a worker pool's ``completed``
     ``pool: 8 done, 1 failed``: every item settled and reviewed; a usage window's
     ``on_usage_limit: stop`` or ``max_usage_wait``): it names the run's end unless a
-    budget bound landed or a stop signal ended the run.
+    budget bound landed or a stop signal ended the run. ``done`` is the reason the node's
+    own agent gave when it ended its run (``fractal node done``; ``""`` without one),
+    None when it did not.
     """
 
     run_id: int
@@ -135,6 +138,7 @@ class RunFacts:
     stagnation: str | None = None
     score_note: str | None = None
     step_end: RunEnd | None = None
+    done: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,8 @@ def decide_run_end(facts: RunFacts) -> RunEnd:
     A step kind's end of the run (``step_end``) wins first, unless a budget bound landed
     or a stop signal ended the run; then:
     budget -> exited/0 (the budget reason); setup abort -> exited/1 ``setup failed x<N>``;
-    finish drained -> completed/0 ``Finished by request``; run timeout -> exited/1
+    finish drained -> completed/0 ``Finished by request``; the node's own ``done`` ->
+    completed/0 ``Done`` or ``Done: <its reason>``; run timeout -> exited/1
     ``Timed out at iteration R.I (<walls>)``; stop -> stopped/0 ``Stopped by request``;
     ``max_iters`` reached with the last iteration OK -> completed/0
     ``Reached max iterations (N)``, or failed -> exited/1 ``...; final iteration failed``;
@@ -194,6 +199,8 @@ def _matrix(facts: RunFacts) -> RunEnd:
         return _end(Status.EXITED, 1, f"setup failed x{facts.setup_failures}")
     if facts.finish_drained:
         return _end(Status.COMPLETED, 0, "Finished by request")
+    if facts.done is not None:
+        return _end(Status.COMPLETED, 0, done_reason(facts.done))
     if facts.timed_out:
         return _end(Status.EXITED, 1, f"Timed out at iteration {ref} ({facts.walls_label})")
     if facts.stopped:
@@ -210,7 +217,7 @@ def _causes(facts: RunFacts) -> set[StopCause]:
     """The ``StopCause`` conditions that hold in ``facts``."""
     holding = {
         StopCause.EXIT_CHECK: facts.exit_check_passed is not None,
-        StopCause.SIGNAL: facts.stopped or facts.finish_drained,
+        StopCause.SIGNAL: facts.stopped or facts.finish_drained or facts.done is not None,
         StopCause.NO_PROGRESS: facts.no_progress is not None,
         StopCause.STAGNATION: facts.stagnation is not None,
         StopCause.BUDGET: facts.budget_reason is not None,

@@ -10,11 +10,13 @@ from __future__ import annotations
 __all__ = [
     "ABNORMAL_EXIT",
     "AWAITING_APPROVAL",
+    "DONE",
     "EXIT_BUDGET_SKIP",
     "EXIT_CANNOT_EXEC",
     "EXIT_TIMEOUT",
     "REASON_LIMIT",
     "clip_reason",
+    "done_reason",
     "exit_code_from_returncode",
     "retry_reason",
     "signal_exit_code",
@@ -27,6 +29,10 @@ AWAITING_APPROVAL = "awaiting approval"
 """The reason of a gate's step row while its approval wait holds it open, and the start of
 the reason it keeps when that wait is parked (``awaiting approval; interrupted: SIGHUP``):
 a resume then waits at the gate again instead of rerunning its agent."""
+
+DONE = "Done"
+"""How the reason of a run its own node ended begins (``fractal node done``): ``Done`` alone,
+or ``Done: <the node's reason>``."""
 
 ABNORMAL_EXIT = "Loop exited abnormally"
 """The reason on rows a loop left open when it ended without closing them: stamped by the
@@ -63,6 +69,13 @@ def clip_reason(text: str, limit: int = REASON_LIMIT) -> str:
     if limit <= 0:
         return ""
     return flat[:limit - 1].rstrip() + "…"
+
+
+def done_reason(reason: str) -> str:
+    """The reason of a run its node ended with ``fractal node done [--reason R]``: ``Done``
+    when ``reason`` is blank, else ``Done: <reason>`` (clipped to REASON_LIMIT)."""
+    text = " ".join(reason.split())
+    return clip_reason(f"{DONE}: {text}") if text else DONE
 
 
 def retry_reason(reason: str) -> str:

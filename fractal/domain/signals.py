@@ -9,13 +9,15 @@ from enum import StrEnum
 
 
 class Signal(StrEnum):
-    """Signal rows a verb writes for a node's run; ``exit`` is written by the loop itself."""
+    """Signal rows a verb writes for a node's run; ``exit`` is written by the loop itself,
+    ``done`` by the node's own agent (``fractal node done``: it ends its own run)."""
 
     PAUSE = "pause"
     FINISH = "finish"
     STOP = "stop"
     KILL = "kill"
     EXIT = "exit"
+    DONE = "done"
 
 
 PARKING = "parking: "
@@ -24,8 +26,10 @@ tears a step down (``parking: interrupted: SIGINT``): the loop writes it
 (``runtime/parking.py``) and ``node status`` reads it (``active (pausing: ...)``)."""
 
 
-#: Pause always outranks finish, which outranks stop (at every checkpoint).
-PRECEDENCE: tuple[Signal, ...] = (Signal.KILL, Signal.PAUSE, Signal.FINISH, Signal.STOP)
+#: Pause always outranks finish, which outranks stop (at every checkpoint); the node's own
+#: ``done`` comes last: what the operator asked of the run names its end.
+PRECEDENCE: tuple[Signal, ...] = (Signal.KILL, Signal.PAUSE, Signal.FINISH, Signal.STOP,
+                                  Signal.DONE)
 
 
 def winning(pending: Collection[str], *, allow_finish: bool = True,
@@ -34,14 +38,15 @@ def winning(pending: Collection[str], *, allow_finish: bool = True,
 
     ``pending`` holds the names present for the run. ``allow_finish`` is False where a
     finish does not act (an adopted iteration's top, inside an iteration); ``allow_stop``
-    is False before the first step of an iteration (a finish then ends the run before any step).
+    is False before the first step of an iteration (a finish then ends the run before any
+    step). A ``done`` acts wherever a stop does: after the step its agent declared it in.
     """
     for signal in PRECEDENCE:
         if signal.value not in pending:
             continue
         if signal is Signal.FINISH and not allow_finish:
             continue
-        if signal is Signal.STOP and not allow_stop:
+        if signal in (Signal.STOP, Signal.DONE) and not allow_stop:
             continue
         return signal
     return None
@@ -53,7 +58,8 @@ def decoration(status: str, pending: Iterable[str]) -> str:
         return status
     names = set(pending)
     for signal, word in ((Signal.KILL, "killing"), (Signal.PAUSE, "pausing"),
-                         (Signal.FINISH, "finishing"), (Signal.STOP, "stopping")):
+                         (Signal.FINISH, "finishing"), (Signal.STOP, "stopping"),
+                         (Signal.DONE, "ending")):
         if signal.value in names:
             return f"active ({word})"
     return status

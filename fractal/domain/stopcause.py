@@ -6,8 +6,8 @@ The precedence, highest first:
 
 1. ``EXIT_CHECK`` — the exit check passed: the goal is met, so the run is ``completed``
    even if a stop arrived, the budget ran out or the wall was reached in the same breath;
-2. ``SIGNAL`` — a stop or finish request (the operator's word beats the loop's own
-   judgement);
+2. ``SIGNAL`` — a stop or finish request, or the node's own ``done`` (the operator's
+   word, or the node's, beats the loop's own judgement);
 3. ``NO_PROGRESS`` — the exit check failed the same way ``no_progress`` times in a row;
 4. ``STAGNATION`` — the exit check's score rose by less than ``min_gain``
    ``stagnation`` times in a row;
@@ -34,7 +34,7 @@ class StopCause(StrEnum):
     """A condition that can end a run at an iteration boundary, in precedence order."""
 
     EXIT_CHECK = "exit check passed"
-    SIGNAL = "stop or finish signal"
+    SIGNAL = "stop or finish signal"  # the node's own done counts as one
     NO_PROGRESS = "no progress"
     STAGNATION = "stagnation"
     BUDGET = "budget"

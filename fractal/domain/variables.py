@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fractal.domain.spawncaps import child_caps
+
 
 @dataclass(frozen=True)
 class StaticFacts:
@@ -134,18 +136,22 @@ def may_spawn(max_children: int | None, max_depth: int | None) -> bool:
 def tree_variables(facts: TreeFacts) -> dict[str, str]:
     """The tree protocol's prompt variables: CHILDREN_LEFT (children the node may still
     spawn), DEPTH_LEFT (levels below it), BUDGET_LEFT (``$1.20 of $5.00`` or
-    ``unlimited``) and GATED_STEPS (comma-separated, or ``none``)."""
+    ``unlimited``), GATED_STEPS (comma-separated, or ``none``) and SPAWN_CAPS, the cap
+    options of the spawn template filled with what a child inherits
+    (``domain.nodeinit.child_caps``: ``--max-children 4 --max-depth 0 --max-cost 0.93``)."""
     if facts.max_children is None:
         children = "unlimited"
     else:
         children = str(max(0, facts.max_children - facts.children))
     depth = "unlimited" if facts.max_depth is None else str(facts.max_depth)
-    if facts.max_cost is None:
+    remaining = None if facts.max_cost is None else max(0.0, facts.max_cost - facts.spent)
+    if facts.max_cost is None or remaining is None:
         budget = "unlimited"
     else:
-        budget = f"${max(0.0, facts.max_cost - facts.spent):.2f} of ${facts.max_cost:.2f}"
+        budget = f"${remaining:.2f} of ${facts.max_cost:.2f}"
     return {"CHILDREN_LEFT": children, "DEPTH_LEFT": depth, "BUDGET_LEFT": budget,
-            "GATED_STEPS": ", ".join(facts.gated) or "none"}
+            "GATED_STEPS": ", ".join(facts.gated) or "none",
+            "SPAWN_CAPS": child_caps(facts.max_depth, remaining, facts.max_children)}
 
 
 def run_variables(step: StepFacts) -> dict[str, str]:

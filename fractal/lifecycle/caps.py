@@ -43,6 +43,30 @@ def _live_caps(tree: Tree, row: NodeRow | None) -> NodeRow | None:
     return row._replace(**valid)  # type: ignore[arg-type]
 
 
+def _too_deep(row: NodeRow, new_branch: str) -> str | None:
+    """Why ancestor ``row``'s ``max_depth`` refuses ``new_branch``, or None."""
+    depth = new_branch.count(".") - row.node.count(".")
+    if row.max_depth is None or depth <= row.max_depth:
+        return None
+    return (f"{row.node} allows descendants {row.max_depth} level(s) deep (max_depth); "
+            f"{new_branch} would be {depth} deep")
+
+
+def check_pool_depth(tree: Tree, ledger: Ledger, pool: str) -> None:
+    """Refuse (FractalError) a pool node ``pool`` whose workers, one level below it, an
+    ancestor's ``max_depth`` (as its config.json says now) would refuse: checked before
+    the pool node is made, so no pool is left that could never start a worker."""
+    worker = f"{pool}.worker"  # any worker: only its depth counts
+    by_name = {r.node: r for r in ledger.nodes()}
+    for ancestor in ancestors(worker, tree):
+        row = _live_caps(tree, by_name.get(ancestor))
+        why = None if row is None else _too_deep(row, worker)
+        if why is not None:
+            raise FractalError(f"a pool's workers are one level below it, and {why}; make "
+                               "the pool higher up the tree, or raise that max_depth "
+                               f"(`fractal node update {ancestor} --max-depth N`)")
+
+
 def check_caps(tree: Tree, ledger: Ledger, new_branch: str) -> None:
     """Refuse (FractalError) a spawn of ``new_branch`` that would break an ancestor's cap.
 
@@ -58,10 +82,9 @@ def check_caps(tree: Tree, ledger: Ledger, new_branch: str) -> None:
         row = _live_caps(tree, by_name.get(ancestor))
         if row is None:
             continue
-        depth = new_branch.count(".") - ancestor.count(".")
-        if row.max_depth is not None and depth > row.max_depth:
-            raise FractalError(f"{ancestor} allows descendants {row.max_depth} level(s) deep "
-                               f"(max_depth); {new_branch} would be {depth} deep")
+        why = _too_deep(row, new_branch)
+        if why is not None:
+            raise FractalError(why)
         below = [b for b in live if b.startswith(ancestor + ".")]
         if row.max_descendants is not None and len(below) >= row.max_descendants:
             raise FractalError(f"{ancestor} already has {len(below)} unsettled descendant(s) "

@@ -4,7 +4,7 @@ back to the child.
 The target is ``--into``, else the child's ``base`` (config), else its dotted parent (the
 root branch for a top-level node); the merge happens in the target's worktree (the main
 checkout for the root). Who may merge and when it is refused are the pure rules of
-``domain.merging``; a refusal is recorded as a ``failed`` ``merge`` event on the child,
+``domain.merging``, on the facts ``lifecycle.mergefacts`` reads; a refusal is recorded as a ``failed`` ``merge`` event on the child,
 and a node's refused merge of its child into itself also where an operator looks later
 (``lifecycle.mergenotes``: its agent met it inside a step, which goes on).
 
@@ -32,7 +32,6 @@ from pathlib import Path
 from fractal.domain.conflicts import Operation
 from fractal.domain.merging import (
     BODY_SUBJECTS,
-    MergeFacts,
     authorisation_refusal,
     merge_body,
     merge_refusal,
@@ -43,6 +42,7 @@ from fractal.domain.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused
+from fractal.lifecycle.mergefacts import merge_facts
 from fractal.lifecycle.mergelanding import recover_interrupted, settle_landed, settle_nothing_new
 from fractal.lifecycle.mergenotes import notify, record_refusal
 from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix, resolve_child
@@ -53,7 +53,7 @@ from fractal.tree import Tree, parent_of
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import commit_turn
-from fractal.workspace.conflict_guard import marker_files, operation_in_progress, unmerged_paths
+from fractal.workspace.conflict_guard import marker_files, operation_in_progress
 from fractal.workspace.handback import HandBack, read_note, write_note
 from fractal.workspace.nodedir import read_config
 
@@ -120,45 +120,6 @@ def _target_worktree(tree: Tree, target: str) -> Path:
     return found
 
 
-def _facts(ctx: Context, child: str, target: str, target_wt: Path,
-           force: bool) -> MergeFacts:
-    tree, ledger = ctx.tree, ctx.ledger
-    row = ledger.node(child)
-    target_row = ledger.node(target) if target != tree.root else None
-    last = ledger.last_run(child)
-    gate = None
-    if last is not None and last.ended_at is not None:
-        waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
-        gate = waiting[-1].step_name if waiting else None
-    dirty = [p for p in git.tracked_changes(target_wt)
-             if not p.startswith(own_dir_prefix(target))]
-    operation = operation_in_progress(target_wt)
-    return MergeFacts(
-        child=child, target=target, child_status=row.status if row else "unregistered",
-        target_status=target_row.status if target_row else None,
-        last_run_status=last.status if last else None, unapproved_gate=gate,
-        target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
-        caller_is_target_loop=ctx.loop_branch == target, force=force,
-        budget_landing=last is not None and last.status is Status.EXITED
-        and last.exit_code == 0,
-        **_hand_back_facts(tree, child))
-
-
-def _hand_back_facts(tree: Tree, child: str) -> dict[str, bool]:
-    """``handed_back`` / ``hand_back_resolved`` of ``MergeFacts``: whether the conflict a
-    hand-back left in ``child`` is still there (its branch lacks the target's tip the
-    hand-back brought, or its worktree still has the merge in progress or unmerged paths)
-    or was concluded since (resolved and committed, by its loop or by hand)."""
-    note = read_note(tree.node(child).node_dir)
-    if note is None:
-        return {"handed_back": False, "hand_back_resolved": False}
-    child_wt = tree.node(child).worktree
-    concluded = bool(note.target_sha) and gitmerge.contains(tree.repo, child, note.target_sha)
-    if concluded and child_wt.is_dir():
-        concluded = operation_in_progress(child_wt) is None and not unmerged_paths(child_wt)
-    return {"handed_back": not concluded, "hand_back_resolved": concluded}
-
-
 def _title(tree: Tree, ledger: Ledger, child: str) -> str | None:
     row = ledger.node(child)
     if row is not None and row.title:
@@ -204,7 +165,7 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     if not git.branch_exists(tree.repo, child):
         raise refuse(f"{child}'s branch does not exist; nothing to merge")
     target_wt = _target_worktree(tree, target)
-    why = merge_refusal(_facts(ctx, child, target, target_wt, force))
+    why = merge_refusal(merge_facts(ctx, child, target, target_wt, force))
     if why is not None:
         raise refuse(why)
     book = MergeBook(tree.db_path)

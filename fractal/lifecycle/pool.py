@@ -1,3 +1,4 @@
+# Over 400 lines: the pool's verbs share its store, its worker naming and the dispatch round.
 """The worker pool's verbs: ``node pool`` (create), ``pool dispatch`` (one round of the
 dispatcher, run by the pool node's own loop), ``pool result`` (a worker reports),
 ``pool reject`` (the review sends an item back) and ``pool status``.
@@ -109,7 +110,11 @@ def create_pool(ctx: Context, name: str, items_text: str, brief: str,
         ctx.authorize("pool", branch)
         paths = tree.node(branch)
     else:
-        config: dict[str, object] = {"max_iters": POOL_MAX_ITERS, "sync": False, **settings}
+        from fractal.lifecycle.caps import check_pool_depth
+
+        check_pool_depth(tree, _ledger(tree), branch)
+        config: dict[str, object] = {"max_iters": POOL_MAX_ITERS, "sync": False,
+                                     "max_depth": 1, **settings}
         task = (f"Worker pool of {len(items)} items. fractal dispatches one worker node per "
                 f"item and merges each done worker here; this node reviews them once.\n\n"
                 f"### The workers' brief\n\n{brief.strip()}\n")

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from fractal.agents.base import split_agent
 from fractal.domain.config import default_config, resolve_reserve, validate_config
 from fractal.domain.nodeinit import inherited_preferences, uncommitted_warning
+from fractal.domain.spawncaps import budget_share, inherited_depth, tree_depth
 from fractal.domain.variables import may_spawn
 from fractal.errors import ConfigError, FractalError, NodeNotFound
 from fractal.lifecycle.caps import check_caps
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.costcaps import check_child_budget
+from fractal.lifecycle.costcaps import check_child_budget, parent_budget
 from fractal.lifecycle.latch import refuse_if_braked
 from fractal.tree import NodePaths, Tree, resolve_node, validate_name
 from fractal.workspace import git
@@ -107,8 +108,9 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
     replaced by fresh seeds, so the new node never inherits the old task; only a fork from
     ``start_point`` keeps it (restoring a rescued node is meant to). ``seed`` adds the
     task, gates and inherited surfaces (``--inherit config`` copies the parent's
-    preferences under the explicit ``settings``). Raises InvalidValue, ConfigError,
-    NodeNotFound, FractalError (exists; nothing to inherit), GitError.
+    preferences under the explicit ``settings``). Limits the settings do not state are
+    inherited (``inherited_limits``). Raises InvalidValue, ConfigError, NodeNotFound,
+    FractalError (exists; nothing to inherit), GitError.
     """
     tree = ctx.tree
     validate_name(name)
@@ -128,6 +130,7 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
     if "config" in seed.inherit:
         settings = {**inherited_preferences(read_config(tree.node(parent_branch).config_path),
                                             settings), **settings}
+    settings = inherited_limits(ctx, branch, settings)
     config = build_config(settings, root=tree.root, parent=parent_branch, reserve=reserve)
     base = config.get("base")
     base_ref = base if isinstance(base, str) else parent_branch
@@ -182,6 +185,46 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
             raise
     return NodeInit(paths=paths, parent=parent_branch, fork_sha=fork_sha,
                     warnings=tuple(warnings))
+
+
+def inherited_limits(ctx: Context, branch: str,
+                     settings: Mapping[str, object]) -> dict[str, object]:
+    """``settings`` plus the limits a new node ``branch`` inherits where they name none
+    (the rules are ``domain.nodeinit``'s): ``max_depth``, its parent's levels minus one
+    (the tree's ``max_depth`` for a top-level node, 2 by default); and, spawned from
+    inside a node (not by the operator, who states a child's budget or is refused under
+    a capped parent), ``max_cost``, a share of the capped parent's remaining budget."""
+    tree = ctx.tree
+    out = dict(settings)
+    parent = branch.rpartition(".")[0]
+    if "max_depth" not in out:
+        out["max_depth"] = inherited_depth(_levels(tree, parent))
+    if "max_cost" not in out and not ctx.is_operator:
+        found = parent_budget(tree, ctx.ledger, branch)
+        if found is not None:
+            out["max_cost"] = budget_share(found.remaining,
+                                           _cap(_parent_config(tree, parent).get(
+                                               "max_children")))
+    return out
+
+
+def _parent_config(tree: Tree, parent: str) -> dict[str, object]:
+    """The parent's config.json (the root's for the root), ``{}`` when unreadable."""
+    if parent == tree.root:
+        return tree.root_config()
+    try:
+        return read_config(tree.node(parent).config_path)
+    except FractalError:
+        return {}
+
+
+def _levels(tree: Tree, parent: str) -> int | None:
+    """Levels ``parent`` may still spawn below itself: the tree's ``max_depth`` for the
+    root, else the parent's own ``max_depth`` (None: unlimited, or unreadable)."""
+    config = _parent_config(tree, parent)
+    if parent == tree.root:
+        return tree_depth(config)
+    return _cap(config.get("max_depth"))
 
 
 def _unsaved(tree: Tree, parent: str, base_ref: str, fork_sha: str) -> list[str]:

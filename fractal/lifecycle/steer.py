@@ -1,4 +1,5 @@
-"""The signal verbs: ``node stop``, ``finish`` (``--cancel``) and ``pause``.
+"""The signal verbs: ``node stop``, ``finish`` (``--cancel``) and ``pause``, and ``node
+done``, the one a node's own agent sends to end its own run.
 
 A verb takes the tree lock, heals the target if it crashed, then writes the signal
 through the control plane (``fractal.control.write_signal``: the signal row on the
@@ -23,8 +24,8 @@ from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
 
-__all__ = ["Refused", "Signalled", "cancel_finish", "descendants", "result_lines", "send",
-           "signal_node"]
+__all__ = ["Refused", "Signalled", "cancel_finish", "declare_done", "descendants",
+           "result_lines", "send", "signal_node"]
 
 
 descendants = subtree
@@ -132,6 +133,34 @@ def cancel_finish(ctx: Context, name: str | None) -> Signalled:
                      metadata=f"{removed} finish signal(s) withdrawn", run_id=run.run_id)
     touch_wake(tree.node(branch).node_dir)
     return Signalled(branch, True, f"withdrew {removed} pending finish signal(s) of {branch}")
+
+
+def declare_done(ctx: Context, reason: str | None = None) -> Signalled:
+    """``fractal node done``: the acting node ends its own run. The loop ends the run
+    ``completed`` after the current step (the iteration's remaining steps do not run),
+    with the reason ``Done`` or ``Done: <reason>``; its children are not waited for.
+
+    Only the node itself may say it is done (``done`` is a SELF verb and names no target):
+    at the root, outside any node, it is refused (the operator ends a node's run with
+    ``node finish`` or ``node stop``). Refused too, as a ``failed`` ``done`` event, when
+    the node has no open run. Raises Refused, Posing."""
+    tree = ctx.tree
+    branch = ctx.acting
+    if branch == tree.root:
+        raise ctx.refuse("done", branch, (
+            "`fractal node done` ends the run of the node whose agent runs it, and this "
+            "runs outside any node (at the tree's root); to end a node's run from outside "
+            "it, run `fractal node finish NODE` (after its current iteration) or `fractal "
+            "node stop NODE` (after its current step)"))
+    ctx.authorize("done", branch)
+    result = signal_node(tree, ctx.ledger, branch, Signal.DONE, actor=ctx.actor,
+                         reason=reason or "")
+    if not result.ok:
+        raise Refused(f"{result.message}: `fractal node done` ends the node's own open run, "
+                      f"and {branch} has none; start it (`fractal node start {branch}`) if "
+                      "there is work left")
+    return Signalled(branch, True, f"{branch} is done: its run ends completed after the "
+                                   "current step")
 
 
 def result_lines(results: list[object]) -> list[str]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.agents.base import split_agent
+from fractal.domain.spawncaps import DEFAULT_TREE_DEPTH, parse_tree_depth
 from fractal.errors import FractalError, InvalidValue
 from fractal.tree import Tree
 from fractal.workspace import git
@@ -30,10 +31,13 @@ class TreeInit:
     restored: tuple[str, ...] = ()
 
 
-def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
+def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None) -> TreeInit:
     """Make the branch checked out at ``cwd`` the root (user node) of a tree.
 
-    Creates ``.fractal/<branch>/`` (config.json with ``user: true``, the database), the
+    ``max_depth`` is ``--max-depth`` as typed: the levels of nodes the tree allows below
+    its root (``unlimited``: no limit), written as the root config.json's ``max_depth``;
+    a new tree gets ``domain.nodeinit.DEFAULT_TREE_DEPTH`` when it is None, an existing
+    one keeps its own. Creates ``.fractal/<branch>/`` (config.json with ``user: true``, the database), the
     ``.git/info/exclude`` block and the project wiki ``wiki/`` (with its ``_index.md``).
     Idempotent: a second call repairs what is missing, keeps the rest and lists what it
     repaired (``TreeInit.restored``); a missing database only while none of the tree's
@@ -57,6 +61,7 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
                            "node name; root the tree on a branch without '/'")
     if agent is not None:
         _refuse_missing_agent(split_agent(agent)[0], top, branch)
+    depth = None if max_depth is None else parse_tree_depth(max_depth)
     tree = Tree(repo=repo, root=branch)
     if not tree.db_path.exists():  # refused before anything is written when nodes are left
         from fractal.store.schema import refuse_missing
@@ -72,6 +77,10 @@ def init_tree(cwd: Path, agent: str | None = None) -> TreeInit:
         restored.append(f"config.json's {', '.join(updates)}")
     if agent is not None:
         updates["agent"] = agent
+    if max_depth is not None:
+        updates["max_depth"] = depth
+    elif "max_depth" not in before:
+        updates["max_depth"] = DEFAULT_TREE_DEPTH
     update_config(tree.config_path, updates)
     dirs = git.git_dirs(top)
     if ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(top)):

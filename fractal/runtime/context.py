@@ -166,6 +166,7 @@ class RunState:
     reserve: bool = False  # the rest of this iteration runs in reserve mode
     stopped: bool = False  # a stop signal ended the run
     finish_drained: bool = False  # a finish signal ended the run, children drained
+    done: str | None = None  # the node's own `node done` ended the run: its reason ("": none)
     crash_reason: str | None = None  # what ended a run that no other rule explains
     #: The gated step row whose approval the loop is waiting for (None when none is): an
     #: interruption parks it ``awaiting approval`` so a resume waits again, not reruns it.

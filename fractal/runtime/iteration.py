@@ -191,6 +191,9 @@ class IterationRunner(LoopPart):
         if signal is Signal.STOP:
             self._backstop("stopped", f"Stopped before {plan.file.name}.")
             return IterationResult(True, "Stopped by request", stopped=True)
+        if signal is Signal.DONE:  # the node ended its own run: the loop's boundary ends it
+            self._backstop("done", f"Done before {plan.file.name}.")
+            return IterationResult(True, f"done before {plan.file.name}")
         over = self.budget.before_step(first=index == 0,
                                        finish_pending=self.steering.finish_requested)
         if over is not None:

@@ -1,7 +1,8 @@
 """The iteration loop of one run, with its signal checkpoints, pacing and finish drains.
 
 Between iterations the loop checks, in order: the budget boundary, the pending signals
-(pause parks, finish drains the children then ends the run, stop ends it), the run wall
+(pause parks, finish drains the children then ends the run, stop ends it, the node's own
+``done`` ends it ``completed`` with the node's reason), the run wall
 and ``max_iters``. After each iteration it counts crash loops (setup or step discovery
 failing CRASH_LOOP times in a row ends the run), runs the exit check, and paces the next
 iteration (``interval`` from the last start, or ``sleep`` after the last end, never past
@@ -133,7 +134,8 @@ class RunLoop(LoopPart):
 
     def _checkpoint(self, *, allow_finish: bool) -> bool:
         """Act on a pending signal between iterations: pause parks (raises Park), finish
-        drains the children then ends the run, stop ends it. True when the run ends."""
+        drains the children then ends the run, stop ends it, the node's own done ends it
+        (no drain: its children are its to settle first). True when the run ends."""
         signal = self.steering.check(allow_finish=allow_finish)
         if signal is Signal.PAUSE:
             raise Park("between iterations")
@@ -143,6 +145,9 @@ class RunLoop(LoopPart):
             return True
         if signal is Signal.STOP:
             self.state.stopped = True
+            return True
+        if signal is Signal.DONE:
+            self.state.done = self.steering.done_reason() or ""
             return True
         return False
 

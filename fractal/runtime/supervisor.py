@@ -317,7 +317,7 @@ class Supervisor:
             crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
             no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
             score_note=score_distance(self.paths.worktree, state.checks),
-            step_end=state.step_end)
+            step_end=state.step_end, done=state.done)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         """Close the run with the matrix's verdict: the run row, its end notice (status,

@@ -23,7 +23,8 @@ FENCED = {"runs": "run_id", "iterations": "iter_id", "steps": "step_id"}
 
 _CLOSE_STEPS = (
     "UPDATE steps SET status = :status, exit_code = :exit_code, ended_at = :now, "
-    "metadata = CASE WHEN session IS NOT NULL AND cost IS NULL THEN :unpriced "
+    "metadata = CASE WHEN approved = '' AND metadata = :waiting THEN :held ELSE '' END || "
+    "CASE WHEN session IS NOT NULL AND cost IS NULL THEN :unpriced "
     "ELSE :reason END WHERE node = :node AND ended_at IS NULL")
 _PARK_STEPS = ("UPDATE steps SET status = :status, exit_code = :exit_code, metadata = CASE "
                "WHEN approved = '' AND metadata = :waiting THEN :kept ELSE :reason END, "
@@ -51,10 +52,14 @@ def close_open_rows(tx: Tx, node: str, status: str, reason: str, *,
 
     Steps first, then iterations, then runs, all stamped ``now``. A step with a
     session and no cost gets ``reason`` + UNPRICED_SUFFIX: it plausibly spent money
-    nobody recorded (a step that never reported a cost stays NULL, never 0).
+    nobody recorded (a step that never reported a cost stays NULL, never 0). A gate still
+    in its approval wait keeps ``awaiting approval; `` in front of ``reason``: a kill, a
+    crash heal or any other end that closes it unapproved is then read as a gate never
+    approved (``node merge`` refuses it without ``--force``), as a finish or stop is.
     """
     params = {"node": node, "status": status, "exit_code": exit_code, "reason": reason,
-              "now": now, "unpriced": reason + UNPRICED_SUFFIX}
+              "now": now, "unpriced": reason + UNPRICED_SUFFIX, "waiting": AWAITING_APPROVAL,
+              "held": f"{AWAITING_APPROVAL}; "}
     closed = tx.run(_CLOSE_STEPS, params)
     for table in ("iterations", "runs"):
         closed += tx.run(

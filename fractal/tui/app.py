@@ -19,6 +19,7 @@ pane is its own widget (``tui.treepane.NodeTree``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -59,7 +60,13 @@ CSS = """
 #feed { height: auto; max-height: 20%; border: round $secondary; }
 #node { width: 45%; border: round $accent; }
 #card, #explorer, #tail { height: auto; margin-bottom: 1; }
+#body.-narrow { layout: vertical; }
+#body.-narrow #left { width: 100%; height: 3fr; }
+#body.-narrow #node { width: 100%; height: 2fr; }
 """
+NARROW_COLUMNS = 100
+"""Below this width (a phone's browser, a narrow terminal) the panes stack in one column:
+the tree, inbox and radio first, the node pane below."""
 
 
 class Dashboard(App[None]):
@@ -107,7 +114,7 @@ class Dashboard(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Horizontal():
+        with Horizontal(id="body"):
             with Vertical(id="left"):
                 self.node_tree.show_root = True
                 self.node_tree.root.expand()
@@ -127,12 +134,21 @@ class Dashboard(App[None]):
         self.query_one("#feed").border_title = "radio"
         self.query_one("#node").border_title = "node"
         self.query_one("#tree", Tree).focus()
+        self._fit(self.size.width)
         self.apply(self.builder.build(force=True))
         if self.live:
             self.set_interval(REFRESH_S, self._relabel_running)
             self.db_watch.start(self.fractal.db_path, on_change=self._wake.set)
             self._looping = True
             self.build_loop()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width)
+
+    def _fit(self, width: int) -> None:
+        """One column below ``NARROW_COLUMNS`` columns wide, two from there up."""
+        with contextlib.suppress(NoMatches):  # a resize before the panes are composed
+            self.query_one("#body").set_class(width < NARROW_COLUMNS, "-narrow")
 
     def on_unmount(self) -> None:
         self._stop.set()

@@ -114,6 +114,14 @@ def dashboard_part(keep: bool, log: Log) -> tuple[list[Row], list[str]]:
     return _sandboxed(keep, log, lambda box: dashboard.run(box, log))
 
 
+def web_part(keep: bool, log: Log) -> tuple[list[Row], list[str]]:
+    """``fractal open --web`` with one headless chromium attached, on 50 nodes: memory and
+    CPU of the server, the served dashboard and the browser (``bench.web``)."""
+    from bench import web  # imports tests/browser.py: only for this part
+
+    return _sandboxed(keep, log, lambda box: web.run(box, log))
+
+
 def usage_wait(keep: bool, samples: int, log: Log) -> tuple[list[Row], list[str]]:
     """Nodes waiting out a usage window: their supervisors' CPU and the resume delay."""
     def body(box: Sandbox) -> tuple[list[Row], list[str]]:

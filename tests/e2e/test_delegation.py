@@ -33,7 +33,7 @@ def test_a_lead_delegates_with_its_prompts_alone(tree: Tree, tmp_path: Path) -> 
     spawn = next(t for t in prompts.values() if t.startswith("step 1 of 2 (SPAWN)"))
     # every command names the run's fractal by its path (FRACTAL_BIN, rendered)
     assert (f'`{FRACTAL_BIN} node init NAME --title "TITLE" --task-file FILE --gate EXECUTE '
-            '--max-iters N --max-cost USD`') in spawn
+            '--max-iters N --max-children 0 --max-depth 0 --max-cost 1.25`') in spawn
     assert f"`{FRACTAL_BIN} node start NAME`" in spawn
     assert f"`{FRACTAL_BIN} radio feed`" in spawn
     waits = [t for t in prompts.values() if t.startswith("SYNC while waiting for children")]

@@ -6,8 +6,11 @@ from a database or the wall clock."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from fractal.domain.attention import Gate, NodeFacts, classify
 from fractal.domain.dashview import Live, gauge
@@ -96,3 +99,31 @@ def fixed_app() -> Dashboard:
 
 def test_main_screen(snap_compare: Any) -> None:
     assert snap_compare(fixed_app(), terminal_size=(150, 42))
+
+
+def _columns(app: Dashboard) -> str:
+    """``one``: the node pane under the tree pane, as wide as the screen; ``two``: side by
+    side (what a person sees of the layout, read off the panes' regions)."""
+    tree, node = app.query_one("#left").region, app.query_one("#node").region
+    if node.y >= tree.bottom and node.width == app.size.width:
+        return "one"
+    assert node.x >= tree.right and node.y == tree.y, (tree, node)
+    return "two"
+
+
+@pytest.mark.parametrize(("width", "columns"), [(150, "two"), (100, "two"), (99, "one"),
+                                                 (44, "one")])
+def test_a_narrow_window_stacks_the_node_pane_under_the_tree(width: int,
+                                                             columns: str) -> None:
+    async def scenario() -> None:
+        app = fixed_app()
+        async with app.run_test(size=(150, 42)) as pilot:
+            await pilot.resize_terminal(width, 46)
+            await pilot.pause()
+            assert _columns(app) == columns
+            assert "main.api" in str(app.query_one("#card").render())
+            await pilot.resize_terminal(150, 42)  # and back, as a window is widened
+            await pilot.pause()
+            assert _columns(app) == "two"
+
+    asyncio.run(scenario())

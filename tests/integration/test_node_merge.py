@@ -608,3 +608,41 @@ def test_conflicts_says_how_many_children_it_skipped_and_why(cousins: Path) -> N
     out = run_cli_as(cousins, "node", "conflicts")
     assert ("notice: every child of main skipped, nothing of them left to collide (already "
             "merged: a1; no work to merge: a2)") in out.stderr
+
+
+def test_a_subtree_with_unmerged_or_handed_back_work_needs_force(setup: Setup) -> None:
+    """A settled grandchild whose work never reached its parent, or one holding a conflict
+    handed back to it, keeps the parent from merging up without --force, named; once the
+    grandchild is merged into its parent, the parent merges."""
+    from fractal.workspace.handback import HandBack, write_note
+
+    init_node(open_context(setup.repo), "x", {"title": "work x"}, parent="a")
+    x_wt = setup.tree.worktree_of("main.a.x")
+    setup.write(x_wt, "calc/x.py", "x = 1\n", "x")
+    setup.write(setup.wt("a"), "calc/a.py", "a = 1\n", "a")
+    for node in ("main.a", "main.a.x"):
+        setup.set_status(node, "completed")
+    with pytest.raises(Refused, match=r"main\.a's subtree holds work that never reached "
+                                      r"main\.a: main\.a\.x \(completed, its work never "
+                                      r"merged into main\.a\)"):
+        merge_node(open_context(setup.repo), "a")
+    note = setup.tree.node("main.a.x").node_dir
+    write_note(note, HandBack("main.a", git(setup.repo, "rev-parse", "main.a"), ("calc/x.py",)))
+    with pytest.raises(Refused, match=r"main\.a\.x \(a conflict handed back to it"):
+        merge_node(open_context(setup.repo), "a")
+    (note / ".handback").unlink()
+    assert merge_node(open_context(setup.repo), "a.x").status == "merged"
+    merged = merge_node(open_context(setup.repo), "a")
+    assert merged.status == "merged"
+    assert git(setup.repo, "show", "main:calc/x.py") == "x = 1"
+
+
+def test_force_takes_a_node_without_its_subtree_unmerged_work(setup: Setup) -> None:
+    init_node(open_context(setup.repo), "x", {}, parent="a")
+    setup.write(setup.tree.worktree_of("main.a.x"), "calc/x.py", "x = 1\n", "x")
+    setup.write(setup.wt("a"), "calc/a.py", "a = 1\n", "a")
+    setup.set_status("main.a.x", "stopped")
+    assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
+    listed = git(setup.repo, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert "calc/a.py" in listed and "calc/x.py" not in listed
+

@@ -21,7 +21,7 @@ from tests.helpers import copy_of_tree, make_repo
 
 def _build(repo: Path) -> None:
     make_repo(repo)
-    init_tree(repo, agent="true")
+    init_tree(repo, agent="true", max_depth="unlimited")  # main.n's max_depth stays null
     init_node(open_context(repo), "n", {"max_cost": 10.0, "max_iters": 3})
 
 

@@ -440,3 +440,23 @@ def test_signal_run_writes_the_signal_and_its_event_together(ledger: Ledger) -> 
     assert _sql(ledger, "SELECT signal, metadata, run_id FROM signals") == [("pause", "lunch", run)]
     assert _sql(ledger, "SELECT event, actor, status, metadata FROM events") == [
         ("pause", "operator", "completed", "lunch")]
+
+
+@pytest.mark.parametrize(("move", "reason"), [
+    (Move.HEAL, "Loop exited abnormally"), (Move.ABORT, "Loop exited abnormally"),
+])
+def test_a_close_of_a_waiting_gate_keeps_it_unapproved(ledger: Ledger, move: Move,
+                                                       reason: str) -> None:
+    """A heal (or any move that closes the open rows) of a node waiting at a gate keeps
+    ``awaiting approval; `` in front of the step's reason, so the gate still reads as
+    never approved (``node merge`` refuses it without --force); a step that is not a
+    waiting gate gets the reason alone."""
+    _node(ledger, "active")
+    run, iter_id, _plan = _chain(ledger)
+    gate = ledger.open_step(node=NODE, run_id=run, iter_id=iter_id, step=2, step_name="GATE",
+                            agent="claude", model=None, session=None, gated=True)
+    ledger.mark_awaiting_approval(gate)
+    assert ledger.move(NODE, move, reason=reason).ok
+    assert _sql(ledger, "SELECT step_name, metadata FROM steps ORDER BY step_id") == [
+        ("PLAN", reason), ("GATE", f"awaiting approval; {reason}")]
+    assert [s.step_name for s in ledger.pending_approvals(NODE)] == ["GATE"]

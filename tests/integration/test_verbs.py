@@ -107,7 +107,7 @@ class Small:
 
 def _build_small(repo: Path) -> None:
     make_repo(repo)
-    init_tree(repo, agent="true")
+    init_tree(repo, agent="true", max_depth="3")  # main.a.b.d is three levels down
     top = open_context(repo, {})
     init_node(top, "a", {"max_cost": 10.0, "max_iters": 3})
     inside = open_context(repo / ".worktrees" / "main.a", {})

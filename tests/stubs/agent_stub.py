@@ -24,6 +24,8 @@ what its agent does):
   [stub:sync-sleep=S]      when the step is a SYNC: sleep S seconds
   [stub:commit=MESSAGE]    run `python -m fractal commit MESSAGE` in the worktree, print its
                            output, and exit with its code when it fails
+  [stub:done=REASON]       run `python -m fractal node done --reason REASON` (the node
+                           ends its own run), print its output, exit with its failing code
 
 It reports its session (FRACTAL_SESSION_ID when continuing) like the command protocol.
 """
@@ -139,6 +141,15 @@ def main() -> int:
             proc = subprocess.run([sys.executable, "-m", "fractal", "commit", value],
                                   capture_output=True, text=True, check=False)
             print(f"fractal commit {value!r} -> exit {proc.returncode}", flush=True)
+            print((proc.stdout + proc.stderr).strip(), flush=True)
+            if proc.returncode != 0:
+                return proc.returncode
+        elif key == "done":
+            import subprocess
+
+            proc = subprocess.run([sys.executable, "-m", "fractal", "node", "done", "--reason",
+                                   value], capture_output=True, text=True, check=False)
+            print(f"fractal node done -> exit {proc.returncode}", flush=True)
             print((proc.stdout + proc.stderr).strip(), flush=True)
             if proc.returncode != 0:
                 return proc.returncode

@@ -48,6 +48,7 @@ EXPECTED: dict[str, Relation] = {
     "start": Relation.SUBTREE, "attach": Relation.SUBTREE, "update": Relation.SUBTREE,
     "spawn": Relation.SUBTREE, "diff": Relation.SUBTREE, "conflicts": Relation.SUBTREE,
     "commit": Relation.SELF, "config": Relation.SELF, "pool result": Relation.SELF,
+    "done": Relation.SELF,
     "reset": Relation.OPERATOR, "destroy": Relation.OPERATOR, "brake": Relation.OPERATOR,
     "release": Relation.OPERATOR, "notify": Relation.OPERATOR, "ack": Relation.OPERATOR,
     "usage reopen": Relation.OPERATOR,

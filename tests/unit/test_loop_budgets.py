@@ -138,7 +138,7 @@ def test_live_retune_of_max_iters(loop_tree: LoopTree) -> None:
 def test_live_retune_of_max_cost_and_registry_healing(loop_tree: LoopTree) -> None:
     t = loop_tree
     t.node("mc", {"01-A.md": "A [stub:cost=0.2]\n"}, "--max-cost", "10", "--no-sync",
-           "--step-timeout", "1m")
+           "--step-timeout", "1m", "--max-depth", "null")  # unlimited, not the inherited 1
     seen: dict[str, object] = {}
 
     def retune() -> None:

@@ -177,7 +177,7 @@ def test_prompts_carry_the_tree_and_child_modes(loop_tree: LoopTree) -> None:
     assert "Limits right now: 2 more children, 2 levels below you, budget $4.00 of $4.00" \
         in " ".join(prompt.split())
     assert f"`{FRACTAL_BIN} node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
-        "--max-iters N --max-cost USD`" in prompt
+        "--max-iters N --max-children 4 --max-depth 1 --max-cost 1.33`" in prompt
     assert t.launcher.calls[0].env["PARENT_BRANCH"] == "main"
     _set(t, "kid", "idle")
     steps = t.node_dir("lead.kid") / "steps"

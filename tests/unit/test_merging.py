@@ -71,7 +71,16 @@ BASE = MergeFacts(child="main.a", target="main", child_status="completed", targe
     ({"last_run_status": "exited", "budget_landing": True, "unapproved_gate": "REVIEW"},
      "REVIEW never approved"),
     ({"unapproved_gate": "EXECUTE"}, "EXECUTE never approved"),
+    ({"last_run_status": "exited", "unapproved_gate": "EXECUTE"},
+     "last run ended (exited) with EXECUTE never approved"),  # a heal or a wall at the gate
+    ({"last_run_status": "killed", "unapproved_gate": "PLAN"}, "ended (killed) with PLAN"),
     ({"unapproved_gate": "EXECUTE", "force": True}, None),
+    ({"unmerged_below": ("main.a.x (completed, its work never merged into main.a)",)},
+     "main.a's subtree holds work that never reached main.a: main.a.x (completed"),
+    ({"unmerged_below": ("main.a.x (a conflict handed back to it, not merged since)",),
+      "force": True}, None),
+    ({"unmerged_below": ("main.a.x (stopped, ...)",), "unapproved_gate": "PLAN"},
+     "PLAN never approved"),
     ({"target_dirty": ("x",), "force": True}, "uncommitted"),
     ({"child_status": "active", "force": True}, "active"),
 ])

@@ -170,6 +170,16 @@ def _end(status: Status, code: int, reason: str) -> RunEnd:
     # finish with the subtree drained.
     (replace(EVERYTHING, budget_reason=None, setup_aborted=False),
      _end(Status.COMPLETED, 0, "Finished by request")),
+    # the node's own done: after a finish, before the walls, a stop and the iteration cap.
+    (replace(EVERYTHING, budget_reason=None, setup_aborted=False, done="all merged"),
+     _end(Status.COMPLETED, 0, "Finished by request")),
+    (replace(EVERYTHING, budget_reason=None, setup_aborted=False, finish_drained=False,
+             done="all merged"), _end(Status.COMPLETED, 0, "Done: all merged")),
+    (replace(BASE, done="", max_iters=3, last_iter_ok=False), _end(Status.COMPLETED, 0, "Done")),
+    (replace(BASE, done="  two\nlines "), _end(Status.COMPLETED, 0, "Done: two lines")),
+    (replace(BASE, done="x", budget_reason="cost budget reserve reached"),
+     _end(Status.EXITED, 0, "cost budget reserve reached")),
+    (replace(BASE, done="x", no_progress="same failure"), _end(Status.COMPLETED, 0, "Done: x")),
     # run timeout.
     (replace(EVERYTHING, budget_reason=None, setup_aborted=False, finish_drained=False),
      _end(Status.EXITED, 1, "Timed out at iteration 2.3 (1h total)")),

@@ -7,6 +7,7 @@ import pytest
 
 from fractal.domain.digest import Digest, render_digest
 from fractal.domain.nodeinit import with_children_wait
+from fractal.domain.spawncaps import budget_share, child_caps, inherited_depth, tree_depth
 from fractal.domain.variables import TreeFacts, may_spawn, tree_variables
 from fractal.domain.waits import waits_for_children
 
@@ -21,16 +22,53 @@ def test_may_spawn(children: int | None, depth: int | None, expected: bool) -> N
 @pytest.mark.parametrize(("facts", "expected"), [
     (TreeFacts(0, None, None, None, 0.0, ()),
      {"CHILDREN_LEFT": "unlimited", "DEPTH_LEFT": "unlimited", "BUDGET_LEFT": "unlimited",
-      "GATED_STEPS": "none"}),
+      "GATED_STEPS": "none", "SPAWN_CAPS": "--max-children 4 --max-depth 1"}),
     (TreeFacts(1, 3, 2, 5.0, 1.25, ("EXECUTE",)),
      {"CHILDREN_LEFT": "2", "DEPTH_LEFT": "2", "BUDGET_LEFT": "$3.75 of $5.00",
-      "GATED_STEPS": "EXECUTE"}),
+      "GATED_STEPS": "EXECUTE",
+      "SPAWN_CAPS": "--max-children 4 --max-depth 1 --max-cost 1.25"}),
     (TreeFacts(4, 3, 1, 2.0, 9.0, ("PLAN", "EXECUTE")),
      {"CHILDREN_LEFT": "0", "DEPTH_LEFT": "1", "BUDGET_LEFT": "$0.00 of $2.00",
-      "GATED_STEPS": "PLAN, EXECUTE"}),
+      "GATED_STEPS": "PLAN, EXECUTE",
+      "SPAWN_CAPS": "--max-children 0 --max-depth 0 --max-cost 0.00"}),
 ])
 def test_tree_variables(facts: TreeFacts, expected: dict[str, str]) -> None:
     assert tree_variables(facts) == expected
+
+
+@pytest.mark.parametrize(("root_config", "expected"), [
+    ({}, 2), ({"max_depth": None}, None), ({"max_depth": 3}, 3), ({"max_depth": 0}, 0),
+    ({"max_depth": "deep"}, 2), ({"max_depth": True}, 2), ({"max_depth": -1}, 2),
+])
+def test_the_trees_depth(root_config: dict[str, object], expected: int | None) -> None:
+    assert tree_depth(root_config) == expected
+
+
+@pytest.mark.parametrize(("parent_levels", "expected"), [
+    (2, 1), (1, 0), (0, 0), (None, None),
+])
+def test_a_child_inherits_its_parents_levels_minus_one(parent_levels: int | None,
+                                                       expected: int | None) -> None:
+    assert inherited_depth(parent_levels) == expected
+
+
+@pytest.mark.parametrize(("remaining", "max_children", "expected"), [
+    (10.0, None, 2.5), (10.0, 3, 3.33), (10.0, 0, 2.5), (1.0, 4, 0.25), (0.05, None, 0.01),
+    (0.0, 2, 0.0), (-1.0, 2, 0.0),
+])
+def test_the_budget_share(remaining: float, max_children: int | None,
+                          expected: float) -> None:
+    assert budget_share(remaining, max_children) == expected
+
+
+@pytest.mark.parametrize(("depth_left", "remaining", "max_children", "expected"), [
+    (2, 8.0, None, "--max-children 4 --max-depth 1 --max-cost 2.00"),
+    (1, 8.0, 2, "--max-children 0 --max-depth 0 --max-cost 4.00"),
+    (None, None, None, "--max-children 4 --max-depth 1"),
+])
+def test_the_spawn_templates_caps(depth_left: int | None, remaining: float | None,
+                                  max_children: int | None, expected: str) -> None:
+    assert child_caps(depth_left, remaining, max_children) == expected
 
 
 @pytest.mark.parametrize(("fields", "expected"), [

@@ -113,7 +113,7 @@ def test_a_lead_delegates_from_its_prompts_alone(loop_tree: LoopTree) -> None:
     # the tree mode, rendered with the lead's live caps and budget
     spawn = prompts["spawn"]
     assert f"{FRACTAL_BIN} node init NAME --title \"TITLE\" --task-file FILE --gate EXECUTE " \
-           "--max-iters N --max-cost USD" in spawn
+           "--max-iters N --max-children 0 --max-depth 0 --max-cost 2.50" in spawn
     assert "2 more children" in spawn and "$5.00 of $5.00" in spawn
     for command in ("node start NAME", "node pending",
                     "node diff NAME", "node approve NAME", "radio feed",

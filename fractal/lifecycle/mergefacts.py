@@ -1,0 +1,97 @@
+"""The facts ``fractal node merge`` is refused on (``domain.merging.MergeFacts``), read
+from the registry, the node files and git: the child's last run and a gate it left
+unapproved, the target worktree's state, a conflict handed back, and the work of the
+child's subtree that never reached the child."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fractal.domain.merging import MergeFacts, unmerged_label
+from fractal.domain.states import Status
+from fractal.errors import FractalError
+from fractal.lifecycle.context import Context
+from fractal.lifecycle.mergetarget import landed_merge, merge_target, own_dir_prefix
+from fractal.store.ledger import Ledger
+from fractal.tree import Tree
+from fractal.workspace import git
+from fractal.workspace import merge as gitmerge
+from fractal.workspace.conflict_guard import operation_in_progress, unmerged_paths
+from fractal.workspace.handback import read_note
+
+__all__ = ["merge_facts"]
+
+
+def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
+                force: bool) -> MergeFacts:
+    """What ``domain.merging.merge_refusal`` decides a merge of ``child`` into ``target``
+    (its worktree ``target_wt``) on: the registry, the child's last run and its gate, the
+    target worktree's state, the hand-back, and (unless ``force``) the subtree's unmerged
+    work. Raises StoreError, GitError."""
+    tree, ledger = ctx.tree, ctx.ledger
+    row = ledger.node(child)
+    target_row = ledger.node(target) if target != tree.root else None
+    last = ledger.last_run(child)
+    gate = None
+    if last is not None and last.ended_at is not None:
+        waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
+        gate = waiting[-1].step_name if waiting else None
+    dirty = [p for p in git.tracked_changes(target_wt)
+             if not p.startswith(own_dir_prefix(target))]
+    operation = operation_in_progress(target_wt)
+    return MergeFacts(
+        child=child, target=target, child_status=row.status if row else "unregistered",
+        target_status=target_row.status if target_row else None,
+        last_run_status=last.status if last else None, unapproved_gate=gate,
+        target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
+        caller_is_target_loop=ctx.loop_branch == target, force=force,
+        budget_landing=last is not None and last.status is Status.EXITED
+        and last.exit_code == 0,
+        unmerged_below=() if force else _unmerged_below(tree, ledger, child),
+        **_hand_back_facts(tree, child))
+
+
+_NOT_SETTLED = frozenset({Status.ACTIVE, Status.PAUSED, Status.RETIRED})
+"""Descendant statuses whose work the subtree check does not ask after: still running
+(its run may yet merge it) or retired (dropped on purpose, or merged and cleaned up)."""
+
+
+def _unmerged_below(tree: Tree, ledger: Ledger, child: str) -> tuple[str, ...]:
+    """``child``'s descendants whose work has not reached ``child``, by branch name
+    (``domain.merging.unmerged_label``): any with a hand-back note (the merge that lands a
+    handed-back node removes it), and any settled one whose branch still holds work its
+    own merge target (its base, else its parent) lacks, as the merge would compute it."""
+    found: list[str] = []
+    for row in sorted(ledger.nodes(), key=lambda r: r.node):
+        branch = row.node
+        if not branch.startswith(child + ".") or row.status is Status.RETIRED:
+            continue
+        target = merge_target(tree, branch, None)
+        if read_note(tree.node(branch).node_dir) is not None:
+            found.append(unmerged_label(branch, row.status, handed_back=True, target=target))
+            continue
+        if row.status in _NOT_SETTLED or not git.branch_exists(tree.repo, branch):
+            continue
+        try:
+            plan = gitmerge.plan_squash(tree.repo, branch, target,
+                                        landed_merge(tree, branch, target))
+        except FractalError:
+            continue  # git cannot tell (a missing target): the merge itself will say
+        if plan.conflicts or plan.files:
+            found.append(unmerged_label(branch, row.status, handed_back=False, target=target))
+    return tuple(found)
+
+
+def _hand_back_facts(tree: Tree, child: str) -> dict[str, bool]:
+    """``handed_back`` / ``hand_back_resolved`` of ``MergeFacts``: whether the conflict a
+    hand-back left in ``child`` is still there (its branch lacks the target's tip the
+    hand-back brought, or its worktree still has the merge in progress or unmerged paths)
+    or was concluded since (resolved and committed, by its loop or by hand)."""
+    note = read_note(tree.node(child).node_dir)
+    if note is None:
+        return {"handed_back": False, "hand_back_resolved": False}
+    child_wt = tree.node(child).worktree
+    concluded = bool(note.target_sha) and gitmerge.contains(tree.repo, child, note.target_sha)
+    if concluded and child_wt.is_dir():
+        concluded = operation_in_progress(child_wt) is None and not unmerged_paths(child_wt)
+    return {"handed_back": not concluded, "hand_back_resolved": concluded}

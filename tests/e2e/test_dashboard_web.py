@@ -1,0 +1,116 @@
+"""``fractal open --web`` in a real browser: headless chromium over the DevTools
+protocol (``tests/browser.py``) against a real tree whose gated node waits for approval.
+What the test checks is what a person sees on the page (the terminal's characters), the
+key it presses goes through the browser's keyboard, and its effect is read back from the
+ledger. One browser per module; its screenshots are written under the test's tmp dir."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.browser import Browser, chromium, served, wait_for_text
+from tests.e2e.conftest import Tree
+from tests.guards import EXEMPT_TREES
+from tests.helpers import wait_until
+
+# The first test sets up the module's browser, which on a machine without chromium is an
+# apt-get install (minutes): its time wall covers that.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+pytest.importorskip("textual_serve", reason="the web extra (fractal[web]) is not installed")
+pytest.importorskip("websocket", reason="websocket-client (a dev dependency) is not installed")
+
+DESKTOP = (1280, 800)
+PHONE = (390, 844)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless chromium for the module (skipped, with the reason, when chromium
+    cannot be had)."""
+    executable, why = chromium()
+    if executable is None:
+        pytest.skip(why)
+    started = Browser(executable, tmp_path_factory.mktemp("chromium") / "profile")
+    EXEMPT_TREES.add(started.proc.pid)  # it and its renderers outlive each test
+    try:
+        yield started
+    finally:
+        EXEMPT_TREES.discard(started.proc.pid)
+        started.close()
+
+
+def _redrawn(browser: Browser) -> str | None:
+    """The page's text once the dashboard fills a terminal under 100 columns edge to
+    edge (its tree pane's border as wide as the terminal, the key bar on the last row),
+    else None: the browser refits the terminal first, the app redraws after."""
+    columns, _rows = browser.terminal_size()
+    lines = browser.screen_text().splitlines()
+    if not 0 < columns < 100 or len(lines) < 3:
+        return None
+    top = next((line for line in lines if "─ tree " in line), "")
+    full = len(top.rstrip()) == columns and "quit" in lines[-1]
+    return "\n".join(lines) if full else None
+
+
+def answer_yes(browser: Browser, question: str, tries: int = 3) -> None:
+    """Press ``y`` on the confirmation showing ``question`` until it closes. A key that
+    arrives in the instant after a dialog pushed from a worker is first painted is not
+    taken (seen here, about 0.1 s; a person would press again): at most ``tries``
+    presses, each followed by a wait for the dialog to go."""
+    for _ in range(tries):
+        browser.press("y")
+        try:
+            wait_until(lambda: question not in browser.screen_text(), timeout=2,
+                       message="the confirmation closed")
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"y did not answer {question!r} in {tries} presses")
+
+
+def test_the_browser_shows_the_tree_and_its_approve_key_releases_the_gate(
+        tree: Tree, browser: Browser, tmp_path: Path) -> None:
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\n[stub:write=a.txt:a]",
+             "02-B.md": "[stub:write=b.txt:b]"}
+    tree.node("gated", steps, "--no-sync", "--max-iters", "1")
+    tree.node("docs")
+    tree.cli("node", "start", "gated")
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE node = 'main.gated' AND "
+                                "approved = '' AND ended_at IS NULL AND "
+                                "metadata = 'awaiting approval'"), timeout=30,
+               message="gate pending")
+
+    with served(tree.repo, "gated") as web:
+        browser.size(*DESKTOP)
+        browser.open(web.url)
+        screen = wait_for_text(browser, "gated", "docs", "awaiting approval", "inbox")
+        assert "main.gated" in screen  # the node pane shows the node given to --web
+        columns, _rows = browser.terminal_size()
+        assert columns >= 100  # the wide layout: tree and node pane side by side
+        browser.screenshot(tmp_path / "dashboard-web-desktop.png")
+
+        browser.press("a")
+        question = "approve main.gated: step 1 (A) awaits approval"
+        wait_for_text(browser, question, "y/enter yes")  # the confirmation and its diffstat
+        answer_yes(browser, question)
+        wait_until(lambda: tree.status("gated") == "completed", timeout=60,
+                   message="approved from the browser and completed")
+        (approved,), = tree.sql("SELECT approved FROM steps WHERE node = 'main.gated' "
+                                "AND step_name = 'A'")
+        assert approved  # the ledger records the approval the browser's key made
+        wait_for_text(browser, "approved main.gated step")  # and the page says so
+
+        browser.size(*PHONE, mobile=True)
+        screen = wait_until(lambda: _redrawn(browser), timeout=15,
+                            message="the dashboard redrawn at a phone's width")
+        lines = screen.splitlines()
+        tree_at = next(i for i, line in enumerate(lines) if "─ tree " in line)
+        node_at = next(i for i, line in enumerate(lines) if "─ node " in line)
+        assert tree_at < node_at  # one column: the tree first, the node pane below it
+        assert "gated" in screen and "inbox" in screen
+        browser.screenshot(tmp_path / "dashboard-web-phone.png")
+    assert "refused" not in web.stderr()
