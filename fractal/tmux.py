@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -54,10 +55,25 @@ def socket_path(env: Mapping[str, str] | None = None) -> Path:
 
     ``$FRACTAL_TMUX_SOCKET`` when set, else the user's default server named explicitly:
     ``${TMUX_TMPDIR:-/tmp}/tmux-<uid>/default``. ``env`` defaults to ``os.environ``.
+    Raises TmuxError when ``$FRACTAL_TMUX_SOCKET`` names something that exists and is not
+    a socket: tmux deletes a path it cannot connect to before starting a server there, so
+    a file named by mistake (or by a node) would be lost.
     """
     env = os.environ if env is None else env
     if env.get(SOCKET_ENV):
-        return Path(env[SOCKET_ENV])
+        named = Path(env[SOCKET_ENV])
+        try:
+            mode = named.stat().st_mode
+        except FileNotFoundError:
+            return named
+        except OSError as exc:
+            raise TmuxError(f"{SOCKET_ENV}={named} cannot be checked ({exc.strerror}); "
+                            "point it at a tmux socket, or unset it") from exc
+        if not stat.S_ISSOCK(mode):
+            raise TmuxError(f"{SOCKET_ENV}={named} names an existing file that is not a "
+                            "socket; fractal refuses to let tmux replace it: point it at a "
+                            "tmux socket or a path that does not exist yet, or unset it")
+        return named
     return Path(env.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / "default"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fractal.errors import InvalidValue, NodeNotFound, NotATree
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+NAME_RE = re.compile(r"[A-Za-z0-9_]{1,64}")
 DB_NAME = "fractal.db"
 
 
@@ -28,7 +28,7 @@ def validate_name(name: str) -> str:
     """
     if name.lower() == "lock":  # git refuses a ref component ending in ".lock"
         raise InvalidValue(f"invalid node name {name!r}: git reserves names ending in '.lock'")
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):  # whole: `$` would let a trailing newline pass
         raise InvalidValue(
             f"invalid node name {name!r}: use 1-64 letters, digits or '_' "
             "('.' separates levels of the tree and is added for you)")

@@ -102,17 +102,21 @@ exit 1
 """A ``core.fsmonitor`` hook (``gated_fsmonitor``) holding the first git that asks."""
 
 
-def gated_fsmonitor(repo: Path, scratch: Path, script: str = FIRST_GIT_WAITS) -> tuple[Path, Path]:
+def gated_fsmonitor(monkeypatch: pytest.MonkeyPatch, scratch: Path,
+                    script: str = FIRST_GIT_WAITS) -> tuple[Path, Path]:
     """Install ``script`` (formatted with ``once``, ``started``, ``gate`` paths in
-    ``scratch``) as ``repo``'s ``core.fsmonitor`` hook; returns (started, gate): two FIFOs,
-    the hook writes its pid to ``started`` and waits until ``open_gate(gate)``."""
+    ``scratch``) as the ``core.fsmonitor`` hook of every git this test (and its child
+    processes) starts, given as the operator's own ``-c`` in the environment
+    (``GIT_CONFIG_PARAMETERS``: fractal's git switches off a repository's fsmonitor, never
+    one its caller passes); returns (started, gate): two FIFOs, the hook writes its pid to
+    ``started`` and waits until ``open_gate(gate)``."""
     started, gate, once = scratch / "started", scratch / "gate", scratch / "once"
     os.mkfifo(started)
     os.mkfifo(gate)
     hook = scratch / "fsmonitor.sh"
     hook.write_text(script.format(once=once, started=started, gate=gate))
     hook.chmod(0o755)
-    git(repo, "config", "core.fsmonitor", str(hook))
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.fsmonitor'='{hook}'")
     return started, gate
 
 

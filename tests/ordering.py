@@ -43,7 +43,8 @@ DURATIONS = Path(__file__).resolve().parent / "durations.json"
 ORDER_ENV = "FRACTAL_TEST_ORDER"
 _ORDER = os.environ.get(ORDER_ENV, "")  # read at import: the session strips FRACTAL_* later
 
-TIER_DEFAULTS = {"unit": 0.05, "integration": 0.5, "e2e": 5.0, "agents": 30.0, "soak": 30.0}
+TIER_DEFAULTS = {"unit": 0.05, "integration": 0.5, "e2e": 5.0, "agents": 30.0, "soak": 30.0,
+                 "security": 2.0}
 """Seconds assumed for a test of a module the table does not know, by tier."""
 TOP_DEFAULT = 0.5
 """Seconds assumed for an unknown test directly under ``tests/``."""

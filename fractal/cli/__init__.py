@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     from fractal.crashlog import CrashSite
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
+    if site.argv[:1] != ["open"] and _on_a_terminal():  # (the dashboard draws its own)
+        from fractal.cli.safeout import guard_terminal  # only here: piped output needs none
+
+        guard_terminal()
     try:
         cli.main(args=argv, prog_name="fractal", standalone_mode=False, obj=site)
     except (Exception, KeyboardInterrupt) as exc:
@@ -161,6 +165,14 @@ def _forward(relay: str, argv: list[str]) -> int:
         stream.write(data.decode("utf-8", errors="replace"))
         stream.flush()
     return code
+
+
+def _on_a_terminal() -> bool:
+    """Whether stdout or stderr is a terminal (what a node wrote is then made safe)."""
+    try:
+        return any(s is not None and s.isatty() for s in (sys.stdout, sys.stderr))
+    except (OSError, ValueError):
+        return False
 
 
 def settle(exc: BaseException, site: CrashSite) -> NoReturn:

@@ -57,7 +57,7 @@ def delete_cmd(node: str, force: bool, path: Path) -> None:
     for item in delete(verb_context(path), node, force=force):
         click.echo(item.branch)
         kept = f"; rescue ref {item.rescue_ref}" if item.rescue_ref else \
-            "; its branch was already gone"
+            "; its branch and worktree were already gone: nothing to rescue"
         click.echo(f"deleted {item.branch}{kept}", err=True)
 
 

@@ -11,15 +11,19 @@ from typing import Any
 
 import click
 
+from fractal.domain.termtext import terminal_text
+
 Row = Mapping[str, object]
 
 
 def cell(value: object) -> str:
+    """``value`` as a table or CSV cell; text as ``terminal_text`` leaves it (a node wrote
+    it: no escape sequence reaches a terminal through a pipe either)."""
     if value is None:
         return ""
     if isinstance(value, float):
         return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
-    return str(value)
+    return terminal_text(str(value))
 
 
 def render_rows(rows: Sequence[Row], columns: Sequence[str], *, fmt: str | None = None) -> str:

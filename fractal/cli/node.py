@@ -95,7 +95,7 @@ def _init_options(func: Any) -> Any:
         ("--step-retry-backoff", "Delay before each retry (default 10s)."),
         ("--interval", "Fixed cadence between iteration starts, e.g. 30m."),
         ("--sleep", "Fixed gap between iterations, e.g. 5m."),
-        ("--wait", "Wait window while draining or awaiting approval (default 1m)."),
+        ("--wait", "Wait window: how often a waiting loop looks for news to SYNC on (default 1m)."),
         ("--max-cost", "Run ceiling in USD (node plus descendants)."),
         ("--max-iter-cost", "Per-iteration cap in USD."),
         ("--max-step-cost", "Per-step cap in USD."),
@@ -161,18 +161,31 @@ def pool_cmd(name: str, items_file: Path, brief_file: Path, max_workers: int | N
     """Create pool node NAME: one worker node per item, dispatched by fractal."""
     from fractal.lifecycle.pool import create_pool
 
-    texts: list[str] = []
-    for option, file in (("--items", items_file), ("--brief", brief_file)):
-        try:
-            texts.append(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {file}: {exc}", param_hint=option) from None
+    texts = [_input_text(items_file, "--items"), _input_text(brief_file, "--brief")]
     worktree, branch, width, count = create_pool(
         verb_context(path), name, texts[0], texts[1], max_workers, _settings(values),
         reserve=values.get("reserve_budget"))
     click.echo(branch)
     click.echo(f"created pool {branch} at {worktree}: {count} items, {width} workers at a "
                f"time; start it with `fractal node start {name}`", err=True)
+
+
+def _input_text(path: Path, option: str) -> str:
+    """The text of the file an option names (``--task-file``, ``--items``, ``--brief``): a
+    regular file of at most ``TASK_FILE_CAP`` bytes of UTF-8 (``/dev/zero``, a FIFO or a
+    huge file is refused, never read on and on). Raises click.BadParameter saying why."""
+    from fractal.domain.limits import TASK_FILE_CAP, over_cap
+    from fractal.workspace.nodedir import read_capped
+
+    try:
+        data = read_capped(path, TASK_FILE_CAP)
+        if len(data) > TASK_FILE_CAP:
+            raise click.BadParameter(over_cap(str(path), TASK_FILE_CAP), param_hint=option)
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = "not a regular file" if isinstance(exc, OSError) and exc.errno == 22 else exc
+        raise click.BadParameter(f"cannot read {path}: {why}; give a regular UTF-8 file",
+                                 param_hint=option) from None
 
 
 @node_group.command("init")
@@ -198,11 +211,7 @@ def init_cmd(name: str, parent: str | None, task: str | None, task_file: Path | 
     if task is not None and task_file is not None:
         raise click.UsageError("--task and --task-file are mutually exclusive")
     if task_file is not None:
-        try:
-            task = task_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {task_file}: {exc}",
-                                     param_hint="--task-file") from None
+        task = _input_text(task_file, "--task-file")
     seed = NodeSeed(task=task, gates=gates, inherit=parse_inherit(inherit))
     settings = _settings(values)
     ctx = verb_context(path)

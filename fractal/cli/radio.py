@@ -13,6 +13,7 @@ import click
 
 from fractal.cli.context import IN_WORKTREE, path_option, verb_context
 from fractal.cli.format import JSON_OPTION, format_options, limit_option, output_format, render_rows
+from fractal.domain.termtext import terminal_text
 
 PATH_OPTION = path_option(IN_WORKTREE)
 PRIORITY = click.IntRange(min=0, max=10)
@@ -62,17 +63,18 @@ def _blocks(rows: Sequence[dict[str, object]], as_json: bool, empty: str) -> Non
     if not rows:
         click.echo(empty, err=True)
         return
-    for i, m in enumerate(rows):
+    for i, m in enumerate(rows):  # node-written text: never an escape sequence, piped too
         if i:
             click.echo("")
         answer = f", re {m['reply_to']}" if m.get("reply_to") else ""
-        click.echo(f"[{m['uuid']}] {m['created_at']} from {m['sender']} to {m['node']} "
-                   f"{m['channel']} (priority {m['priority']}{answer})")
-        click.echo(f"Subject: {m['subject']}")
+        click.echo(terminal_text(f"[{m['uuid']}] {m['created_at']} from {m['sender']} to "
+                                 f"{m['node']} {m['channel']} (priority {m['priority']}"
+                                 f"{answer})"))
+        click.echo(terminal_text(f"Subject: {m['subject']}"))
         data = str(m.get("data") or "")
         if data:
             click.echo("")
-            click.echo(data.rstrip("\n"))
+            click.echo(terminal_text(data.rstrip("\n")))
 
 
 @radio_group.command("send")

@@ -90,7 +90,7 @@ KEYS: Mapping[str, KeySpec] = _specs(
     ("interval", Kind.DURATION, None, "Fixed cadence between iteration starts."),
     ("sleep", Kind.DURATION, None, "Fixed gap slept between iterations."),
     ("step_retry_backoff", Kind.DURATION, "10s", "Delay before each retry."),
-    ("wait", Kind.DURATION, "1m", "Length of each drain or approval wait window."),
+    ("wait", Kind.DURATION, "1m", "Wait window: a waiting loop looks once a window, SYNCs on news."),
     ("max_cost", Kind.USD, None, "Per-run subtree cost ceiling in USD (hard)."),
     ("max_iter_cost", Kind.USD, None, "Per-iteration cost cap in USD (soft); needs max_cost."),
     ("max_step_cost", Kind.USD, None, "Per-step cost cap in USD; needs max_cost."),

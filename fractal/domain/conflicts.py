@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 __all__ = [
     "BINARY_PROBE",
+    "DIFF_LINE_CAP",
     "REASON_CAP",
     "SKIPPED",
     "ConflictPair",
     "MergeTree",
     "Operation",
+    "adds_conflict_markers",
     "conflict_reason",
     "has_conflict_markers",
     "is_binary",
@@ -76,6 +78,50 @@ def has_conflict_markers(data: bytes) -> bool:
         elif expect == _CLOSE and _fence(line, _CLOSE):
             return True
     return False
+
+
+DIFF_LINE_CAP = 20_000
+"""Lines of a file past which ``adds_conflict_markers`` does not diff it against its old
+version and counts every hunk as added (a line diff of huge files costs too much)."""
+
+
+def _hunks(lines: Sequence[str]) -> Iterable[tuple[int, int, int]]:
+    """(open, middle, close) line numbers of each conflict hunk in ``lines``."""
+    expect, opened, middle = _OPEN, -1, -1
+    for i, raw in enumerate(lines):
+        line = raw.rstrip("\r")
+        if expect == _OPEN and _fence(line, _OPEN):
+            expect, opened = _MIDDLE, i
+        elif expect == _MIDDLE and line == _MIDDLE:
+            expect, middle = _CLOSE, i
+        elif expect == _CLOSE and _fence(line, _CLOSE):
+            yield opened, middle, i
+            expect = _OPEN
+
+
+def adds_conflict_markers(old: bytes | None, new: bytes) -> bool:
+    """Tell whether ``new`` (a file's content after a commit) holds a conflict hunk with a
+    fence line (``<<<<<<<``, ``=======``, ``>>>>>>>``) the commit adds: one that is not
+    among the lines of ``old`` (the content before, None for a new file) as a line diff
+    matches them. A hunk the file held already (a git tutorial committed earlier) does not
+    count, so its later edits commit. Binary content never counts; past
+    ``DIFF_LINE_CAP`` lines every hunk counts as added."""
+    if is_binary(new) or not has_conflict_markers(new):
+        return False
+    if old is None or is_binary(old):
+        return True
+    new_lines = new.decode("utf-8", errors="replace").splitlines()
+    old_lines = old.decode("utf-8", errors="replace").splitlines()
+    if max(len(new_lines), len(old_lines)) > DIFF_LINE_CAP:
+        return True
+    from difflib import SequenceMatcher  # only where a file holds markers: rare
+
+    added: set[int] = set()
+    matcher = SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("insert", "replace"):
+            added.update(range(j1, j2))
+    return any(not added.isdisjoint(hunk) for hunk in _hunks(new_lines))
 
 
 def _capped(paths: Sequence[str], cap: int) -> str:

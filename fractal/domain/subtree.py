@@ -1,12 +1,13 @@
-"""Pure wording of how a run's end relates to its subtree: descendants left running, and
-approval gates a finish ended before anyone approved them."""
+"""Pure wording of how a run's end relates to its subtree: descendants left running,
+approval gates a finish ended before anyone approved them, and hand-backs the node has
+not merged again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["FINISHED", "Unsettled", "never_approved", "unsettled_notice"]
+__all__ = ["FINISHED", "Unsettled", "never_approved", "not_merged", "unsettled_notice"]
 
 FINISHED = "Finished by request"
 """The reason of a run a finish ended (the terminal cascade's wording)."""
@@ -44,3 +45,13 @@ def never_approved(reason: str, gates: Sequence[str]) -> str:
         return reason
     names = list(dict.fromkeys(gates))
     return f"{reason}; {', '.join(names)} never approved"
+
+
+def not_merged(reason: str, children: Sequence[str]) -> str:
+    """A run's end reason naming the children whose hand-back the node has not merged
+    again: ``Timed out at iteration 3.1 (...); hand-back of main.lead.wc not merged``
+    (``hand-backs of a, b not merged`` for several). No child: ``reason`` unchanged."""
+    if not children:
+        return reason
+    noun = "hand-back" if len(children) == 1 else "hand-backs"
+    return f"{reason}; {noun} of {', '.join(children)} not merged"

@@ -237,6 +237,7 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
                            "baseline commit `fractal commit --init MESSAGE`; commit work from "
                            "a node's worktree")
     scope, local = _node_settings(paths)
+    confined = bool(environ.get(CONFINED_ENV))  # asked for by the node's sandboxed agent
     lineage = Lineage()
     subject = ""
     if mode is not CommitMode.CHECK:
@@ -258,7 +259,8 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
     request = CommitRequest(worktree=paths.worktree, branch=branch, node_dir=paths.node_dir,
                             subject=subject, mode=mode, scope=scope, local=local,
                             script_env=script_env,
-                            author=None if branch == tree.root else branch)
+                            author=None if branch == tree.root else branch,
+                            programs=not confined)
     recorded: list[int] = []
     problems: list[str] = []
 
@@ -273,7 +275,7 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
             problems.append(f"the commit landed but its event was not recorded: {exc}")
 
     refresh_wikis(paths.worktree, paths.node_dir, mode)  # the wiki step: before lint
-    runner = _confined_runner(paths) if environ.get(CONFINED_ENV) else _runner
+    runner = _confined_runner(paths) if confined else _runner
     outcome = run_pipeline(request, runner=runner, on_commit=record)
     if problems:
         outcome = CommitOutcome(outcome.sha, outcome.subject, outcome.files, outcome.pushed,

@@ -29,8 +29,8 @@ __all__ = ["Deleted", "delete", "remove_node"]
 
 @dataclass(frozen=True)
 class Deleted:
-    """One node deleted: the rescue ref that saved it (None when its branch was already
-    gone, so there was nothing left to save) and whether it had gone missing."""
+    """One node deleted: the rescue ref that saved it (None when its branch and worktree
+    were both gone, so there was nothing left to save) and whether it had gone missing."""
 
     branch: str
     rescue_ref: str | None
@@ -79,12 +79,20 @@ def delete(ctx: Context, name: str, *, force: bool = False) -> list[Deleted]:
 def remove_node(tree: Tree, node: str, *, operation: str, actor: str,
                 has_branch: bool) -> str | None:
     """Rescue, then remove ``node``'s worktree, branch, kept environment and registry row;
-    return the rescue ref (None when the branch was gone). The shared teardown of ``delete``, ``reset`` and
-    ``destroy``; the caller holds the tree lock and has checked the node is not live."""
+    return the rescue ref (None only when both the branch and the worktree were gone:
+    nothing to save). A worktree whose branch vanished is rescued on its ``HEAD``; when no
+    rescue can be written, GitError or FractalError is raised before anything is removed.
+    The shared teardown of ``delete``, ``reset`` and ``destroy``; the caller holds the tree
+    lock and has checked the node is not live."""
     from fractal.store.ledger import Ledger
 
-    ref = rescue_node(tree, node, operation, actor=actor).ref if has_branch else None
-    drop_worktree(tree.repo, tree.worktree_of(node))
+    worktree = tree.worktree_of(node)
+    if has_branch or worktree.is_dir():  # a missing node's checkout is saved too
+        ref: str | None = rescue_node(tree, node, operation, actor=actor,
+                                      branch_gone=not has_branch).ref
+    else:
+        ref = None  # no branch and no worktree: nothing is left to lose
+    drop_worktree(tree.repo, worktree)
     delete_branch(tree.repo, node)
     heal_lock_path(tree, node).unlink(missing_ok=True)
     forget(tree.node(node).run_env_path)  # the run's keys go with the node

@@ -187,6 +187,9 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
         message = merge_subject(target, child, _title(tree, ledger, child)) + "\n\n" + \
             merge_body(subjects, gitmerge.diffstat_lines(target_wt, plan.target_sha,
                                                          plan.tree or ""))
+        why = _content_refusal(target_wt, plan, child, force)
+        if why is not None:
+            raise refuse(why)
         in_the_way = gitmerge.untracked_in_the_way(target_wt, plan.files)
         if in_the_way:
             raise refuse(f"untracked file(s) in {target}'s worktree would be overwritten by "
@@ -210,6 +213,29 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
                                           f"{len(plan.files)} file(s)"))
     return MergeResult(child, target, "merged", squash, len(plan.files),
                        notices=tuple(notices))
+
+
+def _content_refusal(target_wt: Path, plan: gitmerge.SquashPlan, child: str,
+                     force: bool) -> str | None:
+    """Why the squash must not land (``workspace.mergecontent``): conflict-marker lines
+    the child's work adds, or nested repositories committed as gitlinks; None with
+    ``force`` (the lines are meant to be there) or when there is neither."""
+    if force or plan.tree is None:
+        return None
+    from fractal.workspace.mergecontent import plan_content  # only a merge that lands
+
+    found = plan_content(target_wt, plan.target_sha, plan.tree, plan.files)
+    if found.markers:
+        return (f"{child}'s work adds conflict-marker lines (<<<<<<< ======= >>>>>>>) to "
+                f"{', '.join(found.markers[:10])}: a conflict committed unresolved; resolve "
+                f"them on {child} (edit, commit) and merge again, or pass --force if the "
+                "lines are meant to be there (a git tutorial, a merge-tool fixture)")
+    if found.gitlinks:
+        return (f"{child}'s work commits {', '.join(found.gitlinks[:10])} as a gitlink (a "
+                "nested repository's bare pointer, none of its files): remove its `.git`, "
+                "`git rm --cached` it and commit its files on the child, or register it as "
+                "a submodule and pass --force")
+    return None
 
 
 def _left_behind(tree: Tree, child: str) -> list[str]:

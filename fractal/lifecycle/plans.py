@@ -67,12 +67,16 @@ def new_plan(ctx: Context, name: str, *, title: str | None = None, iter_ref: str
     return path.resolve()
 
 
+_TITLE_READ = 4096  # characters of a plan read for its title
+
+
 def _title(path: Path) -> str:
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.strip():
-                    return line.strip().lstrip("#").strip()
+            head = handle.read(_TITLE_READ)  # a plan's title is its first line: no more
+        for line in head.splitlines():
+            if line.strip():
+                return line.strip().lstrip("#").strip()
     except OSError:
         pass
     return ""

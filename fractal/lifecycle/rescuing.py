@@ -80,17 +80,20 @@ def record_rescue(tree: Tree, saved: Rescue, *, actor: str) -> int:
 
 
 def rescue_node(tree: Tree, branch: str, operation: str, *, actor: str,
-                worktree: Path | None = None) -> Rescue:
+                worktree: Path | None = None, branch_gone: bool = False) -> Rescue:
     """Write and book the rescue ref of ``branch`` before ``operation`` destroys anything.
 
     The worktree saved is ``worktree`` when given, else the node's own (the main checkout
-    for the root); when it no longer exists, the branch tip alone is saved. Raises GitError
-    when the branch is gone too, StoreError when the row cannot be booked (the ref is
-    written already).
+    for the root); when it no longer exists, the branch tip alone is saved. With
+    ``branch_gone`` (a missing node whose branch was renamed or deleted away) the
+    worktree's files are saved on top of whatever it has checked out (its ``HEAD``).
+    Raises GitError when there is nothing to build the rescue on (no branch and no
+    worktree with a commit checked out), StoreError when the row cannot be booked (the
+    ref is written already).
     """
     checkout = worktree if worktree is not None else tree.worktree_of(branch)
     if checkout.is_dir():
-        saved = rescue(checkout, branch, operation)
+        saved = rescue(checkout, branch, operation, tip_ref="HEAD" if branch_gone else None)
     else:
         saved = rescue_branch(tree.repo, branch, operation)
     record_rescue(tree, saved, actor=actor)

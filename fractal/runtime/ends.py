@@ -3,6 +3,8 @@
 ``finish_reason`` names the gates a finish ended before they were approved, so a parent
 (or ``node merge``) can tell that run from approved work. ``notify_unsettled`` posts an
 outbox notice naming the descendants still running when the run ends.
+``unmerged_reason`` names the children whose hand-back the node has not merged again, so
+no run ends as if their work were in.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import logging
 
 from fractal.domain.states import Status
-from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
+from fractal.domain.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
+from fractal.tree import NodePaths
 
-__all__ = ["finish_reason", "notify_unsettled", "unsettled_below"]
+__all__ = ["finish_reason", "notify_unsettled", "unmerged_reason", "unsettled_below"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,19 @@ def finish_reason(ledger: Ledger, node: str, run_id: int, reason: str) -> str:
     of ``node`` still has gated steps nobody approved."""
     gates = [s.step_name for s in ledger.pending_approvals(node) if s.run_id == run_id]
     return never_approved(reason, gates)
+
+
+def unmerged_reason(ledger: Ledger, paths: NodePaths, reason: str) -> str:
+    """``reason``, plus ``; hand-back of <child> not merged`` for each direct child of
+    ``paths.branch`` still holding a hand-back note (``runtime.digest``); a registry that
+    cannot be read leaves ``reason`` as it is (logged)."""
+    from fractal.runtime.digest import unmerged_hand_backs  # a run's end: start-up cost
+
+    try:
+        return not_merged(reason, unmerged_hand_backs(ledger, paths))
+    except FractalError as exc:
+        log.warning("could not read the hand-backs of %s: %s", paths.branch, exc)
+        return reason
 
 
 def unsettled_below(ledger: Ledger, node: str) -> list[Unsettled]:

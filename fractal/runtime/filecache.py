@@ -22,7 +22,8 @@ from typing import TypeVar
 
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.frontmatter import Frontmatter, frontmatter_warnings, parse_frontmatter
-from fractal.workspace.nodedir import config_from_bytes, read_config
+from fractal.domain.limits import NODE_FILE_CAP, over_cap
+from fractal.workspace.nodedir import OversizeFile, config_from_bytes, read_capped, read_config
 
 __all__ = ["FILES", "RACY_S", "FileCache", "live_config", "parse_step_file"]
 
@@ -60,8 +61,9 @@ class _Entry:
 
 
 def _read(path: Path) -> bytes | None:
-    """The bytes of the regular file at ``path``, or None (never blocks: a FIFO swapped in
-    after the stamp was read is opened without waiting for a writer, and refused)."""
+    """The bytes of the regular file at ``path``, at most ``NODE_FILE_CAP`` + 1 (a loader
+    refuses past the cap), or None (never blocks: a FIFO swapped in after the stamp was
+    read is opened without waiting for a writer, and refused)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -70,7 +72,7 @@ def _read(path: Path) -> bytes | None:
         with open(fd, "rb", closefd=False) as fh:
             if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
                 return None
-            return fh.read()
+            return fh.read(NODE_FILE_CAP + 1)
     except OSError:
         return None
     finally:
@@ -124,6 +126,11 @@ def live_config(path: Path, data: bytes | None = None) -> NodeConfig:
 
 def parse_step_file(path: Path, data: bytes | None = None) -> tuple[Frontmatter, tuple[str, ...]]:
     """A step file's (bytes ``data``, or read here when None) parsed frontmatter and the
-    likely mistakes in it. Raises OSError, UnicodeDecodeError (not UTF-8)."""
-    text = (path.read_bytes() if data is None else data).decode("utf-8")
+    likely mistakes in it. Raises OversizeFile past ``NODE_FILE_CAP`` bytes, OSError,
+    UnicodeDecodeError (not UTF-8)."""
+    if data is None:
+        data = read_capped(path, NODE_FILE_CAP)
+    if len(data) > NODE_FILE_CAP:
+        raise OversizeFile(over_cap(f"step file {path.name}", NODE_FILE_CAP))
+    text = data.decode("utf-8")
     return parse_frontmatter(text), tuple(frontmatter_warnings(text))

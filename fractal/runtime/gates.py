@@ -1,8 +1,11 @@
-"""The loop's three waits: an approval gate, a finish drain and a ``wait: children`` step.
+"""The loop's four waits: an approval gate, a finish drain, a ``wait: children`` step and
+the run's end held for a hand-back's re-merge.
 
-Both poll the database on every wake (at least once a second), run a SYNC every
-``wait`` window when a SYNC callback is given, and end on the first of: released
-(approved / drained), paused, stopped, finished (approval only), or the deadline. Time
+Each polls the database on every wake (at least once a second), calls its SYNC callback
+every ``wait`` window when one is given (a look: the callback launches a SYNC only when
+the tree holds news, ``Sync.while_waiting``), and ends on the first of: released
+(approved / drained / merged), paused, stopped, finished (approval and children only),
+or the deadline. Time
 is the waker's clock: an approval wait burns the iteration and run walls like a step.
 The deadline may be a callable read on every wake (a SYNC that waited out a usage
 window credited that time to the walls, so the deadline moved); a SYNC callback that
@@ -26,7 +29,8 @@ from fractal.store.ledger import Ledger
 Deadline: TypeAlias = float | Callable[[], float | None] | None
 """A wait's deadline in clock seconds: fixed, read on every wake, or none."""
 WaitSync: TypeAlias = Callable[[], bool]
-"""The SYNC a wait runs every window; True when the run ends (the wait stops)."""
+"""The look (and SYNC, when there is news) a wait runs every window; True when the run
+ends (the wait stops)."""
 
 
 def _at(deadline: Deadline) -> float | None:
@@ -46,9 +50,9 @@ class WaitEnd(StrEnum):
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: Deadline, window: float, sync: WaitSync | None,
           finish_ends_it: bool, urgent: Callable[[], bool] | None = None,
-          poll: float = 1.0) -> WaitEnd:
+          poll: float = 1.0, look_at_once: bool = False) -> WaitEnd:
     clock = waker.clock
-    next_sync = clock.monotonic() + window
+    next_sync = clock.monotonic() + (0.0 if look_at_once else window)
     while True:
         if released():
             return WaitEnd.RELEASED
@@ -119,8 +123,8 @@ def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
                    sync: WaitSync | None) -> WaitEnd:
     """Wait until no direct child of ``node`` is live (``wait: children``). A pause, a
     stop, a finish or ``deadline`` (clock seconds: the wait burns the walls) end it early.
-    A child gate that starts pending runs a SYNC at once (each gate once), so the agent can
-    approve it without waiting for the next window."""
+    A child gate that starts pending runs the look at once (each gate once), so the agent
+    can approve it without waiting for the next window."""
     seen: set[int] = set()
 
     def urgent() -> bool:
@@ -132,6 +136,18 @@ def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
     return _wait(lambda: not waited_children(ledger, node), steering=steering, waker=waker,
                  deadline=deadline, window=window, sync=sync, finish_ends_it=True,
                  urgent=urgent)
+
+
+def await_hand_backs(pending: Callable[[], list[str]], *, steering: Steering, waker: Waker,
+                     deadline: Deadline, window: float, sync: WaitSync | None) -> WaitEnd:
+    """Wait until ``pending()`` (the children whose hand-back the node has not merged
+    again) is empty: the run's end held for a re-merge. The first look runs at once (a
+    child may have settled already), then every ``window``. A pause, a stop or
+    ``deadline`` (clock seconds: the run wall) end it early; a finish does not (a finish
+    is a wind-down, and merging the hand-back is the wind-down's work), it stays pending."""
+    return _wait(lambda: not pending(), steering=steering, waker=waker, deadline=deadline,
+                 window=window, sync=sync, finish_ends_it=False, poll=waker.idle_poll,
+                 look_at_once=True)
 
 
 def waited_children(ledger: Ledger, node: str) -> list[str]:

@@ -43,6 +43,7 @@ from fractal.runtime.kinds.base import OVER_BUDGET, StepCall, StepKind, StepPlan
 from fractal.runtime.kinds.kit import StepKit
 from fractal.runtime.loopparts import LoopPart, LoopParts
 from fractal.runtime.steering import Park
+from fractal.workspace.nodedir import OversizeFile, node_file_text
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ def load_plans(steps_dir: Path) -> list[StepPlan]:
         except UnicodeDecodeError as exc:
             raise RunAbort(f"step file {step.filename} is not valid UTF-8 "
                            f"(byte {exc.start}: {exc.reason})") from None
+        except OversizeFile as exc:
+            raise RunAbort(str(exc)) from None
         plans.append(StepPlan(step, frontmatter, warnings))
     return plans
 
@@ -162,7 +165,7 @@ class IterationRunner(LoopPart):
             self._backstop("auto", "")
             return IterationResult(False, str(exc), discovery_failed=True)
         self._warn_frontmatter(plans)
-        node_md = self._node_md()
+        node_md = self.node_md()
         reentry = self.state.reentry
         start = reentry.position if reentry is not None else 1
         for index, plan in enumerate(plans):
@@ -326,14 +329,23 @@ class IterationRunner(LoopPart):
         self._backstop(label, body)
         return IterationResult(False, reason)
 
-    def _node_md(self) -> str:
+    def node_md(self) -> str:
+        """NODE.md's text ('' with a warning when it is missing or not a regular file);
+        RunAbort past its size cap."""
         try:
-            if not self.boot.paths.node_md.is_file():  # a FIFO would block forever
-                raise OSError("not a regular file")
-            return self.boot.paths.node_md.read_text(encoding="utf-8", errors="replace")
+            return node_file_text(self.boot.paths.node_md)
+        except OversizeFile as exc:
+            raise RunAbort(str(exc)) from None
         except OSError:
             self.reporter.warning(f"{self.boot.paths.node_md} is missing; prompts carry no task")
             return ""
+
+    def leave_iteration(self) -> None:
+        """The run is past its last iteration and held at its end (a hand-back's re-merge):
+        no iteration is open, so a launch books its row to the run alone and only the run
+        wall bounds it."""
+        self.state.iter_id = None
+        self.state.iter_deadline = None
 
     def _backstop(self, label: str, body: str) -> str | None:
         """Commit what is left; returns the failure (recorded as an event), or None."""

@@ -28,6 +28,7 @@ from fractal.agents.base import (
     TextEvent,
     ToolEvent,
 )
+from fractal.domain.termtext import terminal_text
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,9 @@ class PaneReporter:
 
     def _emit(self, text: str) -> None:
         """Write ``text`` to the pane and the transcript (or keep it while held); the caller
-        holds the lock."""
+        holds the lock. Escape sequences and control characters are removed first
+        (``terminal_text``): the text is the node's."""
+        text = terminal_text(text)
         if self._held is not None:
             self._held.append(text)
             return

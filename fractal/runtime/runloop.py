@@ -9,21 +9,33 @@ iteration (``interval`` from the last start, or ``sleep`` after the last end, ne
 the run wall, cut short by any signal). ``max_failed_iters`` failed iterations in a row
 end the run ``exited`` (``domain.failstreak``); a park is not an iteration outcome and
 leaves the count as it was. The facts it leaves in ``RunState`` decide the
-run's end (``domain.outcome.decide_run_end``).
+run's end (``domain.outcome.decide_run_end``, through ``RunLoop.verdict``).
+
+A run about to end ``completed`` while a child holds a hand-back the node has not merged
+again (``runtime.digest.unmerged_hand_backs``) first waits for that re-merge, as a
+``wait: children`` step waits: a SYNC whenever the tree holds news (the child settled),
+bounded by the run wall (then the run ends timed out, its reason naming the child), a
+stop ends it stopped, a pause parks it (a resume waits again). Any other end does not
+wait; its reason names the child too (the supervisor's ``ends.unmerged_reason``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from fractal.domain.budget import Landing
 from fractal.domain.errors import FractalError
 from fractal.domain.failstreak import advance_failures, failures_reason
+from fractal.domain.outcome import RunEnd, RunFacts, Status, decide_run_end
 from fractal.domain.signals import Signal
-from fractal.domain.walls import pacing_delay
+from fractal.domain.walls import pacing_delay, time_budget_label
 from fractal.runtime import heap
 from fractal.runtime.checks import CheckRunner, CheckVerdict
 from fractal.runtime.filecache import FILES, live_config
-from fractal.runtime.gates import WaitEnd, drain_children
+from fractal.runtime.gates import WaitEnd, await_hand_backs, drain_children
 from fractal.runtime.iteration import IterationResult, IterationRunner
 from fractal.runtime.loopparts import LoopPart, LoopParts
+from fractal.runtime.scoring import score_distance
 from fractal.runtime.steering import Park
 
 CRASH_LOOP = 3  # consecutive setup (or discovery) failures that end a run
@@ -39,16 +51,79 @@ class RunLoop(LoopPart):
 
     def run(self) -> None:
         """Run iterations until max_iters, the run wall, a stop, a finish, the budget, the
-        exit check or a crash loop ends the run. A resume re-enters ``state.reentry``
-        first, without the checks at an iteration's top (it is not a new iteration)."""
+        exit check or a crash loop ends the run; an end that would be ``completed`` first
+        waits for the re-merge of the children's hand-backs. A resume re-enters
+        ``state.reentry`` first, without the checks at an iteration's top (it is not a new
+        iteration)."""
         while True:
             heap.iteration_top()  # the collection itself runs at the first launch
             self.refresh_live()
             if self.state.reentry is None and self._ends_at_top():
-                return
+                break
             if self._ends_after(self.runner.run()):
-                return
+                break
             self._pace()
+        self._hold_for_hand_backs()
+
+    def facts(self) -> RunFacts:
+        """The facts the run's end is decided by, as ``state`` holds them now (no budget
+        landing: ``verdict`` adds it)."""
+        boot, state = self.boot, self.state
+        return RunFacts(
+            run_id=state.run_id, last_iter=state.iteration, max_iters=state.live.max_iters,
+            budget_reason=None, setup_aborted=state.setup_failures >= CRASH_LOOP,
+            setup_failures=state.setup_failures,
+            finish_drained=state.finish_drained, timed_out=state.timed_out,
+            walls_label=time_budget_label(boot.run_timeout, boot.iter_timeout,
+                                          state.live.step_timeout),
+            stopped=state.stopped, last_iter_ok=state.last_iter_ok,
+            crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
+            no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
+            score_note=score_distance(boot.paths.worktree, state.checks),
+            step_end=state.step_end, done=state.done)
+
+    def verdict(self) -> tuple[RunEnd, Landing]:
+        """How the run would end now (``domain.outcome.decide_run_end`` over ``facts`` and
+        the budget's landing), and that landing (its ``note`` is the caller's to add)."""
+        land = self.budget.landing()
+        return decide_run_end(replace(self.facts(), budget_reason=land.reason)), land
+
+    def _hold_for_hand_backs(self) -> None:
+        """Wait for the children's hand-backs to be merged again before a ``completed``
+        end (the module docstring); any other end, or none pending, passes at once."""
+        from fractal.runtime.digest import unmerged_hand_backs  # a run's end: start-up cost
+
+        paths, state = self.boot.paths, self.state
+        try:
+            pending = unmerged_hand_backs(self.ledger, paths)
+        except FractalError:
+            return  # an unreadable registry: the end's reason cannot name them either
+        if not pending or self.verdict()[0].run_status is not Status.COMPLETED:
+            return
+        self.runner.leave_iteration()
+        what = f"waiting for the re-merge of {', '.join(pending)}"
+        banner, started = f"WAIT ({what})", self.clock.monotonic()
+        self.reporter.banner_open(banner)
+        self.reporter.notice(f"hand-back of {', '.join(pending)} not merged yet; the run "
+                             "ends once it is (`fractal node merge` of the settled child)")
+        sync, node_md = self.runner.kit.sync, self.runner.node_md()
+        end = await_hand_backs(lambda: unmerged_hand_backs(self.ledger, paths),
+                               steering=self.steering, waker=self.waker,
+                               deadline=lambda: state.run_deadline,
+                               window=float(state.live.wait),
+                               sync=(lambda: sync.while_waiting(None, node_md, what=what))
+                               if self.boot.sync else None)
+        self.reporter.banner_close(banner, end.value, self.clock.monotonic() - started)
+        if end is WaitEnd.PAUSED:
+            raise Park(f"while {what}")
+        if end is WaitEnd.TIMED_OUT:
+            state.timed_out = True
+        elif end is WaitEnd.STOPPED:
+            ending = self.runner.kit.usage.ending  # a SYNC's usage-window wait ended it
+            if ending is not None:
+                state.step_end = ending
+            else:
+                state.stopped = True
 
     def _ends_at_top(self) -> bool:
         """The checks before a new iteration, in order: the budget boundary (the run winds

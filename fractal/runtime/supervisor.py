@@ -30,13 +30,10 @@ from fractal.domain.outcome import (
     ABNORMAL_EXIT,
     AWAITING_APPROVAL,
     RunEnd,
-    RunFacts,
     clip_reason,
-    decide_run_end,
 )
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
-from fractal.domain.walls import time_budget_label
 from fractal.procs import processes
 from fractal.runtime import heap, sandboxing
 from fractal.runtime.adopt import adopt, save_sessions
@@ -55,14 +52,13 @@ from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
 from fractal.runtime.dblocked import park_locked
 from fractal.runtime.edges import backstop
-from fractal.runtime.ends import finish_reason, notify_unsettled
+from fractal.runtime.ends import finish_reason, notify_unsettled, unmerged_reason
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
 from fractal.runtime.outagewait import end_parked_waits
 from fractal.runtime.pane import Reporter
-from fractal.runtime.runloop import CRASH_LOOP, RunLoop
-from fractal.runtime.scoring import score_distance
+from fractal.runtime.runloop import RunLoop
 from fractal.runtime.steering import Park
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
@@ -184,7 +180,7 @@ class Supervisor:
             loop.run()
         except RunAbort as exc:
             return self._abort(state.run_id, str(exc))
-        self._finalize(state, budget)
+        self._finalize(loop)
         return 0
 
     def _resume(self, config: NodeConfig | None, problem: str, launch_env: dict[str, str]) -> int:
@@ -293,39 +289,26 @@ class Supervisor:
         self.ledger.move(self.paths.branch, Move.ABORT, reason=reason)
         return 1
 
-    def _finalize(self, state: RunState, guard: BudgetGuard) -> None:
-        boot = guard.boot
+    def _finalize(self, loop: RunLoop) -> None:
+        state, guard = loop.state, loop.budget
         if state.iteration:
             backstop(self.paths.worktree,
                      f"{self.paths.branch}: iteration {state.run_id}.{state.iteration} (final)",
                      "", self.reporter, branch=self.paths.branch)
-        land = guard.landing()  # a budget landing, or a finish's overshoot in its wind-down
-        end = decide_run_end(replace(self._facts(boot, state), budget_reason=land.reason))
+        end, land = loop.verdict()  # a budget landing, or a finish's overshoot in its wind-down
         if land.note is not None:
             end = replace(end, reason=clip_reason(f"{end.reason}; {land.note}"))
         self._close(state.run_id, end, guard.figures())
-
-    def _facts(self, boot: Boot, state: RunState) -> RunFacts:
-        setup_abort = state.setup_failures >= CRASH_LOOP
-        return RunFacts(
-            run_id=state.run_id, last_iter=state.iteration, max_iters=state.live.max_iters,
-            budget_reason=None, setup_aborted=setup_abort, setup_failures=state.setup_failures,
-            finish_drained=state.finish_drained, timed_out=state.timed_out,
-            walls_label=time_budget_label(boot.run_timeout, boot.iter_timeout,
-                                          state.live.step_timeout),
-            stopped=state.stopped, last_iter_ok=state.last_iter_ok,
-            crash_reason=state.crash_reason, exit_check_passed=state.checks.passed,
-            no_progress=state.checks.stalled, stagnation=state.checks.stagnant,
-            score_note=score_distance(self.paths.worktree, state.checks),
-            step_end=state.step_end, done=state.done)
 
     def _close(self, run_id: int, end: RunEnd, figures: str = "") -> None:
         """Close the run with the matrix's verdict: the run row, its end notice (status,
         reason and spend; ``figures``: a capped run's budget figures) and the node's
         status, one move. A finish that ended an unapproved gate says so in the reason;
-        descendants still running get an outbox notice naming them."""
-        end = replace(end, reason=clip_reason(
-            finish_reason(self.ledger, self.paths.branch, run_id, end.reason)))
+        descendants still running get an outbox notice naming them, and a hand-back not
+        merged again is named in the reason (``ends.unmerged_reason``)."""
+        end = replace(end, reason=clip_reason(unmerged_reason(
+            self.ledger, self.paths,
+            finish_reason(self.ledger, self.paths.branch, run_id, end.reason))))
         notify_unsettled(self.ledger, self.paths.branch)
         notice = run_end_draft(self.ledger, run_id, end.run_status.value, end.reason, figures)
         closed = self.ledger.move(self.paths.branch, Move.END, to=end.node_status,

@@ -1,12 +1,20 @@
-"""The SYNC pseudo-step: a launch of the SYNC mode prompt plus the digest of what changed
+"""The SYNC pseudo-steps: a launch of the SYNC mode prompt plus the digest of what changed
 in the tree since the previous SYNC of the run. The strict one runs before a step whose
-kind asks for it (``StepKind.syncs_before``); the lenient one runs every ``wait`` window
-while the loop waits (an approval gate, the children, a finish drain). A closed usage
-window is waited out as for any launch (``UsageWait``), and so is a provider outage
+kind asks for it (``StepKind.syncs_before``), in the iteration's session. The lenient one
+is a waiting loop's (an approval gate, the children, a finish drain, a hand-back's
+re-merge): at each look it runs only when the tree holds news since the last SYNC
+(``domain.digest.news``: a child settled, a gate opened, a notice, a message or a
+hand-back arrived), so a quiet wait launches nothing, and each runs in a fresh session
+(the prompt and its digest, never the conversation of the SYNCs before it). A closed
+usage window is waited out as for any launch (``UsageWait``), and so is a provider outage
 found before the strict SYNC's launch (``OutageWait``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from fractal.assets import mode_text
 from fractal.domain.outcome import Status, StepOutcome
@@ -19,7 +27,14 @@ from fractal.runtime.steering import Park
 from fractal.runtime.usagewait import UsageWait
 from fractal.store.timefmt import utc_now
 
-__all__ = ["Sync"]
+if TYPE_CHECKING:
+    from fractal.domain.digest import DigestKey
+
+__all__ = ["FRESH", "Sync"]
+
+FRESH: Mapping[str, str] = MappingProxyType({"detached": "true"})
+"""The frontmatter a waiting loop's SYNC launches under: a fresh session each time, so
+its prompt is one SYNC's (about 5 KB), not the iteration's growing conversation."""
 
 
 class Sync(LoopPart):
@@ -32,6 +47,7 @@ class Sync(LoopPart):
         self.usage = usage
         self.outage = outage
         self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
+        self._seen: DigestKey | None = None  # what the last SYNC's digest was made from
 
     def before(self, plan: StepPlan, node_md: str) -> StepResult:
         """The strict SYNC before ``plan``: a failure is non-fatal, a timeout fatal (the
@@ -65,8 +81,17 @@ class Sync(LoopPart):
                       what: str | None = None) -> bool:
         """A lenient SYNC while waiting (approval or children: the awaited step's number; a
         drain: 0). It never fails the wait; a pause, stop or finish is left for the wait's
-        own check. A closed usage window is waited out as for any launch; True when that
-        ends the run (``UsageWait.ending`` says how)."""
+        own check. Nothing is launched (and False returned) unless the tree holds news
+        since the last SYNC of the run (``domain.digest.news``); a launch starts a fresh
+        session (a ``detached`` one: it resumes nothing and is not kept). A closed usage
+        window is waited out as for any launch; True when that ends the run
+        (``UsageWait.ending`` says how)."""
+        from fractal.domain.digest import news  # waiting loops only: start-up cost
+        from fractal.runtime.digest import look
+
+        found = look(self.ledger, self.boot.paths, self._synced_at)
+        if found is None or not news(self._seen, found.key):
+            return False  # a quiet look: the wait costs nothing
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
         what = what or (f"awaiting {target.name}" if file else "draining children")
         banner, started, usage = f"SYNC ({what})", self.clock.monotonic(), self.usage
@@ -78,7 +103,7 @@ class Sync(LoopPart):
                     self._close(banner, ended, None, started)
                     return usage.ending is not None
                 limit = self.launches.limit({})
-                result = self.launches.run(target, self._body(), {}, node_md, limit, 1,
+                result = self.launches.run(target, self._body(), FRESH, node_md, limit, 1,
                                            label=f"SYNC while {what}", suffix="-sync",
                                            name="SYNC", lenient=True)
                 usage.after_launch(result.launched and result.window is None)
@@ -96,11 +121,15 @@ class Sync(LoopPart):
 
     def _body(self) -> str:
         """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
-        from fractal.runtime.digest import sync_digest  # SYNC steps only
+        from fractal.domain.digest import render_digest  # SYNC steps only: start-up cost
+        from fractal.runtime.digest import look
 
         since, self._synced_at = self._synced_at, utc_now()
-        digest = sync_digest(self.ledger, self.boot.paths, since)
-        return mode_text("SYNC") + ("\n" + digest if digest else "")
+        found = look(self.ledger, self.boot.paths, since)
+        if found is None:
+            return mode_text("SYNC")
+        self._seen = found.key
+        return mode_text("SYNC") + "\n" + render_digest(found.digest)
 
     def _close(self, banner: str, outcome: StepOutcome, limit: float | None,
                started: float) -> None:

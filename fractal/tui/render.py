@@ -8,6 +8,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from fractal.domain.dashview import Level, clock_label
+from fractal.domain.termtext import terminal_text
 from fractal.domain.treedraw import glyph
 from fractal.store.dashboard import History
 from fractal.tui.snapshot import NodeView, Snapshot
@@ -168,7 +169,7 @@ def inbox(snapshot: Snapshot) -> Text:
     for entry in snapshot.inbox:
         item = entry.item
         text.append(f"{item.kind.value:<11}", style="bold yellow")
-        text.append(f" {item.node.rpartition('.')[2]}: {item.summary}\n")
+        text.append(f" {item.node.rpartition('.')[2]}: {terminal_text(item.summary)}\n")
         text.append(f"  → {item.command}\n", style="grey62")
     return text
 

@@ -27,6 +27,7 @@ from typing import Any
 from fractal.domain.attention import Item, NodeFacts, stall_after
 from fractal.domain.dashview import Gauge, Live, gauge, live_detail
 from fractal.domain.signals import decoration
+from fractal.domain.termtext import terminal_text
 from fractal.lifecycle.inbox import Entry
 from fractal.tree import Tree
 
@@ -363,8 +364,8 @@ class Builder:
                        and f.last_write is not None
                        and now - f.last_write > stall_after(step_timeout))
             views.append(NodeView(
-                branch=f.branch, status=f.status, title=f.title,
-                live=state, reason=f.run_reason, spent=spent, cap=f.run_cap,
+                branch=f.branch, status=f.status, title=terminal_text(f.title),
+                live=state, reason=terminal_text(f.run_reason), spent=spent, cap=f.run_cap,
                 gauge=gauge(spent, f.run_cap, reserve if isinstance(reserve, float | int)
                             else None),
                 stalled=stalled,
@@ -382,7 +383,7 @@ class Builder:
             lines[f.branch] = (key, views[-1])
         self._lines = lines
         views.sort(key=lambda v: v.branch)
-        feed = tuple(FeedLine(m.created_at, m.node, m.channel, m.subject)
+        feed = tuple(FeedLine(m.created_at, m.node, m.channel, terminal_text(m.subject))
                      for m in live.messages)
         inbox = tuple(Entry(item, acked) for item, acked in found)
         return Snapshot(self.tree.root, now, tuple(views), inbox, feed, token)

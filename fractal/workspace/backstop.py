@@ -25,7 +25,7 @@ from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_stage import add_paths
-from fractal.workspace.commit_types import UnresolvedConflict
+from fractal.workspace.commit_types import NestedRepository, UnresolvedConflict
 from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
     branch_exists,
@@ -34,6 +34,7 @@ from fractal.workspace.git import (
     run_git,
     worktree_status,
 )
+from fractal.workspace.nested import check_no_nested
 from fractal.workspace.seedcommit import staged_and_stat
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
 
@@ -133,6 +134,7 @@ def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
             early: PendingStatus | None = None, own: PendingStatus | None = None) -> str | None:
     candidates, index_clean = _candidates(worktree, paths, early, own)
     check_no_conflict(worktree, candidates, unmerged_known=() if index_clean else None)
+    check_no_nested(worktree, candidates)  # never a gitlink holding none of its files
     if not candidates:  # nothing changed, nothing staged: there is nothing to stage either
         return None
     staged, stat = _stage(worktree, paths, candidates)
@@ -144,7 +146,8 @@ def _commit(worktree: Path, subject: str, body: str, paths: Sequence[str],
         # matched HEAD, so the undo is exact
         try:
             check_no_conflict(worktree, late, unmerged_known=())
-        except UnresolvedConflict:
+            check_no_nested(worktree, late)
+        except (UnresolvedConflict, NestedRepository):
             run_git(["reset", "--quiet"], worktree)  # the index matched HEAD before
             raise
     message = subject.strip()

@@ -13,6 +13,7 @@ composes the subject, records the event and renders the outcome.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,9 @@ from fractal.workspace.commit_types import (
 )
 from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import changed_paths, commit_files, git_env, has_remote, run_git
+from fractal.workspace.gitguard import repository_programs
+from fractal.workspace.handback import read_note
+from fractal.workspace.nested import check_no_nested
 from fractal.workspace.wiki import guard_generated, node_wikis, snapshot_generated
 from fractal.workspace.worktrees import set_identity
 
@@ -106,8 +110,14 @@ def run_lint(request: CommitRequest, runner: ScriptRunner) -> bool:
                      "MESSAGE`", tail)
 
 
+def _programs(allowed: bool) -> contextlib.AbstractContextManager[None]:
+    """``repository_programs()`` when ``allowed``, else nothing (the guard stays on)."""
+    return repository_programs() if allowed else contextlib.nullcontext()
+
+
 def push_branch(worktree: Path, branch: str, *, no_verify: bool, runner: ScriptRunner,
-                timeout: float = PUSH_TIMEOUT) -> tuple[bool, str | None, str | None]:
+                timeout: float = PUSH_TIMEOUT,
+                programs: bool = True) -> tuple[bool, str | None, str | None]:
     """Push ``branch`` to ``origin``; return ``(pushed, notice, warning)``.
 
     A missing ``origin`` remote is a notice; a failed push is a warning (the commit stands).
@@ -118,8 +128,10 @@ def push_branch(worktree: Path, branch: str, *, no_verify: bool, runner: ScriptR
     if not has_remote(worktree, "origin"):
         return False, "no origin remote: push skipped", None
     verify = ["--no-verify"] if no_verify else []
+    with _programs(programs):  # fractal commit's push: its pre-push hook runs
+        env = git_env()
     code, output = runner(["git", "-C", str(worktree), "push", "--quiet", *verify, "origin",
-                           branch], worktree, git_env(), timeout)
+                           branch], worktree, env, timeout)
     if code == 0:
         return True, f"pushed {branch} to origin", None
     detail = (output.strip() or "(no output)")[-1000:]
@@ -157,7 +169,7 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
         check_clean(worktree)
         notes.notice(f"no uncommitted changes in {worktree}")
         return notes.outcome(request.subject)
-    with commit_turn(worktree):
+    with commit_turn(worktree), _programs(request.programs):  # the one git run with hooks
         return _commit(request, notes, runner, on_commit)
 
 
@@ -170,8 +182,12 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
     node_rel = request.node_dir.resolve().relative_to(worktree.resolve()).as_posix()
     roots = None if whole else allowed_roots(request.scope, node_rel)
     changed = changed_paths(worktree)
+    staged_now = _staged_now(worktree)
+    note = read_note(request.node_dir)  # the files a hand-back left it to resolve
     check_no_conflict(worktree, [p for p in changed if roots is None or covered(p, roots)]
-                      + _staged_now(worktree))
+                      + staged_now, own_markers=mode is CommitMode.FORCE,
+                      conflicted=note.files if note is not None else ())
+    check_no_nested(worktree, [*changed, *staged_now])
     check_scope(worktree, request.branch, roots)
     if not changed_paths(worktree) and nothing_staged(worktree):
         notes.notice("nothing to commit (the work may be committed already)")
@@ -210,7 +226,7 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
         notes.notice("local node: push skipped")
     else:
         pushed, notice, warning = push_branch(worktree, request.branch, no_verify=force,
-                                              runner=runner)
+                                              runner=runner, programs=request.programs)
         notes.notice(notice)
         notes.warn(warning)
     return notes.outcome(request.subject, attempt.sha, commit_files(worktree, attempt.sha),

@@ -23,6 +23,7 @@ __all__ = [
     "CommitRequest",
     "IndexLocked",
     "LintFailed",
+    "NestedRepository",
     "ScopeViolation",
     "ScriptRunner",
     "UncommittedChanges",
@@ -64,7 +65,9 @@ class CommitRequest:
     relative to the worktree (``()`` = unscoped: every path is allowed). ``local`` True never
     pushes. ``script_env`` is the environment ``scripts/lint.sh`` runs with. ``author``, when
     set, is the per-worktree ``user.name`` written if the worktree has none yet, so
-    commits in a node's worktree carry the branch as author.
+    commits in a node's worktree carry the branch as author. ``programs`` False keeps the
+    repository's hooks, fsmonitor and drivers off for the commit's git too (a commit a
+    sandboxed agent asked for through its relay: they would run outside its sandbox).
     """
 
     worktree: Path
@@ -76,6 +79,7 @@ class CommitRequest:
     local: bool = False
     script_env: Mapping[str, str] = field(default_factory=dict)
     author: str | None = None
+    programs: bool = True
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,24 @@ class UnresolvedConflict(CommitError):
         else:
             message = f"{reason}; nothing was committed"
         super().__init__(message)
+
+
+class NestedRepository(CommitError):
+    """Changed paths are git repositories of their own (a nested ``.git``, as a scaffolder
+    makes): git would commit each as a bare pointer (a gitlink) holding none of its files,
+    which a merge or retire then deletes. ``paths`` lists them; nothing was committed and
+    their files stay on disk."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        first = self.paths[0]
+        super().__init__(
+            f"nested git repository in {listing(self.paths)}: git would commit it as a bare "
+            "pointer (gitlink) without its files, and a merge or retire would then delete "
+            "them; nothing was committed. Either make it a submodule (`git submodule add "
+            f"<url> {first}`), or keep its files in this branch: remove its `.git` "
+            f"(`rm -rf {first}/.git`), `git rm --cached {first}` if it was staged, and "
+            "commit again")
 
 
 def listing(paths: Sequence[str], cap: int = LIST_CAP) -> str:

@@ -3,7 +3,11 @@
 A worktree is refused when git has a merge, rebase, cherry-pick or revert in progress
 there (``MERGE_HEAD``, ``rebase-merge/``, ``rebase-apply/``, ``CHERRY_PICK_HEAD``,
 ``REVERT_HEAD`` in its git dir), when its index holds unmerged entries, or when a file the
-commit would stage holds conflict-marker lines (``domain.conflicts.has_conflict_markers``).
+commit would stage gains conflict-marker lines: a hunk with a fence line its ``HEAD``
+version lacks (``domain.conflicts.adds_conflict_markers``; a hunk committed earlier, a git
+tutorial, does not block the file's later edits). ``fractal commit --force`` commits
+marker lines the agent wrote on purpose (``own_markers``), except in a file that is in a
+conflict: unmerged, or named by the hand-back the node is resolving (``conflicted``).
 The check only reads: the worktree, its index and its git dir are left exactly as they were.
 """
 
@@ -13,9 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain.conflicts import Operation, conflict_reason, has_conflict_markers
+from fractal.domain.conflicts import (
+    Operation,
+    adds_conflict_markers,
+    conflict_reason,
+    has_conflict_markers,
+)
 from fractal.workspace.commit_types import UnresolvedConflict
-from fractal.workspace.git import changed_paths, git_paths, run_git
+from fractal.workspace.git import changed_paths, git_paths, run_git, show_file
 
 __all__ = ["ConflictState", "check_no_conflict", "conflict_state", "marker_files",
            "operation_in_progress", "unmerged_paths"]
@@ -94,13 +103,15 @@ def _staged(worktree: Path) -> list[str]:
 
 
 def conflict_state(worktree: Path, paths: Iterable[str] | None = None, *,
-                   unmerged_known: Sequence[str] | None = None) -> ConflictState:
+                   unmerged_known: Sequence[str] | None = None, own_markers: bool = False,
+                   conflicted: Sequence[str] = ()) -> ConflictState:
     """Inspect ``worktree`` without changing it.
 
     ``paths`` are the files a commit would stage (None: every changed path, plus what is
-    staged already); only they are scanned for markers. ``unmerged_known`` is the unmerged
-    paths when the caller has just read them from ``git status`` (None: ask git). Raises
-    GitError.
+    staged already); only they are scanned for markers, and a file counts only when it
+    gains a hunk against ``HEAD``. ``unmerged_known`` is the unmerged paths when the
+    caller has just read them from ``git status`` (None: ask git). With ``own_markers``
+    only the files of ``conflicted`` (a hand-back's) count. Raises GitError.
     """
     operation = operation_in_progress(worktree)
     unmerged = (unmerged_paths(worktree) if unmerged_known is None
@@ -109,14 +120,30 @@ def conflict_state(worktree: Path, paths: Iterable[str] | None = None, *,
         candidates = list(dict.fromkeys((*changed_paths(worktree), *_staged(worktree))))
     else:
         candidates = list(dict.fromkeys(paths))
-    markers = [p for p in marker_files(worktree, candidates) if p not in unmerged]
+    markers = [p for p in marker_files(worktree, candidates)
+               if p not in unmerged and _adds_markers(worktree, p)]
+    if own_markers:  # written on purpose: only a file in a conflict is still refused
+        markers = [p for p in markers if p in conflicted]
     return ConflictState(operation, tuple(unmerged), tuple(markers))
 
 
+def _adds_markers(worktree: Path, rel: str) -> bool:
+    """Whether ``rel`` (holding markers now) gains a hunk its ``HEAD`` version lacks; one
+    git process, only for a file that holds markers at all."""
+    try:
+        new = (worktree / rel).read_bytes()
+    except OSError:
+        return False
+    old = show_file(worktree, "HEAD", rel)
+    return adds_conflict_markers(None if old is None else old.encode("utf-8"), new)
+
+
 def check_no_conflict(worktree: Path, paths: Iterable[str] | None = None, *,
-                      unmerged_known: Sequence[str] | None = None) -> None:
+                      unmerged_known: Sequence[str] | None = None,
+                      own_markers: bool = False, conflicted: Sequence[str] = ()) -> None:
     """Raise UnresolvedConflict (nothing committed, nothing changed) when ``worktree`` is
     held back by a conflict (see ``conflict_state``); return None otherwise."""
-    state = conflict_state(worktree, paths, unmerged_known=unmerged_known)
+    state = conflict_state(worktree, paths, unmerged_known=unmerged_known,
+                           own_markers=own_markers, conflicted=conflicted)
     if state.blocked:
         raise UnresolvedConflict(state.reason, state.paths, state.operation)

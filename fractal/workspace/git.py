@@ -3,7 +3,8 @@
 Where the git dir's files answer as git would (``gitfiles``: HEAD, loose refs, objects),
 they are read instead of running git; the rest asks git.
 
-Every call is ``git -C <cwd> ...`` with ``LC_ALL=C`` (stable, parseable messages), stdin
+Every call is ``git -C <cwd> ...`` with the repository's own programs switched off
+(``gitguard``: hooks, fsmonitor, filters and drivers), ``LC_ALL=C`` (stable, parseable messages), stdin
 closed (git never waits on a prompt) and text decoded as UTF-8 with ``errors="replace"``
 (file names and messages need not be valid UTF-8). A failing call raises
 ``fractal.errors.GitError`` whose message carries git's own stderr.
@@ -28,6 +29,7 @@ from fractal.workspace.gitfiles import (
     safe_branch,
     surely_absent,
 )
+from fractal.workspace.gitguard import guard_env
 from fractal.workspace.objects import commit_known, remember
 
 __all__ = [
@@ -53,12 +55,17 @@ __all__ = [
 ]
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment plus ``LC_ALL=C``, ``GIT_TERMINAL_PROMPT=0`` and ``extra``."""
+def git_env(extra: Mapping[str, str] | None = None,
+            cwd: Path | None = None) -> dict[str, str]:
+    """This process's environment plus ``LC_ALL=C``, ``GIT_TERMINAL_PROMPT=0``, ``extra``
+    and the overrides that keep the repository's programs (hooks, fsmonitor, filters,
+    drivers of the repository at ``cwd``) from running (``gitguard.guard_env``; none
+    inside ``gitguard.repository_programs()``)."""
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
     if extra:
         env.update(extra)
+    guard_env(env, cwd)
     return env
 
 
@@ -76,7 +83,7 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-            env=git_env(env), check=False,
+            env=git_env(env, cwd), check=False,
             **({"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}),
         )
     except FileNotFoundError as exc:

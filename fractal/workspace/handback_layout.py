@@ -34,7 +34,7 @@ _MARKERS = (b"<<<<<<< ", b"||||||| ", b">>>>>>> ")
 def _git_bytes(args: Sequence[str], cwd: Path, stdin: bytes | None = None) -> bytes:
     """``git -C cwd args`` with binary standard input and output (blob contents)."""
     proc = subprocess.run(["git", "-C", str(cwd), *args], input=stdin, capture_output=True,
-                          env=git_env(), check=False)
+                          env=git_env(cwd=cwd), check=False)
     if proc.returncode != 0:
         detail = proc.stderr.decode("utf-8", "replace").strip() or "(no output)"
         raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): "

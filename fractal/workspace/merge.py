@@ -200,7 +200,7 @@ def diff_text(repo: Path, old: str, new: str, *, stat: bool) -> str:
     """The patch (or, with ``stat``, the diffstat) from ``old`` to ``new``, nothing under
     ``.fractal/``."""
     shape = ["--stat=100"] if stat else ["--patch"]
-    return run_git(["diff", *shape, "--no-color", "--no-ext-diff", old, new, "--", ".",
+    return run_git(["diff", *shape, "--no-color", "--no-ext-diff", "--no-textconv", old, new, "--", ".",
                     f":(exclude){NODE_DIRS}"], repo).stdout.rstrip("\n")
 
 
@@ -216,7 +216,7 @@ def worktree_tree(worktree: Path) -> str:
 
 def diffstat_lines(repo: Path, old: str, new: str) -> list[str]:
     """``git diff --stat`` between two tree-ishes, one line per file plus the summary."""
-    out = run_git(["diff", "--stat=100", "--no-color", "--no-ext-diff", old, new], repo).stdout
+    out = run_git(["diff", "--stat=100", "--no-color", "--no-ext-diff", "--no-textconv", old, new], repo).stdout
     return [line.rstrip() for line in out.splitlines() if line.strip()]
 
 

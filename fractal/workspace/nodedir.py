@@ -14,16 +14,20 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from fractal.domain.limits import NODE_FILE_CAP, over_cap
 from fractal.errors import ConfigError, FractalError
 from fractal.workspace.artifacts import RUNTIME_ARTIFACTS
 
 __all__ = [
     "BLOCK_BEGIN",
     "BLOCK_END",
+    "OversizeFile",
     "ensure_exclude_block",
     "file_lock",
     "flock_held",
     "inherit_dir",
+    "node_file_text",
+    "read_capped",
     "read_config",
     "seed_node_dir",
     "seed_root_dir",
@@ -121,6 +125,42 @@ def flock_held(fd: int, timeout: float, refusal: Callable[[], Exception]) -> Ite
         os.close(fd)
 
 
+class OversizeFile(OSError):
+    """A node file holds more than the cap its reader takes (``domain.limits``); the
+    message says which file, the cap and what to do."""
+
+
+def read_capped(path: Path, cap: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``cap`` + 1 of them (a caller
+    refuses past ``cap``); never blocks on a FIFO. Raises FileNotFoundError, OSError (not
+    a regular file: ``EINVAL``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
+            raise OSError(22, "not a regular file", str(path))
+        chunks: list[bytes] = []
+        left = cap + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def node_file_text(path: Path) -> str:
+    """The text of the node file ``path`` (``NODE.md``), undecodable bytes replaced.
+    Raises OversizeFile past ``NODE_FILE_CAP`` bytes, OSError (missing, not a regular
+    file: a FIFO is refused, never waited on)."""
+    data = read_capped(path, NODE_FILE_CAP)
+    if len(data) > NODE_FILE_CAP:
+        raise OversizeFile(over_cap(str(path), NODE_FILE_CAP))
+    return data.decode("utf-8", errors="replace")
+
+
 def read_config(path: Path) -> dict[str, object]:
     """Read a JSON object from ``path`` (a node's ``config.json``).
 
@@ -131,7 +171,7 @@ def read_config(path: Path) -> dict[str, object]:
         raise ConfigError([f"{path} is not a regular file; restore it from git"],
                           source=str(path))
     try:
-        data = path.read_bytes()
+        data = read_capped(path, NODE_FILE_CAP)
     except FileNotFoundError:
         raise ConfigError([f"{path} does not exist; create the node or restore the file"],
                           source=str(path)) from None
@@ -144,7 +184,9 @@ def read_config(path: Path) -> dict[str, object]:
 def config_from_bytes(path: Path, data: bytes) -> dict[str, object]:
     """The JSON object ``data`` (the bytes of ``path``, a node's ``config.json``) holds.
     Raises ConfigError (``source`` = the path) when it is not UTF-8, malformed JSON (the
-    message gives line and column) or not an object."""
+    message gives line and column), not an object, or over ``NODE_FILE_CAP`` bytes."""
+    if len(data) > NODE_FILE_CAP:
+        raise ConfigError([over_cap(str(path), NODE_FILE_CAP)], source=str(path))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

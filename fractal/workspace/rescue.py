@@ -28,6 +28,7 @@ from pathlib import Path
 
 from fractal.errors import FractalError, GitError
 from fractal.workspace.git import head_sha, run_git
+from fractal.workspace.nested import nested_repositories
 
 __all__ = [
     "RESCUE_PREFIX",
@@ -123,25 +124,35 @@ def stamp_of(instant: datetime) -> str:
 
 
 def rescue(worktree: Path, branch: str, operation: str, *,
-           instant: datetime | None = None) -> Rescue:
+           instant: datetime | None = None, tip_ref: str | None = None) -> Rescue:
     """Write a rescue ref of ``branch`` holding every unsaved file of ``worktree``.
 
     ``worktree`` is the checkout whose files are saved (a node's worktree, or the main
     checkout for the root). The worktree, its index and HEAD are left exactly as they were.
     When the worktree's HEAD is not the branch tip (a detached HEAD mid-rebase), that commit
     becomes the rescue commit's second parent, so neither history is lost. ``instant``
-    defaults to now. Raises GitError when ``branch`` names no commit or git fails, and
+    defaults to now. ``tip_ref`` is the commit the rescue extends, ``refs/heads/<branch>``
+    by default (``HEAD`` for a checkout whose branch was renamed or deleted away: its files
+    and what it has checked out are saved under the node's name). Raises GitError when the
+    tip names no commit or git fails, and
     FractalError when ``worktree`` is not a directory.
     """
     if not worktree.is_dir():
         raise FractalError(f"cannot rescue {branch}: its worktree {worktree} does not exist; "
                            "rescue the branch alone (rescue_branch)")
     when = instant or datetime.now(UTC)
-    tip = head_sha(worktree, f"refs/heads/{branch}")
+    tip = head_sha(worktree, tip_ref or f"refs/heads/{branch}")
     head = _head_or_none(worktree)
     tree = _worktree_tree(worktree)
     parents = [tip] if head in (None, tip) else [tip, head]
     files = _changed(worktree, tip, tree)
+    nested = nested_repositories(worktree, files)
+    if nested:  # saved as bare gitlinks, their files would be lost with the worktree
+        raise FractalError(
+            f"cannot rescue {branch} before {operation}: {', '.join(nested[:5])} is a nested "
+            "git repository, which a rescue ref would hold as a bare pointer without its "
+            f"files; nothing was removed. Move it out of the worktree, or remove its "
+            "`.git` and commit its files, then retry")
     subject = f"rescue {branch} before {operation}"
     return _write(worktree, branch, operation, when, tree, parents, files, subject, tip)
 

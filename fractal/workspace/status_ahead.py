@@ -100,7 +100,7 @@ def start_worktree_status(cwd: Path) -> PendingStatus | None:
         proc = subprocess.Popen(
             ["git", "-C", str(cwd), *STATUS_ARGS], stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-            errors="replace", env=git_env())
+            errors="replace", env=git_env(cwd=cwd))
     except OSError:
         return None
     return PendingStatus(proc, dirs, stamps)

@@ -103,14 +103,14 @@ def test_a_late_file_with_conflict_markers_is_refused_and_nothing_changes(
 
 
 def test_a_file_written_while_the_backstop_waits_for_its_turn_is_checked(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``fractal commit`` holding the turn: the backstop's own status answers before the
     turn is free, and a file written meanwhile (a lint.sh rewrite, a person) is staged by
     ``add --all`` all the same, so it must be checked for conflict markers too."""
     repo = _repo(tmp_path)
     (repo / "a.txt").write_text("early\n")
     before = _index_and_head(repo)
-    started, gate = gated_fsmonitor(repo, tmp_path)
+    started, gate = gated_fsmonitor(monkeypatch, tmp_path)
     worker, outcome = _backstop_in_thread(repo)
     with commit_turn(repo):  # a `fractal commit` in the worktree
         worker.start()
@@ -138,13 +138,14 @@ exit 1
 """
 
 
-def test_a_file_written_between_the_status_and_the_staging_is_checked(tmp_path: Path) -> None:
+def test_a_file_written_between_the_status_and_the_staging_is_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No status started ahead, no other commit: a conflicted file written after the
     backstop's own status answered and before ``add --all`` ran is refused like any other."""
     repo = _repo(tmp_path)
     (repo / "a.txt").write_text("early\n")
     before = _index_and_head(repo)
-    started, gate = gated_fsmonitor(repo, tmp_path, _LS_FILES_WAITS)
+    started, gate = gated_fsmonitor(monkeypatch, tmp_path, _LS_FILES_WAITS)
     worker, outcome = _backstop_in_thread(repo)
     worker.start()
     with open(started, encoding="utf-8") as fh:  # the status answered: a.txt

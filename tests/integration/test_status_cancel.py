@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import gated_fsmonitor, git_with_identity
 
 _PROBE = r"""
@@ -41,12 +43,13 @@ except OSError:
 print(json.dumps({"cancel_returned": not ender.is_alive(), "hook": state}))
 """
 
-def test_a_cancelled_status_leaves_no_process_behind(tmp_path: Path) -> None:
+def test_a_cancelled_status_leaves_no_process_behind(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     git_with_identity(repo, "init", "-q", "-b", "main")
     git_with_identity(repo, "commit", "-q", "--allow-empty", "-m", "one")
-    started, gate = gated_fsmonitor(repo, tmp_path)
+    started, gate = gated_fsmonitor(monkeypatch, tmp_path)
     probe = subprocess.run([sys.executable, "-c", _PROBE, str(repo), str(started), str(gate)],
                            capture_output=True, text=True, timeout=60,
                            cwd=Path(__file__).resolve().parents[2])

@@ -77,3 +77,19 @@ def test_an_unknown_node_name_is_echoed_cut(typed: str, echoed: str) -> None:
         resolve_node(typed, ["main.lexer"], Tree(repo=Path("/nonexistent"), root="main"))
     assert str(refused.value).startswith(echoed)
     assert len(str(refused.value)) < 300
+
+
+@pytest.mark.parametrize(("name", "ok"), [
+    ("a", True), ("A_1", True), ("x" * 64, True), ("x" * 65, False),
+    ("a\n", False), ("\na", False), ("a b", False), ("a.b", False), ("", False),
+    ("a\x1b", False), ("é", False),
+])
+def test_node_names_are_checked_whole(name: str, ok: bool) -> None:
+    from fractal.errors import InvalidValue as Refused
+    from fractal.tree import validate_name
+
+    if ok:
+        assert validate_name(name) == name
+    else:
+        with pytest.raises(Refused, match="invalid node name"):
+            validate_name(name)

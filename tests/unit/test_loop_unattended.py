@@ -452,6 +452,12 @@ def test_an_approval_wait_sync_waits_out_a_closed_window(loop_tree: LoopTree) ->
     calls = len(t.launcher.calls)
     began = t.clock.monotonic()
     t.clock.after(100, lambda: _close_as_another_node(t, 600))  # while the gate waits
+    # a message for g arrives inside the closed window: its SYNC must wait for the reset
+    # (a quiet wait launches no SYNC at all)
+    t.clock.after(150, lambda: t.sql_write(
+        "INSERT INTO messages (message_uuid, node, channel, sender, priority, subject, data, "
+        "metadata, created_at) VALUES ('0badcafe', 'main.g', 'inbox', 'operator', 5, 'hi', "
+        "'', '', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"))
     t.clock.after(1000, lambda: t.cli("node", "approve", "g"))
     t.run("g")
     assert t.run_row("g") == ("completed", 0, "Reached max iterations (1)")

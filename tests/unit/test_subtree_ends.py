@@ -1,10 +1,11 @@
-"""domain/subtree.py: the wording of descendants left running and gates never approved."""
+"""domain/subtree.py: the wording of descendants left running, gates never approved and
+hand-backs not merged again."""
 
 from __future__ import annotations
 
 import pytest
 
-from fractal.domain.subtree import Unsettled, never_approved, unsettled_notice
+from fractal.domain.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 
 
 @pytest.mark.parametrize(("children", "notice"), [
@@ -29,3 +30,14 @@ def test_unsettled_notice(children: list[Unsettled], notice: str | None) -> None
 ])
 def test_never_approved(reason: str, gates: list[str], expected: str) -> None:
     assert never_approved(reason, gates) == expected
+
+
+@pytest.mark.parametrize(("reason", "children", "expected"), [
+    ("Timed out at iteration 1.1 (run 30m)", ["main.lead.wc"],
+     "Timed out at iteration 1.1 (run 30m); hand-back of main.lead.wc not merged"),
+    ("Stopped by request", ["main.lead.a", "main.lead.b"],
+     "Stopped by request; hand-backs of main.lead.a, main.lead.b not merged"),
+    ("Reached max iterations (1)", [], "Reached max iterations (1)"),
+])
+def test_not_merged(reason: str, children: list[str], expected: str) -> None:
+    assert not_merged(reason, children) == expected

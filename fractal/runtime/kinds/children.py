@@ -5,8 +5,9 @@ once when no child was live (no row then).
 
 Its own ``WAIT`` row closes ``completed`` (``waited for 2 children (5m)``), ``stopped``
 (a stop or finish), or ``exited`` 124 past the walls; a pause parks it (``paused``) and
-the resumed iteration waits again before the same step. A SYNC runs every ``wait``
-window while it waits, and at once when a child's approval gate starts pending.
+the resumed iteration waits again before the same step. It looks at the tree every
+``wait`` window, and at once when a child's approval gate starts pending; a look runs a
+SYNC only when the tree holds news since the last SYNC (``Sync.while_waiting``).
 """
 
 from __future__ import annotations

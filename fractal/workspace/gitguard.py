@@ -1,0 +1,238 @@
+"""What keeps fractal's own git processes from running programs the repository configures.
+
+A node's agent can write anything under the shared ``.git``: a ``core.fsmonitor`` command,
+a hook in ``.git/hooks``, a clean filter or a merge driver in ``.git/config``. Git runs
+such programs as whoever runs git, so an operator's read-only ``fractal node pending``
+would run them with the operator's authority. The rule (docs/security.md): every git
+process fractal starts gets configuration overrides in its environment
+(``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_KEY_<n>`` / ``GIT_CONFIG_VALUE_<n>``, which git reads
+after every config file, so they win over the repository's):
+
+- ``FIXED``: hooks off (``core.hooksPath=/dev/null``), ``core.fsmonitor=false``, no editor,
+  no pager, no signing or signature checks, no credential helper;
+- every filter, diff or merge driver *named in the repository's own config files* (the
+  common ``config``, the worktree's ``config.worktree`` and every file they could include)
+  loses its commands: ``filter.<x>.clean/smudge/process`` and ``diff.<x>.textconv/command``
+  become empty, and ``merge.<x>.driver`` becomes git's own three-way file merge. A filter
+  the repository marks ``required`` then makes git refuse to stage or diff that path
+  (nothing is committed unfiltered). Drivers defined only in the operator's global or
+  system config (``git lfs install``) are the operator's own and stay on.
+
+Only ``fractal commit`` (the node's own verb, run by its agent or by the operator on
+purpose) runs git under ``repository_programs()``, with the repository's hooks and drivers
+as configured. The overrides cost no process: the config files are read (at most
+``CONFIG_CAP`` bytes each) and their driver names kept while their stamps stay the same.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from _thread import get_ident  # (threading's own; no import of threading)
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+
+__all__ = ["CONFIG_CAP", "FIXED", "guard_env", "repository_programs"]
+
+FIXED: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.editor", ":"),
+    ("sequence.editor", ":"),
+    ("core.pager", "cat"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("merge.verifySignatures", "false"),
+    ("credential.helper", ""),
+)
+"""Overrides every guarded git process gets, whatever the repository says."""
+
+CONFIG_CAP = 1 << 20
+"""Bytes of one config file read for driver names (1 MiB); past it the rest is not read."""
+
+_MERGE_FILE = "git merge-file --marker-size=%L %A %O %B"
+_DRIVER_KEYS = {"filter": (("clean", ""), ("smudge", ""), ("process", "")),
+                "diff": (("textconv", ""), ("command", "")),
+                "merge": (("driver", _MERGE_FILE),)}
+# a section header naming a driver, new ([filter "x"]) and old ([filter.x]) syntax, found
+# anywhere in the text (a second header may follow a first on its line)
+_HEADER = (r'\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]'
+           r"|\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]")
+# any "path = value" may be an include (include.path, includeIf.<cond>.path): all followed
+_INCLUDE_DEPTH = 10
+_PATH = r'^\s*path\s*=\s*("(?:[^"\\\n]|\\.)*"|[^\n;#]*)'
+
+
+@cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:  # compiled on a first scan
+    return (re.compile(_HEADER, re.IGNORECASE),
+            re.compile(_PATH, re.IGNORECASE | re.MULTILINE))
+
+
+_TRUSTED: set[int] = set()  # the threads inside repository_programs() (no contextvars:
+# its import costs more than this needs)
+_Stamp = tuple[str, int, int, int]
+# the config files' stamps -> (the stamps of every file scanned, the overrides they gave)
+_NAMES: dict[tuple[_Stamp, ...], tuple[tuple[_Stamp, ...], tuple[tuple[str, str], ...]]] = {}
+
+
+@contextmanager
+def repository_programs() -> Iterator[None]:
+    """Within this block (this thread only) fractal's git runs the repository's hooks,
+    fsmonitor and drivers as configured: ``fractal commit``'s pipeline only."""
+    me = get_ident()
+    outer = me in _TRUSTED
+    _TRUSTED.add(me)
+    try:
+        yield
+    finally:
+        if not outer:
+            _TRUSTED.discard(me)
+
+
+def guard_env(env: dict[str, str], cwd: Path | None) -> None:
+    """Add the overrides to ``env`` (a git process's whole environment) for a git run in
+    ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
+    replaced). Nothing is added inside ``repository_programs()``."""
+    if _TRUSTED and get_ident() in _TRUSTED:
+        return
+    pairs = list(FIXED)
+    if cwd is not None:
+        pairs.extend(driver_overrides(cwd))
+    try:
+        start = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        start = 0
+    for i, (key, value) in enumerate(pairs, start):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
+
+
+def driver_overrides(cwd: Path) -> tuple[tuple[str, str], ...]:
+    """The (key, value) overrides that switch off every driver the repository at ``cwd``
+    names in its own config files; () outside a repository."""
+    files = _config_files(Path(cwd))
+    if not files:
+        return ()
+    stamps = tuple(_stamp(path) for path in files)
+    kept = _NAMES.get(stamps)
+    if kept is not None and all(_stamp(Path(s[0])) == s for s in kept[0]):
+        return kept[1]
+    names: set[tuple[str, str]] = set()
+    seen: set[str] = set()
+    for path in files:
+        _scan(path, names, seen, 0)
+    found = tuple((f"{kind}.{name}.{key}", value)
+                  for kind, name in sorted(names)
+                  for key, value in _DRIVER_KEYS[kind])
+    if len(_NAMES) > 64:
+        _NAMES.clear()
+    _NAMES[stamps] = (tuple(_stamp(Path(p)) for p in seen), found)
+    return found
+
+
+def _stamp(path: Path) -> _Stamp:
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), -1, -1, -1)
+    return (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _scan(path: Path, names: set[tuple[str, str]], seen: set[str], depth: int) -> None:
+    """Add the drivers ``path`` names to ``names``, following every ``path =`` value as a
+    possible include (relative to the file's directory, ``~`` expanded)."""
+    key = str(path)
+    if key in seen or depth > _INCLUDE_DEPTH:
+        return
+    seen.add(key)
+    try:  # never blocks on a FIFO, never reads more than CONFIG_CAP
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        chunks: list[bytes] = []
+        left = CONFIG_CAP
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        text = b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    header, include = _patterns()
+    for match in header.finditer(text):
+        if match.group(1):
+            kind = match.group(1).lower()
+            name = re.sub(r"\\(.)", r"\1", match.group(2))
+        else:
+            kind, name = match.group(3).lower(), match.group(4).lower()
+        names.add((kind, name))
+    for match in include.finditer(text):
+        value = match.group(1).strip()
+        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        if not value:
+            continue
+        target = Path(os.path.expanduser(value))
+        if not target.is_absolute():
+            target = path.parent / target
+        _scan(target, names, seen, depth + 1)
+
+
+def _config_files(cwd: Path) -> list[Path]:
+    """The repository config files git reads for a run in ``cwd``: the common dir's
+    ``config`` and ``config.worktree`` and the worktree's own ``config.worktree``, found
+    by walking up from ``cwd`` to the first ``.git``; [] when there is none (or the
+    environment relocates the repository: git is told where, so are we)."""
+    gitdir = os.environ.get("GIT_DIR")
+    if gitdir:
+        git = Path(gitdir)
+        common_env = os.environ.get("GIT_COMMON_DIR")
+        common = Path(common_env) if common_env else _common_of(git)
+        return _files(git, common)
+    here = cwd if cwd.is_absolute() else Path.cwd() / cwd
+    for top in (here, *here.parents):
+        dotgit = top / ".git"
+        if dotgit.is_dir():
+            return _files(dotgit, dotgit)
+        if dotgit.is_file():
+            try:
+                line = dotgit.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+            except OSError:
+                return []
+            if not line.startswith("gitdir:"):
+                return []
+            git = Path(line[len("gitdir:"):].strip())
+            git = git if git.is_absolute() else top / git
+            return _files(git, _common_of(git))
+        if (top / "HEAD").is_file() and (top / "objects").is_dir():  # a git dir itself
+            return _files(top, _common_of(top))
+    return []
+
+
+def _common_of(git: Path) -> Path:
+    try:
+        text = (git / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return git
+    common = Path(text)
+    return common if common.is_absolute() else git / common
+
+
+def _files(git: Path, common: Path) -> list[Path]:
+    paths = [common / "config", common / "config.worktree"]
+    if git != common:
+        paths.append(git / "config.worktree")
+    return paths
