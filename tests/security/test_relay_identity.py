@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_authority import _hostile_child
+from tests.helpers import git
 from tests.security.conftest import hostile_node, read_report
 from tests.trees import Tree
 
@@ -49,6 +50,12 @@ def lint_hook():
         fh.write("work\\n")
     return fractal("commit", "the agent's work")
 
+def pre_commit():
+    with open("payload.sh", "w") as fh:
+        fh.write("echo owned > " + FACTS["precommit_marker"] + "\\n")
+    return fractal("commit", "the agent's payload")
+
+attempt("pre_commit", pre_commit)
 attempt("lint_hook", lint_hook)
 attempt("relays", lambda: sorted(os.listdir(os.path.dirname(FACTS["parent_relay"]))))
 """
@@ -59,8 +66,14 @@ def test_a_sandboxed_agents_commands_run_as_its_own_node(
     tree = sandboxed_tree
     facts = {"parent_dir": str(tree.node_dir("a")), "repo": str(tree.repo),
              "hook_marker": str(tree.repo / "hook-owned.txt"),
+             "precommit_marker": str(tmp_path / "precommit-owned.txt"),
              "parent_relay": str(tree.repo / ".fractal" / "main" / "relay" / "main.a.sock")}
     report_path = hostile_node(tree, tmp_path, COMMANDS, facts)
+    # the operator's pre-commit hook runs what the worktree holds (as the pre-commit
+    # framework runs what .pre-commit-config.yaml names)
+    hook = tree.repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n[ -f payload.sh ] && sh payload.sh\nexit 0\n")
+    hook.chmod(0o755)
     tree.cli("node", "start", "a.b")
     assert tree.wait_settled("a.b", timeout=300) == "completed"
     report = read_report(report_path)
@@ -74,6 +87,10 @@ def test_a_sandboxed_agents_commands_run_as_its_own_node(
         assert report[refused]["ok"] is False, (refused, report[refused])
         assert "exit 1: Error: " in str(report[refused]["detail"]), report[refused]
     assert report["direct"]["ok"] is False, report["direct"]
+    # a commit the agent asked for runs no repository program outside its sandbox
+    assert report["pre_commit"]["ok"] is True, report["pre_commit"]
+    assert not (tmp_path / "precommit-owned.txt").exists()
+    assert "the agent's payload" in git(tree.repo, "log", "--format=%s", "main.a.b")
     # fractal commit's hook ran in the agent's sandbox: its write outside failed
     assert report["lint_hook"]["ok"] is False, report["lint_hook"]
     assert "lint.sh failed" in str(report["lint_hook"]["detail"]), report["lint_hook"]
