@@ -44,12 +44,16 @@ def get_cmd(key: str, path: Path) -> None:
 
 @config_group.command("set")
 @click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@click.option("--node", "node", default=None, metavar="NODE",
+              help="Set NODE's config instead of the caller's (its parent, an ancestor or "
+                   "the operator).")
 @PATH_OPTION
-def set_cmd(assignments: tuple[str, ...], path: Path) -> None:
-    """Set KEY=VALUE pairs; KEY=null clears a key. Echoes `key: old -> new`."""
+def set_cmd(assignments: tuple[str, ...], node: str | None, path: Path) -> None:
+    """Set KEY=VALUE pairs; KEY=null clears a key. Echoes `key: old -> new`. A node
+    setting its own keys may only tighten its limits."""
     from fractal.lifecycle.retune import config_set
 
-    done = config_set(verb_context(path), list(assignments))
+    done = config_set(verb_context(path), list(assignments), node)
     for change in done.changes:
         click.echo(change.line)
     if not done.changes:

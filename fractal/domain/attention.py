@@ -162,7 +162,8 @@ def _exited(kind: Kind, command: Callable[[str], str]) -> Callable[[NodeFacts], 
         help_ = (f"; every iteration failed, so `fractal node start --continue` alone fails "
                  f"the same way: look at the failed step's reason (`fractal node activity "
                  f"{facts.branch}`), fix its cause (the agent setting: `fractal node config "
-                 f"set agent=...` in its worktree, or its config.json), then `{again}`")
+                 f"set --node {facts.branch} agent=...` at the main checkout, or its "
+                 f"config.json), then `{again}`")
         return replace(item, summary=item.summary + help_)
     return detect
 

@@ -13,8 +13,9 @@ The rule, for every verb that changes something:
     ``unretire``, ``delete``, pool management: a node never removes itself or a node
     beside or above it).
   - ``SUBTREE``: the target is the acting node or lies below it (the steering verbs,
-    ``update``, ``diff``, ``conflicts``, ``spawn`` under a parent: a node may wind down
-    or retune its own loop, or look at its own pending merge, but never a sibling's or
+    ``update`` and ``config set --node``, ``diff``, ``conflicts``, ``spawn`` under a
+    parent: a node may wind down or retune its own loop (only tighter:
+    ``domain.selflimits``), or look at its own pending merge, but never a sibling's or
     an ancestor's).
   - ``SELF``: the target is the acting node (``commit``, ``config set``, ``pool
     result``, ``done``: a node's own worktree, its own config, its own answer, the end of

@@ -25,6 +25,7 @@ __all__ = [
     "ceiling_reason",
     "cost_budget_label",
     "default_reserve",
+    "enforced_caps",
     "is_budget_reason",
     "landing",
     "reserve_cause",
@@ -94,6 +95,19 @@ def caps_of(max_cost: float | None, max_iter_cost: float | None, max_step_cost: 
         return Caps(None, max_iter_cost, max_step_cost, 0.0)
     reserve = default_reserve(max_cost) if reserve_budget is None else round_usd(reserve_budget)
     return Caps(max_cost, max_iter_cost, max_step_cost, reserve)
+
+
+def enforced_caps(live: Caps, recorded: float | None) -> Caps:
+    """The caps a run enforces: ``live`` (config.json now) with its ceiling held to at most
+    ``recorded``, the ceiling the run's row keeps (USD; None: uncapped), set when the run
+    began and by every retune through fractal's verbs. So a hand edit of config.json can
+    lower the ceiling but never raise or clear it. A live reserve that no longer fits under
+    the held ceiling (99% of it or more) falls back to the default 10%."""
+    if recorded is None or (live.max_cost is not None and live.max_cost <= recorded):
+        return live
+    reserve = live.reserve if live.max_cost is not None and live.reserve < 0.99 * recorded \
+        else default_reserve(recorded)
+    return Caps(round_usd(recorded), live.max_iter_cost, live.max_step_cost, reserve)
 
 
 def run_remaining(caps: Caps, run_spent: float) -> float | None:

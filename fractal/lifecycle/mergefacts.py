@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fractal.domain.gates import unapproved_gate
 from fractal.domain.merging import MergeFacts, unmerged_label
 from fractal.domain.states import Status
 from fractal.errors import FractalError
@@ -35,7 +36,8 @@ def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
     gate = None
     if last is not None and last.ended_at is not None:
         waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
-        gate = waiting[-1].step_name if waiting else None
+        gate = waiting[-1].step_name if waiting else unapproved_gate(  # a gate of its start
+            ledger.run_gates(child, last.run_id), ledger.approved_steps(last.run_id))
     dirty = [p for p in git.tracked_changes(target_wt)
              if not p.startswith(own_dir_prefix(target))]
     operation = operation_in_progress(target_wt)

@@ -4,7 +4,12 @@ Every write is a read-merge-write of ``config.json`` under its lock, validated a
 before it lands (atomically), so a running loop only ever reads a complete, valid file.
 ``update`` also writes the registry row; the loop heals any drift a direct edit leaves.
 When ``max_cost`` changes and the reserve was the default 10% (or unset), the reserve is
-re-derived from the new ceiling.
+re-derived from the new ceiling, and the node's open run records the new ceiling (the loop
+enforces the lower of that record and the file).
+
+A node retuning itself may only tighten (``fractal.domain.selflimits``): the change is
+compared with the file as it is under the lock, and a loosening is refused, recorded as a
+``failed`` event, naming who may make it instead.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.domain import budget
-from fractal.domain.config import KEYS, coerce_value, resolve_reserve, validate_config
+from fractal.domain import budget, selflimits
+from fractal.domain.authority import parent_of
+from fractal.domain.config import KEYS, coerce_value, parse_config, resolve_reserve, validate_config
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree
@@ -96,11 +102,36 @@ def _parse_assignments(assignments: Sequence[str]) -> dict[str, object]:
     return values
 
 
+class _Loosens(FractalError):
+    """A node's change to its own config would loosen it; the message is the refusal."""
+
+
+def _self_guard(tree: Tree, branch: str) -> Callable[[dict[str, object], dict[str, object]],
+                                                      None]:
+    """The tighten-only check of ``branch`` retuning itself: raises _Loosens when the merged
+    file loosens the file as it was (``selflimits``), or when the file as it was does not
+    validate (nothing to measure a tightening against)."""
+    def guard(before: dict[str, object], merged: dict[str, object]) -> None:
+        try:
+            old = parse_config(before)
+        except ConfigError as exc:
+            raise _Loosens(f"{branch}'s config.json does not validate now ({exc}), so a change "
+                           "by the node itself cannot be told from a loosening; fix the file "
+                           "by hand, or ask its parent or the operator to set the keys with "
+                           f"`fractal node config set --node {branch} KEY=VALUE`") from exc
+        found = selflimits.loosenings(old, parse_config(merged))
+        if found:
+            raise _Loosens(selflimits.refusal(branch, parent_of(branch), tree.root, found))
+    return guard
+
+
 def _checker(updates: Mapping[str, object], reserve_text: str | None, source: str,
-             seen: list[dict[str, object]]
+             seen: list[dict[str, object]],
+             guard: Callable[[dict[str, object], dict[str, object]], None] | None = None
              ) -> Callable[[dict[str, object], dict[str, object]], None]:
-    """The under-lock step of a write: resolve the reserve, then validate the whole file;
-    the file as it was goes to ``seen`` (for the echo)."""
+    """The under-lock step of a write: resolve the reserve, validate the whole file, then
+    ``guard`` (a node retuning itself); the file as it was goes to ``seen`` (for the
+    echo)."""
     def check(before: dict[str, object], merged: dict[str, object]) -> None:
         seen.append(before)
         new_max = merged.get("max_cost")
@@ -116,25 +147,41 @@ def _checker(updates: Mapping[str, object], reserve_text: str | None, source: st
         problems = validate_config(merged)
         if problems:
             raise ConfigError(problems, source=source)
+        if guard is not None:
+            guard(before, merged)
     return check
 
 
 def _write(tree: Tree, branch: str, path: Path, updates: Mapping[str, object], *,
-           reserve_text: str | None = None) -> Retuned:
+           reserve_text: str | None = None, ctx: Context | None = None,
+           verb: str = "config") -> Retuned:
+    """Write ``updates`` to ``branch``'s config at ``path``. With ``ctx`` whose acting node
+    is ``branch`` itself, only a tightening is written; a loosening raises Refused,
+    recorded as a failed ``verb`` event on ``branch``."""
     seen: list[dict[str, object]] = []
-    merged = update_config(path, updates,
-                           check=_checker(updates, reserve_text, str(path), seen))
+    own = ctx is not None and branch != tree.root and ctx.acting == branch
+    guard = _self_guard(tree, branch) if own else None
+    try:
+        merged = update_config(path, updates,
+                               check=_checker(updates, reserve_text, str(path), seen, guard))
+    except _Loosens as exc:
+        assert ctx is not None
+        raise ctx.refuse(verb, branch, str(exc)) from None
     before = seen[0]
     keys = [*updates, *(["reserve_budget"] if "reserve_budget" not in updates else [])]
     changes = tuple(Change(k, before.get(k), merged.get(k)) for k in keys
                     if before.get(k) != merged.get(k))
     if branch != tree.root:
-        _sync_registry(tree, branch, merged)
+        _sync_registry(tree, branch, merged,
+                       run_cap=any(c.key == "max_cost" for c in changes))
     return Retuned(None if branch == tree.root else branch, path, changes)
 
 
-def _sync_registry(tree: Tree, branch: str, config: Mapping[str, object]) -> None:
-    """Write the caps and title of ``config`` to the registry row (when registered)."""
+def _sync_registry(tree: Tree, branch: str, config: Mapping[str, object], *,
+                   run_cap: bool = False) -> None:
+    """Write the caps and title of ``config`` to the registry row (when registered); with
+    ``run_cap`` also the ceiling the node's open run records (the loop enforces the lower
+    of that record and config.json, so a hand edit cannot lift it)."""
     from fractal.store.ledger import Ledger
 
     ledger = Ledger(tree.db_path)
@@ -143,20 +190,38 @@ def _sync_registry(tree: Tree, branch: str, config: Mapping[str, object]) -> Non
     caps = {k: v for k in _REGISTRY_CAPS
             if isinstance(v := config.get(k), int | float | type(None))}
     ledger.set_caps(branch, caps)
+    if run_cap:
+        cap = config.get("max_cost")
+        ledger.set_run_cap(branch, float(cap) if isinstance(cap, int | float) else None)
     title = config.get("title")
     ledger.set_title(branch, title if isinstance(title, str) else None)
 
 
-def config_set(ctx: Context, assignments: Sequence[str]) -> Retuned:
-    """Set ``KEY=VALUE`` pairs in the caller's config.json (typed, validated, atomic).
+def config_set(ctx: Context, assignments: Sequence[str], node: str | None = None) -> Retuned:
+    """Set ``KEY=VALUE`` pairs in the caller's config.json, or in node ``node``'s (typed,
+    validated, atomic).
 
-    ``KEY=null`` clears a key; ``root``, ``user`` and ``parent`` are refused. Raises
-    ConfigError listing every problem (nothing is written then); Refused when the acting
-    node is not the caller's (inside a loop, only the loop's own node's config).
+    ``KEY=null`` clears a key; ``root``, ``user`` and ``parent`` are refused. Without
+    ``node`` the acting node must be the caller's (inside a loop, only the loop's own
+    node's config; the ``config`` rule); with ``node`` it must be that node or an ancestor
+    (the ``update`` rule). A node setting its own keys may only tighten them
+    (``domain.selflimits``). Raises ConfigError listing every problem (nothing is written
+    then); Refused for a node that may not act, or a loosening of its own limits;
+    NodeNotFound.
     """
-    tree, branch, path = _caller_config(ctx)
-    ctx.authorize("config", branch)
-    return _write(tree, branch, path, _parse_assignments(assignments))
+    if node is None:
+        tree, branch, path = _caller_config(ctx)
+        verb = "config"
+    else:
+        tree, branch, verb = ctx.tree, ctx.target(node), "update"
+        path = tree.node(branch).config_path
+    ctx.authorize(verb, branch)
+    if node is not None:
+        from fractal.lifecycle.cleanup import refuse_if_gone
+        from fractal.store import reader
+
+        refuse_if_gone(tree, reader.node_row(tree.db_path, branch), "update")
+    return _write(tree, branch, path, _parse_assignments(assignments), ctx=ctx, verb=verb)
 
 
 def update_node(ctx: Context, name: str | None, values: Mapping[str, str | None]) -> Retuned:
@@ -191,15 +256,20 @@ def update_node(ctx: Context, name: str | None, values: Mapping[str, str | None]
         raise ConfigError(problems)
     if reserve is not None and reserve.strip() == "null":
         updates["reserve_budget"], reserve = None, None
-    return _write(tree, branch, tree.node(branch).config_path, updates, reserve_text=reserve)
+    return _write(tree, branch, tree.node(branch).config_path, updates, reserve_text=reserve,
+                  ctx=ctx, verb="update")
 
 
-def arm_max_cost(tree: Tree, branch: str, text: str) -> Callable[[], None]:
+def arm_max_cost(tree: Tree, branch: str, text: str,
+                 ctx: Context | None = None) -> Callable[[], None]:
     """Arm ``max_cost`` for the next run (``start --max-cost``); returns an undo that puts the
-    previous ceiling, reserve and registry row back (when the launch fails)."""
+    previous ceiling, reserve and registry row back (when the launch fails). Given ``ctx``
+    whose acting node is ``branch`` itself, only a lower ceiling is armed (Refused
+    otherwise, recorded as a failed ``start`` event)."""
     path = tree.node(branch).config_path
     before = read_config(path)
-    _write(tree, branch, path, {"max_cost": coerce_value("max_cost", text)})
+    _write(tree, branch, path, {"max_cost": coerce_value("max_cost", text)}, ctx=ctx,
+           verb="start")
 
     def undo() -> None:
         restore = {"max_cost": before.get("max_cost"),

@@ -104,16 +104,20 @@ def _caps(tree: Tree, branch: str) -> Caps:
 def remaining(ctx: Context, name: str | None, scope: Scope = Scope.RUN) -> str:
     """``$X.XXXX`` left in ``scope`` (clamped at 0), or ``no budget`` when uncapped there.
 
-    RUN: ``max_cost`` minus the open (else last) run's subtree spend; ITER:
+    RUN: ``max_cost`` (of an open run, at most the ceiling its row records, as its loop
+    enforces: ``budget.enforced_caps``) minus the open (else last) run's subtree spend; ITER:
     ``max_iter_cost`` minus the newest iteration's spend; STEP: the per-step budget a launch
     would get now (docs/budgets.md, the per-step budget).
     """
-    from fractal.store import spend
+    from fractal.store import reader, spend
 
     tree, branch = ctx.tree, ctx.subtree(name)
     _loop_node(tree, branch, Scope.RUN if scope is Scope.ALL else scope)
     caps, db = _caps(tree, branch), tree.db_path
-    run_id = _run_of(db, branch)
+    last = reader.last_run(db, branch)
+    run_id = None if last is None else last.run_id
+    if last is not None and last.ended_at is None:  # the open run's loop holds its ceiling
+        caps = budget.enforced_caps(caps, last.max_cost)
     run_spent = spend.run_spend(db, run_id).usd if run_id is not None else 0.0
     iter_id = spend.last_iteration_id(db, branch, run_id) if run_id is not None else None
     iter_spent = spend.iteration_spend(db, iter_id).usd if iter_id is not None else 0.0

@@ -107,7 +107,7 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
                 prepare_continue(paths, clean=clean, actor=actor)
                 ledger.move(branch, Move.REARM).raise_if_refused()
             if max_cost is not None:  # arms the next run; undone when the launch fails
-                undo = arm_max_cost(tree, branch, max_cost)
+                undo = arm_max_cost(tree, branch, max_cost, ctx)
             # Read before the launch (never raises): the booting supervisor then has the
             # cores to itself while this command finishes.
             warnings = tuple(start_warnings(paths))

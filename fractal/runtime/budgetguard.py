@@ -5,7 +5,8 @@ A run has one ``BudgetGuard``, shared by the run loop, the iteration runner, the
 kinds, the launches and the supervisor's finalize; what it remembers (the bound tripped, the last good
 spend reads, the warnings given) is ``RunState.budget``, and ``RunState.reserve`` says
 whether the rest of the iteration runs in reserve mode. Caps are read from the live config
-(config.json as it is on disk now), so a retune lands at the next probe. A spend that
+(config.json as it is on disk now), so a retune lands at the next probe; the ceiling is
+held to the one the run's row records, which only fractal's verbs move. A spend that
 reaches the ceiling (or drains into the reserve between iterations) sends a finish down
 the subtree, and the run ends ``exited`` with exit 0 once the children drained.
 """
@@ -56,11 +57,28 @@ class BudgetGuard:
 
     @property
     def caps(self) -> Caps:
-        """The caps as config.json says now (every probe reads them live); the iteration
-        top's values when the file cannot be read or is invalid."""
+        """The caps as config.json says now (every probe reads them live; the iteration
+        top's values when the file cannot be read or is invalid), the ceiling held to the
+        one the run's row records (``budget.enforced_caps``): a hand edit of the file may
+        lower it, never raise or clear it."""
         live = _config_now(self.boot.paths.config_path) or self.state.live
-        return budget.caps_of(live.max_cost, live.max_iter_cost, live.max_step_cost,
+        caps = budget.caps_of(live.max_cost, live.max_iter_cost, live.max_step_cost,
                               live.reserve_budget)
+        if not self.state.budget.cap_read:
+            self._read_cap()
+        return budget.enforced_caps(caps, self.state.budget.run_cap)
+
+    def _read_cap(self) -> None:
+        """Read the ceiling the run's row records into ``state.budget.run_cap`` (kept as it
+        was when the read fails)."""
+        try:
+            row = self.ledger.run(self.state.run_id)
+        except FractalError as exc:
+            self.warn_once("cap-read", f"could not read the run's recorded ceiling ({exc}); "
+                           "holding the last one read")
+            return
+        figures = self.state.budget
+        figures.run_cap, figures.cap_read = (row.max_cost if row else None), True
 
     def _read(self) -> bool:
         """Refresh the spend figures in ``state.budget`` unless they are fresh: read since
@@ -78,6 +96,7 @@ class BudgetGuard:
             self.warn_once("spend-read", f"could not read the run's spend ({exc}); holding the "
                            "last good figure")
             return False
+        self._read_cap()  # a retune through fractal's verbs moves the record too
         figures.run_spent, figures.iter_spent = run.usd, it.usd
         figures.run_priced, figures.run_unpriced = run.priced, run.unpriced
         figures.read_at, figures.read_iter = now, self.state.iter_id
@@ -131,6 +150,7 @@ class BudgetGuard:
         the boundary against the caps just read. True when the run ends here."""
         self.state.reserve = False
         self.stale()
+        self._read_cap()
         self.heal_registry()
         caps = self.caps
         if caps.armed and not self.boot.backend.enforces_budget and not self._any_wall():

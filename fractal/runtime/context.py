@@ -102,7 +102,9 @@ class BudgetState:
     tripped (a budget landing); ``run_spent``/``iter_spent`` the last good spend reads (USD),
     kept when a read fails; ``run_priced``/``run_unpriced`` the launched steps with and
     without a cost at that read; ``read_at`` (monotonic s; None: stale) and ``read_iter``
-    date it; ``warned`` the once-per-run warnings already given."""
+    date it; ``warned`` the once-per-run warnings already given; ``run_cap`` the ceiling
+    the run's row records (USD; None: uncapped), read with the spend (``cap_read``: it
+    was read at least once)."""
 
     reason: str | None = None
     run_spent: float | None = None
@@ -112,6 +114,8 @@ class BudgetState:
     read_at: float | None = None
     read_iter: int | None = None
     warned: set[str] = field(default_factory=set)
+    run_cap: float | None = None
+    cap_read: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,9 @@ class RunState:
     finish_drained: bool = False  # a finish signal ended the run, children drained
     done: str | None = None  # the node's own `node done` ended the run: its reason ("": none)
     crash_reason: str | None = None  # what ended a run that no other rule explains
+    #: The step names gated when the run started: each stays gated for the whole run,
+    #: whatever its step file says later (``stepbuild.held_gates``).
+    gates: tuple[str, ...] = ()
     #: The gated step row whose approval the loop is waiting for (None when none is): an
     #: interruption parks it ``awaiting approval`` so a resume waits again, not reruns it.
     held_gate: int | None = None

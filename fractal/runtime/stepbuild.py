@@ -18,6 +18,7 @@ from fractal.assets import mode_text
 from fractal.domain.checks import check_variables, visible_check
 from fractal.domain.errors import FractalError
 from fractal.domain.frontmatter import is_true
+from fractal.domain.gates import GATES_EVENT, gates_note
 from fractal.domain.pool import pool_document
 from fractal.domain.render import assemble_prompt, iter_label, iter_ref, render
 from fractal.domain.steps import StepFile, discover_steps
@@ -75,6 +76,20 @@ def gated_steps(steps_dir: Path) -> tuple[str, ...]:
         if is_true(frontmatter.fields.get("requires_approval")):
             gated.append(step.name)
     return tuple(gated)
+
+
+def held_gates(ledger: Ledger, branch: str, steps_dir: Path, run_id: int, *,
+               resumed: bool) -> tuple[str, ...]:
+    """The step names run ``run_id`` holds as approval gates for its whole life: on a fresh
+    run those its step files gate now, recorded as its ``gates`` event (when any); on a
+    resume the ones that event recorded (a step file edited since changes nothing)."""
+    if resumed:
+        return ledger.run_gates(branch, run_id)
+    gates = gated_steps(steps_dir)
+    if gates:
+        ledger.add_event(branch, GATES_EVENT, actor="loop", status="completed",
+                         metadata=gates_note(gates), run_id=run_id)
+    return gates
 
 
 

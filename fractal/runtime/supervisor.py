@@ -60,6 +60,7 @@ from fractal.runtime.outagewait import end_parked_waits
 from fractal.runtime.pane import Reporter
 from fractal.runtime.runloop import RunLoop
 from fractal.runtime.steering import Park
+from fractal.runtime.stepbuild import held_gates
 from fractal.runtime.waker import Waker
 from fractal.store.ledger import Ledger
 from fractal.store.lockwait import DatabaseLocked
@@ -158,6 +159,8 @@ class Supervisor:
             return self._abort(run_id, str(exc))
         assert self.state is not None
         state = self.state
+        state.gates = held_gates(self.ledger, self.paths.branch, self.paths.steps_dir, run_id,
+                                 resumed=False)
         if boot.run_timeout is not None:
             state.run_deadline = self.clock.monotonic() + boot.run_timeout
         return self._loop(boot, state)
@@ -208,6 +211,8 @@ class Supervisor:
                                      ScoreRules(config.pass_score, config.min_gain,
                                                 config.stagnation))
         state.fail_streak = self._fail_streak(plan.run_id)
+        state.gates = held_gates(self.ledger, self.paths.branch, self.paths.steps_dir,
+                                 plan.run_id, resumed=True)
         self.state = state
         try:
             boot = preflight(self.paths, self.options, config, launch_env,

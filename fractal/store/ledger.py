@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fractal.domain.gates import GATES_EVENT, gates_of
 from fractal.domain.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.registry import CAP_KEYS, new_id, set_row
@@ -53,6 +54,14 @@ class Ledger(Transitions):
         """Fenced close of a run; True when this call won (first writer wins)."""
         with self._db() as tx:
             return fenced_close(tx, "runs", run_id, status, exit_code, reason)
+
+    def set_run_cap(self, node: str, max_cost: float | None) -> bool:
+        """Record ``max_cost`` (USD; None: uncapped) as the ceiling of the node's open run, a
+        retune by ``fractal node update`` or ``config set``; True when a run was open. The
+        loop enforces the lower of this record and config.json."""
+        with self._db(write=True) as tx:
+            return tx.run("UPDATE runs SET max_cost = :cap WHERE node = :node "
+                          "AND ended_at IS NULL", {"cap": max_cost, "node": node}) > 0
 
     def open_run_of(self, node: str) -> RunRow | None:
         """The node's open run (``ended_at`` NULL), newest first, or None."""
@@ -231,6 +240,18 @@ class Ledger(Transitions):
         return self._all(StepRow, "SELECT * FROM steps WHERE node = :node AND approved = '' "
                          "AND metadata LIKE :waiting ORDER BY step_id",
                          {"node": node, "waiting": f"%{AWAITING_APPROVAL}%"})
+
+    def run_gates(self, node: str, run_id: int) -> tuple[str, ...]:
+        """The step names run ``run_id`` held as gates from its start (its ``gates``
+        event; ``()`` when it recorded none)."""
+        rows = self.events_of(node, run_id, [GATES_EVENT])
+        return gates_of(rows[0].meta) if rows else ()
+
+    def approved_steps(self, run_id: int) -> set[str]:
+        """The names of run ``run_id``'s steps that have an approved gate row."""
+        rows = self._all(StepRow, "SELECT * FROM steps WHERE run_id = :run_id AND "
+                         "approved IS NOT NULL AND approved != ''", {"run_id": run_id})
+        return {row.step_name for row in rows}
 
     def step(self, step_id: int) -> StepRow | None:
         """The step row ``step_id``, or None."""

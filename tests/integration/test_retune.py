@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fractal.errors import ConfigError, FractalError, InvalidValue
-from fractal.lifecycle.context import open_context
+from fractal.lifecycle.context import Refused, open_context
 from fractal.lifecycle.retune import arm_max_cost, config_get, config_set, update_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
@@ -47,12 +47,17 @@ def _row(repo: Path, node: str = "main.n") -> tuple[object, ...]:
 def test_config_get_and_set_are_typed_and_echo_changes(repo: Path) -> None:
     wt = repo / ".worktrees" / "main.n"
     assert config_get(open_context(wt), "max_cost") == 10.0 and config_get(open_context(wt), "model") is None
-    done = config_set(open_context(wt), ["max_iters=7", "step_timeout=10m", "sync=false", "scope=src,docs/"])
+    # the operator sets the node's keys either way (--node); the node itself only tightens
+    done = config_set(open_context(repo), ["max_iters=7", "step_timeout=10m", "sync=false",
+                                           "scope=src,docs/"], node="n")
     assert [c.line for c in done.changes] == [
         "max_iters: 3 -> 7", 'step_timeout: null -> "10m"', "sync: true -> false",
         'scope: [] -> ["src", "docs"]']
-    assert config_set(open_context(wt), ["max_iters=null"]).changes[0].line == "max_iters: 7 -> null"
+    assert config_set(open_context(repo), ["max_iters=null"], node="n").changes[0].line == \
+        "max_iters: 7 -> null"
     assert _config(repo)["max_iters"] is None
+    assert config_set(open_context(wt), ["max_iters=2", "scope=src"]).changes[0].line == \
+        "max_iters: null -> 2"
     with pytest.raises(InvalidValue, match="unknown config key 'nope'"):
         config_get(open_context(wt), "nope")
 
@@ -122,3 +127,61 @@ def test_a_child_must_fit_the_parents_remaining_budget(repo: Path) -> None:
     made = init_node(open_context(repo), "c", {"max_cost": 2.5}, parent="n")
     assert made.paths.branch == "main.n.c"
     init_node(open_context(repo), "free", {})  # under the root: no parent budget
+
+
+def _failed(repo: Path, node: str, verb: str) -> list[str]:
+    """The reasons of the failed ``verb`` events recorded on ``node``."""
+    return [str(row[0]) for row in _sql(repo, "SELECT metadata FROM events WHERE node = ? "
+                                        "AND event = ? AND status = 'failed'", node, verb)]
+
+
+def _sql(repo: Path, query: str, *params: object) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(repo / ".fractal" / "main" / "fractal.db") as conn:
+        return list(conn.execute(query, params))
+
+
+@pytest.mark.parametrize(("assignments", "key"), [
+    (["max_cost=null"], "max_cost"),
+    (["max_cost=20"], "max_cost"),
+    (["max_iters=9"], "max_iters"),
+    (["exit_check=true"], "exit_check"),
+    (["scope=src", "max_iters=1"], None),  # a tightening passes
+])
+def test_a_node_may_only_tighten_its_own_config(repo: Path, assignments: list[str],
+                                                key: str | None) -> None:
+    wt = repo / ".worktrees" / "main.n"
+    before = _config(repo)
+    if key is None:
+        config_set(open_context(wt), assignments)
+        assert _config(repo) != before
+        return
+    with pytest.raises(Refused, match=rf"main\.n may only tighten its own limits: {key} "):
+        config_set(open_context(wt), assignments)
+    assert _config(repo) == before  # nothing written
+    (why,) = _failed(repo, "main.n", "config")
+    assert why.startswith("refused: main.n may only tighten") and "the operator at the root" in why
+
+
+def test_update_of_itself_is_held_to_the_same_rule(repo: Path) -> None:
+    wt = repo / ".worktrees" / "main.n"
+    with pytest.raises(Refused, match="may only tighten its own limits: max_cost would raise"):
+        update_node(open_context(wt), "n", {"max_cost": "50"})
+    assert _row(repo)[0] == 10.0 and _config(repo)["max_cost"] == 10.0
+    assert update_node(open_context(wt), "n", {"max_cost": "5"}).changes[0].line == \
+        "max_cost: 10.0 -> 5.0"
+    with pytest.raises(Refused, match="may only tighten"):
+        arm_max_cost(find_tree(repo), "main.n", "8", open_context(wt))
+    assert _config(repo)["max_cost"] == 5.0
+
+
+def test_a_retune_moves_the_open_runs_recorded_ceiling(repo: Path) -> None:
+    ledger = Ledger(repo / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.n", agent="x", max_cost=10.0, parent_run_id=None)
+    update_node(open_context(repo), "n", {"max_cost": "25"})  # the operator raises it
+    recorded = ledger.run(run)
+    assert recorded is not None and recorded.max_cost == 25.0
+    config_set(open_context(repo / ".worktrees" / "main.n"), ["max_cost=3"])  # itself lowers
+    recorded = ledger.run(run)
+    assert recorded is not None and recorded.max_cost == 3.0

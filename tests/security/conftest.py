@@ -1,7 +1,8 @@
-"""Fixtures of the security tier: the e2e harness (the real CLI, a private tmux server, a
-real repository) with the tree's ``sandbox`` set to ``on``, and a hostile agent: a
-command-backend script that attacks what it can reach and writes what happened into its
-own node's ``tmp/`` (the one place beside its worktree it may write)."""
+"""Fixtures of the security tier, where a hostile agent run by the real supervisor tries
+to get out of what its parent set: the e2e tree as ``tree`` (``tests/e2e/conftest.py``),
+the same tree with its ``sandbox`` set to ``on`` (``sandboxed_tree``), and a hostile
+command-backend agent that attacks what it can reach and writes what happened into its
+own node's ``tmp/`` (``hostile_node``)."""
 
 from __future__ import annotations
 

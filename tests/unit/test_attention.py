@@ -301,8 +301,8 @@ def test_a_failing_agents_item_says_what_would_help() -> None:
     assert item.summary.endswith(
         "; every iteration failed, so `fractal node start --continue` alone fails the same "
         f"way: look at the failed step's reason (`fractal node activity {B}`), fix its "
-        "cause (the agent setting: `fractal node config set agent=...` in its worktree, "
-        f"or its config.json), then `fractal node start {B} --continue`")
+        f"cause (the agent setting: `fractal node config set --node {B} agent=...` at the "
+        f"main checkout, or its config.json), then `fractal node start {B} --continue`")
 
 
 def test_a_braked_trees_paused_item_says_the_brake_is_on() -> None:

@@ -40,11 +40,17 @@ def test_iteration_cap_runs_the_rest_of_the_iteration_in_reserve(loop_tree: Loop
     t = loop_tree
     steps = {"01-A.md": "A reserve=$RESERVE_MODE [stub:cost=0.3]\n",
              "02-B.md": "B [stub:cost=0.3]\n",
-             # gated: in reserve mode the gate is skipped, or this run would wait forever
+             # gated: reserve mode never skips a gate, so each iteration's C waits for the
+             # parent's approval (given 30 s into the wait)
              "03-C.md": "---\nrequires_approval: true\n---\n"
                         "C reserve=$RESERVE_MODE budget=[$COST_BUDGET]\n"}
     t.node("icap", steps, "--max-cost", "10", "--max-iter-cost", "0.5", "--max-step-cost",
            "0.4", "--max-iters", "2", "--no-sync", "--step-timeout", "1m")
+
+    def approve_at_the_gate(call: FakeCall) -> None:
+        if "(C)" in call.label:
+            t.clock.after(30, lambda: t.cli("node", "approve", "icap"))
+    t.launcher.on_spawn.append(approve_at_the_gate)
     t.run("icap")
     assert t.status("icap") == "completed"
     # the iteration cap is soft: the run goes on to its last iteration
@@ -57,7 +63,9 @@ def test_iteration_cap_runs_the_rest_of_the_iteration_in_reserve(loop_tree: Loop
         assert "RESERVE_MODE" not in c.env  # prompt only
         assert c.env["STEP_BUDGET"] == "0.4" and c.env["MAX_ITER_COST"] == "0.5"
     assert "budget=[$9.4000 remaining of $10 (max $0.5/iter) (warn $0.4/step)]" in c1.prompt
-    assert t.sql("SELECT approved FROM steps WHERE step_name = 'C'") == [(None,), (None,)]
+    approved = t.sql("SELECT status, approved FROM steps WHERE step_name = 'C'")
+    assert [status for status, _ in approved] == ["completed", "completed"]
+    assert all(stamp for _, stamp in approved)  # each held its gate in reserve mode
     events = _budget_events(t, "icap")
     assert len(events) == 2 and all("the iteration spent $0.6000 of its $0.5 cap" in e
                                     for e in events)
@@ -162,6 +170,32 @@ def test_live_retune_of_max_cost_and_registry_healing(loop_tree: LoopTree) -> No
                    "AND metadata LIKE 'registry max_depth%'")
     assert healed == [("registry max_depth None differs from config.json 2; healed the "
                        "registry (retune with `fractal node update`)",)]
+
+
+def test_a_direct_edit_cannot_lift_the_ceiling_the_run_recorded(loop_tree: LoopTree) -> None:
+    """Clearing ``max_cost`` in config.json mid-run is not honoured: the run ends on the $1
+    its row recorded at its start (a lower edit would count: the lower of the two)."""
+    t = loop_tree
+    t.node("held", {"01-A.md": "A [stub:cost=1.2]\n"}, "--max-cost", "1", "--no-sync",
+           "--max-iters", "3", "--step-timeout", "1m")
+    _once(t, "(A)", lambda: t.set_config("held", max_cost=None, reserve_budget=None))
+    t.run("held")
+    assert _run(t, "held")[:3] == ("exited", 0, "subtree cost budget reached (spent $1.2000 "
+                                   ">= $1 max)")
+    assert t.sql("SELECT COUNT(*) FROM iterations WHERE node = 'main.held'") == [(1,)]
+    assert t.sql("SELECT max_cost FROM runs WHERE node = 'main.held'") == [(1.0,)]
+
+
+def test_a_raise_through_update_moves_the_recorded_ceiling(loop_tree: LoopTree) -> None:
+    """The operator's ``update --max-cost`` moves the open run's record with the file, so
+    the raised ceiling counts at once and the run goes on to its last iteration."""
+    t = loop_tree
+    t.node("raised", {"01-A.md": "A [stub:cost=1.2]\n"}, "--max-cost", "1", "--no-sync",
+           "--max-iters", "2", "--step-timeout", "1m")
+    _once(t, "(A)", lambda: t.cli("node", "update", "raised", "--max-cost", "10"))
+    t.run("raised")
+    assert _run(t, "raised")[:3] == ("completed", 0, "Reached max iterations (2)")
+    assert t.sql("SELECT max_cost FROM runs WHERE node = 'main.raised'") == [(10.0,)]
 
 
 def test_live_retune_of_max_iters_by_a_direct_edit(loop_tree: LoopTree) -> None:

@@ -202,6 +202,33 @@ def test_approval_wait_burns_the_clock(loop_tree: LoopTree) -> None:
     assert 2.0 <= t.clock.elapsed() < 10.0  # the wait ended at the iteration wall
 
 
+def test_a_gate_of_the_runs_start_holds_after_its_line_is_deleted_and_a_resume(
+        loop_tree: LoopTree) -> None:
+    """The node deletes ``requires_approval`` from B's file during A and is paused there;
+    the resumed run still holds B as a gate (its ``gates`` event), and B waits for the
+    parent's approval."""
+    t = loop_tree
+    go = t.repo.parent / "go-on"
+    steps = {"01-A.md": f"[stub:hang-unless={go}]",
+             "02-B.md": "---\nrequires_approval: true\n---\n[stub:write=b.txt:b]"}
+    t.node("kept", steps, "--no-sync", "--max-iters", "1")
+    gated = t.node_dir("kept") / "steps" / "02-B.md"
+
+    def drop_the_gate_and_pause() -> None:
+        gated.write_text("[stub:write=b.txt:b]")
+        t.clock.after(3, lambda: t.cli("node", "pause", "kept"))
+    _during(t, "(A)", drop_the_gate_and_pause)
+    t.run("kept")
+    assert t.status("kept") == "paused"
+    assert t.sql("SELECT metadata FROM events WHERE event = 'gates'") == [("B",)]
+    go.touch()
+    _during(t, "(B)", lambda: t.clock.after(30, lambda: t.cli("node", "approve", "kept")))
+    t.run("kept", resume=True)
+    assert t.status("kept") == "completed"
+    (status, approved), = t.sql("SELECT status, approved FROM steps WHERE step_name = 'B'")
+    assert status == "completed" and approved
+
+
 def test_pause_while_awaiting_approval_then_approve_while_parked(loop_tree: LoopTree) -> None:
     t = loop_tree
     steps = {"01-A.md": "---\nrequires_approval: true\n---\n[stub:write=a.txt:a]",

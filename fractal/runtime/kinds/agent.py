@@ -80,7 +80,8 @@ class AgentStep(KindPart):
             outcome = StepOutcome(Status.FAILED, code, refusal)
             self.close_banner(banner, outcome, None, started)
             return StepResult(outcome, None, False)
-        gated = is_true(fm.get("requires_approval")) and not self.state.reserve
+        # a gate of the run's start stays one; reserve mode never skips a gate
+        gated = is_true(fm.get("requires_approval")) or plan.file.name in self.state.gates
         attempts = 1 + max(0, self.boot.step_retries)
         result: AttemptResult | None = None
         limit: float | None = None
