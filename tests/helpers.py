@@ -310,3 +310,13 @@ def check_rows(tree: SqlTree, name: str) -> list[tuple[object, ...]]:
                     "c.output_path, c.step_id FROM checks c JOIN iterations i "
                     "ON i.iter_id = c.iter_id WHERE c.node = ? ORDER BY c.check_id",
                     f"main.{name}")
+
+
+def no_hold(repo: Path) -> None:
+    """Set the tree's ``inbox_grace`` to 0: an item a running parent loop could act on,
+    and the operator's own pause, reach the operator at once (a test of an item's words,
+    not of who it is for)."""
+    from fractal.tree import find_tree
+    from fractal.workspace.nodedir import update_config
+
+    update_config(find_tree(repo).config_path, {"inbox_grace": 0})

@@ -23,14 +23,16 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     """List what waits for a human, oldest first, each with the command that resolves it:
     pending gates, exited runs, budget landings, no-progress stops, interrupted and
     paused nodes, stalls, usage-window and provider-outage waits, merges that did not
-    land, children left running at their parent's end, unread messages to the operator."""
+    land, children left running at their parent's end, unread messages to the operator,
+    top-level nodes ready to merge. What a running lead can act on waits for it first
+    (the root config's inbox_grace, default 10m); stderr says what is held."""
     if ctx.invoked_subcommand is not None:
         return
     from fractal.domain.sandbox import Mode, mode_of
-    from fractal.lifecycle.inbox import inbox
+    from fractal.lifecycle.inbox import held_line, hold_grace, inbox_and_held
 
     vctx = verb_context(path)
-    entries = inbox(vctx, include_acked=include_acked)
+    entries, held = inbox_and_held(vctx, include_acked=include_acked)
     if as_json:
         click.echo(json.dumps([e.as_row() for e in entries], indent=2))
         return
@@ -39,12 +41,13 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
                f'.fractal/{vctx.tree.root}/config.json; docs/security.md)')
     if not entries:
         click.echo("nothing waits for you", err=True)
-        return
     for entry in entries:
         row = entry.as_row()
         mark = " (acked)" if entry.acked else ""
         click.echo(f"{row['id']}  {row['since']}  {row['kind']:<11} {row['node']}{mark}\n"
                    f"    {row['summary']}\n    -> {row['command']}")
+    if held:
+        click.echo(held_line(held, hold_grace(vctx.tree)), err=True)
 
 
 @inbox_group.command("ack")

@@ -1,3 +1,5 @@
+# Over 400 lines: the attention kinds are one table (RULES) of one detector each; they
+# read the same facts and word their items alike, so they stay side by side.
 """What in a tree waits for a human: the attention items of ``fractal inbox``, the
 dashboard's inbox pane and the ``notify`` command.
 
@@ -59,6 +61,7 @@ class Kind(StrEnum):
     ORPHANS = "orphans"
     MESSAGE = "message"
     UNSTARTED = "unstarted"
+    READY = "ready"
 
 
 @dataclass(frozen=True)
@@ -284,10 +287,21 @@ def _merge(facts: NodeFacts) -> Item | None:
     else:
         summary = f"merge into {merge.target} did not land: {merge.reason}"
         command = f"fractal node merge {facts.branch}"
+    if facts.parent_running and command.startswith("fractal node merge"):
+        command = _ask_parent(facts, f"merge {facts.branch.rsplit('.', 1)[-1]}")
     return Item(Kind.MERGE, facts.branch, merge.since, summary, command,
                 key=f"merge:{facts.branch}:{merge.merge_id}", fingerprint=str(merge.merge_id),
                 details={"merge_id": merge.merge_id, "target": merge.target,
                          "reason": merge.reason, "handed_back": merge.handed_back})
+
+
+def _ask_parent(facts: NodeFacts, subject: str) -> str:
+    """A command the operator can run while the node's parent runs (only the parent's
+    own loop may merge into it then): a message to that loop's inbox, which its next
+    SYNC digest shows."""
+    parent = facts.branch.rpartition(".")[0]
+    return (f"fractal radio send --node {parent} --subject '{subject}' --priority 7 "
+            f"'{subject}: fractal inbox has the details'")
 
 
 _SETTLED = ("completed", "stopped", "exited", "killed")
@@ -324,7 +338,8 @@ def _unstarted(facts: NodeFacts) -> Item | None:
         return None
     names = ", ".join(b.rsplit(".", 1)[-1] for b in facts.unstarted)
     count = "1 child" if len(facts.unstarted) == 1 else f"{len(facts.unstarted)} children"
-    since = facts.last_write if facts.last_write is not None else 0.0
+    since = facts.waiting_since if facts.waiting_since is not None else \
+        facts.last_write if facts.last_write is not None else 0.0
     return Item(Kind.UNSTARTED, facts.branch, since,
                 f"waits for {count} nobody has started ({names}); it waits until each "
                 "is started and settles",
@@ -333,6 +348,24 @@ def _unstarted(facts: NodeFacts) -> Item | None:
                 key=f"unstarted:{facts.branch}:{facts.run_id}",
                 fingerprint=",".join(facts.unstarted),
                 details={"run_id": facts.run_id, "children": list(facts.unstarted)})
+
+
+def _ready(facts: NodeFacts) -> Item | None:
+    """A top-level node whose newest run completed, not merged since: the operator
+    reviews and merges it (nobody else merges into the root's branch)."""
+    if not facts.top_level or facts.status != "completed" or facts.run_status != "completed" \
+            or facts.run_id is None or facts.run_ended is None or _merged_since_end(facts):
+        return None
+    target = facts.parent
+    return Item(Kind.READY, facts.branch, facts.run_ended,
+                f"run {facts.run_id} completed: ready to merge into {target} (review it: "
+                f"`fractal node diff {facts.branch}`)",
+                f"fractal node merge {facts.branch}",
+                key=f"ready:{facts.branch}:{facts.run_id}",
+                fingerprint=f"{facts.run_id}:{facts.run_ended}",
+                details={"run_id": facts.run_id, "target": target,
+                         "reason": facts.run_reason,
+                         "review": f"fractal node diff {facts.branch}"})
 
 
 @dataclass(frozen=True)
@@ -367,6 +400,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Kind.ORPHANS, _ignore_now(_orphans)),
     Rule(Kind.MESSAGE, _ignore_now(_message)),
     Rule(Kind.UNSTARTED, _ignore_now(_unstarted)),
+    Rule(Kind.READY, _ignore_now(_ready)),
 )
 """Every attention kind, one entry each (a node may match several)."""
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from fractal.domain.subtree import Unsettled
 
-__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "OutageHold", "UsageHold"]
+__all__ = ["Gate", "HandBack", "NodeFacts", "Note", "OutageHold", "UsageHold", "is_hand_back",
+           "merged_detail", "shows_merged"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,14 @@ class HandBack:
     def handed_back(self) -> bool:
         """True when the conflict was handed to the child's loop to resolve (a refused
         merge, ``refused: ...``, was not, though its reason may speak of an earlier one)."""
-        return "handed back" in self.reason and not self.reason.startswith("refused:")
+        return is_hand_back(self.reason)
+
+
+def is_hand_back(reason: str) -> bool:
+    """True when a failed merge's ``reason`` says the conflict was handed to the child's
+    loop to resolve (a refused merge, ``refused: ...``, was not, though its reason may
+    speak of an earlier one)."""
+    return "handed back" in reason and not reason.startswith("refused:")
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,14 @@ class NodeFacts:
     read, oldest first. ``waiting_children`` is True while its loop waits for its
     children (an open ``WAIT`` step); ``unstarted`` its direct children that are idle and
     never ran (``with_running_below`` fills it): nothing starts them but a command.
-    ``merged_at`` is when its newest merge landed (None: none did, or the newest failed).
+    ``merged_at`` is when its newest merge landed (None: none did, or the newest failed),
+    ``merged_into`` that merge as ``merged_detail`` words it (empty: none landed).
+    ``top_level`` is True for a node whose parent is the tree's root (the operator merges
+    it), ``parent`` its parent's branch; ``parent_running`` is True while that parent is
+    a running agent loop (a node, active, its supervisor not gone: ``with_running_below``
+    fills it). ``waiting_since`` is when its open ``WAIT`` step began (epoch s, None: it
+    does not wait); ``paused_by_operator`` when the operator asked for the pause that
+    parked it (epoch s; None: the pause was the loop's or a node's).
     ``run_cause`` is, for an exited run, the reason of its newest failed step beside the
     run's own (``step EXECUTE failed: ...``, ``domain.failcause``), else empty.
     ``braked`` is True while the tree-wide brake is on (``fractal pause``): ``node
@@ -131,3 +146,25 @@ class NodeFacts:
     merged_at: float | None = None
     braked: bool = False
     run_cause: str = ""
+    merged_into: str = ""
+    top_level: bool = False
+    parent: str = ""
+    parent_running: bool = False
+    waiting_since: float | None = None
+    paused_by_operator: float | None = None
+
+
+def merged_detail(target: str, sha: str) -> str:
+    """What ``node status``, ``node list`` and the dashboard say of a node whose newest
+    merge landed and which has not run since: ``merged into main (3f2a9c1)`` (the commit
+    it landed as, 7 hex digits; without them when unknown)."""
+    return f"merged into {target} ({sha[:7]})" if sha else f"merged into {target}"
+
+
+def shows_merged(status: str, merged_at: str | None, run_started: str | None) -> bool:
+    """True when a node reads as merged: it is settled (not active or paused), and its
+    newest merge landed (``merged_at``, stored ISO text) no earlier than its newest run
+    began (``run_started``; None: it never ran). A run started after the merge ends it."""
+    if merged_at is None or status in ("active", "paused"):
+        return False
+    return run_started is None or merged_at >= run_started

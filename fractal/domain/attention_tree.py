@@ -19,8 +19,10 @@ def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
     node's newest run has ended, a descendant counts only if its current run began by
     that end (or its start is unknown): one started later was not left running by that
     run. And, for a node whose loop waits for its children, ``unstarted``: its direct
-    children that are idle and never ran (sorted by branch)."""
+    children that are idle and never ran (sorted by branch). And ``parent_running``: its
+    parent is a node (not the root) that is active with its supervisor alive."""
     below: dict[str, list[tuple[Unsettled, float | None]]] = {}
+    running = {f.branch for f in facts if f.status == "active" and not f.gone}
     idle: dict[str, list[str]] = {}
     for f in facts:
         if f.status == "idle" and f.run_id is None and "." in f.branch:
@@ -39,8 +41,12 @@ def with_running_below(facts: Sequence[NodeFacts]) -> list[NodeFacts]:
                               if ended is None or began is None or began <= ended),
                              key=lambda u: u.branch))
         unstarted = tuple(sorted(idle.get(node.branch, ()))) if node.waiting_children else ()
-        out.append(replace(node, running_below=found, unstarted=unstarted)
-                   if (found, unstarted) != (node.running_below, node.unstarted) else node)
+        parent_running = node.branch.rpartition(".")[0] in running
+        if (found, unstarted, parent_running) != (node.running_below, node.unstarted,
+                                                  node.parent_running):
+            node = replace(node, running_below=found, unstarted=unstarted,
+                           parent_running=parent_running)
+        out.append(node)
     return out
 
 

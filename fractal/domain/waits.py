@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fractal.domain.states import UNSETTLED, Status
 
 __all__ = [
+    "STEP_WALL_NOTE",
     "WAIT_STEP",
     "WaitingChild",
     "children_waited",
@@ -27,20 +28,40 @@ WAIT_STEP = "WAIT"
 precedes). Like SYNC rows, it never counts as the step's work."""
 
 
+STEP_WALL_NOTE = "does not bound the children wait; the run and iteration walls do"
+"""What the dashboard's card says beside ``step_timeout`` while the node waits for its
+children: the wait is its own row, held only by the run's and the iteration's walls."""
+
+
 @dataclass(frozen=True)
 class WaitingChild:
-    """A live child the wait holds for: its branch, status, and whether one of its steps
-    awaits approval."""
+    """A live child the wait holds for: its branch, status, whether one of its steps
+    awaits approval, whether it is idle and never ran (nothing but a command starts it),
+    and whether a merge of it was handed back to it to resolve."""
 
     branch: str
     status: Status
     gate_pending: bool = False
+    never_started: bool = False
+    handed_back: bool = False
+
+    @property
+    def state(self) -> str:
+        """What holds the child, first match: ``awaiting approval`` (at a gate),
+        ``handed back`` (resolving a merge handed back to it), ``idle, never started``,
+        else its status (``active``, ``paused``, ``idle``)."""
+        if self.gate_pending:
+            return "awaiting approval"
+        if self.handed_back:
+            return f"{self.status.value}, merge handed back"
+        if self.never_started and self.status is Status.IDLE:
+            return "idle, never started"
+        return self.status.value
 
     @property
     def label(self) -> str:
-        """``div awaiting approval`` / ``div active``: the last dotted segment."""
-        name = self.branch.rsplit(".", 1)[-1]
-        return f"{name} {'awaiting approval' if self.gate_pending else self.status.value}"
+        """``div awaiting approval`` / ``div active``: the last dotted segment and state."""
+        return f"{self.branch.rsplit('.', 1)[-1]} {self.state}"
 
 
 def waits_for_children(fields: Mapping[str, str]) -> bool:

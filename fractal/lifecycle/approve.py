@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.control import touch_wake
@@ -44,13 +45,16 @@ def gated_steps(ledger: Ledger, branch: str) -> list[StepRow]:
 def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     """Release ``name``'s gated step (default: its pending one). Only its direct parent,
     or the operator at the root, may approve (``fractal.domain.authority``); the first
-    approval wins. Raises Refused."""
+    approval wins, and a later one is refused naming who approved and when. Raises
+    Refused."""
     tree, branch = ctx.tree, ctx.target(name)
     ctx.authorize("approve", branch)
     ledger, caller, actor = ctx.ledger, ctx.acting, ctx.actor
 
-    def refuse(why: str) -> Refused:
-        return ctx.refuse("approve", branch, why)
+    def refuse(why: str, step: int | None = None) -> Refused:
+        last = ledger.last_run(branch)
+        return ctx.refuse("approve", branch, why + _approved_by(
+            tree.db_path, branch, step, None if last is None else last.run_id))
 
     pending = gated_steps(ledger, branch)
     if step_id is None:
@@ -60,10 +64,11 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     else:
         matches = [s for s in pending if s.step_id == step_id]
         if not matches:
-            raise refuse(f"step {step_id} of {branch} is not awaiting approval")
+            raise refuse(f"step {step_id} of {branch} is not awaiting approval", step_id)
         target = matches[0]
     if not ledger.approve_step(target.step_id):
-        raise refuse(f"step {target.step_id} of {branch} was already approved")
+        raise refuse(f"step {target.step_id} of {branch} was already approved",
+                     target.step_id)
     ledger.add_event(branch, "approve", actor=actor, status="completed",
                      metadata=f"step {target.step_id} ({target.step_name})",
                      run_id=target.run_id, iter_id=target.iter_id, step_id=target.step_id)
@@ -72,6 +77,20 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
                          metadata=f"approved {branch} step {target.step_id} ({target.step_name})")
     touch_wake(tree.node(branch).node_dir)
     return Approved(branch, target.step_id, target.step_name)
+
+
+def _approved_by(db_path: Path, branch: str, step_id: int | None, run_id: int | None) -> str:
+    """``: step 7 (REVIEW) was approved by main.lead at 2026-12-07T01:23:45Z`` for the
+    newest approval of ``branch`` in its run ``run_id`` (of step ``step_id`` when given),
+    '' when none was recorded: a refusal says who was first."""
+    from fractal.store.eventlog import last_event
+
+    event = last_event(db_path, branch, "approve", "completed")
+    if event is None or run_id is None or event.run_id != run_id \
+            or (step_id is not None and event.step_id != step_id):
+        return ""
+    when = event.created_at[:19] + "Z" if len(event.created_at) >= 19 else event.created_at
+    return f": {event.meta or 'its gate'} was approved by {event.actor or 'someone'} at {when}"
 
 
 def pending(ctx: Context, name: str | None, *, whole: bool = False) -> list[dict[str, object]]:

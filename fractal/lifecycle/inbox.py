@@ -28,6 +28,7 @@ from fractal.domain.attention import (
     UsageHold,
     classify,
 )
+from fractal.domain.attention_route import HOLD_GRACE_S, for_operator
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree, parent_of
@@ -107,6 +108,7 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                only: set[str] | None = None) -> tuple[list[NodeFacts], dict[str, str]]:
     """``tree_facts`` without ``running_below``, for the branches ``only`` (None: all)."""
     from fractal.control import latched
+    from fractal.domain.attention_facts import merged_detail, shows_merged
     from fractal.domain.attention_tree import wait_until
     from fractal.domain.failcause import failure_cause
     from fractal.lifecycle.heal import crashed
@@ -129,7 +131,9 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
                   if w is not None]
         pause = rows.pauses.get(node.node)
         ask = rows.pause_asks.get(node.node)
+        by_operator = rows.operator_pauses.get(node.node)
         merge = rows.merges.get(node.node)
+        landed = rows.landed.get(node.node)
         wait = rows.waits.get(node.node) if active else None
         hold = None
         if wait is not None and run is not None and wait.run_id == run.run_id:
@@ -158,7 +162,14 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             usage=hold, outage=_outage(rows.outages.get(node.node) if active else None, run),
             to_operator=_notes(rows.notes.get(node.node, ())),
             waiting_children=active and node.node in rows.holding,
-            merged_at=_epoch(rows.landed.get(node.node)), braked=braked,
+            merged_at=_epoch(landed.created_at) if landed else None, braked=braked,
+            merged_into=merged_detail(landed.target, landed.sha)
+            if landed and shows_merged(node.status, landed.created_at,
+                                       run.started_at if run else None) else "",
+            top_level=node.parent in (None, tree.root), parent=node.parent or tree.root,
+            waiting_since=_epoch(rows.waiting_since.get(node.node)),
+            paused_by_operator=_epoch(by_operator[1])
+            if by_operator and run and by_operator[0] == run.run_id else None,
             run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
             if run and run.run_id in rows.causes else ""))
     known = {n.node for n in rows.nodes}
@@ -209,18 +220,70 @@ def gate_diffstat(tree: Tree, branch: str) -> str | None:
     return with_uncommitted(stat, uncommitted_note(tree, branch))
 
 
+def hold_grace(tree: Tree) -> float:
+    """Seconds an item a running parent loop can act on is held for it before it reaches
+    the operator: the root config's ``inbox_grace`` (a duration, ``10m``, or seconds),
+    else ``HOLD_GRACE_S``; an unreadable value counts as the default."""
+    from fractal.domain.durations import parse_duration
+
+    value = tree.root_config().get("inbox_grace")
+    try:
+        if isinstance(value, bool):
+            return HOLD_GRACE_S
+        if isinstance(value, int | float):
+            return max(0.0, float(value))
+        return float(parse_duration(value, "inbox_grace")) if isinstance(value, str) \
+            else HOLD_GRACE_S
+    except (FractalError, ValueError):
+        return HOLD_GRACE_S
+
+
 def tree_inbox(tree: Tree, *, include_acked: bool = False, now: float | None = None,
                diffstats: bool = True) -> list[Entry]:
-    """The tree's attention items, oldest first (acknowledged ones with ``include_acked``)."""
+    """The operator's attention items, oldest first (acknowledged ones with
+    ``include_acked``); items held for a running parent loop (``attention_route``) are
+    left out (``inbox_and_held`` lists them too)."""
+    return _split(tree, include_acked=include_acked, now=now, diffstats=diffstats)[0]
+
+
+def _split(tree: Tree, *, include_acked: bool, now: float | None, diffstats: bool
+           ) -> tuple[list[Entry], list[tuple[Item, str]]]:
     facts, acks = tree_facts(tree, diffstats=diffstats)
-    found = classify(facts, time.time() if now is None else now, acks,
-                     include_acked=include_acked)
-    return [Entry(item, acked) for item, acked in found]
+    at = time.time() if now is None else now
+    found = classify(facts, at, acks, include_acked=include_acked)
+    mine, held = for_operator(found, facts, at, hold_grace(tree))
+    return [Entry(item, acked) for item, acked in mine], held
 
 
 def inbox(ctx: Context, *, include_acked: bool = False) -> list[Entry]:
     """``fractal inbox``: the items of the context's tree."""
     return tree_inbox(ctx.tree, include_acked=include_acked)
+
+
+def inbox_and_held(ctx: Context, *, include_acked: bool = False
+                   ) -> tuple[list[Entry], list[tuple[Item, str]]]:
+    """``fractal inbox``'s items, and the items held for a loop that can act on them,
+    each with that loop's branch (``operator``: the operator's own recent pause), oldest
+    first, from one read."""
+    return _split(ctx.tree, include_acked=include_acked, now=None, diffstats=True)
+
+
+def held_line(held: Sequence[tuple[Item, str]], grace: float) -> str:
+    """What ``fractal inbox`` says of the items held back: ``2 items are with the loop
+    that acts on them first (main.lead: gate main.lead.c, exited main.lead.d); each
+    reaches you after 10m unhandled`` ('' when none is)."""
+    if not held:
+        return ""
+    from fractal.domain.durations import format_duration
+
+    by: dict[str, list[str]] = {}
+    for item, holder in held:
+        by.setdefault(holder, []).append(f"{item.kind.value} {item.node}")
+    parts = "; ".join(f"{'your own action' if h == 'operator' else h}: {', '.join(w)}"
+                      for h, w in sorted(by.items()))
+    count = "1 item is" if len(held) == 1 else f"{len(held)} items are"
+    return (f"{count} with the loop that acts on it first ({parts}); each reaches you after "
+            f"{format_duration(int(grace))} unhandled")
 
 
 def ack(ctx: Context, item: str) -> Entry:

@@ -7,8 +7,10 @@ node whose worktree or branch vanished is moved to ``missing`` (``lifecycle/miss
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fractal.domain.sandbox import Mode, mode_of
 from fractal.domain.signals import decoration
@@ -20,6 +22,9 @@ from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
 from fractal.store.rows import ActivityRow
 from fractal.tree import parent_of
+
+if TYPE_CHECKING:
+    from fractal.store.reader import LastMerge
 
 
 @dataclass(frozen=True)
@@ -98,22 +103,32 @@ def _unsettled(db_path: Path, branch: str) -> list[Unsettled]:
 
 
 def _waiting(db_path: Path, branch: str) -> str:
-    """``waiting for 2 children: div awaiting approval, ops active``."""
+    """``waiting for 2 children: div awaiting approval, ops idle, never started``: every
+    child the wait holds for, with its state (``domain.waits.WaitingChild.state``)."""
+    from fractal.domain.attention_facts import is_hand_back
     from fractal.store import reader
 
     rows = reader.node_rows(db_path)
     live = children_waited(branch, [(r.node, r.status) for r in rows])
     status = {r.node: r.status for r in rows}
-    return waiting_detail([WaitingChild(b, status[b], any(
-        s.status in (Status.ACTIVE, Status.PAUSED) for s in reader.awaiting_approval(db_path, b)))
+    merges = reader.newest_merges(db_path, live)
+    return waiting_detail([WaitingChild(
+        b, status[b], any(s.status in (Status.ACTIVE, Status.PAUSED)
+                          for s in reader.awaiting_approval(db_path, b)),
+        never_started=status[b] is Status.IDLE and reader.last_run(db_path, b) is None,
+        handed_back=b in merges and merges[b].status == "failed"
+        and is_hand_back(merges[b].reason))
         for b in live])
 
 
-def _detail(db_path: Path, branch: str, status: str) -> str:
+def _detail(db_path: Path, branch: str, status: str,
+            merges: Mapping[str, LastMerge] | None = None) -> str:
     """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
     (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
-    one's with its newest failed step's reason, ``domain.failcause``)."""
+    one's with its newest failed step's reason, ``domain.failcause``), after ``merged
+    into main (3f2a9c1); `` while its newest merge landed and it has not run since; a
+    stopped one's with the reason its stop was given (``Stopped by request: lunch``)."""
     from fractal.domain.failcause import failure_cause
     from fractal.store import reader
 
@@ -124,6 +139,15 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         if event is not None:
             return event.meta
     last = reader.last_run(db_path, branch)
+    if status not in (Status.ACTIVE, Status.PAUSED):  # merged, until it runs again
+        from fractal.domain.attention_facts import merged_detail, shows_merged
+
+        merge = (reader.newest_merges(db_path, [branch]) if merges is None
+                 else merges).get(branch)
+        if merge is not None and merge.status == "merged" and shows_merged(
+                status, merge.created_at, last.started_at if last else None):
+            shown = merged_detail(merge.target, merge.sha)
+            return f"{shown}; {last.meta}" if last is not None and last.meta else shown
     if last is None:
         return ""
     if status == Status.ACTIVE:
@@ -167,6 +191,13 @@ def _detail(db_path: Path, branch: str, status: str) -> str:
         cause = reader.failed_step(db_path, last.run_id)
         shown = failure_cause(last.meta, *cause) if cause is not None else ""
         return f"{last.meta}; {shown}" if shown else last.meta
+    if status == Status.STOPPED.value:  # the reason `node stop --reason` gave, if any
+        from fractal.store.eventlog import last_event
+
+        asked = last_event(db_path, branch, "stop", "completed")
+        if asked is not None and asked.meta and asked.run_id == last.run_id \
+                and asked.meta not in last.meta:
+            return f"{last.meta}: {asked.meta}"
     return last.meta
 
 
@@ -192,10 +223,11 @@ def list_nodes(ctx: Context, name: str | None, *, show: str = "live") -> list[di
         fresh = {r.node: r for r in reader.node_rows(tree.db_path)}
         chosen = [fresh.get(r.node, r) for r in chosen]
     out: list[dict[str, object]] = []
+    merges = reader.newest_merges(tree.db_path, [r.node for r in chosen])  # one read
     for row in chosen:
         status = Status.MISSING.value if row.node in gone else row.status
         detail = missing_detail(row.node, gone[row.node]) if row.node in gone \
-            else _detail(tree.db_path, row.node, row.status)
+            else _detail(tree.db_path, row.node, row.status, merges)
         out.append({
             "node": row.node, "status": status, "detail": detail, "title": row.title or "",
             "max_cost": row.max_cost, "created": row.created_at,

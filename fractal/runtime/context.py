@@ -140,14 +140,14 @@ class Reentry:
 class RunState:
     """Mutable state of the current run. Deadlines and ``iter_started`` are clock seconds.
 
-    One writer each: ``run_deadline`` is fixed when the supervisor builds the state (a
-    resume restores it and the parked ``checks``, ``fail_streak`` and ``reentry``); the
+    One writer each: ``run_deadline`` and ``gates`` are fixed when the supervisor builds
+    the state (a resume restores them and the parked ``checks``, ``fail_streak`` and ``reentry``); the
     ``iter_*`` fields belong to the iteration runner, which opens, re-enters and drains
     iterations (a resume only names the parked ``iter_id`` and its ``reentry``); a wait
     whose time the walls do not count (a usage window's) moves both deadlines only
     through ``credit_walls``; the end facts (``timed_out``, ``stopped``,
-    ``finish_drained``, ``crash_reason``, ``last_iter_ok``, ``step_end``, the failure
-    counts) belong to the run loop; ``budget`` and ``reserve`` to the run's one
+    ``finish_drained``, ``done``, ``crash_reason``, ``last_iter_ok``, ``step_end``, the
+    failure counts) belong to the run loop; ``budget`` and ``reserve`` to the run's one
     ``BudgetGuard``; ``checks`` to the check runner (the exit check, a gate's check);
     ``sessions`` to the run's launches; ``held_gate`` to the approval gate. What belongs
     to one step kind (a pool's end, a usage window's probe, a step's near-limit report)

@@ -1,7 +1,8 @@
 """Gather the facts of the SYNC digest (``domain.digest``) from the tree database and the
 node directories: the node's direct children's outbox notices since a stored timestamp,
 their gates awaiting approval, the children holding a hand-back the node has not merged
-again, and the node's unread inbox; with them the ``DigestKey`` a waiting loop compares
+again, the node's unread inbox and, while a children wait holds it, every child it
+waits on with its state; with them the ``DigestKey`` a waiting loop compares
 (``domain.digest.news``). A read that fails leaves the digest out (the SYNC still runs)
 and finds no news (a wait launches nothing on a failed look)."""
 
@@ -13,6 +14,8 @@ from typing import NamedTuple
 from fractal.domain.digest import NEWEST, Digest, DigestKey
 from fractal.domain.errors import FractalError
 from fractal.domain.outcome import Status
+from fractal.domain.waits import WAIT_STEP
+from fractal.runtime.gates import waiting_children
 from fractal.store import radio_reads
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
@@ -58,6 +61,8 @@ def look(ledger: Ledger, paths: NodePaths, since: str | None) -> Look | None:
                  if s.status in (Status.ACTIVE, Status.PAUSED)]
         unread = radio_reads.listing(db, branch, hosts=[branch], channels=["inbox"],
                                      state=radio_reads.ReadState.UNREAD)
+        waits = any(s.step_name == WAIT_STEP for s in ledger.open_steps(branch))
+        waiting = waiting_children(ledger, branch) if waits else None
     except (FractalError, OSError) as exc:
         log.warning("could not gather the SYNC digest: %s", exc)
         return None
@@ -66,11 +71,13 @@ def look(ledger: Ledger, paths: NodePaths, since: str | None) -> Look | None:
     digest = Digest(
         notices=[(m.node[len(prefix):], m.subject) for m in reversed(notices)],
         gates=gates, unread=len(unread), subjects=[m.subject for m in unread[:NEWEST]],
-        hand_backs=handed)
+        hand_backs=handed, waiting=waiting)
     key = DigestKey(children=tuple((r.node, str(r.status)) for r in children),
                     gates=frozenset(g[2] for g in gates),
                     newest_notice=newest[0].message_id if newest else 0,
                     unread=frozenset(m.message_id for m in unread),
-                    handed_to_me=read_note(paths.node_dir) is not None)
+                    handed_to_me=read_note(paths.node_dir) is not None,
+                    stuck=frozenset(c.branch for c in waiting or ()
+                                    if c.never_started and c.status is Status.IDLE))
     return Look(digest, key)
 

@@ -156,10 +156,19 @@ def waited_children(ledger: Ledger, node: str) -> list[str]:
 
 
 def waiting_children(ledger: Ledger, node: str) -> list[WaitingChild]:
-    """The children a wait holds for, each marked when one of its gates is pending."""
+    """The children a wait holds for, each marked when one of its gates is pending, when
+    it is idle and never ran, and when a merge of it was handed back to it."""
+    from fractal.domain.attention_facts import is_hand_back  # start-up cost: only a wait reads them
+    from fractal.store.reader import newest_merges
+
     statuses = {r.node: r.status for r in ledger.nodes()}
-    return [WaitingChild(b, statuses[b], bool(_open_gates(ledger, b)))
-            for b in children_waited(node, list(statuses.items()))]
+    live = children_waited(node, list(statuses.items()))
+    merges = newest_merges(ledger.db_path, live) if live else {}
+    return [WaitingChild(b, statuses[b], bool(_open_gates(ledger, b)),
+                         never_started=statuses[b] is Status.IDLE and ledger.last_run(b) is None,
+                         handed_back=b in merges and merges[b].status == "failed"
+                         and is_hand_back(merges[b].reason))
+            for b in live]
 
 
 def _open_gates(ledger: Ledger, node: str) -> list[int]:

@@ -10,7 +10,8 @@ merge when it failed, each node's newest ``usage_wait`` and ``outage_wait`` even
 the closed usage windows, the messages nodes sent to the operator (the root's ``inbox``) that the
 operator has not read (the newest ``NOTES_MAX``), and the inbox's acknowledgements.
 Every query reads through an index: the (event, node) and (run_id, cost) ones are
-migration 0014's.
+migration 0014's. A node created under a deleted node's name sees none of its
+namesake's runs or merges (rows are keyed by name: ``rows.THIS_NODES_RUN``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fractal.domain.outage import OUTAGE_EVENT
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.domain.waits import WAIT_STEP
 from fractal.store.reader import _connect
-from fractal.store.rows import NodeRow, RunRow, StepRow, columns
+from fractal.store.rows import THIS_NODES_RUN, NodeRow, RunRow, StepRow, born_since, columns
 from fractal.store.spend import KNOWN_COST_SUM
 
 _SQL_NAME = {"meta": "metadata"}
@@ -34,7 +35,7 @@ def _columns(cls: type[NodeRow | RunRow | StepRow]) -> str:
     """The SELECT list of ``cls``'s fields, in order (``meta`` is the ``metadata`` column)."""
     return ", ".join(columns(cls))
 
-__all__ = ["NOTES_MAX", "AttentionRows", "FailedMerge", "NoteRow", "WaitRow",
+__all__ = ["NOTES_MAX", "AttentionRows", "FailedMerge", "Landed", "NoteRow", "WaitRow",
            "attention_rows"]
 
 NOTES_MAX = 200
@@ -54,6 +55,17 @@ class FailedMerge:
     target: str
     reason: str
     created_at: str
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A node's newest ``merges`` row, when it landed: when it was booked, the target, and
+    the commit it landed as (the squash commit; the child's tip for a merge that found
+    nothing new)."""
+
+    created_at: str
+    target: str
+    sha: str
 
 
 @dataclass(frozen=True)
@@ -98,13 +110,18 @@ class AttentionRows:
     pause_asks: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     """paused node -> (run_id, reason) of the newest pause someone asked for (not the
     loop's own ``parked ...`` record) since the node's newest resume"""
-    landed: dict[str, str] = field(default_factory=dict)  # child -> its newest merge, landed
+    landed: dict[str, Landed] = field(default_factory=dict)  # child -> its newest merge, landed
     causes: dict[int, tuple[str, str]] = field(default_factory=dict)
     """exited run -> (step_name, reason) of its newest failed step"""
     waited: dict[int, str] = field(default_factory=dict)
     """gate step -> when its approval wait first began (its ``gate`` event ``started``)"""
     outages: dict[str, WaitRow] = field(default_factory=dict)
     """active node -> its newest ``outage_wait`` event, while ``started``"""
+    waiting_since: dict[str, str] = field(default_factory=dict)
+    """node holding an open WAIT step -> when that step began"""
+    operator_pauses: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """paused node -> (run_id, created_at) of the newest pause asked for since its newest
+    resume, when the operator asked for it"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -133,15 +150,15 @@ def _newest_events(conn: sqlite3.Connection, event: str) -> list[tuple[object, .
         "JOIN events AS e ON e.event_id = m.newest", (event,)))
 
 
-def _merges(conn: sqlite3.Connection) -> tuple[dict[str, FailedMerge], dict[str, str]]:
-    """Each child's newest merge: the failed ones, and when the landed ones were booked."""
-    rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at "
-                     "FROM merges WHERE merge_id IN (SELECT MAX(merge_id) FROM merges "
-                     "GROUP BY child)")
+def _merges(conn: sqlite3.Connection) -> tuple[dict[str, FailedMerge], dict[str, Landed]]:
+    """Each child's newest merge: the failed ones, and the landed ones."""
+    rows = _optional(conn, "SELECT merge_id, child, target, status, metadata, created_at, "
+                     "COALESCE(squash_sha, child_sha) FROM merges WHERE merge_id IN "
+                     "(SELECT MAX(merge_id) FROM merges GROUP BY child)")
     failed = {str(child): FailedMerge(int(str(mid)), str(target), str(meta), str(at))
-              for mid, child, target, status, meta, at in rows if status == "failed"}
-    landed = {str(child): str(at) for _mid, child, _t, status, _m, at in rows
-              if status == "merged"}
+              for mid, child, target, status, meta, at, _sha in rows if status == "failed"}
+    landed = {str(child): Landed(str(at), str(target), str(sha or ""))
+              for _mid, child, target, status, _m, at, sha in rows if status == "merged"}
     return failed, landed
 
 
@@ -180,12 +197,14 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             nodes = [NodeRow(*r) for r in conn.execute(
                 f"SELECT {_columns(NodeRow)} FROM nodes {where} ORDER BY node_id",
                 names or ())]
+            own = f"{where} AND {THIS_NODES_RUN}" if names else f"WHERE {THIS_NODES_RUN}"
             runs = {r.node: r for r in (RunRow(*row) for row in conn.execute(
                 f"SELECT {_columns(RunRow)} FROM runs WHERE run_id IN "
-                f"(SELECT MAX(run_id) FROM runs {where} GROUP BY node)", names or ()))}
+                f"(SELECT MAX(run_id) FROM runs {own} GROUP BY node)", names or ()))}
         known = {n.node for n in nodes}
         gates: dict[str, list[StepRow]] = {}
         holding: set[str] = set()
+        waiting_since: dict[str, str] = {}
         for row in conn.execute(f"SELECT {_columns(StepRow)} FROM steps INDEXED BY "
                                 "ix_steps_ended_at WHERE ended_at IS NULL ORDER BY step_id"):
             step = StepRow(*row)
@@ -194,6 +213,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                 gates.setdefault(step.node, []).append(step)
             elif step.step_name == WAIT_STEP and step.node in known:
                 holding.add(step.node)
+                waiting_since.setdefault(step.node, step.started_at)
         waited: dict[int, str] = {}  # gate step -> when its approval wait first began
         gate_ids = [s.step_id for rows_ in gates.values() for s in rows_]
         for start in range(0, len(gate_ids), 500):
@@ -220,6 +240,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
         asks: dict[str, tuple[int | None, str]] = {}
+        asked_by: dict[str, tuple[int | None, str]] = {}
         if paused:
             wanted = set(paused)
             for _eid, node, _run, _status, meta, at in _newest_events(conn, "pause"):
@@ -228,14 +249,17 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             marks = ", ".join("?" * len(paused))
             # An ask older than the node's newest resume was answered by that resume: the
             # park shown now is a newer one (an interruption, say), not the ask's.
-            for node, run, meta, _newest in conn.execute(
-                    "SELECT node, run_id, metadata, MAX(event_id) FROM events AS a WHERE event "
+            for node, run, meta, actor, at, _newest in conn.execute(
+                    "SELECT node, run_id, metadata, actor, created_at, MAX(event_id) FROM "
+                    "events AS a WHERE event "
                     "= 'pause' AND status = 'completed' AND actor != 'loop' AND node IN "
                     f"({marks}) AND event_id > COALESCE((SELECT MAX(r.event_id) FROM events "
                     "AS r WHERE r.event = 'resume' AND r.status = 'completed' AND r.node = "
                     "a.node), 0) GROUP BY node", paused):
                 if meta:
                     asks[str(node)] = (None if run is None else int(str(run)), str(meta))
+                if actor == "operator":
+                    asked_by[str(node)] = (None if run is None else int(str(run)), str(at))
         writes: dict[str, str] = {}
         for node in (n.node for n in nodes if n.status == "active"):
             arms = " UNION ALL ".join(f"SELECT MAX({column}) FROM {table} WHERE node = ?"
@@ -262,6 +286,9 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                     conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
         notes = _notes(conn, root) if root is not None else {}
         merges, landed = _merges(conn)
+        born = {n.node: n.created_at for n in nodes}  # a deleted namesake's merges stay out
+        merges = {k: v for k, v in merges.items() if born_since(born.get(k), v.created_at)}
+        landed = {k: v for k, v in landed.items() if born_since(born.get(k), v.created_at)}
         if only is not None:
             notes = {k: v for k, v in notes.items() if k in only}
             merges = {k: v for k, v in merges.items() if k in only}
@@ -270,4 +297,5 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
                              landed, causes, waited,
-                             {k: v for k, v in outages.items() if k in known})
+                             {k: v for k, v in outages.items() if k in known},
+                             waiting_since, asked_by)

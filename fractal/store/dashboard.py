@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.store.reader import _connect
-from fractal.store.rows import IterationRow, MessageRow, RunRow, StepRow, build
+from fractal.store.rows import THIS_NODES_RUN, IterationRow, MessageRow, RunRow, StepRow, build
 from fractal.store.spend import KNOWN_COST_SUM
 
 __all__ = ["CheckPoint", "History", "LiveRows", "history", "live_rows", "run_links"]
@@ -95,10 +95,11 @@ class History:
 
 def history(db_path: Path, node: str, runs: int = 3, checks: int = 12) -> History:
     """The explorer's rows for ``node``: its ``runs`` newest runs and ``checks`` newest
-    exit checks."""
+    exit checks, none of a deleted namesake's (``rows.THIS_NODES_RUN``)."""
     with _connect(db_path, create=False) as conn:
         run_rows = [build(RunRow, x) for x in conn.execute(
-            "SELECT * FROM runs WHERE node = ? ORDER BY run_id DESC LIMIT ?", (node, runs))]
+            f"SELECT * FROM runs WHERE node = ? AND {THIS_NODES_RUN} ORDER BY run_id DESC "
+            "LIMIT ?", (node, runs))]
         ids = [r.run_id for r in run_rows]
         iters: dict[int, list[IterationRow]] = {}
         steps: dict[int, list[StepRow]] = {}
@@ -114,5 +115,6 @@ def history(db_path: Path, node: str, runs: int = 3, checks: int = 12) -> Histor
                 steps.setdefault(step.iter_id or 0, []).append(step)
         points = [CheckPoint(str(x[0]), int(x[1]), x[2]) for x in conn.execute(
             "SELECT ended_at, exit_code, failures FROM checks WHERE node = ? AND kind = 'exit' "
-            "ORDER BY ended_at DESC LIMIT ?", (node, checks))]
+            "AND ended_at >= COALESCE((SELECT created_at FROM nodes WHERE node = ?), '') "
+            "ORDER BY ended_at DESC LIMIT ?", (node, node, checks))]
     return History(run_rows, iters, steps, list(reversed(points)))

@@ -18,7 +18,7 @@ from fractal.domain.gates import GATES_EVENT, gates_of
 from fractal.domain.reasons import ABNORMAL_EXIT, AWAITING_APPROVAL
 from fractal.store.fence import close_open_rows, fenced_close
 from fractal.store.registry import CAP_KEYS, new_id, set_row
-from fractal.store.rows import EventRow, IterationRow, RunRow, SignalRow, StepRow
+from fractal.store.rows import THIS_NODES_RUN, EventRow, IterationRow, RunRow, SignalRow, StepRow
 from fractal.store.timefmt import utc_now
 from fractal.store.transition import Transitions
 
@@ -73,8 +73,9 @@ class Ledger(Transitions):
         return self._one(RunRow, "SELECT * FROM runs WHERE run_id = :id", {"id": run_id})
 
     def last_run(self, node: str) -> RunRow | None:
-        """The node's newest run, open or closed, or None."""
-        return self._one(RunRow, "SELECT * FROM runs WHERE node = :node "
+        """The node's newest run, open or closed, or None (a deleted namesake's runs are
+        not the node's: ``rows.THIS_NODES_RUN``)."""
+        return self._one(RunRow, f"SELECT * FROM runs WHERE node = :node AND {THIS_NODES_RUN} "
                          "ORDER BY run_id DESC LIMIT 1", {"node": node})
 
     def active_run_id(self, node: str) -> int | None:

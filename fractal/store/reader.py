@@ -16,19 +16,19 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
 from fractal.store.lockwait import is_lock_error, patiently
-from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
+from fractal.store.rows import THIS_NODES_RUN, ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
 
 if TYPE_CHECKING:
     from fractal.domain.doctor import DbFacts
 
-__all__ = ["READ_BUSY_TIMEOUT_S", "TreeGone", "activity", "awaiting_approval",
-           "inspect_database", "last_run",
+__all__ = ["READ_BUSY_TIMEOUT_S", "LastMerge", "TreeGone", "activity", "awaiting_approval",
+           "inspect_database", "last_run", "newest_merges",
            "node_row", "node_rows",
            "open_steps", "pending_signals", "refused_merges"]
 
@@ -139,7 +139,9 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
 def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> list[ActivityRow]:
     """Rows of the ``activity`` view, newest first.
 
-    ``nodes`` restricts to those branches (None: every node; empty: no rows);
+    ``nodes`` restricts to those branches (None: every node; empty: no rows), each to the
+    rows since its registration (a deleted namesake's history stays out, so a subtree's
+    listing may hold fewer than ``limit`` rows);
     ``limit`` caps the row count (None: all). Ties on the timestamp break on the row
     ids, so the order is stable.
     """
@@ -151,6 +153,14 @@ def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> l
         where = f"WHERE node IN ({', '.join('?' * len(nodes))})"
         params.extend(nodes)
     with _connect(db_path) as conn:
+        born: dict[str, str] = {}
+        if nodes is not None:  # rows since each node's registration: a constant floor
+            born = {str(n): str(at) for n, at in conn.execute(  # the indexes can use
+                f"SELECT node, created_at FROM nodes WHERE node IN "
+                f"({', '.join('?' * len(nodes))})", list(nodes))}
+            if len(born) == len(set(nodes)):
+                where += " AND timestamp >= ?"
+                params.append(min(born.values()))
         tail = ""
         if limit is not None:
             cutoff = _activity_cutoff(conn, nodes, limit)
@@ -160,7 +170,8 @@ def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> l
             tail = "LIMIT ?"
             params.append(max(limit, 0))
         sql = f"SELECT * FROM activity {where} {_ACTIVITY_ORDER} {tail}"
-        return [build(ActivityRow, row) for row in conn.execute(sql, params)]
+        rows = [build(ActivityRow, row) for row in conn.execute(sql, params)]
+    return [r for r in rows if r.node not in born or r.timestamp >= born[r.node]]
 
 
 def _activity_cutoff(conn: sqlite3.Connection, nodes: Sequence[str] | None,
@@ -214,11 +225,12 @@ def failed_step(db_path: Path, run_id: int) -> tuple[str, str] | None:
 
 
 def last_run(db_path: Path, node: str) -> RunRow | None:
-    """The node's newest run, open or closed, or None."""
+    """The node's newest run, open or closed, or None (a deleted namesake's runs are not
+    the node's: ``rows.THIS_NODES_RUN``)."""
     with _connect(db_path) as conn:
         row = conn.execute(
-            "SELECT * FROM runs WHERE node = ? ORDER BY run_id DESC LIMIT 1", (node,)
-        ).fetchone()
+            f"SELECT * FROM runs WHERE node = ? AND {THIS_NODES_RUN} ORDER BY run_id DESC "
+            "LIMIT 1", (node,)).fetchone()
     return None if row is None else build(RunRow, row)
 
 
@@ -253,18 +265,53 @@ def awaiting_approval(db_path: Path, node: str) -> list[StepRow]:
 def refused_merges(db_path: Path, target: str) -> list[tuple[str, str]]:
     """``(child, reason)`` of each registered, unretired node whose newest merge into
     ``target`` is a refusal (a ``failed`` ``merges`` row whose reason starts ``refused:``,
-    as a node's refused merge of its child into itself books it), by child; none on a
-    database from before the ``merges`` table."""
+    as a node's refused merge of its child into itself books it), by child, booked since
+    the child was registered (not a deleted namesake's); none on a database from before
+    the ``merges`` table."""
     with _connect(db_path) as conn:
         try:
             rows = conn.execute(
                 "SELECT m.child, m.metadata FROM merges m JOIN nodes n ON n.node = m.child "
                 "WHERE m.merge_id IN (SELECT MAX(merge_id) FROM merges WHERE target = ? "
                 "GROUP BY child) AND m.status = 'failed' AND m.metadata LIKE 'refused:%' "
-                "AND n.status != 'retired' ORDER BY m.child", (target,)).fetchall()
+                "AND n.status != 'retired' AND m.created_at >= n.created_at ORDER BY m.child",
+                (target,)).fetchall()
         except sqlite3.OperationalError:
             return []
     return [(str(row[0]), str(row[1])) for row in rows]
+
+
+class LastMerge(NamedTuple):
+    """A node's newest ``merges`` row: its status (``active``, ``merged``, ``failed``),
+    target, reason, the commit it landed as (the squash commit, else the child's tip)
+    and when it was booked (stored ISO text)."""
+
+    status: str
+    target: str
+    reason: str
+    sha: str
+    created_at: str
+
+
+def newest_merges(db_path: Path, children: Sequence[str]) -> dict[str, LastMerge]:
+    """Each of ``children``'s newest ``merges`` row booked since the child was registered
+    (a deleted namesake's stay out), by child; none on a database from before the
+    ``merges`` table."""
+    if not children:
+        return {}
+    marks = ", ".join("?" * len(children))
+    with _connect(db_path) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT m.child, m.status, m.target, m.metadata, COALESCE(m.squash_sha, "
+                "m.child_sha), m.created_at FROM merges m JOIN nodes n ON n.node = m.child "
+                "WHERE m.merge_id IN (SELECT MAX(merge_id) FROM merges "
+                f"WHERE child IN ({marks}) GROUP BY child) AND m.created_at >= n.created_at",
+                tuple(children)).fetchall()
+        except sqlite3.OperationalError:
+            return {}
+    return {str(r[0]): LastMerge(str(r[1]), str(r[2]), str(r[3] or ""), str(r[4] or ""),
+                                 str(r[5])) for r in rows}
 
 
 def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:

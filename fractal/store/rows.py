@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from fractal.domain.states import Status
 
 __all__ = [
+    "THIS_NODES_RUN",
     "ActivityRow",
     "EventRow",
     "IterationRow",
@@ -30,6 +31,7 @@ __all__ = [
     "RunRow",
     "SignalRow",
     "StepRow",
+    "born_since",
     "build",
     "columns",
 ]
@@ -207,6 +209,21 @@ class ActivityRow(NamedTuple):
 def _field_names(cls: type[tuple[Any, ...]]) -> tuple[str, ...]:
     names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]  # a NamedTuple class
     return names
+
+
+THIS_NODES_RUN = ("runs.started_at >= COALESCE((SELECT born.created_at FROM nodes AS born "
+                  "WHERE born.node = runs.node), '')")
+"""SQL condition on a ``runs`` row: it belongs to the node registered under its name now,
+not to a deleted namesake. Rows are keyed by name, and a name is free again once its
+node is deleted, so a run counts for the node only if it began at or after the node's
+registration (``nodes.created_at``; the store's ISO text sorts in time order)."""
+
+
+def born_since(created_at: str | None, instant: str | None) -> bool:
+    """True when a row stamped ``instant`` (stored ISO text) is the registered node's own:
+    at or after its registration ``created_at`` (None: no node, every row counts; a
+    row without an instant counts too). See ``THIS_NODES_RUN``."""
+    return created_at is None or instant is None or instant >= created_at
 
 
 def columns(cls: type[tuple[Any, ...]]) -> list[str]:

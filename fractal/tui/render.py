@@ -10,6 +10,7 @@ from rich.text import Text
 from fractal.domain.dashview import Level, clock_label
 from fractal.domain.termtext import terminal_text
 from fractal.domain.treedraw import glyph
+from fractal.domain.waits import STEP_WALL_NOTE, WAIT_STEP
 from fractal.store.dashboard import History
 from fractal.tui.snapshot import NodeView, Snapshot
 
@@ -104,6 +105,9 @@ def card(view: NodeView | None, now: float) -> Text:
                          ("step_timeout", view.live.step_started)):
         if key in config:
             left = _remaining(started, config[key], now) if view.status == "active" else ""
+            if key == "step_timeout" and view.status == "active" \
+                    and view.live.step_name == WAIT_STEP:
+                left = f" ({STEP_WALL_NOTE})"
             walls.append(f"{key} {config[key].strip(chr(34))}{left}")
     if walls:
         text.append("walls: " + " · ".join(walls) + "\n")

@@ -13,27 +13,37 @@ from textual.widgets import Input, Static
 HELP = """\
 fractal open — keys
 
-  up/down, enter   move in the tree, fold a subtree
-  a                approve the selected node's gate (shows its diffstat first)
-  p / r            pause / resume the selected node (and its subtree)
-  s / f            stop after the current step / finish after the iteration (confirmed)
-  k                kill the node and its subtree (confirmed)
-  m                merge the node into its target (shows its diffstat, confirmed)
-  n                send the node a message (its inbox; the first line is the subject)
-  o                open the node's tmux pane (switch-client inside tmux; back on detach)
-  /                search: jump to the next node whose name contains the text
-  x                filter: all nodes / only what waits for you / only active ones
-  t                show or hide retired nodes
-  ?                this help          q   quit
+  up/down enter  move in the tree; enter folds or unfolds a subtree
+  a              approve the selected node's gate (its diffstat first)
+  p / r          pause / resume the selected node and its subtree
+  s / f          stop after the current step / finish after the
+                 iteration (both confirmed)
+  k              kill the node and its subtree (confirmed)
+  m              merge the node into its target (diffstat, confirmed)
+  n              send the node a message (its inbox; the first line
+                 is the subject)
+  o              open the node's tmux pane (switch-client inside tmux;
+                 back on detach)
+  /              search: jump to the next node whose name has the text
+  x              filter: all nodes / what waits for you / active ones
+  t              show or hide retired nodes
+  ?              this help        q   quit
 
-Every key calls the same function as the CLI verb (fractal node approve, pause,
-merge, fractal radio send, ...).
+Every key calls the same function as its CLI verb (fractal node
+approve, pause, merge, fractal radio send, ...).
 """
 
-_CSS = """
-ConfirmScreen, PromptScreen, HelpScreen { align: center middle; }
-#dialog { width: 80; height: auto; border: thick $accent; background: $surface;
-          padding: 1 2; }
+DIALOG_WIDTH = 80
+"""Columns of a modal dialog, its border and padding included."""
+
+HELP_WIDTH = DIALOG_WIDTH - 2 - 4
+"""Columns a dialog's text has inside its border (1 each side) and padding (2 each side):
+every line of ``HELP`` fits, so none wraps mid-phrase."""
+
+_CSS = f"""
+ConfirmScreen, PromptScreen, HelpScreen {{ align: center middle; }}
+#dialog {{ width: {DIALOG_WIDTH}; height: auto; border: thick $accent; background: $surface;
+          padding: 1 2; }}
 """
 
 

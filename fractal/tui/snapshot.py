@@ -283,7 +283,10 @@ class Builder:
             found += mine
         self._items = items
         found.sort(key=lambda pair: (pair[0].since, pair[0].node, pair[0].kind.value))
-        return found
+        from fractal.domain.attention_route import for_operator
+        from fractal.lifecycle.inbox import hold_grace  # start-up cost, as node_facts above
+
+        return for_operator(found, facts, now, hold_grace(self.tree))[0]
 
     def _subtree_spends(self) -> dict[int, float | None]:
         """Each run's spend with its descendant runs' (``dashview.subtree_spends``: what
@@ -365,7 +368,8 @@ class Builder:
                        and now - f.last_write > stall_after(step_timeout))
             views.append(NodeView(
                 branch=f.branch, status=f.status, title=terminal_text(f.title),
-                live=state, reason=terminal_text(f.run_reason), spent=spent, cap=f.run_cap,
+                live=state, reason=terminal_text(f.merged_into or f.run_reason), spent=spent,
+                cap=f.run_cap,
                 gauge=gauge(spent, f.run_cap, reserve if isinstance(reserve, float | int)
                             else None),
                 stalled=stalled,

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-__all__ = ["RUNTIME_ARTIFACTS", "exclude_pathspecs", "is_runtime_artifact"]
+__all__ = ["RUNTIME_ARTIFACTS", "TOOL_CACHES", "exclude_pathspecs", "is_runtime_artifact",
+           "is_tool_cache"]
 
 RUNTIME_ARTIFACTS: tuple[str, ...] = (
     # Node-directory runtime files (``<worktree>/.fractal/<branch>/...``).
@@ -94,10 +95,30 @@ def is_runtime_artifact(path: str) -> bool:
     (a trailing ``/`` marks a directory). Returns True when any RUNTIME_ARTIFACTS pattern
     covers it, with gitignore semantics (case-sensitive).
     """
+    return _covered(path, RUNTIME_ARTIFACTS)
+
+
+def _covered(path: str, patterns: tuple[str, ...]) -> bool:
+    """True when one of ``patterns`` covers ``path`` (see ``is_runtime_artifact``)."""
     is_dir = path.endswith("/")
     parts = [p for p in path.strip("/").split("/") if p and p != "."]
     if not parts:
         return False
     if is_dir:
         parts.append("")  # so directory-only patterns may match the directory itself
-    return any(_matches(pattern, parts) for pattern in RUNTIME_ARTIFACTS)
+    return any(_matches(pattern, parts) for pattern in patterns)
+
+
+TOOL_CACHES: tuple[str, ...] = (
+    ".pytest_cache/", "__pycache__/", "*.pyc", ".mypy_cache/", ".ruff_cache/", ".tox/",
+    ".nox/", ".hypothesis/", ".coverage", "node_modules/", ".next/", ".gradle/",
+)
+"""Gitignore-style patterns of the caches test runners, linters and package managers
+write into a worktree: a project's ``.gitignore`` ignores them on purpose, so the commit
+pipeline's warning about paths a tracked ignore rule ate leaves them out."""
+
+
+def is_tool_cache(path: str) -> bool:
+    """Tell whether a repo-relative posix path (``git status``'s form, a trailing ``/``
+    for a directory) is, or lies inside, a tool's cache (``TOOL_CACHES``)."""
+    return _covered(path, TOOL_CACHES)

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
+from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact, is_tool_cache
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_types import listing
 from fractal.workspace.git import changed_paths, run_git
@@ -112,7 +112,7 @@ def ignored_warning(worktree: Path, roots: Sequence[str] | None) -> str | None:
     """Warn about paths under ``roots`` (None: everywhere) that tracked ignore rules eat.
 
     A path counts when ``git status --ignored=matching`` lists it, it is not a runtime
-    artifact, and the rule that ignores it comes from a tracked file (a committed
+    artifact nor a tool's cache (``.pytest_cache/``, ignored on purpose), and the rule that ignores it comes from a tracked file (a committed
     ``.gitignore``; never ``info/exclude`` or a global excludes file). Returns the warning
     text naming up to WARN_CAP paths with their rules, or None.
     """
@@ -122,7 +122,8 @@ def ignored_warning(worktree: Path, roots: Sequence[str] | None) -> str | None:
     out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching",
                    "--untracked-files=all", "--", *specs], worktree).stdout
     ignored = [e[3:] for e in out.split("\0") if e.startswith("!! ")]
-    ignored = [p for p in ignored if not is_runtime_artifact(p)][:_CHECK_CAP]
+    ignored = [p for p in ignored
+               if not is_runtime_artifact(p) and not is_tool_cache(p)][:_CHECK_CAP]
     if not ignored:
         return None
     proc = run_git(["-c", "core.quotePath=false", "check-ignore", "-v", "--", *ignored],

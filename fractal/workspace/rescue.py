@@ -87,7 +87,7 @@ class RescueRef:
 
 
 _STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)\.(\d{3})Z")
-_SUBJECT = re.compile(r"rescue \S+ before (\S+)")
+_SUBJECT = re.compile(r"rescue \S+ before (\S.*)")
 _FILES = re.compile(r"(\d+) unsaved file\(s\)")
 
 

@@ -383,6 +383,21 @@ def test_warns_about_tracked_ignore_rules_and_large_files(node: Node) -> None:
     assert "assets/big.bin (10.0 MB)" in text
 
 
+def test_a_tool_cache_the_gitignore_ignores_on_purpose_is_no_warning(node: Node) -> None:
+    node.write(".gitignore", ".pytest_cache/\n__pycache__/\n*.log\n")
+    git(node.wt, "add", ".gitignore")
+    git(node.wt, "commit", "-q", "-m", "ignore caches")
+    node.write(".pytest_cache/v/cache/nodeids")
+    node.write("src/__pycache__/m.cpython-312.pyc")
+    node.write("src/m.py")
+    outcome = node.commit("add m").outcome
+    assert outcome.sha and outcome.files == ("src/m.py",)
+    assert outcome.warnings == ()
+    node.write("src/debug.log")  # a rule eating something else still warns
+    node.write("src/n.py")
+    assert "src/debug.log" in "\n".join(node.commit("add n").outcome.warnings)
+
+
 # --- modes ----------------------------------------------------------------------------------
 
 def test_check_reports_uncommitted_changes_and_commits_nothing(node: Node) -> None:

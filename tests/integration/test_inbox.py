@@ -11,7 +11,7 @@ import pytest
 
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import copy_of_tree, force_status, git, make_repo
+from tests.helpers import copy_of_tree, force_status, git, make_repo, no_hold
 from tests.trees import run_cli, run_cli_as
 
 
@@ -298,6 +298,7 @@ def test_a_write_during_a_read_keeps_no_token_so_the_next_look_sees_it(repo: Pat
 
 
 def test_a_parent_waiting_on_a_child_nobody_started_is_an_inbox_item(cousins: Path) -> None:
+    no_hold(cousins)  # its own loop's first otherwise (test_attention_route.py)
     ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
     run = ledger.open_run("main.a2", agent="stub", max_cost=None, parent_run_id=None)
     force_status(ledger.db_path, "main.a2", "active")
@@ -318,6 +319,7 @@ def test_a_parent_waiting_on_a_child_nobody_started_is_an_inbox_item(cousins: Pa
 
 
 def test_a_paused_item_shows_the_reason_the_pause_was_given(cousins: Path) -> None:
+    no_hold(cousins)  # the operator's own pause: shown at once
     ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
     run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
     force_status(ledger.db_path, "main.a1", "active")

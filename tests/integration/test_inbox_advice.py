@@ -14,7 +14,7 @@ import pytest
 
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
-from tests.helpers import copy_of_tree, force_status, make_repo
+from tests.helpers import copy_of_tree, force_status, make_repo, no_hold
 from tests.trees import run_cli
 
 NODE = "main.a1"
@@ -71,6 +71,7 @@ def test_under_the_tree_brake_a_paused_node_is_resumed_by_fractal_resume(repo: P
 
 def test_a_paused_item_drops_an_old_pauses_reason_after_a_newer_interruption(
         repo: Path) -> None:
+    no_hold(repo)  # the operator's own pause: shown at once
     ledger = _ledger(repo)
     run = ledger.open_run(NODE, agent="stub", max_cost=None, parent_run_id=None)
     force_status(ledger.db_path, NODE, "active")

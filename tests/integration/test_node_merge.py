@@ -530,10 +530,15 @@ def test_a_leads_refused_merge_is_recorded_where_the_operator_looks(setup: Setup
     activity = json.loads(run_cli(["node", "activity", "a", "--json"], setup.repo, env).stdout)
     assert any(r["event"] == "merge" and r["status"] == "failed" and "main.a.c" in r["reason"]
                for r in activity)
+    from tests.helpers import no_hold
+
+    no_hold(setup.repo)  # past the grace the lead had to act on it
     items = json.loads(run_cli(["inbox", "--json"], setup.repo, env).stdout)
     merge = [i for i in items if i["kind"] == "merge"]
+    # The lead runs, so only its loop may merge into it: the item asks the lead.
     assert [(i["node"], i["command"]) for i in merge] == [
-        ("main.a.c", "fractal node merge main.a.c")]
+        ("main.a.c", "fractal radio send --node main.a --subject 'merge c' --priority 7 "
+                     "'merge c: fractal inbox has the details'")]
     assert "did not land: refused: main.a's worktree" in str(merge[0]["summary"])
     feed = json.loads(run_cli(["radio", "feed", "--json"], setup.repo, env).stdout)
     assert feed[0]["subject"] == "main.a.c not merged into main.a: refused"

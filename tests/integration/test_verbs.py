@@ -294,6 +294,20 @@ def test_the_parent_approves_once_and_pending_lists_the_gate(small: Small) -> No
     assert (small.node_dir("main.a.b") / ".wake").exists()
 
 
+def test_a_late_approval_is_refused_naming_who_approved_and_when(small: Small) -> None:
+    """The operator approved the lead's child first: the lead's approve says so."""
+    step_id = _gate(small, "main.a.b")
+    assert approve(small.ctx(), "a.b") == Approved("main.a.b", step_id, "PLAN")
+    with pytest.raises(Refused, match=re.escape(
+            f"node main.a.b has no step awaiting approval: step {step_id} (PLAN) was "
+            "approved by operator at 20")):
+        approve(small.ctx(None, loop="main.a"), "b")
+    with pytest.raises(Refused, match=re.escape(
+            f"step {step_id} of main.a.b is not awaiting approval: step {step_id} (PLAN) "
+            "was approved by operator at")):
+        approve(small.ctx(None, loop="main.a"), "b", step_id)
+
+
 def test_a_gate_whose_agent_still_works_is_not_pending_and_cannot_be_approved(
         small: Small) -> None:
     step_id = _gate(small, "main.a.b", turn_over=False)

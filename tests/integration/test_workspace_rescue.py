@@ -144,3 +144,26 @@ def test_a_signing_policy_never_blocks_a_rescue(node: Path, repo: Path) -> None:
     (node / "x.txt").write_text("x\n")
     saved = rescue(node, "main.a", "delete", instant=INSTANT)
     assert _show(node, saved.ref, "x.txt") == "x"
+
+
+@pytest.mark.parametrize(("subject", "operation"), [
+    ("rescue main.a before delete", "delete"),
+    ("rescue main.a before continue --clean", "continue --clean"),
+    ("rescue main before merge restore", "merge restore"),
+    ("a commit of its own", None),
+])
+def test_the_operation_a_rescue_subject_names_survives_its_row(subject: str,
+                                                               operation: str | None) -> None:
+    """After ``destroy`` only the ref's subject says what made the rescue: a verb of two
+    words included."""
+    from fractal.workspace.rescue import operation_of
+
+    assert operation_of(subject) == operation
+
+
+def test_rescue_list_after_destroy_names_a_continue_clean_rescue(repo: Path) -> None:
+    from fractal.lifecycle.rescuing import list_rescues
+
+    (repo / "notes.txt").write_text("unsaved\n")
+    rescue(repo, "main", "continue --clean", instant=INSTANT)
+    assert [r.operation for r in list_rescues(repo)] == ["continue --clean"]

@@ -102,6 +102,15 @@ CASES = [
     ("unstarted-braked", NodeFacts(B, "active", run_id=2, last_write=NOW - 5, braked=True,
                                    waiting_children=True, unstarted=(f"{B}.x",)),
      [(Kind.UNSTARTED, f"fractal resume && fractal node start {B}.x")]),
+    # A top-level node's completed run waits for the operator's merge into the root.
+    ("ready", NodeFacts(B, "completed", run_id=4, run_status="completed", run_ended=NOW - 5,
+                        top_level=True, parent="main"),
+     [(Kind.READY, f"fractal node merge {B}")]),
+    ("ready-merged", NodeFacts(B, "completed", run_id=4, run_status="completed",
+                               run_ended=NOW - 5, top_level=True, parent="main",
+                               merged_at=NOW - 1), []),
+    ("ready-stopped", NodeFacts(B, "stopped", run_id=4, run_status="stopped",
+                                run_ended=NOW - 5, top_level=True, parent="main"), []),
     # An agent that failed every iteration fails again on `--continue`: look first.
     ("failing-agent", _exited("3 consecutive iterations failed (last: failed on PLAN)"),
      [(Kind.EXITED, f"fractal node activity {B}")]),
@@ -314,3 +323,35 @@ def test_a_braked_trees_paused_item_says_the_brake_is_on() -> None:
     plain = replace(parked, braked=False)
     [(was, _)] = classify([plain], NOW)
     assert classify([parked], NOW, {was.key: was.fingerprint})  # acked unbraked: back
+
+
+def test_a_ready_item_names_the_target_and_the_review() -> None:
+    facts = NodeFacts(B, "completed", run_id=4, run_status="completed", run_ended=NOW - 5,
+                      run_reason="Reached max iterations (2)", top_level=True, parent="main")
+    (item, _), = classify([facts], NOW)
+    assert item.summary == (f"run 4 completed: ready to merge into main (review it: "
+                            f"`fractal node diff {B}`)")
+    assert item.key == f"ready:{B}:4" and item.details["target"] == "main"
+
+
+@pytest.mark.parametrize(("status", "merged_at", "run_started", "shown"), [
+    ("completed", "2026-01-01T00:10:00.000Z", "2026-01-01T00:00:00.000Z", True),
+    ("completed", "2026-01-01T00:10:00.000Z", "2026-01-01T00:20:00.000Z", False),  # ran again
+    ("idle", "2026-01-01T00:10:00.000Z", None, True),
+    ("active", "2026-01-01T00:10:00.000Z", "2026-01-01T00:00:00.000Z", False),
+    ("paused", "2026-01-01T00:10:00.000Z", "2026-01-01T00:00:00.000Z", False),
+    ("completed", None, "2026-01-01T00:00:00.000Z", False),
+])
+def test_shows_merged(status: str, merged_at: str | None, run_started: str | None,
+                      shown: bool) -> None:
+    from fractal.domain.attention_facts import shows_merged
+
+    assert shows_merged(status, merged_at, run_started) is shown
+
+
+@pytest.mark.parametrize(("sha", "text"), [
+    ("3f2a9c1deadbeef", "merged into main (3f2a9c1)"), ("", "merged into main")])
+def test_merged_detail(sha: str, text: str) -> None:
+    from fractal.domain.attention_facts import merged_detail
+
+    assert merged_detail("main", sha) == text

@@ -129,6 +129,29 @@ def test_a_child_gate_wakes_a_sync_at_once(loop_tree: LoopTree) -> None:
     assert meta.startswith("waited for 1 child")
 
 
+def test_the_sync_while_waiting_names_every_child_and_its_state(loop_tree: LoopTree) -> None:
+    """The lead is told why it waits: a SYNC during the wait lists each child the wait
+    holds for, the idle one nobody started with the command that starts it."""
+    t = loop_tree
+    _lead(t, "--wait", "1m", children=("ops", "wrap"))
+    _set(t, "wrap", "idle")
+    prompts: list[str] = []
+
+    def on_sync(call: FakeCall) -> None:
+        if call.is_sync and "waiting for children" in call.label and not prompts:
+            prompts.append(call.prompt)
+            _set(t, "ops", "completed")
+            _set(t, "wrap", "retired")
+    t.launcher.on_spawn.append(on_sync)
+    t.run("lead")
+    assert t.status("lead") == "completed"
+    assert len(prompts) == 1
+    assert "- Waiting for 2 children (the step runs once each has settled):" in prompts[0]
+    assert "  - ops: active\n" in prompts[0]
+    assert ("  - wrap: idle, never started: nothing starts it but you, "
+            "`" in prompts[0]) and "node start wrap`" in prompts[0]
+
+
 @pytest.mark.parametrize(("nodes", "expected"), [
     ([("main.a.b", Status.ACTIVE), ("main.a.c", Status.COMPLETED)], ["main.a.b"]),
     ([("main.a.b.x", Status.ACTIVE), ("main.ab", Status.ACTIVE)], []),
@@ -196,3 +219,18 @@ def test_prompts_carry_the_tree_and_child_modes(loop_tree: LoopTree) -> None:
         in " ".join(call.prompt.split())
     assert f'`{FRACTAL_BIN} radio send "TEXT" --parent --subject "SUBJECT" --priority 5`' \
         in call.prompt
+
+
+@pytest.mark.parametrize(("child", "label"), [
+    (WaitingChild("main.lead.ops", Status.ACTIVE), "ops active"),
+    (WaitingChild("main.lead.ops", Status.PAUSED), "ops paused"),
+    (WaitingChild("main.lead.ops", Status.IDLE), "ops idle"),
+    (WaitingChild("main.lead.ops", Status.IDLE, never_started=True), "ops idle, never started"),
+    (WaitingChild("main.lead.ops", Status.ACTIVE, never_started=True), "ops active"),
+    (WaitingChild("main.lead.ops", Status.ACTIVE, handed_back=True),
+     "ops active, merge handed back"),
+    (WaitingChild("main.lead.ops", Status.ACTIVE, gate_pending=True, handed_back=True),
+     "ops awaiting approval"),
+])
+def test_a_waited_childs_label_says_what_holds_it(child: WaitingChild, label: str) -> None:
+    assert child.label == label

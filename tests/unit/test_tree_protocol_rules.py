@@ -110,3 +110,27 @@ def test_the_digest_says_what_changed_and_how_to_act() -> None:
 def test_a_quiet_digest() -> None:
     assert render_digest(Digest()).splitlines()[2:] == [
         "- Child notices: none.", "- Gates pending: none.", "- Unread messages: none."]
+
+
+def test_a_waiting_digest_names_every_child_with_its_state_and_move() -> None:
+    from fractal.domain.states import Status
+    from fractal.domain.waits import WaitingChild
+
+    kids = [WaitingChild("main.l.wrap", Status.IDLE, never_started=True),
+            WaitingChild("main.l.div", Status.ACTIVE, gate_pending=True),
+            WaitingChild("main.l.ops", Status.ACTIVE),
+            WaitingChild("main.l.cat", Status.ACTIVE, handed_back=True),
+            WaitingChild("main.l.log", Status.PAUSED)]
+    assert render_digest(Digest(waiting=kids)).splitlines()[2:8] == [
+        "- Waiting for 5 children (the step runs once each has settled):",
+        "  - cat: active, merge handed back: its loop resolves the conflict, then merge it "
+        "again",
+        "  - div: awaiting approval: review `$FRACTAL_BIN node diff div`, then "
+        "`$FRACTAL_BIN node approve div`",
+        "  - log: paused: `$FRACTAL_BIN node resume log` when it should go on",
+        "  - ops: active",
+        "  - wrap: idle, never started: nothing starts it but you, "
+        "`$FRACTAL_BIN node start wrap`"]
+    assert render_digest(Digest(waiting=[])).splitlines()[2].startswith(
+        "- Waiting for children: none is live")
+    assert "Waiting" not in render_digest(Digest())

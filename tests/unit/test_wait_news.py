@@ -24,9 +24,17 @@ BASE = DigestKey(children=(("main.l.a", "active"), ("main.l.b", "active")),
     (BASE._replace(unread=frozenset({3, 4})), True),  # a message arrived
     (BASE._replace(unread=frozenset()), False),  # a message read
     (BASE._replace(handed_to_me=True), True),  # a hand-back into the node
+    # the wait holds for a child nobody started: the agent must hear of it once
+    (BASE._replace(stuck=frozenset({"main.l.b"})), True),
 ])
 def test_news(now: DigestKey, expected: bool) -> None:
     assert news(BASE, now) is expected
+
+
+def test_a_stuck_child_is_news_once() -> None:
+    told = BASE._replace(stuck=frozenset({"main.l.b"}))
+    assert news(told, told) is False
+    assert news(told, BASE) is False  # it was started meanwhile
 
 
 def test_news_before_any_sync_and_after_a_settled_child_retired() -> None:
