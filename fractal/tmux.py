@@ -244,6 +244,20 @@ def pane_pid(name: str, socket: Path) -> int | None:
     return int(first[0]) if first and first[0].isdigit() else None
 
 
+def session_of_pane(pid: int, socket: Path) -> str | None:
+    """The name of the session holding the pane whose first process is ``pid`` on the
+    server at ``socket``, or None (no such pane, no server, no tmux)."""
+    try:
+        proc = _tmux(socket, "list-panes", "-a", "-F", "#{pane_pid} #{session_name}")
+    except (TmuxError, subprocess.TimeoutExpired):
+        return None
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        pane, _, session = line.partition(" ")
+        if pane == str(pid):
+            return session
+    return None
+
+
 def capture_pane(name: str, socket: Path) -> str:
     """Text of the session's active pane, scrollback included (trailing blank lines dropped).
 

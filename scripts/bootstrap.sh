@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install what fractal needs on a fresh machine: system packages (tmux, git) when
-# absent, then a virtualenv with the project installed editable plus the dev and web
+# Install what fractal needs on a fresh machine: system packages (tmux, bubblewrap, git)
+# when absent, then a virtualenv with the project installed editable plus the dev and web
 # extras.
 set -euo pipefail
 venv="${1:-.venv}"
@@ -8,6 +8,8 @@ py="${PY:-python3}"
 
 missing=()
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+# every agent launch runs in a bubblewrap sandbox on Linux (docs/security.md)
+if [ "$(uname -s)" = Linux ]; then command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap); fi
 command -v git >/dev/null 2>&1 || missing+=(git)
 if ! "$py" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   missing+=(python3-venv)

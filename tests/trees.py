@@ -265,9 +265,22 @@ class Tree(TreeLayout):
 
 
 def init_tree(repo: Path, agent: Path | None, env: Mapping[str, str] | None = None,
-              timeout: float = 60) -> None:
+              timeout: float = 60, sandbox: str = "off") -> None:
     """A fresh repository at ``repo`` (``tests.helpers.make_repo``) with a tree in it:
-    ``fractal init``, plus ``--agent AGENT`` when given."""
+    ``fractal init``, plus ``--agent AGENT`` when given, and the tree's ``sandbox``
+    setting. It is ``off`` by default here: the stub agents of the e2e, soak and real-CLI
+    tiers record what they saw in files beside the repository (``tmp_path``), which the
+    sandbox keeps read-only; ``tests/security`` runs the same CLI sandboxed."""
     make_repo(repo)
     run_cli(["init", *(["--agent", str(agent)] if agent is not None else [])], repo,
             env=env, timeout=timeout)
+    set_sandbox(repo, sandbox)
+
+
+def set_sandbox(repo: Path, mode: str) -> None:
+    """Write ``"sandbox": mode`` into every tree's config.json in ``repo`` (the root
+    data dirs), as an operator would by hand."""
+    for config in (repo / ".fractal").glob("*/config.json"):
+        data = json.loads(config.read_text(encoding="utf-8"))
+        data["sandbox"] = mode
+        config.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -7,6 +7,7 @@ commands never pay for the runtime, SQLAlchemy, alembic or watchdog.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -130,7 +131,12 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI and map errors to exit codes (``settle``)."""
+    """Console-script entry point: run the CLI and map errors to exit codes (``settle``).
+    Inside a node's sandbox (``FRACTAL_RELAY`` set) the command is forwarded to the
+    node's supervisor instead (``fractal.relayclient``)."""
+    relay = os.environ.get("FRACTAL_RELAY")  # domain.sandbox.RELAY_ENV, without its import
+    if relay:
+        sys.exit(_forward(relay, list(sys.argv[1:] if argv is None else argv)))
     from fractal.crashlog import CrashSite  # deferred: start-up cost (9 modules)
 
     site = CrashSite(argv=list(sys.argv[1:] if argv is None else argv))
@@ -144,6 +150,22 @@ def main(argv: list[str] | None = None) -> None:
     except (Exception, KeyboardInterrupt) as exc:
         settle(exc, site)
     sys.exit(0)
+
+
+def _forward(relay: str, argv: list[str]) -> int:
+    """Run ``argv`` through the node's relay; print its answer; return its exit code."""
+    from fractal.relayclient import forward  # deferred: start-up cost (7 modules)
+
+    try:
+        code, out, err = forward(relay, argv)
+    except (OSError, ValueError) as exc:
+        click.echo(f"Error: cannot reach this node's supervisor through {relay}: {exc}; "
+                   "is its run still going?", err=True)
+        return 1
+    for stream, data in ((sys.stdout, out), (sys.stderr, err)):
+        stream.write(data.decode("utf-8", errors="replace"))
+        stream.flush()
+    return code
 
 
 def _on_a_terminal() -> bool:

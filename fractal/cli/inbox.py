@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
+from fractal.cli.format import notice
 
 PATH_OPTION = path_option(IN_REPOSITORY)
 
@@ -27,6 +28,8 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     (the root config's inbox_grace, default 10m); stderr says what is held."""
     if ctx.invoked_subcommand is not None:
         return
+    from fractal.domain.sandbox import Mode, mode_of  # deferred: start-up cost (1 module)
+
     # deferred: start-up cost (29 modules)
     from fractal.lifecycle.inbox import held_line, hold_grace, inbox_and_held
 
@@ -35,6 +38,9 @@ def inbox_group(ctx: click.Context, as_json: bool, include_acked: bool, path: Pa
     if as_json:
         click.echo(json.dumps([e.as_row() for e in entries], indent=2))
         return
+    if mode_of(vctx.tree.root_config()) is Mode.OFF:
+        notice('the tree runs its agents unsandboxed ("sandbox": "off" in '
+               f'.fractal/{vctx.tree.root}/config.json; docs/security.md)')
     if not entries:
         click.echo("nothing waits for you", err=True)
     for entry in entries:

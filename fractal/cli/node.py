@@ -10,7 +10,7 @@ import click
 
 from fractal.cli import LazyGroup
 from fractal.cli.context import PATH_OPTION, path_option, verb_context
-from fractal.cli.format import format_options, limit_option, output_format, render_rows
+from fractal.cli.format import format_options, limit_option, notice, output_format, render_rows
 
 # CLI flag -> config key, for the value-taking options of `node init`.
 _INIT_VALUES: dict[str, str] = {
@@ -309,7 +309,11 @@ def status_cmd(node: str | None, path: Path) -> None:
     # deferred: only this command needs it (23 modules)
     from fractal.lifecycle.reads.nodes import node_status
 
-    click.echo(node_status(verb_context(path), node).line)
+    status = node_status(verb_context(path), node)
+    click.echo(status.line)
+    if status.unsandboxed:
+        notice(f"{status.branch} runs unsandboxed: the tree's config says \"sandbox\": "
+               "\"off\" (docs/security.md)")
 
 
 @node_group.command("list")

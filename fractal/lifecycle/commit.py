@@ -23,9 +23,10 @@ from pathlib import Path
 from fractal.domain.config import normalise_scope
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
+from fractal.procs.confine import CONFINED_ENV, confined_argv, relay_socket
 from fractal.tree import NodePaths, Tree
 from fractal.workspace import git
-from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest
+from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest, ScriptRunner
 from fractal.workspace.nodedir import read_config
 
 __all__ = ["CommitMode", "CommitResult", "Lineage", "commit_work", "compose_subject",
@@ -202,6 +203,18 @@ def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
 
 
+def _confined_runner(paths: NodePaths) -> ScriptRunner:
+    """The hook runner of a commit a sandboxed agent asked for through its relay: each
+    hook runs in the node's sandbox (``procs.confine``), with the node's relay."""
+    relay = relay_socket(paths.tree, paths.branch)
+
+    def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
+            timeout: float | None) -> tuple[int, str]:
+        return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, env, timeout)
+
+    return run
+
+
 def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitMode.ITERATION,
                 env: Mapping[str, str] | None = None) -> CommitResult:
     """Run ``fractal commit`` for the node whose worktree holds ``ctx.cwd``; inside a
@@ -224,6 +237,7 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
                            "baseline commit `fractal commit --init MESSAGE`; commit work from "
                            "a node's worktree")
     scope, local = _node_settings(paths)
+    confined = bool(environ.get(CONFINED_ENV))  # asked for by the node's sandboxed agent
     lineage = Lineage()
     subject = ""
     if mode is not CommitMode.CHECK:
@@ -245,7 +259,8 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
     request = CommitRequest(worktree=paths.worktree, branch=branch, node_dir=paths.node_dir,
                             subject=subject, mode=mode, scope=scope, local=local,
                             script_env=script_env,
-                            author=None if branch == tree.root else branch)
+                            author=None if branch == tree.root else branch,
+                            programs=not confined)
     recorded: list[int] = []
     problems: list[str] = []
 
@@ -260,7 +275,8 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
             problems.append(f"the commit landed but its event was not recorded: {exc}")
 
     refresh_wikis(paths.worktree, paths.node_dir, mode)  # the wiki step: before lint
-    outcome = run_pipeline(request, runner=_runner, on_commit=record)
+    runner = _confined_runner(paths) if confined else _runner
+    outcome = run_pipeline(request, runner=runner, on_commit=record)
     if problems:
         outcome = CommitOutcome(outcome.sha, outcome.subject, outcome.files, outcome.pushed,
                                 outcome.notices, (*outcome.warnings, *problems))

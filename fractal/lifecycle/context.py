@@ -179,8 +179,30 @@ class Context:
 
     @property
     def actor(self) -> str:
-        """Who is acting, as event rows record it: ``acting``, or ``operator`` at the root."""
-        return "operator" if self.acting == self.tree.root else self.acting
+        """Who is acting, as event rows record it: ``acting``; at the root ``operator``,
+        or ``tmux`` for a process below no supervisor that runs in a window of a node's
+        session on a tmux server (``fx-...``, made with ``tmux new-window`` there): it is
+        no operator's shell, whoever opened it."""
+        if self.acting != self.tree.root:
+            return self.acting
+        return "tmux" if self.in_node_session else "operator"
+
+    @cached_property
+    def in_node_session(self) -> bool:
+        """True when this process runs below no supervisor, in a pane of a node's tmux
+        session (``fx-`` sessions: ``tmux.session_name``). Read from ``/proc`` and, only
+        for a process below a tmux server, one ``tmux list-panes``."""
+        if self.pid is None or self.process_branch is not None:
+            return False
+        from fractal.procs.ancestry import tmux_pane  # deferred: start-up cost (2 modules)
+
+        pane = tmux_pane(self.pid)
+        if pane is None:
+            return False
+        from fractal import tmux  # deferred: start-up cost (11 modules)
+
+        session = tmux.session_of_pane(pane[1], pane[0])
+        return session is not None and session.startswith("fx-")
 
     @property
     def is_operator(self) -> bool:

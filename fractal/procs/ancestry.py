@@ -13,12 +13,13 @@ empty and no process is ever read as inside a loop.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Container
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["lineage"]
+__all__ = ["lineage", "tmux_pane"]
 
 _PROC = Path("/proc")
 _MAX_DEPTH = 256  # no real chain is this deep; a bound against a /proc that loops
@@ -80,3 +81,41 @@ def lineage(pid: int, wanted: Container[int]) -> list[tuple[int, float | None]]:
             break
         current = parent
     return chain
+
+
+def _read(path: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.read(fd, 65536)
+        finally:
+            os.close(fd)
+    except OSError:
+        return b""
+
+
+def _server_socket(server: int) -> Path:
+    """The socket of the tmux server ``server``: its first client's ``-S PATH`` (as
+    fractal starts its servers) or ``-L NAME``, else the default
+    ``${TMUX_TMPDIR:-/tmp}/tmux-<uid>/default`` from the server's own environment."""
+    argv = [a.decode("utf-8", "replace") for a in _read(f"{_PROC}/{server}/cmdline").split(b"\0")]
+    env = dict(entry.decode("utf-8", "replace").partition("=")[::2]
+               for entry in _read(f"{_PROC}/{server}/environ").split(b"\0") if b"=" in entry)
+    base = Path(env.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+    for flag, value in itertools.pairwise(argv):
+        if flag == "-S":
+            return Path(value)
+        if flag == "-L":
+            return base / value
+    return base / "default"
+
+
+def tmux_pane(pid: int) -> tuple[Path, int] | None:
+    """(the socket of the tmux server ``pid`` runs below, the pid of its pane's first
+    process) when ``pid`` descends from a tmux server, else None (read from ``/proc``:
+    the server's command name is ``tmux: server``)."""
+    chain = lineage(pid, ())
+    for below, (ancestor, _) in itertools.pairwise(chain):
+        if _read(f"{_PROC}/{ancestor}/comm").strip() == b"tmux: server":
+            return _server_socket(ancestor), below[0]
+    return None

@@ -104,3 +104,39 @@ def run_capture(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None
     code = _run_merged(argv, cwd=cwd, env=os.environ if env is None else env,
                        sink=chunks.append, grace=grace, timeout=timeout)
     return code, b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def run_split(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bytes,
+              timeout: float, grace: float = DEFAULT_GRACE) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` to completion in a new session with ``stdin`` as its input; return
+    (exit code, stdout, stderr). After ``timeout`` seconds the group is stopped (TERM,
+    ``grace`` s, KILL) and the code is EXIT_TIMEOUT (124); 128+N means death by signal N.
+    Its stderr goes through a private temporary file. Raises SpawnError when exec fails."""
+    import tempfile  # deferred: only a relay answer needs it (13 modules)
+
+    with tempfile.TemporaryDirectory(prefix="fractal-relay-") as tmp:
+        err_path = Path(tmp) / "stderr"
+        launched = spawn_group(argv, cwd=cwd, env=env, stdin_data=stdin,
+                               stderr_path=err_path)
+        popen, handle = launched.popen, launched.handle
+        assert popen.stdout is not None
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            kill_group(handle, grace=grace)
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        chunks: list[bytes] = []
+        try:
+            _pump(popen.stdout.fileno(), chunks.append, popen.poll)
+            returncode = popen.wait()
+        finally:
+            timer.cancel()
+            kill_group(handle, grace=grace)
+            popen.stdout.close()
+        err = err_path.read_bytes()
+    code = 128 - returncode if returncode < 0 else returncode
+    return (EXIT_TIMEOUT if expired.is_set() else code), b"".join(chunks), err

@@ -22,6 +22,7 @@ from fractal.domain.states import Status
 from fractal.domain.values import by_type
 from fractal.pricing import PricingError
 from fractal.procs.processes import process_create_time
+from fractal.runtime import sandboxing
 from fractal.runtime.context import Boot, RunAbort
 from fractal.runtime.costing import check_pricing
 from fractal.runtime.iteration import load_plans
@@ -128,6 +129,9 @@ def preflight(paths: NodePaths, options: RunOptions, config: NodeConfig,
               launch_env: dict[str, str], warn: Callable[[str], None]) -> Boot:
     """Resolve the agent and check its binary, route, step files and price table; returns
     what the run pins at boot. Raises RunAbort naming the problem."""
+    refused = sandboxing.refusal()  # `sandbox: auto|on` where no sandbox can run
+    if refused:
+        raise RunAbort(refused)
     setting = config.agent or str(paths.tree.root_config().get("agent") or "") or None
     try:
         backend = resolve_backend(setting, paths.worktree)

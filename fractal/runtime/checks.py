@@ -32,6 +32,7 @@ from fractal.errors import FractalError, SpawnError
 from fractal.procs import commands, processes
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.loopparts import LoopPart
+from fractal.runtime.sandboxing import confine
 from fractal.runtime.scoring import head_of, score_rules
 from fractal.store.checkbook import CheckBook
 from fractal.store.timefmt import utc_now
@@ -129,7 +130,8 @@ class CheckRunner(LoopPart):
         started_at, started = utc_now(), clock.monotonic()
         reporter.release()  # the check's output streams live
         try:
-            code = commands.run_teed(["bash", "-c", request.command], cwd=paths.worktree,
+            code = commands.run_teed(confine(["bash", "-c", request.command],
+                                             paths.worktree), cwd=paths.worktree,
                                      env=check_env(boot, state, request.kind),
                                      log_path=request.log_path, echo=reporter.raw_output,
                                      grace=processes.grace(processes.Reap.STEP),

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from fractal.agents.base import AgentEvent, Invocation, LaunchRequest, StreamParser
 from fractal.procs import processes
+from fractal.runtime import sandboxing
 from fractal.runtime.agentstream import StreamPump
 from fractal.runtime.clock import trace
 
@@ -153,7 +154,8 @@ class ProcessLauncher:
         """Start the agent; its stderr goes to ``spawn.err_path`` (its directory made)."""
         spawn.err_path.parent.mkdir(parents=True, exist_ok=True)
         launched = processes.spawn_group(
-            spawn.invocation.argv, cwd=spawn.request.worktree, env=spawn.env,
+            sandboxing.confine(spawn.invocation.argv, spawn.request.worktree),
+            cwd=spawn.request.worktree, env=spawn.env,
             stdin_data=spawn.invocation.stdin, stderr_path=spawn.err_path, marker=spawn.marker)
         trace("spawn", spawn.step_id)
         return ProcessAgent(launched, spawn, grace)

@@ -35,7 +35,7 @@ from fractal.domain.run.outcome import (
 from fractal.domain.signals import credited_deadline, paused_seconds
 from fractal.domain.states import Move, Status
 from fractal.procs import processes
-from fractal.runtime import heap
+from fractal.runtime import heap, sandboxing
 from fractal.runtime.adopt import adopt, save_sessions
 from fractal.runtime.boot import (
     Interrupted,
@@ -137,6 +137,8 @@ class Supervisor:
 
     def _run(self) -> int:
         launch_env = launch_environment(self.paths, adopt=self.own_process)
+        if self.own_process:
+            sandboxing.arm(self.paths, launch_env, self.reporter.warning)  # sandbox, relay
         config, problem = read_boot_config(self.paths)
         if self.options.resume_mode:
             return self._resume(config, problem, launch_env)
@@ -374,6 +376,7 @@ class Supervisor:
     def _on_exit(self) -> None:
         node = self.paths.branch
         self.reporter.release()
+        sandboxing.disarm()
         try:  # whatever the loop still has running would outlive it as an orphan: e.g. an
             # agent spawned the instant a SIGHUP arrived, before its group was recorded
             left = processes.sweep_descendants(grace=processes.grace(processes.Reap.EXIT))

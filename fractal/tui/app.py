@@ -34,6 +34,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Static, Tree
 
+from fractal.domain.sandbox import Mode, mode_of
 from fractal.domain.signals import Signal
 from fractal.errors import FractalError
 from fractal.lifecycle.context import open_context
@@ -131,7 +132,8 @@ class Dashboard(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#tree").border_title = "tree"
+        unsandboxed = mode_of(self.fractal.root_config()) is Mode.OFF  # `sandbox: off`
+        self.query_one("#tree").border_title = "tree (unsandboxed)" if unsandboxed else "tree"
         self.query_one("#inbox").border_title = "inbox"
         self.query_one("#feed").border_title = "radio"
         self.query_one("#node").border_title = "node"

@@ -13,6 +13,7 @@ composes the subject, records the event and renders the outcome.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -109,8 +110,14 @@ def run_lint(request: CommitRequest, runner: ScriptRunner) -> bool:
                      "MESSAGE`", tail)
 
 
+def _programs(allowed: bool) -> contextlib.AbstractContextManager[None]:
+    """``repository_programs()`` when ``allowed``, else nothing (the guard stays on)."""
+    return repository_programs() if allowed else contextlib.nullcontext()
+
+
 def push_branch(worktree: Path, branch: str, *, no_verify: bool, runner: ScriptRunner,
-                timeout: float = PUSH_TIMEOUT) -> tuple[bool, str | None, str | None]:
+                timeout: float = PUSH_TIMEOUT,
+                programs: bool = True) -> tuple[bool, str | None, str | None]:
     """Push ``branch`` to ``origin``; return ``(pushed, notice, warning)``.
 
     A missing ``origin`` remote is a notice; a failed push is a warning (the commit stands).
@@ -121,7 +128,7 @@ def push_branch(worktree: Path, branch: str, *, no_verify: bool, runner: ScriptR
     if not has_remote(worktree, "origin"):
         return False, "no origin remote: push skipped", None
     verify = ["--no-verify"] if no_verify else []
-    with repository_programs():  # fractal commit's push: its pre-push hook runs
+    with _programs(programs):  # fractal commit's push: its pre-push hook runs
         env = git_env()
     code, output = runner(["git", "-C", str(worktree), "push", "--quiet", *verify, "origin",
                            branch], worktree, env, timeout)
@@ -162,7 +169,7 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
         check_clean(worktree)
         notes.notice(f"no uncommitted changes in {worktree}")
         return notes.outcome(request.subject)
-    with commit_turn(worktree), repository_programs():  # the one git run with its hooks
+    with commit_turn(worktree), _programs(request.programs):  # the one git run with hooks
         return _commit(request, notes, runner, on_commit)
 
 
@@ -219,7 +226,7 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
         notes.notice("local node: push skipped")
     else:
         pushed, notice, warning = push_branch(worktree, request.branch, no_verify=force,
-                                              runner=runner)
+                                              runner=runner, programs=request.programs)
         notes.notice(notice)
         notes.warn(warning)
     return notes.outcome(request.subject, attempt.sha, commit_files(worktree, attempt.sha),

@@ -65,7 +65,9 @@ class CommitRequest:
     relative to the worktree (``()`` = unscoped: every path is allowed). ``local`` True never
     pushes. ``script_env`` is the environment ``scripts/lint.sh`` runs with. ``author``, when
     set, is the per-worktree ``user.name`` written if the worktree has none yet, so
-    commits in a node's worktree carry the branch as author.
+    commits in a node's worktree carry the branch as author. ``programs`` False keeps the
+    repository's hooks, fsmonitor and drivers off for the commit's git too (a commit a
+    sandboxed agent asked for through its relay: they would run outside its sandbox).
     """
 
     worktree: Path
@@ -77,6 +79,7 @@ class CommitRequest:
     local: bool = False
     script_env: Mapping[str, str] = field(default_factory=dict)
     author: str | None = None
+    programs: bool = True
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ if pose.startswith("node="):
 elif pose.startswith("path="):
     os.environ.pop("_NODE", None)
     extra = ["--path", pose[5:]]
+os.makedirs(os.path.dirname({str(results)!r}), exist_ok=True)
 with open({str(results)!r}, "a") as out:
     for argv in json.loads(open({str(attempts)!r}).read()):
         err = io.StringIO()
@@ -115,7 +116,7 @@ def _state(tree: Tree) -> tuple[object, ...]:
 def _hostile_child(tree: Tree, tmp_path: Path, pose: str = "") -> list[dict[str, object]]:
     """Run ``main.a.b``, whose one step is the hostile agent (posing as ``pose`` says),
     to completion; return its attempts. Asserts that nothing changed."""
-    results = tmp_path / "attempts.jsonl"
+    results = tree.node_dir("a.b") / "tmp" / "attempts.jsonl"  # writable in a sandbox too
     planned = tmp_path / "attempts.json"
     planned.write_text(json.dumps([argv for _e, _t, argv in _attempts()]))
     agent = tmp_path / "hostile-agent"

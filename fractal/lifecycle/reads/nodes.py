@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain.run.subtree import Unsettled, unsettled_notice
+from fractal.domain.sandbox import Mode, mode_of
 from fractal.domain.signals import PARKING, decoration
 from fractal.domain.states import SETTLED, Status
 from fractal.domain.steps.waits import WAIT_STEP, WaitingChild, children_waited, waiting_detail
@@ -28,11 +29,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NodeStatus:
-    """One node's lifecycle status and a short detail (the last run's reason when settled)."""
+    """One node's lifecycle status and a short detail (the last run's reason when settled);
+    ``unsandboxed``: it is active and the tree says ``sandbox: off``."""
 
     branch: str
     status: str
     detail: str
+    unsandboxed: bool = False
 
     @property
     def line(self) -> str:
@@ -71,7 +74,8 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
     refused = _refused(tree.db_path, branch)  # `merge of div refused (...)`
     if refused:
         detail = f"{detail}; {refused}" if detail else refused
-    return NodeStatus(branch, status, detail)
+    unsandboxed = status == Status.ACTIVE.value and mode_of(tree.root_config()) is Mode.OFF
+    return NodeStatus(branch, status, detail, unsandboxed)
 
 
 def _refused(db_path: Path, branch: str) -> str:

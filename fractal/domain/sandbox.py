@@ -1,0 +1,208 @@
+"""The sandbox an agent launch runs in: which paths it may write, which it may only read,
+which it must not see, and whether a launch may run at all (pure: no I/O, no clock).
+
+The rule, in the order the mounts are laid (a later mount covers an earlier one):
+
+1. the whole filesystem read-only, a fresh ``/dev`` and ``/proc``, a private ``/tmp``;
+2. what the private ``/tmp`` hid and the agent must still read: the main checkout and the
+   program's own directory (read-only);
+3. hidden (an empty tmpfs): every tree's data directory (``<repo>/.fractal``: the
+   database, the tree latch, the relay sockets) and fractal's tmux socket directory;
+4. writable: the node's worktree (its node dir, plans, memory, agent homes and
+   ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
+   worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
+   node's worktree is the main checkout and its node dir the tree's data dir: only its
+   plans, memory, ``tmp`` and agent homes come back writable;
+5. read-only again, over the writable binds: every other branch's ref file (pinned: a
+   rename over a mount point fails), the worktree's ``.git`` file and its git
+   directory's ``commondir``, ``gitdir`` and ``config.worktree`` (each names what git
+   runs or reads as config), the node's ``config.json`` and ``steps/``, and the user's
+   agent settings files;
+6. the node's own relay socket, bound at its own path inside the hidden data dir.
+
+``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
+``.git`` and no writable bind covers them. A writable ``refs/heads`` still lets the agent
+create a new branch ref or move its own; it cannot move or delete an existing one of
+another node (pinned in 5), and ``packed-refs`` lies in the read-only ``.git``.
+
+The process side (``--unshare-pid``, ``--die-with-parent``, all capabilities dropped)
+ends every process of a launch with it; the network is kept (agents call their API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import NamedTuple
+
+__all__ = [
+    "RELAY_ENV",
+    "Mode",
+    "Mount",
+    "Op",
+    "SandboxPaths",
+    "Verdict",
+    "bwrap_args",
+    "decide",
+    "mode_of",
+    "policy",
+]
+
+RELAY_ENV = "FRACTAL_RELAY"
+"""Inside the sandbox: the path of the node's relay socket (where ``fractal`` forwards)."""
+
+
+class Mode(StrEnum):
+    """The tree's ``sandbox`` setting."""
+
+    AUTO = "auto"  # sandbox every launch; refuse a launch where none can run
+    ON = "on"  # the same, named explicitly
+    OFF = "off"  # run unsandboxed (``node status`` says so)
+
+
+def mode_of(tree_config: object) -> Mode | str:  # (a Mode is a str too: test for Mode)
+    """The ``sandbox`` key of the tree's config (the root data dir's ``config.json``):
+    a Mode (missing or null: AUTO), or the problem text when the value is none of
+    ``auto``, ``on``, ``off``. A node's own config.json is never read for it."""
+    value = tree_config.get("sandbox") if isinstance(tree_config, dict) else None
+    if value is None:
+        return Mode.AUTO
+    try:
+        return Mode(str(value)) if isinstance(value, str) else _bad(value)
+    except ValueError:
+        return _bad(value)
+
+
+def _bad(value: object) -> str:
+    return (f"the tree's sandbox setting {value!r} is not one of auto, on, off; fix "
+            "\"sandbox\" in the root data dir's config.json")
+
+
+class Verdict(NamedTuple):
+    """Whether launches run sandboxed: ``sandboxed`` True, or False with ``refusal`` empty
+    (``sandbox: off``), or a ``refusal`` text saying why and what to do."""
+
+    sandboxed: bool
+    refusal: str = ""
+
+
+def decide(mode: Mode, missing: str) -> Verdict:
+    """The launch verdict for ``mode`` when the machine's sandbox problem is ``missing``
+    ("" when bubblewrap runs here): OFF never sandboxes; AUTO and ON sandbox, and refuse
+    every launch when no sandbox can run, naming how to enable one or opt out."""
+    if mode is Mode.OFF:
+        return Verdict(False)
+    if not missing:
+        return Verdict(True)
+    why = missing if len(missing) <= 80 else missing[:79] + "…"  # the run's reason: 250
+    return Verdict(False, f"cannot sandbox the agent: {why}; install bubblewrap (apt-get "
+                          "install bubblewrap) and allow user namespaces (sysctl "
+                          "kernel.unprivileged_userns_clone=1), or set \"sandbox\": "
+                          "\"off\" in the tree's config.json")
+
+
+class Op(StrEnum):
+    """One bubblewrap mount operation."""
+
+    RO = "--ro-bind"
+    RO_TRY = "--ro-bind-try"  # skipped when the source is missing
+    RW = "--bind"
+    RW_TRY = "--bind-try"
+    TMPFS = "--tmpfs"
+
+
+class Mount(NamedTuple):
+    """One mount: ``op`` of ``path`` (bound at the same path inside)."""
+
+    op: Op
+    path: str
+
+
+class SandboxPaths(NamedTuple):
+    """What the policy needs to know of one node's launch, every path absolute.
+
+    ``git_common`` is the repository's git directory (``<repo>/.git``), ``git_dir`` the
+    worktree's own (``.git/worktrees/<name>``; equal to ``git_common`` for the root node),
+    ``branch_refs`` every file under ``refs/heads`` now, ``own_ref`` the node's branch ref
+    file, ``hide`` the directories to hide that exist (every tree's data dirs,
+    ``<repo>/.fractal``, and fractal's tmux socket dir), ``relay`` the node's relay socket
+    (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
+    directory of the program launched."""
+
+    repo: str
+    worktree: str
+    node_dir: str
+    git_common: str
+    git_dir: str
+    own_ref: str
+    branch_refs: tuple[str, ...]
+    hide: tuple[str, ...]
+    relay: str | None
+    home: str | None
+    program_dir: str | None = None
+
+
+ROOT_WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
+"""The root node's node dir is the tree's data dir (the database): only these return."""
+AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
+"""Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
+AGENT_HOME_FILES = (".claude.json",)
+"""Under ``$HOME``: single files the agent CLIs rewrite (writable when present)."""
+AGENT_SETTINGS = (".claude/settings.json", ".codex/config.toml")
+"""Under ``$HOME``: the user's agent settings (read-only: they name commands to run)."""
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def policy(p: SandboxPaths) -> list[Mount]:
+    """The mounts of one launch, in order (the module docstring gives the rule)."""
+    git = PurePosixPath(p.git_common)
+    mounts = [Mount(Op.RO, p.repo)]
+    if p.program_dir and not _under(p.program_dir, p.repo):
+        mounts.append(Mount(Op.RO_TRY, p.program_dir))
+    mounts += [Mount(Op.TMPFS, path) for path in p.hide]
+    root_node = p.worktree == p.repo
+    if root_node:  # its node dir is the hidden data dir: only its work comes back
+        mounts += [Mount(Op.RW_TRY, str(PurePosixPath(p.node_dir) / name))
+                   for name in ROOT_WORK_DIRS]
+    else:
+        mounts.append(Mount(Op.RW, p.worktree))
+    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(git / "refs" / "heads")),
+               Mount(Op.RW_TRY, str(git / "logs"))]
+    if p.git_dir != p.git_common:
+        mounts.append(Mount(Op.RW, p.git_dir))
+    if p.home:
+        home = PurePosixPath(p.home)
+        mounts += [Mount(Op.RW_TRY, str(home / d)) for d in AGENT_HOME_DIRS]
+        mounts += [Mount(Op.RW_TRY, str(home / f)) for f in AGENT_HOME_FILES]
+        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in AGENT_SETTINGS]
+    mounts += [Mount(Op.RO, ref) for ref in sorted(p.branch_refs) if ref != p.own_ref]
+    if p.git_dir != p.git_common:
+        gitdir = PurePosixPath(p.git_dir)
+        mounts += [Mount(Op.RO_TRY, str(gitdir / name))
+                   for name in ("commondir", "gitdir", "config.worktree")]
+        mounts.append(Mount(Op.RO, str(PurePosixPath(p.worktree) / ".git")))
+    node = PurePosixPath(p.node_dir)
+    mounts += [Mount(Op.RO_TRY, str(node / "config.json")),
+               Mount(Op.RO_TRY, str(node / "steps"))]
+    if p.relay:
+        mounts.append(Mount(Op.RW, p.relay))
+    return mounts
+
+
+def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> list[str]:
+    """bubblewrap's options for ``mounts`` (without the program name and ``--``): the
+    read-only root, ``/dev``, ``/proc`` and a private ``/tmp`` first, then ``mounts`` in
+    order, a PID namespace that dies with the launch, no capabilities, ``RELAY_ENV`` set
+    to ``relay`` (when given) and ``chdir`` as the working directory."""
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for mount in mounts:
+        args += [mount.op.value, mount.path] if mount.op is Op.TMPFS \
+            else [mount.op.value, mount.path, mount.path]
+    args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+    if relay:
+        args += ["--setenv", RELAY_ENV, relay]
+    return [*args, "--chdir", chdir]

@@ -1,0 +1,146 @@
+"""A node's relay: the Unix socket its supervisor serves, through which the ``fractal``
+commands its sandboxed agent runs reach the ledger.
+
+The database is hidden inside the sandbox; the socket (``procs.confine.relay_socket``:
+``<tree data dir>/relay/<branch>.sock``, hidden too) is bound into that node's sandbox only, so who is asking is
+known by which socket was reached, never by anything the caller says. A request is one
+JSON line ``{"argv": [...], "cwd": DIR, "stdin": B64, "node": _NODE or null}``; the
+supervisor runs ``python -m fractal ARGV`` as its own child, outside the sandbox, in
+``cwd`` when that lies in the node's worktree (else the worktree), with the run's launch
+environment and the caller's ``_NODE`` (a claim the context checks against the child's
+supervisor ancestry, which names this node whatever it says) and ``FRACTAL_CONFINED``
+(the programs the verb starts for the agent, ``fractal commit``'s hooks, run in the
+node's sandbox). The answer is one JSON line ``{"rc": N, "stdout": B64, "stderr": B64}``.
+
+A small server thread, not the loop's waker: the loop blocks for a whole step inside
+``launch._supervise`` and a command the agent runs must be answered during that step;
+each connection gets its own thread and the verb its own process, so the loop's state is
+never touched from the server (single owner kept).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from fractal.procs.commands import run_split
+from fractal.procs.confine import CONFINED_ENV
+from fractal.relayclient import short_address
+from fractal.tree import NodePaths
+
+__all__ = ["MAX_REQUEST", "Relay"]
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request (argv, cwd and stdin)
+VERB_TIMEOUT = 3600.0  # seconds one forwarded command may run
+
+
+class Relay:
+    """The relay of one node (see the module docstring)."""
+
+    def __init__(self, paths: NodePaths, path: Path, env: dict[str, str]) -> None:
+        self.paths = paths
+        self.path = path
+        self.env = env
+        self._sock: socket.socket | None = None
+
+    def start(self) -> None:
+        """Bind the socket (mode 0600 in a 0700 directory) and serve it on a daemon
+        thread. Raises OSError when it cannot be bound."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address, fd = short_address(self.path)
+        try:
+            old = os.umask(0o177)
+            try:
+                sock.bind(address)
+            finally:
+                os.umask(old)
+        finally:
+            os.close(fd)
+        sock.listen(16)
+        self._sock = sock
+        threading.Thread(target=self._serve, daemon=True, name="fractal-relay").start()
+
+    def stop(self) -> None:
+        """Close and remove the socket."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the accept; close alone may not
+            sock.close()
+            self.path.unlink(missing_ok=True)
+
+    def _serve(self) -> None:
+        while True:
+            sock = self._sock
+            if sock is None:
+                return
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True,
+                             name="fractal-relay-call").start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                request = _read_line(conn)
+                reply = self.run(json.loads(request))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                reply = {"rc": 1, "stdout": "",
+                         "stderr": _b64(f"Error: the relay refused the command: {exc}\n")}
+            try:
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError as exc:
+                log.warning("relay: could not answer: %s", exc)
+
+    def run(self, request: dict[str, object]) -> dict[str, object]:
+        """Run one forwarded command as this node; returns the answer."""
+        argv = request["argv"]
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise ValueError("argv must be a list of strings")
+        worktree = self.paths.worktree.resolve()
+        cwd = Path(str(request.get("cwd") or worktree)).resolve()
+        if cwd != worktree and worktree not in cwd.parents:
+            cwd = worktree
+        env = {**self.env, "_NODE": str(self.paths.node_dir), CONFINED_ENV: "1"}
+        node = request.get("node")
+        if isinstance(node, str) and node:
+            env["_NODE"] = node  # a claim: the child's ancestry decides who acts
+        stdin = base64.b64decode(str(request.get("stdin") or ""))
+        code, out, err = run_split([sys.executable, "-m", "fractal", *argv], cwd=cwd,
+                                   env=env, stdin=stdin, timeout=VERB_TIMEOUT)
+        return {"rc": code, "stdout": base64.b64encode(out).decode(),
+                "stderr": base64.b64encode(err).decode()}
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    """One newline-ended request of at most MAX_REQUEST bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_REQUEST:
+            raise ValueError("request too large")
+        if chunk.endswith(b"\n"):
+            break
+    return b"".join(chunks)

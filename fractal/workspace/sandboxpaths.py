@@ -1,0 +1,50 @@
+"""The git side of a node's sandbox: where its git dir, common dir and branch refs are,
+read from the files (``gitfiles.git_dirs``), as ``domain.sandbox.SandboxPaths``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fractal.domain.sandbox import SandboxPaths
+from fractal.workspace.gitfiles import git_dirs
+
+__all__ = ["sandbox_paths"]
+
+
+def _ref_files(heads: Path) -> tuple[str, ...]:
+    """Every loose ref file under ``heads`` (absolute paths), lock files aside."""
+    found: list[str] = []
+    for top, _dirs, files in os.walk(heads):
+        found += [os.path.join(top, name) for name in files if not name.endswith(".lock")]
+    return tuple(found)
+
+
+def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
+                  tmux_dir: Path, relay: Path | None, home: str | None,
+                  program: str | None) -> SandboxPaths:
+    """The node's paths for ``domain.sandbox.policy``; of the directories to hide (the
+    repository's ``.fractal`` and ``tmux_dir``) only those that exist (bubblewrap cannot
+    make a mount point in a read-only directory, and a missing one holds nothing).
+
+    Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
+    the read-only bind covers it (else the agent could create one, which git reads as
+    config once ``extensions.worktreeConfig`` is on). Raises OSError when ``worktree``
+    is not a checkout whose git files can be read.
+    """
+    dirs = git_dirs(worktree)
+    if dirs is None:
+        raise OSError(f"cannot read the git dir of {worktree}; is it a checkout?")
+    git_dir, common = dirs
+    if git_dir != common:
+        (git_dir / "config.worktree").touch(exist_ok=True)
+    program_dir = None
+    if program and os.path.isabs(program):
+        program_dir = os.path.dirname(os.path.realpath(program))
+    return SandboxPaths(
+        repo=str(repo), worktree=str(worktree), node_dir=str(node_dir),
+        git_common=str(common), git_dir=str(git_dir),
+        own_ref=str(common / "refs" / "heads" / branch),
+        branch_refs=_ref_files(common / "refs" / "heads"),
+        hide=tuple(str(d) for d in (repo / ".fractal", tmux_dir) if d.is_dir()),
+        relay=None if relay is None else str(relay), home=home, program_dir=program_dir)

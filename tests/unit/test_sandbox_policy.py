@@ -1,0 +1,157 @@
+"""The sandbox's pure rules (``fractal.domain.sandbox``): the tree's setting, the launch
+verdict, and what each path of a launch ends up as once every mount is laid."""
+
+from __future__ import annotations
+
+import pytest
+
+from fractal.domain.sandbox import (
+    RELAY_ENV,
+    Mode,
+    Mount,
+    Op,
+    SandboxPaths,
+    Verdict,
+    bwrap_args,
+    decide,
+    mode_of,
+    policy,
+)
+
+REPO = "/src/repo"
+GIT = f"{REPO}/.git"
+WT = f"{REPO}/.worktrees/main.a.b"
+NODE = f"{WT}/.fractal/main.a.b"
+HOME = "/home/op"
+TMUX = "/tmp/tmux-1000"
+CHILD = SandboxPaths(
+    repo=REPO, worktree=WT, node_dir=NODE, git_common=GIT,
+    git_dir=f"{GIT}/worktrees/main.a.b", own_ref=f"{GIT}/refs/heads/main.a.b",
+    branch_refs=(f"{GIT}/refs/heads/main", f"{GIT}/refs/heads/main.a",
+                 f"{GIT}/refs/heads/main.a.b", f"{GIT}/refs/heads/main.a.c"),
+    hide=(f"{REPO}/.fractal", TMUX), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
+    program_dir="/opt/agents/bin")
+ROOT = CHILD._replace(worktree=REPO, node_dir=f"{REPO}/.fractal/main", git_dir=GIT,
+                      own_ref=f"{GIT}/refs/heads/main", relay=None)
+
+
+def effective(mounts: list[Mount], path: str) -> str:
+    """What ``path`` is inside: ``rw``, ``ro`` or ``hidden``; the last mount covering it
+    decides, and the root is bound read-only."""
+    mode = "ro"
+    for mount in mounts:
+        if path == mount.path or path.startswith(mount.path.rstrip("/") + "/"):
+            mode = {Op.TMPFS: "hidden", Op.RW: "rw", Op.RW_TRY: "rw"}.get(mount.op, "ro")
+    return mode
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, Mode.AUTO), ("auto", Mode.AUTO), ("on", Mode.ON), ("off", Mode.OFF),
+])
+def test_the_trees_setting(value: str | None, expected: Mode) -> None:
+    assert mode_of({} if value is None else {"sandbox": value}) is expected
+
+
+@pytest.mark.parametrize("value", ["yes", "OFF", 0, False, ["off"]])
+def test_a_bad_setting_is_a_problem_naming_the_fix(value: object) -> None:
+    problem = mode_of({"sandbox": value})
+    assert isinstance(problem, str) and not isinstance(problem, Mode)
+    assert "not one of auto, on, off" in problem and "config.json" in problem
+
+
+@pytest.mark.parametrize(("mode", "missing", "sandboxed", "refuses"), [
+    (Mode.AUTO, "", True, False),
+    (Mode.ON, "", True, False),
+    (Mode.OFF, "", False, False),
+    (Mode.OFF, "bwrap is not on PATH", False, False),
+    (Mode.AUTO, "bwrap is not on PATH", False, True),
+    (Mode.ON, "bwrap cannot make a sandbox here", False, True),
+])
+def test_the_launch_verdict(mode: Mode, missing: str, sandboxed: bool, refuses: bool) -> None:
+    verdict = decide(mode, missing)
+    assert verdict.sandboxed is sandboxed
+    assert bool(verdict.refusal) is refuses
+    if refuses:
+        assert verdict.refusal.startswith(f"cannot sandbox the agent: {missing}")
+        for fix in ("apt-get install bubblewrap", "unprivileged_userns_clone",
+                    '"sandbox": "off"'):
+            assert fix in verdict.refusal
+
+
+def test_off_is_a_verdict_without_refusal() -> None:
+    assert decide(Mode.OFF, "anything") == Verdict(False, "")
+
+
+@pytest.mark.parametrize(("path", "mode"), [
+    (f"{WT}/src/app.py", "rw"),  # the node's work
+    (f"{NODE}/plans/next.md", "rw"),
+    (f"{NODE}/memory/notes.md", "rw"),
+    (f"{NODE}/tmp/scratch", "rw"),
+    (f"{NODE}/.codex/sessions/x", "rw"),
+    (f"{NODE}/config.json", "ro"),  # its limits and gates
+    (f"{NODE}/steps/01-PLAN.md", "ro"),
+    (f"{WT}/.git", "ro"),  # names the git dir git reads
+    (f"{GIT}/objects/ab/cdef", "rw"),  # what its commits need
+    (f"{GIT}/refs/heads/main.a.b", "rw"),
+    (f"{GIT}/refs/heads/main.a.b.lock", "rw"),
+    (f"{GIT}/refs/heads/new-branch", "rw"),
+    (f"{GIT}/logs/refs/heads/main.a.b", "rw"),
+    (f"{GIT}/worktrees/main.a.b/index", "rw"),
+    (f"{GIT}/worktrees/main.a.b/HEAD", "rw"),
+    (f"{GIT}/worktrees/main.a.b/commondir", "ro"),
+    (f"{GIT}/worktrees/main.a.b/gitdir", "ro"),
+    (f"{GIT}/worktrees/main.a.b/config.worktree", "ro"),
+    (f"{GIT}/refs/heads/main.a", "ro"),  # other branches are pinned
+    (f"{GIT}/refs/heads/main", "ro"),
+    (f"{GIT}/refs/heads/main.a.c", "ro"),
+    (f"{GIT}/config", "ro"),  # never writable
+    (f"{GIT}/hooks/pre-commit", "ro"),
+    (f"{GIT}/packed-refs", "ro"),
+    (f"{GIT}/worktrees/main.a.c/index", "ro"),
+    (f"{REPO}/README.md", "ro"),  # the main checkout
+    (f"{REPO}/.worktrees/main.a.c/x.py", "ro"),  # a sibling
+    (f"{REPO}/.worktrees/main.a/.fractal/main.a/steps/01.md", "ro"),  # the parent
+    (f"{REPO}/.fractal/main/fractal.db", "hidden"),  # the ledger
+    (f"{REPO}/.fractal/main/.paused", "hidden"),
+    (f"{REPO}/.fractal/main/relay/main.a.sock", "hidden"),  # another node's relay
+    (f"{REPO}/.fractal/main/relay/main.a.b.sock", "rw"),  # its own
+    (f"{TMUX}/default", "hidden"),  # fractal's tmux server
+    (f"{HOME}/.claude/projects/x.jsonl", "rw"),  # the agent CLIs' homes
+    (f"{HOME}/.claude.json", "rw"),
+    (f"{HOME}/.claude/settings.json", "ro"),
+    (f"{HOME}/.codex/config.toml", "ro"),
+    (f"{HOME}/.ssh/id_ed25519", "ro"),
+    ("/opt/agents/bin/agent", "ro"),
+])
+def test_what_a_childs_launch_may_do_with_each_path(path: str, mode: str) -> None:
+    assert effective(policy(CHILD), path) == mode
+
+
+@pytest.mark.parametrize(("path", "mode"), [
+    (f"{REPO}/.fractal/main/plans/x.md", "rw"),
+    (f"{REPO}/.fractal/main/.codex/auth.json", "rw"),
+    (f"{REPO}/.fractal/main/config.json", "ro"),  # its node dir is the tree's data dir
+    (f"{REPO}/.fractal/main/fractal.db", "hidden"),
+    (f"{REPO}/README.md", "ro"),
+    (f"{GIT}/config", "ro"),
+    (f"{GIT}/index", "ro"),  # the main checkout's index: no commit from inside
+])
+def test_the_root_nodes_launch(path: str, mode: str) -> None:
+    assert effective(policy(ROOT), path) == mode
+
+
+def test_the_bwrap_options() -> None:
+    args = bwrap_args(policy(CHILD), relay=CHILD.relay, chdir=WT)
+    assert args[:4] == ["--ro-bind", "/", "/", "--dev"]
+    assert args[-2:] == ["--chdir", WT]
+    for option in ("--unshare-pid", "--die-with-parent"):
+        assert option in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert args[args.index("--setenv") + 1:args.index("--setenv") + 3] == [RELAY_ENV,
+                                                                           CHILD.relay]
+    assert "--unshare-net" not in args and "--unshare-all" not in args  # agents call APIs
+    assert args.index("--tmpfs") < args.index(WT)  # /tmp is hidden before the binds
+
+
+def test_no_relay_no_variable() -> None:
+    assert "--setenv" not in bwrap_args(policy(ROOT), relay=None, chdir=REPO)
