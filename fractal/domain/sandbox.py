@@ -8,6 +8,8 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    program's own directory (read-only);
 3. hidden (an empty tmpfs): every tree's data directory (``<repo>/.fractal``: the
    database, the tree latch, the relay sockets) and fractal's tmux socket directory;
+   the launched program alone comes back read-only when it lies there (the demo keeps
+   its agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
    ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
    worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
@@ -128,7 +130,8 @@ class SandboxPaths(NamedTuple):
     file, ``hide`` the directories to hide that exist (every tree's data dirs,
     ``<repo>/.fractal``, and fractal's tmux socket dir), ``relay`` the node's relay socket
     (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
-    directory of the program launched."""
+    directory of the program launched and ``program`` the program itself (its real
+    path; None when it was named without a directory)."""
 
     repo: str
     worktree: str
@@ -141,6 +144,7 @@ class SandboxPaths(NamedTuple):
     relay: str | None
     home: str | None
     program_dir: str | None = None
+    program: str | None = None
 
 
 ROOT_WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
@@ -164,6 +168,8 @@ def policy(p: SandboxPaths) -> list[Mount]:
     if p.program_dir and not _under(p.program_dir, p.repo):
         mounts.append(Mount(Op.RO_TRY, p.program_dir))
     mounts += [Mount(Op.TMPFS, path) for path in p.hide]
+    if p.program and any(_under(p.program, hidden) for hidden in p.hide):
+        mounts.append(Mount(Op.RO, p.program))  # an agent kept in the data dir still runs
     root_node = p.worktree == p.repo
     if root_node:  # its node dir is the hidden data dir: only its work comes back
         mounts += [Mount(Op.RW_TRY, str(PurePosixPath(p.node_dir) / name))

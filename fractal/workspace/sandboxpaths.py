@@ -38,13 +38,15 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     git_dir, common = dirs
     if git_dir != common:
         (git_dir / "config.worktree").touch(exist_ok=True)
-    program_dir = None
+    program_dir = program_file = None
     if program and os.path.isabs(program):
-        program_dir = os.path.dirname(os.path.realpath(program))
+        program_file = os.path.realpath(program)
+        program_dir = os.path.dirname(program_file)
     return SandboxPaths(
         repo=str(repo), worktree=str(worktree), node_dir=str(node_dir),
         git_common=str(common), git_dir=str(git_dir),
         own_ref=str(common / "refs" / "heads" / branch),
         branch_refs=_ref_files(common / "refs" / "heads"),
         hide=tuple(str(d) for d in (repo / ".fractal", tmux_dir) if d.is_dir()),
-        relay=None if relay is None else str(relay), home=home, program_dir=program_dir)
+        relay=None if relay is None else str(relay), home=home, program_dir=program_dir,
+        program=program_file)

@@ -155,3 +155,16 @@ def test_the_bwrap_options() -> None:
 
 def test_no_relay_no_variable() -> None:
     assert "--setenv" not in bwrap_args(policy(ROOT), relay=None, chdir=REPO)
+
+
+@pytest.mark.parametrize(("program", "path", "mode"), [
+    # an agent kept in the tree's data dir (the demo's) runs: itself alone comes back
+    (f"{REPO}/.fractal/main/demo-agent", f"{REPO}/.fractal/main/demo-agent", "ro"),
+    (f"{REPO}/.fractal/main/demo-agent", f"{REPO}/.fractal/main/fractal.db", "hidden"),
+    (f"{REPO}/.fractal/main/demo-agent", f"{REPO}/.fractal/main/config.json", "hidden"),
+    # a program elsewhere changes nothing in the data dir
+    ("/opt/agents/bin/agent", f"{REPO}/.fractal/main/demo-agent", "hidden"),
+])
+def test_a_program_in_a_hidden_dir_is_bound_alone(program: str, path: str, mode: str) -> None:
+    mounts = policy(CHILD._replace(program=program, program_dir=program.rsplit("/", 1)[0]))
+    assert effective(mounts, path) == mode
