@@ -98,3 +98,27 @@ def test_refresh_env_needs_a_relaunch(tree: Tree) -> None:
     assert done.returncode == 2
     assert "--refresh-env only applies with --continue" in done.stderr
     assert tree.status("f") == "idle"
+
+
+def test_a_resume_from_a_bare_shell_goes_back_to_the_runs_tmux_server(tree: Tree) -> None:
+    """The run's tmux server is the one its start environment named: a resume from a shell
+    that names none (a bare `env -i` after a reboot) relaunches there, not on the caller's
+    default server, where another user's `kill-server` would park the tree again."""
+    go = tree.repo.parent / "go"
+    tree.node("t", {"01-A.md": f"[stub:wait-file={go}]"}, "--max-iters", "1", "--no-sync")
+    socket = str(tree.repo.parent / "run.sock")
+    shell = {k: v for k, v in os.environ.items() if k != "FRACTAL_TMUX_SOCKET"}
+    tree.cli("node", "start", "t", env={**shell, "FRACTAL_TMUX_SOCKET": socket})
+    tree.wait_running("t", "A")
+    subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, check=False)
+    wait_until(lambda: tree.status("t") == "paused", timeout=30, message="t parked")
+    elsewhere = tree.repo.parent / "elsewhere"
+    elsewhere.mkdir()
+    bare = {"HOME": shell.get("HOME", "/root"), "PATH": shell["PATH"],
+            "TMUX_TMPDIR": str(elsewhere)}  # the caller's default server: not the run's
+    tree.cli("resume", env=bare)
+    assert tree.sql("SELECT tmux_socket FROM nodes WHERE node = 'main.t'") == [(socket,)]
+    assert tree.status("t") == "active"
+    go.touch()
+    assert tree.wait_settled("t", timeout=60) == "completed"
+    assert not any(elsewhere.rglob("default"))  # no server was started there

@@ -109,14 +109,16 @@ def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
     return argv
 
 
-def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT) -> Hosted:
+def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT,
+                 socket: Path | None = None) -> Hosted:
     """The session name and socket for ``paths``, refusing when it is (or may be) live.
 
     Called once the node is known settled or parked: a session still alive then belongs to
     a supervisor that has closed its run and is exiting, so it is given ``settling_wait``
     seconds to close (polled every 0.1 s) before the refusal; a probe that cannot tell
-    (its server exiting, or wedged) is given the same wait."""
-    socket = tmux.socket_path()
+    (its server exiting, or wedged) is given the same wait. ``socket``: the tmux server
+    to host on (None: the one this process's environment names)."""
+    socket = tmux.socket_path() if socket is None else socket
     session = tmux.session_name(paths.tree.repo, paths.branch)
     liveness = tmux.probe(session, socket)
     deadline = time.monotonic() + settling_wait
@@ -142,9 +144,13 @@ def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
     the tree lock after the status checks. A launch that fails puts the kept environment
     back (``undo_env``); the caller does the same when it gives up on the hosted
     supervisor later. Raises FractalError, TmuxError."""
-    hosted = session_free(paths)
-    kept = keep_env(paths, os.environ if environ is None else environ,
-                    fresh=not (continue_mode or resume_mode), refresh=refresh)
+    calling = os.environ if environ is None else environ
+    fresh = not (continue_mode or resume_mode)
+    # A relaunch goes back to the tmux server its run's kept environment names (a resume
+    # from a bare shell must not move the tree onto the caller's default server).
+    named = calling if fresh or refresh else (runenv.load(paths.run_env_path) or calling)
+    hosted = session_free(paths, socket=tmux.socket_path(named))
+    kept = keep_env(paths, calling, fresh=fresh, refresh=refresh)
     try:
         pid = tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
                                                           resume_mode=resume_mode),
