@@ -116,6 +116,12 @@ class OutageWait(LoopPart):
             return None
         return self._hold(row, f"another node found a provider outage ({row.label})")
 
+    def down(self) -> bool:
+        """Whether this credential's provider is recorded down now (another node's or this
+        node's outage, not yet over): a launch that may wait (a waiting loop's SYNC) is
+        better not made. Never blocks."""
+        return Outages(self.boot.paths.tree.db_path).outage(self.credential) is not None
+
     def after_launch(self, result: AttemptResult) -> bool:
         """A launch ended. True when it failed with a transient API error (``is_outage``):
         the outage is recorded for the credential and ``wait_out`` is due (the step is then

@@ -52,7 +52,8 @@ class Sync(LoopPart):
     def before(self, plan: StepPlan, node_md: str) -> StepResult:
         """The strict SYNC before ``plan``: a failure is non-fatal, a timeout fatal (the
         caller decides), a pause parks. Never retried; a closed usage window is waited
-        out as for a step (``stopped`` when the run ends instead, the end in ``ending``)."""
+        out as for a step (``stopped`` when the run ends instead, the end in ``ending``),
+        and so is a provider outage the SYNC meets (then the SYNC runs again)."""
         banner = f"SYNC (before {plan.file.name})"
         self.reporter.banner_open(banner)
         started = self.clock.monotonic()
@@ -67,7 +68,14 @@ class Sync(LoopPart):
                                        suffix="-sync", name="SYNC")
             self.usage.after_launch(result.launched and result.window is None)
             if result.window is None:
-                break
+                if not self.outage.after_launch(result):
+                    break
+                self._close(banner, result.outcome, limit, started)  # the provider is down
+                ended = self.outage.wait_out()
+                if ended is not None:
+                    return wait_ended(ended, None, launched=True)
+                self.reporter.banner_open(f"{banner}, again after the provider outage")
+                continue
             self._close(banner, result.outcome, limit, started)
             ended = self.usage.wait_out(result.window, plan.file.name, result.step_id)
             if ended is not None:
@@ -85,7 +93,9 @@ class Sync(LoopPart):
         since the last SYNC of the run (``domain.prompt.digest.news``); a launch starts a fresh
         session (a ``detached`` one: it resumes nothing and is not kept). A closed usage
         window is waited out as for any launch; True when that ends the run
-        (``UsageWait.ending`` says how)."""
+        (``UsageWait.ending`` says how). While the credential's provider is down nothing is
+        launched either (the news is kept for the SYNC after the outage), and an outage a
+        launch meets is recorded, so the other launches of the tree wait for it."""
         # deferred: waiting loops only: start-up cost (1 module)
         from fractal.domain.prompt.digest import news
         from fractal.runtime.digest import look  # deferred: start-up cost (3 modules)
@@ -93,6 +103,8 @@ class Sync(LoopPart):
         found = look(self.ledger, self.boot.paths, self._synced_at)
         if found is None or not news(self._seen, found.key):
             return False  # a quiet look: the wait costs nothing
+        if self.outage.down():
+            return False  # the provider is down: the news waits for the outage's end
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
         what = what or (f"awaiting {target.name}" if file else "draining children")
         banner, started, usage = f"SYNC ({what})", self.clock.monotonic(), self.usage
@@ -109,6 +121,7 @@ class Sync(LoopPart):
                                            name="SYNC", lenient=True)
                 usage.after_launch(result.launched and result.window is None)
                 if result.window is None:
+                    self.outage.after_launch(result)  # an outage met is recorded for all
                     break
                 self._close(banner, result.outcome, limit, started)
                 ended = usage.wait_out(result.window, "SYNC", result.step_id)

@@ -186,3 +186,17 @@ def test_a_wait_its_supervisor_died_in_is_credited_up_to_the_heals_park(
     assert wait_credits(ledger, "main.k", run_id, WAIT_EVENTS) == 12.5 + 40
     assert wait_credits(ledger, "main.k", run_id, WAIT_EVENTS, iter_id) == 12.5 + 40
     assert wait_credits(ledger, "main.k", run_id, WAIT_EVENTS, iter_id + 1) == 0.0
+
+
+def test_an_outage_the_strict_sync_meets_is_waited_out_before_the_step(
+        loop_tree: LoopTree) -> None:
+    """The SYNC before a step meets the outage: it waits out the back-off and runs again;
+    the step is not launched into the outage in the same second (a second failed call)."""
+    t = loop_tree
+    t.node("s", {"01-A.md": "[stub:write=a.txt:a]"}, "--max-iters", "1",
+           node_md="# Task\n\n[stub:outage-first=1]\n")
+    assert t.run("s") == 0
+    calls = [(c.is_sync, round(c.started_at)) for c in t.launcher.calls]
+    assert [sync for sync, _ in calls[:2]] == [True, True]  # the SYNC again, not the step
+    assert calls[1][1] - calls[0][1] == 30  # after the first back-off
+    assert t.run_row("s")[:2] == ("completed", 0)
