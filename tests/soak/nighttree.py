@@ -61,7 +61,7 @@ class NightTree:
 
     def names(self) -> list[str]:
         """Every node the night expects (the pool's workers included), dotted."""
-        return [*self.plans, *(f"{POOL}.i{n}" for n in range(POOL_ITEMS))]
+        return [*self.plans, POOL, *(f"{POOL}.i{n}" for n in range(POOL_ITEMS))]
 
     def pace(self, iters: int) -> str:
         """The ``--sleep`` between ``iters`` iterations that ends them near 80 % of the
@@ -106,6 +106,7 @@ class NightTree:
         """Create the planned nodes a level at a time (four ``node init`` at once), the
         real nodes' outage back-off and Codex home set, then the pool under ``lead``."""
         self.plan()
+        self.box.cli("node", "config", "set", "max_depth=3")  # the root allows two levels
         with ThreadPoolExecutor(4) as pool:
             for depth in range(3):
                 level = [n for n in self.plans if n.count(".") == depth]

@@ -72,14 +72,14 @@ def scale(minutes: float) -> float:
 
 
 def forecast(seed: str, minutes: float, weather: tuple[Kind, ...] = WEATHER) -> list[Event]:
-    """The night's events in time order: ``count`` of each kind (one more for every
-    further 25 minutes of night), each at a seeded uniform instant in [EARLIEST, LATEST]
+    """The night's events in time order: ``count`` of each kind (one more for each
+    further whole REFERENCE_MINUTES of night), each at a seeded uniform instant in [EARLIEST, LATEST]
     of ``minutes``, its span drawn and scaled (MIN_SPAN_S at least), its target drawn
     from the row's (each target met once before any repeats). Same seed, same list."""
     rng = random.Random(f"{seed}:weather")
     night = minutes * 60.0
     factor = scale(minutes)
-    extra = int(minutes // REFERENCE_MINUTES)
+    extra = max(0, int(minutes // REFERENCE_MINUTES) - 1)
     out: list[Event] = []
     for kind in weather:
         targets = list(kind.targets)
