@@ -182,7 +182,7 @@ class Night:
             chaos.fly("resume", (name,), "node", "resume", f"main.{name}",
                       done=chaos._upkept("resume"))
         ended = [n for n, s in statuses.items() if s in SETTLED - {"completed"}
-                 and ".p.i" not in n and not chaos.busy(n)]
+                 and ".p.i" not in n and n not in CAPS and not chaos.busy(n)]  # a cap's end stays
         for name in ended[:2] if restart else []:
             chaos.fly("restart", (name,), "node", "start", f"main.{name}", "--continue",
                       before=functools.partial(self._leftovers, name),
@@ -249,7 +249,7 @@ def play_night(night: Night, events: list[Event], minutes: float) -> None:
 
 def dawn(night: Night) -> None:
     """No more weather: reopen the windows, approve every gate, resume every paused node,
-    restart what ended early, until every node has ended (DAWN_S at most)."""
+    restart what a fault ended, until no node is active or paused (DAWN_S at most)."""
     for mock in night.mocks.values():
         mock.close_window(0.0)
         mock.outage_now(500, 0.0)
@@ -259,9 +259,9 @@ def dawn(night: Night) -> None:
     while time.time() < deadline:
         night.chaos.land()
         statuses = night.chaos.statuses()
-        if len(statuses) >= len(night.tree.names()) and all(
-                s == "completed" for s in statuses.values()):
-            break
+        if len(statuses) >= len(night.tree.names()) and not any(
+                s in ("active", "booting", "paused") for s in statuses.values()):
+            break  # every node has ended (``ends`` judges how)
         for node, step_id in night.box.sql("SELECT node, step_id FROM steps WHERE approved = "
                                            "'' AND ended_at IS NULL"):
             night.box.cli("node", "approve", str(node), str(step_id), check=False)

@@ -3,7 +3,7 @@ tests/soak/chaoschecks.py holds the tree soak's own). Each takes plain data and 
 the violations it finds as ``Violation`` rows, so each is tested on synthetic facts.
 
 - ``ends``: every node ends ``completed``, or parked (``paused``) or waiting with a reason
-  that names its cause;
+  that names its cause, or ``exited`` on the USD cap it was given (``budget reached``);
 - ``window_probes``: while a usage window is closed, the model calls on its credential are
   at most one per node on that credential (a launch already on its way when it closed)
   plus one probe per wait;
@@ -25,16 +25,19 @@ from tests.soak.invariants import Violation
 
 WAITING = ("waiting for", "usage window", "outage", "approval", "database", "paused by")
 """Words a parked or waiting node's reason may name its cause with."""
+CAPPED = "budget reached"
+"""The words of a run that ended on its cost cap (``subtree cost budget reached (...)``)."""
 MARKER = re.compile(r"^(<{7}|>{7}|\|{7})( |$)", re.MULTILINE)
 """A line git writes into a conflicted file (``=======`` alone is common in documents)."""
 
 
 def ends(rows: Iterable[tuple[str, str, str]]) -> list[Violation]:
     """(node, status, reason) -> a violation for each node neither ``completed`` nor
-    ``paused``/``active`` with a reason naming its cause (one of WAITING's words)."""
+    ``paused``/``active`` with a reason naming its cause (one of WAITING's words) nor
+    ``exited`` on its cost cap (CAPPED)."""
     out = []
     for node, status, reason in rows:
-        if status == "completed":
+        if status == "completed" or (status == "exited" and CAPPED in reason):
             continue
         named = any(word in reason.lower() for word in WAITING)
         if status in ("paused", "active") and named:

@@ -113,6 +113,8 @@ def test_an_attack_whose_defence_landed_must_meet_its_outcome_the_others_are_rep
     ([("main.a", "active", "active (waiting for usage window until 03:10)")], []),
     ([("main.a", "paused", "paused")], ["main.a ended paused"]),
     ([("main.a", "exited", "exited (no progress)")], ["main.a ended exited"]),
+    ([("main.a", "exited", "exited (subtree cost budget reached (spent $0.0030 >= $0.003 "
+                           "max))")], []),
     ([("main.a", "missing", "")], ["main.a ended missing with no reason"]),
 ])
 def test_every_node_ends_completed_or_parked_for_a_named_cause(
