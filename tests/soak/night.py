@@ -40,6 +40,7 @@ from tests.agents.install import ensure_installed
 from tests.agents.mock_llm import MockLLM
 from tests.soak.chaos import keep, start_all
 from tests.soak.chaosdriver import Chaos
+from tests.soak.chaostree import supervisors
 from tests.soak.harness import SETTLED, SoakTree, keep_leftovers
 from tests.soak.hostile import ATTACKS, DAEMON_WORD, INTRUDER
 from tests.soak.invariants import Violation, tree_processes
@@ -52,7 +53,17 @@ from tests.soak.nightchecks import (
     spend,
     window_probes,
 )
-from tests.soak.nighttree import CAPS, HOSTILE, OUTAGE_BACKOFF, REAL, SIBLING, NightTree, real_env
+from tests.soak.nighttree import (
+    CAPS,
+    HOSTILE,
+    OUTAGE_BACKOFF,
+    POOL,
+    POOL_ITEMS,
+    REAL,
+    SIBLING,
+    NightTree,
+    real_env,
+)
 from tests.soak.treefaults import git
 from tests.soak.weather import Event, counts, forecast
 
@@ -69,6 +80,7 @@ class Night:
                  seed: str, env: dict[str, str]) -> None:
         self.box, self.tree, self.mocks, self.env = box, tree, mocks, env
         self.chaos = Chaos(box, random.Random(f"{seed}:operator"), [])
+        self.chaos.watch.pool, self.chaos.watch.pool_items = POOL, POOL_ITEMS
         self.played: Counter[str] = Counter()
         self.outages: dict[str, list[tuple[float, float]]] = {"claude": [], "codex": []}
         self.windows: dict[str, list[tuple[float, float]]] = {"claude": [], "codex": []}
@@ -207,12 +219,18 @@ class Night:
                     self.outlived.append(f"pid {proc.info['pid']} of step {step}")
                     with contextlib.suppress(psutil.Error):
                         proc.kill()  # counted once; the next generation is a new pid
+        loops = {p.pid for p in supervisors(self.box.repo)}
         for proc in tree_processes(self.box.repo):
             with contextlib.suppress(psutil.Error):
                 p = psutil.Process(proc.pid)
                 rss += p.memory_info().rss
+                if proc.pid not in loops and loops & {a.pid for a in p.parents()}:
+                    continue  # a supervisor's descendant: counted in its reaped CPU
                 times = p.cpu_times()
-                self.cpu[proc.pid] = max(self.cpu.get(proc.pid, 0.0), times.user + times.system)
+                used = times.user + times.system
+                if proc.pid in loops:  # the subreaper reaps its agents: their CPU with it
+                    used += times.children_user + times.children_system
+                self.cpu[proc.pid] = max(self.cpu.get(proc.pid, 0.0), used)
         self.samples.append((now, rss))
 
 
@@ -393,7 +411,8 @@ def report(night: Night, seed: str, minutes: float, events: list[Event],
     print("  invariants checked: " + ", ".join(f"{k} {v}" for k, v in
                                                sorted(watch.checks.items())))
     print(f"  tree processes: RSS peak {max(rss, default=0) / 2**20:.0f} MiB, mean "
-          f"{(sum(rss) / len(rss) if rss else 0) / 2**20:.0f} MiB; CPU sampled "
+          f"{(sum(rss) / len(rss) if rss else 0) / 2**20:.0f} MiB; CPU of "
+          f"supervisors (their reaped agents with them) and other tree processes, sampled: "
           f"{sum(night.cpu.values()):.0f} s; driver {own.ru_utime + own.ru_stime:.0f} s, "
           f"its verbs {verbs:.0f} s (of {wall:.0f} s wall)")
     print(f"  violations: {len(violations)}")
