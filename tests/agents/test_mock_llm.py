@@ -124,7 +124,14 @@ def test_a_warning_states_a_reset_counted_from_the_warned_call(mock: MockLLM) ->
 def test_an_outage_from_now_changes_its_status_and_ends_on_the_clock() -> None:
     """The night's outage: 500 from the clock's now, then 529 for the second half, then
     answered again; never anchored at a later call."""
-    mock = MockLLM()  # not started: the rule alone
+    mock = MockLLM().start()
+    try:
+        _outage_from_now(mock)
+    finally:
+        mock.stop()
+
+
+def _outage_from_now(mock: MockLLM) -> None:
     mock.outage_now(500, 60.0)
     assert mock.forced_status() == 500
     mock.outage_now(529, 60.0)
