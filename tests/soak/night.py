@@ -88,6 +88,7 @@ class Night:
         self.daemons_seen: dict[int, float] = {}  # pid: first seen past its step's end
         self.outlived: list[str] = []
         self.resume_codes: list[int] = []
+        self.open: list[Violation] = []  # findings of an attack whose defence is not landed
         self.samples: list[tuple[float, int]] = []  # (epoch s, RSS of the tree's processes)
         self.cpu: dict[int, float] = {}  # pid: the CPU seconds last seen
 
@@ -189,7 +190,8 @@ class Night:
             return
         statuses = chaos.statuses()
         parked = sorted(n for n, s in statuses.items() if s == "paused"
-                        and n not in chaos.paused_by_us and not chaos.busy(n))
+                        and n not in chaos.paused_by_us and not chaos.busy(n)
+                        and not any(statuses.get(up) == "paused" for up in _ancestors(n)))
         for name in parked[:2]:
             chaos.fly("resume", (name,), "node", "resume", f"main.{name}",
                       done=chaos._upkept("resume"))
@@ -232,6 +234,11 @@ class Night:
                     used += times.children_user + times.children_system
                 self.cpu[proc.pid] = max(self.cpu.get(proc.pid, 0.0), used)
         self.samples.append((now, rss))
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _epoch(stamp: str) -> float:
@@ -344,7 +351,17 @@ def final_checks(night: Night) -> tuple[list[Violation], dict[str, object]]:
     outcomes, bad = hostile(hostile_facts(night, branches))
     figures["hostile"] = outcomes
     found += bad
-    return found, figures
+    # A cap its own agent lifted (raise-cap, its defence not landed yet) lets that node
+    # spend past it and run on: those findings are the open attack's, reported apart.
+    lifted = [n for n, a in HOSTILE.items() if a == "raise-cap"
+              and outcomes.get(a) == "succeeded" and not _landed(a)]
+    night.open = [v for v in found if v.invariant in ("spend", "ends") and any(
+        v.detail.startswith((f"{n} ", f"main.{n} ")) for n in lifted)]
+    return [v for v in found if v not in night.open], figures
+
+
+def _landed(attack: str) -> bool:
+    return next(a.landed for a in ATTACKS if a.name == attack)
 
 
 def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, object]]:
@@ -415,6 +432,8 @@ def report(night: Night, seed: str, minutes: float, events: list[Event],
           f"supervisors (their reaped agents with them) and other tree processes, sampled: "
           f"{sum(night.cpu.values()):.0f} s; driver {own.ru_utime + own.ru_stime:.0f} s, "
           f"its verbs {verbs:.0f} s (of {wall:.0f} s wall)")
+    for finding in night.open:
+        print(f"  open (the attack's defence has not landed): {finding}")
     print(f"  violations: {len(violations)}")
     for violation in violations[:60]:
         print(f"    {violation}")

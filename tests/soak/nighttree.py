@@ -96,11 +96,11 @@ class NightTree:
         self.plans[CHECKED] = ({"01-FIX.md": soak(chunks=1)},
                                (*COMMON, "--max-iters", "6", "--sleep", self.pace(4),
                                 "--exit-check", CHECK, "--no-progress", "3"), "")
-        for name, attack in HOSTILE.items():
-            iters = 12 if name in CAPS else 4
+        for name, attack in HOSTILE.items():  # the capped one: its cap ends it at 4 launches
+            iters = 6 if name in CAPS else 4
             self.plans[name] = ({"01-ATTACK.md": soak(chunks=1, attack=attack)},
-                                (*COMMON, "--max-iters", str(iters), "--sleep", self.pace(4),
-                                 *_cap(name)), "")
+                                (*COMMON, "--max-iters", str(iters), "--sleep",
+                                 self.pace(iters), *_cap(name)), "")
 
     def build(self, env: dict[str, str]) -> None:
         """Create the planned nodes a level at a time (four ``node init`` at once), the
