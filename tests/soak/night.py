@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import os
 import random
 import resource
@@ -32,6 +33,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -121,6 +123,7 @@ class Night:
             self.verb(event.kind)
 
     def tick_later(self) -> None:
+        """Start the second half of each outage whose first half is over (HTTP 529)."""
         now = time.time()
         for item in [i for i in self.later if i[0] <= now]:
             self.later.remove(item)
@@ -180,7 +183,7 @@ class Night:
 
     # -- the operator's upkeep and the continuous checks --------------------------------
 
-    def tend(self, restart: bool = True) -> None:
+    def tend(self) -> None:
         """Heal with a read; resume what parked on its own (two at most); restart what a
         reboot or kill ended (``node start --continue``, leftovers committed first)."""
         chaos = self.chaos
@@ -197,7 +200,7 @@ class Night:
                       done=chaos._upkept("resume"))
         ended = [n for n, s in statuses.items() if s in SETTLED - {"completed"}
                  and ".p.i" not in n and n not in CAPS and not chaos.busy(n)]  # a cap's end stays
-        for name in ended[:2] if restart else []:
+        for name in ended[:2]:
             chaos.fly("restart", (name,), "node", "start", f"main.{name}", "--continue",
                       before=functools.partial(self._leftovers, name),
                       done=chaos._upkept("restart"))
@@ -207,6 +210,9 @@ class Night:
             self.chaos.upkeep["leftovers committed"] += 1
 
     def look(self) -> None:
+        """The continuous checks: the tree soak's (``Watch.look``), the re-forking daemons
+        still alive ORPHAN_GRACE_S after their step ended (each one counted and killed),
+        and a sample of the tree's memory and CPU."""
         self.chaos.watch.look()
         now, rss = time.time(), 0
         ends_at = {int(str(s)): str(e) for s, e in self.box.sql(
@@ -242,11 +248,13 @@ def _ancestors(name: str) -> list[str]:
 
 
 def _epoch(stamp: str) -> float:
-    from datetime import datetime
+    """An ISO timestamp of the database (``...Z``) as epoch seconds."""
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def play_night(night: Night, events: list[Event], minutes: float) -> None:
+    """Play ``events`` at their instants for ``minutes``, tending and looking every TICK
+    seconds, a progress line a minute."""
     began = time.time()
     todo = list(events)
     last_report = began
@@ -365,7 +373,9 @@ def _landed(attack: str) -> bool:
 
 
 def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, object]]:
-    import json
+    """What the night saw of each attack (``hostile.judge``'s facts): the attackers'
+    records, the capped node's config now, who ran the fsmonitor probe, where the
+    intruder file landed, the daemons that outlived their step."""
     box = night.box
     tries: Counter[str] = Counter()
     codes: list[int] = []
@@ -401,6 +411,7 @@ def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, obje
 
 def report(night: Night, seed: str, minutes: float, events: list[Event],
            figures: dict[str, object], wall: float, violations: list[Violation]) -> None:
+    """Print what the night did, saw and measured (docs/reliability.md lists it)."""
     watch = night.chaos.watch
     rss = [r for _, r in night.samples]
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -421,8 +432,9 @@ def report(night: Night, seed: str, minutes: float, events: list[Event],
     print(f"  bare-env resumes: exit codes {night.resume_codes}")
     for key, value in figures.items():
         print(f"  {key}: {dict(value) if isinstance(value, Counter) else value}")
+    outcomes = figures.get("hostile")
     for attack in ATTACKS:
-        outcome = dict(figures.get("hostile", {}) or {}).get(attack.name)  # type: ignore[call-overload]
+        outcome = outcomes.get(attack.name) if isinstance(outcomes, dict) else None
         print(f"  attack {attack.name}: {outcome} (expected {attack.expected}; defence "
               f"{'landed' if attack.landed else 'not landed yet'}: {attack.defence})")
     print("  invariants checked: " + ", ".join(f"{k} {v}" for k, v in
