@@ -7,7 +7,7 @@ DEMO_DIR ?= ./fractal-demo
 PYTEST_ARGS ?=
 BENCH_ARGS ?=  # e.g. --only dashboard
 
-.PHONY: bootstrap demo test test-agents lint bench soak soak-tree lock clean
+.PHONY: bootstrap demo test test-agents lint bench soak soak-tree night lock clean
 
 bootstrap: $(STAMP)
 
@@ -65,6 +65,14 @@ soak: bootstrap
 SOAK_TREE_MINUTES ?= 20
 soak-tree: bootstrap
 	SOAK_TREE_MINUTES=$(SOAK_TREE_MINUTES) $(BIN)/python -m tests.soak.chaos
+
+# A compressed night against a 20-node tree (real pinned CLIs on a few nodes, against the
+# loopback mocks): a seeded weather of outages, usage windows, tmux kill-server, reboots, a
+# locked database, the operator's verbs and hostile agents; FRACTAL_NIGHT_SEED=<seed>
+# replays it (docs/reliability.md, "A night, compressed").
+NIGHT_MINUTES ?= 25
+night: bootstrap
+	NIGHT_MINUTES=$(NIGHT_MINUTES) $(BIN)/python -m tests.soak.night
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -195,6 +195,13 @@ class MockLLM:
         with self._lock:
             self._outage = (status, lasting)
 
+    def outage_now(self, status: int, lasting: float) -> None:
+        """A provider outage from now: every model call for ``lasting`` seconds is
+        answered with HTTP ``status`` (the night's weather, anchored at the clock)."""
+        with self._lock:
+            self._outage = None
+            self.outage_status, self.outage_until = status, time.time() + lasting
+
     def forced_status(self) -> int | None:
         """The outage's status while it lasts; else ``--fail-status`` for the first
         ``--fail-count`` model calls, then None."""

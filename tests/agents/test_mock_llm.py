@@ -119,3 +119,22 @@ def test_a_warning_states_a_reset_counted_from_the_warned_call(mock: MockLLM) ->
     assert state == "warning" and before + 4.0 <= reset <= time.time() + 4.0
     assert mock.window_state() == ("warning", reset, "five_hour")  # fixed at the first call
     assert mock.warn_reset == reset
+
+
+def test_an_outage_from_now_changes_its_status_and_ends_on_the_clock() -> None:
+    """The night's outage: 500 from the clock's now, then 529 for the second half, then
+    answered again; never anchored at a later call."""
+    mock = MockLLM().start()
+    try:
+        _outage_from_now(mock)
+    finally:
+        mock.stop()
+
+
+def _outage_from_now(mock: MockLLM) -> None:
+    mock.outage_now(500, 60.0)
+    assert mock.forced_status() == 500
+    mock.outage_now(529, 60.0)
+    assert mock.forced_status() == 529
+    mock.outage_until = time.time() - 0.01  # as if its end had passed
+    assert mock.forced_status() is None

@@ -1,5 +1,6 @@
 """A run keeps the environment it started with: parked by ``tmux kill-server`` and
-resumed from a shell without the start shell's variables, its agent still gets them;
+resumed from a shell without the start shell's variables, its agent still gets them
+(and its supervisor the run's own tmux server);
 ``--refresh-env`` replaces them on purpose and names the variables it changed (never a
 value). The kept file is 0600 in a 0700 directory outside the worktree, and no value
 of it reaches the database or a commit."""
@@ -50,12 +51,16 @@ def test_a_resume_restores_the_start_environment_and_refresh_names_changes(
     # the host goes away; a resume from another shell (no RUN_* at all) restores them
     subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, check=False)
     wait_until(lambda: tree.status("e") == "paused", timeout=30, message="e parked")
-    other = {**shell, "RUN_ONLY_AT_RESUME": "1"}
+    # (whose tmux server is another: the node goes back to its run's own)
+    other = {**shell, "RUN_ONLY_AT_RESUME": "1",
+             "FRACTAL_TMUX_SOCKET": str(tree.repo.parent / "other.sock")}
     done = tree.cli("node", "resume", "e", env=other)
     assert "refreshed" not in done.stderr
     second = _call(cap, 2)
     assert (second["RUN_SECRET"], second["RUN_ONLY_AT_START"]) == (SECRET, "1")
     assert "RUN_ONLY_AT_RESUME" not in second
+    assert tree.sql("SELECT tmux_socket FROM nodes WHERE node = 'main.e'") == [(socket,)]
+    assert not (tree.repo.parent / "other.sock").exists()
 
     # on purpose: --refresh-env takes this shell's and names what changed
     tree.cli("node", "pause", "e", env=other)

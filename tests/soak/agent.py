@@ -25,6 +25,7 @@ rest in this order):
   [soak:radio=N]         send N radio messages to the parent; each one the CLI accepted is
                          recorded in ``$SOAK_RADIO`` (one JSON line: node, subject)
   [soak:merge-children]  ``fractal node merge --hand-back`` each settled direct child
+  [soak:attack=NAME]     perform the hostile attack NAME (tests/soak/hostile.py)
   [soak:quiet-file=PATH] sleep while PATH exists (the tree driver's quiet phase)
   [soak:sleep=S]         sleep S seconds at the end
   [soak:fail=N]          exit N at the end, after 64 KiB on stderr
@@ -172,6 +173,10 @@ def main() -> int:
                               capture_output=True, text=True, check=False)
         if proc.returncode == 0:
             _record("SOAK_RADIO", {"node": node, "subject": subject})
+    if "attack" in todo:
+        attack = subprocess.run([sys.executable, str(Path(__file__).with_name("hostile.py")),
+                                 todo["attack"]], capture_output=True, text=True, check=False)
+        print(f"attack {todo['attack']} -> exit {attack.returncode}", flush=True)
     if "commit" in todo:
         proc = subprocess.run([sys.executable, "-m", "fractal", "commit", todo["commit"]],
                               capture_output=True, text=True, check=False)

@@ -56,6 +56,8 @@ class Watch:
     """What the checks saw: counts per invariant, violations, tips, RSS samples."""
 
     box: SoakTree
+    pool: str = POOL  # the pool node (dotted under main) and its item count
+    pool_items: int = POOL_ITEMS
     checks: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
     tips: set[tuple[str, str]] = field(default_factory=set)
@@ -215,10 +217,10 @@ class Watch:
 
     def _pool(self) -> None:
         rows = self.box.sql("SELECT item_id, status, attempts, worker FROM pool_items "
-                            "WHERE pool = ?", f"main.{POOL}")
+                            "WHERE pool = ?", f"main.{self.pool}")
         self.checks["pool items kept"] += 1
-        if len(rows) != POOL_ITEMS:
-            self.fail("pool", f"{len(rows)} items in main.{POOL}, not {POOL_ITEMS}")
+        if len(rows) != self.pool_items:
+            self.fail("pool", f"{len(rows)} items in main.{self.pool}, not {self.pool_items}")
         statuses = {str(n): str(s) for n, s in self.box.sql("SELECT node, status FROM nodes")}
         for item, status, attempts, worker in rows:
             self.checks["pool item attempts and claim"] += 1

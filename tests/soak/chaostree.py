@@ -104,6 +104,7 @@ def build(box: SoakTree, rng: random.Random, shape: Shape) -> dict[str, int]:
             made["gated"] += 1
         plans[name] = (steps, (*COMMON, "--sleep", f"{rng.randint(2, 6)}s",
                                "--max-iters", str(rng.randint(2, 6))))
+    box.cli("node", "config", "set", "max_depth=3")  # the root allows two levels by default
     with ThreadPoolExecutor(5) as pool:
         for depth in range(3):
             level = [n for n in plans if n.count(".") == depth]

@@ -1,8 +1,10 @@
 """``host.session_free``: a start waits while a settling session (or its exiting tmux server)
-cannot say it is gone, and refuses only once the wait is over."""
+cannot say it is gone, and refuses only once the wait is over. ``host.launch_socket``: a
+relaunch is hosted on the tmux server of the environment its run kept."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +15,7 @@ import pytest
 from fractal import tmux
 from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.start import hosting as host
+from fractal.workspace import runenv
 
 A, U, G = tmux.Liveness.ALIVE, tmux.Liveness.UNKNOWN, tmux.Liveness.GONE
 
@@ -62,3 +65,26 @@ def test_a_session_that_stays_is_refused_after_the_wait(
     with pytest.raises(error, match=words):
         host.session_free(paths, settling_wait=0.3)
     assert len(asked) >= 2  # it looked again before refusing
+
+
+@pytest.mark.parametrize(("fresh", "refresh", "kept", "caller", "expected"), [
+    (False, False, "/srv/tree-t", None, "/srv/tree-t"),  # a bare shell's resume: the run's
+    (False, False, "/srv/tree-t", "/srv/other", "/srv/tree-t"),
+    (False, False, None, "/srv/other", "/tmp"),  # none kept: /tmp, where the run started
+    (False, True, "/srv/tree-t", "/srv/other", "/srv/other"),  # --refresh-env: the caller's
+    (True, False, "/srv/tree-t", "/srv/other", "/srv/other"),  # a fresh start: the caller's
+    ("no file", False, None, "/srv/other", "/srv/other"),  # nothing kept: the caller's
+])
+def test_a_relaunch_is_hosted_on_the_tmux_server_of_its_kept_environment(
+        tmp_path: Path, fresh: object, refresh: bool, kept: str | None, caller: str | None,
+        expected: str) -> None:
+    """``host.launch_socket``: the socket is the one of the environment the supervisor boots
+    with, so a resume from a shell without the start shell's TMUX_TMPDIR never moves the
+    node onto that shell's default tmux server."""
+    paths: Any = SimpleNamespace(run_env_path=tmp_path / "private" / "env.json")
+    if fresh != "no file":
+        runenv.keep(paths.run_env_path, {"PATH": "/bin", **(
+            {"TMUX_TMPDIR": kept} if kept else {})})
+    environ = {"PATH": "/bin", **({"TMUX_TMPDIR": caller} if caller else {})}
+    socket = host.launch_socket(paths, environ, fresh=fresh is True, refresh=refresh)
+    assert socket == Path(expected) / f"tmux-{os.getuid()}" / "default"

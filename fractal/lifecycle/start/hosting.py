@@ -6,8 +6,10 @@ command's environment to the node's kept-environment file (``NodePaths.run_env_p
 (``--continue``, ``node resume``, ``fractal resume``, the dashboard's keys) leaves the
 file as it is, so the supervisor boots with the start shell's environment whoever
 relaunches it, unless ``refresh`` (``--refresh-env``) replaces it with the caller's on
-purpose. The supervisor reads the file at boot: API keys never sit in the argv of a
-long-lived process nor in the tmux server's environment, and never in the database.
+purpose. Its tmux server follows it: a relaunch is hosted on the socket of the kept
+environment's ``TMUX_TMPDIR``, not the relaunching shell's. The supervisor reads the file
+at boot: API keys never sit in the argv of a long-lived process nor in the tmux server's
+environment, and never in the database.
 """
 
 from __future__ import annotations
@@ -109,16 +111,30 @@ def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
     return argv
 
 
+def launch_socket(paths: NodePaths, environ: Mapping[str, str], *, fresh: bool,
+                  refresh: bool) -> Path:
+    """The tmux socket a supervisor is hosted on: the one of the environment it boots with
+    (``keep_env``). A fresh start or ``refresh`` uses ``environ``'s; a relaunch uses the
+    kept environment's, so a resume from a shell with another ``TMUX_TMPDIR``, or none (a
+    bare ``env -i`` shell after a reboot), lands on the server the run started on, never
+    on that shell's default one; ``environ``'s when none is kept."""
+    if not fresh and not refresh:
+        kept = runenv.load(paths.run_env_path)
+        if kept is not None:
+            return tmux.socket_path(kept)
+    return tmux.socket_path(environ)
+
+
 def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT,
                  socket: Path | None = None) -> Hosted:
-    """The session name and socket for ``paths``, refusing when it is (or may be) live.
+    """The session name and ``socket`` (default: this process's, ``tmux.socket_path``) for
+    ``paths``, refusing when the session is (or may be) live.
 
     Called once the node is known settled or parked: a session still alive then belongs to
     a supervisor that has closed its run and is exiting, so it is given ``settling_wait``
     seconds to close (polled every 0.1 s) before the refusal; a probe that cannot tell
-    (its server exiting, or wedged) is given the same wait. ``socket``: the tmux server
-    to host on (None: the one this process's environment names)."""
-    socket = tmux.socket_path() if socket is None else socket
+    (its server exiting, or wedged) is given the same wait."""
+    socket = socket if socket is not None else tmux.socket_path()
     session = tmux.session_name(paths.tree.repo, paths.branch)
     liveness = tmux.probe(session, socket)
     deadline = time.monotonic() + settling_wait
@@ -138,19 +154,18 @@ def session_free(paths: NodePaths, *, settling_wait: float = SETTLING_WAIT,
 def host(paths: NodePaths, ledger: Ledger, *, continue_mode: bool = False,
          resume_mode: bool = False, environ: Mapping[str, str] | None = None,
          refresh: bool = False) -> Hosted:
-    """Launch the supervisor for ``paths`` in a new detached session, with the node's kept
-    environment settled first (``keep_env``: a fresh start keeps ``environ``, default this
-    process's; a continue or resume restores the kept one unless ``refresh``). Call under
+    """Launch the supervisor for ``paths`` in a new detached session on the tmux server of
+    the environment it boots with (``launch_socket``), with the node's kept environment
+    settled first (``keep_env``: a fresh start keeps ``environ``, default this process's;
+    a continue or resume restores the kept one unless ``refresh``). Call under
     the tree lock after the status checks. A launch that fails puts the kept environment
     back (``undo_env``); the caller does the same when it gives up on the hosted
     supervisor later. Raises FractalError, TmuxError."""
-    calling = os.environ if environ is None else environ
+    environ = os.environ if environ is None else environ
     fresh = not (continue_mode or resume_mode)
-    # A relaunch goes back to the tmux server its run's kept environment names (a resume
-    # from a bare shell must not move the tree onto the caller's default server).
-    named = calling if fresh or refresh else (runenv.load(paths.run_env_path) or calling)
-    hosted = session_free(paths, socket=tmux.socket_path(named))
-    kept = keep_env(paths, calling, fresh=fresh, refresh=refresh)
+    hosted = session_free(paths, socket=launch_socket(paths, environ, fresh=fresh,
+                                                      refresh=refresh))
+    kept = keep_env(paths, environ, fresh=fresh, refresh=refresh)
     try:
         pid = tmux.launch(hosted.session, supervisor_argv(paths, continue_mode=continue_mode,
                                                           resume_mode=resume_mode),
