@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from fractal.domain.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
+from fractal.store import pgdriver
+from fractal.store.backend import database_url
 from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION
@@ -106,8 +108,14 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
     ``create`` False (a dashboard watching a tree that may be destroyed under it) never
     creates nor upgrades the file, nor waits past the short busy timeout for a lock (the
     dashboard keeps its last reading instead): a missing one raises TreeGone, one below head a
-    StoreError saying how to upgrade it.
+    StoreError saying how to upgrade it. A PostgreSQL ledger (``backend.database_url``) is
+    read through ``pgdriver.ReadConnection``, brought to head on first use.
     """
+    url = database_url(db_path)
+    if url is not None:
+        with _connect_pg(url) as pg:
+            yield pg
+        return
     try:
         conn: sqlite3.Connection | None = None
         if db_path.is_file():
@@ -134,6 +142,31 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
         raise StoreError(
             f"cannot read database {db_path}: {exc}; check the path and its permissions"
         ) from exc
+
+
+_pg_ready: set[str] = set()
+
+
+@contextmanager
+def _connect_pg(url: str) -> Iterator[sqlite3.Connection]:
+    """A read connection to the PostgreSQL ledger at ``url`` (at head: migrated on first
+    use); its errors become StoreError as a SQLite file's do."""
+    # The schema module imports SQLAlchemy only to migrate; a SQLite tree never loads it.
+    from fractal.store import pgschema
+
+    if url not in _pg_ready:
+        pgschema.ensure_schema(url)
+        _pg_ready.add(url)
+    try:
+        conn = pgdriver.ReadConnection(url)
+    except Exception as exc:
+        raise pgschema.unreachable(url, exc) from exc
+    try:
+        yield conn  # type: ignore[misc]  # the sqlite3.Connection calls the readers make
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the ledger: {exc}") from exc
+    finally:
+        conn.close()
 
 
 def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> list[ActivityRow]:
