@@ -42,6 +42,15 @@ def available() -> str | None:
     return None
 
 
+def _run(argv: list[str]) -> None:
+    """Run ``argv``; RuntimeError with its output when it fails."""
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0] if argv[0] != 'runuser' else argv[4]} failed "
+                           f"({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
+
+
 class Cluster(NamedTuple):
     """A running server: its data and socket directory, the user the suite connects as."""
 
@@ -74,14 +83,13 @@ class Cluster(NamedTuple):
             import getpass
 
             user = getpass.getuser()
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "check": True}
-        subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", user,
-                        "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"], **quiet)
+        _run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", user,
+              "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
         options = (f"-c listen_addresses='' -c unix_socket_directories={sock} -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
                    "-c shared_buffers=32MB")
-        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-s",
-                        "-l", str(directory / "server.log"), "-o", options, "start"], **quiet)
+        _run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-s",
+              "-l", str(directory / "server.log"), "-o", options, "start"])
         return cls(directory, user)
 
     def admin(self, sql: str) -> None:

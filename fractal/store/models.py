@@ -28,8 +28,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import (REAL, Double, ForeignKey, Index, Integer, MetaData, Text,
-                        UniqueConstraint, text)
+from sqlalchemy import (
+    REAL,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [

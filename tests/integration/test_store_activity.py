@@ -11,6 +11,8 @@ from fractal.store import reader
 from fractal.store.ledger import Ledger
 from fractal.store.rows import ActivityRow
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 NODE = "main.lexer"
 
 

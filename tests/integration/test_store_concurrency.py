@@ -9,8 +9,12 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from fractal.store.ledger import Ledger
 from tests.helpers import wait_until
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "main.busy"

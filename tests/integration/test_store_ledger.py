@@ -14,6 +14,8 @@ from fractal.errors import NodeNotFound, StoreError
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import to_epoch
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 NODE = "main.parser"
 
 

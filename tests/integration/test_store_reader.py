@@ -17,6 +17,8 @@ from fractal.store.engine import open_engine
 from fractal.store.ledger import Ledger
 from fractal.store.schema import HEAD_REVISION, alembic_config, current_revision
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 REPO = Path(__file__).resolve().parents[2]
 NODE = "main.reader"
 

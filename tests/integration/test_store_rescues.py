@@ -7,11 +7,15 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from fractal.lifecycle.rescuing import list_rescues, record_rescue, rescue_node
 from fractal.store.rescues import RescueBook
 from fractal.tree import Tree
 from fractal.workspace.rescue import rescue_branch
 from fractal.workspace.worktrees import add_worktree
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 
 def _tree(repo: Path) -> Tree:

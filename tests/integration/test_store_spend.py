@@ -11,6 +11,8 @@ from fractal.errors import StoreError
 from fractal.store import spend
 from fractal.store.ledger import Ledger
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 
 def _step(ledger: Ledger, node: str, run: int, iter_id: int | None, cost: float | None, *,
           launched: bool = True) -> int:

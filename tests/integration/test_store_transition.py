@@ -19,6 +19,8 @@ from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.transition import EventNote, SignalNote
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 NODE = "main.a"
 TABLES = ("nodes", "runs", "iterations", "steps", "events", "signals", "messages")
 
