@@ -73,7 +73,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     chosen = _chosen(metafunc.config)
     metafunc.fixturenames.append("ledger_backend")
-    metafunc.parametrize("ledger_backend", chosen, indirect=True, ids=list(chosen))
+    metafunc.parametrize("ledger_backend", chosen, ids=list(chosen))
 
 
 def _cluster() -> Cluster | None:
@@ -84,14 +84,13 @@ def _cluster() -> Cluster | None:
     return Cluster(Path(directory), user)
 
 
-@pytest.fixture
-def ledger_backend(request: pytest.FixtureRequest,
-                   monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The test's backend; on ``postgres`` its own database, named by
-    ``FRACTAL_DATABASE_URL`` until the test ends."""
-    backend = str(request.param)
-    if backend == "sqlite":
-        yield backend
+@pytest.fixture(autouse=True)
+def _ledger_backend(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A ``[postgres]`` test's own database, named by ``FRACTAL_DATABASE_URL`` until the
+    test ends (set up before the test's other fixtures: autouse)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("ledger_backend") != "postgres":
+        yield
         return
     why = available()
     cluster = _cluster()
@@ -99,10 +98,12 @@ def ledger_backend(request: pytest.FixtureRequest,
         pytest.skip(why or "no PostgreSQL cluster started for this session")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
     name = f"t_{worker}_{os.getpid()}_{next(_names)}"
-    monkeypatch.setenv("FRACTAL_DATABASE_URL", cluster.database(name))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("FRACTAL_DATABASE_URL", cluster.database(name))
     try:
-        yield backend
+        yield
     finally:
+        patch.undo()
         from fractal.store import db, pgdriver
 
         db.close_connections()

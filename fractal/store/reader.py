@@ -214,11 +214,12 @@ def _activity_cutoff(conn: sqlite3.Connection, nodes: Sequence[str] | None,
     if nodes is not None:
         node_filter = f"AND node IN ({', '.join('?' * len(nodes))})"
     arms = []
-    for table, column in _ACTIVITY_CLOCKS:
+    for number, (table, column) in enumerate(_ACTIVITY_CLOCKS):  # aliased: PostgreSQL's rule
         arms.append(f"SELECT * FROM (SELECT {column} AS t FROM {table} WHERE {column} "
-                    f"IS NOT NULL {node_filter} ORDER BY {column} DESC LIMIT ?)")
+                    f"IS NOT NULL {node_filter} ORDER BY {column} DESC LIMIT ?) AS arm{number}")
         params.extend([*(nodes or ()), limit])
-    sql = f"SELECT t FROM ({' UNION ALL '.join(arms)}) ORDER BY t DESC LIMIT 1 OFFSET ?"
+    sql = (f"SELECT t FROM ({' UNION ALL '.join(arms)}) AS clocks ORDER BY t DESC LIMIT 1 "
+           "OFFSET ?")
     row = conn.execute(sql, [*params, limit - 1]).fetchone()
     return None if row is None else str(row[0])
 
