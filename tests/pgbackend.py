@@ -72,6 +72,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("backend") is None:
         return
     chosen = _chosen(metafunc.config)
+    if metafunc.definition.get_closest_marker("sqlite_only") is not None:
+        chosen = tuple(b for b in chosen if b == "sqlite")
+        if not chosen:
+            return  # runs as an unmarked test would, on SQLite
     metafunc.fixturenames.append("ledger_backend")
     metafunc.parametrize("ledger_backend", chosen, ids=list(chosen))
 

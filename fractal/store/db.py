@@ -163,12 +163,17 @@ class PgTx(Tx):
         return list(self._execute(sql, params or {}).fetchall())
 
     def insert(self, table: str, values: Params) -> int:
-        """INSERT one row of ``table``; return its integer primary key (``RETURNING``)."""
+        """INSERT one row of ``table``; return its integer primary key (``RETURNING``),
+        0 for a table keyed otherwise (``pools``, ``pool_items``: the caller named the key,
+        where SQLite would hand back a rowid nobody reads)."""
         columns = ", ".join(values)
         marks = ", ".join(f":{name}" for name in values)
-        key = _primary_key(self._pg, table)
-        row = self._execute(f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
-                            f"RETURNING {key}", values).fetchone()
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        key = _integer_key(self._pg, table)
+        if key is None:
+            self._execute(sql, values)
+            return 0
+        row = self._execute(f"{sql} RETURNING {key}", values).fetchone()
         if row is None:
             raise StoreError(f"the database returned no id for a new {table} row")
         return int(row[0])
@@ -185,21 +190,20 @@ class PgTx(Tx):
         raise StoreError(f"{sql!r} is a SQLite pragma; the tree's ledger is PostgreSQL")
 
 
-_primary_keys: dict[str, str] = {}  # a table -> its primary key column (one per process)
+_integer_keys: dict[str, str | None] = {}  # a table -> its integer key column, per process
 
 
-def _primary_key(conn: Any, table: str) -> str:
-    """The single primary key column of ``table`` (asked of the catalog once per process)."""
-    key = _primary_keys.get(table)
-    if key is None:
-        row = conn.execute(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
-            (table,)).fetchone()
-        if row is None:
-            raise StoreError(f"table {table} has no primary key in the ledger")
-        key = _primary_keys[table] = str(row[0])
-    return key
+def _integer_key(conn: Any, table: str) -> str | None:
+    """The primary key column of ``table`` when it is one integer column, else None
+    (asked of the catalog once per process)."""
+    if table not in _integer_keys:
+        rows = conn.execute(
+            "SELECT a.attname, a.atttypid = 'integer'::regtype FROM pg_index i "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = %s::regclass AND i.indisprimary", (table,)).fetchall()
+        single = len(rows) == 1 and bool(rows[0][1])
+        _integer_keys[table] = str(rows[0][0]) if single else None
+    return _integer_keys[table]
 
 
 def _waiting(conn: sqlite3.Connection, action: Callable[[], T]) -> Callable[[float], T]:

@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ TREE_LOCK_KEY = 0x6672_6163_7461_6C31
 one tree per database, so one constant ("fractal1" in ASCII)."""
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_INDEXED_BY = re.compile(r"\s+INDEXED BY \w+")
 
 _idle: dict[str, list[psycopg.Connection[Row]]] = {}
 _lock = threading.Lock()
@@ -46,8 +47,9 @@ _orphans: list[object] = []  # a forked child's inherited connections, kept uncl
 @lru_cache(maxsize=512)
 def translate(sql: str) -> str:
     """``sql`` with ``:name`` made ``%(name)s``, ``?`` made ``%s`` and ``%`` doubled
-    (the statements hold no ``?`` or ``:`` inside string literals)."""
-    sql = sql.replace("%", "%%")
+    (the statements hold no ``?`` or ``:`` inside string literals), and SQLite's planner
+    hint ``INDEXED BY <index>`` dropped (PostgreSQL's planner picks the index itself)."""
+    sql = _INDEXED_BY.sub("", sql).replace("%", "%%")
     sql = _NAMED.sub(r"%(\1)s", sql)
     return sql.replace("?", "%s")
 
@@ -117,7 +119,8 @@ class ReadConnection:
         Raises ReadError for anything the server refused."""
         assert self._conn is not None, "read on a closed connection"
         try:
-            return self._conn.execute(translate(sql), tuple(params) or None)
+            values = params if isinstance(params, Mapping) else tuple(params)
+            return self._conn.execute(translate(sql), values or None)
         except Exception as exc:
             if type(exc).__module__.split(".", 1)[0] != "psycopg":
                 raise

@@ -96,6 +96,7 @@ def test_untracked(spent: spend.Spend, untracked: bool) -> None:
     assert spent.untracked is untracked
 
 
+@pytest.mark.sqlite_only("a file that is not a database is SQLite's case")
 def test_a_read_of_a_broken_file_is_a_store_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not a database" * 100)
