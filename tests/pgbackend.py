@@ -109,7 +109,9 @@ def _ledger_backend(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         patch.undo()
         from fractal.store import db, pgdriver
+        from tests import ledgersql
 
+        ledgersql.close()
         db.close_connections()
         pgdriver.close_connections()
         cluster.drop(name)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from fractal.domain.errors import InvalidValue
 
-__all__ = ["CONFIG_KEY", "URL_ENV", "check_url", "database_url", "forget", "libpq_url",
-           "without_password"]
+__all__ = ["CONFIG_KEY", "URL_ENV", "check_url", "database_url", "forget", "ledger_exists",
+           "libpq_url", "without_password"]
 
 URL_ENV = "FRACTAL_DATABASE_URL"
 """The environment variable that names the ledger's PostgreSQL database (overrides config)."""
@@ -69,6 +69,12 @@ def database_url(db_path: Path) -> str | None:
     url = _from_config(db_path.parent / "config.json")
     _configured[db_path] = url
     return url
+
+
+def ledger_exists(db_path: Path) -> bool:
+    """True when the tree's ledger is there to read: its SQLite file exists, or it is a
+    PostgreSQL database (the server holds it; an unreachable one is refused on use)."""
+    return database_url(db_path) is not None or db_path.is_file()
 
 
 def forget() -> None:
