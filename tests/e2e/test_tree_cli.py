@@ -10,7 +10,8 @@ import pytest
 from tests.e2e.conftest import Tree, run_cli
 from tests.helpers import git, make_repo
 
-pytestmark = pytest.mark.e2e
+# On both backends: the CLI, supervisors and agents of a tree against one ledger.
+pytestmark = [pytest.mark.e2e, pytest.mark.backend]
 
 
 def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None:
