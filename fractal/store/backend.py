@@ -22,7 +22,7 @@ from pathlib import Path
 from fractal.domain.errors import InvalidValue
 
 __all__ = ["CONFIG_KEY", "URL_ENV", "check_url", "database_url", "forget", "ledger_exists",
-           "libpq_url", "without_password"]
+           "libpq_url", "this_host", "without_password"]
 
 URL_ENV = "FRACTAL_DATABASE_URL"
 """The environment variable that names the ledger's PostgreSQL database (overrides config)."""
@@ -75,6 +75,12 @@ def ledger_exists(db_path: Path) -> bool:
     """True when the tree's ledger is there to read: its SQLite file exists, or it is a
     PostgreSQL database (the server holds it; an unreachable one is refused on use)."""
     return database_url(db_path) is not None or db_path.is_file()
+
+
+def this_host() -> str:
+    """This machine's name as node rows record it (``nodes.host``, the machine owning a
+    node's worktree and processes): the kernel's node name."""
+    return os.uname().nodename
 
 
 def forget() -> None:

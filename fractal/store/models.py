@@ -116,6 +116,18 @@ class Node(Base):
     supervisor_started: Mapped[float | None]  # process create time, epoch seconds
     created_at: Mapped[str]
     updated_at: Mapped[str | None]
+    host: Mapped[str | None]  # the machine owning the worktree and processes (NULL: this one)
+
+
+class Latch(Base):
+    """The tree-wide brake of a PostgreSQL ledger (one row, ``latch_id`` 1, while it is
+    on); a SQLite tree's brake is its ``.paused`` file."""
+
+    __tablename__ = "latches"
+
+    latch_id: Mapped[int] = mapped_column(primary_key=True)
+    reason: Mapped[str]
+    created_at: Mapped[str]
 
 
 class Run(Base):

@@ -29,6 +29,7 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
     assert "fractal commit --init" in first.stderr
 
 
+@pytest.mark.sqlite_only("asserts the tree's SQLite file is created")
 def test_init_warns_about_an_agent_that_cannot_launch_yet(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     done = run_cli(["init", "--agent", "missing-agent-not-on-path"], repo)
