@@ -46,7 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     global _started
     config.addinivalue_line("markers", "backend: runs on every backend --backend chooses")
     config.addinivalue_line("markers", "sqlite_only(why): runs on SQLite alone, and says why")
-    if hasattr(config, "workerinput") or "postgres" not in _chosen(config):
+    if (hasattr(config, "workerinput") or "postgres" not in _chosen(config)
+            or config.option.collectonly):
         return
     if available() is not None or os.environ.get(PG_CLUSTER_ENV):
         return

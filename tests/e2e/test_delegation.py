@@ -14,9 +14,6 @@ import pytest
 from tests.e2e.conftest import Tree
 from tests.helpers import FRACTAL_BIN, git
 
-# On both backends: the verbs (and their loops) against one ledger.
-pytestmark = pytest.mark.backend
-
 LEAD = Path(__file__).resolve().parent.parent / "stubs" / "delegate_lead.py"
 
 
