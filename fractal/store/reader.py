@@ -1,4 +1,5 @@
-"""The fast read path: stdlib ``sqlite3`` only, read-only connections, frozen rows.
+"""The fast read path: stdlib ``sqlite3`` only, read-only connections, frozen rows (a
+PostgreSQL ledger is read through ``pgdriver.ReadConnection``, the same calls).
 
 CLI read commands (``status``, ``activity``, listings) must start in well under 200 ms,
 and importing SQLAlchemy alone costs about 250 ms, so this module never imports it:
@@ -309,6 +310,9 @@ def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
     from fractal.domain.doctor import DbFacts  # only `fractal doctor` needs it: start-up cost
 
     shown = str(db_path)
+    url = database_url(db_path)
+    if url is not None:
+        return _inspect_pg(url)
     if not db_path.is_file():
         return DbFacts(shown, exists=False), None
     try:
@@ -325,6 +329,34 @@ def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
         except sqlite3.Error:
             stamp = None
         facts = DbFacts(shown, exists=True, integrity=integrity,
+                        revision=None if stamp is None else str(stamp[0]))
+        try:
+            rows = [build(NodeRow, row) for row in
+                    conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
+        except (sqlite3.Error, TypeError, ValueError, KeyError):
+            return facts, None
+        return facts, rows
+    finally:
+        conn.close()
+
+
+def _inspect_pg(url: str) -> tuple[DbFacts, list[NodeRow] | None]:
+    """``inspect_database`` for a PostgreSQL ledger: present when the server answers (its
+    integrity is the server's: ``ok`` once it answers), its stamp, its nodes."""
+    from fractal.domain.doctor import DbFacts  # only `fractal doctor` needs it: start-up cost
+    from fractal.store.backend import without_password
+
+    shown = without_password(url)
+    try:
+        conn = pgdriver.ReadConnection(url)
+    except Exception as exc:  # the server did not answer
+        return DbFacts(shown, exists=True, error=str(exc).strip().splitlines()[0]), None
+    try:
+        try:
+            stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error:
+            stamp = None
+        facts = DbFacts(shown, exists=True, integrity=("ok",),
                         revision=None if stamp is None else str(stamp[0]))
         try:
             rows = [build(NodeRow, row) for row in
