@@ -21,8 +21,8 @@ kept per database file and reused (threads each borrow their own); a forked chil
 its parent's without closing them.
 
 A tree whose ledger is a PostgreSQL database (``store.backend.database_url``: the URL in
-its config or ``FRACTAL_DATABASE_URL``) gets the second ``Tx``, ``PgTx``, on a psycopg
-connection (``store.pgdriver``, which imports psycopg on first use): the ``:name`` markers
+its config or ``FRACTAL_DATABASE_URL``) gets the second ``Tx``, ``PgTx``, on a libpq
+connection (``store.pgdriver``, which loads libpq on first use): the ``:name`` markers
 rewritten to the driver's style, ``insert`` ids from ``RETURNING``, a write opened with
 ``BEGIN`` and ``pg_advisory_xact_lock(TREE_LOCK_KEY)`` (one writer at a time per tree, as
 SQLite's ``BEGIN IMMEDIATE``; the lock waits ``lock_timeout`` and then
@@ -134,12 +134,12 @@ class PgTx(Tx):
     column name and by position, as ``sqlite3.Row``). A write holds the tree's advisory
     lock from its start, a read its snapshot, so no statement waits on a lock here."""
 
-    def __init__(self, conn: Any, url: str) -> None:  # a psycopg.Connection[pgdriver.Row]
+    def __init__(self, conn: pgdriver.Connection, url: str) -> None:
         self._pg = conn
         self._url = url
 
     def _execute(self, sql: str, params: Params) -> Any:
-        return self._pg.execute(pgdriver.translate(sql), params or None)
+        return self._pg.execute(*pgdriver.bind(sql, params))
 
     def run(self, sql: str, params: Params | None = None) -> int:
         """Execute one statement; return the rows it changed."""
@@ -147,11 +147,7 @@ class PgTx(Tx):
 
     def many(self, sql: str, rows: Sequence[Params]) -> int:
         """Execute one statement once per parameter set; return the rows changed."""
-        if not rows:
-            return 0
-        with self._pg.cursor() as cursor:
-            cursor.executemany(pgdriver.translate(sql), rows)
-            return int(cursor.rowcount)
+        return sum(int(self._execute(sql, row).rowcount) for row in rows)
 
     def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
         """The first row of a query, or None."""
@@ -193,14 +189,14 @@ class PgTx(Tx):
 _integer_keys: dict[str, str | None] = {}  # a table -> its integer key column, per process
 
 
-def _integer_key(conn: Any, table: str) -> str | None:
+def _integer_key(conn: pgdriver.Connection, table: str) -> str | None:
     """The primary key column of ``table`` when it is one integer column, else None
     (asked of the catalog once per process)."""
     if table not in _integer_keys:
         rows = conn.execute(
             "SELECT a.attname, a.atttypid = 'integer'::regtype FROM pg_index i "
             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = %s::regclass AND i.indisprimary", (table,)).fetchall()
+            "WHERE i.indrelid = $1::regclass AND i.indisprimary", (table,)).fetchall()
         single = len(rows) == 1 and bool(rows[0][1])
         _integer_keys[table] = str(rows[0][0]) if single else None
     return _integer_keys[table]
@@ -361,7 +357,7 @@ _IDLE = 0  # libpq's PQTRANS_IDLE: no transaction open
 def _pg_transaction(url: str, write: bool, tx: bool) -> Iterator[PgTx]:
     """``transaction`` on the PostgreSQL ledger at ``url``: migrated on first use
     (``pgschema.ensure_schema``); a write opens with the tree's advisory lock, waited for
-    as ``lockwait.patiently`` says; psycopg's errors become StoreError naming the URL."""
+    as ``lockwait.patiently`` says; the server's errors become StoreError naming the URL."""
     # The schema module imports SQLAlchemy only to migrate; a SQLite tree never loads it.
     from fractal.store import pgschema
 
@@ -379,10 +375,10 @@ def _pg_transaction(url: str, write: bool, tx: bool) -> Iterator[PgTx]:
         try:
             yield PgTx(conn, url)
         except BaseException:
-            if conn.info.transaction_status != _IDLE:
+            if conn.transaction_status != _IDLE:
                 conn.execute("ROLLBACK")
             raise
-        if conn.info.transaction_status != _IDLE:
+        if conn.transaction_status != _IDLE:
             conn.execute("COMMIT")
     except StoreError:
         healthy = False
@@ -402,22 +398,22 @@ def _pg_transaction(url: str, write: bool, tx: bool) -> Iterator[PgTx]:
                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
                          "; check the URL names this tree's database") from exc
     finally:
-        if healthy and not conn.closed and conn.info.transaction_status == _IDLE:
+        if healthy and not conn.closed and conn.transaction_status == _IDLE:
             pgdriver.give_back(url, conn)
         else:
             conn.close()
 
 
 def _is_driver_error(exc: BaseException) -> bool:
-    """True for psycopg's errors (its module is loaded once a connection exists)."""
-    return type(exc).__module__.split(".", 1)[0] == "psycopg"
+    """True for an error the server or libpq reported."""
+    return isinstance(exc, pgdriver.PgError)
 
 
 _WRITE_BEGIN = f"BEGIN; SELECT pg_advisory_xact_lock({pgdriver.TREE_LOCK_KEY})"
 _READ_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
 
-def _pg_begin(conn: Any, url: str, write: bool) -> None:
+def _pg_begin(conn: pgdriver.Connection, url: str, write: bool) -> None:
     """Open the transaction; a write takes the tree's advisory lock, waiting the
     connection's ``lock_timeout`` (the first try's wait), then ``lockwait.patiently``."""
     if not write:

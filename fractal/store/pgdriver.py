@@ -1,16 +1,18 @@
-"""The PostgreSQL driver under the connection seam: psycopg 3 connections to a tree's
-ledger database, the statements' markers rewritten to its style, rows like SQLite's.
+"""The PostgreSQL driver under the connection seam: libpq connections (``store/libpq.py``,
+through ctypes) to a tree's ledger database, the statements' markers rewritten to its
+style, rows like SQLite's.
 
 Imported by the seam (``store/db.py``) and the read path (``store/reader.py``), stdlib
-only at import: ``psycopg`` (about 40 ms) is imported on the first connection, so a
-SQLite tree never loads it. Every connection is in autocommit mode (the seam opens its
-transactions itself), waits ``lock_timeout`` = the first try's lock wait
-(``lockwait.lock_wait().first``), and is kept idle per URL for the next transaction (a
-forked child drops its parent's).
+only at import: libpq is loaded on the first connection, so a SQLite tree never loads it
+(and no command imports psycopg, which only the migrations use). Every connection is
+in autocommit mode (the seam opens its transactions itself), waits ``lock_timeout`` =
+the first try's lock wait (``lockwait.lock_wait().first``), and is kept idle per URL for
+the next transaction (a forked child drops its parent's without closing them).
 
 A statement is written once for both engines with ``:name`` markers (the seam's) or
-``?`` (the read path's); ``translate`` makes them ``%(name)s`` / ``%s`` and doubles a
-literal ``%``. ``Row`` answers both ``row["column"]`` and ``row[0]``, as ``sqlite3.Row``.
+``?`` (the read path's); ``translate`` makes them ``$1``, ``$2``, ... and says which
+parameter goes where. ``Row`` answers both ``row["column"]`` and ``row[0]``, as
+``sqlite3.Row``.
 """
 
 from __future__ import annotations
@@ -21,37 +23,60 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fractal.store import lockwait
 from fractal.store.backend import libpq_url
+from fractal.store.libpq import Connection, PgError
 
-if TYPE_CHECKING:
-    import psycopg
-
-__all__ = ["TREE_LOCK_KEY", "ReadConnection", "ReadError", "Row", "close_connections", "connect",
-           "give_back", "translate"]
+__all__ = ["TREE_LOCK_KEY", "Connection", "PgError", "ReadConnection", "ReadError", "Row",
+           "bind", "close_connections", "connect", "give_back", "translate"]
 
 TREE_LOCK_KEY = 0x6672_6163_7461_6C31
 """The advisory lock key of a tree's one-writer-at-a-time rule (``pg_advisory_xact_lock``):
 one tree per database, so one constant ("fractal1" in ASCII)."""
 
-_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_MARKER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)|\?")
 _INDEXED_BY = re.compile(r"\s+INDEXED BY \w+")
 
-_idle: dict[str, list[psycopg.Connection[Row]]] = {}
+_idle: dict[str, list[Connection]] = {}
 _lock = threading.Lock()
 _orphans: list[object] = []  # a forked child's inherited connections, kept unclosed
 
 
 @lru_cache(maxsize=512)
-def translate(sql: str) -> str:
-    """``sql`` with ``:name`` made ``%(name)s``, ``?`` made ``%s`` and ``%`` doubled
-    (the statements hold no ``?`` or ``:`` inside string literals), and SQLite's planner
-    hint ``INDEXED BY <index>`` dropped (PostgreSQL's planner picks the index itself)."""
-    sql = _INDEXED_BY.sub("", sql).replace("%", "%%")
-    sql = _NAMED.sub(r"%(\1)s", sql)
-    return sql.replace("?", "%s")
+def translate(sql: str) -> tuple[str, tuple[str, ...] | None]:
+    """``sql`` with its markers made ``$1``, ``$2``, ...: ``:name`` markers (one number
+    per name) give the names in number order, ``?`` markers None (positional); SQLite's
+    planner hint ``INDEXED BY <index>`` is dropped (PostgreSQL's planner picks the index
+    itself). The statements hold no ``?`` or ``:name`` inside string literals."""
+    sql = _INDEXED_BY.sub("", sql)
+    names: list[str] = []
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        name = match.group(1)
+        if name is None:
+            count += 1
+            return f"${count}"
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    text = _MARKER.sub(number, sql)
+    return text, (tuple(names) if names or not count else None)
+
+
+def bind(sql: str, params: Mapping[str, object] | Sequence[object] | None
+         ) -> tuple[str, list[object]]:
+    """(the translated statement, its parameters in ``$n`` order)."""
+    text, names = translate(sql)
+    if not params:
+        return text, []
+    if isinstance(params, Mapping):
+        return text, [params[name] for name in names or ()]
+    return text, list(params)
 
 
 class Row(tuple):  # type: ignore[type-arg]
@@ -69,29 +94,30 @@ class Row(tuple):  # type: ignore[type-arg]
         return list(self._names)
 
 
-def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Row]:
-    """psycopg's row factory: one ``Row`` subclass per result, sharing its name index."""
-    names = {col.name: i for i, col in enumerate(cursor.description or ())}
-    cls = type("Row", (Row,), {"_names": names, "__slots__": ()})
-    return lambda values: cls(values)
+def _row_class(names: Sequence[str]) -> Callable[[list[Any]], Row]:
+    """The ``Row`` class of one result's columns, sharing its name index."""
+    index = {name: i for i, name in enumerate(names)}
+    return type("Row", (Row,), {"_names": index, "__slots__": ()})
 
 
-def connect(url: str) -> psycopg.Connection[Row]:
+def connect(url: str) -> Connection:
     """An idle connection to ``url`` from this process's pool, else a new one (autocommit,
-    ``lock_timeout`` the first try's wait). Raises psycopg's OperationalError when the
-    server cannot be reached."""
+    ``lock_timeout`` the first try's wait). Raises PgError when the server cannot be
+    reached."""
     with _lock:
         idle = _idle.get(url)
         if idle:
             return idle.pop()
-    # psycopg is imported here, not at the top: only a PostgreSQL tree pays its import.
-    import psycopg
-
+    conn = Connection(libpq_url(url), _row_class)
     first_ms = int(lockwait.lock_wait().first * 1000)
-    conn: psycopg.Connection[Row] = psycopg.connect(
-        libpq_url(url), autocommit=True, row_factory=_row_factory,
-        options=f"-c lock_timeout={first_ms}", application_name="fractal")
+    conn.execute(f"SET lock_timeout = {first_ms}; SET application_name = 'fractal'")
     return conn
+
+
+def give_back(url: str, conn: Connection) -> None:
+    """Keep ``conn`` for the next transaction on ``url`` (it must be idle, no transaction)."""
+    with _lock:
+        _idle.setdefault(url, []).append(conn)
 
 
 class ReadError(sqlite3.OperationalError):
@@ -112,37 +138,27 @@ class ReadConnection:
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self._conn: psycopg.Connection[Row] | None = connect(url)
+        self._conn: Connection | None = connect(url)
 
     def execute(self, sql: str, params: Any = (), /) -> Any:
         """Run one query; the cursor's ``fetchone``/``fetchall``/iteration give ``Row``s.
         Raises ReadError for anything the server refused."""
         assert self._conn is not None, "read on a closed connection"
         try:
-            values = params if isinstance(params, Mapping) else tuple(params)
-            return self._conn.execute(translate(sql), values or None)
-        except Exception as exc:
-            if type(exc).__module__.split(".", 1)[0] != "psycopg":
-                raise
+            return self._conn.execute(*bind(sql, params))
+        except PgError as exc:
             text = str(exc).strip().splitlines()
-            raise ReadError(text[0] if text else type(exc).__name__,
-                            getattr(exc, "sqlstate", None)) from exc
+            raise ReadError(text[0] if text else "the read failed", exc.sqlstate) from exc
 
     def close(self) -> None:
         """Give the connection back (closed instead when it is broken)."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if conn.closed or conn.info.transaction_status != 0:
+        if conn.closed or conn.transaction_status != 0:
             conn.close()
         else:
             give_back(self._url, conn)
-
-
-def give_back(url: str, conn: psycopg.Connection[Row]) -> None:
-    """Keep ``conn`` for the next transaction on ``url`` (it must be idle, no transaction)."""
-    with _lock:
-        _idle.setdefault(url, []).append(conn)
 
 
 def idle_count() -> int:
@@ -151,7 +167,7 @@ def idle_count() -> int:
         return sum(len(conns) for conns in _idle.values())
 
 
-def iter_idle() -> Iterator[psycopg.Connection[Row]]:
+def iter_idle() -> Iterator[Connection]:
     """Take every idle connection out of the pool."""
     with _lock:
         conns = [c for group in _idle.values() for c in group]

@@ -36,7 +36,7 @@ def current_revision(url: str) -> str | None:
     Raises StoreError when the server cannot be reached."""
     try:
         conn = pgdriver.connect(url)
-    except Exception as exc:  # psycopg.OperationalError: psycopg is not imported here
+    except pgdriver.PgError as exc:
         raise unreachable(url, exc) from exc
     try:
         row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
