@@ -17,7 +17,6 @@ other as ``str``). Errors raise ``PgError`` with the server's ``sqlstate``.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,11 +47,17 @@ def load() -> Any:
     global _lib
     if _lib is not None:
         return _lib
-    name = ctypes.util.find_library("pq") or "libpq.so.5"
     try:
-        lib = ctypes.CDLL(name)
-    except OSError as exc:
-        raise PgError(f"libpq is not installed ({exc}); install libpq5 (make bootstrap)") from exc
+        lib = ctypes.CDLL("libpq.so.5")
+    except OSError:
+        # find_library runs ldconfig (tens of ms): only when the usual name is not found.
+        from ctypes.util import find_library
+
+        try:
+            lib = ctypes.CDLL(find_library("pq") or "libpq.so")
+        except OSError as exc:
+            raise PgError(f"libpq is not installed ({exc}); install libpq5 (make "
+                          "bootstrap)") from exc
     p, i, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
     for fname, restype, argtypes in (
             ("PQconnectdb", p, [s]), ("PQstatus", i, [p]), ("PQerrorMessage", s, [p]),
