@@ -17,6 +17,10 @@ if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl 
 then
   missing+=(postgresql)
 fi
+# libpq: a PostgreSQL tree's commands load it through ctypes (fractal/store/libpq.py).
+if ! ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5 '; then
+  missing+=(libpq5)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: missing ${missing[*]} and no apt-get to install them" >&2

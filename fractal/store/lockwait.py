@@ -93,7 +93,7 @@ out), serialization_failure, deadlock_detected (the transaction was rolled back)
 def is_lock_error(exc: BaseException) -> bool:
     """True when ``exc`` says another connection holds a lock this one needs (SQLite's
     ``SQLITE_BUSY`` or ``SQLITE_LOCKED``, extended codes included; PostgreSQL's
-    ``_PG_LOCK_STATES``, read from psycopg's ``sqlstate`` without importing it): worth
+    ``_PG_LOCK_STATES``, read from the error's ``sqlstate``): worth
     waiting for."""
     state = getattr(exc, "sqlstate", None)
     if isinstance(state, str):
