@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL cluster for the suite's PostgreSQL backend (``--backend``).
 
-``Cluster.start(base)`` runs ``initdb`` on a fresh directory under ``base`` and starts
+``Cluster.start(base)`` runs ``initdb`` in the fresh directory ``base`` and starts
 the server on a Unix socket there (no TCP: ``listen_addresses=''``), ``fsync=off``
 since nothing of it outlives the session. initdb refuses root, so as root both run as
 the ``postgres`` user (``runuser``) on a directory handed to it. ``template()`` builds
@@ -67,10 +67,11 @@ class Cluster(NamedTuple):
 
     @classmethod
     def start(cls, base: Path) -> Cluster:
-        """initdb and start a server under ``base``; raises CalledProcessError on failure."""
+        """initdb and start a server in the empty directory ``base`` (``stop`` removes it);
+        raises RuntimeError with the tool's output on failure."""
         bin_dir = _bin_dir()
         assert bin_dir is not None, available()
-        directory = base / "pg"
+        directory = base  # removed whole by stop()
         data, sock = directory / "data", directory / "socket"
         sock.mkdir(parents=True)
         as_user: list[str] = []
