@@ -28,13 +28,15 @@ demo: bootstrap
 # to regenerate it), so the run ends with short tests on every worker. The pinned agent
 # CLIs' npm install (a no-op once done) starts beside them, so the agents tier's first
 # tests find it finished or nearly (they wait on its lock, and retry it if it failed).
+# --backend=both: the tests marked `backend` (the store tier, the verbs, the tree CLI,
+# steering) run on SQLite and on a throwaway PostgreSQL cluster (tests/pgbackend.py).
 test: bootstrap
 	$(BIN)/python -m compileall -q fractal & compiling=$$!; \
 	$(BIN)/python -m tests.agents.install >/dev/null 2>&1 & \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -p no:cacheprovider --collect-only -q \
-	  -n 0 $(PYTEST_ARGS) >/dev/null 2>&1; \
+	  -n 0 --backend=both $(PYTEST_ARGS) >/dev/null 2>&1; \
 	wait $$compiling
-	$(BIN)/python -m pytest -n 4 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 4 --backend=both $(PYTEST_ARGS)
 
 # Only the real-CLI tier: the pinned claude and codex, installed from npm into .cache/agents
 # on first use (skipped, with the reason, when npm or its registry is unavailable).

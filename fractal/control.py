@@ -6,7 +6,8 @@ One effect-level module used by both the verbs (``fractal.lifecycle``) and the l
 - its files: ``<node_dir>/.wake``, touched after a signal row is written so the node's
   supervisor looks at once (it also polls the database: every second, every 5 s in an idle
   wait while the file is watched); the
-  tree-wide latch ``<root data dir>/.paused``, present while ``fractal pause`` brakes the
+  tree-wide latch ``<root data dir>/.paused`` (a PostgreSQL ledger's ``latches`` row, so
+  every clone sees it), present while ``fractal pause`` brakes the
   tree; the per-node heal lock beside the tree lock (``Tree.lock_path``);
 - signals: ``write_signal`` queues a signal row on a node's open run together with its
   event (one transaction) and touches the wake file; ``finish_subtree`` is the loop's
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING
 from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, fanout_reason, winning
 from fractal.domain.states import Status
+from fractal.store.backend import database_url
 from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import write_atomic
 
@@ -98,17 +100,32 @@ def latch_path(tree: Tree) -> Path:
 
 
 def latched(tree: Tree) -> bool:
-    """True while the tree-wide brake is on."""
+    """True while the tree-wide brake is on (the ``.paused`` file; on a PostgreSQL ledger
+    its ``latches`` row, which every clone sees)."""
+    if database_url(tree.db_path) is not None:
+        # deferred: the seam: only a PostgreSQL tree's brake reads it (20 modules)
+        from fractal.store import latches
+
+        return latches.reason(tree.db_path) is not None
     return latch_path(tree).exists()
 
 
 def set_latch(tree: Tree, reason: str) -> None:
-    """Put the brake on (atomically); the file holds ``reason``."""
+    """Put the brake on (atomically); the file (or the row) holds ``reason``."""
+    if database_url(tree.db_path) is not None:
+        from fractal.store import latches  # deferred: start-up cost (20 modules)
+
+        latches.set_reason(tree.db_path, reason or "paused")
+        return
     write_atomic(latch_path(tree), (reason or "paused") + "\n")
 
 
 def clear_latch(tree: Tree) -> bool:
     """Take the brake off; returns whether it was on."""
+    if database_url(tree.db_path) is not None:
+        from fractal.store import latches  # deferred: start-up cost (20 modules)
+
+        return latches.clear(tree.db_path)
     try:
         latch_path(tree).unlink()
         return True

@@ -3,7 +3,8 @@
 ``fractal.store.schema`` passes an open SQLAlchemy connection in
 ``config.attributes["connection"]`` and owns its transaction; a developer running
 ``alembic`` by hand (top-level ``alembic.ini``) gets a one-shot engine from
-``sqlalchemy.url`` instead, with the same WAL and BEGIN IMMEDIATE setup. Batch mode
+``sqlalchemy.url`` instead, with the same WAL and BEGIN IMMEDIATE setup (a
+``postgresql+psycopg://`` URL: a plain engine; ``store/pgschema.py`` migrates a tree's). Batch mode
 is on because SQLite cannot ALTER most things in place. Autogenerate compares against ``fractal.store.models.Base.metadata``.
 """
 
@@ -61,6 +62,17 @@ def run_online() -> None:
     url = config.get_main_option("sqlalchemy.url")
     if not url:
         raise RuntimeError("set sqlalchemy.url in alembic.ini, or pass a connection")
+    if make_url(url).get_backend_name() == "postgresql":
+        from sqlalchemy import create_engine
+        from sqlalchemy.pool import NullPool
+
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.begin() as conn:
+                _run_on(conn)
+        finally:
+            engine.dispose()
+        return
     database = make_url(url).database
     if not database:
         raise RuntimeError(f"sqlalchemy.url {url!r} names no SQLite file")

@@ -24,7 +24,7 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ledger, parts, steering
+from bench import ledger, parts, postgres, steering
 from bench.memory import watch_memory
 from bench.report import Row, render, section
 from bench.sandbox import ROOT, BenchError, Sandbox
@@ -143,7 +143,7 @@ def run(keep: bool, samples: int = 5, idle: int = 50, window: float = 60.0) -> s
     notes: list[str] = []
     for more, lines in (parts.latency(keep, samples, _log), parts.reads(keep, _log),
                         parts.many_nodes(keep, _log), parts.dashboard_part(keep, _log),
-                        parts.usage_wait(keep, USAGE_NODES, _log),
+                        parts.usage_wait(keep, USAGE_NODES, _log), postgres.run(keep, _log),
                         steering.run(keep, samples, idle, window, _log)):
         table += more
         notes += lines
@@ -170,13 +170,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the sandbox directory (tree, traces) for inspection")
     parser.add_argument("--latency-samples", type=int, default=5, metavar="N",
                         help="nodes (samples) per verb-to-reaction cell (default 5)")
-    parser.add_argument("--only", choices=["dashboard", "usagewait", "steering", "web"],
+    parser.add_argument("--only", choices=["dashboard", "usagewait", "steering", "web",
+                                          "postgres"],
                         default=None,
                         help="run one part alone (dashboard: fractal open and fractal inbox "
                              "on 1,000 nodes / 1,000,000 steps; usagewait: nodes waiting "
                              "out a usage window; steering: the typed commands, start and "
                              "resume, the supervisor's footprint; web: fractal open --web "
-                             "with a headless chromium attached, on 50 nodes)")
+                             "with a headless chromium attached, on 50 nodes; postgres: the "
+                             "read commands on 1,000 nodes, SQLite and PostgreSQL side by side)")
     parser.add_argument("--idle-nodes", type=int, default=50, metavar="N",
                         help="nodes asleep (then at a gate) for the idle-CPU figure; 0 skips "
                              "it (default 50)")
@@ -189,7 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on TERM as on Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)  # even when started with INT ignored
     try:
-        if args.only in ("dashboard", "usagewait"):
+        if args.only == "postgres":
+            rows, notes = postgres.run(args.keep, _log)
+            print(render(rows) + "\n\n" + "\n".join(notes))
+        elif args.only in ("dashboard", "usagewait"):
             rows, notes = (parts.dashboard_part(args.keep, _log) if args.only == "dashboard"
                            else parts.usage_wait(args.keep, USAGE_NODES, _log))
             print(render(rows) + "\n\n" + "\n".join(notes))

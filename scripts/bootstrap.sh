@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Install what fractal needs on a fresh machine: system packages (tmux, bubblewrap, git)
-# when absent, then a virtualenv with the project installed editable plus the dev and web
-# extras.
+# Install what fractal needs on a fresh machine: system packages (tmux, bubblewrap, git,
+# and the PostgreSQL server the suite's --backend=postgres runs a throwaway cluster of)
+# when absent, then a virtualenv with the project installed editable plus the dev, web
+# and postgres extras.
 set -euo pipefail
 venv="${1:-.venv}"
 py="${PY:-python3}"
@@ -13,6 +14,14 @@ if [ "$(uname -s)" = Linux ]; then command -v bwrap >/dev/null 2>&1 || missing+=
 command -v git >/dev/null 2>&1 || missing+=(git)
 if ! "$py" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   missing+=(python3-venv)
+fi
+if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1
+then
+  missing+=(postgresql)
+fi
+# libpq: a PostgreSQL tree's commands load it through ctypes (fractal/store/libpq.py).
+if ! ldconfig -p 2>/dev/null | grep -q 'libpq\.so\.5 '; then
+  missing+=(libpq5)
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -40,11 +49,11 @@ if [ ! -x "$venv/bin/uv" ]; then
   "$py" -m pip --python "$venv/bin/python" install -q "uv==$uv_version" >/dev/null 2>&1 || true
 fi
 if [ -x "$venv/bin/uv" ] && "$venv/bin/uv" pip install -q --compile-bytecode \
-     --python "$venv/bin/python" -e '.[dev,web]' "pip==$pip_version" -c constraints.txt; then
+     --python "$venv/bin/python" -e '.[dev,web,postgres]' "pip==$pip_version" -c constraints.txt; then
   :
 else
   echo "bootstrap: installing with pip (uv unavailable or failed)" >&2
   "$venv/bin/python" -m pip --version >/dev/null 2>&1 || "$venv/bin/python" -m ensurepip >/dev/null
-  "$venv/bin/python" -m pip install -q -e '.[dev,web]' -c constraints.txt
+  "$venv/bin/python" -m pip install -q -e '.[dev,web,postgres]' -c constraints.txt
 fi
 echo "bootstrap: ready ($("$venv/bin/fractal" --version))" >&2

@@ -41,7 +41,7 @@ from tests.helpers import TEMPLATES_ENV, make_repo
 
 # tests.timing: FRACTAL_TEST_TIMING=<file> records per-test wall and CPU seconds;
 # tests.ordering: runs the longest tests first (tests/durations.json).
-pytest_plugins = ["tests.timing", "tests.ordering"]
+pytest_plugins = ["tests.timing", "tests.ordering", "tests.pgbackend"]
 
 PRICES_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pricing" / "prices.json"
 """A small price table in LiteLLM's public format (gpt-fixture, openrouter/anthropic/...)."""

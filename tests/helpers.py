@@ -178,8 +178,12 @@ def copy_of_tree(path: Path, key: str, build: Callable[[Path], object]) -> Path:
     its worktrees side by side, and the ``worktree`` column of the registry), as git's
     ``worktree repair`` and a re-registration would. ``build`` must leave no process
     behind and every database engine closed; the rows it wrote (events, timestamps) are
-    the copy's history.
+    the copy's history. On a PostgreSQL ledger (``--backend``) it builds at ``path`` each
+    time: the rows live in the test's own database, not in the copied files.
     """
+    if os.environ.get("FRACTAL_DATABASE_URL"):  # a PostgreSQL ledger: the test's own
+        build(path)  # database holds the rows, so the tree is built anew in it
+        return path
     if key not in _TREES:
         from fractal.store.engine import close_engines
 

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 import psutil
 
-from tests import cliserver
+from tests import cliserver, ledgersql
 from tests.helpers import TreeLayout, git, make_repo, wait_until
 
 STUB = Path(__file__).resolve().parent / "stubs" / "agent_stub.py"
@@ -157,7 +157,8 @@ class Tree(TreeLayout):
     # -- the record -----------------------------------------------------------------------
 
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
-        """Rows of ``query`` on the tree database (plain sqlite3, 30 s busy timeout).
+        """Rows of ``query`` on the tree database (plain sqlite3, 30 s busy timeout; on a
+        PostgreSQL ledger, ``tests.ledgersql``).
 
         Reads go through one connection per thread, kept while the database file stays
         the same (device, inode, size, modification time): a new connection parses the
@@ -165,6 +166,8 @@ class Tree(TreeLayout):
         each look of a ``wait_status`` poll. A file replaced, removed or written in place
         gets a new connection, as every call used to; ``close_readers`` ends them.
         """
+        if ledgersql.backend() == "postgres":
+            return ledgersql.rows(self.db, query, *params)
         key = threading.get_ident()
         try:
             stat = os.stat(self.db)

@@ -15,21 +15,33 @@ from fractal.cli.context import IN_REPOSITORY, path_option, verb_context
 @click.option("--max-depth", default=None, metavar="N",
               help="Levels of nodes the tree allows below its root (default 2: a lead and "
               "its children), or `unlimited`; a node inherits its parent's levels minus one.")
+@click.option("--database", default=None, metavar="URL",
+              help="Keep the tree's ledger in this PostgreSQL database "
+              "(postgresql://USER@HOST/DB; the password from ~/.pgpass or PGPASSWORD) instead "
+              "of .fractal/<branch>/fractal.db. FRACTAL_DATABASE_URL overrides it.")
 @path_option(IN_REPOSITORY)
-def init_cmd(agent: str | None, max_depth: str | None, path: Path) -> None:
+def init_cmd(agent: str | None, max_depth: str | None, database: str | None,
+             path: Path) -> None:
     """Make the current branch the root (user node) of a tree.
 
     Creates .fractal/<branch>/ with the tree's config and database, and keeps runtime
     files out of git through .git/info/exclude. Safe to run again.
     """
+    import os  # deferred: only this command needs it (0 modules)
+
     # deferred: only this command needs it (37 modules)
     from fractal.lifecycle.trees import init_tree
 
-    result = init_tree(path, agent, max_depth)
+    # deferred: only this command needs it
+    from fractal.store.backend import database_url, without_password
+
+    result = init_tree(path, agent, max_depth, database, os.environ)
+    url = database_url(result.tree.db_path)
+    ledger = result.tree.db_path if url is None else without_password(url)
     verb = ("initialised" if result.created else
             f"already initialised (restored: {', '.join(result.restored)})" if result.restored
             else "already initialised")
-    click.echo(f"{verb}: tree rooted at {result.tree.root} (database {result.tree.db_path})",
+    click.echo(f"{verb}: tree rooted at {result.tree.root} (database {ledger})",
                err=True)
     if agent is not None:
         click.echo(f"default agent for its nodes: {agent}", err=True)

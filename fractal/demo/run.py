@@ -20,6 +20,7 @@ from fractal.demo.project import (
 )
 from fractal.domain.states import SETTLED
 from fractal.errors import FractalError
+from fractal.store.backend import ledger_exists
 from fractal.store.rows import ActivityRow
 
 NODE = "fix_tests"
@@ -47,7 +48,7 @@ def _clear_previous(target: Path) -> None:
     from fractal.tree import trees_in  # deferred: start-up cost (1 module)
 
     for tree in trees_in(target):
-        if not tree.db_path.exists():
+        if not ledger_exists(tree.db_path):
             continue
         for row in reader.node_rows(tree.db_path):
             if row.tmux_session:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from fractal.domain import authority
 from fractal.domain.run.reasons import clip_reason
 from fractal.errors import FractalError
+from fractal.store.backend import ledger_exists
 from fractal.tree import Tree, caller_branch, locate, resolve_node, trees_in
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class Context:
         from fractal.store import reader  # deferred: start-up cost (13 modules)
 
         others = [t.db_path for t in trees_in(self.tree.repo)
-                  if t.root != self.tree.root and t.db_path.is_file()]
+                  if t.root != self.tree.root and ledger_exists(t.db_path)]
         supervisors = {row.supervisor_pid: (row.node, row.supervisor_started)
                        for db_path in (self.tree.db_path, *others)
                        for row in reader.node_rows(db_path)

@@ -5,7 +5,8 @@ an interruption, not an end. The run and iteration stay open, every open step cl
 run where it stopped. A node that never opened a run ends ``exited`` as before.
 
 Provably gone means the tmux probe on the recorded socket says GONE *and* the recorded
-supervisor process is not alive. An inconclusive probe heals nothing, a node's own
+supervisor process is not alive, on the machine the node's row names (``nodes.host``):
+a node another host owns is never healed from here. An inconclusive probe heals nothing, a node's own
 loop never heals itself, and a paused node is never touched.
 """
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from fractal.domain.run.reasons import ABNORMAL_EXIT
 from fractal.domain.states import Move, Status
 from fractal.lifecycle.context import LOOP_NODE_ENV
+from fractal.store.backend import this_host
 from fractal.tree import Tree
 
 SUPERVISOR_LOST = "interrupted: supervisor lost"
@@ -43,6 +45,8 @@ def crashed(tree: Tree, branch: str, row: NodeRow | None = None) -> bool:
         return False
     if os.environ.get(LOOP_NODE_ENV) == str(tree.node(branch).node_dir):
         return False  # the node's own loop (or its agent) asking
+    if row.host is not None and row.host != this_host():
+        return False  # its pid and pane are another machine's: nothing here proves it gone
     if row.supervisor_pid and row.supervisor_started:
         from fractal.procs.procinfo import same_process  # deferred: start-up cost (4 modules)
 

@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING
 from fractal.domain.notify import batch_env, batch_payload, notify_env, wanted_kinds
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
+from fractal.store.backend import ledger_exists
 from fractal.tree import Tree
 
 if TYPE_CHECKING:
@@ -208,13 +209,13 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
         boot_grace = _seconds("FRACTAL_NOTIFY_BOOT_GRACE_S", BOOT_GRACE_S)
         first = True
         while True:
-            if not tree.db_path.is_file():  # destroyed: never recreate its database
+            if not ledger_exists(tree.db_path):  # destroyed: never recreate its database
                 return delivered
             now_token = db_token(tree.db_path)
             if first or now_token != token or clock() - looked >= RECHECK_S:
                 if not first and now_token != token:
                     sleep(SETTLE_S)
-                    if not tree.db_path.is_file():
+                    if not ledger_exists(tree.db_path):
                         return delivered
                 first = False
                 token = db_token(tree.db_path)
@@ -223,7 +224,7 @@ def watch(tree: Tree, *, clock: Callable[[], float] = time.monotonic,
                     delivered += dispatch(tree) is not None
                 except Exception:  # a broken hook or database must not kill the watcher
                     _log().exception("notify dispatch failed")
-            if not tree.db_path.is_file():
+            if not ledger_exists(tree.db_path):
                 return delivered
             if _live(tree):
                 idle_since = None

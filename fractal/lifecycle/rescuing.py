@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.errors import FractalError, GitError, NotATree
+from fractal.store.backend import ledger_exists
 from fractal.tree import Tree, find_tree
 from fractal.workspace.git import head_sha, show_file
 from fractal.workspace.rescue import (
@@ -121,7 +122,7 @@ def list_rescues(cwd: Path) -> list[RescueListing]:
 
     repo, tree = _repo(cwd)
     rows = {r.ref: r for r in RescueBook(tree.db_path).rescues()} \
-        if tree is not None and tree.db_path.exists() else {}
+        if tree is not None and ledger_exists(tree.db_path) else {}
     out: list[RescueListing] = []
     for ref in list_rescue_refs(repo):
         row = rows.get(ref.ref)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.agents.base import split_agent
 from fractal.domain.spawncaps import DEFAULT_TREE_DEPTH, parse_tree_depth
 from fractal.errors import FractalError, InvalidValue
+from fractal.store import backend
 from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace.discovery import checkout_and_main
@@ -31,7 +33,9 @@ class TreeInit:
     restored: tuple[str, ...] = ()
 
 
-def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None) -> TreeInit:
+def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None,
+              database: str | None = None,
+              environ: Mapping[str, str] | None = None) -> TreeInit:
     """Make the branch checked out at ``cwd`` the root (user node) of a tree.
 
     ``max_depth`` is ``--max-depth`` as typed: the levels of nodes the tree allows below
@@ -45,7 +49,14 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None)
     a working directory inside a node worktree, and an ``agent`` whose command is a path
     that does not exist (``./agent.sh`` is looked for in the main worktree), before
     writing anything. Raises FractalError / GitError.
+
+    ``database`` (or ``FRACTAL_DATABASE_URL`` in ``environ``, which overrides it) puts the
+    ledger in that PostgreSQL database instead of ``fractal.db``: the URL goes in the
+    tree's config.json (``database``) without any password (libpq reads that from
+    ~/.pgpass or PGPASSWORD; fractal never writes it to a file): one typed in ``database``
+    is refused.
     """
+    url = _ledger_url(database, environ)
     top, repo = checkout_and_main(cwd)
     if top.resolve() != repo.resolve():
         raise FractalError(f"{top} is a linked worktree; run `fractal init` in the main "
@@ -63,7 +74,7 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None)
         _refuse_missing_agent(split_agent(agent)[0], top, branch)
     depth = None if max_depth is None else parse_tree_depth(max_depth)
     tree = Tree(repo=repo, root=branch)
-    if not tree.db_path.exists():  # refused before anything is written when nodes are left
+    if url is None and not tree.db_path.exists():  # refused before anything is written
         from fractal.store.schema import refuse_missing  # deferred: start-up cost (7 modules)
 
         refuse_missing(tree.db_path, create=True)
@@ -81,7 +92,10 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None)
         updates["max_depth"] = depth
     elif "max_depth" not in before:
         updates["max_depth"] = DEFAULT_TREE_DEPTH
+    if url is not None:
+        updates[backend.CONFIG_KEY] = url
     update_config(tree.config_path, updates)
+    backend.forget()  # the config may name the ledger's database now
     dirs = git.git_dirs(top)
     if ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(top)):
         restored.append("the .git/info/exclude block")
@@ -89,13 +103,30 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None)
         restored.append(f"{tree.wiki_dir.relative_to(repo).as_posix()}/_index.md")
     from fractal.store.ledger import Ledger  # deferred: start-up cost (22 modules)
 
-    if not tree.db_path.exists():
+    if not backend.ledger_exists(tree.db_path):
         restored.append("the database")
     ledger = Ledger(tree.db_path, create=True)  # refused when nodes are left (dbmissing)
     if created:
         ledger.add_event(branch, "init", actor="operator", status="completed",
                          metadata=git.head_sha(top))
     return TreeInit(tree=tree, created=created, restored=() if created else tuple(restored))
+
+
+def _ledger_url(database: str | None, environ: Mapping[str, str] | None) -> str | None:
+    """The PostgreSQL URL the new tree's ledger goes in (the environment's first), or None
+    for the SQLite file. Raises InvalidValue for another scheme or a URL with a password."""
+    env = (environ or {}).get(backend.URL_ENV)
+    if env:  # the environment is no file: its password stays there, the config gets none
+        return backend.without_password(backend.check_url(env))
+    url = database
+    if not url:
+        return None
+    backend.check_url(url)
+    if backend.without_password(url) != url:
+        raise InvalidValue("the database URL holds a password, which fractal would write to "
+                           "the tree's config.json; leave it out of the URL and put it in "
+                           "~/.pgpass (or PGPASSWORD), then run `fractal init` again")
+    return url
 
 
 def _refuse_missing_agent(binary: str, top: Path, branch: str) -> None:

@@ -233,9 +233,10 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                     f"SELECT run_id, {KNOWN_COST_SUM} FROM steps WHERE run_id IN "
                     f"({marks}) GROUP BY run_id", chunk):
                 spent[int(run_id)] = None if total is None else float(total)
-            for run_id, name, meta, _newest in conn.execute(
-                    "SELECT run_id, step_name, metadata, MAX(step_id) FROM steps WHERE "
-                    f"run_id IN ({marks}) AND status = 'failed' GROUP BY run_id", chunk):
+            for run_id, name, meta, _newest in conn.execute(  # no bare columns: PostgreSQL
+                    "SELECT run_id, step_name, metadata, step_id FROM steps WHERE step_id IN "
+                    f"(SELECT MAX(step_id) FROM steps WHERE run_id IN ({marks}) AND status = "
+                    "'failed' GROUP BY run_id)", chunk):
                 causes[int(run_id)] = (str(name or ""), str(meta or ""))
         paused = [n.node for n in nodes if n.status == "paused"]
         pauses: dict[str, tuple[str, str]] = {}
@@ -250,12 +251,12 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             # An ask older than the node's newest resume was answered by that resume: the
             # park shown now is a newer one (an interruption, say), not the ask's.
             for node, run, meta, actor, at, _newest in conn.execute(
-                    "SELECT node, run_id, metadata, actor, created_at, MAX(event_id) FROM "
-                    "events AS a WHERE event "
-                    "= 'pause' AND status = 'completed' AND actor != 'loop' AND node IN "
-                    f"({marks}) AND event_id > COALESCE((SELECT MAX(r.event_id) FROM events "
-                    "AS r WHERE r.event = 'resume' AND r.status = 'completed' AND r.node = "
-                    "a.node), 0) GROUP BY node", paused):
+                    "SELECT node, run_id, metadata, actor, created_at, event_id FROM events "
+                    "WHERE event_id IN (SELECT MAX(event_id) FROM events AS a WHERE event = "
+                    f"'pause' AND status = 'completed' AND actor != 'loop' AND node IN ({marks}) "
+                    "AND event_id > COALESCE((SELECT MAX(r.event_id) FROM events AS r WHERE "
+                    "r.event = 'resume' AND r.status = 'completed' AND r.node = a.node), 0) "
+                    "GROUP BY node)", paused):
                 if meta:
                     asks[str(node)] = (None if run is None else int(str(run)), str(meta))
                 if actor == "operator":
@@ -283,7 +284,7 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
                                                  str(at))
             if waits:
                 wakes = [(float(str(w)), str(name)) for w, name in _optional(
-                    conn, "SELECT wake_at, window FROM usage_windows WHERE state != 'open'")]
+                    conn, 'SELECT wake_at, "window" FROM usage_windows WHERE state != \'open\'')]
         notes = _notes(conn, root) if root is not None else {}
         merges, landed = _merges(conn)
         born = {n.node: n.created_at for n in nodes}  # a deleted namesake's merges stay out

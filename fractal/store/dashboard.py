@@ -34,7 +34,8 @@ def run_links(db_path: Path, after: int) -> list[tuple[int, int | None, bool]]:
     subtree's spend is summed over, read a little at a time."""
     with _connect(db_path, create=False) as conn:
         rows = conn.execute(
-            "SELECT run_id, parent_run_id, ended_at IS NOT NULL FROM runs WHERE run_id > ? "
+            "SELECT run_id, parent_run_id, CASE WHEN ended_at IS NULL THEN 0 ELSE 1 END "
+            "FROM runs WHERE run_id > ? "
             "UNION SELECT run_id, parent_run_id, 0 FROM runs INDEXED BY ix_runs_ended_at "
             "WHERE ended_at IS NULL", (after,)).fetchall()
     return [(int(r[0]), None if r[1] is None else int(r[1]), bool(r[2])) for r in rows]

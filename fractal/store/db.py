@@ -1,3 +1,5 @@
+# Over 400 lines: the one connection seam, its two drivers' transactions side by side (a
+# PostgreSQL Tx apart would import this module and be imported by it).
 """The store's one connection seam: a DB-API connection to the tree database, lent out
 for one short transaction at a time.
 
@@ -18,9 +20,14 @@ snapshot, no lock taken). A lock held past the first try is waited out
 kept per database file and reused (threads each borrow their own); a forked child drops
 its parent's without closing them.
 
-A second backend (PostgreSQL) would be a second ``Tx`` here: it would rewrite the
-``:name`` markers to its driver's style, return ``insert`` ids with ``RETURNING``, and map
-its lock errors in ``lockwait.is_lock_error``; the statements above the seam stay as they are.
+A tree whose ledger is a PostgreSQL database (``store.backend.database_url``: the URL in
+its config or ``FRACTAL_DATABASE_URL``) gets the second ``Tx``, ``PgTx``, on a libpq
+connection (``store.pgdriver``, which loads libpq on first use): the ``:name`` markers
+rewritten to the driver's style, ``insert`` ids from ``RETURNING``, a write opened with
+``BEGIN`` and ``pg_advisory_xact_lock(TREE_LOCK_KEY)`` (one writer at a time per tree, as
+SQLite's ``BEGIN IMMEDIATE``; the lock waits ``lock_timeout`` and then
+``lockwait.patiently`` as a busy SQLite file does), a read with a ``REPEATABLE READ``
+snapshot. The statements above the seam stay as they are.
 """
 
 from __future__ import annotations
@@ -35,12 +42,13 @@ from typing import Any, TypeVar
 
 from fractal.domain.errors import InvalidValue
 from fractal.errors import StoreError
-from fractal.store import lockwait
+from fractal.store import lockwait, pgdriver
+from fractal.store.backend import database_url, without_password
 from fractal.store.connect import BUSY_TIMEOUT_MS, PRAGMAS
 from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.schema import ensure_schema
 
-__all__ = ["BUSY_TIMEOUT_MS", "Tx", "close_connections", "prepare", "transaction"]
+__all__ = ["BUSY_TIMEOUT_MS", "PgTx", "Tx", "close_connections", "prepare", "transaction"]
 
 CACHE_PRAGMA = "PRAGMA cache_size=-32"
 """The page cache of a seam connection, 32 KiB (negative: KiB, not a page count).
@@ -120,6 +128,80 @@ class Tx:
         return [tuple(row) for row in self._conn.execute(sql).fetchall()]
 
 
+class PgTx(Tx):
+    """One open transaction on a PostgreSQL ledger: the same calls as ``Tx``, the
+    statements translated (``pgdriver.translate``), rows ``pgdriver.Row`` (keyed by
+    column name and by position, as ``sqlite3.Row``). A write holds the tree's advisory
+    lock from its start, a read its snapshot, so no statement waits on a lock here."""
+
+    def __init__(self, conn: pgdriver.Connection, url: str) -> None:
+        self._pg = conn
+        self._url = url
+
+    def _execute(self, sql: str, params: Params) -> Any:
+        return self._pg.execute(*pgdriver.bind(sql, params))
+
+    def run(self, sql: str, params: Params | None = None) -> int:
+        """Execute one statement; return the rows it changed."""
+        return int(self._execute(sql, params or {}).rowcount)
+
+    def many(self, sql: str, rows: Sequence[Params]) -> int:
+        """Execute one statement once per parameter set; return the rows changed."""
+        return sum(int(self._execute(sql, row).rowcount) for row in rows)
+
+    def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
+        """The first row of a query, or None."""
+        row: sqlite3.Row | None = self._execute(sql, params or {}).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
+        """Every row of a query."""
+        return list(self._execute(sql, params or {}).fetchall())
+
+    def insert(self, table: str, values: Params) -> int:
+        """INSERT one row of ``table``; return its integer primary key (``RETURNING``),
+        0 for a table keyed otherwise (``pools``, ``pool_items``: the caller named the key,
+        where SQLite would hand back a rowid nobody reads)."""
+        columns = ", ".join(values)
+        marks = ", ".join(f":{name}" for name in values)
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        key = _integer_key(self._pg, table)
+        if key is None:
+            self._execute(sql, values)
+            return 0
+        row = self._execute(f"{sql} RETURNING {key}", values).fetchone()
+        if row is None:
+            raise StoreError(f"the database returned no id for a new {table} row")
+        return int(row[0])
+
+    def pragma(self, sql: str) -> list[tuple[Any, ...]]:
+        """A SQLite pragma's answer on PostgreSQL: ``wal_checkpoint`` has nothing to fold
+        (the server keeps its own log), ``integrity_check`` reads ``ok`` when the server
+        answers a query (its checksums are the server's job); any other is refused."""
+        if "wal_checkpoint" in sql:
+            return []
+        if "integrity_check" in sql:
+            self._pg.execute("SELECT 1").fetchone()
+            return [("ok",)]
+        raise StoreError(f"{sql!r} is a SQLite pragma; the tree's ledger is PostgreSQL")
+
+
+_integer_keys: dict[str, str | None] = {}  # a table -> its integer key column, per process
+
+
+def _integer_key(conn: pgdriver.Connection, table: str) -> str | None:
+    """The primary key column of ``table`` when it is one integer column, else None
+    (asked of the catalog once per process)."""
+    if table not in _integer_keys:
+        rows = conn.execute(
+            "SELECT a.attname, a.atttypid = 'integer'::regtype FROM pg_index i "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = $1::regclass AND i.indisprimary", (table,)).fetchall()
+        single = len(rows) == 1 and bool(rows[0][1])
+        _integer_keys[table] = str(rows[0][0]) if single else None
+    return _integer_keys[table]
+
+
 def _waiting(conn: sqlite3.Connection, action: Callable[[], T]) -> Callable[[float], T]:
     """``action`` as one try of ``lockwait.patiently``: the connection's busy handler
     waits ``span`` seconds for the lock, then the process's first-try wait again."""
@@ -144,8 +226,12 @@ def prepare(db_path: Path, *, create: bool = False) -> Path:
     stdlib read of the stamp; Alembic only when it is behind); return the resolved path.
     A missing tree database is created only with ``create`` (``fractal init``; see
     ``schema.ensure_schema``). Raises StoreError when the database cannot be created
-    or migrated, DatabaseMissing when it may not be created."""
+    or migrated, DatabaseMissing when it may not be created. A PostgreSQL ledger
+    (``backend.database_url``) is migrated by its first transaction instead; the path
+    comes back as given."""
     path = Path(db_path)
+    if database_url(path) is not None:
+        return path
     key = _resolved.get(path)
     if key is not None:  # resolved and checked already (a loop asks on every statement)
         return key
@@ -199,6 +285,11 @@ def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterat
     block ends, rolls back when it raises; SQLite errors become StoreError naming the
     file, other exceptions pass through after the rollback.
     """
+    url = database_url(db_path)
+    if url is not None:
+        with _pg_transaction(url, write, tx) as pg:
+            yield pg
+        return
     key = prepare(db_path)
     conn = _opened(key, db_path, write, tx)
     healthy = True
@@ -257,6 +348,95 @@ def _opened(key: Path, db_path: Path, write: bool, tx: bool) -> sqlite3.Connecti
     return conn
 
 
+_pg_ready: set[str] = set()  # PostgreSQL ledgers this process found at head
+
+_IDLE = 0  # libpq's PQTRANS_IDLE: no transaction open
+
+
+@contextmanager
+def _pg_transaction(url: str, write: bool, tx: bool) -> Iterator[PgTx]:
+    """``transaction`` on the PostgreSQL ledger at ``url``: migrated on first use
+    (``pgschema.ensure_schema``); a write opens with the tree's advisory lock, waited for
+    as ``lockwait.patiently`` says; the server's errors become StoreError naming the URL."""
+    # The schema module imports SQLAlchemy only to migrate; a SQLite tree never loads it.
+    from fractal.store import pgschema  # deferred: start-up cost (1 module)
+
+    if url not in _pg_ready:
+        pgschema.ensure_schema(url)
+        _pg_ready.add(url)
+    try:
+        conn = pgdriver.connect(url)
+    except Exception as exc:
+        raise pgschema.unreachable(url, exc) from exc
+    healthy = True
+    try:
+        if tx:
+            _pg_begin(conn, url, write)
+        try:
+            yield PgTx(conn, url)
+        except BaseException:
+            if conn.transaction_status != _IDLE:
+                conn.execute("ROLLBACK")
+            raise
+        if conn.transaction_status != _IDLE:
+            conn.execute("COMMIT")
+    except StoreError:
+        healthy = False
+        raise
+    except UnicodeEncodeError as exc:
+        raise InvalidValue(f"text that is not valid UTF-8 cannot be stored ({exc.reason} at "
+                           f"character {exc.start}); nothing was written: pass UTF-8 "
+                           "text") from None
+    except Exception as exc:
+        if not _is_driver_error(exc):
+            raise
+        healthy = False
+        shown = without_password(url)
+        if lockwait.is_lock_error(exc):
+            raise lockwait.locked_error(Path(shown), lockwait.lock_wait().first) from exc
+        raise StoreError(f"the ledger {shown} refused the operation: "
+                         f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+                         "; check the URL names this tree's database") from exc
+    finally:
+        if healthy and not conn.closed and conn.transaction_status == _IDLE:
+            pgdriver.give_back(url, conn)
+        else:
+            conn.close()
+
+
+def _is_driver_error(exc: BaseException) -> bool:
+    """True for an error the server or libpq reported."""
+    return isinstance(exc, pgdriver.PgError)
+
+
+_WRITE_BEGIN = f"BEGIN; SELECT pg_advisory_xact_lock({pgdriver.TREE_LOCK_KEY})"
+_READ_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+
+
+def _pg_begin(conn: pgdriver.Connection, url: str, write: bool) -> None:
+    """Open the transaction; a write takes the tree's advisory lock, waiting the
+    connection's ``lock_timeout`` (the first try's wait), then ``lockwait.patiently``."""
+    if not write:
+        conn.execute(_READ_BEGIN)
+        return
+    try:
+        conn.execute(_WRITE_BEGIN)
+    except Exception as exc:
+        if not lockwait.is_lock_error(exc):
+            raise
+        conn.execute("ROLLBACK")
+
+        def attempt(span: float) -> None:
+            try:
+                conn.execute(f"BEGIN; SET LOCAL lock_timeout = {max(int(span * 1000), 1)}; "
+                             f"SELECT pg_advisory_xact_lock({pgdriver.TREE_LOCK_KEY})")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+
+        patiently(Path(without_password(url)), attempt, exc)
+
+
 def close_connections() -> None:
     """Close every idle connection and forget which databases were checked."""
     with _lock:
@@ -264,8 +444,10 @@ def close_connections() -> None:
         _idle.clear()
         _ready.clear()
         _resolved.clear()
+        _pg_ready.clear()
     for conn in idle:
         conn.close()
+    pgdriver.close_connections()
 
 
 def _forget_after_fork() -> None:

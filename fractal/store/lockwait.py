@@ -85,9 +85,19 @@ def set_wait_notice(notice: Callable[[str], None] | None) -> None:
     _notice = notice
 
 
+_PG_LOCK_STATES = frozenset({"55P03", "40001", "40P01"})
+"""PostgreSQL's SQLSTATEs worth waiting for: lock_not_available (``lock_timeout`` ran
+out), serialization_failure, deadlock_detected (the transaction was rolled back)."""
+
+
 def is_lock_error(exc: BaseException) -> bool:
     """True when ``exc`` says another connection holds a lock this one needs (SQLite's
-    ``SQLITE_BUSY`` or ``SQLITE_LOCKED``, extended codes included): worth waiting for."""
+    ``SQLITE_BUSY`` or ``SQLITE_LOCKED``, extended codes included; PostgreSQL's
+    ``_PG_LOCK_STATES``, read from the error's ``sqlstate``): worth
+    waiting for."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        return state in _PG_LOCK_STATES
     if not isinstance(exc, sqlite3.OperationalError):
         return False
     code = getattr(exc, "sqlite_errorcode", None)
@@ -102,8 +112,8 @@ def locked_error(db_path: Path, waited: float) -> DatabaseLocked:
     return DatabaseLocked(
         f"database {db_path} stayed locked by another process for {waited:.0f}s (a sqlite3 "
         "shell or a tool holding a transaction open); nothing was written; end that "
-        f"process's transaction (`fuser {db_path}` lists the processes that have it open), "
-        "then try again")
+        f"process's transaction (`fuser {db_path}` lists the processes that have it open; "
+        "on PostgreSQL, pg_stat_activity), then try again")
 
 
 def patiently(db_path: Path, attempt: Callable[[float], T], refused: BaseException, *,
@@ -134,9 +144,9 @@ def patiently(db_path: Path, attempt: Callable[[float], T], refused: BaseExcepti
         span = min(span * 2, MAX_SPAN_S)
         try:
             return attempt(min(span, left))
-        except sqlite3.Error as exc:
+        except Exception as exc:
             if not is_lock_error(exc):
                 raise
             refused = exc
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_LOCKED:
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_LOCKED:
                 time.sleep(0.05)  # no busy handler waits on a table lock: pace the tries

@@ -28,7 +28,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, UniqueConstraint, text
+from sqlalchemy import (
+    REAL,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -63,10 +73,13 @@ NAMING_CONVENTION: dict[str, str] = {
 
 
 class Base(DeclarativeBase):
-    """Declarative root: a naming convention for constraints; TEXT, REAL, INTEGER types."""
+    """Declarative root: a naming convention for constraints; TEXT, REAL, INTEGER types
+    (REAL is SQLite's 8-byte float; on PostgreSQL, where REAL has 4 bytes and would round
+    an epoch second to minutes, DOUBLE PRECISION)."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {str: Text(), float: REAL(), int: Integer()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        str: Text(), float: REAL().with_variant(Double(), "postgresql"), int: Integer()}
 
 
 def _by_node(table: str, *columns: str) -> tuple[Index, ...]:
@@ -103,6 +116,18 @@ class Node(Base):
     supervisor_started: Mapped[float | None]  # process create time, epoch seconds
     created_at: Mapped[str]
     updated_at: Mapped[str | None]
+    host: Mapped[str | None]  # the machine owning the worktree and processes (NULL: this one)
+
+
+class Latch(Base):
+    """The tree-wide brake of a PostgreSQL ledger (one row, ``latch_id`` 1, while it is
+    on); a SQLite tree's brake is its ``.paused`` file."""
+
+    __tablename__ = "latches"
+
+    latch_id: Mapped[int] = mapped_column(primary_key=True)
+    reason: Mapped[str]
+    created_at: Mapped[str]
 
 
 class Run(Base):

@@ -24,8 +24,10 @@ from fractal.domain.pool import (
     reject,
     resume,
 )
-from fractal.errors import FractalError
+from fractal.errors import FractalError, StoreError
+from fractal.store.backend import database_url
 from fractal.store.db import Tx
+from fractal.store.reader import _connect
 from fractal.store.registry import Registry
 from fractal.store.timefmt import utc_now
 
@@ -50,6 +52,14 @@ def pool_progress(db_path: Path) -> dict[str, tuple[int, int, int, int]]:
     """Every pool's (done, failed, claimed, total) item counts by pool node, read on a
     read-only connection (the dashboard's path: nothing is created or migrated); empty
     when the database or its pool tables are not there yet."""
+    if database_url(db_path) is not None:
+        try:
+            with _connect(db_path, create=False) as pg:
+                rows = pg.execute("SELECT pool, status, COUNT(*) FROM pool_items "
+                                  "GROUP BY pool, status").fetchall()
+        except StoreError:
+            return {}
+        return _progress(rows)
     if not db_path.is_file():
         return {}
     try:
@@ -61,6 +71,11 @@ def pool_progress(db_path: Path) -> dict[str, tuple[int, int, int, int]]:
             conn.close()
     except sqlite3.Error:
         return {}
+    return _progress(rows)
+
+
+def _progress(rows: list[Any]) -> dict[str, tuple[int, int, int, int]]:
+    """(done, failed, claimed, total) by pool from (pool, status, count) rows."""
     counts: dict[str, dict[str, int]] = {}
     for name, status, number in rows:
         counts.setdefault(str(name), {})[str(status)] = int(number)

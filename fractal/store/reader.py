@@ -1,4 +1,6 @@
-"""The fast read path: stdlib ``sqlite3`` only, read-only connections, frozen rows.
+# Over 400 lines: one concept, every read-only query the commands run and the rules they share.
+"""The fast read path: stdlib ``sqlite3`` only, read-only connections, frozen rows (a
+PostgreSQL ledger is read through ``pgdriver.ReadConnection``, the same calls).
 
 CLI read commands (``status``, ``activity``, listings) must start in well under 200 ms,
 and importing SQLAlchemy alone costs about 250 ms, so this module never imports it:
@@ -20,6 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fractal.domain.run.reasons import AWAITING_APPROVAL
 from fractal.errors import StoreError
+from fractal.store import pgdriver
+from fractal.store.backend import database_url, without_password
 from fractal.store.lockwait import is_lock_error, patiently
 from fractal.store.rows import THIS_NODES_RUN, ActivityRow, NodeRow, RunRow, StepRow, build
 from fractal.store.schema import HEAD_REVISION, ensure_schema
@@ -106,8 +110,14 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
     ``create`` False (a dashboard watching a tree that may be destroyed under it) never
     creates nor upgrades the file, nor waits past the short busy timeout for a lock (the
     dashboard keeps its last reading instead): a missing one raises TreeGone, one below head a
-    StoreError saying how to upgrade it.
+    StoreError saying how to upgrade it. A PostgreSQL ledger (``backend.database_url``) is
+    read through ``pgdriver.ReadConnection``, brought to head on first use.
     """
+    url = database_url(db_path)
+    if url is not None:
+        with _connect_pg(url) as pg:
+            yield pg
+        return
     try:
         conn: sqlite3.Connection | None = None
         if db_path.is_file():
@@ -133,6 +143,31 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
         raise StoreError(
             f"cannot read database {db_path}: {exc}; check the path and its permissions"
         ) from exc
+
+
+_pg_ready: set[str] = set()
+
+
+@contextmanager
+def _connect_pg(url: str) -> Iterator[sqlite3.Connection]:
+    """A read connection to the PostgreSQL ledger at ``url`` (at head: migrated on first
+    use); its errors become StoreError as a SQLite file's do."""
+    # The schema module imports SQLAlchemy only to migrate; a SQLite tree never loads it.
+    from fractal.store import pgschema  # deferred: start-up cost (1 module)
+
+    if url not in _pg_ready:
+        pgschema.ensure_schema(url)
+        _pg_ready.add(url)
+    try:
+        conn = pgdriver.ReadConnection(url)
+    except Exception as exc:
+        raise pgschema.unreachable(url, exc) from exc
+    try:
+        yield conn  # type: ignore[misc]  # the sqlite3.Connection calls the readers make
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the ledger: {exc}") from exc
+    finally:
+        conn.close()
 
 
 def activity(db_path: Path, nodes: Sequence[str] | None, limit: int | None) -> list[ActivityRow]:
@@ -191,11 +226,12 @@ def _activity_cutoff(conn: sqlite3.Connection, nodes: Sequence[str] | None,
     if nodes is not None:
         node_filter = f"AND node IN ({', '.join('?' * len(nodes))})"
     arms = []
-    for table, column in _ACTIVITY_CLOCKS:
+    for number, (table, column) in enumerate(_ACTIVITY_CLOCKS):  # aliased: PostgreSQL's rule
         arms.append(f"SELECT * FROM (SELECT {column} AS t FROM {table} WHERE {column} "
-                    f"IS NOT NULL {node_filter} ORDER BY {column} DESC LIMIT ?)")
+                    f"IS NOT NULL {node_filter} ORDER BY {column} DESC LIMIT ?) AS arm{number}")
         params.extend([*(nodes or ()), limit])
-    sql = f"SELECT t FROM ({' UNION ALL '.join(arms)}) ORDER BY t DESC LIMIT 1 OFFSET ?"
+    sql = (f"SELECT t FROM ({' UNION ALL '.join(arms)}) AS clocks ORDER BY t DESC LIMIT 1 "
+           "OFFSET ?")
     row = conn.execute(sql, [*params, limit - 1]).fetchone()
     return None if row is None else str(row[0])
 
@@ -322,6 +358,9 @@ def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
     from fractal.domain.doctor import DbFacts
 
     shown = str(db_path)
+    url = database_url(db_path)
+    if url is not None:
+        return _inspect_pg(url)
     if not db_path.is_file():
         return DbFacts(shown, exists=False), None
     try:
@@ -338,6 +377,34 @@ def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
         except sqlite3.Error:
             stamp = None
         facts = DbFacts(shown, exists=True, integrity=integrity,
+                        revision=None if stamp is None else str(stamp[0]))
+        try:
+            rows = [build(NodeRow, row) for row in
+                    conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
+        except (sqlite3.Error, TypeError, ValueError, KeyError):
+            return facts, None
+        return facts, rows
+    finally:
+        conn.close()
+
+
+def _inspect_pg(url: str) -> tuple[DbFacts, list[NodeRow] | None]:
+    """``inspect_database`` for a PostgreSQL ledger: present when the server answers (its
+    integrity is the server's: ``ok`` once it answers), its stamp, its nodes."""
+    # deferred: only `fractal doctor` needs it: start-up cost (1 module)
+    from fractal.domain.doctor import DbFacts
+
+    shown = without_password(url)
+    try:
+        conn = pgdriver.ReadConnection(url)
+    except Exception as exc:  # the server did not answer
+        return DbFacts(shown, exists=True, error=str(exc).strip().splitlines()[0]), None
+    try:
+        try:
+            stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error:
+            stamp = None
+        facts = DbFacts(shown, exists=True, integrity=("ok",),
                         revision=None if stamp is None else str(stamp[0]))
         try:
             rows = [build(NodeRow, row) for row in

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fractal.errors import NodeNotFound, StoreError
+from fractal.store.backend import this_host
 from fractal.store.db import Tx, prepare, transaction
 from fractal.store.rows import NodeRow, build
 from fractal.store.timefmt import utc_now
@@ -79,14 +80,15 @@ class Registry:
                       caps: Mapping[str, float | int | None] | None = None) -> None:
         """Insert the registry row of ``node``, or update it when it already exists.
 
-        ``status`` is the status the row is born with (``idle`` for a new node); every
+        The row's ``host`` is this machine (``this_host``): the one that owns the node's
+        worktree and processes. ``status`` is the status the row is born with (``idle`` for a new node); every
         later change is a move (``Transitions.move``). ``caps`` maps CAP_KEYS to values (``None`` = unlimited); on re-registration
         only the caps named are changed. Raises StoreError for an unknown cap key.
         """
         cap_values = _caps(caps)
         now = utc_now()
         fields: dict[str, object] = {"parent": parent, "title": title, "worktree": worktree,
-                                     "status": status, **cap_values}
+                                     "status": status, "host": this_host(), **cap_values}
         columns = ["node", *fields, "created_at", "updated_at"]
         sets = ", ".join(f"{name} = excluded.{name}" for name in [*fields, "updated_at"])
         with self._db() as tx:

@@ -67,6 +67,9 @@ class NodeRow(NamedTuple):
     supervisor_started: float | None
     created_at: str
     updated_at: str | None
+    host: str | None = None
+    """The machine owning the node's worktree and processes; None: this one (a row from
+    before migration 0017, or a tree on one machine)."""
 
 
 class RunRow(NamedTuple):

@@ -35,7 +35,7 @@ _SUMS = ("COALESCE(SUM(s.cost), 0.0), "
 KNOWN_COST_SUM = ("CASE WHEN COUNT(CASE WHEN cost IS NOT NULL AND pgid IS NOT NULL THEN 1 END) = 0 "
                   "AND COUNT(CASE WHEN cost IS NULL AND pgid IS NOT NULL "
                   "AND ended_at IS NOT NULL THEN 1 END) > 0 THEN NULL ELSE SUM(cost) END")
-_SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT :run_id, 0 UNION "
+_SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT CAST(:run_id AS INTEGER), 0 UNION "
             "SELECT r.run_id, sub.depth + 1 FROM runs r JOIN sub ON r.parent_run_id = sub.run_id "
             "WHERE sub.depth < :depth) ")
 _RUN_SUMS = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"

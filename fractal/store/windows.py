@@ -30,10 +30,12 @@ __all__ = ["Windows"]
 _WINDOW = "SELECT * FROM usage_windows WHERE credential = :credential"
 _CLOSE_COLUMNS = ("window", "state", "resets_at", "wake_at", "prober", "probe_started", "misses",
                   "opened_at", "released", "closed_by", "updated_at")
-_CLOSE = (f"INSERT INTO usage_windows (credential, {', '.join(_CLOSE_COLUMNS)}) "
+# Column names quoted: ``window`` is a reserved word of PostgreSQL (SQLite takes it bare).
+_QUOTED = tuple(f'"{c}"' for c in _CLOSE_COLUMNS)
+_CLOSE = (f"INSERT INTO usage_windows (credential, {', '.join(_QUOTED)}) "
           f"VALUES (:credential, {', '.join(':' + c for c in _CLOSE_COLUMNS)}) "
           "ON CONFLICT (credential) DO UPDATE SET "
-          + ", ".join(f"{c} = excluded.{c}" for c in _CLOSE_COLUMNS))
+          + ", ".join(f"{q} = excluded.{q}" for q in _QUOTED))
 _CLAIM = ("UPDATE usage_windows SET state = :probing, prober = :node, probe_started = :now, "
           "updated_at = :stamp WHERE credential = :credential AND ("
           "(state = :closed AND wake_at <= :now) OR "

@@ -12,6 +12,7 @@ events). When a later revision becomes the newest, bump
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ def _int(name: str, *, nullable: bool = True) -> sa.Column[int]:
 
 
 def _real(name: str) -> sa.Column[float]:
-    return sa.Column(name, sa.REAL(), nullable=True)
+    return sa.Column(name, sa.REAL().with_variant(sa.Double(), "postgresql"), nullable=True)
 
 
 def _meta() -> sa.Column[str]:
@@ -108,6 +109,41 @@ SELECT e.created_at, e.node, 'event', e.event, e.run_id, e.iter_id, i.iter, e.st
   LEFT JOIN iterations i ON i.iter_id = e.iter_id
   LEFT JOIN steps s ON s.step_id = e.step_id
 """
+
+
+# On PostgreSQL the two SQLite functions the ledger's SQL uses, so the view and the
+# statements stay one text for both engines: julianday(text) (the day number of an ISO
+# 8601 instant, as SQLite reads it) and ROUND(double precision, integer) (PostgreSQL
+# rounds only numeric to a number of places).
+PG_FUNCTIONS = """
+CREATE OR REPLACE FUNCTION julianday(instant text) RETURNS double precision
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  AS $$ SELECT extract(epoch FROM instant::timestamptz)::double precision / 86400.0
+               + 2440587.5 $$;
+CREATE OR REPLACE FUNCTION round(value double precision, places integer)
+  RETURNS double precision
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  AS $$ SELECT round(value::numeric, places)::double precision $$;
+"""
+
+
+# PostgreSQL types a UNION's columns from its arms in order, and a bare NULL in the first
+# arm (beside a NULL in the second) would type a column text: there the first arm's
+# NULLs carry the column's type. SQLite's view keeps its text as it always was.
+_FIRST_ARM_TYPES = {
+    "iter_id": "INTEGER", "iter": "INTEGER", "step_id": "INTEGER", "step": "INTEGER",
+    "step_name": "TEXT", "exit_code": "INTEGER", "duration": "DOUBLE PRECISION",
+    "cost": "DOUBLE PRECISION", "actor": "TEXT", "event_id": "INTEGER",
+}
+
+
+def dialect_view(view: str) -> str:
+    """``view`` (a ``CREATE VIEW activity`` text) as the migrating connection's engine
+    takes it: unchanged on SQLite, its first arm's NULLs typed on PostgreSQL."""
+    if op.get_bind().dialect.name != "postgresql":
+        return view
+    return re.sub(r"\bNULL AS (\w+)",
+                  lambda m: f"CAST(NULL AS {_FIRST_ARM_TYPES[m[1]]}) AS {m[1]}", view)
 
 
 def upgrade() -> None:
@@ -222,11 +258,16 @@ def upgrade() -> None:
         ("signals", "run_id"),
     ):
         op.create_index(op.f(f"ix_{table}_{column}"), table, [column], unique=False)
-    op.execute(ACTIVITY_VIEW)
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(PG_FUNCTIONS)
+    op.execute(dialect_view(ACTIVITY_VIEW))
 
 
 def downgrade() -> None:
     """Drop the view, then the tables (and with them their indexes), children first."""
     op.execute("DROP VIEW IF EXISTS activity")
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP FUNCTION IF EXISTS julianday(text); "
+                   "DROP FUNCTION IF EXISTS round(double precision, integer)")
     for table in ("signals", "events", "steps", "iterations", "runs", "nodes"):
         op.drop_table(table)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -26,14 +27,24 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _base_view() -> str:
-    """The ``CREATE VIEW activity`` text of revision 0001 (the view this one extends)."""
+def _initial() -> Any:
+    """Revision 0001's module (its view text and ``dialect_view``)."""
     path = Path(__file__).with_name("0001_initial.py")
     spec = importlib.util.spec_from_file_location("fractal_migration_0001", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module.ACTIVITY_VIEW)
+    return module
+
+
+def _base_view() -> str:
+    """The ``CREATE VIEW activity`` text of revision 0001 (the view this one extends)."""
+    return str(_initial().ACTIVITY_VIEW)
+
+
+def dialect_view(view: str) -> str:
+    """``view`` as the migrating engine takes it (revision 0001's ``dialect_view``)."""
+    return str(_initial().dialect_view(view))
 
 
 # A check row: kind 'check', event 'exit-check' or 'gate', status passed/failed, the
@@ -81,13 +92,13 @@ def upgrade() -> None:
     op.create_index(op.f("ix_checks_node"), "checks", ["node"], unique=False)
     op.create_index(op.f("ix_checks_run_id"), "checks", ["run_id"], unique=False)
     op.execute("DROP VIEW IF EXISTS activity")
-    op.execute(_base_view().rstrip() + "\n" + CHECK_ROWS)
+    op.execute(dialect_view(_base_view().rstrip() + "\n" + CHECK_ROWS))
 
 
 def downgrade() -> None:
     """Restore the 0001 ``activity`` view, then drop ``checks``."""
     op.execute("DROP VIEW IF EXISTS activity")
-    op.execute(_base_view())
+    op.execute(dialect_view(_base_view()))
     op.drop_index(op.f("ix_checks_run_id"), table_name="checks")
     op.drop_index(op.f("ix_checks_node"), table_name="checks")
     op.drop_table("checks")

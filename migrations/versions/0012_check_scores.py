@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -29,20 +30,29 @@ _EXIT_ONLY = "CASE WHEN c.exit_code = 0 THEN 'passed' ELSE 'failed' END"
 _WITH_SCORE = "CASE WHEN c.exit_code = 0 AND c.signature = '' THEN 'passed' ELSE 'failed' END"
 
 
-def _view_0004() -> str:
-    """The ``CREATE VIEW activity`` text of revision 0004 (base view plus check rows)."""
+def _checks() -> Any:
+    """Revision 0004's module."""
     path = Path(__file__).with_name("0004_checks.py")
     spec = importlib.util.spec_from_file_location("fractal_migration_0004", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module._base_view()).rstrip() + "\n" + str(module.CHECK_ROWS)
+    return module
+
+
+def _view_0004() -> str:
+    """The ``CREATE VIEW activity`` text of revision 0004 (base view plus check rows), as
+    the migrating engine takes it (``dialect_view``)."""
+    module = _checks()
+    return str(module.dialect_view(str(module._base_view()).rstrip() + "\n"
+                                   + str(module.CHECK_ROWS)))
 
 
 def upgrade() -> None:
     """Add the nullable ``checks.score`` column; recreate ``activity`` with the
     signature-aware check status."""
-    op.add_column("checks", sa.Column("score", sa.REAL(), nullable=True))
+    op.add_column("checks", sa.Column(
+        "score", sa.REAL().with_variant(sa.Double(), "postgresql"), nullable=True))
     view = _view_0004()
     assert _EXIT_ONLY in view, "the 0004 check rows changed; update this migration"
     op.execute("DROP VIEW IF EXISTS activity")

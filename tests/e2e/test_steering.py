@@ -18,7 +18,8 @@ from fractal.assets import mode_text
 from tests.e2e.conftest import Tree
 from tests.helpers import git, group_alive, pid_alive, wait_until
 
-pytestmark = pytest.mark.e2e
+# On both backends: the CLI, supervisors and agents of a tree against one ledger.
+pytestmark = [pytest.mark.e2e, pytest.mark.backend]
 
 
 def _running_step(tree: Tree, node: str, name: str) -> int | None:

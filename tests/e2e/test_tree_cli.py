@@ -10,7 +10,8 @@ import pytest
 from tests.e2e.conftest import Tree, run_cli
 from tests.helpers import git, make_repo
 
-pytestmark = pytest.mark.e2e
+# On both backends: the CLI, supervisors and agents of a tree against one ledger.
+pytestmark = [pytest.mark.e2e, pytest.mark.backend]
 
 
 def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None:
@@ -28,6 +29,7 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
     assert "fractal commit --init" in first.stderr
 
 
+@pytest.mark.sqlite_only("asserts the tree's SQLite file is created")
 def test_init_warns_about_an_agent_that_cannot_launch_yet(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     done = run_cli(["init", "--agent", "missing-agent-not-on-path"], repo)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from fractal.store import reader
+from fractal.store.db import transaction
 from fractal.store.ledger import Ledger
 from fractal.store.rows import ActivityRow
+from tests import ledgersql
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 NODE = "main.lexer"
 
@@ -91,7 +94,7 @@ def test_run_start_metadata_names_the_cap(ledger: Ledger, cap: float | None, met
 def test_durations_come_from_the_instants_and_order_is_newest_first(tmp_path: Path) -> None:
     db = tmp_path / "fractal.db"
     reader.node_rows(db)  # first use creates the schema
-    with sqlite3.connect(db) as conn:
+    with ledgersql.connect(db) as conn:
         conn.execute("INSERT INTO runs (run_id, node, status, started_at, ended_at) VALUES "
                      "(1, 'main.a', 'exited', '2026-01-01T00:00:00.000Z', "
                      "'2026-01-01T01:00:01.250Z')")
@@ -121,36 +124,28 @@ def test_durations_come_from_the_instants_and_order_is_newest_first(tmp_path: Pa
 def _crowded_history(db: Path) -> None:
     """Two nodes' rows of every kind on four instants only, so ties are everywhere."""
     instants = [f"2026-12-01T10:00:0{n}.000Z" for n in range(4)]
-    con = sqlite3.connect(db, isolation_level=None)
-    try:
-        con.execute("BEGIN IMMEDIATE")
+    with transaction(db) as tx:  # one write transaction, through the seam: any backend
         for n, node in enumerate(("main.a", "main.b")):
             start, end = instants[n], instants[n + 2]
-            run = con.execute("INSERT INTO runs (node, agent, status, started_at, ended_at) "
-                              "VALUES (?, 'command', 'completed', ?, ?)", (node, start, end))
+            run = tx.insert("runs", {"node": node, "agent": "command", "status": "completed",
+                                     "started_at": start, "ended_at": end})
             for number in (1, 2):
-                it = con.execute(
-                    "INSERT INTO iterations (node, run_id, iter, status, started_at, ended_at) "
-                    "VALUES (?, ?, ?, 'completed', ?, ?)",
-                    (node, run.lastrowid, number, start, instants[number + 1]))
+                it = tx.insert("iterations", {"node": node, "run_id": run, "iter": number,
+                                              "status": "completed", "started_at": start,
+                                              "ended_at": instants[number + 1]})
                 for position in (1, 2):
-                    step = con.execute(
-                        "INSERT INTO steps (node, iter_id, run_id, step, step_name, status, "
-                        "started_at, ended_at) VALUES (?, ?, ?, ?, 'S', 'completed', ?, ?)",
-                        (node, it.lastrowid, run.lastrowid, position, start,
-                         instants[position + 1]))
-                con.execute("INSERT INTO events (node, run_id, iter_id, step_id, event, "
-                            "created_at) VALUES (?, ?, ?, ?, 'commit', ?)",
-                            (node, run.lastrowid, it.lastrowid, step.lastrowid, end))
-                con.execute("INSERT INTO checks (node, run_id, iter_id, kind, command, "
-                            "exit_code, started_at, ended_at) VALUES (?, ?, ?, 'exit', 'true', "
-                            "0, ?, ?)", (node, run.lastrowid, it.lastrowid, start, end))
+                    step = tx.insert("steps", {
+                        "node": node, "iter_id": it, "run_id": run, "step": position,
+                        "step_name": "S", "status": "completed", "started_at": start,
+                        "ended_at": instants[position + 1]})
+                tx.insert("events", {"node": node, "run_id": run, "iter_id": it,
+                                     "step_id": step, "event": "commit", "created_at": end})
+                tx.insert("checks", {"node": node, "run_id": run, "iter_id": it, "kind": "exit",
+                                     "command": "true", "exit_code": 0, "started_at": start,
+                                     "ended_at": end})
         # An open run: no end row, a start on the newest instant.
-        con.execute("INSERT INTO runs (node, agent, status, started_at) "
-                    "VALUES ('main.a', 'command', 'active', ?)", (instants[3],))
-        con.execute("COMMIT")
-    finally:
-        con.close()
+        tx.insert("runs", {"node": "main.a", "agent": "command", "status": "active",
+                           "started_at": instants[3]})
 
 
 @pytest.mark.parametrize("nodes", [None, ["main.a"], ["main.b"], ["main.ghost"]])

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from fractal.store.ledger import Ledger
+from tests import ledgersql
 from tests.helpers import wait_until
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 REPO = Path(__file__).resolve().parents[2]
 NODE = "main.busy"
 
 
 def _count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as conn:
+    with ledgersql.connect(db) as conn:
         return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
@@ -101,7 +105,7 @@ def test_processes_writing_at_once_all_succeed(tmp_path: Path) -> None:
     _launch(tmp_path, db, run, ["a", "b", "c", "d"])
     assert _count(db, "steps") == 4 * 60
     assert _count(db, "events") == 4 * 60
-    with sqlite3.connect(db) as conn:
+    with ledgersql.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM steps WHERE ended_at IS NULL").fetchone() == (0,)
 
 

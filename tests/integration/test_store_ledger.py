@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,9 @@ from fractal.domain.states import Move
 from fractal.errors import NodeNotFound, StoreError
 from fractal.store.ledger import Ledger
 from fractal.store.timefmt import to_epoch
+from tests import ledgersql
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 NODE = "main.parser"
 
@@ -132,7 +134,7 @@ def test_second_close_loses_and_keeps_the_first_writers_row(ledger: Ledger, leve
     close, ident, table, key = closers[level]
     assert close(ident, "completed", 0, "first") is True
     assert close(ident, "exited", 1, "second") is False
-    with sqlite3.connect(ledger.db_path) as conn:
+    with ledgersql.connect(ledger.db_path) as conn:
         row = conn.execute(f"SELECT status, exit_code, metadata, ended_at FROM {table} "
                            f"WHERE {key} = ?", (ident,)).fetchone()
     assert row[:3] == ("completed", 0, "first")
@@ -266,7 +268,7 @@ def test_events_settle_once(ledger: Ledger) -> None:
                              metadata="abc123", run_id=run)
     assert ledger.end_event(event, "completed", 0) is True
     assert ledger.end_event(event, "failed", 1) is False
-    with sqlite3.connect(ledger.db_path) as conn:
+    with ledgersql.connect(ledger.db_path) as conn:
         row = conn.execute("SELECT event, actor, status, exit_code, metadata, run_id "
                            "FROM events WHERE event_id = ?", (event,)).fetchone()
     assert row == ("commit", "operator", "completed", 0, "abc123", run)
@@ -284,6 +286,7 @@ def test_signals_queue_and_consume(ledger: Ledger) -> None:
     assert [s.signal for s in ledger.signals(run)] == ["finish"]
 
 
+@pytest.mark.sqlite_only("the WAL file is SQLite's")
 def test_checkpoint_truncates_the_wal_and_integrity_is_ok(ledger: Ledger) -> None:
     run = _run(ledger)
     for _ in range(20):

@@ -28,7 +28,8 @@ REAL_MIGRATIONS = True  # tests/conftest.py: these tests run Alembic on every ne
 TABLES = {"nodes", "runs", "iterations", "steps", "events", "signals", "messages", "checks",
           "usage_windows", "provider_outages", "pools", "pool_items", "rescues", "merges",
           "reads", "saves",
-          "inbox_acks", "notifications"}  # 0008 radio; 0009 inbox acknowledgements, notify deliveries
+          "inbox_acks", "notifications",  # 0008 radio; 0009 inbox acknowledgements, notify deliveries
+          "latches"}  # 0017: a PostgreSQL tree's brake
 INDEXES = {
     "ix_runs_node", "ix_runs_parent_run_id", "ix_iterations_run_id", "ix_steps_run_id",
     "ix_steps_iter_id", "ix_events_node", "ix_signals_run_id", "ix_messages_node_channel",

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fractal.domain.usage.outage import OUTAGE_PROBE_STALE, OutageState, outage_backoff
 from fractal.store.outages import Outages
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 NOW = 1_800_000_000.0
 

@@ -13,6 +13,8 @@ from fractal.domain.pool import ItemStatus, PoolRefused
 from fractal.errors import FractalError
 from fractal.store.pool import PoolStore
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 ITEMS = [(f"i{n}", f"input {n}") for n in range(9)]
 
 

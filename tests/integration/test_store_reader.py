@@ -17,6 +17,8 @@ from fractal.store.engine import open_engine
 from fractal.store.ledger import Ledger
 from fractal.store.schema import HEAD_REVISION, alembic_config, current_revision
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 REPO = Path(__file__).resolve().parents[2]
 NODE = "main.reader"
 
@@ -41,12 +43,14 @@ def test_reads_never_import_sqlalchemy_or_alembic(tmp_path: Path) -> None:
     assert json.loads(out) == {"counts": [1, 1, True], "heavy": []}
 
 
+@pytest.mark.sqlite_only("a missing file is created: SQLite's case (a PostgreSQL database is made by its owner)")
 def test_first_read_creates_a_missing_database(tmp_path: Path) -> None:
     db = tmp_path / "new" / "fractal.db"
     assert reader.node_rows(db) == []
     assert current_revision(db) == HEAD_REVISION
 
 
+@pytest.mark.sqlite_only("downgrades the file with Alembic by path")
 def test_a_database_behind_head_is_upgraded_before_reading(tmp_path: Path) -> None:
     db = tmp_path / "fractal.db"
     cfg = alembic_config(db)
@@ -73,6 +77,7 @@ def test_point_reads_match_the_ledger(tmp_path: Path) -> None:
     assert [s.step_id for s in reader.open_steps(db, NODE)] == [step]
 
 
+@pytest.mark.sqlite_only("the writer is an SQLAlchemy engine on the file (WAL); PostgreSQL's MVCC reads are the server's")
 def test_reads_proceed_while_a_writer_holds_the_lock(tmp_path: Path) -> None:
     db = tmp_path / "fractal.db"
     ledger = Ledger(db)
@@ -85,6 +90,7 @@ def test_reads_proceed_while_a_writer_holds_the_lock(tmp_path: Path) -> None:
     assert row.status == "active"
 
 
+@pytest.mark.sqlite_only("a file that is not a database is SQLite's case")
 def test_an_unreadable_file_raises_store_error(tmp_path: Path) -> None:
     db = tmp_path / "fractal.db"
     db.write_bytes(b"garbage" * 1000)

@@ -4,14 +4,18 @@ the listing joins the refs (which outlive the database) with their rows."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
+
+import pytest
 
 from fractal.lifecycle.rescuing import list_rescues, record_rescue, rescue_node
 from fractal.store.rescues import RescueBook
 from fractal.tree import Tree
 from fractal.workspace.rescue import rescue_branch
 from fractal.workspace.worktrees import add_worktree
+from tests import ledgersql
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 
 def _tree(repo: Path) -> Tree:
@@ -43,7 +47,7 @@ def test_rescue_node_books_a_row_and_an_event_and_lists_it(repo: Path) -> None:
     saved = rescue_node(tree, "main.a", "delete", actor="operator")
     [row] = RescueBook(tree.db_path).rescues()
     assert (row.ref, row.sha, row.files) == (saved.ref, saved.sha, ("unsaved.txt",))
-    with sqlite3.connect(tree.db_path) as conn:
+    with ledgersql.connect(tree.db_path) as conn:
         events = conn.execute("SELECT event, status, metadata FROM events").fetchall()
     assert events == [("rescue", "completed", f"delete: {saved.ref} (1 file(s))")]
     [listed] = list_rescues(repo)

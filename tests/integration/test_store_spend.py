@@ -11,6 +11,8 @@ from fractal.errors import StoreError
 from fractal.store import spend
 from fractal.store.ledger import Ledger
 
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
+
 
 def _step(ledger: Ledger, node: str, run: int, iter_id: int | None, cost: float | None, *,
           launched: bool = True) -> int:
@@ -94,6 +96,7 @@ def test_untracked(spent: spend.Spend, untracked: bool) -> None:
     assert spent.untracked is untracked
 
 
+@pytest.mark.sqlite_only("a file that is not a database is SQLite's case")
 def test_a_read_of_a_broken_file_is_a_store_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not a database" * 100)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,9 @@ from fractal.store import transition
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.transition import EventNote, SignalNote
+from tests import ledgersql
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 NODE = "main.a"
 TABLES = ("nodes", "runs", "iterations", "steps", "events", "signals", "messages")
@@ -43,12 +45,12 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 def _snapshot(ledger: Ledger) -> dict[str, list[tuple[object, ...]]]:
-    with sqlite3.connect(ledger.db_path) as conn:
-        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
+    with ledgersql.connect(ledger.db_path) as conn:
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in TABLES}
 
 
 def _sql(ledger: Ledger, query: str, *args: object) -> list[tuple[object, ...]]:
-    with sqlite3.connect(ledger.db_path) as conn:
+    with ledgersql.connect(ledger.db_path) as conn:
         return conn.execute(query, args).fetchall()
 
 
@@ -421,7 +423,7 @@ def test_concurrent_random_moves_form_one_legal_chain(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     close_engines()
-    with sqlite3.connect(db) as conn:
+    with ledgersql.connect(db) as conn:
         probes = [r[0].split() for r in conn.execute(
             "SELECT metadata FROM events WHERE event = 'probe' ORDER BY event_id")]
         final = conn.execute("SELECT status FROM nodes").fetchone()[0]

@@ -7,8 +7,12 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from fractal.domain.usage.windows import BACKOFF_FIRST, PROBE_STALE, RESUME_JITTER, WindowState
 from fractal.store.windows import Windows
+
+pytestmark = pytest.mark.backend  # the store tier runs on every backend --backend chooses
 
 NOW = 1_800_000_000.0
 

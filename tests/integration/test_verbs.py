@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,7 +44,11 @@ from fractal.lifecycle.usage import reopen, windows
 from fractal.store.engine import close_engines
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
+from tests import ledgersql
 from tests.helpers import copy_of_tree, make_repo
+
+# On both backends: the verbs (and their loops) against one ledger.
+pytestmark = pytest.mark.backend
 
 
 @pytest.fixture(autouse=True)
@@ -83,14 +86,14 @@ class Small:
         return Ledger(self.db)
 
     def events(self, node: str, event: str) -> list[tuple[str | None, str | None, str]]:
-        with sqlite3.connect(self.db) as db:
+        with ledgersql.connect(self.db) as db:
             rows = db.execute("SELECT actor, status, metadata FROM events WHERE node = ? AND "
                               "event = ? ORDER BY event_id", (node, event)).fetchall()
         return [(a, s, m or "") for a, s, m in rows]
 
     def snapshot(self) -> tuple[object, ...]:
         """Everything a verb could change: registry rows, signals, runs, configs, branches."""
-        with sqlite3.connect(self.db) as db:
+        with ledgersql.connect(self.db) as db:
             nodes = db.execute("SELECT node, status, max_cost, title FROM nodes "
                                "ORDER BY node").fetchall()
             signals = db.execute("SELECT run_id, signal FROM signals ORDER BY 1, 2").fetchall()
@@ -394,7 +397,7 @@ def test_a_node_steers_its_own_loop_and_its_children(small: Small) -> None:
     assert cancel_finish(mine, None).ok
     [paused] = send(small.ctx(None, loop="main.a"), "b", Signal.PAUSE)
     assert paused.ok
-    with sqlite3.connect(small.db) as db:
+    with ledgersql.connect(small.db) as db:
         assert db.execute("SELECT signal FROM signals WHERE run_id = ?",
                           (run,)).fetchall() == [("pause",)]
 
