@@ -16,10 +16,17 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    node's worktree is the main checkout and its node dir the tree's data dir: only its
    plans, memory, ``tmp`` and agent homes come back writable;
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
-   rename over a mount point fails), the worktree's ``.git`` file and its git
-   directory's ``commondir``, ``gitdir`` and ``config.worktree`` (each names what git
-   runs or reads as config), the node's ``config.json`` and ``steps/``, and the user's
-   agent settings files;
+   rename over a mount point fails), and every directory under ``refs/heads`` that holds
+   one (a ``feature/`` of ``feature/y``: renamed away, it would take the pin with it),
+   bound again writable in place when it also holds the node's own ref; the worktree's
+   ``.git`` file and its git directory's ``commondir``, ``gitdir`` and
+   ``config.worktree`` (each names what git runs or reads as config); for a child, the
+   worktree's ``.fractal`` and the node dir themselves (mount points: neither can be
+   renamed away and rebuilt with other limits, and no file the supervisor writes there,
+   ``command.err``, ``setup.log``, ``pane.log``, ``.session``, can be swapped for a
+   symlink), with only the node's work dirs (``WORK_DIRS``) bound writable again; the
+   node's ``config.json`` and ``steps/``; the supervisor's own dirs in ``tmp``
+   (``SUPERVISOR_TMP_DIRS``); and the user's agent settings files;
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
 ``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
@@ -40,6 +47,8 @@ from typing import NamedTuple
 
 __all__ = [
     "RELAY_ENV",
+    "SUPERVISOR_TMP_DIRS",
+    "WORK_DIRS",
     "Mode",
     "Mount",
     "Op",
@@ -147,8 +156,12 @@ class SandboxPaths(NamedTuple):
     program: str | None = None
 
 
-ROOT_WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
-"""The root node's node dir is the tree's data dir (the database): only these return."""
+WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
+"""The node dir's dirs the agent writes: the rest of the node dir is read-only (the root
+node's node dir is the tree's data dir, hidden: only these come back)."""
+SUPERVISOR_TMP_DIRS = ("err", "checks", "bin")
+"""Under the node's ``tmp``: what the supervisor writes there (launch stderr, check logs,
+the ``fractal`` stand-in), read-only inside so none can be swapped for a symlink."""
 AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
 """Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
 AGENT_HOME_FILES = (".claude.json",)
@@ -170,14 +183,19 @@ def policy(p: SandboxPaths) -> list[Mount]:
     mounts += [Mount(Op.TMPFS, path) for path in p.hide]
     if p.program and any(_under(p.program, hidden) for hidden in p.hide):
         mounts.append(Mount(Op.RO, p.program))  # an agent kept in the data dir still runs
-    root_node = p.worktree == p.repo
-    if root_node:  # its node dir is the hidden data dir: only its work comes back
-        mounts += [Mount(Op.RW_TRY, str(PurePosixPath(p.node_dir) / name))
-                   for name in ROOT_WORK_DIRS]
-    else:
-        mounts.append(Mount(Op.RW, p.worktree))
-    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(git / "refs" / "heads")),
+    node = PurePosixPath(p.node_dir)
+    if p.worktree != p.repo:
+        # the node dir and the .fractal holding it are mount points: neither can be
+        # renamed or replaced, and only the agent's work dirs in it come back writable
+        mounts += [Mount(Op.RW, p.worktree),
+                   Mount(Op.RO, str(PurePosixPath(p.worktree) / ".fractal")),
+                   Mount(Op.RO, p.node_dir)]
+    mounts += [Mount(Op.RW_TRY, str(node / name)) for name in WORK_DIRS]
+    mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
+    heads = git / "refs" / "heads"
+    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads)),
                Mount(Op.RW_TRY, str(git / "logs"))]
+    mounts += _ref_dirs(str(heads), p.own_ref, p.branch_refs)
     if p.git_dir != p.git_common:
         mounts.append(Mount(Op.RW, p.git_dir))
     if p.home:
@@ -191,12 +209,28 @@ def policy(p: SandboxPaths) -> list[Mount]:
         mounts += [Mount(Op.RO_TRY, str(gitdir / name))
                    for name in ("commondir", "gitdir", "config.worktree")]
         mounts.append(Mount(Op.RO, str(PurePosixPath(p.worktree) / ".git")))
-    node = PurePosixPath(p.node_dir)
     mounts += [Mount(Op.RO_TRY, str(node / "config.json")),
                Mount(Op.RO_TRY, str(node / "steps"))]
     if p.relay:
         mounts.append(Mount(Op.RW, p.relay))
     return mounts
+
+
+def _ref_dirs(heads: str, own_ref: str, refs: Sequence[str]) -> list[Mount]:
+    """The directories under ``heads`` that hold another branch's ref file, shallowest
+    first, each bound on itself (a mount point cannot be renamed): read-only, or writable
+    when it also holds ``own_ref``."""
+    def parents(ref: str) -> list[str]:
+        found, at = [], PurePosixPath(ref).parent
+        while _under(str(at), heads) and str(at) != heads:
+            found.append(str(at))
+            at = at.parent
+        return found
+
+    own = set(parents(own_ref))
+    held = {d for ref in refs if ref != own_ref for d in parents(ref)}
+    return [Mount(Op.RW if d in own else Op.RO, d)
+            for d in sorted(held, key=lambda d: (d.count("/"), d))]
 
 
 def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> list[str]:

@@ -89,6 +89,17 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{NODE}/tmp/scratch", "rw"),
     (f"{NODE}/.codex/sessions/x", "rw"),
     (f"{NODE}/config.json", "ro"),  # its limits and gates
+    (f"{NODE}/command.err", "ro"),  # what the supervisor writes: no symlink swapped in
+    (f"{NODE}/setup.log", "ro"),
+    (f"{NODE}/supervisor.log", "ro"),
+    (f"{NODE}/pane.log", "ro"),
+    (f"{NODE}/.session", "ro"),
+    (f"{NODE}/NODE.md", "ro"),
+    (f"{NODE}/tmp/err/command.err", "ro"),
+    (f"{NODE}/tmp/checks/1-1.log", "ro"),
+    (f"{NODE}/tmp/bin/fractal", "ro"),
+    (f"{WT}/.fractal/main.a/config.json", "ro"),  # the parent's node dir, as committed
+    (f"{WT}/.fractal/elsewhere", "ro"),  # no node dir rebuilt beside it
     (f"{NODE}/steps/01-PLAN.md", "ro"),
     (f"{WT}/.git", "ro"),  # names the git dir git reads
     (f"{GIT}/objects/ab/cdef", "rw"),  # what its commits need
@@ -168,3 +179,48 @@ def test_no_relay_no_variable() -> None:
 def test_a_program_in_a_hidden_dir_is_bound_alone(program: str, path: str, mode: str) -> None:
     mounts = policy(CHILD._replace(program=program, program_dir=program.rsplit("/", 1)[0]))
     assert effective(mounts, path) == mode
+
+
+def test_a_childs_node_dir_is_pinned_and_its_work_dirs_reopened() -> None:
+    """The worktree's ``.fractal`` and the node dir are mount points laid after the
+    writable worktree (a mount point cannot be renamed away), and each work dir and
+    each supervisor dir in ``tmp`` is one too, in that order."""
+    mounts = policy(CHILD)
+    at = {m.path: i for i, m in enumerate(mounts)}
+    assert mounts[at[f"{WT}/.fractal"]].op is Op.RO and mounts[at[NODE]].op is Op.RO
+    assert at[WT] < at[f"{WT}/.fractal"] < at[NODE] < at[f"{NODE}/tmp"] < at[f"{NODE}/tmp/err"]
+    for name in ("plans", "memory", "tmp", ".claude", ".codex"):
+        assert mounts[at[f"{NODE}/{name}"]].op is Op.RW_TRY
+    for name in ("err", "checks", "bin"):
+        assert mounts[at[f"{NODE}/tmp/{name}"]].op is Op.RO_TRY
+
+
+HEADS = f"{GIT}/refs/heads"
+SLASHED = CHILD._replace(own_ref=f"{HEADS}/feature/x", branch_refs=(
+    f"{HEADS}/main", f"{HEADS}/feature/x", f"{HEADS}/feature/y", f"{HEADS}/team/a/one",
+    f"{HEADS}/solo/mine"))
+
+
+@pytest.mark.parametrize(("path", "mode", "pinned"), [
+    (f"{HEADS}/feature", "rw", True),  # holds its own ref and another's: writable, pinned
+    (f"{HEADS}/feature/x", "rw", False),
+    (f"{HEADS}/feature/y", "ro", False),  # the other ref itself is pinned by its file
+    (f"{HEADS}/team", "ro", True),  # holds only others' refs: read-only, pinned
+    (f"{HEADS}/team/a", "ro", True),
+    (f"{HEADS}/solo", "ro", True),
+    (f"{HEADS}/new-branch", "rw", False),  # refs/heads itself stays writable
+])
+def test_ref_dirs_holding_another_branchs_ref_are_pinned(path: str, mode: str,
+                                                         pinned: bool) -> None:
+    mounts = policy(SLASHED)
+    assert effective(mounts, path) == mode
+    dirs = [m for m in mounts if m.path == path and m.path.rsplit("/", 1)[-1] in
+            ("feature", "team", "a", "solo")]
+    assert bool(dirs) is pinned
+
+
+def test_a_ref_dir_is_pinned_before_the_ref_files_in_it() -> None:
+    paths = [m.path for m in policy(SLASHED)]
+    assert paths.index(f"{HEADS}/team") < paths.index(f"{HEADS}/team/a")
+    assert paths.index(f"{HEADS}/team/a") < paths.index(f"{HEADS}/team/a/one")
+    assert paths.index(f"{HEADS}/feature") < paths.index(f"{HEADS}/feature/y")
