@@ -24,7 +24,7 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    worktree's ``.fractal`` and the node dir themselves (mount points: neither can be
    renamed away and rebuilt with other limits, and no file the supervisor writes there,
    ``command.err``, ``setup.log``, ``pane.log``, ``.session``, can be swapped for a
-   symlink), with only the node's work dirs (``WORK_DIRS``) bound writable again; the
+   symlink), with only the node's work dirs (``CHILD_WORK_DIRS``) bound writable again; the
    node's ``config.json`` and ``steps/``; the supervisor's own dirs in ``tmp``
    (``SUPERVISOR_TMP_DIRS``); and the user's agent settings files;
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
@@ -46,6 +46,7 @@ from pathlib import PurePosixPath
 from typing import NamedTuple
 
 __all__ = [
+    "CHILD_WORK_DIRS",
     "RELAY_ENV",
     "SUPERVISOR_TMP_DIRS",
     "WORK_DIRS",
@@ -159,6 +160,9 @@ class SandboxPaths(NamedTuple):
 WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
 """The node dir's dirs the agent writes: the rest of the node dir is read-only (the root
 node's node dir is the tree's data dir, hidden: only these come back)."""
+CHILD_WORK_DIRS = (*WORK_DIRS, "scripts")
+"""A child's agent also writes its node's ``scripts/`` (``setup.sh``, the ``lint.sh`` its
+relayed ``fractal commit`` runs): each runs only inside its sandbox."""
 SUPERVISOR_TMP_DIRS = ("err", "checks", "bin")
 """Under the node's ``tmp``: what the supervisor writes there (launch stderr, check logs,
 the ``fractal`` stand-in), read-only inside so none can be swapped for a symlink."""
@@ -184,13 +188,15 @@ def policy(p: SandboxPaths) -> list[Mount]:
     if p.program and any(_under(p.program, hidden) for hidden in p.hide):
         mounts.append(Mount(Op.RO, p.program))  # an agent kept in the data dir still runs
     node = PurePosixPath(p.node_dir)
-    if p.worktree != p.repo:
+    root_node = p.worktree == p.repo
+    if not root_node:
         # the node dir and the .fractal holding it are mount points: neither can be
         # renamed or replaced, and only the agent's work dirs in it come back writable
         mounts += [Mount(Op.RW, p.worktree),
                    Mount(Op.RO, str(PurePosixPath(p.worktree) / ".fractal")),
                    Mount(Op.RO, p.node_dir)]
-    mounts += [Mount(Op.RW_TRY, str(node / name)) for name in WORK_DIRS]
+    mounts += [Mount(Op.RW_TRY, str(node / name))
+               for name in (WORK_DIRS if root_node else CHILD_WORK_DIRS)]
     mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
     heads = git / "refs" / "heads"
     mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fractal.domain.sandbox import SUPERVISOR_TMP_DIRS, WORK_DIRS, SandboxPaths
+from fractal.domain.sandbox import CHILD_WORK_DIRS, SUPERVISOR_TMP_DIRS, WORK_DIRS, SandboxPaths
 from fractal.workspace.gitfiles import git_dirs
 
 __all__ = ["sandbox_paths"]
@@ -30,7 +30,7 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
     the read-only bind covers it (else the agent could create one, which git reads as
     config once ``extensions.worktreeConfig`` is on), and the node dir's work dirs and the
-    supervisor's dirs in its ``tmp`` (``domain.sandbox.WORK_DIRS``,
+    supervisor's dirs in its ``tmp`` (``domain.sandbox.CHILD_WORK_DIRS``,
     ``SUPERVISOR_TMP_DIRS``), so each is a mount point inside: the rest of the node dir
     is read-only there, and a missing one could not be made. Raises OSError when
     ``worktree`` is not a checkout whose git files can be read, or a dir cannot be made.
@@ -41,7 +41,7 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     git_dir, common = dirs
     if git_dir != common:
         (git_dir / "config.worktree").touch(exist_ok=True)
-    for name in WORK_DIRS:
+    for name in WORK_DIRS if worktree == repo else CHILD_WORK_DIRS:
         (node_dir / name).mkdir(parents=True, exist_ok=True)
     for name in SUPERVISOR_TMP_DIRS:
         (node_dir / "tmp" / name).mkdir(exist_ok=True)

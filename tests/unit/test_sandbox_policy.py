@@ -95,6 +95,7 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{NODE}/pane.log", "ro"),
     (f"{NODE}/.session", "ro"),
     (f"{NODE}/NODE.md", "ro"),
+    (f"{NODE}/scripts/lint.sh", "rw"),  # its own hooks: they run only in its sandbox
     (f"{NODE}/tmp/err/command.err", "ro"),
     (f"{NODE}/tmp/checks/1-1.log", "ro"),
     (f"{NODE}/tmp/bin/fractal", "ro"),
@@ -142,6 +143,7 @@ def test_what_a_childs_launch_may_do_with_each_path(path: str, mode: str) -> Non
     (f"{REPO}/.fractal/main/plans/x.md", "rw"),
     (f"{REPO}/.fractal/main/.codex/auth.json", "rw"),
     (f"{REPO}/.fractal/main/config.json", "ro"),  # its node dir is the tree's data dir
+    (f"{REPO}/.fractal/main/scripts/setup.sh", "hidden"),
     (f"{REPO}/.fractal/main/fractal.db", "hidden"),
     (f"{REPO}/README.md", "ro"),
     (f"{GIT}/config", "ro"),
