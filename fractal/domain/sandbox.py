@@ -7,9 +7,12 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
 2. what the private ``/tmp`` hid and the agent must still read: the main checkout and the
    program's own directory (read-only);
 3. hidden (an empty tmpfs): every tree's data directory (``<repo>/.fractal``: the
-   database, the tree latch, the relay sockets) and fractal's tmux socket directory;
-   the launched program alone comes back read-only when it lies there (the demo keeps
-   its agent in the tree's data dir);
+   database, the tree latch, the relay sockets) and fractal's tmux socket directory,
+   unless that directory holds what the launch needs (the repository, the worktree, the
+   program, ``$HOME``: a ``FRACTAL_TMUX_SOCKET`` beside the project), when only the
+   socket itself is covered, with ``/dev/null``, after every other mount; the launched
+   program alone comes back read-only when it lies in a hidden dir (the demo keeps its
+   agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
    ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
    worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
@@ -122,6 +125,7 @@ class Op(StrEnum):
     RW = "--bind"
     RW_TRY = "--bind-try"
     TMPFS = "--tmpfs"
+    NULL = "null"  # ``/dev/null`` bound read-only over the path (``--ro-bind /dev/null``)
 
 
 class Mount(NamedTuple):
@@ -138,7 +142,8 @@ class SandboxPaths(NamedTuple):
     worktree's own (``.git/worktrees/<name>``; equal to ``git_common`` for the root node),
     ``branch_refs`` every file under ``refs/heads`` now, ``own_ref`` the node's branch ref
     file, ``hide`` the directories to hide that exist (every tree's data dirs,
-    ``<repo>/.fractal``, and fractal's tmux socket dir), ``relay`` the node's relay socket
+    ``<repo>/.fractal``), ``tmux_dir`` fractal's tmux socket dir when it exists and
+    ``tmux_socket`` the socket when it exists (None: absent), ``relay`` the node's relay socket
     (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
     directory of the program launched and ``program`` the program itself (its real
     path; None when it was named without a directory)."""
@@ -155,6 +160,8 @@ class SandboxPaths(NamedTuple):
     home: str | None
     program_dir: str | None = None
     program: str | None = None
+    tmux_dir: str | None = None
+    tmux_socket: str | None = None
 
 
 WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
@@ -184,8 +191,12 @@ def policy(p: SandboxPaths) -> list[Mount]:
     mounts = [Mount(Op.RO, p.repo)]
     if p.program_dir and not _under(p.program_dir, p.repo):
         mounts.append(Mount(Op.RO_TRY, p.program_dir))
-    mounts += [Mount(Op.TMPFS, path) for path in p.hide]
-    if p.program and any(_under(p.program, hidden) for hidden in p.hide):
+    hide_tmux_dir = p.tmux_dir is not None and not any(
+        _under(need, p.tmux_dir) for need in (p.repo, p.worktree, p.git_common, p.program_dir,
+                                              p.home) if need)
+    hidden = (*p.hide, p.tmux_dir) if hide_tmux_dir and p.tmux_dir else p.hide
+    mounts += [Mount(Op.TMPFS, path) for path in hidden]
+    if p.program and any(_under(p.program, path) for path in hidden):
         mounts.append(Mount(Op.RO, p.program))  # an agent kept in the data dir still runs
     node = PurePosixPath(p.node_dir)
     root_node = p.worktree == p.repo
@@ -219,6 +230,8 @@ def policy(p: SandboxPaths) -> list[Mount]:
                Mount(Op.RO_TRY, str(node / "steps"))]
     if p.relay:
         mounts.append(Mount(Op.RW, p.relay))
+    if p.tmux_dir and not hide_tmux_dir and p.tmux_socket:
+        mounts.append(Mount(Op.NULL, p.tmux_socket))  # its dir holds what the launch needs
     return mounts
 
 
@@ -246,8 +259,12 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> lis
     to ``relay`` (when given) and ``chdir`` as the working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
-        args += [mount.op.value, mount.path] if mount.op is Op.TMPFS \
-            else [mount.op.value, mount.path, mount.path]
+        if mount.op is Op.TMPFS:
+            args += [mount.op.value, mount.path]
+        elif mount.op is Op.NULL:
+            args += [Op.RO.value, "/dev/null", mount.path]
+        else:
+            args += [mount.op.value, mount.path, mount.path]
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     if relay:
         args += ["--setenv", RELAY_ENV, relay]

@@ -21,11 +21,12 @@ def _ref_files(heads: Path) -> tuple[str, ...]:
 
 
 def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
-                  tmux_dir: Path, relay: Path | None, home: str | None,
+                  tmux_socket: Path, relay: Path | None, home: str | None,
                   program: str | None) -> SandboxPaths:
     """The node's paths for ``domain.sandbox.policy``; of the directories to hide (the
-    repository's ``.fractal`` and ``tmux_dir``) only those that exist (bubblewrap cannot
-    make a mount point in a read-only directory, and a missing one holds nothing).
+    repository's ``.fractal`` and the directory of ``tmux_socket``) and the socket itself
+    only those that exist (bubblewrap cannot make a mount point in a read-only directory,
+    and a missing one holds nothing).
 
     Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
     the read-only bind covers it (else the agent could create one, which git reads as
@@ -54,6 +55,8 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         git_common=str(common), git_dir=str(git_dir),
         own_ref=str(common / "refs" / "heads" / branch),
         branch_refs=_ref_files(common / "refs" / "heads"),
-        hide=tuple(str(d) for d in (repo / ".fractal", tmux_dir) if d.is_dir()),
+        hide=tuple(str(d) for d in (repo / ".fractal",) if d.is_dir()),
+        tmux_dir=str(tmux_socket.parent) if tmux_socket.parent.is_dir() else None,
+        tmux_socket=str(tmux_socket) if os.path.lexists(tmux_socket) else None,
         relay=None if relay is None else str(relay), home=home, program_dir=program_dir,
         program=program_file)

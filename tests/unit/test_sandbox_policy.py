@@ -29,8 +29,8 @@ CHILD = SandboxPaths(
     git_dir=f"{GIT}/worktrees/main.a.b", own_ref=f"{GIT}/refs/heads/main.a.b",
     branch_refs=(f"{GIT}/refs/heads/main", f"{GIT}/refs/heads/main.a",
                  f"{GIT}/refs/heads/main.a.b", f"{GIT}/refs/heads/main.a.c"),
-    hide=(f"{REPO}/.fractal", TMUX), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
-    program_dir="/opt/agents/bin")
+    hide=(f"{REPO}/.fractal",), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
+    program_dir="/opt/agents/bin", tmux_dir=TMUX, tmux_socket=f"{TMUX}/default")
 ROOT = CHILD._replace(worktree=REPO, node_dir=f"{REPO}/.fractal/main", git_dir=GIT,
                       own_ref=f"{GIT}/refs/heads/main", relay=None)
 
@@ -41,7 +41,8 @@ def effective(mounts: list[Mount], path: str) -> str:
     mode = "ro"
     for mount in mounts:
         if path == mount.path or path.startswith(mount.path.rstrip("/") + "/"):
-            mode = {Op.TMPFS: "hidden", Op.RW: "rw", Op.RW_TRY: "rw"}.get(mount.op, "ro")
+            mode = {Op.TMPFS: "hidden", Op.RW: "rw", Op.RW_TRY: "rw",
+                    Op.NULL: "null"}.get(mount.op, "ro")
     return mode
 
 
@@ -226,3 +227,39 @@ def test_a_ref_dir_is_pinned_before_the_ref_files_in_it() -> None:
     assert paths.index(f"{HEADS}/team") < paths.index(f"{HEADS}/team/a")
     assert paths.index(f"{HEADS}/team/a") < paths.index(f"{HEADS}/team/a/one")
     assert paths.index(f"{HEADS}/feature") < paths.index(f"{HEADS}/feature/y")
+
+
+SHARED = "/tmp/x"  # FRACTAL_TMUX_SOCKET=/tmp/x/tmux.sock with the project under /tmp/x
+BESIDE = CHILD._replace(
+    repo=f"{SHARED}/repo", worktree=f"{SHARED}/repo/.worktrees/main.a.b",
+    node_dir=f"{SHARED}/repo/.worktrees/main.a.b/.fractal/main.a.b",
+    git_common=f"{SHARED}/repo/.git", git_dir=f"{SHARED}/repo/.git/worktrees/main.a.b",
+    own_ref=f"{SHARED}/repo/.git/refs/heads/main.a.b", branch_refs=(),
+    hide=(f"{SHARED}/repo/.fractal",), relay=None, program_dir=SHARED,
+    program=f"{SHARED}/agent.sh", tmux_dir=SHARED, tmux_socket=f"{SHARED}/tmux.sock")
+
+
+@pytest.mark.parametrize(("paths", "path", "mode"), [
+    # the socket dir holds nothing the launch needs: the whole dir is hidden
+    (CHILD, f"{TMUX}/default", "hidden"),
+    (CHILD, f"{TMUX}/other-server", "hidden"),
+    # it holds the project and the agent: only the socket is covered, the rest is seen
+    (BESIDE, f"{SHARED}/tmux.sock", "null"),
+    (BESIDE, f"{SHARED}/agent.sh", "ro"),
+    (BESIDE, f"{SHARED}/repo/README.md", "ro"),
+    (BESIDE, f"{SHARED}/repo/.worktrees/main.a.b/src/app.py", "rw"),
+    (BESIDE._replace(program_dir="/opt/bin", program="/opt/bin/agent"),
+     f"{SHARED}/tmux.sock", "null"),  # the repository alone is enough
+    (BESIDE._replace(tmux_socket=None), f"{SHARED}/tmux.sock", "ro"),  # no socket yet
+])
+def test_the_tmux_socket_is_hidden_without_hiding_the_project(
+        paths: SandboxPaths, path: str, mode: str) -> None:
+    assert effective(policy(paths), path) == mode
+
+
+def test_the_socket_is_covered_by_dev_null_last() -> None:
+    args = bwrap_args(policy(BESIDE), relay=None, chdir=BESIDE.worktree)
+    at = args.index(f"{SHARED}/tmux.sock")
+    assert args[at - 2:at + 1] == ["--ro-bind", "/dev/null", f"{SHARED}/tmux.sock"]
+    assert args[at + 1] == "--unshare-pid"  # after every other mount
+    assert SHARED not in [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]
