@@ -1,6 +1,6 @@
 """``python -m fractal``: the same entry point as the ``fractal`` console script.
 
-A node's pane runs ``python -m fractal node _run --path WORKTREE [--continue] [--resume]``,
+A node's pane runs ``python -P -m fractal node _run --path WORKTREE [--continue] [--resume]``,
 the argv ``lifecycle/start/hosting.supervisor_argv`` writes. That exact form goes straight to the
 supervisor, without click: parsing the CLI costs an import of click and the ``node``
 command group, about a fifth of a short supervisor's CPU, for three fixed words. Any

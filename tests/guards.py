@@ -69,7 +69,8 @@ CLI_SPAWNS = [0]
 
 def _is_cli(argv: Any) -> bool:
     words = [str(a) for a in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
-    return (words[1:3] == ["-m", "fractal"]) or (bool(words) and words[0].endswith("/fractal"))
+    module = words[1:3] == ["-m", "fractal"] or words[1:4] == ["-P", "-m", "fractal"]
+    return module or (bool(words) and words[0].endswith("/fractal"))
 
 
 def _count_spawn() -> None:

@@ -533,3 +533,48 @@ def test_function_level_imports_say_why() -> None:
     assert not offences, ("imports inside functions without a `# deferred: <why>` or "
                           "`# cycle: <why>` comment (move each to the module's top, or say "
                           "why it waits):\n" + "\n".join(offences))
+
+
+def unsafe_self_starts(source: str) -> list[int]:
+    """Lines of ``source`` that start fractal as ``python -m fractal...`` without ``-P``:
+    an argv list literal holding ``"-m", "fractal..."`` with no ``"-P"`` before the
+    ``"-m"``, or an f-string (a shell script's text) holding `` -m fractal`` not preceded by
+    ``-P``. Without ``-P`` Python puts the working directory first on sys.path, and a
+    ``fractal/`` package planted there (an agent's worktree) runs in its place."""
+    import ast
+
+    found: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.List):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            for at, word in enumerate(words[:-1]):
+                module = words[at + 1]
+                if (word == "-m" and isinstance(module, str)
+                        and module.split(".")[0] == "fractal" and "-P" not in words[:at]):
+                    found.append(node.lineno)
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(e.value for e in node.values
+                           if isinstance(e, ast.Constant) and isinstance(e.value, str))
+            if " -m fractal" in text.replace(" -P -m fractal", ""):
+                found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize(("source", "offends"), [
+    ('[sys.executable, "-m", "fractal", "commit"]', True),
+    ('[sys.executable, "-P", "-m", "fractal", "commit"]', False),
+    ('[sys.executable, "-m", "fractal.demo.agent"]', True),
+    ('[sys.executable, "-m", "unittest", "discover"]', False),
+    ('["git", "commit", "-m", "fractal: scratch"]', False),
+    ('f"exec {python} -m fractal \\"$@\\""', True),
+    ('f"exec {python} -P -m fractal \\"$@\\""', False),
+])
+def test_the_safe_path_rule(source: str, offends: bool) -> None:
+    assert bool(unsafe_self_starts(source)) is offends
+
+
+def test_fractal_starts_itself_with_a_safe_path() -> None:
+    """Every place fractal starts ``python -m fractal`` passes ``-P`` (docs/security.md)."""
+    offenders = [f"{path}:{line}" for path in FILES
+                 for line in unsafe_self_starts(Path(path).read_text(encoding="utf-8"))]
+    assert offenders == [], f"start fractal with -P: {offenders}"

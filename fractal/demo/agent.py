@@ -104,7 +104,7 @@ def commit() -> None:
                            capture_output=True, check=False).returncode == 1
     message = "fix the off-by-one in mean()" if fixed else "record the iteration plan"
     _event("tool", name="bash", detail=f'fractal commit "{message}"')
-    proc = subprocess.run([sys.executable, "-m", "fractal", "commit", message],
+    proc = subprocess.run([sys.executable, "-P", "-m", "fractal", "commit", message],
                           capture_output=True, text=True, check=False)
     for line in (proc.stdout + proc.stderr).strip().splitlines():
         _say(f"  {line}")

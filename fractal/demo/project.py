@@ -108,6 +108,6 @@ def tests_pass(worktree: Path) -> bool:
 def agent_wrapper(data_dir: Path) -> Path:
     """Write an executable that runs the demo agent with this interpreter; return its path."""
     wrapper = data_dir / "demo-agent"
-    wrapper.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m fractal.demo.agent \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\nexec '{sys.executable}' -P -m fractal.demo.agent \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper

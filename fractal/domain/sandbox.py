@@ -7,19 +7,29 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
 2. what the private ``/tmp`` hid and the agent must still read: the main checkout and the
    program's own directory (read-only);
 3. hidden (an empty tmpfs): every tree's data directory (``<repo>/.fractal``: the
-   database, the tree latch, the relay sockets) and fractal's tmux socket directory;
-   the launched program alone comes back read-only when it lies there (the demo keeps
-   its agent in the tree's data dir);
+   database, the tree latch, the relay sockets) and fractal's tmux socket directory,
+   unless that directory holds what the launch needs (the repository, the worktree, the
+   program, ``$HOME``: a ``FRACTAL_TMUX_SOCKET`` beside the project), when only the
+   socket itself is covered, with ``/dev/null``, after every other mount; the launched
+   program alone comes back read-only when it lies in a hidden dir (the demo keeps its
+   agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
    ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
    worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
    node's worktree is the main checkout and its node dir the tree's data dir: only its
    plans, memory, ``tmp`` and agent homes come back writable;
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
-   rename over a mount point fails), the worktree's ``.git`` file and its git
-   directory's ``commondir``, ``gitdir`` and ``config.worktree`` (each names what git
-   runs or reads as config), the node's ``config.json`` and ``steps/``, and the user's
-   agent settings files;
+   rename over a mount point fails), and every directory under ``refs/heads`` that holds
+   one (a ``feature/`` of ``feature/y``: renamed away, it would take the pin with it),
+   bound again writable in place when it also holds the node's own ref; the worktree's
+   ``.git`` file and its git directory's ``commondir``, ``gitdir`` and
+   ``config.worktree`` (each names what git runs or reads as config); for a child, the
+   worktree's ``.fractal`` and the node dir themselves (mount points: neither can be
+   renamed away and rebuilt with other limits, and no file the supervisor writes there,
+   ``command.err``, ``setup.log``, ``pane.log``, ``.session``, can be swapped for a
+   symlink), with only the node's work dirs (``CHILD_WORK_DIRS``) bound writable again; the
+   node's ``config.json`` and ``steps/``; the supervisor's own dirs in ``tmp``
+   (``SUPERVISOR_TMP_DIRS``); and the user's agent settings files;
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
 ``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
@@ -39,7 +49,10 @@ from pathlib import PurePosixPath
 from typing import NamedTuple
 
 __all__ = [
+    "CHILD_WORK_DIRS",
     "RELAY_ENV",
+    "SUPERVISOR_TMP_DIRS",
+    "WORK_DIRS",
     "Mode",
     "Mount",
     "Op",
@@ -112,6 +125,7 @@ class Op(StrEnum):
     RW = "--bind"
     RW_TRY = "--bind-try"
     TMPFS = "--tmpfs"
+    NULL = "null"  # ``/dev/null`` bound read-only over the path (``--ro-bind /dev/null``)
 
 
 class Mount(NamedTuple):
@@ -128,7 +142,8 @@ class SandboxPaths(NamedTuple):
     worktree's own (``.git/worktrees/<name>``; equal to ``git_common`` for the root node),
     ``branch_refs`` every file under ``refs/heads`` now, ``own_ref`` the node's branch ref
     file, ``hide`` the directories to hide that exist (every tree's data dirs,
-    ``<repo>/.fractal``, and fractal's tmux socket dir), ``relay`` the node's relay socket
+    ``<repo>/.fractal``), ``tmux_dir`` fractal's tmux socket dir when it exists and
+    ``tmux_socket`` the socket when it exists (None: absent), ``relay`` the node's relay socket
     (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
     directory of the program launched and ``program`` the program itself (its real
     path; None when it was named without a directory)."""
@@ -145,10 +160,19 @@ class SandboxPaths(NamedTuple):
     home: str | None
     program_dir: str | None = None
     program: str | None = None
+    tmux_dir: str | None = None
+    tmux_socket: str | None = None
 
 
-ROOT_WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
-"""The root node's node dir is the tree's data dir (the database): only these return."""
+WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
+"""The node dir's dirs the agent writes: the rest of the node dir is read-only (the root
+node's node dir is the tree's data dir, hidden: only these come back)."""
+CHILD_WORK_DIRS = (*WORK_DIRS, "scripts")
+"""A child's agent also writes its node's ``scripts/`` (``setup.sh``, the ``lint.sh`` its
+relayed ``fractal commit`` runs): each runs only inside its sandbox."""
+SUPERVISOR_TMP_DIRS = ("err", "checks", "bin")
+"""Under the node's ``tmp``: what the supervisor writes there (launch stderr, check logs,
+the ``fractal`` stand-in), read-only inside so none can be swapped for a symlink."""
 AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
 """Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
 AGENT_HOME_FILES = (".claude.json",)
@@ -167,17 +191,28 @@ def policy(p: SandboxPaths) -> list[Mount]:
     mounts = [Mount(Op.RO, p.repo)]
     if p.program_dir and not _under(p.program_dir, p.repo):
         mounts.append(Mount(Op.RO_TRY, p.program_dir))
-    mounts += [Mount(Op.TMPFS, path) for path in p.hide]
-    if p.program and any(_under(p.program, hidden) for hidden in p.hide):
+    hide_tmux_dir = p.tmux_dir is not None and not any(
+        _under(need, p.tmux_dir) for need in (p.repo, p.worktree, p.git_common, p.program_dir,
+                                              p.home) if need)
+    hidden = (*p.hide, p.tmux_dir) if hide_tmux_dir and p.tmux_dir else p.hide
+    mounts += [Mount(Op.TMPFS, path) for path in hidden]
+    if p.program and any(_under(p.program, path) for path in hidden):
         mounts.append(Mount(Op.RO, p.program))  # an agent kept in the data dir still runs
+    node = PurePosixPath(p.node_dir)
     root_node = p.worktree == p.repo
-    if root_node:  # its node dir is the hidden data dir: only its work comes back
-        mounts += [Mount(Op.RW_TRY, str(PurePosixPath(p.node_dir) / name))
-                   for name in ROOT_WORK_DIRS]
-    else:
-        mounts.append(Mount(Op.RW, p.worktree))
-    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(git / "refs" / "heads")),
+    if not root_node:
+        # the node dir and the .fractal holding it are mount points: neither can be
+        # renamed or replaced, and only the agent's work dirs in it come back writable
+        mounts += [Mount(Op.RW, p.worktree),
+                   Mount(Op.RO, str(PurePosixPath(p.worktree) / ".fractal")),
+                   Mount(Op.RO, p.node_dir)]
+    mounts += [Mount(Op.RW_TRY, str(node / name))
+               for name in (WORK_DIRS if root_node else CHILD_WORK_DIRS)]
+    mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
+    heads = git / "refs" / "heads"
+    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads)),
                Mount(Op.RW_TRY, str(git / "logs"))]
+    mounts += _ref_dirs(str(heads), p.own_ref, p.branch_refs)
     if p.git_dir != p.git_common:
         mounts.append(Mount(Op.RW, p.git_dir))
     if p.home:
@@ -191,12 +226,30 @@ def policy(p: SandboxPaths) -> list[Mount]:
         mounts += [Mount(Op.RO_TRY, str(gitdir / name))
                    for name in ("commondir", "gitdir", "config.worktree")]
         mounts.append(Mount(Op.RO, str(PurePosixPath(p.worktree) / ".git")))
-    node = PurePosixPath(p.node_dir)
     mounts += [Mount(Op.RO_TRY, str(node / "config.json")),
                Mount(Op.RO_TRY, str(node / "steps"))]
     if p.relay:
         mounts.append(Mount(Op.RW, p.relay))
+    if p.tmux_dir and not hide_tmux_dir and p.tmux_socket:
+        mounts.append(Mount(Op.NULL, p.tmux_socket))  # its dir holds what the launch needs
     return mounts
+
+
+def _ref_dirs(heads: str, own_ref: str, refs: Sequence[str]) -> list[Mount]:
+    """The directories under ``heads`` that hold another branch's ref file, shallowest
+    first, each bound on itself (a mount point cannot be renamed): read-only, or writable
+    when it also holds ``own_ref``."""
+    def parents(ref: str) -> list[str]:
+        found, at = [], PurePosixPath(ref).parent
+        while _under(str(at), heads) and str(at) != heads:
+            found.append(str(at))
+            at = at.parent
+        return found
+
+    own = set(parents(own_ref))
+    held = {d for ref in refs if ref != own_ref for d in parents(ref)}
+    return [Mount(Op.RW if d in own else Op.RO, d)
+            for d in sorted(held, key=lambda d: (d.count("/"), d))]
 
 
 def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> list[str]:
@@ -206,8 +259,12 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> lis
     to ``relay`` (when given) and ``chdir`` as the working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
-        args += [mount.op.value, mount.path] if mount.op is Op.TMPFS \
-            else [mount.op.value, mount.path, mount.path]
+        if mount.op is Op.TMPFS:
+            args += [mount.op.value, mount.path]
+        elif mount.op is Op.NULL:
+            args += [Op.RO.value, "/dev/null", mount.path]
+        else:
+            args += [mount.op.value, mount.path, mount.path]
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     if relay:
         args += ["--setenv", RELAY_ENV, relay]

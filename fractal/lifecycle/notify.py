@@ -286,7 +286,7 @@ def ensure_watcher(tree: Tree) -> bool:
             return False
         from fractal.procs.processes import spawn_group  # deferred: start-up cost (11 modules)
 
-        spawn_group([sys.executable, "-m", "fractal", "_notify", "--path", str(tree.repo)],
+        spawn_group([sys.executable, "-P", "-m", "fractal", "_notify", "--path", str(tree.repo)],
                     cwd=tree.repo, env=notify_env(dict(os.environ)),
                     marker=watcher_marker(tree))
         return True

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fractal.domain.run.reasons import EXIT_TIMEOUT
-from fractal.procs.processes import DEFAULT_GRACE, kill_group, spawn_group
+from fractal.procs.processes import DEFAULT_GRACE, kill_group, open_log, spawn_group
 
 _POLL = 0.05  # seconds between pipe polls
 _DRAIN = 1.0  # seconds a pipe is drained after its leader exited
@@ -78,11 +78,12 @@ def run_teed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path
     and the code is EXIT_TIMEOUT (124).
 
     New session, stdin /dev/null, stdout+stderr merged; each chunk (raw bytes) goes to
-    ``log_path`` (truncated first) and to ``echo``. 128+N means death by signal N. Then the
+    ``log_path`` (truncated first; never through a symlink: ``processes.open_log``) and to
+    ``echo``. 128+N means death by signal N. Then the
     group and its marker are stopped (``grace`` s from TERM to KILL), also when the caller is
     interrupted (Ctrl-C) before the exception propagates. Raises SpawnError when exec fails.
     """
-    with log_path.open("wb") as log:
+    with open_log(log_path) as log:
         def sink(chunk: bytes) -> None:
             log.write(chunk)
             log.flush()

@@ -147,6 +147,15 @@ def _start(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], marker: st
     return Launched(popen, GroupHandle(popen.pid, popen.pid, created, marker))
 
 
+def open_log(path: Path) -> IO[bytes]:
+    """``path`` opened for writing bytes, created (0644) or truncated, never through a
+    symbolic link: the supervisor writes its logs in a node dir an agent worked in, and a
+    log swapped for a link must not aim the write elsewhere. Raises OSError (ELOOP for a
+    link) when it cannot be opened."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.fdopen(os.open(path, flags, 0o644), "wb")
+
+
 def _feed_stdin(pipe: IO[bytes], data: bytes) -> None:
     """Write ``data`` then close; EPIPE (the child never read, or exited) is not an error."""
     with contextlib.suppress(OSError), pipe:
@@ -161,13 +170,13 @@ def spawn_group(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
     ``env`` is the whole child environment, plus ``FRACTAL_LAUNCH_ID=<marker>`` (a fresh uuid4
     hex when None). stdin is /dev/null, or ``stdin_data`` written then closed by a daemon thread
     (a huge prompt cannot deadlock us; a child that never reads cannot hang us). stderr goes to
-    ``stderr_path`` (truncated) or /dev/null, or into stdout with ``merge_stderr``. Raises
+    ``stderr_path`` (truncated; never through a symlink: ``open_log``) or /dev/null, or into stdout with ``merge_stderr``. Raises
     SpawnError(message, errno) on exec failure.
     """
     stdin = subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL
     with contextlib.ExitStack() as stack:
         err: int | IO[bytes] = subprocess.STDOUT if merge_stderr else (
-            stack.enter_context(stderr_path.open("wb")) if stderr_path else subprocess.DEVNULL)
+            stack.enter_context(open_log(stderr_path)) if stderr_path else subprocess.DEVNULL)
         launched = _start(argv, cwd=cwd, env=env, marker=marker or uuid.uuid4().hex,
                           stdin=stdin, stderr=err)
     popen = launched.popen

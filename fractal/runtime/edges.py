@@ -11,6 +11,7 @@ from pathlib import Path
 from fractal.domain.run.outcome import clip_reason
 from fractal.errors import FractalError
 from fractal.procs import commands
+from fractal.procs.processes import open_log
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.pane import Reporter
 from fractal.runtime.sandboxing import confine
@@ -37,7 +38,8 @@ def run_setup(parts: LoopParts) -> str | None:
     env.update({"NODE_DIR": str(paths.node_dir), "WORKTREE_DIR": str(paths.worktree),
                 "NODE_BRANCH": paths.branch, "_NODE": str(paths.node_dir)})
     if script.is_file() and script.stat().st_size == 0:  # bash would do nothing, exit 0
-        paths.setup_log.write_bytes(b"")
+        with open_log(paths.setup_log):  # emptied, never through a symlink
+            pass
         code = 0
     else:
         parts.reporter.release()  # the script's output streams live

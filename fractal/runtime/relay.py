@@ -119,7 +119,7 @@ class Relay:
         if isinstance(node, str) and node:
             env["_NODE"] = node  # a claim: the child's ancestry decides who acts
         stdin = base64.b64decode(str(request.get("stdin") or ""))
-        code, out, err = run_split([sys.executable, "-m", "fractal", *argv], cwd=cwd,
+        code, out, err = run_split([sys.executable, "-P", "-m", "fractal", *argv], cwd=cwd,
                                    env=env, stdin=stdin, timeout=VERB_TIMEOUT)
         return {"rc": code, "stdout": base64.b64encode(out).decode(),
                 "stderr": base64.b64encode(err).decode()}

@@ -40,7 +40,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def served_command(tree: Tree, node: str | None) -> str:
     """The shell command textual-serve runs for each browser: ``fractal open`` on ``tree``
     (``node`` selected first), in the tree's repository, with this interpreter."""
-    argv = [sys.executable, "-m", "fractal", "open", "--path", str(tree.repo)]
+    argv = [sys.executable, "-P", "-m", "fractal", "open", "--path", str(tree.repo)]
     if node is not None:
         argv.append(node)
     return f"cd {shlex.quote(str(tree.repo))} && exec {shlex.join(argv)}"

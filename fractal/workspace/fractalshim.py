@@ -22,6 +22,6 @@ def write_shim(path: Path, python: str, package_parent: str) -> Path:
     script = ("#!/bin/sh\n"
               f"PYTHONPATH={shell_word(package_parent)}${{PYTHONPATH:+:$PYTHONPATH}}\n"
               "export PYTHONPATH\n"
-              f"exec {shell_word(python)} -m fractal \"$@\"\n")
+              f"exec {shell_word(python)} -P -m fractal \"$@\"\n")
     write_atomic(path, script, mode=0o755)
     return path

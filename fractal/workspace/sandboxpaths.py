@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fractal.domain.sandbox import SandboxPaths
+from fractal.domain.sandbox import CHILD_WORK_DIRS, SUPERVISOR_TMP_DIRS, WORK_DIRS, SandboxPaths
 from fractal.workspace.gitfiles import git_dirs
 
 __all__ = ["sandbox_paths"]
@@ -21,16 +21,20 @@ def _ref_files(heads: Path) -> tuple[str, ...]:
 
 
 def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
-                  tmux_dir: Path, relay: Path | None, home: str | None,
+                  tmux_socket: Path, relay: Path | None, home: str | None,
                   program: str | None) -> SandboxPaths:
     """The node's paths for ``domain.sandbox.policy``; of the directories to hide (the
-    repository's ``.fractal`` and ``tmux_dir``) only those that exist (bubblewrap cannot
-    make a mount point in a read-only directory, and a missing one holds nothing).
+    repository's ``.fractal`` and the directory of ``tmux_socket``) and the socket itself
+    only those that exist (bubblewrap cannot make a mount point in a read-only directory,
+    and a missing one holds nothing).
 
     Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
     the read-only bind covers it (else the agent could create one, which git reads as
-    config once ``extensions.worktreeConfig`` is on). Raises OSError when ``worktree``
-    is not a checkout whose git files can be read.
+    config once ``extensions.worktreeConfig`` is on), and the node dir's work dirs and the
+    supervisor's dirs in its ``tmp`` (``domain.sandbox.CHILD_WORK_DIRS``,
+    ``SUPERVISOR_TMP_DIRS``), so each is a mount point inside: the rest of the node dir
+    is read-only there, and a missing one could not be made. Raises OSError when
+    ``worktree`` is not a checkout whose git files can be read, or a dir cannot be made.
     """
     dirs = git_dirs(worktree)
     if dirs is None:
@@ -38,6 +42,10 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     git_dir, common = dirs
     if git_dir != common:
         (git_dir / "config.worktree").touch(exist_ok=True)
+    for name in WORK_DIRS if worktree == repo else CHILD_WORK_DIRS:
+        (node_dir / name).mkdir(parents=True, exist_ok=True)
+    for name in SUPERVISOR_TMP_DIRS:
+        (node_dir / "tmp" / name).mkdir(exist_ok=True)
     program_dir = program_file = None
     if program and os.path.isabs(program):
         program_file = os.path.realpath(program)
@@ -47,6 +55,8 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         git_common=str(common), git_dir=str(git_dir),
         own_ref=str(common / "refs" / "heads" / branch),
         branch_refs=_ref_files(common / "refs" / "heads"),
-        hide=tuple(str(d) for d in (repo / ".fractal", tmux_dir) if d.is_dir()),
+        hide=tuple(str(d) for d in (repo / ".fractal",) if d.is_dir()),
+        tmux_dir=str(tmux_socket.parent) if tmux_socket.parent.is_dir() else None,
+        tmux_socket=str(tmux_socket) if os.path.lexists(tmux_socket) else None,
         relay=None if relay is None else str(relay), home=home, program_dir=program_dir,
         program=program_file)

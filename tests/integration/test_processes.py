@@ -230,3 +230,21 @@ def test_a_handle_without_a_marker_never_reaches_other_launches(
     assert processes.kill_group(handle, grace=2.0) == []
     assert target.popen.wait(timeout=5) != 0
     assert bystander.popen.poll() is None
+
+
+def test_a_log_swapped_for_a_symlink_is_never_written_through(spawned: list[Launched],
+                                                              tmp_path: Path) -> None:
+    """The supervisor's err files and setup log refuse a symlink (an agent's swap in its
+    node dir): the spawn and the teed run fail, and the link's target keeps its bytes."""
+    target = tmp_path / "config"
+    target.write_text("[core]\n")
+    err, log = tmp_path / "command.err", tmp_path / "setup.log"
+    err.symlink_to(target)
+    log.symlink_to(target)
+    with pytest.raises(OSError) as raised:
+        _spawn(spawned, ["true"], stderr_path=err)
+    assert raised.value.errno == errno.ELOOP
+    with pytest.raises(OSError) as raised:
+        commands.run_teed(["true"], cwd=tmp_path, env=os.environ, log_path=log)
+    assert raised.value.errno == errno.ELOOP
+    assert target.read_text() == "[core]\n"

@@ -29,8 +29,8 @@ CHILD = SandboxPaths(
     git_dir=f"{GIT}/worktrees/main.a.b", own_ref=f"{GIT}/refs/heads/main.a.b",
     branch_refs=(f"{GIT}/refs/heads/main", f"{GIT}/refs/heads/main.a",
                  f"{GIT}/refs/heads/main.a.b", f"{GIT}/refs/heads/main.a.c"),
-    hide=(f"{REPO}/.fractal", TMUX), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
-    program_dir="/opt/agents/bin")
+    hide=(f"{REPO}/.fractal",), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
+    program_dir="/opt/agents/bin", tmux_dir=TMUX, tmux_socket=f"{TMUX}/default")
 ROOT = CHILD._replace(worktree=REPO, node_dir=f"{REPO}/.fractal/main", git_dir=GIT,
                       own_ref=f"{GIT}/refs/heads/main", relay=None)
 
@@ -41,7 +41,8 @@ def effective(mounts: list[Mount], path: str) -> str:
     mode = "ro"
     for mount in mounts:
         if path == mount.path or path.startswith(mount.path.rstrip("/") + "/"):
-            mode = {Op.TMPFS: "hidden", Op.RW: "rw", Op.RW_TRY: "rw"}.get(mount.op, "ro")
+            mode = {Op.TMPFS: "hidden", Op.RW: "rw", Op.RW_TRY: "rw",
+                    Op.NULL: "null"}.get(mount.op, "ro")
     return mode
 
 
@@ -89,6 +90,18 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{NODE}/tmp/scratch", "rw"),
     (f"{NODE}/.codex/sessions/x", "rw"),
     (f"{NODE}/config.json", "ro"),  # its limits and gates
+    (f"{NODE}/command.err", "ro"),  # what the supervisor writes: no symlink swapped in
+    (f"{NODE}/setup.log", "ro"),
+    (f"{NODE}/supervisor.log", "ro"),
+    (f"{NODE}/pane.log", "ro"),
+    (f"{NODE}/.session", "ro"),
+    (f"{NODE}/NODE.md", "ro"),
+    (f"{NODE}/scripts/lint.sh", "rw"),  # its own hooks: they run only in its sandbox
+    (f"{NODE}/tmp/err/command.err", "ro"),
+    (f"{NODE}/tmp/checks/1-1.log", "ro"),
+    (f"{NODE}/tmp/bin/fractal", "ro"),
+    (f"{WT}/.fractal/main.a/config.json", "ro"),  # the parent's node dir, as committed
+    (f"{WT}/.fractal/elsewhere", "ro"),  # no node dir rebuilt beside it
     (f"{NODE}/steps/01-PLAN.md", "ro"),
     (f"{WT}/.git", "ro"),  # names the git dir git reads
     (f"{GIT}/objects/ab/cdef", "rw"),  # what its commits need
@@ -131,6 +144,7 @@ def test_what_a_childs_launch_may_do_with_each_path(path: str, mode: str) -> Non
     (f"{REPO}/.fractal/main/plans/x.md", "rw"),
     (f"{REPO}/.fractal/main/.codex/auth.json", "rw"),
     (f"{REPO}/.fractal/main/config.json", "ro"),  # its node dir is the tree's data dir
+    (f"{REPO}/.fractal/main/scripts/setup.sh", "hidden"),
     (f"{REPO}/.fractal/main/fractal.db", "hidden"),
     (f"{REPO}/README.md", "ro"),
     (f"{GIT}/config", "ro"),
@@ -168,3 +182,84 @@ def test_no_relay_no_variable() -> None:
 def test_a_program_in_a_hidden_dir_is_bound_alone(program: str, path: str, mode: str) -> None:
     mounts = policy(CHILD._replace(program=program, program_dir=program.rsplit("/", 1)[0]))
     assert effective(mounts, path) == mode
+
+
+def test_a_childs_node_dir_is_pinned_and_its_work_dirs_reopened() -> None:
+    """The worktree's ``.fractal`` and the node dir are mount points laid after the
+    writable worktree (a mount point cannot be renamed away), and each work dir and
+    each supervisor dir in ``tmp`` is one too, in that order."""
+    mounts = policy(CHILD)
+    at = {m.path: i for i, m in enumerate(mounts)}
+    assert mounts[at[f"{WT}/.fractal"]].op is Op.RO and mounts[at[NODE]].op is Op.RO
+    assert at[WT] < at[f"{WT}/.fractal"] < at[NODE] < at[f"{NODE}/tmp"] < at[f"{NODE}/tmp/err"]
+    for name in ("plans", "memory", "tmp", ".claude", ".codex"):
+        assert mounts[at[f"{NODE}/{name}"]].op is Op.RW_TRY
+    for name in ("err", "checks", "bin"):
+        assert mounts[at[f"{NODE}/tmp/{name}"]].op is Op.RO_TRY
+
+
+HEADS = f"{GIT}/refs/heads"
+SLASHED = CHILD._replace(own_ref=f"{HEADS}/feature/x", branch_refs=(
+    f"{HEADS}/main", f"{HEADS}/feature/x", f"{HEADS}/feature/y", f"{HEADS}/team/a/one",
+    f"{HEADS}/solo/mine"))
+
+
+@pytest.mark.parametrize(("path", "mode", "pinned"), [
+    (f"{HEADS}/feature", "rw", True),  # holds its own ref and another's: writable, pinned
+    (f"{HEADS}/feature/x", "rw", False),
+    (f"{HEADS}/feature/y", "ro", False),  # the other ref itself is pinned by its file
+    (f"{HEADS}/team", "ro", True),  # holds only others' refs: read-only, pinned
+    (f"{HEADS}/team/a", "ro", True),
+    (f"{HEADS}/solo", "ro", True),
+    (f"{HEADS}/new-branch", "rw", False),  # refs/heads itself stays writable
+])
+def test_ref_dirs_holding_another_branchs_ref_are_pinned(path: str, mode: str,
+                                                         pinned: bool) -> None:
+    mounts = policy(SLASHED)
+    assert effective(mounts, path) == mode
+    dirs = [m for m in mounts if m.path == path and m.path.rsplit("/", 1)[-1] in
+            ("feature", "team", "a", "solo")]
+    assert bool(dirs) is pinned
+
+
+def test_a_ref_dir_is_pinned_before_the_ref_files_in_it() -> None:
+    paths = [m.path for m in policy(SLASHED)]
+    assert paths.index(f"{HEADS}/team") < paths.index(f"{HEADS}/team/a")
+    assert paths.index(f"{HEADS}/team/a") < paths.index(f"{HEADS}/team/a/one")
+    assert paths.index(f"{HEADS}/feature") < paths.index(f"{HEADS}/feature/y")
+
+
+SHARED = "/tmp/x"  # FRACTAL_TMUX_SOCKET=/tmp/x/tmux.sock with the project under /tmp/x
+BESIDE = CHILD._replace(
+    repo=f"{SHARED}/repo", worktree=f"{SHARED}/repo/.worktrees/main.a.b",
+    node_dir=f"{SHARED}/repo/.worktrees/main.a.b/.fractal/main.a.b",
+    git_common=f"{SHARED}/repo/.git", git_dir=f"{SHARED}/repo/.git/worktrees/main.a.b",
+    own_ref=f"{SHARED}/repo/.git/refs/heads/main.a.b", branch_refs=(),
+    hide=(f"{SHARED}/repo/.fractal",), relay=None, program_dir=SHARED,
+    program=f"{SHARED}/agent.sh", tmux_dir=SHARED, tmux_socket=f"{SHARED}/tmux.sock")
+
+
+@pytest.mark.parametrize(("paths", "path", "mode"), [
+    # the socket dir holds nothing the launch needs: the whole dir is hidden
+    (CHILD, f"{TMUX}/default", "hidden"),
+    (CHILD, f"{TMUX}/other-server", "hidden"),
+    # it holds the project and the agent: only the socket is covered, the rest is seen
+    (BESIDE, f"{SHARED}/tmux.sock", "null"),
+    (BESIDE, f"{SHARED}/agent.sh", "ro"),
+    (BESIDE, f"{SHARED}/repo/README.md", "ro"),
+    (BESIDE, f"{SHARED}/repo/.worktrees/main.a.b/src/app.py", "rw"),
+    (BESIDE._replace(program_dir="/opt/bin", program="/opt/bin/agent"),
+     f"{SHARED}/tmux.sock", "null"),  # the repository alone is enough
+    (BESIDE._replace(tmux_socket=None), f"{SHARED}/tmux.sock", "ro"),  # no socket yet
+])
+def test_the_tmux_socket_is_hidden_without_hiding_the_project(
+        paths: SandboxPaths, path: str, mode: str) -> None:
+    assert effective(policy(paths), path) == mode
+
+
+def test_the_socket_is_covered_by_dev_null_last() -> None:
+    args = bwrap_args(policy(BESIDE), relay=None, chdir=BESIDE.worktree)
+    at = args.index(f"{SHARED}/tmux.sock")
+    assert args[at - 2:at + 1] == ["--ro-bind", "/dev/null", f"{SHARED}/tmux.sock"]
+    assert args[at + 1] == "--unshare-pid"  # after every other mount
+    assert SHARED not in [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]

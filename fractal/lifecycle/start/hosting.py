@@ -102,8 +102,10 @@ def undo_env(paths: NodePaths, kept: KeptEnv | None) -> None:
 
 def supervisor_argv(paths: NodePaths, *, continue_mode: bool = False,
                     resume_mode: bool = False) -> list[str]:
-    """The pane command: this interpreter running the hidden ``node _run`` verb."""
-    argv = [sys.executable, "-m", "fractal", "node", "_run", "--path", str(paths.worktree)]
+    """The pane command: this interpreter running the hidden ``node _run`` verb, with ``-P``
+    so the worktree (the pane's working directory) is not put on sys.path: a ``fractal/``
+    package an agent plants there must not be imported in place of this one."""
+    argv = [sys.executable, "-P", "-m", "fractal", "node", "_run", "--path", str(paths.worktree)]
     if continue_mode:
         argv.append("--continue")
     if resume_mode:

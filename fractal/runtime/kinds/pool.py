@@ -84,7 +84,7 @@ class PoolDispatch(KindPart):
         while True:
             self.reporter.release()  # a round runs a process: show what came before it
             code, out = commands.run_capture(
-                [sys.executable, "-m", "fractal", "pool", "dispatch", *first],
+                [sys.executable, "-P", "-m", "fractal", "pool", "dispatch", *first],
                 cwd=self.boot.paths.worktree, env=self._env(), timeout=ROUND_TIMEOUT)
             first = []
             lines = [ln for ln in out.splitlines() if ln.strip()]
