@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 __all__ = [
     "RELAY_ENV",
+    "TOKEN_ENV",
     "Mode",
     "Mount",
     "Op",
@@ -53,6 +54,9 @@ __all__ = [
 
 RELAY_ENV = "FRACTAL_RELAY"
 """Inside the sandbox: the path of the node's relay socket (where ``fractal`` forwards)."""
+TOKEN_ENV = "FRACTAL_RELAY_TOKEN"
+"""Inside the sandbox: the launch's relay token, the secret every request to the relay
+must carry (set on bubblewrap's command line only: never in the database or a file)."""
 
 
 class Mode(StrEnum):
@@ -199,11 +203,13 @@ def policy(p: SandboxPaths) -> list[Mount]:
     return mounts
 
 
-def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> list[str]:
+def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
+               token: str | None = None) -> list[str]:
     """bubblewrap's options for ``mounts`` (without the program name and ``--``): the
     read-only root, ``/dev``, ``/proc`` and a private ``/tmp`` first, then ``mounts`` in
     order, a PID namespace that dies with the launch, no capabilities, ``RELAY_ENV`` set
-    to ``relay`` (when given) and ``chdir`` as the working directory."""
+    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given) and ``chdir`` as the
+    working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
         args += [mount.op.value, mount.path] if mount.op is Op.TMPFS \
@@ -211,4 +217,6 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> lis
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     if relay:
         args += ["--setenv", RELAY_ENV, relay]
+    if token:
+        args += ["--setenv", TOKEN_ENV, token]
     return [*args, "--chdir", chdir]

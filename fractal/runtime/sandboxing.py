@@ -76,12 +76,15 @@ def refusal() -> str:
 
 def confine(argv: Sequence[str], cwd: Path) -> list[str]:
     """``argv`` as the armed sandbox runs it from ``cwd``: wrapped in bubblewrap when the
-    node is sandboxed, unchanged when it runs unsandboxed or nothing is armed. Raises
+    node is sandboxed (with a fresh relay token: the one before it stops being accepted), unchanged when it runs unsandboxed or nothing is armed. Raises
     SpawnError with the refusal when the tree wants a sandbox this machine cannot make."""
     armed = _armed
     if armed is None or (not armed.verdict.sandboxed and not armed.verdict.refusal):
         return list(argv)
     if armed.verdict.refusal:
         raise SpawnError(armed.verdict.refusal)
-    return confined_argv(armed.paths, armed.env, argv, cwd,
-                         relay=armed.relay.path if armed.relay is not None else None)
+    relay = armed.relay
+    if relay is None:
+        return confined_argv(armed.paths, armed.env, argv, cwd, relay=None)
+    return confined_argv(armed.paths, armed.env, argv, cwd, relay=relay.path,
+                         token=relay.rotate())

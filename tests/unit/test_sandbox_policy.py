@@ -7,6 +7,7 @@ import pytest
 
 from fractal.domain.sandbox import (
     RELAY_ENV,
+    TOKEN_ENV,
     Mode,
     Mount,
     Op,
@@ -155,6 +156,18 @@ def test_the_bwrap_options() -> None:
 
 def test_no_relay_no_variable() -> None:
     assert "--setenv" not in bwrap_args(policy(ROOT), relay=None, chdir=REPO)
+
+
+@pytest.mark.parametrize(("token", "expected"), [
+    (None, None),  # no relay token: no variable
+    ("", None),
+    ("f00d" * 16, "f00d" * 16),  # the launch's token, set inside only
+])
+def test_the_relay_token_variable(token: str | None, expected: str | None) -> None:
+    args = bwrap_args(policy(CHILD), relay=CHILD.relay, chdir=WT, token=token)
+    pairs = {args[i + 1]: args[i + 2] for i, a in enumerate(args) if a == "--setenv"}
+    assert pairs.get(TOKEN_ENV) == expected
+    assert pairs[RELAY_ENV] == CHILD.relay
 
 
 @pytest.mark.parametrize(("program", "path", "mode"), [
