@@ -19,7 +19,8 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    rename over a mount point fails), the worktree's ``.git`` file and its git
    directory's ``commondir``, ``gitdir`` and ``config.worktree`` (each names what git
    runs or reads as config), the node's ``config.json`` and ``steps/``, and the user's
-   agent settings files;
+   agent settings and instruction files (made empty when absent, so an agent cannot
+   plant one);
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
 ``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
@@ -157,8 +158,12 @@ AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
 """Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
 AGENT_HOME_FILES = (".claude.json",)
 """Under ``$HOME``: single files the agent CLIs rewrite (writable when present)."""
-AGENT_SETTINGS = (".claude/settings.json", ".codex/config.toml")
-"""Under ``$HOME``: the user's agent settings (read-only: they name commands to run)."""
+AGENT_SETTINGS = {".claude/settings.json": "{}\n", ".codex/config.toml": "",
+                  ".claude/CLAUDE.md": "", ".codex/AGENTS.md": ""}
+"""Under ``$HOME``: the user's agent settings and standing instructions, read-only (they
+name commands to run, or tell every later agent what to do), with the content each is
+made with when absent (``workspace.sandboxpaths``: an empty file means nothing to either
+CLI, and the read-only bind then always covers it, so no agent can create one)."""
 
 
 def _under(path: str, top: str) -> bool:
@@ -188,7 +193,7 @@ def policy(p: SandboxPaths) -> list[Mount]:
         home = PurePosixPath(p.home)
         mounts += [Mount(Op.RW_TRY, str(home / d)) for d in AGENT_HOME_DIRS]
         mounts += [Mount(Op.RW_TRY, str(home / f)) for f in AGENT_HOME_FILES]
-        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in AGENT_SETTINGS]
+        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in sorted(AGENT_SETTINGS)]
     mounts += [Mount(Op.RO, ref) for ref in sorted(p.branch_refs) if ref != p.own_ref]
     if p.git_dir != p.git_common:
         gitdir = PurePosixPath(p.git_dir)

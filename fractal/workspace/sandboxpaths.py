@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fractal.domain.sandbox import SandboxPaths
+from fractal.domain.sandbox import AGENT_SETTINGS, SandboxPaths
 from fractal.workspace.gitfiles import git_dirs
 
 __all__ = ["sandbox_paths"]
@@ -20,6 +20,22 @@ def _ref_files(heads: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _pin_settings(home: Path) -> None:
+    """Make each of ``domain.sandbox.AGENT_SETTINGS`` that is absent, with its empty
+    content, where its directory exists (a missing directory cannot be made inside the
+    sandbox either: ``$HOME`` is read-only there); a file that exists is never touched."""
+    for name, content in AGENT_SETTINGS.items():
+        path = home / name
+        if not path.parent.is_dir():
+            continue
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+
+
 def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
                   tmux_dir: Path, relay: Path | None, home: str | None,
                   program: str | None) -> SandboxPaths:
@@ -29,8 +45,10 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
 
     Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
     the read-only bind covers it (else the agent could create one, which git reads as
-    config once ``extensions.worktreeConfig`` is on). Raises OSError when ``worktree``
-    is not a checkout whose git files can be read.
+    config once ``extensions.worktreeConfig`` is on), and the agent settings files under
+    ``home`` that are absent (``_pin_settings``), for the same reason. Raises OSError
+    when ``worktree`` is not a checkout whose git files can be read, or a settings file
+    cannot be made.
     """
     dirs = git_dirs(worktree)
     if dirs is None:
@@ -38,6 +56,8 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     git_dir, common = dirs
     if git_dir != common:
         (git_dir / "config.worktree").touch(exist_ok=True)
+    if home:
+        _pin_settings(Path(home))
     program_dir = program_file = None
     if program and os.path.isabs(program):
         program_file = os.path.realpath(program)

@@ -121,6 +121,8 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{HOME}/.claude.json", "rw"),
     (f"{HOME}/.claude/settings.json", "ro"),
     (f"{HOME}/.codex/config.toml", "ro"),
+    (f"{HOME}/.claude/CLAUDE.md", "ro"),  # standing instructions of every later agent
+    (f"{HOME}/.codex/AGENTS.md", "ro"),
     (f"{HOME}/.ssh/id_ed25519", "ro"),
     ("/opt/agents/bin/agent", "ro"),
 ])
