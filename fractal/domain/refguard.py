@@ -6,13 +6,14 @@ every other branch's loose ref file is bound read-only over it. Around that the 
 could still: shadow a branch kept only in ``packed-refs`` with a loose file of its own,
 turn its own branch into a symbolic ref naming a sibling's (a merge or a backstop commit
 would then carry or move the sibling's work), plant a symbolic branch ref under a new
-name, and leave a ``*.lock`` behind that blocks every later update of that ref. The rule
+name, create a branch under a future node's name, and leave a ``*.lock`` behind that blocks every later update of that ref. The rule
 the supervisor applies around each launch:
 
 * before: every branch only in ``packed-refs`` gets its loose file with the same sha (the
   read-only bind then pins it too);
 * after: the node's own branch, when symbolic, is set back to the sha it had before the
-  launch; any other symbolic branch ref is deleted; a ``*.lock`` under ``refs/heads``
+  launch; any other symbolic branch ref is deleted, and so is a branch made during the
+  launch that no node owns (a squat that would block ``node init`` of that name); a ``*.lock`` under ``refs/heads``
   that appeared during the launch is removed (every process of the launch has ended, and
   git holds a lock for milliseconds), and so is one older than ``STALE_LOCK_AGE``
   (before each launch too).
@@ -61,16 +62,19 @@ def packed_branches(text: str) -> dict[str, str]:
     return found
 
 
-def repair_of(branch: str, found: RefText, own: str, own_before: str | None) -> str | None:
+def repair_of(branch: str, found: RefText, own: str, own_before: str | None, *,
+              new: bool = False, known: bool = True) -> str | None:
     """What undoes ``found`` at branch ``branch`` after a launch of node ``own`` (whose
     branch pointed at ``own_before``, None: unknown): the sha to set it back to, "" to
-    delete it, or None to leave it. Only a symbolic ref is repaired; the node's own
+    delete it, or None to leave it. A symbolic ref is repaired; so is a branch ``new``
+    since the launch began that no one ``known`` owns (not a node of the ledger, not
+    checked out in another worktree): a squat on a future node's name. The node's own
     branch is never deleted (left as it is when its sha before is unknown)."""
-    if not found.symbolic:
-        return None
     if branch == own:
-        return own_before
-    return ""
+        return own_before if found.symbolic else None
+    if found.symbolic or (new and not known):
+        return ""
+    return None
 
 
 def stale_lock(age: float, *, new: bool) -> bool:

@@ -23,7 +23,7 @@ from fractal.procs.confine import confined_argv, relay_socket
 from fractal.runtime.relay import Relay
 from fractal.tree import NodePaths
 from fractal.workspace.gitfiles import git_dirs
-from fractal.workspace.refguard import Guard, repair
+from fractal.workspace.refguard import Guard, checked_out, repair
 
 __all__ = ["REF_EVENT", "after_launch", "arm", "confine", "disarm", "refusal"]
 
@@ -122,16 +122,30 @@ def after_launch() -> list[str]:
     if armed is None or guard is None:
         return []
     armed.guard = None
+    # deferred: only a launch's end reads the ledger (the supervisor's start stays light)
+    from fractal.store.ledger import Ledger
+
+    ledger = Ledger(armed.paths.tree.db_path)
+    owners: set[str] | None = None
+
+    def known(branch: str) -> bool:
+        nonlocal owners
+        if owners is None:
+            git_dir = (git_dirs(armed.paths.worktree) or (guard.common, guard.common))[0]
+            try:
+                owners = {row.node for row in ledger.nodes()}
+            except Exception as exc:  # an unread ledger deletes nothing
+                log.warning("cannot read the nodes to check a new branch: %s", exc)
+                return True
+            owners |= checked_out(guard.common, besides=git_dir)
+        return branch in owners
+
     try:
-        repairs = repair(guard, armed.paths.tree.repo)
+        repairs = repair(guard, armed.paths.tree.repo, known)
     except OSError as exc:
         log.warning("cannot check the branch refs after the launch: %s", exc)
         return []
     if repairs:
-        # deferred: only a launch that bent a ref records (the supervisor has its own)
-        from fractal.store.ledger import Ledger
-
-        ledger = Ledger(armed.paths.tree.db_path)
         for text in repairs:
             armed.warn(f"the agent bent a branch ref: {text}")
             try:

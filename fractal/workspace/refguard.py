@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fractal.domain.refguard import packed_branches, read_ref, repair_of, stale_lock
 from fractal.workspace.git import run_git
 
-__all__ = ["Guard", "own_sha", "pin_packed", "ref_locks", "repair"]
+__all__ = ["Guard", "checked_out", "own_sha", "pin_packed", "ref_locks", "repair"]
 
 
 def _heads(common: Path) -> Path:
@@ -70,21 +71,54 @@ def ref_locks(common: Path) -> set[str]:
     return found
 
 
+def _branch_files(common: Path) -> set[str]:
+    """Every loose branch ref under ``refs/heads`` (names relative to it), locks aside."""
+    heads = _heads(common)
+    found: set[str] = set()
+    for top, _dirs, files in os.walk(heads):
+        found |= {os.path.relpath(os.path.join(top, name), heads)
+                  for name in files if not name.endswith(".lock")}
+    return found
+
+
+def checked_out(common: Path, *, besides: Path) -> set[str]:
+    """The branches the HEAD of a linked worktree names (``<common>/worktrees/*/HEAD``),
+    the one of the git dir ``besides`` (the launched node's own, which its agent can
+    write) not counted."""
+    found: set[str] = set()
+    try:
+        admin = list((common / "worktrees").iterdir())
+    except OSError:
+        return found
+    for git_dir in admin:
+        if git_dir.resolve() == besides.resolve():
+            continue
+        try:
+            target = read_ref((git_dir / "HEAD").read_text(encoding="utf-8")).symbolic
+        except OSError:
+            continue
+        if target.startswith("refs/heads/"):
+            found.add(target[len("refs/heads/"):])
+    return found
+
+
 class Guard:
     """What ``pin_packed`` and the look before a launch of ``own`` saw: the node's own
-    sha and the ref locks that were there."""
+    sha, the branches and the ref locks that were there."""
 
     def __init__(self, common: Path, own: str) -> None:
         self.common, self.own = common, own
         pin_packed(common)
         self.own_before = own_sha(common, own)
+        self.branches_before = _branch_files(common)
         self.locks_before = ref_locks(common)
 
 
-def repair(guard: Guard, repo: Path) -> list[str]:
-    """Undo what the launch did to the branch refs (``domain.refguard``): returns what was
-    restored, one text each (``refs/heads/X: why``). A repair git refuses is left and
-    named as such."""
+def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
+    """Undo what the launch did to the branch refs (``domain.refguard``); ``known`` says
+    whether a branch made during the launch has an owner (asked only of those). Returns
+    what was restored, one text each (``refs/heads/X: why``). A repair git refuses is
+    left and named as such."""
     heads = _heads(guard.common)
     done: list[str] = []
     now = time.time()
@@ -105,7 +139,9 @@ def repair(guard: Guard, repo: Path) -> list[str]:
                 found = read_ref(path.read_text(encoding="utf-8", errors="replace"))
             except OSError:
                 continue
-            target = repair_of(rel, found, guard.own, guard.own_before)
+            new = rel not in guard.branches_before
+            owned = known(rel) if new and not found.symbolic and rel != guard.own else True
+            target = repair_of(rel, found, guard.own, guard.own_before, new=new, known=owned)
             if target is None:
                 continue
             ref = f"refs/heads/{rel}"
@@ -115,5 +151,7 @@ def repair(guard: Guard, repo: Path) -> list[str]:
             what = f"set back to {target[:12]}" if target else "deleted"
             if proc.returncode != 0:
                 what = f"could not be repaired ({proc.stderr.strip()[:120]})"
-            done.append(f"{ref}: symbolic ({found.symbolic}), {what}")
+            why = f"symbolic ({found.symbolic})" if found.symbolic else \
+                "made during the launch, no node's"
+            done.append(f"{ref}: {why}, {what}")
     return done

@@ -32,6 +32,8 @@ attempt("symbolic_own", lambda: write(os.path.join(heads, "main.a.b"),
                                       "ref: refs/heads/main.a.c\\n"))
 attempt("symbolic_new", lambda: write(os.path.join(heads, "main.zzz"),
                                       "ref: refs/heads/main.a.c\\n"))
+attempt("squat", lambda: write(os.path.join(heads, "main.squat"),
+                               FACTS["main_sha"] + "\\n"))
 attempt("lock", lambda: write(os.path.join(heads, "main.lock"), FACTS["sibling_sha"] + "\\n"))
 """
 
@@ -45,18 +47,19 @@ def test_a_sandboxed_agent_cannot_bend_the_branch_refs(
         sandboxed_tree: Tree, tmp_path: Path) -> None:
     tree = sandboxed_tree
     heads = tree.repo / ".git" / "refs" / "heads"
-    report_path = hostile_node(tree, tmp_path, ATTACKS, {"heads": str(heads),
-                                                         "sibling_sha": "0" * 40})
+    main = git(tree.repo, "rev-parse", "main")
+    report_path = hostile_node(tree, tmp_path, ATTACKS, {
+        "heads": str(heads), "sibling_sha": "0" * 40, "main_sha": main})
+    own = git(tree.repo, "rev-parse", "main.a.b")
     # the sibling's own commit, so its branch differs from everyone's
     (tree.worktree("a.c") / "sibling.txt").write_text("unapproved\n")
     git(tree.worktree("a.c"), "add", "-A")
     git(tree.worktree("a.c"), "commit", "-q", "-m", "sibling work", "--no-verify")
-    own = git(tree.repo, "rev-parse", "main.a.b")
-    main = git(tree.repo, "rev-parse", "main")
     git(tree.repo, "pack-refs", "--all")  # every branch only in packed-refs
     assert not (heads / "main").exists()
     tree.cli("node", "start", "a.b")
-    assert tree.wait_settled("a.b", timeout=300) == "completed"
+    assert tree.wait_settled("a.b", timeout=300) == "completed", tree.cli(
+        "node", "status", "a.b").stdout
     report = read_report(report_path)
     assert report["shadow_packed"]["ok"] is False, report["shadow_packed"]
     assert git(tree.repo, "rev-parse", "main") == main
@@ -66,9 +69,13 @@ def test_a_sandboxed_agent_cannot_bend_the_branch_refs(
     assert _git_rc(tree.repo, "merge-base", "--is-ancestor", own, "main.a.b") == 0
     assert "sibling work" not in git(tree.repo, "log", "--format=%s", "main.a.b")
     assert not (heads / "main.zzz").exists()
+    assert report["squat"]["ok"] is True, report["squat"]  # written, then deleted
+    assert not (heads / "main.squat").exists()
+    tree.cli("node", "init", "squat")  # the name is free for the operator's node
     assert not (heads / "main.lock").exists()
     git(tree.repo, "update-ref", "refs/heads/main", main)  # the operator's update works
     restored = [str(m) for (m,) in tree.sql(
         "SELECT metadata FROM events WHERE node = 'main.a.b' AND event = 'ref_restored'")]
-    for ref in ("refs/heads/main.a.b", "refs/heads/main.zzz", "refs/heads/main.lock"):
+    for ref in ("refs/heads/main.a.b", "refs/heads/main.zzz", "refs/heads/main.lock",
+                "refs/heads/main.squat"):
         assert any(m.startswith(ref + ":") for m in restored), (ref, restored)

@@ -49,6 +49,18 @@ def test_repair_of(branch: str, found: RefText, own_before: str | None,
     assert repair_of(branch, found, "main.a", own_before) == expected
 
 
+@pytest.mark.parametrize(("branch", "found", "new", "known", "expected"), [
+    ("main.zzz", RefText(SHA, ""), True, False, ""),  # a squat on a future node: deleted
+    ("main.zzz", RefText(SHA, ""), True, True, None),  # a node made meanwhile: left
+    ("main.zzz", RefText(SHA, ""), False, False, None),  # there before the launch: left
+    ("main.a", RefText(SHA, ""), True, False, None),  # its own branch: never deleted
+    ("main.zzz", RefText("", "refs/heads/main.b"), True, True, ""),  # symbolic: always
+])
+def test_repair_of_a_branch_made_during_the_launch(
+        branch: str, found: RefText, new: bool, known: bool, expected: str | None) -> None:
+    assert repair_of(branch, found, "main.a", OTHER, new=new, known=known) == expected
+
+
 @pytest.mark.parametrize(("age", "new", "expected"), [
     (0.0, True, True),  # appeared during the launch: every process of it has ended
     (0.0, False, False),  # there before it: a git update of someone else, in flight
