@@ -79,3 +79,14 @@ def test_a_sandboxed_agent_cannot_bend_the_branch_refs(
     for ref in ("refs/heads/main.a.b", "refs/heads/main.zzz", "refs/heads/main.lock",
                 "refs/heads/main.squat"):
         assert any(m.startswith(ref + ":") for m in restored), (ref, restored)
+
+
+def test_doctor_names_a_branch_that_points_at_no_commit(tree: Tree) -> None:
+    """What an unsandboxed agent (or a damaged repository) can leave: ``main`` naming
+    forty zeros. Before, doctor said nothing of the root's branch."""
+    tree.node("a")
+    (tree.repo / ".git" / "refs" / "heads" / "main").write_text("0" * 40 + "\n")
+    doctor = tree.cli("doctor", check=False)
+    assert doctor.returncode == 1, doctor.stdout
+    assert doctor.stdout.splitlines()[0].startswith(
+        "branch main: does not point at a commit"), doctor.stdout
