@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hmac
 import json
 import logging
 import os
-import secrets
 import socket
 import sys
 import threading
@@ -61,11 +59,14 @@ class Relay:
         self.path = path
         self.env = env
         self._sock: socket.socket | None = None
-        self._token = secrets.token_hex(32)
+        self._token = ""
+        self.rotate()
 
     def rotate(self) -> str:
         """A fresh token for the next launch (64 hex digits); the one before it is no
         longer accepted."""
+        import secrets  # deferred: only a sandboxed supervisor makes tokens (start-up cost)
+
         self._token = secrets.token_hex(32)
         return self._token
 
@@ -128,10 +129,12 @@ class Relay:
         argv = request["argv"]
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise ValueError("argv must be a list of strings")
+        import hmac  # deferred: only a request compares (start-up cost: hashlib)
+
         token = self._token
         offered = request.get("token")
-        if not isinstance(offered, str) or not hmac.compare_digest(offered.encode(),
-                                                                   token.encode()):
+        if not token or not isinstance(offered, str) or not hmac.compare_digest(
+                offered.encode(), token.encode()):
             self._record_refusal(argv)
             return {"rc": 1, "stdout": "", "stderr": _b64(
                 f"Error: the relay of {self.paths.branch} refused the command: it does not "
