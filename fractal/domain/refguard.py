@@ -13,7 +13,8 @@ the supervisor applies around each launch:
   read-only bind then pins it too);
 * after: the node's own branch, when symbolic, is set back to the sha it had before the
   launch; any other symbolic branch ref is deleted, and so is a branch made during the
-  launch that no node owns (a squat that would block ``node init`` of that name); a ``*.lock`` under ``refs/heads``
+  launch under a node's name (``<root>.*``) that no node owns (a squat that would block
+  ``node init`` of that name); a ``*.lock`` under ``refs/heads``
   that appeared during the launch is removed (every process of the launch has ended, and
   git holds a lock for milliseconds), and so is one older than ``STALE_LOCK_AGE``
   (before each launch too).
@@ -63,18 +64,21 @@ def packed_branches(text: str) -> dict[str, str]:
 
 
 def repair_of(branch: str, found: RefText, own: str, own_before: str | None, *,
-              new: bool = False, known: bool = True) -> str | None:
+              new: bool = False, known: bool = True, root: str = "") -> str | None:
     """What undoes ``found`` at branch ``branch`` after a launch of node ``own`` (whose
     branch pointed at ``own_before``, None: unknown): the sha to set it back to, "" to
     delete it, or None to leave it. A symbolic ref is repaired; so is a branch ``new``
-    since the launch began that no one ``known`` owns (not a node of the ledger, not
-    checked out in another worktree): a squat on a future node's name. The node's own
+    since the launch began, named as a node of the tree ``root`` could be (``root`` or
+    ``root.*``), that no one ``known`` owns (not a node of the ledger, not checked out in
+    another worktree): a squat that would block ``node init`` of that name. Any other new
+    branch is the agent's own business (``git checkout -b``) and stays. The node's own
     branch is never deleted (left as it is when its sha before is unknown)."""
     if branch == own:
         return own_before if found.symbolic else None
-    if found.symbolic or (new and not known):
+    if found.symbolic:
         return ""
-    return None
+    node_name = bool(root) and (branch == root or branch.startswith(root + "."))
+    return "" if new and not known and node_name else None
 
 
 def stale_lock(age: float, *, new: bool) -> bool:

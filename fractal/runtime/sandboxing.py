@@ -108,7 +108,7 @@ def _guard_refs(armed: _Armed) -> None:
     if dirs is None:
         return
     try:
-        armed.guard = Guard(dirs[1], armed.paths.branch)
+        armed.guard = Guard(dirs[1], armed.paths.branch, armed.paths.tree.root)
     except OSError as exc:
         log.warning("cannot pin the branch refs before the launch: %s", exc)
 

@@ -103,11 +103,11 @@ def checked_out(common: Path, *, besides: Path) -> set[str]:
 
 
 class Guard:
-    """What ``pin_packed`` and the look before a launch of ``own`` saw: the node's own
-    sha, the branches and the ref locks that were there."""
+    """What ``pin_packed`` and the look before a launch of ``own`` (a node of the tree
+    ``root``) saw: the node's own sha, the branches and the ref locks that were there."""
 
-    def __init__(self, common: Path, own: str) -> None:
-        self.common, self.own = common, own
+    def __init__(self, common: Path, own: str, root: str) -> None:
+        self.common, self.own, self.root = common, own, root
         pin_packed(common)
         self.own_before = own_sha(common, own)
         self.branches_before = _branch_files(common)
@@ -141,7 +141,8 @@ def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
                 continue
             new = rel not in guard.branches_before
             owned = known(rel) if new and not found.symbolic and rel != guard.own else True
-            target = repair_of(rel, found, guard.own, guard.own_before, new=new, known=owned)
+            target = repair_of(rel, found, guard.own, guard.own_before, new=new, known=owned,
+                               root=guard.root)
             if target is None:
                 continue
             ref = f"refs/heads/{rel}"

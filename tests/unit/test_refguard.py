@@ -51,6 +51,8 @@ def test_repair_of(branch: str, found: RefText, own_before: str | None,
 
 @pytest.mark.parametrize(("branch", "found", "new", "known", "expected"), [
     ("main.zzz", RefText(SHA, ""), True, False, ""),  # a squat on a future node: deleted
+    ("feature", RefText(SHA, ""), True, False, None),  # the agent's own `checkout -b`: left
+    ("mainly", RefText(SHA, ""), True, False, None),  # not a node's name either
     ("main.zzz", RefText(SHA, ""), True, True, None),  # a node made meanwhile: left
     ("main.zzz", RefText(SHA, ""), False, False, None),  # there before the launch: left
     ("main.a", RefText(SHA, ""), True, False, None),  # its own branch: never deleted
@@ -58,7 +60,8 @@ def test_repair_of(branch: str, found: RefText, own_before: str | None,
 ])
 def test_repair_of_a_branch_made_during_the_launch(
         branch: str, found: RefText, new: bool, known: bool, expected: str | None) -> None:
-    assert repair_of(branch, found, "main.a", OTHER, new=new, known=known) == expected
+    assert repair_of(branch, found, "main.a", OTHER, new=new, known=known,
+                     root="main") == expected
 
 
 @pytest.mark.parametrize(("age", "new", "expected"), [
