@@ -1,6 +1,6 @@
 """Inside a node's sandbox, ``fractal <verb>`` is forwarded to the node's relay (the
-socket its supervisor serves, ``runtime/relay.py``): argv, working directory, stdin and
-the ``_NODE`` claim go out, the verb's stdout, stderr and exit code come back. The
+socket its supervisor serves, ``runtime/relay.py``): argv, working directory, stdin,
+the ``_NODE`` claim and the launch's token (``FRACTAL_RELAY_TOKEN``) go out, the verb's stdout, stderr and exit code come back. The
 sandbox sets ``FRACTAL_RELAY`` to the socket; the identity the verb runs under is the
 socket's node, whatever this process sends."""
 
@@ -33,7 +33,8 @@ def forward(relay: str, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
     wanted = "-" in argv and sys.stdin is not None and not sys.stdin.isatty()
     stdin = sys.stdin.buffer.read() if wanted else b""
     request = {"argv": list(argv), "cwd": os.getcwd(), "node": os.environ.get("_NODE"),
-               "stdin": base64.b64encode(stdin).decode()}
+               "stdin": base64.b64encode(stdin).decode(),
+               "token": os.environ.get("FRACTAL_RELAY_TOKEN", "")}  # domain.sandbox.TOKEN_ENV
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         address, fd = short_address(Path(relay))
         try:

@@ -10,6 +10,8 @@ the tree is consistent. The checks:
   removes it) and, in it, its node dir;
 - every worktree under ``.worktrees`` named for the tree and every branch of the tree
   (``<root>.*``) belongs to a registered node;
+- every branch of the tree (the root's too) points at a commit (an agent outside any
+  sandbox, or a damaged repository, can leave one naming nothing, e.g. forty zeros);
 - no node is recorded ``active`` while its supervisor is gone (a read heals that: the
   finding says which command).
 """
@@ -59,6 +61,8 @@ class TreeFacts(NamedTuple):
     nodes: tuple[NodeFacts, ...] | None
     branches: frozenset[str]
     worktrees: frozenset[str]
+    broken: frozenset[str] = frozenset()
+    """The tree's branches (the root's included) that do not point at a commit."""
 
 
 class Finding(NamedTuple):
@@ -74,6 +78,11 @@ def diagnose(facts: TreeFacts) -> list[Finding]:
     """Every finding of ``facts``: the database's, each node's, then the unregistered
     worktrees (removed before their branches can be) and branches."""
     found = _database(facts)
+    for branch in sorted(facts.broken):
+        found.append(Finding(f"branch {branch}", "does not point at a commit",
+                             f"`git reflog show refs/heads/{branch}` lists where it was; "
+                             f"`git update-ref --no-deref refs/heads/{branch} SHA` sets it "
+                             "back"))
     nodes = facts.nodes
     if nodes is None:
         return found
@@ -83,7 +92,7 @@ def diagnose(facts: TreeFacts) -> list[Finding]:
     for name in sorted(facts.worktrees - registered):  # first: a checked-out branch stays
         found.append(Finding(f"worktree .worktrees/{name}", "no registered node has it",
                              f"`git worktree remove --force .worktrees/{name}`"))
-    for branch in sorted(facts.branches - registered):
+    for branch in sorted(facts.branches - registered - facts.broken):
         found.append(Finding(f"branch {branch}", "no registered node has it",
                              f"`git branch -D {branch}`"))
     return found

@@ -29,7 +29,8 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    ``command.err``, ``setup.log``, ``pane.log``, ``.session``, can be swapped for a
    symlink), with only the node's work dirs (``CHILD_WORK_DIRS``) bound writable again; the
    node's ``config.json`` and ``steps/``; the supervisor's own dirs in ``tmp``
-   (``SUPERVISOR_TMP_DIRS``); and the user's agent settings files;
+   (``SUPERVISOR_TMP_DIRS``); and the user's agent settings and instruction
+   files (made empty when absent, so an agent cannot plant one);
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
 ``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
@@ -52,6 +53,7 @@ __all__ = [
     "CHILD_WORK_DIRS",
     "RELAY_ENV",
     "SUPERVISOR_TMP_DIRS",
+    "TOKEN_ENV",
     "WORK_DIRS",
     "Mode",
     "Mount",
@@ -66,6 +68,9 @@ __all__ = [
 
 RELAY_ENV = "FRACTAL_RELAY"
 """Inside the sandbox: the path of the node's relay socket (where ``fractal`` forwards)."""
+TOKEN_ENV = "FRACTAL_RELAY_TOKEN"
+"""Inside the sandbox: the launch's relay token, the secret every request to the relay
+must carry (set on bubblewrap's command line only: never in the database or a file)."""
 
 
 class Mode(StrEnum):
@@ -177,8 +182,12 @@ AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
 """Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
 AGENT_HOME_FILES = (".claude.json",)
 """Under ``$HOME``: single files the agent CLIs rewrite (writable when present)."""
-AGENT_SETTINGS = (".claude/settings.json", ".codex/config.toml")
-"""Under ``$HOME``: the user's agent settings (read-only: they name commands to run)."""
+AGENT_SETTINGS = {".claude/settings.json": "{}\n", ".codex/config.toml": "",
+                  ".claude/CLAUDE.md": "", ".codex/AGENTS.md": ""}
+"""Under ``$HOME``: the user's agent settings and standing instructions, read-only (they
+name commands to run, or tell every later agent what to do), with the content each is
+made with when absent (``workspace.sandboxpaths``: an empty file means nothing to either
+CLI, and the read-only bind then always covers it, so no agent can create one)."""
 
 
 def _under(path: str, top: str) -> bool:
@@ -219,7 +228,7 @@ def policy(p: SandboxPaths) -> list[Mount]:
         home = PurePosixPath(p.home)
         mounts += [Mount(Op.RW_TRY, str(home / d)) for d in AGENT_HOME_DIRS]
         mounts += [Mount(Op.RW_TRY, str(home / f)) for f in AGENT_HOME_FILES]
-        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in AGENT_SETTINGS]
+        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in sorted(AGENT_SETTINGS)]
     mounts += [Mount(Op.RO, ref) for ref in sorted(p.branch_refs) if ref != p.own_ref]
     if p.git_dir != p.git_common:
         gitdir = PurePosixPath(p.git_dir)
@@ -252,11 +261,13 @@ def _ref_dirs(heads: str, own_ref: str, refs: Sequence[str]) -> list[Mount]:
             for d in sorted(held, key=lambda d: (d.count("/"), d))]
 
 
-def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> list[str]:
+def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
+               token: str | None = None) -> list[str]:
     """bubblewrap's options for ``mounts`` (without the program name and ``--``): the
     read-only root, ``/dev``, ``/proc`` and a private ``/tmp`` first, then ``mounts`` in
     order, a PID namespace that dies with the launch, no capabilities, ``RELAY_ENV`` set
-    to ``relay`` (when given) and ``chdir`` as the working directory."""
+    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given) and ``chdir`` as the
+    working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
         if mount.op is Op.TMPFS:
@@ -268,4 +279,6 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str) -> lis
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     if relay:
         args += ["--setenv", RELAY_ENV, relay]
+    if token:
+        args += ["--setenv", TOKEN_ENV, token]
     return [*args, "--chdir", chdir]

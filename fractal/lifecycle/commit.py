@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.config import normalise_scope
+from fractal.domain.sandbox import TOKEN_ENV
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
 from fractal.procs.confine import CONFINED_ENV, confined_argv, relay_socket
@@ -205,12 +206,15 @@ def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
 
 def _confined_runner(paths: NodePaths) -> ScriptRunner:
     """The hook runner of a commit a sandboxed agent asked for through its relay: each
-    hook runs in the node's sandbox (``procs.confine``), with the node's relay."""
+    hook runs in the node's sandbox (``procs.confine``), with the node's relay and the
+    token of the request that asked (the relay puts it in this verb's environment)."""
     relay = relay_socket(paths.tree, paths.branch)
+    token = os.environ.get(TOKEN_ENV)
 
     def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
-        return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, env, timeout)
+        return _runner(confined_argv(paths, env, argv, cwd, relay=relay, token=token), cwd,
+                       env, timeout)
 
     return run
 

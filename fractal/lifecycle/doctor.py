@@ -42,8 +42,8 @@ def doctor(cwd: Path) -> Diagnosis:
 
 
 def gather(tree: Tree) -> TreeFacts:
-    """The facts of ``tree``: the database (read only), the tree's branches (one ``git
-    for-each-ref``), its worktree directories and each node's paths and supervisor."""
+    """The facts of ``tree``: the database (read only), the tree's branches and those of
+    them naming no commit (one ``git for-each-ref``: git warns of a broken one), its worktree directories and each node's paths and supervisor."""
     from fractal.store.reader import inspect_database  # deferred: start-up cost (14 modules)
     from fractal.store.schema import HEAD_REVISION  # deferred: start-up cost (9 modules)
     from fractal.workspace import git  # deferred: start-up cost (16 modules)
@@ -51,9 +51,15 @@ def gather(tree: Tree) -> TreeFacts:
     repo = tree.repo
     db_facts, rows = inspect_database(tree.db_path)
     db_facts = db_facts._replace(path=str(_relative(tree.db_path, repo)))
-    listed = git.run_git(["for-each-ref", "--format=%(refname:short)",
-                          f"refs/heads/{tree.root}.*"], repo)
-    branches = frozenset(listed.stdout.split())
+    listed = git.run_git(["for-each-ref", "--format=%(refname:short) %(objecttype)",
+                          f"refs/heads/{tree.root}", f"refs/heads/{tree.root}.*"], repo)
+    kinds = dict(line.split(" ", 1) for line in listed.stdout.splitlines() if " " in line)
+    broken = frozenset(
+        [name for name, kind in kinds.items() if kind != "commit"]
+        + [line.rsplit("refs/heads/", 1)[1] for line in listed.stderr.splitlines()
+           if "ignoring broken ref refs/heads/" in line])
+    branches = frozenset(name for name in kinds if name != tree.root) | frozenset(
+        name for name in broken if name != tree.root)
     try:
         worktrees = frozenset(p.name for p in tree.worktrees_dir.iterdir()
                               if p.is_dir() and tree.owns(p.name) and p.name != tree.root)
@@ -61,7 +67,7 @@ def gather(tree: Tree) -> TreeFacts:
         worktrees = frozenset()
     nodes = None if rows is None else tuple(_node(tree, row, branches) for row in rows)
     return TreeFacts(root=tree.root, head_revision=HEAD_REVISION, db=db_facts, nodes=nodes,
-                     branches=branches, worktrees=worktrees)
+                     branches=branches, worktrees=worktrees, broken=broken)
 
 
 def _node(tree: Tree, row: NodeRow, branches: frozenset[str]) -> NodeFacts:

@@ -27,10 +27,10 @@ def relay_socket(tree: Tree, branch: str) -> Path:
 
 
 def confined_argv(paths: NodePaths, env: Mapping[str, str], argv: Sequence[str], cwd: Path,
-                  *, relay: Path | None) -> list[str]:
+                  *, relay: Path | None, token: str | None = None) -> list[str]:
     """``argv`` wrapped in the node's sandbox (``domain.sandbox.policy``), starting in
     ``cwd``; ``env`` gives ``$HOME`` and fractal's tmux socket (hidden); ``relay`` is
-    bound in when given. Raises SpawnError when the node's git files cannot be read."""
+    bound in when given, and ``token`` (the relay's secret for this launch) set inside. Raises SpawnError when the node's git files cannot be read."""
     # deferred: only a sandboxed launch needs the socket's path (1 module)
     from fractal import tmux
 
@@ -41,4 +41,4 @@ def confined_argv(paths: NodePaths, env: Mapping[str, str], argv: Sequence[str],
     except OSError as exc:
         raise SpawnError(f"cannot lay out the sandbox: {exc}") from exc
     return wrap(argv, policy(found), relay=None if relay is None else str(relay),
-                cwd=str(cwd))
+                cwd=str(cwd), token=token)

@@ -32,7 +32,7 @@ from fractal.errors import FractalError, SpawnError
 from fractal.procs import commands, processes
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.loopparts import LoopPart
-from fractal.runtime.sandboxing import confine
+from fractal.runtime.sandboxing import after_launch, confine
 from fractal.runtime.scoring import head_of, score_rules
 from fractal.store.checkbook import CheckBook
 from fractal.store.timefmt import utc_now
@@ -139,6 +139,8 @@ class CheckRunner(LoopPart):
         except SpawnError as exc:
             request.log_path.write_text(f"{exc}\n", encoding="utf-8")
             code = EXIT_CANNOT_EXEC
+        finally:
+            after_launch()
         seconds = clock.monotonic() - started
         output = read_log(request.log_path)
         limit = request.limit

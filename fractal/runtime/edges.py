@@ -14,7 +14,7 @@ from fractal.procs import commands
 from fractal.procs.processes import open_log
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.pane import Reporter
-from fractal.runtime.sandboxing import confine
+from fractal.runtime.sandboxing import after_launch, confine
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.status_ahead import PendingStatus
@@ -43,9 +43,13 @@ def run_setup(parts: LoopParts) -> str | None:
         code = 0
     else:
         parts.reporter.release()  # the script's output streams live
-        code = commands.run_teed(confine(["bash", str(script)], paths.worktree),
-                                  cwd=paths.worktree, env=env,
-                                  log_path=paths.setup_log, echo=parts.reporter.raw_output)
+        try:
+            code = commands.run_teed(confine(["bash", str(script)], paths.worktree),
+                                      cwd=paths.worktree, env=env,
+                                      log_path=paths.setup_log,
+                                      echo=parts.reporter.raw_output)
+        finally:
+            after_launch()
     took = parts.clock.monotonic() - started
     if code == 0:
         parts.reporter.banner_close("Setup", "done", took)

@@ -144,6 +144,7 @@ class ProcessAgent:
         if survivors:
             log.error("processes survived the sweep of step %s: %s", self.spawn.step_id,
                       survivors)
+        sandboxing.after_launch()
         return pump.stream_error if pump is not None else None
 
 

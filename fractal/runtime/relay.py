@@ -4,8 +4,14 @@ commands its sandboxed agent runs reach the ledger.
 The database is hidden inside the sandbox; the socket (``procs.confine.relay_socket``:
 ``<tree data dir>/relay/<branch>.sock``, hidden too) is bound into that node's sandbox only, so who is asking is
 known by which socket was reached, never by anything the caller says. A request is one
-JSON line ``{"argv": [...], "cwd": DIR, "stdin": B64, "node": _NODE or null}``; the
-supervisor runs ``python -m fractal ARGV`` as its own child, outside the sandbox, in
+JSON line ``{"argv": [...], "cwd": DIR, "stdin": B64, "node": _NODE or null, "token":
+TOKEN}``. The token is the secret of the node's current launch (``rotate``: a fresh one
+per launch, set in that launch's sandbox environment and nowhere else); a request
+without it is refused and recorded as a failed ``relay`` event of the node: another
+tree's agent can reach this socket (only this tree's data dir is hidden from it) but
+cannot know the token (each launch has its own PID namespace, so no other sandbox can
+read this launch's environment). The peer's uid (SO_PEERCRED) tells nothing here: every
+agent runs as the same user. With the token, the supervisor runs ``python -m fractal ARGV`` as its own child, outside the sandbox, in
 ``cwd`` when that lies in the node's worktree (else the worktree), with the run's launch
 environment and the caller's ``_NODE`` (a claim the context checks against the child's
 supervisor ancestry, which names this node whatever it says) and ``FRACTAL_CONFINED``
@@ -30,17 +36,19 @@ import sys
 import threading
 from pathlib import Path
 
+from fractal.domain.sandbox import TOKEN_ENV
 from fractal.procs.commands import run_split
 from fractal.procs.confine import CONFINED_ENV
 from fractal.relayclient import short_address
 from fractal.tree import NodePaths
 
-__all__ = ["MAX_REQUEST", "Relay"]
+__all__ = ["MAX_REQUEST", "RELAY_EVENT", "Relay"]
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST = 16 * 1024 * 1024  # bytes of one request (argv, cwd and stdin)
 VERB_TIMEOUT = 3600.0  # seconds one forwarded command may run
+RELAY_EVENT = "relay"  # the event of a request refused for a missing or stale token
 
 
 class Relay:
@@ -51,6 +59,16 @@ class Relay:
         self.path = path
         self.env = env
         self._sock: socket.socket | None = None
+        self._token = ""
+        self.rotate()
+
+    def rotate(self) -> str:
+        """A fresh token for the next launch (64 hex digits); the one before it is no
+        longer accepted."""
+        import secrets  # deferred: only a sandboxed supervisor makes tokens (start-up cost)
+
+        self._token = secrets.token_hex(32)
+        return self._token
 
     def start(self) -> None:
         """Bind the socket (mode 0600 in a 0700 directory) and serve it on a daemon
@@ -106,15 +124,28 @@ class Relay:
                 log.warning("relay: could not answer: %s", exc)
 
     def run(self, request: dict[str, object]) -> dict[str, object]:
-        """Run one forwarded command as this node; returns the answer."""
+        """Run one forwarded command as this node; returns the answer. A request without
+        the current token is refused (exit 1) and recorded (``RELAY_EVENT``, failed)."""
         argv = request["argv"]
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise ValueError("argv must be a list of strings")
+        import hmac  # deferred: only a request compares (start-up cost: hashlib)
+
+        token = self._token
+        offered = request.get("token")
+        if not token or not isinstance(offered, str) or not hmac.compare_digest(
+                offered.encode(), token.encode()):
+            self._record_refusal(argv)
+            return {"rc": 1, "stdout": "", "stderr": _b64(
+                f"Error: the relay of {self.paths.branch} refused the command: it does not "
+                "carry this launch's token (only the node's own agent may use its relay); "
+                "run fractal from inside your own node's sandbox\n")}
         worktree = self.paths.worktree.resolve()
         cwd = Path(str(request.get("cwd") or worktree)).resolve()
         if cwd != worktree and worktree not in cwd.parents:
             cwd = worktree
-        env = {**self.env, "_NODE": str(self.paths.node_dir), CONFINED_ENV: "1"}
+        env = {**self.env, "_NODE": str(self.paths.node_dir), CONFINED_ENV: "1",
+               TOKEN_ENV: token}
         node = request.get("node")
         if isinstance(node, str) and node:
             env["_NODE"] = node  # a claim: the child's ancestry decides who acts
@@ -123,6 +154,22 @@ class Relay:
                                    env=env, stdin=stdin, timeout=VERB_TIMEOUT)
         return {"rc": code, "stdout": base64.b64encode(out).decode(),
                 "stderr": base64.b64encode(err).decode()}
+
+
+    def _record_refusal(self, argv: list[str]) -> None:
+        """A failed ``RELAY_EVENT`` of this node naming the refused verb (a warning in
+        the log when the ledger cannot take it)."""
+        # deferred: only a refused request records (the relay's start stays light)
+        from fractal.store.ledger import Ledger
+
+        words = " ".join(argv[:3])[:200]
+        log.warning("relay: refused a request without this launch's token: %s", words)
+        try:
+            Ledger(self.paths.tree.db_path).add_event(
+                self.paths.branch, RELAY_EVENT, status="failed",
+                metadata=f"refused without the launch's token: {words}")
+        except Exception as exc:  # recording must never break the answer
+            log.warning("relay: could not record the refusal: %s", exc)
 
 
 def _b64(text: str) -> str:

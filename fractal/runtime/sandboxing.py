@@ -22,8 +22,12 @@ from fractal.procs import sandbox
 from fractal.procs.confine import confined_argv, relay_socket
 from fractal.runtime.relay import Relay
 from fractal.tree import NodePaths
+from fractal.workspace.gitfiles import git_dirs
+from fractal.workspace.refguard import Guard, checked_out, repair
 
-__all__ = ["arm", "confine", "disarm", "refusal"]
+__all__ = ["REF_EVENT", "after_launch", "arm", "confine", "disarm", "refusal"]
+
+REF_EVENT = "ref_restored"  # a branch ref a sandboxed launch bent, set right after it
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,10 @@ class _Armed:
     (None: unsandboxed)."""
 
     def __init__(self, paths: NodePaths, env: Mapping[str, str], verdict: Verdict,
-                 relay: Relay | None) -> None:
+                 relay: Relay | None, warn: Callable[[str], None]) -> None:
         self.paths, self.env, self.verdict, self.relay = paths, env, verdict, relay
+        self.warn = warn
+        self.guard: Guard | None = None  # the branch refs as the running launch found them
 
 
 _armed: _Armed | None = None
@@ -54,7 +60,7 @@ def arm(paths: NodePaths, env: Mapping[str, str], warn: Callable[[str], None]) -
     if verdict.sandboxed:
         relay = Relay(paths, relay_socket(paths.tree, paths.branch), dict(env))
         relay.start()
-    _armed = _Armed(paths, env, verdict, relay)
+    _armed = _Armed(paths, env, verdict, relay, warn)
     if not verdict.sandboxed and not verdict.refusal:
         warn("unsandboxed: the tree's config says \"sandbox\": \"off\"; the agent can "
              "write wherever this user can (docs/security.md)")
@@ -76,12 +82,75 @@ def refusal() -> str:
 
 def confine(argv: Sequence[str], cwd: Path) -> list[str]:
     """``argv`` as the armed sandbox runs it from ``cwd``: wrapped in bubblewrap when the
-    node is sandboxed, unchanged when it runs unsandboxed or nothing is armed. Raises
-    SpawnError with the refusal when the tree wants a sandbox this machine cannot make."""
+    node is sandboxed (with a fresh relay token: the one before it stops being accepted;
+    the branch refs noted for ``after_launch``, which the caller runs once the launch has
+    ended), unchanged when it runs unsandboxed or nothing is armed. Raises SpawnError
+    with the refusal when the tree wants a sandbox this machine cannot make."""
     armed = _armed
     if armed is None or (not armed.verdict.sandboxed and not armed.verdict.refusal):
         return list(argv)
     if armed.verdict.refusal:
         raise SpawnError(armed.verdict.refusal)
-    return confined_argv(armed.paths, armed.env, argv, cwd,
-                         relay=armed.relay.path if armed.relay is not None else None)
+    _guard_refs(armed)
+    relay = armed.relay
+    if relay is None:
+        return confined_argv(armed.paths, armed.env, argv, cwd, relay=None)
+    return confined_argv(armed.paths, armed.env, argv, cwd, relay=relay.path,
+                         token=relay.rotate())
+
+
+def _guard_refs(armed: _Armed) -> None:
+    """Before a sandboxed launch: pin the packed-only branch refs and note the node's own
+    sha and the ref locks (``workspace.refguard.Guard``); a failure is logged, and the
+    launch goes on with what the read-only binds cover."""
+    armed.guard = None
+    dirs = git_dirs(armed.paths.worktree)
+    if dirs is None:
+        return
+    try:
+        armed.guard = Guard(dirs[1], armed.paths.branch, armed.paths.tree.root)
+    except OSError as exc:
+        log.warning("cannot pin the branch refs before the launch: %s", exc)
+
+
+def after_launch() -> list[str]:
+    """After a sandboxed launch has ended (every process of it gone): undo what it did to
+    the branch refs (``domain.refguard``), each repair a ``REF_EVENT`` of the node naming
+    the ref and a pane warning. Returns the repairs; none when nothing is armed."""
+    armed = _armed
+    guard = None if armed is None else armed.guard
+    if armed is None or guard is None:
+        return []
+    armed.guard = None
+    # deferred: only a launch's end reads the ledger (the supervisor's start stays light)
+    from fractal.store.ledger import Ledger
+
+    ledger = Ledger(armed.paths.tree.db_path)
+    owners: set[str] | None = None
+
+    def known(branch: str) -> bool:
+        nonlocal owners
+        if owners is None:
+            git_dir = (git_dirs(armed.paths.worktree) or (guard.common, guard.common))[0]
+            try:
+                owners = {row.node for row in ledger.nodes()}
+            except Exception as exc:  # an unread ledger deletes nothing
+                log.warning("cannot read the nodes to check a new branch: %s", exc)
+                return True
+            owners |= checked_out(guard.common, besides=git_dir)
+        return branch in owners
+
+    try:
+        repairs = repair(guard, armed.paths.tree.repo, known)
+    except OSError as exc:
+        log.warning("cannot check the branch refs after the launch: %s", exc)
+        return []
+    if repairs:
+        for text in repairs:
+            armed.warn(f"the agent bent a branch ref: {text}")
+            try:
+                ledger.add_event(armed.paths.branch, REF_EVENT, actor="loop",
+                                 status="completed", metadata=text)
+            except Exception as exc:  # recording must never stop the loop
+                log.warning("could not record %s: %s", REF_EVENT, exc)
+    return repairs

@@ -130,6 +130,6 @@ def advance_base(repo: Path, child: str, child_sha: str, squash_sha: str,
         return None
     commit = run_git(["commit-tree", f"{child_sha}^{{tree}}", "-p", child_sha, "-p",
                       squash_sha, "-F", "-"], repo, stdin=message.rstrip() + "\n").stdout.strip()
-    proc = run_git(["update-ref", "-m", "fractal: merge base advance", f"refs/heads/{child}",
-                    commit, child_sha], repo, check=False)
+    proc = run_git(["update-ref", "--no-deref", "-m", "fractal: merge base advance",
+                    f"refs/heads/{child}", commit, child_sha], repo, check=False)
     return commit if proc.returncode == 0 else None

@@ -6,7 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fractal.domain.sandbox import CHILD_WORK_DIRS, SUPERVISOR_TMP_DIRS, WORK_DIRS, SandboxPaths
+from fractal.domain.sandbox import (
+    AGENT_SETTINGS,
+    CHILD_WORK_DIRS,
+    SUPERVISOR_TMP_DIRS,
+    WORK_DIRS,
+    SandboxPaths,
+)
 from fractal.workspace.gitfiles import git_dirs
 
 __all__ = ["sandbox_paths"]
@@ -20,6 +26,22 @@ def _ref_files(heads: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _pin_settings(home: Path) -> None:
+    """Make each of ``domain.sandbox.AGENT_SETTINGS`` that is absent, with its empty
+    content, where its directory exists (a missing directory cannot be made inside the
+    sandbox either: ``$HOME`` is read-only there); a file that exists is never touched."""
+    for name, content in AGENT_SETTINGS.items():
+        path = home / name
+        if not path.parent.is_dir():
+            continue
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+
+
 def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
                   tmux_socket: Path, relay: Path | None, home: str | None,
                   program: str | None) -> SandboxPaths:
@@ -30,11 +52,13 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
 
     Makes an empty ``config.worktree`` in the worktree's git dir when there is none, so
     the read-only bind covers it (else the agent could create one, which git reads as
-    config once ``extensions.worktreeConfig`` is on), and the node dir's work dirs and the
+    config once ``extensions.worktreeConfig`` is on), the node dir's work dirs and the
     supervisor's dirs in its ``tmp`` (``domain.sandbox.CHILD_WORK_DIRS``,
     ``SUPERVISOR_TMP_DIRS``), so each is a mount point inside: the rest of the node dir
-    is read-only there, and a missing one could not be made. Raises OSError when
-    ``worktree`` is not a checkout whose git files can be read, or a dir cannot be made.
+    is read-only there, and a missing one could not be made; and the agent settings
+    files under ``home`` that are absent (``_pin_settings``), for the same reason.
+    Raises OSError when ``worktree`` is not a checkout whose git files can be read, or a
+    dir or settings file cannot be made.
     """
     dirs = git_dirs(worktree)
     if dirs is None:
@@ -46,6 +70,8 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         (node_dir / name).mkdir(parents=True, exist_ok=True)
     for name in SUPERVISOR_TMP_DIRS:
         (node_dir / "tmp" / name).mkdir(exist_ok=True)
+    if home:
+        _pin_settings(Path(home))
     program_dir = program_file = None
     if program and os.path.isabs(program):
         program_file = os.path.realpath(program)

@@ -13,13 +13,15 @@ SOUND = DbFacts(DB, exists=True, integrity=("ok",), revision="0015")
 
 
 def facts(*nodes: NodeFacts, db: DbFacts = SOUND, branches: tuple[str, ...] | None = None,
-          worktrees: tuple[str, ...] | None = None, registry: bool = True) -> TreeFacts:
+          worktrees: tuple[str, ...] | None = None, registry: bool = True,
+          broken: tuple[str, ...] = ()) -> TreeFacts:
     """A tree whose branches and worktrees are exactly its nodes' unless given."""
     names = tuple(n.node for n in nodes)
     return TreeFacts(root="main", head_revision="0015", db=db,
                      nodes=tuple(nodes) if registry else None,
                      branches=frozenset(names if branches is None else branches),
-                     worktrees=frozenset(names if worktrees is None else worktrees))
+                     worktrees=frozenset(names if worktrees is None else worktrees),
+                     broken=frozenset(broken))
 
 
 def node(name: str = "main.a", status: str = "idle", **broken: bool) -> NodeFacts:
@@ -54,9 +56,15 @@ def node(name: str = "main.a", status: str = "idle", **broken: bool) -> NodeFact
      [(f"database {DB}", "has no schema stamp (not a fractal database?)")]),
     (facts(db=DbFacts(DB, exists=True, error="file is not a database"), registry=False),
      [(f"database {DB}", "cannot be read (file is not a database)")]),
+    (facts(node(), broken=("main",)), [("branch main", "does not point at a commit")]),
+    (facts(node(), branches=("main.a", "main.x"), worktrees=("main.a",),
+           broken=("main.a", "main.x")),  # broken: named as such, not as unregistered
+     [("branch main.a", "does not point at a commit"),
+      ("branch main.x", "does not point at a commit")]),
 ], ids=["clean", "retired-without-worktree", "branch-gone", "worktree-gone", "node-dir-gone",
         "supervisor-gone", "unregistered", "db-missing", "db-corrupt", "db-behind",
-        "db-ahead", "db-unstamped", "db-unreadable"])
+        "db-ahead", "db-unstamped", "db-unreadable", "root-branch-broken",
+        "node-branch-broken"])
 def test_diagnose(tree: TreeFacts, expected: list[tuple[str, str]]) -> None:
     found = diagnose(tree)
     assert [(f.subject, f.problem) for f in found] == expected

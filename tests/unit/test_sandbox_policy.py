@@ -7,6 +7,7 @@ import pytest
 
 from fractal.domain.sandbox import (
     RELAY_ENV,
+    TOKEN_ENV,
     Mode,
     Mount,
     Op,
@@ -133,6 +134,8 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{HOME}/.claude.json", "rw"),
     (f"{HOME}/.claude/settings.json", "ro"),
     (f"{HOME}/.codex/config.toml", "ro"),
+    (f"{HOME}/.claude/CLAUDE.md", "ro"),  # standing instructions of every later agent
+    (f"{HOME}/.codex/AGENTS.md", "ro"),
     (f"{HOME}/.ssh/id_ed25519", "ro"),
     ("/opt/agents/bin/agent", "ro"),
 ])
@@ -169,6 +172,18 @@ def test_the_bwrap_options() -> None:
 
 def test_no_relay_no_variable() -> None:
     assert "--setenv" not in bwrap_args(policy(ROOT), relay=None, chdir=REPO)
+
+
+@pytest.mark.parametrize(("token", "expected"), [
+    (None, None),  # no relay token: no variable
+    ("", None),
+    ("f00d" * 16, "f00d" * 16),  # the launch's token, set inside only
+])
+def test_the_relay_token_variable(token: str | None, expected: str | None) -> None:
+    args = bwrap_args(policy(CHILD), relay=CHILD.relay, chdir=WT, token=token)
+    pairs = {args[i + 1]: args[i + 2] for i, a in enumerate(args) if a == "--setenv"}
+    assert pairs.get(TOKEN_ENV) == expected
+    assert pairs[RELAY_ENV] == CHILD.relay
 
 
 @pytest.mark.parametrize(("program", "path", "mode"), [
