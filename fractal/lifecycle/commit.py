@@ -213,8 +213,9 @@ def _confined_runner(paths: NodePaths) -> ScriptRunner:
 
     def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
-        return _runner(confined_argv(paths, env, argv, cwd, relay=relay, token=token), cwd,
-                       env, timeout)
+        inside = {**env, TOKEN_ENV: token} if token else dict(env)  # bwrap hands it on
+        return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
+                       timeout)
 
     return run
 

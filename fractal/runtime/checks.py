@@ -32,7 +32,7 @@ from fractal.errors import FractalError, SpawnError
 from fractal.procs import commands, processes
 from fractal.runtime.context import Boot, RunState
 from fractal.runtime.loopparts import LoopPart
-from fractal.runtime.sandboxing import after_launch, confine
+from fractal.runtime.sandboxing import after_launch, confine, launch_env
 from fractal.runtime.scoring import head_of, score_rules
 from fractal.store.checkbook import CheckBook
 from fractal.store.timefmt import utc_now
@@ -132,7 +132,7 @@ class CheckRunner(LoopPart):
         try:
             code = commands.run_teed(confine(["bash", "-c", request.command],
                                              paths.worktree), cwd=paths.worktree,
-                                     env=check_env(boot, state, request.kind),
+                                     env=launch_env(check_env(boot, state, request.kind)),
                                      log_path=request.log_path, echo=reporter.raw_output,
                                      grace=processes.grace(processes.Reap.STEP),
                                      timeout=request.limit)

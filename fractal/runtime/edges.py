@@ -14,7 +14,7 @@ from fractal.procs import commands
 from fractal.procs.processes import open_log
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.pane import Reporter
-from fractal.runtime.sandboxing import after_launch, confine
+from fractal.runtime.sandboxing import after_launch, confine, launch_env
 from fractal.workspace.backstop import backstop_commit
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.status_ahead import PendingStatus
@@ -45,7 +45,7 @@ def run_setup(parts: LoopParts) -> str | None:
         parts.reporter.release()  # the script's output streams live
         try:
             code = commands.run_teed(confine(["bash", str(script)], paths.worktree),
-                                      cwd=paths.worktree, env=env,
+                                      cwd=paths.worktree, env=launch_env(env),
                                       log_path=paths.setup_log,
                                       echo=parts.reporter.raw_output)
         finally:

@@ -156,7 +156,7 @@ class ProcessLauncher:
         spawn.err_path.parent.mkdir(parents=True, exist_ok=True)
         launched = processes.spawn_group(
             sandboxing.confine(spawn.invocation.argv, spawn.request.worktree),
-            cwd=spawn.request.worktree, env=spawn.env,
+            cwd=spawn.request.worktree, env=sandboxing.launch_env(spawn.env),
             stdin_data=spawn.invocation.stdin, stderr_path=spawn.err_path, marker=spawn.marker)
         trace("spawn", spawn.step_id)
         return ProcessAgent(launched, spawn, grace)

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.sandbox import Mode, Verdict, decide, mode_of
+from fractal.domain.sandbox import TOKEN_ENV, Mode, Verdict, decide, mode_of
 from fractal.errors import SpawnError
 from fractal.procs import sandbox
 from fractal.procs.confine import confined_argv, relay_socket
@@ -41,6 +41,7 @@ class _Armed:
         self.paths, self.env, self.verdict, self.relay = paths, env, verdict, relay
         self.warn = warn
         self.guard: Guard | None = None  # the branch refs as the running launch found them
+        self.token: str | None = None  # the relay token of the launch ``confine`` wrapped
 
 
 _armed: _Armed | None = None
@@ -93,10 +94,20 @@ def confine(argv: Sequence[str], cwd: Path) -> list[str]:
         raise SpawnError(armed.verdict.refusal)
     _guard_refs(armed)
     relay = armed.relay
-    if relay is None:
-        return confined_argv(armed.paths, armed.env, argv, cwd, relay=None)
-    return confined_argv(armed.paths, armed.env, argv, cwd, relay=relay.path,
-                         token=relay.rotate())
+    armed.token = None if relay is None else relay.rotate()
+    return confined_argv(armed.paths, armed.env, argv, cwd,
+                         relay=None if relay is None else relay.path)
+
+
+def launch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for the launch ``confine`` just wrapped, with its relay token
+    (``TOKEN_ENV``) when it has one. The token travels in bubblewrap's own environment,
+    which it hands to the sandboxed program: a process's environment is readable only by
+    its user, never through ``ps`` as a command line is."""
+    armed, out = _armed, dict(env)
+    if armed is not None and armed.token is not None:
+        out[TOKEN_ENV] = armed.token
+    return out
 
 
 def _guard_refs(armed: _Armed) -> None:

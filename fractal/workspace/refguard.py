@@ -7,6 +7,7 @@ no git process unless something is repaired)."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -122,7 +123,12 @@ def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
     heads = _heads(guard.common)
     done: list[str] = []
     now = time.time()
-    for top, _dirs, files in os.walk(heads):
+    for top, dirs, files in os.walk(heads):
+        for name in [d for d in dirs if d.endswith(".lock")]:  # git's locks are files
+            dirs.remove(name)
+            rel = os.path.relpath(Path(top) / name, heads)
+            shutil.rmtree(Path(top) / name, ignore_errors=True)
+            done.append(f"refs/heads/{rel}: a directory in a lock's place, removed")
         for name in files:
             path = Path(top) / name
             rel = os.path.relpath(path, heads)
@@ -150,9 +156,25 @@ def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
                     if target else ["update-ref", "--no-deref", "-d", ref])
             proc = run_git(args, repo, check=False)
             what = f"set back to {target[:12]}" if target else "deleted"
-            if proc.returncode != 0:
+            if proc.returncode != 0 and not target and new and not found.sha:
+                _remove_ref_file(path, heads)  # no commit in it: git will not delete it
+                what = "deleted (not a ref git could read)"
+            elif proc.returncode != 0:
                 what = f"could not be repaired ({proc.stderr.strip()[:120]})"
             why = f"symbolic ({found.symbolic})" if found.symbolic else \
                 "made during the launch, no node's"
             done.append(f"{ref}: {why}, {what}")
     return done
+
+
+def _remove_ref_file(path: Path, heads: Path) -> None:
+    """Unlink a branch ref file that holds no ref, then its emptied directories up to
+    ``heads`` (a directory left in a node's name blocks ``git branch`` of that name)."""
+    path.unlink(missing_ok=True)
+    at = path.parent
+    while at != heads and at.is_relative_to(heads):
+        try:
+            at.rmdir()
+        except OSError:
+            return
+        at = at.parent

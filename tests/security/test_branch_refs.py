@@ -5,7 +5,8 @@ pins), and what it can still write is undone once the launch has ended, each rep
 ``ref_restored`` event naming the ref: its own branch made a symbolic ref to a sibling's
 (a merge would carry the sibling's unapproved work) is set back, a symbolic ref planted
 under a new branch name is deleted, and a ``main.lock`` left behind (which blocks every
-update of ``main``) is removed. On the code before, each of these stayed."""
+update of ``main``) is removed, and so is a directory in a lock's place, or a file no git
+can read squatting a node's name. On the code before, each of these stayed."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ attempt("symbolic_new", lambda: write(os.path.join(heads, "main.zzz"),
 attempt("squat", lambda: write(os.path.join(heads, "main.squat"),
                                FACTS["main_sha"] + "\\n"))
 attempt("lock", lambda: write(os.path.join(heads, "main.lock"), FACTS["sibling_sha"] + "\\n"))
+attempt("lock_dir", lambda: os.makedirs(os.path.join(heads, "main.a.lock")))
+attempt("broken_squat", lambda: (os.makedirs(os.path.join(heads, "main.yyy")),
+                                 write(os.path.join(heads, "main.yyy", "junk"), "garbage\\n")))
 """
 
 
@@ -74,10 +78,15 @@ def test_a_sandboxed_agent_cannot_bend_the_branch_refs(
     tree.cli("node", "init", "squat")  # the name is free for the operator's node
     assert not (heads / "main.lock").exists()
     git(tree.repo, "update-ref", "refs/heads/main", main)  # the operator's update works
+    # a directory in a lock's place, and a name squatted by a file git cannot read
+    assert report["lock_dir"]["ok"] is True and not (heads / "main.a.lock").exists()
+    assert report["broken_squat"]["ok"] is True and not (heads / "main.yyy").exists()
+    git(tree.repo, "update-ref", "refs/heads/main.a", git(tree.repo, "rev-parse", "main.a"))
+    tree.cli("node", "init", "yyy")
     restored = [str(m) for (m,) in tree.sql(
         "SELECT metadata FROM events WHERE node = 'main.a.b' AND event = 'ref_restored'")]
     for ref in ("refs/heads/main.a.b", "refs/heads/main.zzz", "refs/heads/main.lock",
-                "refs/heads/main.squat"):
+                "refs/heads/main.squat", "refs/heads/main.a.lock", "refs/heads/main.yyy/junk"):
         assert any(m.startswith(ref + ":") for m in restored), (ref, restored)
 
 

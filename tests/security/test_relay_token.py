@@ -50,6 +50,20 @@ print(json.dumps({{"type": "cost", "usd": 0.0}}))
     return path
 
 
+def _bwrap_lines(repo: Path) -> list[str]:
+    """The command lines of the bubblewrap processes running in ``repo``'s tree."""
+    lines = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        line = b" ".join(argv).decode(errors="replace")
+        if Path(argv[0].decode(errors="replace")).name == "bwrap" and str(repo) in line:
+            lines.append(line)
+    return lines
+
+
 def test_another_trees_agent_cannot_use_a_nodes_relay(
         sandboxed_tree: Tree, stub_tree_template: tuple[Path, Path], tmp_path: Path) -> None:
     tree = sandboxed_tree
@@ -69,6 +83,11 @@ def test_another_trees_agent_cannot_use_a_nodes_relay(
         victim.cli("node", "start", "v")
         victim.wait_running("v", timeout=120)
         wait_until(socket.exists, timeout=60, message="the victim's relay socket")
+        # the token is in no command line (`ps` shows those to every user): bubblewrap
+        # gets it in its own environment and hands it on
+        assert wait_until(lambda: _bwrap_lines(victim.repo), timeout=60,
+                          message="the victim's sandboxed launch")
+        assert not [line for line in _bwrap_lines(victim.repo) if "RELAY_TOKEN" in line]
         tree.cli("node", "start", "a.b")
         assert tree.wait_settled("a.b", timeout=300) == "completed"
         report = read_report(report_path)
