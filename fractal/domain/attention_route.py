@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from fractal.domain.attention.rules import Item, Kind, NodeFacts
 
-__all__ = ["HOLD_GRACE_S", "ROUTED", "for_operator", "held_by"]
+__all__ = ["HOLD_GRACE_S", "ROUTED", "for_operator", "held_by", "held_subject"]
 
 HOLD_GRACE_S = 600
 """How long an item a running parent loop can act on is held for that loop (seconds;
@@ -64,3 +64,13 @@ def for_operator(found: Iterable[tuple[Item, bool]], facts: Iterable[NodeFacts],
         else:
             held.append((item, holder))
     return mine, held
+
+
+def held_subject(item: Item) -> str:
+    """How a held item is named to the operator: its kind and what it is about, e.g.
+    ``gate main.lead.c``. An ``unstarted`` item is about the idle children its node waits
+    for, not the node (which holds it): ``unstarted main.lead2.a, main.lead2.b``."""
+    children = item.details.get("children") if item.kind is Kind.UNSTARTED else None
+    if isinstance(children, list) and children:
+        return f"{item.kind.value} {', '.join(str(c) for c in children)}"
+    return f"{item.kind.value} {item.node}"

@@ -42,6 +42,20 @@ def gated_steps(ledger: Ledger, branch: str) -> list[StepRow]:
     return [s for s in ledger.pending_approvals(branch) if s.status in _WAITING]
 
 
+def gate_now(branch: str, pending: list[StepRow]) -> str:
+    """What a refusal naming a step that no longer waits adds (a gate re-armed after an
+    interruption waits under a new step id): ``; its gate awaiting approval now is step 62
+    (PLAN): fractal node approve main.lead.c 62`` for the newest of ``pending`` (``branch``'s
+    gated steps), or ``; nothing of it awaits approval now (`fractal node pending` lists
+    the gates that do)`` when there is none."""
+    if not pending:
+        return ("; nothing of it awaits approval now (`fractal node pending` lists the "
+                "gates that do)")
+    now = pending[-1]
+    return (f"; its gate awaiting approval now is step {now.step_id} ({now.step_name}): "
+            f"fractal node approve {branch} {now.step_id}")
+
+
 def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     """Release ``name``'s gated step (default: its pending one). Only its direct parent,
     or the operator at the root, may approve (``fractal.domain.authority``); the first
@@ -51,10 +65,10 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     ctx.authorize("approve", branch)
     ledger, caller, actor = ctx.ledger, ctx.acting, ctx.actor
 
-    def refuse(why: str, step: int | None = None) -> Refused:
+    def refuse(why: str, step: int | None = None, then: str = "") -> Refused:
         last = ledger.last_run(branch)
         return ctx.refuse("approve", branch, why + _approved_by(
-            tree.db_path, branch, step, None if last is None else last.run_id))
+            tree.db_path, branch, step, None if last is None else last.run_id) + then)
 
     pending = gated_steps(ledger, branch)
     if step_id is None:
@@ -64,7 +78,8 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     else:
         matches = [s for s in pending if s.step_id == step_id]
         if not matches:
-            raise refuse(f"step {step_id} of {branch} is not awaiting approval", step_id)
+            raise refuse(f"step {step_id} of {branch} is not awaiting approval", step_id,
+                         then=gate_now(branch, pending))
         target = matches[0]
     if not ledger.approve_step(target.step_id):
         raise refuse(f"step {target.step_id} of {branch} was already approved",

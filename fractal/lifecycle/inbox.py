@@ -29,7 +29,7 @@ from fractal.domain.attention.rules import (
     UsageHold,
     classify,
 )
-from fractal.domain.attention_route import HOLD_GRACE_S, for_operator
+from fractal.domain.attention_route import HOLD_GRACE_S, for_operator, held_subject
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
 from fractal.tree import Tree, parent_of
@@ -275,14 +275,15 @@ def inbox_and_held(ctx: Context, *, include_acked: bool = False
 def held_line(held: Sequence[tuple[Item, str]], grace: float) -> str:
     """What ``fractal inbox`` says of the items held back: ``2 items are with the loop
     that acts on them first (main.lead: gate main.lead.c, exited main.lead.d); each
-    reaches you after 10m unhandled`` ('' when none is)."""
+    reaches you after 10m unhandled`` ('' when none is); an ``unstarted`` item names the
+    idle children (``main.lead2: unstarted main.lead2.a``), ``held_subject``."""
     if not held:
         return ""
     from fractal.domain.durations import format_duration  # deferred: start-up cost (4 modules)
 
     by: dict[str, list[str]] = {}
     for item, holder in held:
-        by.setdefault(holder, []).append(f"{item.kind.value} {item.node}")
+        by.setdefault(holder, []).append(held_subject(item))
     parts = "; ".join(f"{'your own action' if h == 'operator' else h}: {', '.join(w)}"
                       for h, w in sorted(by.items()))
     count = "1 item is" if len(held) == 1 else f"{len(held)} items are"

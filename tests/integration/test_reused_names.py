@@ -83,5 +83,5 @@ def test_inbox_says_which_items_a_running_loop_holds(cousins: Path) -> None:
     out = _fractal(cousins, "inbox")
     assert out.returncode == 0, out.stderr
     assert "unstarted main.a2" not in out.stdout
-    assert ("1 item is with the loop that acts on it first (main.a2: unstarted main.a2); "
+    assert ("1 item is with the loop that acts on it first (main.a2: unstarted main.a2.x); "
             "each reaches you after 10m unhandled") in out.stderr

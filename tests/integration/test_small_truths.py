@@ -28,6 +28,33 @@ def test_a_stop_reason_is_in_the_stopped_nodes_status(cousins: Path) -> None:
     assert "Stopped by request: wrong approach" in listing.stdout
 
 
+def test_the_tree_brakes_reason_is_in_a_parked_nodes_status_until_it_resumes(
+        cousins: Path) -> None:
+    """``fractal pause --reason``: each node it parked reads ``run N parked: <reason>`` in
+    ``node status`` and ``node list``; a resume answers the ask, so a later park without
+    one reads bare."""
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a1", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a1", "active")
+    braked = _fractal(cousins, "pause", "--reason", "lunch")
+    assert braked.returncode == 0, braked.stderr
+    force_status(ledger.db_path, "main.a1", "paused")  # its loop parks the run
+    ledger.add_event("main.a1", "pause", actor="loop", status="completed",
+                     metadata="parked during EXECUTE", run_id=run)
+    shown = f"paused (run {run} parked: lunch (via pause of main))"
+    out = _fractal(cousins, "node", "status", "a1")
+    assert out.returncode == 0, out.stderr
+    assert shown in out.stdout
+    listing = _fractal(cousins, "node", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert f"run {run} parked: lunch (via pause of main)" in listing.stdout
+    ledger.add_event("main.a1", "resume", actor="operator", status="completed", run_id=run)
+    ledger.add_event("main.a1", "pause", actor="loop", status="completed",
+                     metadata="parked during PLAN", run_id=run)
+    out = _fractal(cousins, "node", "status", "a1")
+    assert f"paused (run {run} parked)" in out.stdout and "lunch" not in out.stdout
+
+
 def test_every_line_of_the_dashboard_help_fits_its_dialog() -> None:
     from fractal.tui.screens import HELP, HELP_WIDTH
 

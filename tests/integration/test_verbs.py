@@ -285,6 +285,33 @@ def test_approve_refusals_are_explained_and_recorded(small: Small) -> None:
     assert all(m.startswith("refused: ") for _, _, m in refused)
 
 
+def test_approving_a_gate_re_armed_under_a_new_step_names_the_one_waiting_now(
+        small: Small) -> None:
+    """An interruption ended the first gate's wait (its row closed, never approved); the
+    loop gated its step again under a new step id: approving the old id is refused naming
+    the new one and its command, and once that is approved, pointing at the pending list."""
+    old = _gate(small, "main.a.b")
+    small.ledger.close_step(old, "exited", 1, "awaiting approval; interrupted: SIGHUP")
+    run = small.ledger.open_run_of("main.a.b")
+    assert run is not None
+    now = small.ledger.open_step(node="main.a.b", run_id=run.run_id, iter_id=None, step=1,
+                                 step_name="PLAN", agent="true", model=None, session=None,
+                                 gated=True)
+    small.ledger.mark_awaiting_approval(now)
+    with pytest.raises(Refused) as refused:
+        approve(small.ctx(), "a.b", old)
+    assert str(refused.value) == (
+        f"step {old} of main.a.b is not awaiting approval; its gate awaiting approval now "
+        f"is step {now} (PLAN): fractal node approve main.a.b {now}")
+    assert small.events("main.a.b", "approve")[-1][2] == f"refused: {refused.value}"
+    assert approve(small.ctx(), "a.b", now) == Approved("main.a.b", now, "PLAN")
+    with pytest.raises(Refused) as late:
+        approve(small.ctx(), "a.b", old)
+    assert str(late.value) == (
+        f"step {old} of main.a.b is not awaiting approval; nothing of it awaits approval "
+        "now (`fractal node pending` lists the gates that do)")
+
+
 def test_the_parent_approves_once_and_pending_lists_the_gate(small: Small) -> None:
     step_id = _gate(small, "main.a.b")
     assert [(r["branch"], r["step_id"]) for r in pending(small.ctx("main.a"), None)] == [

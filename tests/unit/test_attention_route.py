@@ -6,7 +6,8 @@ import pytest
 
 from fractal.domain.attention.rules import Gate, HandBack, Kind, NodeFacts, classify
 from fractal.domain.attention.tree import with_running_below
-from fractal.domain.attention_route import HOLD_GRACE_S, for_operator, held_by
+from fractal.domain.attention_route import HOLD_GRACE_S, for_operator, held_by, held_subject
+from fractal.lifecycle.inbox import held_line
 
 NOW = 1_000_000.0
 C = "main.lead.c"
@@ -72,3 +73,31 @@ def test_a_merge_under_a_running_lead_offers_a_command_that_works_now() -> None:
                                      OLD))
     [(item, _)] = classify([facts], NOW)
     assert item.command.startswith("fractal radio send --node main.lead --subject 'merge c'")
+
+
+SUBJECTS = [
+    ("a gate names its node", _gate(FRESH, parent_running=True), "gate main.lead.c"),
+    ("unstarted names the idle child, not the waiting node", NodeFacts(
+        C, "active", run_id=2, last_write=NOW - 1, waiting_children=True,
+        unstarted=(f"{C}.x",), waiting_since=FRESH), "unstarted main.lead.c.x"),
+    ("unstarted names every idle child", NodeFacts(
+        C, "active", run_id=2, last_write=NOW - 1, waiting_children=True,
+        unstarted=(f"{C}.x", f"{C}.y"), waiting_since=FRESH),
+     "unstarted main.lead.c.x, main.lead.c.y"),
+]
+
+
+@pytest.mark.parametrize(("facts", "subject"), [(f, s) for _, f, s in SUBJECTS],
+                         ids=[c[0] for c in SUBJECTS])
+def test_held_subject(facts: NodeFacts, subject: str) -> None:
+    [(item, _)] = classify([facts], NOW)
+    assert held_subject(item) == subject
+
+
+def test_the_held_line_names_the_idle_children_under_their_waiting_node() -> None:
+    facts = NodeFacts(C, "active", run_id=2, last_write=NOW - 1, waiting_children=True,
+                      unstarted=(f"{C}.x", f"{C}.y"), waiting_since=FRESH)
+    [(item, _)] = classify([facts], NOW)
+    assert held_line([(item, C)], HOLD_GRACE_S) == (
+        "1 item is with the loop that acts on it first (main.lead.c: unstarted "
+        "main.lead.c.x, main.lead.c.y); each reaches you after 10m unhandled")

@@ -129,7 +129,9 @@ def _detail(db_path: Path, branch: str, status: str,
     the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
     one's with its newest failed step's reason, ``domain.run.failcause``), after ``merged
     into main (3f2a9c1); `` while its newest merge landed and it has not run since; a
-    stopped one's with the reason its stop was given (``Stopped by request: lunch``)."""
+    stopped one's with the reason its stop was given (``Stopped by request: lunch``), a
+    parked one's with the reason of the pause that parked it since its last resume
+    (``run 1 parked: lunch (via pause of main)``), or the interruption that did."""
     from fractal.domain.run.failcause import failure_cause  # deferred: start-up cost (1 module)
     from fractal.store import reader  # deferred: start-up cost (10 modules)
 
@@ -183,11 +185,15 @@ def _detail(db_path: Path, branch: str, status: str,
     if status == Status.IDLE:
         return ""
     if status == Status.PAUSED:
-        from fractal.store.eventlog import last_event  # deferred: start-up cost (11 modules)
+        # deferred: start-up cost (11 modules)
+        from fractal.store.eventlog import last_event, pause_ask
 
         parked = last_event(db_path, branch, "pause", "completed")
         if parked is not None and parked.meta.startswith("parked interrupted:"):
             return parked.meta.removeprefix("parked ")  # `interrupted: SIGHUP`
+        asked = pause_ask(db_path, branch)  # the reason `pause --reason` gave, if any
+        if asked is not None and asked.meta and asked.run_id == last.run_id:
+            return f"run {last.run_id} parked: {asked.meta}"
         return f"run {last.run_id} parked"
     if status == Status.EXITED.value:  # how it ended, then why: its newest failed step
         cause = reader.failed_step(db_path, last.run_id)
