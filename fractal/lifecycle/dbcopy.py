@@ -5,7 +5,9 @@ The rule: the tree must be latched and quiet (the tree-wide brake on, no node
 password. The store copies every row with its ids into the empty target
 (``store.copyto.copy_ledger``: migrated to head first, sequences advanced, counts
 checked); only then does the root's config.json get the ``database`` key, as ``fractal
-init --database`` writes it. The SQLite file stays exactly as it was, as a backup.
+init --database`` writes it, and the brake moves with the ledger (the ``.paused`` file's
+reason becomes the ``latches`` row), so the tree stays braked until ``fractal resume``.
+The SQLite file stays exactly as it was, as a backup.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fractal.control import latched
+from fractal.control import latch_path, latched, set_latch
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
@@ -68,7 +70,12 @@ def copy_to(ctx: Context, url: str) -> Copied:
     from fractal.store.copyto import copy_ledger  # deferred: start-up cost (SQLAlchemy)
     from fractal.workspace.nodedir import update_config  # deferred: only this verb writes it
 
+    try:
+        reason = latch_path(tree).read_text(encoding="utf-8").strip()
+    except OSError:
+        reason = ""
     copied = copy_ledger(tree.db_path, url)
     update_config(tree.config_path, {backend.CONFIG_KEY: url})
     backend.forget()  # the config names the ledger's database now
+    set_latch(tree, reason)  # the brake carries over: on PostgreSQL it is a latches row
     return Copied(url=url, tables=tuple(copied), backup=tree.db_path)

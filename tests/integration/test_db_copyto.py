@@ -118,6 +118,10 @@ def test_copy_to_moves_the_ledger_with_its_ids_and_the_tree_reads_it_after(
     assert "main.d" in listed and "main.a.c" in listed
     assert _sqlite_rows(db_path, "nodes") == before["nodes"]
 
+    assert _pg_rows(target, "SELECT COUNT(*) FROM latches") == [(1,)]  # still braked
+    run_cli(["resume"], repo, env=env)
+    assert _pg_rows(target, "SELECT COUNT(*) FROM latches") == [(0,)]
+
     again = run_cli(["db", "copy-to", target], repo, env=env, check=False)
     assert again.returncode == 1 and "already on PostgreSQL" in again.stderr
 
