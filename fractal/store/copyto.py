@@ -35,7 +35,9 @@ def copy_ledger(sqlite_path: Path, url: str) -> list[TableCopy]:
     the copy (the copy is rolled back)."""
     pgschema.ensure_schema(url)
     tables = _copy_order()
-    source = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+    source = sqlite3.connect(sqlite_path.resolve().as_uri() + "?mode=ro", uri=True,
+                             isolation_level=None)
+    source.execute("BEGIN")  # one snapshot of the file for every table
     try:
         conn = pgdriver.connect(url)
     except pgdriver.PgError as exc:
