@@ -126,7 +126,8 @@ def test_copy_to_moves_the_ledger_with_its_ids_and_the_tree_reads_it_after(
     assert again.returncode == 1 and "already on PostgreSQL" in again.stderr
 
 
-def test_copy_to_refuses_a_target_that_holds_rows(tmp_path: Path, target: str) -> None:
+def test_copy_to_refuses_an_active_node_and_a_target_that_holds_rows(
+        tmp_path: Path, target: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "FRACTAL_DATABASE_URL"}
     first = make_repo(tmp_path / "first")
     run_cli(["init"], first, env=env)
@@ -135,6 +136,14 @@ def test_copy_to_refuses_a_target_that_holds_rows(tmp_path: Path, target: str) -
     second = make_repo(tmp_path / "second")
     _sqlite_tree(second)
     run_cli(["pause"], second, env=env)
+    db_path = second / ".fractal" / "main" / "fractal.db"
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE nodes SET status = 'active' WHERE node = 'main.b'")
+    busy = run_cli(["db", "copy-to", target], second, env=env, check=False)
+    assert busy.returncode == 1 and "main.b still active" in busy.stderr
+    assert "fractal node list" in busy.stderr
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE nodes SET status = 'completed' WHERE node = 'main.b'")
     refused = run_cli(["db", "copy-to", target], second, env=env, check=False)
     assert refused.returncode == 1 and "already holds rows" in refused.stderr
     assert "empty database" in refused.stderr
