@@ -38,6 +38,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("fractal.cli.usage", "usage_group"),
     "open": ("fractal.cli.open", "open_cmd"),
     "doctor": ("fractal.cli.doctor", "doctor_cmd"),
+    "db": ("fractal.cli.db", "db_group"),
 }
 _SHORT_HELP: dict[str, str] = {
     "init": "Make the current branch the root (user node) of a tree.",
@@ -57,6 +58,7 @@ _SHORT_HELP: dict[str, str] = {
     "open": "The live dashboard of the whole tree (Textual).",
     "usage": "List the usage windows; reopen one so its nodes probe now.",
     "doctor": "Check the tree's nodes, branches, worktrees and database.",
+    "db": "The tree's ledger: copy it from SQLite into PostgreSQL.",
 }
 
 
