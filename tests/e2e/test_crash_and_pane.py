@@ -21,6 +21,25 @@ def _open_step(tree: Tree) -> tuple[int, int] | None:
     return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
 
+def _ignores_term(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` has SIGTERM ignored (its ``SigIgn`` mask in
+    ``/proc``): the stub agent sets it as it starts, after its step row is open."""
+    for proc in os.listdir("/proc"):
+        if not proc.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc)) != pgid:
+                continue
+            with open(f"/proc/{proc}/status", encoding="utf-8") as fh:
+                status = fh.read()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("SigIgn:") and int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+                return True
+    return False
+
+
 def test_sigkilled_supervisor_is_healed_on_the_next_read(tree: Tree) -> None:
     """A SIGKILLed supervisor is an interruption: the next read parks its run (rows open,
     the step ``paused``, spend kept), reaps the agent, commits nothing."""
@@ -62,6 +81,8 @@ def test_a_heal_cut_short_is_done_again_by_the_next_read(tree: Tree) -> None:
     tree.node("twice", {"01-WORK.md": "[stub:ignore-term] [stub:hang]"}, "--no-sync")
     tree.cli("node", "start", "twice")
     _, pgid = wait_until(lambda: _open_step(tree), timeout=20, message="step running")
+    # the row opens before the agent ignores TERM: a heal's TERM in between ends it at once
+    wait_until(lambda: _ignores_term(pgid), timeout=20, message="the agent ignoring TERM")
     (sup,), = tree.sql("SELECT supervisor_pid FROM nodes WHERE node = 'main.twice'")
     os.kill(int(sup), signal.SIGKILL)
     wait_until(lambda: not pid_alive(int(sup)), timeout=10)
