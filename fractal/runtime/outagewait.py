@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 
 from fractal.domain.run.outcome import StepOutcome
-from fractal.domain.signals import Signal
 from fractal.domain.states import Status
 from fractal.domain.usage.outage import (
     OUTAGE_EVENT,
@@ -46,7 +45,7 @@ from fractal.domain.usage.outage import (
 from fractal.domain.usage.windows import launch_credential
 from fractal.runtime.launch import AttemptResult
 from fractal.runtime.loopparts import LoopPart, LoopParts
-from fractal.runtime.steering import Park
+from fractal.runtime.steering import wait_signal
 from fractal.runtime.usagewait import USAGE_POLL, end_parked_wait
 from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
@@ -197,13 +196,8 @@ class OutageWait(LoopPart):
                     self.probing = credential
                     return None
                 continue  # another node claimed it first: read the row again
-            signal = self.steering.check(allow_finish=True)
-            if signal is Signal.PAUSE:
-                raise Park("while waiting out a provider outage")
-            if signal is Signal.FINISH:
-                return StepOutcome(Status.STOPPED, 0, "finish requested waiting out a "
-                                   "provider outage")
-            if signal is Signal.STOP:
-                return StepOutcome(Status.STOPPED, 0, "stopped waiting out a provider outage")
+            ended = wait_signal(self.steering, "waiting out a provider outage")
+            if ended is not None:
+                return ended
             wake = until if until is not None else now + 1.0
             self.waker.wait(max(0.0, wake - now), poll=USAGE_POLL)

@@ -27,7 +27,6 @@ import os
 
 from fractal.agents.base import WindowEvent
 from fractal.domain.run.outcome import RunEnd, StepOutcome
-from fractal.domain.signals import Signal
 from fractal.domain.states import Status
 from fractal.domain.usage.windows import (
     PROBE_POLL,
@@ -43,7 +42,7 @@ from fractal.domain.usage.windows import (
     wait_refusal,
 )
 from fractal.runtime.loopparts import LoopPart, LoopParts
-from fractal.runtime.steering import Park
+from fractal.runtime.steering import Park, wait_signal
 from fractal.runtime.waitcredit import credit_wait
 from fractal.store.ledger import Ledger
 from fractal.store.windows import Windows
@@ -249,14 +248,9 @@ class UsageWait(LoopPart):
                 reason = over_wait_reason(self.state.live.max_usage_wait)
                 self.ending = RunEnd(Status.EXITED, Status.EXITED, 1, reason)
                 return StepOutcome(Status.STOPPED, 0, reason)
-            signal = self.steering.check(allow_finish=True)
-            if signal is Signal.PAUSE:
-                raise Park("while waiting for the usage window")
-            if signal is Signal.FINISH:
-                return StepOutcome(Status.STOPPED, 0, "finish requested waiting for the "
-                                   "usage window")
-            if signal is Signal.STOP:
-                return StepOutcome(Status.STOPPED, 0, "stopped waiting for the usage window")
+            ended = wait_signal(self.steering, "waiting for the usage window")
+            if ended is not None:
+                return ended
             until = decision.until if decision.until is not None else now + 1.0
             self.waker.wait(max(0.0, min(until, give_up) - now), poll=USAGE_POLL)
 

@@ -372,18 +372,7 @@ def inspect_database(db_path: Path) -> tuple[DbFacts, list[NodeRow] | None]:
             integrity = tuple(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
         except sqlite3.Error as exc:
             return DbFacts(shown, exists=True, error=str(exc)), None
-        try:
-            stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.Error:
-            stamp = None
-        facts = DbFacts(shown, exists=True, integrity=integrity,
-                        revision=None if stamp is None else str(stamp[0]))
-        try:
-            rows = [build(NodeRow, row) for row in
-                    conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
-        except (sqlite3.Error, TypeError, ValueError, KeyError):
-            return facts, None
-        return facts, rows
+        return _stamp_and_nodes(conn, DbFacts(shown, exists=True, integrity=integrity))
     finally:
         conn.close()
 
@@ -400,17 +389,22 @@ def _inspect_pg(url: str) -> tuple[DbFacts, list[NodeRow] | None]:
     except Exception as exc:  # the server did not answer
         return DbFacts(shown, exists=True, error=str(exc).strip().splitlines()[0]), None
     try:
-        try:
-            stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.Error:
-            stamp = None
-        facts = DbFacts(shown, exists=True, integrity=("ok",),
-                        revision=None if stamp is None else str(stamp[0]))
-        try:
-            rows = [build(NodeRow, row) for row in
-                    conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
-        except (sqlite3.Error, TypeError, ValueError, KeyError):
-            return facts, None
-        return facts, rows
+        return _stamp_and_nodes(conn, DbFacts(shown, exists=True, integrity=("ok",)))
     finally:
         conn.close()
+
+
+def _stamp_and_nodes(conn: Any, facts: DbFacts) -> tuple[DbFacts, list[NodeRow] | None]:
+    """``facts`` with the ledger's schema stamp (None: unreadable), and its node rows
+    (None: unreadable), read on ``conn`` (either driver's read connection)."""
+    try:
+        stamp = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error:
+        stamp = None
+    facts = facts._replace(revision=None if stamp is None else str(stamp[0]))
+    try:
+        rows = [build(NodeRow, row) for row in
+                conn.execute("SELECT * FROM nodes ORDER BY node_id").fetchall()]
+    except (sqlite3.Error, TypeError, ValueError, KeyError):
+        return facts, None
+    return facts, rows
