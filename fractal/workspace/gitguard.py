@@ -18,6 +18,13 @@ after every config file, so they win over the repository's):
   (nothing is committed unfiltered). Drivers defined only in the operator's global or
   system config (``git lfs install``) are the operator's own and stay on.
 
+Every git process fractal starts also reads the nodes' private object directories that
+hold anything as alternates (``GIT_ALTERNATE_OBJECT_DIRECTORIES``: each worktree git dir's
+``objects`` and each root node's ``tmp/objects``, ``domain.sandbox.private_objects``), so a
+branch tip a live launch committed, not yet adopted into the shared store, still reads
+in ``node log``, ``diff`` or the dashboard; git only reads them, every object fractal's
+own git writes goes to the shared store.
+
 Only ``fractal commit`` (the node's own verb, run by its agent or by the operator on
 purpose) runs git under ``repository_programs()``, with the repository's hooks and drivers
 as configured. The overrides cost no process: the config files are read (at most
@@ -35,7 +42,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-__all__ = ["CONFIG_CAP", "FIXED", "guard_env", "repository_programs"]
+__all__ = ["CONFIG_CAP", "FIXED", "guard_env", "private_stores", "repository_programs"]
 
 FIXED: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),
@@ -97,7 +104,14 @@ def repository_programs() -> Iterator[None]:
 def guard_env(env: dict[str, str], cwd: Path | None) -> None:
     """Add the overrides to ``env`` (a git process's whole environment) for a git run in
     ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
-    replaced). Nothing is added inside ``repository_programs()``."""
+    replaced), and the private object directories that hold anything as alternates
+    (unless ``env`` names its own object or alternate directories). No override is added
+    inside ``repository_programs()``."""
+    if cwd is not None and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
+            and "GIT_OBJECT_DIRECTORY" not in env:
+        private = private_stores(cwd)
+        if private:
+            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.pathsep.join(private)
     if _TRUSTED and get_ident() in _TRUSTED:
         return
     pairs = list(FIXED)
@@ -111,6 +125,34 @@ def guard_env(env: dict[str, str], cwd: Path | None) -> None:
         env[f"GIT_CONFIG_KEY_{i}"] = key
         env[f"GIT_CONFIG_VALUE_{i}"] = value
     env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
+
+
+def private_stores(cwd: Path) -> list[str]:
+    """The nodes' private object directories of the repository at ``cwd`` that hold
+    anything: ``<common>/worktrees/*/objects`` and, beside a ``<repo>/.git`` common dir,
+    ``<repo>/.fractal/*/tmp/objects``; [] outside a repository. A few directory reads,
+    no git process."""
+    files = _config_files(Path(cwd))
+    if not files:
+        return []
+    common = files[0].parent
+    found: list[str] = []
+    for top, tail in ((common / "worktrees", ("objects",)),
+                      (common.parent / ".fractal", ("tmp", "objects"))):
+        if tail[0] == "tmp" and common.name != ".git":
+            continue
+        try:
+            names = sorted(os.listdir(top))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name, *tail)
+            try:
+                if os.listdir(path):
+                    found.append(path)
+            except OSError:
+                continue
+    return found
 
 
 def driver_overrides(cwd: Path) -> tuple[tuple[str, str], ...]:
