@@ -28,12 +28,15 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
 import zlib
 from contextlib import suppress
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["MAX_OBJECT", "Adoption", "adopt"]
+from fractal.workspace.git import git_env, run_git
+
+__all__ = ["MAX_OBJECT", "Adoption", "adopt", "check_loose", "set_back"]
 
 MAX_OBJECT = 256 << 20
 """Bytes of one loose object file or pack adopted (256 MiB); a larger one is refused."""
@@ -230,11 +233,8 @@ def _index_pack(path: Path, common: Path) -> str:
             return "not a regular file"
         if info.st_size > MAX_OBJECT:
             return f"larger than {MAX_OBJECT} bytes"
-        # deferred: only a pack (a gc inside the sandbox) needs a git process here
-        import subprocess
-
-        from fractal.workspace.git import git_env
-
+        packs = common / "objects" / "pack"
+        before = set(os.listdir(packs)) if packs.is_dir() else set()
         proc = subprocess.run(["git", "-C", str(common), "index-pack", "--stdin",
                                "--fix-thin"], stdin=fd, capture_output=True, check=False,
                               env=git_env(None, common))
@@ -243,6 +243,10 @@ def _index_pack(path: Path, common: Path) -> str:
     finally:
         os.close(fd)
     if proc.returncode != 0:
+        for name in set(os.listdir(packs)) - before if packs.is_dir() else ():
+            if name.startswith("tmp_"):  # what index-pack left of the refused bytes
+                with suppress(OSError):
+                    os.unlink(packs / name)
         detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"git index-pack refused it ({detail[-1] if detail else proc.returncode})"
     return ""
@@ -266,9 +270,6 @@ def set_back(worktree: Path, common: Path, branch: str, good: str | None) -> str
     tip before the launch; the files on disk stay, for the next commit to take again).
     Returns what was done ("" when the branch reads whole). Raises GitError when git
     refuses the reset."""
-    # deferred: only a refused adoption runs git here
-    from fractal.workspace.git import run_git
-
     probe = run_git(["rev-list", "--objects", "--quiet", f"refs/heads/{branch}",
                      *(["--not", good] if good else [])], common, check=False,
                     env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": ""})
