@@ -1,7 +1,8 @@
 """A program started in a node's sandbox (``procs.confine.confined_argv`` and the process
 plumbing): it exits with its own code, a soft interrupt to its group reaches it (bubblewrap
 does not die of it first), an ignored TERM still ends at KILL, what it leaves running ends
-with it, and it commits in its worktree while the repository's config stays read-only."""
+with it, and it commits in its worktree (into its private object dir, adopted after)
+while the repository's config and shared objects stay read-only."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fractal.procs import processes
 from fractal.procs.confine import confined_argv
 from fractal.procs.sandbox import missing
 from fractal.tree import NodePaths, Tree
+from fractal.workspace.adoption import adopt
 from tests.helpers import git, make_repo, wait_until
 
 pytestmark = pytest.mark.skipif(bool(missing()), reason="no bubblewrap sandbox here")
@@ -79,5 +81,19 @@ def test_it_commits_in_its_worktree_but_not_the_config(node: NodePaths) -> None:
                            "git -c user.name=a -c user.email=a@b commit -qm work && "
                            "echo done; git config core.fsmonitor owned || echo refused")
     assert (code, out) == (0, b"done\nrefused\n")
+    # its objects went to its private dir; the supervisor adopts them after a launch
+    common = node.tree.repo / ".git"
+    private = common / "worktrees" / "main.a" / "objects"
+    assert adopt(private, common, drain=True).adopted == 3
     assert git(node.worktree, "log", "-1", "--format=%s") == "work"
     assert config.read_text() == before
+
+
+def test_the_shared_objects_are_read_only_inside(node: NodePaths) -> None:
+    objects = node.tree.repo / ".git" / "objects"
+    before = sorted(objects.rglob("*"))
+    code, out = _run(node, "env -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES"
+                           " git hash-object -w --stdin </dev/null || echo refused; "
+                           "rm -rf " + str(objects) + "/pack 2>/dev/null || echo kept")
+    assert (code, out) == (0, b"refused\nkept\n")
+    assert sorted(objects.rglob("*")) == before
