@@ -107,16 +107,17 @@ def guard_env(env: dict[str, str], cwd: Path | None) -> None:
     replaced), and the private object directories that hold anything as alternates
     (unless ``env`` names its own object or alternate directories). No override is added
     inside ``repository_programs()``."""
-    if cwd is not None and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
+    files = [] if cwd is None else _config_files(Path(cwd))
+    if files and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
             and "GIT_OBJECT_DIRECTORY" not in env:
-        private = private_stores(cwd)
+        private = _private_stores(files[0].parent)
         if private:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.pathsep.join(private)
     if _TRUSTED and get_ident() in _TRUSTED:
         return
     pairs = list(FIXED)
-    if cwd is not None:
-        pairs.extend(driver_overrides(cwd))
+    if files:
+        pairs.extend(_driver_overrides(files))
     try:
         start = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
     except ValueError:
@@ -130,12 +131,13 @@ def guard_env(env: dict[str, str], cwd: Path | None) -> None:
 def private_stores(cwd: Path) -> list[str]:
     """The nodes' private object directories of the repository at ``cwd`` that hold
     anything: ``<common>/worktrees/*/objects`` and, beside a ``<repo>/.git`` common dir,
-    ``<repo>/.fractal/*/tmp/objects``; [] outside a repository. A few directory reads,
-    no git process."""
+    ``<repo>/.fractal/*/tmp/objects``; [] outside a repository. One directory read and
+    a ``stat`` per node, no git process."""
     files = _config_files(Path(cwd))
-    if not files:
-        return []
-    common = files[0].parent
+    return _private_stores(files[0].parent) if files else []
+
+
+def _private_stores(common: Path) -> list[str]:
     found: list[str] = []
     for top, tail in ((common / "worktrees", ("objects",)),
                       (common.parent / ".fractal", ("tmp", "objects"))):
@@ -147,8 +149,8 @@ def private_stores(cwd: Path) -> list[str]:
             continue
         for name in names:
             path = os.path.join(top, name, *tail)
-            try:
-                if os.listdir(path):
+            try:  # objects sit in subdirs: a dir's link count is 2 until one is made
+                if os.stat(path).st_nlink != 2:  # (1 on filesystems that do not count)
                     found.append(path)
             except OSError:
                 continue
@@ -159,8 +161,10 @@ def driver_overrides(cwd: Path) -> tuple[tuple[str, str], ...]:
     """The (key, value) overrides that switch off every driver the repository at ``cwd``
     names in its own config files; () outside a repository."""
     files = _config_files(Path(cwd))
-    if not files:
-        return ()
+    return _driver_overrides(files) if files else ()
+
+
+def _driver_overrides(files: list[Path]) -> tuple[tuple[str, str], ...]:
     stamps = tuple(_stamp(path) for path in files)
     kept = _NAMES.get(stamps)
     if kept is not None and all(_stamp(Path(s[0])) == s for s in kept[0]):
