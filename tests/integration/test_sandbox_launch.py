@@ -97,3 +97,24 @@ def test_the_shared_objects_are_read_only_inside(node: NodePaths) -> None:
                            "rm -rf " + str(objects) + "/pack 2>/dev/null || echo kept")
     assert (code, out) == (0, b"refused\nkept\n")
     assert sorted(objects.rglob("*")) == before
+
+
+def test_the_root_nodes_git_writes_its_own_private_objects(node: NodePaths) -> None:
+    """The root node (its worktree the main checkout) gets the same rule: new objects go
+    to ``tmp/objects`` in its node dir, the shared store stays read-only, and adoption
+    takes them in."""
+    root = node.tree.node("main")
+    root.node_dir.mkdir(parents=True, exist_ok=True)
+    (root.node_dir / "steps").mkdir(exist_ok=True)
+    argv = confined_argv(root, os.environ, ["sh", "-c", "echo root work | git hash-object "
+                                            "-w --stdin; echo $GIT_OBJECT_DIRECTORY"],
+                         root.worktree, relay=None)
+    launched = processes.spawn_group(argv, cwd=root.worktree, env=dict(os.environ))
+    out, _ = launched.popen.communicate(timeout=30)
+    sha, private = out.decode().split()
+    assert private == str(root.node_dir / "tmp" / "objects")
+    common = node.tree.repo / ".git"
+    assert not (common / "objects" / sha[:2] / sha[2:]).exists()
+    assert (Path(private) / sha[:2] / sha[2:]).is_file()
+    assert adopt(Path(private), common, drain=True) == (1, ())
+    assert git(node.tree.repo, "cat-file", "blob", sha) == "root work"
