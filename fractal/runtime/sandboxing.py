@@ -13,6 +13,7 @@ so the armed state is one module value; an in-process loop (a test) never arms i
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -65,8 +66,7 @@ def arm(paths: NodePaths, env: Mapping[str, str], warn: Callable[[str], None]) -
                       before=adopt_objects)
         relay.start()
     _armed = _Armed(paths, env, verdict, relay, warn)
-    if verdict.sandboxed:
-        _adopt_after(_armed, None)  # what a supervisor that died mid-launch left
+    _adopt_after(_armed, None)  # what a supervisor that died mid-launch left
     if not verdict.sandboxed and not verdict.refusal:
         warn("unsandboxed: the tree's config says \"sandbox\": \"off\"; the agent can "
              "write wherever this user can (docs/security.md)")
@@ -155,11 +155,13 @@ def _adopt_after(armed: _Armed, guard: Guard | None) -> None:
     dirs = git_dirs(armed.paths.worktree)
     if dirs is None:
         return
-    # deferred: only a sandboxed node adopts (the supervisor's start stays light)
-    from fractal.workspace.adoption import adopt, set_back
-
     git_dir, common = dirs
     private = Path(private_objects(str(common), str(git_dir), str(armed.paths.node_dir)))
+    if not _holds_any(private):
+        return
+    # deferred: only a launch that wrote objects adopts (the supervisor's start stays light)
+    from fractal.workspace.adoption import adopt, set_back
+
     try:
         adoption = adopt(private, common, drain=True)
     except OSError as exc:
@@ -187,6 +189,15 @@ def _adopt_after(armed: _Armed, guard: Guard | None) -> None:
             metadata=what[:2000])
     except Exception as exc:  # recording must never stop the loop
         log.warning("could not record %s: %s", OBJECTS_EVENT, exc)
+
+
+def _holds_any(folder: Path) -> bool:
+    """Whether the directory ``folder`` has any entry (False: missing, or not a dir)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
 
 
 def after_launch() -> list[str]:
