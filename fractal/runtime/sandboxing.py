@@ -137,12 +137,14 @@ def adopt_objects() -> None:
     dirs = None if armed is None else git_dirs(armed.paths.worktree)
     if armed is None or dirs is None:
         return
-    # deferred: only a sandboxed node adopts (the supervisor's start stays light)
+    private = Path(private_objects(str(dirs[1]), str(dirs[0]), str(armed.paths.node_dir)))
+    if not _holds_any(private):
+        return
+    # deferred: only a launch that wrote objects adopts (the supervisor's start stays light)
     from fractal.workspace.adoption import adopt
 
-    private = private_objects(str(dirs[1]), str(dirs[0]), str(armed.paths.node_dir))
     try:
-        adopt(Path(private), dirs[1], drain=False)
+        adopt(private, dirs[1], drain=False)
     except OSError as exc:
         log.warning("cannot adopt the node's objects: %s", exc)
 
