@@ -14,10 +14,11 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    program alone comes back read-only when it lies in a hidden dir (the demo keeps its
    agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
-   ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
-   worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
-   node's worktree is the main checkout and its node dir the tree's data dir: only its
-   plans, memory, ``tmp`` and agent homes come back writable;
+   ``tmp`` are inside it), the node's private object directory (``private_objects``),
+   the branch refs directory, the reflogs, the worktree's own git directory, and the
+   agent CLIs' homes under ``$HOME``. The root node's worktree is the main checkout and
+   its node dir the tree's data dir: only its plans, memory, ``tmp`` (with its private
+   object directory) and agent homes come back writable;
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
    rename over a mount point fails), and every directory under ``refs/heads`` that holds
    one (a ``feature/`` of ``feature/y``: renamed away, it would take the pin with it),
@@ -33,8 +34,13 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    files (made empty when absent, so an agent cannot plant one);
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
-``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
-``.git`` and no writable bind covers them. A writable ``refs/heads`` still lets the agent
+``.git/config``, ``.git/hooks`` and the shared ``.git/objects`` are never writable:
+they lie under the read-only ``.git`` and no writable bind covers them. Every git the
+agent runs writes its new objects into the private object directory instead and reads
+the shared ones as an alternate (``object_env``: set on bubblewrap's command line, so
+whatever the launch's own environment says); the supervisor adopts them into the
+shared store, each checked, once the launch ends (``workspace.adoption``). An agent
+that unsets the variables only meets a read-only store. A writable ``refs/heads`` still lets the agent
 create a new branch ref or move its own; it cannot move or delete an existing one of
 another node (pinned in 5), and ``packed-refs`` lies in the read-only ``.git``.
 
@@ -63,7 +69,9 @@ __all__ = [
     "bwrap_args",
     "decide",
     "mode_of",
+    "object_env",
     "policy",
+    "private_objects",
 ]
 
 RELAY_ENV = "FRACTAL_RELAY"
@@ -190,6 +198,23 @@ made with when absent (``workspace.sandboxpaths``: an empty file means nothing t
 CLI, and the read-only bind then always covers it, so no agent can create one)."""
 
 
+def private_objects(git_common: str, git_dir: str, node_dir: str) -> str:
+    """The node's private object directory, where its sandboxed git writes new objects:
+    a child's ``<git_dir>/objects`` (inside its worktree's own git dir, which git never
+    reads as objects: a worktree's ``objects`` is the common dir's), the root node's
+    ``<node_dir>/tmp/objects`` (its git dir is the shared ``.git`` itself)."""
+    if git_dir != git_common:
+        return str(PurePosixPath(git_dir) / "objects")
+    return str(PurePosixPath(node_dir) / "tmp" / "objects")
+
+
+def object_env(p: SandboxPaths) -> tuple[tuple[str, str], ...]:
+    """The launch's git object variables: ``GIT_OBJECT_DIRECTORY`` the private object
+    directory, ``GIT_ALTERNATE_OBJECT_DIRECTORIES`` the shared ``<git_common>/objects``."""
+    return (("GIT_OBJECT_DIRECTORY", private_objects(p.git_common, p.git_dir, p.node_dir)),
+            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(PurePosixPath(p.git_common) / "objects")))
+
+
 def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
@@ -219,11 +244,12 @@ def policy(p: SandboxPaths) -> list[Mount]:
                for name in (WORK_DIRS if root_node else CHILD_WORK_DIRS)]
     mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
     heads = git / "refs" / "heads"
-    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads)),
-               Mount(Op.RW_TRY, str(git / "logs"))]
+    mounts += [Mount(Op.RW, str(heads)), Mount(Op.RW_TRY, str(git / "logs"))]
     mounts += _ref_dirs(str(heads), p.own_ref, p.branch_refs)
     if p.git_dir != p.git_common:
         mounts.append(Mount(Op.RW, p.git_dir))
+    # a mount point: the agent cannot swap it for a link the supervisor would adopt from
+    mounts.append(Mount(Op.RW, private_objects(p.git_common, p.git_dir, p.node_dir)))
     if p.home:
         home = PurePosixPath(p.home)
         mounts += [Mount(Op.RW_TRY, str(home / d)) for d in AGENT_HOME_DIRS]
@@ -262,12 +288,13 @@ def _ref_dirs(heads: str, own_ref: str, refs: Sequence[str]) -> list[Mount]:
 
 
 def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
-               token: str | None = None) -> list[str]:
+               token: str | None = None,
+               setenv: Sequence[tuple[str, str]] = ()) -> list[str]:
     """bubblewrap's options for ``mounts`` (without the program name and ``--``): the
     read-only root, ``/dev``, ``/proc`` and a private ``/tmp`` first, then ``mounts`` in
     order, a PID namespace that dies with the launch, no capabilities, ``RELAY_ENV`` set
-    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given) and ``chdir`` as the
-    working directory."""
+    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given), each (name, value) of
+    ``setenv`` (``object_env``) and ``chdir`` as the working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
         if mount.op is Op.TMPFS:
@@ -281,4 +308,6 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
         args += ["--setenv", RELAY_ENV, relay]
     if token:
         args += ["--setenv", TOKEN_ENV, token]
+    for name, value in setenv:
+        args += ["--setenv", name, value]
     return [*args, "--chdir", chdir]

@@ -49,10 +49,12 @@ def _probe() -> str:
 
 
 def wrap(argv: Sequence[str], mounts: Sequence[Mount], *, relay: str | None,
-         cwd: str, token: str | None = None) -> list[str]:
+         cwd: str, token: str | None = None,
+         setenv: Sequence[tuple[str, str]] = ()) -> list[str]:
     """``argv`` run inside bubblewrap with ``mounts`` (``domain.sandbox.bwrap_args``),
-    starting in ``cwd``, with the relay's ``token`` in its environment when given. The program's exec errors come back as bwrap's exit 1 with its
-    message on stderr; a missing bwrap is an OSError at spawn.
+    starting in ``cwd``, with the relay's ``token`` and each (name, value) of ``setenv``
+    in its environment when given. The program's exec errors come back as bwrap's exit 1
+    with its message on stderr; a missing bwrap is an OSError at spawn.
 
     bwrap itself runs with SIGINT, SIGTERM and SIGHUP ignored (``env --ignore-signal``)
     and resets them for the program (``env --default-signal``): a stop signals the whole
@@ -61,5 +63,6 @@ def wrap(argv: Sequence[str], mounts: Sequence[Mount], *, relay: str | None,
     binary = shutil.which(BWRAP) or BWRAP
     env = shutil.which("env") or "/usr/bin/env"
     return [env, f"--ignore-signal={_RELAYED}", binary,
-            *bwrap_args(mounts, relay=relay, chdir=os.path.abspath(cwd), token=token), "--",
+            *bwrap_args(mounts, relay=relay, chdir=os.path.abspath(cwd), token=token,
+                        setenv=setenv), "--",
             env, f"--default-signal={_RELAYED},QUIT", *argv]

@@ -16,7 +16,8 @@ agent runs as the same user. With the token, the supervisor runs ``python -m fra
 environment and the caller's ``_NODE`` (a claim the context checks against the child's
 supervisor ancestry, which names this node whatever it says) and ``FRACTAL_CONFINED``
 (the programs the verb starts for the agent, ``fractal commit``'s hooks, run in the
-node's sandbox). The answer is one JSON line ``{"rc": N, "stdout": B64, "stderr": B64}``.
+node's sandbox), once ``before`` has run (the supervisor's adoption of the agent's new
+git objects: the verb's git finds them in the shared store). The answer is one JSON line ``{"rc": N, "stdout": B64, "stderr": B64}``.
 
 A small server thread, not the loop's waker: the loop blocks for a whole step inside
 ``launch._supervise`` and a command the agent runs must be answered during that step;
@@ -34,6 +35,7 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from fractal.domain.sandbox import TOKEN_ENV
@@ -54,10 +56,12 @@ RELAY_EVENT = "relay"  # the event of a request refused for a missing or stale t
 class Relay:
     """The relay of one node (see the module docstring)."""
 
-    def __init__(self, paths: NodePaths, path: Path, env: dict[str, str]) -> None:
+    def __init__(self, paths: NodePaths, path: Path, env: dict[str, str],
+                 before: Callable[[], None] | None = None) -> None:
         self.paths = paths
         self.path = path
         self.env = env
+        self.before = before  # run before each accepted command (sandboxing.adopt_objects)
         self._sock: socket.socket | None = None
         self._token = ""
         self.rotate()
@@ -144,6 +148,8 @@ class Relay:
         cwd = Path(str(request.get("cwd") or worktree)).resolve()
         if cwd != worktree and worktree not in cwd.parents:
             cwd = worktree
+        if self.before is not None:
+            self.before()  # the agent's new objects into the shared store, checked
         env = {**self.env, "_NODE": str(self.paths.node_dir), CONFINED_ENV: "1",
                TOKEN_ENV: token}
         node = request.get("node")

@@ -13,10 +13,11 @@ so the armed state is one module value; an in-process loop (a test) never arms i
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.sandbox import TOKEN_ENV, Mode, Verdict, decide, mode_of
+from fractal.domain.sandbox import TOKEN_ENV, Mode, Verdict, decide, mode_of, private_objects
 from fractal.errors import SpawnError
 from fractal.procs import sandbox
 from fractal.procs.confine import confined_argv, relay_socket
@@ -25,9 +26,11 @@ from fractal.tree import NodePaths
 from fractal.workspace.gitfiles import git_dirs
 from fractal.workspace.refguard import Guard, checked_out, repair
 
-__all__ = ["REF_EVENT", "after_launch", "arm", "confine", "disarm", "refusal"]
+__all__ = ["OBJECTS_EVENT", "REF_EVENT", "adopt_objects", "after_launch", "arm", "confine",
+           "disarm", "refusal"]
 
 REF_EVENT = "ref_restored"  # a branch ref a sandboxed launch bent, set right after it
+OBJECTS_EVENT = "objects_refused"  # private objects adoption refused (forged, corrupt)
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +62,11 @@ def arm(paths: NodePaths, env: Mapping[str, str], warn: Callable[[str], None]) -
         verdict = Verdict(False, setting)
     relay = None
     if verdict.sandboxed:
-        relay = Relay(paths, relay_socket(paths.tree, paths.branch), dict(env))
+        relay = Relay(paths, relay_socket(paths.tree, paths.branch), dict(env),
+                      before=adopt_objects)
         relay.start()
     _armed = _Armed(paths, env, verdict, relay, warn)
+    _adopt_after(_armed, None)  # what a supervisor that died mid-launch left
     if not verdict.sandboxed and not verdict.refusal:
         warn("unsandboxed: the tree's config says \"sandbox\": \"off\"; the agent can "
              "write wherever this user can (docs/security.md)")
@@ -124,15 +129,92 @@ def _guard_refs(armed: _Armed) -> None:
         log.warning("cannot pin the branch refs before the launch: %s", exc)
 
 
-def after_launch() -> list[str]:
-    """After a sandboxed launch has ended (every process of it gone): undo what it did to
-    the branch refs (``domain.refguard``), each repair a ``REF_EVENT`` of the node naming
-    the ref and a pane warning. Returns the repairs; none when nothing is armed."""
+def adopt_objects() -> None:
+    """While a launch lives (the relay, before a command it runs for the agent): adopt a
+    snapshot of the node's private objects into the shared store, leaving the private
+    dir as it is (``workspace.adoption``); a failure is logged, never raised."""
     armed = _armed
-    guard = None if armed is None else armed.guard
-    if armed is None or guard is None:
+    dirs = None if armed is None else git_dirs(armed.paths.worktree)
+    if armed is None or dirs is None:
+        return
+    private = Path(private_objects(str(dirs[1]), str(dirs[0]), str(armed.paths.node_dir)))
+    if not _holds_any(private):
+        return
+    # deferred: only a launch that wrote objects adopts (the supervisor's start stays light)
+    from fractal.workspace.adoption import adopt
+
+    try:
+        adopt(private, dirs[1], drain=False)
+    except OSError as exc:
+        log.warning("cannot adopt the node's objects: %s", exc)
+
+
+def _adopt_after(armed: _Armed, guard: Guard | None) -> None:
+    """Once no process of a launch is left: adopt the node's private objects and empty
+    the private dir; each refused file is an ``OBJECTS_EVENT`` and a pane warning, and a
+    branch that no longer reads whole is set back to its tip before the launch
+    (``adoption.set_back``). Never raises."""
+    dirs = git_dirs(armed.paths.worktree)
+    if dirs is None:
+        return
+    git_dir, common = dirs
+    private = Path(private_objects(str(common), str(git_dir), str(armed.paths.node_dir)))
+    if not _holds_any(private):
+        return
+    # deferred: only a launch that wrote objects adopts (the supervisor's start stays light)
+    from fractal.workspace.adoption import adopt, set_back
+
+    try:
+        adoption = adopt(private, common, drain=True)
+    except OSError as exc:
+        log.warning("cannot adopt the node's objects: %s", exc)
+        return
+    if not adoption.refused:
+        return
+    texts = list(adoption.refused[:20])
+    if len(adoption.refused) > 20:
+        texts.append(f"and {len(adoption.refused) - 20} more")
+    try:
+        fixed = set_back(armed.paths.worktree, common, armed.paths.branch,
+                         None if guard is None else guard.own_before)
+    except Exception as exc:  # a refused reset is named, never a crash of the loop
+        fixed = f"refs/heads/{armed.paths.branch} could not be set back: {exc}"
+    what = ("refused objects the agent wrote (never adopted into the shared store): "
+            + "; ".join(texts) + (f". {fixed}" if fixed else ""))
+    armed.warn(what)
+    # deferred: only a refusal records (the supervisor's start stays light)
+    from fractal.store.ledger import Ledger
+
+    try:
+        Ledger(armed.paths.tree.db_path).add_event(
+            armed.paths.branch, OBJECTS_EVENT, actor="loop", status="failed",
+            metadata=what[:2000])
+    except Exception as exc:  # recording must never stop the loop
+        log.warning("could not record %s: %s", OBJECTS_EVENT, exc)
+
+
+def _holds_any(folder: Path) -> bool:
+    """Whether the directory ``folder`` has any entry (False: missing, or not a dir)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
+def after_launch() -> list[str]:
+    """After a sandboxed launch has ended (every process of it gone): adopt the node's
+    private objects (``_adopt_after``), then undo what it did to the branch refs
+    (``domain.refguard``), each repair a ``REF_EVENT`` of the node naming the ref and a
+    pane warning. Returns the repairs; none when nothing is armed."""
+    armed = _armed
+    if armed is None:
         return []
-    armed.guard = None
+    guard, armed.guard = armed.guard, None
+    if armed.verdict.sandboxed:
+        _adopt_after(armed, guard)
+    if guard is None:
+        return []
     # deferred: only a launch's end reads the ledger (the supervisor's start stays light)
     from fractal.store.ledger import Ledger
 

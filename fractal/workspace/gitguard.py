@@ -18,6 +18,13 @@ after every config file, so they win over the repository's):
   (nothing is committed unfiltered). Drivers defined only in the operator's global or
   system config (``git lfs install``) are the operator's own and stay on.
 
+Every git process fractal starts also reads the nodes' private object directories that
+hold anything as alternates (``GIT_ALTERNATE_OBJECT_DIRECTORIES``: each worktree git dir's
+``objects`` and each root node's ``tmp/objects``, ``domain.sandbox.private_objects``), so a
+branch tip a live launch committed, not yet adopted into the shared store, still reads
+in ``node log``, ``diff`` or the dashboard; git only reads them, every object fractal's
+own git writes goes to the shared store.
+
 Only ``fractal commit`` (the node's own verb, run by its agent or by the operator on
 purpose) runs git under ``repository_programs()``, with the repository's hooks and drivers
 as configured. The overrides cost no process: the config files are read (at most
@@ -35,7 +42,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-__all__ = ["CONFIG_CAP", "FIXED", "guard_env", "repository_programs"]
+__all__ = ["CONFIG_CAP", "FIXED", "guard_env", "private_stores", "repository_programs"]
 
 FIXED: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),
@@ -97,12 +104,20 @@ def repository_programs() -> Iterator[None]:
 def guard_env(env: dict[str, str], cwd: Path | None) -> None:
     """Add the overrides to ``env`` (a git process's whole environment) for a git run in
     ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
-    replaced). Nothing is added inside ``repository_programs()``."""
+    replaced), and the private object directories that hold anything as alternates
+    (unless ``env`` names its own object or alternate directories). No override is added
+    inside ``repository_programs()``."""
+    files = [] if cwd is None else _config_files(Path(cwd))
+    if files and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
+            and "GIT_OBJECT_DIRECTORY" not in env:
+        private = _private_stores(files[0].parent)
+        if private:
+            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.pathsep.join(private)
     if _TRUSTED and get_ident() in _TRUSTED:
         return
     pairs = list(FIXED)
-    if cwd is not None:
-        pairs.extend(driver_overrides(cwd))
+    if files:
+        pairs.extend(_driver_overrides(files))
     try:
         start = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
     except ValueError:
@@ -113,12 +128,43 @@ def guard_env(env: dict[str, str], cwd: Path | None) -> None:
     env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
 
 
+def private_stores(cwd: Path) -> list[str]:
+    """The nodes' private object directories of the repository at ``cwd`` that hold
+    anything: ``<common>/worktrees/*/objects`` and, beside a ``<repo>/.git`` common dir,
+    ``<repo>/.fractal/*/tmp/objects``; [] outside a repository. One directory read and
+    a ``stat`` per node, no git process."""
+    files = _config_files(Path(cwd))
+    return _private_stores(files[0].parent) if files else []
+
+
+def _private_stores(common: Path) -> list[str]:
+    found: list[str] = []
+    for top, tail in ((common / "worktrees", ("objects",)),
+                      (common.parent / ".fractal", ("tmp", "objects"))):
+        if tail[0] == "tmp" and common.name != ".git":
+            continue
+        try:
+            names = sorted(os.listdir(top))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(top, name, *tail)
+            try:  # objects sit in subdirs: a dir's link count is 2 until one is made
+                if os.stat(path).st_nlink != 2:  # (1 on filesystems that do not count)
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
 def driver_overrides(cwd: Path) -> tuple[tuple[str, str], ...]:
     """The (key, value) overrides that switch off every driver the repository at ``cwd``
     names in its own config files; () outside a repository."""
     files = _config_files(Path(cwd))
-    if not files:
-        return ()
+    return _driver_overrides(files) if files else ()
+
+
+def _driver_overrides(files: list[Path]) -> tuple[tuple[str, str], ...]:
     stamps = tuple(_stamp(path) for path in files)
     kept = _NAMES.get(stamps)
     if kept is not None and all(_stamp(Path(s[0])) == s for s in kept[0]):

@@ -4,6 +4,7 @@ read from the files (``gitfiles.git_dirs``), as ``domain.sandbox.SandboxPaths``.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from fractal.domain.sandbox import (
@@ -12,10 +13,27 @@ from fractal.domain.sandbox import (
     SUPERVISOR_TMP_DIRS,
     WORK_DIRS,
     SandboxPaths,
+    private_objects,
 )
 from fractal.workspace.gitfiles import git_dirs
 
-__all__ = ["sandbox_paths"]
+__all__ = ["private_dir", "sandbox_paths"]
+
+
+def private_dir(git_dir: Path, common: Path, node_dir: Path) -> Path:
+    """The node's private object directory (``domain.sandbox.private_objects``), made
+    when missing; anything else in its place (a symlink, a file) is removed first, so
+    the writable bind and the adoption only ever meet a real directory. Raises OSError
+    when it cannot be made."""
+    path = Path(private_objects(str(common), str(git_dir), str(node_dir)))
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        os.unlink(path)
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    return path
 
 
 def _ref_files(heads: Path) -> tuple[str, ...]:
@@ -56,7 +74,8 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     supervisor's dirs in its ``tmp`` (``domain.sandbox.CHILD_WORK_DIRS``,
     ``SUPERVISOR_TMP_DIRS``), so each is a mount point inside: the rest of the node dir
     is read-only there, and a missing one could not be made; and the agent settings
-    files under ``home`` that are absent (``_pin_settings``), for the same reason.
+    files under ``home`` that are absent (``_pin_settings``), for the same reason; and
+    the node's private object directory (``private_dir``).
     Raises OSError when ``worktree`` is not a checkout whose git files can be read, or a
     dir or settings file cannot be made.
     """
@@ -70,6 +89,7 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         (node_dir / name).mkdir(parents=True, exist_ok=True)
     for name in SUPERVISOR_TMP_DIRS:
         (node_dir / "tmp" / name).mkdir(exist_ok=True)
+    private_dir(git_dir, common, node_dir)
     if home:
         _pin_settings(Path(home))
     program_dir = program_file = None

@@ -1,7 +1,8 @@
 """A program started in a node's sandbox (``procs.confine.confined_argv`` and the process
 plumbing): it exits with its own code, a soft interrupt to its group reaches it (bubblewrap
 does not die of it first), an ignored TERM still ends at KILL, what it leaves running ends
-with it, and it commits in its worktree while the repository's config stays read-only."""
+with it, and it commits in its worktree (into its private object dir, adopted after)
+while the repository's config and shared objects stay read-only."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fractal.procs import processes
 from fractal.procs.confine import confined_argv
 from fractal.procs.sandbox import missing
 from fractal.tree import NodePaths, Tree
+from fractal.workspace.adoption import adopt
 from tests.helpers import git, make_repo, wait_until
 
 pytestmark = pytest.mark.skipif(bool(missing()), reason="no bubblewrap sandbox here")
@@ -79,5 +81,40 @@ def test_it_commits_in_its_worktree_but_not_the_config(node: NodePaths) -> None:
                            "git -c user.name=a -c user.email=a@b commit -qm work && "
                            "echo done; git config core.fsmonitor owned || echo refused")
     assert (code, out) == (0, b"done\nrefused\n")
+    # its objects went to its private dir; the supervisor adopts them after a launch
+    common = node.tree.repo / ".git"
+    private = common / "worktrees" / "main.a" / "objects"
+    assert adopt(private, common, drain=True).adopted == 3
     assert git(node.worktree, "log", "-1", "--format=%s") == "work"
     assert config.read_text() == before
+
+
+def test_the_shared_objects_are_read_only_inside(node: NodePaths) -> None:
+    objects = node.tree.repo / ".git" / "objects"
+    before = sorted(objects.rglob("*"))
+    code, out = _run(node, "env -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES"
+                           " git hash-object -w --stdin </dev/null || echo refused; "
+                           "rm -rf " + str(objects) + "/pack 2>/dev/null || echo kept")
+    assert (code, out) == (0, b"refused\nkept\n")
+    assert sorted(objects.rglob("*")) == before
+
+
+def test_the_root_nodes_git_writes_its_own_private_objects(node: NodePaths) -> None:
+    """The root node (its worktree the main checkout) gets the same rule: new objects go
+    to ``tmp/objects`` in its node dir, the shared store stays read-only, and adoption
+    takes them in."""
+    root = node.tree.node("main")
+    root.node_dir.mkdir(parents=True, exist_ok=True)
+    (root.node_dir / "steps").mkdir(exist_ok=True)
+    argv = confined_argv(root, os.environ, ["sh", "-c", "echo root work | git hash-object "
+                                            "-w --stdin; echo $GIT_OBJECT_DIRECTORY"],
+                         root.worktree, relay=None)
+    launched = processes.spawn_group(argv, cwd=root.worktree, env=dict(os.environ))
+    out, _ = launched.popen.communicate(timeout=30)
+    sha, private = out.decode().split()
+    assert private == str(root.node_dir / "tmp" / "objects")
+    common = node.tree.repo / ".git"
+    assert not (common / "objects" / sha[:2] / sha[2:]).exists()
+    assert (Path(private) / sha[:2] / sha[2:]).is_file()
+    assert adopt(Path(private), common, drain=True) == (1, ())
+    assert git(node.tree.repo, "cat-file", "blob", sha) == "root work"

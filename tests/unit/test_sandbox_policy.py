@@ -16,7 +16,9 @@ from fractal.domain.sandbox import (
     bwrap_args,
     decide,
     mode_of,
+    object_env,
     policy,
+    private_objects,
 )
 
 REPO = "/src/repo"
@@ -105,7 +107,12 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{WT}/.fractal/elsewhere", "ro"),  # no node dir rebuilt beside it
     (f"{NODE}/steps/01-PLAN.md", "ro"),
     (f"{WT}/.git", "ro"),  # names the git dir git reads
-    (f"{GIT}/objects/ab/cdef", "rw"),  # what its commits need
+    (f"{GIT}/objects/ab/cdef", "ro"),  # the shared store: every branch's history
+    (f"{GIT}/objects/pack/pack-1.pack", "ro"),
+    (f"{GIT}/objects/info/alternates", "ro"),
+    (f"{GIT}/worktrees/main.a.b/objects/ab/cdef", "rw"),  # what its commits write
+    (f"{GIT}/worktrees/main.a.b/objects/pack/pack-1.pack", "rw"),
+    (f"{GIT}/worktrees/main.a.c/objects/ab/cdef", "ro"),  # a sibling's private objects
     (f"{GIT}/refs/heads/main.a.b", "rw"),
     (f"{GIT}/refs/heads/main.a.b.lock", "rw"),
     (f"{GIT}/refs/heads/new-branch", "rw"),
@@ -152,6 +159,9 @@ def test_what_a_childs_launch_may_do_with_each_path(path: str, mode: str) -> Non
     (f"{REPO}/README.md", "ro"),
     (f"{GIT}/config", "ro"),
     (f"{GIT}/index", "ro"),  # the main checkout's index: no commit from inside
+    (f"{GIT}/objects/ab/cdef", "ro"),  # the shared store
+    (f"{REPO}/.fractal/main/tmp/objects/ab/cdef", "rw"),  # the root's private objects
+    (f"{GIT}/worktrees/main.a.b/objects/ab/cdef", "ro"),  # a child's
 ])
 def test_the_root_nodes_launch(path: str, mode: str) -> None:
     assert effective(policy(ROOT), path) == mode
@@ -278,3 +288,22 @@ def test_the_socket_is_covered_by_dev_null_last() -> None:
     assert args[at - 2:at + 1] == ["--ro-bind", "/dev/null", f"{SHARED}/tmux.sock"]
     assert args[at + 1] == "--unshare-pid"  # after every other mount
     assert SHARED not in [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]
+
+
+@pytest.mark.parametrize(("paths", "private"), [
+    (CHILD, f"{GIT}/worktrees/main.a.b/objects"),  # inside its worktree's own git dir
+    (ROOT, f"{REPO}/.fractal/main/tmp/objects"),  # its git dir is the shared .git
+])
+def test_each_nodes_private_object_directory(paths: SandboxPaths, private: str) -> None:
+    assert private_objects(paths.git_common, paths.git_dir, paths.node_dir) == private
+    assert dict(object_env(paths)) == {"GIT_OBJECT_DIRECTORY": private,
+                                       "GIT_ALTERNATE_OBJECT_DIRECTORIES": f"{GIT}/objects"}
+    # a mount point of its own: it cannot be swapped for a link while the launch lives
+    assert Mount(Op.RW, private) in policy(paths)
+
+
+def test_the_object_variables_are_set_on_bwraps_command_line() -> None:
+    args = bwrap_args(policy(CHILD), relay=CHILD.relay, chdir=WT, setenv=object_env(CHILD))
+    pairs = {args[i + 1]: args[i + 2] for i, a in enumerate(args) if a == "--setenv"}
+    assert pairs["GIT_OBJECT_DIRECTORY"] == f"{GIT}/worktrees/main.a.b/objects"
+    assert pairs["GIT_ALTERNATE_OBJECT_DIRECTORIES"] == f"{GIT}/objects"
