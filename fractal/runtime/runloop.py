@@ -16,8 +16,10 @@ again (``runtime.digest.unmerged_hand_backs``) first waits for that re-merge, as
 ``wait: children`` step waits: a SYNC every ``wait`` window when the tree holds news,
 and at once when a handed-back child settles (so the agent merges it again then),
 bounded by the run wall (then the run ends timed out, its reason naming the child), a
-stop ends it stopped, a pause parks it (a resume waits again). Any other end does not
-wait; its reason names the child too (the supervisor's ``ends.unmerged_reason``).
+stop ends it stopped, a pause parks it (a resume waits again). A ``node done`` the agent
+runs during the wait (once it merged the child) gives the run its reason when the wait
+ends; it does not end the wait before the merge. Any other end does not wait; its reason
+names the child too (the supervisor's ``ends.unmerged_reason``).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ class RunLoop(LoopPart):
         self.reporter.banner_close(banner, end.value, self.clock.monotonic() - started)
         if end is WaitEnd.PAUSED:
             raise Park(f"while {what}")
+        if end is WaitEnd.RELEASED and state.done is None:
+            state.done = self.steering.done_reason()  # a SYNC's ``node done`` after the merge
         if end is WaitEnd.TIMED_OUT:
             state.timed_out = True
         elif end is WaitEnd.STOPPED:

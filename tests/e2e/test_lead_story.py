@@ -68,9 +68,10 @@ def _the_story_holds(tree: Tree, story: Path) -> None:
     assert merges == ["node merge gate", "node merge one", "node merge two",
                       "node merge two --hand-back", "node merge two"], ran
     assert ran[-1][0].startswith("node done") and ran[-1][1] == 0, ran
-    (waited,), = [p.read_text() for p in sorted(story.glob("prompt-*.txt"))
-                  if p.read_text().startswith("SYNC while waiting for the re-merge of main.lead.two")]
-    assert "- Handed back, not merged again (1):" in waited
+    waits = [p.read_text() for p in sorted(story.glob("prompt-*.txt"))
+             if p.read_text().startswith("SYNC while waiting for the re-merge of main.lead.two")]
+    assert "- Handed back, not merged again (1):\n  - two (completed): once it settled, " \
+           "merge it again" in waits[-1], waits[-1]
     assert tree.sql("SELECT status, metadata FROM runs WHERE node = 'main.lead'") == [
         ("completed", "Done: every child's work is merged, the hand-back too")]
     assert tree.sql("SELECT COUNT(*) FROM iterations WHERE node = 'main.lead'") == [(1,)]
