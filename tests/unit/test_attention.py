@@ -334,6 +334,22 @@ def test_a_ready_item_names_the_target_and_the_review() -> None:
     assert item.key == f"ready:{B}:4" and item.details["target"] == "main"
 
 
+def test_a_lead_whose_subtree_work_never_reached_it_is_not_announced_ready() -> None:
+    """The run's end booked a child's work never merged: the item says so, and offers the
+    merge the operator can run now (``--force``, without that work)."""
+    label = f"{B}.c (killed, its work never merged into {B})"
+    facts = NodeFacts(B, "completed", run_id=4, run_status="completed", run_ended=NOW - 5,
+                      top_level=True, parent="main", unmerged_below=label)
+    (item, _), = classify([facts], NOW)
+    assert "ready to merge" not in item.summary
+    assert item.summary.startswith(f"run 4 completed, but work of its subtree never reached "
+                                   f"it ({label}): `fractal node merge {B}` is refused")
+    assert item.command == f"fractal node merge {B} --force"
+    assert item.details["unmerged"] == label
+    (plain, _), = classify([replace(facts, unmerged_below="")], NOW)
+    assert plain.fingerprint != item.fingerprint and plain.command == f"fractal node merge {B}"
+
+
 @pytest.mark.parametrize(("status", "merged_at", "run_started", "shown"), [
     ("completed", "2026-01-01T00:10:00.000Z", "2026-01-01T00:00:00.000Z", True),
     ("completed", "2026-01-01T00:10:00.000Z", "2026-01-01T00:20:00.000Z", False),  # ran again
