@@ -7,7 +7,8 @@ is where it saves every prompt and what each command did; STORY_APPROVE=no leave
 children's gates to the operator.
 
 - the SPAWN step: spawns ``one`` and ``two`` (both write ``shared.txt``: the second to be
-  merged conflicts) without the template's gate, and ``gate`` with it, then starts them;
+  merged conflicts) without the template's gate, and ``gate`` with it (it commits its
+  file in every step, so its branch holds work before the gate), then starts them;
 - a SYNC while the children wait holds the loop: approves every gate its digest lists;
 - the MERGE step (``wait: children``): merges every child whose run ended by the radio
   feed; a conflict is handed back with the protocol's ``--hand-back`` command; any other
@@ -67,7 +68,7 @@ def spawn(prompt: str) -> None:
     start = command(prompt, "fractal node start NAME")
     tasks = {"one": "[stub:write=shared.txt:one] [stub:resolve]",
              "two": "[stub:write=shared.txt:two] [stub:resolve]",
-             "gate": "[stub:write=gate.txt:gate]"}
+             "gate": "[stub:write=gate.txt:gate] [stub:commit=the gate part]"}
     for name, markers in tasks.items():
         task = STORY / f"{name}-task.md"
         task.write_text(f"Build the {name} part. {markers}\n")

@@ -302,6 +302,17 @@ def test_a_refused_merge_that_names_a_hand_back_reads_as_refused() -> None:
     assert merges[0].details["handed_back"] is False
 
 
+def test_a_merge_refused_for_a_gate_never_approved_offers_the_forced_merge() -> None:
+    """A plain merge would be refused again (the child's gate was never approved): the
+    command the item offers is the one that lands, ``--force``, after the review."""
+    why = (f"refused: {B}'s last run ended (killed) with EXECUTE never approved; review it "
+           f"(`fractal node diff {B}`), then merge with --force to take it anyway")
+    facts = NodeFacts(B, "killed", run_id=2, run_status="killed", run_ended=NOW - 5,
+                      merge=HandBack(3, "main", why, NOW - 50))
+    merges = [i for i, _ in classify([facts], NOW) if i.kind is Kind.MERGE]
+    assert [i.command for i in merges] == [f"fractal node merge {B} --force"]
+
+
 def test_a_failing_agents_item_says_what_would_help() -> None:
     """``start --continue`` alone meets the same failure again: the item points at the
     failed step's reason and the setting to fix before continuing."""

@@ -27,7 +27,7 @@ from fractal.domain.attention.facts import (
     UsageHold,
 )
 from fractal.domain.budget.ceilings import is_budget_reason
-from fractal.domain.merge.rules import unresolved_hand_back
+from fractal.domain.merge.rules import FORCE_HINT, unresolved_hand_back
 from fractal.domain.run.failstreak import FAILED_ITERS
 from fractal.domain.run.subtree import unsettled_notice
 from fractal.domain.usage.outage import CUT_SHORT
@@ -286,7 +286,8 @@ def _merge(facts: NodeFacts) -> Item | None:
         command = f"fractal node merge {facts.branch} --hand-back"
     else:
         summary = f"merge into {merge.target} did not land: {merge.reason}"
-        command = f"fractal node merge {facts.branch}"
+        force = " --force" if FORCE_HINT in merge.reason else ""  # a plain one is refused
+        command = f"fractal node merge {facts.branch}{force}"
     if facts.parent_running and command.startswith("fractal node merge"):
         command = _ask_parent(facts, f"merge {facts.branch.rsplit('.', 1)[-1]}")
     return Item(Kind.MERGE, facts.branch, merge.since, summary, command,
