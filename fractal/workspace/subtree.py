@@ -65,10 +65,10 @@ def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
     one whose branch still holds work its own merge target (its base, else its parent)
     lacks, as a squash merge would compute it. One ``git merge-tree`` per settled
     descendant. Raises StoreError (a hand-back note unreadable is none)."""
-    # deferred: start-up cost: only a merge's check and a run's end compute it (35 modules)
+    # deferred: start-up cost: only a merge's check and a run's end compute it (1 module)
     from fractal.domain.merge.rules import unmerged_label
-    from fractal.workspace import git
-    from fractal.workspace import merge as gitmerge
+    from fractal.workspace import git  # deferred: start-up cost (5 modules)
+    from fractal.workspace import merge as gitmerge  # deferred: start-up cost (35 modules)
     from fractal.workspace.handback import read_note  # deferred: start-up cost (6 modules)
 
     found: list[str] = []
