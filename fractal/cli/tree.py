@@ -49,8 +49,7 @@ def init_cmd(agent: str | None, max_depth: str | None, database: str | None,
         if problem is not None:  # a warning: it may be installed before the first start
             click.echo(f"warning: {problem}; `fractal node start` will refuse until it is "
                        "fixed", err=True)
-    click.echo("next: `fractal commit --init \"project wiki\"` (commits wiki/, the shared "
-               "project wiki), then `fractal node init NAME --title '...' --task '...'` and "
+    click.echo("next: `fractal node init NAME --title '...' --task '...'` and "
                "`fractal node start NAME`", err=True)
 
 

@@ -172,11 +172,20 @@ def node_facts(tree: Tree, *, diffstats: bool = True, create: bool = True,
             paused_by_operator=_epoch(by_operator[1])
             if by_operator and run and by_operator[0] == run.run_id else None,
             run_cause=failure_cause(run.meta, *rows.causes[run.run_id])
-            if run and run.run_id in rows.causes else ""))
+            if run and run.run_id in rows.causes else "",
+            unmerged_below=_unmerged(rows.unmerged.get(node.node), run)))
     known = {n.node for n in rows.nodes}
     facts += [NodeFacts(sender, "unregistered", to_operator=_notes(notes))
               for sender, notes in sorted(rows.notes.items()) if sender not in known]
     return facts, rows.acks
+
+
+def _unmerged(booked: tuple[int | None, str] | None, run: RunRow | None) -> str:
+    """The subtree work never merged that ``run``'s end booked (``unmerged`` event of that
+    run), else empty: an older run's booking is stale."""
+    if booked is None or run is None or booked[0] != run.run_id:
+        return ""
+    return booked[1]
 
 
 def _unresolved(tree: Tree, branch: str, status: str) -> str | None:

@@ -36,7 +36,7 @@ from fractal.workspace.nodedir import (
     write_atomic,
 )
 from fractal.workspace.seedcommit import seed_commit
-from fractal.workspace.wiki import ensure_wiki
+from fractal.workspace.wiki import PROJECT_TITLE, WIKI_DIRNAME, ensure_wiki
 from fractal.workspace.worktrees import add_worktree, remove_worktree, set_identity
 
 DEFAULT_RESERVE = "10%"
@@ -169,6 +169,8 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             seed_commit(paths.worktree, f"{branch}: init (node seed)")
+            # the project wiki's index is generated, never on a branch: each worktree has its own
+            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE)
             title = config.get("title")
             ledger.register_node(branch, parent=parent_branch,
                                  title=title if isinstance(title, str) else None,

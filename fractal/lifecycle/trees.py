@@ -99,7 +99,7 @@ def init_tree(cwd: Path, agent: str | None = None, max_depth: str | None = None,
     dirs = git.git_dirs(top)
     if ensure_exclude_block(dirs[1] if dirs is not None else git.common_dir(top)):
         restored.append("the .git/info/exclude block")
-    if ensure_wiki(tree.wiki_dir, PROJECT_TITLE):  # the shared project wiki, for --init
+    if ensure_wiki(tree.wiki_dir, PROJECT_TITLE):  # its generated index is never committed
         restored.append(f"{tree.wiki_dir.relative_to(repo).as_posix()}/_index.md")
     from fractal.store.ledger import Ledger  # deferred: start-up cost (22 modules)
 

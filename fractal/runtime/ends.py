@@ -4,7 +4,10 @@
 (or ``node merge``) can tell that run from approved work. ``notify_unsettled`` posts an
 outbox notice naming the descendants still running when the run ends.
 ``unmerged_reason`` names the children whose hand-back the node has not merged again, so
-no run ends as if their work were in.
+no run ends as if their work were in. ``record_unmerged`` books, when a run ends
+``completed``, the descendants whose work never reached the node (an ``unmerged`` event
+of the run), which the inbox reads instead of asking git on every refresh: a top-level
+node with such work is not announced ready to merge.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 
-__all__ = ["finish_reason", "notify_unsettled", "unmerged_reason", "unsettled_below"]
+__all__ = ["UNMERGED_EVENT", "finish_reason", "notify_unsettled", "record_unmerged",
+           "unmerged_reason", "unsettled_below"]
 
 log = logging.getLogger(__name__)
 
 
 _RUNNING = (Status.ACTIVE.value, Status.PAUSED.value)
+UNMERGED_EVENT = "unmerged"
+"""The event a ``completed`` run's end books when its subtree holds work never merged."""
 
 
 def finish_reason(ledger: Ledger, node: str, run_id: int, reason: str) -> str:
@@ -44,6 +50,27 @@ def unmerged_reason(ledger: Ledger, paths: NodePaths, reason: str) -> str:
     except FractalError as exc:
         log.warning("could not read the hand-backs of %s: %s", paths.branch, exc)
         return reason
+
+
+def record_unmerged(ledger: Ledger, paths: NodePaths, run_id: int) -> tuple[str, ...]:
+    """Book the descendants of ``paths.branch`` whose work has not reached it
+    (``workspace.subtree.unmerged_below``: a hand-back not merged again, a settled node's
+    work never merged) as an ``unmerged`` event of run ``run_id``, its metadata their
+    labels joined by ``; ``; nothing is booked when there are none. Returns the labels. A
+    registry or git that cannot be read books nothing (logged)."""
+    # deferred: a completed run's end only: start-up cost (2 modules, git behind them)
+    from fractal.workspace.subtree import unmerged_below
+
+    try:
+        found = unmerged_below(paths.tree, [(r.node, r.status) for r in ledger.nodes()],
+                               paths.branch)
+        if found:
+            ledger.add_event(paths.branch, UNMERGED_EVENT, actor="loop", run_id=run_id,
+                             metadata="; ".join(found))
+    except FractalError as exc:
+        log.warning("could not check the subtree of %s: %s", paths.branch, exc)
+        return ()
+    return found
 
 
 def unsettled_below(ledger: Ledger, node: str) -> list[Unsettled]:

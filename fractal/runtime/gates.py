@@ -138,16 +138,28 @@ def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
                  urgent=urgent)
 
 
-def await_hand_backs(pending: Callable[[], list[str]], *, steering: Steering, waker: Waker,
-                     deadline: Deadline, window: float, sync: WaitSync | None) -> WaitEnd:
+def await_hand_backs(pending: Callable[[], list[str]], *, settled: Callable[[], set[str]],
+                     steering: Steering, waker: Waker, deadline: Deadline, window: float,
+                     sync: WaitSync | None) -> WaitEnd:
     """Wait until ``pending()`` (the children whose hand-back the node has not merged
     again) is empty: the run's end held for a re-merge. The first look runs at once (a
-    child may have settled already), then every ``window``. A pause, a stop or
-    ``deadline`` (clock seconds: the run wall) end it early; a finish does not (a finish
-    is a wind-down, and merging the hand-back is the wind-down's work), it stays pending."""
+    child may have settled already), then every ``window``, and at once whenever one of
+    ``settled()`` (those children whose loops have settled, so a merge may take them) was
+    not settled at the previous look: the agent merges it without waiting out the window.
+    A pause, a stop or ``deadline`` (clock seconds: the run wall) end it early; a finish
+    does not (a finish is a wind-down, and merging the hand-back is the wind-down's work),
+    it stays pending."""
+    before: set[str] = set()
+
+    def urgent() -> bool:
+        nonlocal before
+        now = settled()
+        fresh, before = now - before, now
+        return bool(fresh)
+
     return _wait(lambda: not pending(), steering=steering, waker=waker, deadline=deadline,
-                 window=window, sync=sync, finish_ends_it=False, poll=waker.idle_poll,
-                 look_at_once=True)
+                 window=window, sync=sync, finish_ends_it=False, urgent=urgent,
+                 poll=waker.idle_poll, look_at_once=True)
 
 
 def waited_children(ledger: Ledger, node: str) -> list[str]:

@@ -13,10 +13,13 @@ run's end (``domain.run.outcome.decide_run_end``, through ``RunLoop.verdict``).
 
 A run about to end ``completed`` while a child holds a hand-back the node has not merged
 again (``runtime.digest.unmerged_hand_backs``) first waits for that re-merge, as a
-``wait: children`` step waits: a SYNC whenever the tree holds news (the child settled),
+``wait: children`` step waits: a SYNC every ``wait`` window when the tree holds news,
+and at once when a handed-back child settles (so the agent merges it again then),
 bounded by the run wall (then the run ends timed out, its reason naming the child), a
-stop ends it stopped, a pause parks it (a resume waits again). Any other end does not
-wait; its reason names the child too (the supervisor's ``ends.unmerged_reason``).
+stop ends it stopped, a pause parks it (a resume waits again). A ``node done`` the agent
+runs during the wait (once it merged the child) gives the run its reason when the wait
+ends; it does not end the wait before the merge. Any other end does not wait; its reason
+names the child too (the supervisor's ``ends.unmerged_reason``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from fractal.domain.run.failstreak import advance_failures, failures_reason
 from fractal.domain.run.outcome import RunEnd, RunFacts, Status, decide_run_end
 from fractal.domain.run.walls import pacing_delay, time_budget_label
 from fractal.domain.signals import Signal
+from fractal.domain.states import SETTLED
 from fractal.runtime import heap
 from fractal.runtime.checks import CheckRunner, CheckVerdict
 from fractal.runtime.filecache import FILES, live_config
@@ -108,8 +112,13 @@ class RunLoop(LoopPart):
         self.reporter.notice(f"hand-back of {', '.join(pending)} not merged yet; the run "
                              "ends once it is (`fractal node merge` of the settled child)")
         sync, node_md = self.runner.kit.sync, self.runner.node_md()
+        def settled() -> set[str]:  # the handed-back children a merge may take now
+            statuses = {r.node: r.status for r in self.ledger.nodes()}
+            return {b for b in unmerged_hand_backs(self.ledger, paths)
+                    if statuses.get(b) in SETTLED}
+
         end = await_hand_backs(lambda: unmerged_hand_backs(self.ledger, paths),
-                               steering=self.steering, waker=self.waker,
+                               settled=settled, steering=self.steering, waker=self.waker,
                                deadline=lambda: state.run_deadline,
                                window=float(state.live.wait),
                                sync=(lambda: sync.while_waiting(None, node_md, what=what))
@@ -117,6 +126,8 @@ class RunLoop(LoopPart):
         self.reporter.banner_close(banner, end.value, self.clock.monotonic() - started)
         if end is WaitEnd.PAUSED:
             raise Park(f"while {what}")
+        if end is WaitEnd.RELEASED and state.done is None:
+            state.done = self.steering.done_reason()  # a SYNC's ``node done`` after the merge
         if end is WaitEnd.TIMED_OUT:
             state.timed_out = True
         elif end is WaitEnd.STOPPED:

@@ -52,7 +52,7 @@ from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
 from fractal.runtime.dblocked import park_locked
 from fractal.runtime.edges import backstop
-from fractal.runtime.ends import finish_reason, notify_unsettled, unmerged_reason
+from fractal.runtime.ends import finish_reason, notify_unsettled, record_unmerged, unmerged_reason
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
@@ -309,12 +309,15 @@ class Supervisor:
         """Close the run with the matrix's verdict: the run row, its end notice (status,
         reason and spend; ``figures``: a capped run's budget figures) and the node's
         status, one move. A finish that ended an unapproved gate says so in the reason;
-        descendants still running get an outbox notice naming them, and a hand-back not
-        merged again is named in the reason (``ends.unmerged_reason``)."""
+        descendants still running get an outbox notice naming them, a hand-back not
+        merged again is named in the reason (``ends.unmerged_reason``), and a ``completed``
+        end books the subtree's work never merged (``ends.record_unmerged``)."""
         end = replace(end, reason=clip_reason(unmerged_reason(
             self.ledger, self.paths,
             finish_reason(self.ledger, self.paths.branch, run_id, end.reason))))
         notify_unsettled(self.ledger, self.paths.branch)
+        if end.run_status is Status.COMPLETED:
+            record_unmerged(self.ledger, self.paths, run_id)
         notice = run_end_draft(self.ledger, run_id, end.run_status.value, end.reason, figures)
         closed = self.ledger.move(self.paths.branch, Move.END, to=end.node_status,
                                   run_id=run_id, exit_code=end.exit_code, reason=end.reason,

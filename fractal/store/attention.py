@@ -122,6 +122,9 @@ class AttentionRows:
     operator_pauses: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     """paused node -> (run_id, created_at) of the newest pause asked for since its newest
     resume, when the operator asked for it"""
+    unmerged: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+    """node -> (run_id, labels) of its newest ``unmerged`` event: the subtree work a
+    ``completed`` run's end found never merged into it (``runtime/ends.record_unmerged``)"""
 
 
 def _acks(conn: sqlite3.Connection) -> dict[str, str]:
@@ -295,8 +298,11 @@ def attention_rows(db_path: Path, root: str | None = None, *, create: bool = Tru
             merges = {k: v for k, v in merges.items() if k in only}
             landed = {k: v for k, v in landed.items() if k in only}
         waits = {k: v for k, v in waits.items() if k in known}
+        unmerged = {str(node): (None if run is None else int(str(run)), str(meta or ""))
+                    for _eid, node, run, _status, meta, _at in _newest_events(conn, "unmerged")
+                    if node in known}
         return AttentionRows(nodes, runs, gates, spent, pauses, writes, _acks(conn),
                              merges, waits, wakes, notes, frozenset(holding), asks,
                              landed, causes, waited,
                              {k: v for k, v in outages.items() if k in known},
-                             waiting_since, asked_by)
+                             waiting_since, asked_by, unmerged)

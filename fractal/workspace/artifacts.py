@@ -37,6 +37,10 @@ RUNTIME_ARTIFACTS: tuple[str, ...] = (
     ".fractal/*/.handback",  # a conflict handed back by `node merge --hand-back`
     ".fractal/*/.claude/",  # agent homes (workspace.agenthomes): settings, sessions, auth link
     ".fractal/*/.codex/",
+    # The project wiki's generated index: fractal writes it in every worktree (init, node
+    # init, each commit's wiki step, `fractal wiki update`); no branch carries it, so no
+    # scaffolding reaches the root's branch and no two merged copies meet.
+    "wiki/_index.md",
     # Anywhere in a worktree.
     ".*.tmp",
     ".venv",
@@ -72,6 +76,8 @@ def exclude_pathspecs() -> list[str]:
     for pattern in RUNTIME_ARTIFACTS:
         segments, anchored, dir_only = _split(pattern)
         glob = "/".join(segments) if anchored else "**/" + "/".join(segments)
+        if not any(c in glob for c in "*?["):  # a literal path: git add would refuse it as
+            glob = f"{glob[:-1]}[{glob[-1]}]"  # an ignored file named on its command line
         if not dir_only:
             specs.append(_MAGIC + glob)
         specs.append(_MAGIC + glob + "/**")

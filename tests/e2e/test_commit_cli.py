@@ -42,7 +42,7 @@ def test_refusals_are_errors_without_tracebacks(tree: Tree) -> None:
 
 def test_baseline_commits_print_the_sha_on_stdout(tree: Tree) -> None:
     (tree.repo / "wiki").mkdir(exist_ok=True)  # `fractal init` made the project wiki
-    (tree.repo / "wiki" / "_index.md").write_text("# wiki\n")
+    (tree.repo / "wiki" / "build.md").write_text("# Build\n\nRun make.\n")
     out = tree.cli("commit", "--init", "project wiki")
     assert out.stdout.strip() == git(tree.repo, "rev-parse", "HEAD")
     assert git(tree.repo, "log", "-1", "--format=%s") == "main: init (project wiki)"

@@ -46,6 +46,9 @@ def test_a_kill_at_a_waiting_gate_needs_force_to_merge(tree: Tree) -> None:
     assert tree.status("gated") == "killed"
     (meta,), = tree.sql("SELECT metadata FROM steps WHERE step_name = 'A'")
     assert str(meta).startswith("awaiting approval; killed by operator"), meta
+    ended = [str(s) for (s,) in tree.sql("SELECT subject FROM messages WHERE node = "
+                                         "'main.gated' AND channel = 'outbox'")]
+    assert "run killed: killed by operator; A never approved" in ended, ended  # the feed's
     refused = tree.cli("node", "merge", "gated", check=False)
     assert refused.returncode == 1 and "A never approved" in refused.stderr, refused.stderr
     assert "--force" in refused.stderr

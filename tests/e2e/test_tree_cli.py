@@ -24,9 +24,12 @@ def test_init_is_idempotent_and_writes_the_exclude_block(tmp_path: Path) -> None
     assert config["user"] is True and config["root"] == "main" and config["agent"] == "claude"
     exclude = (repo / ".git" / "info" / "exclude").read_text()
     assert exclude.count("# >>> fractal >>>") == 1 and "/.worktrees/" in exclude
-    # nothing of fractal's runtime shows up in git; the project wiki is for committing
-    assert git(repo, "status", "--porcelain") == "?? wiki/"
-    assert "fractal commit --init" in first.stderr
+    # nothing of fractal's shows up in git: the project wiki's index is generated, never
+    # committed (no scaffolding for the root's branch), so the next step is a node
+    assert (repo / "wiki" / "_index.md").is_file()
+    assert git(repo, "status", "--porcelain") == ""
+    assert "next: `fractal node init NAME" in first.stderr
+    assert "fractal commit --init" not in first.stderr
 
 
 @pytest.mark.sqlite_only("asserts the tree's SQLite file is created")

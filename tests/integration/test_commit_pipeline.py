@@ -213,7 +213,7 @@ def test_a_node_that_never_ran_takes_only_init(tmp_path: Path) -> None:
 
 def test_the_root_only_takes_the_baseline_commit(node: Node) -> None:
     (node.repo / "wiki").mkdir(exist_ok=True)  # `fractal init` made the project wiki
-    (node.repo / "wiki" / "_index.md").write_text("# wiki\n")
+    (node.repo / "wiki" / "build.md").write_text("# Build\n\nRun make.\n")
     with pytest.raises(FractalError, match="root"):
         commit_work(open_context(node.repo), "add wiki")
     with pytest.raises(FractalError, match="root"):
@@ -221,7 +221,9 @@ def test_the_root_only_takes_the_baseline_commit(node: Node) -> None:
     result = commit_work(open_context(node.repo), "baseline", mode=CommitMode.INIT)
     assert git(node.repo, "log", "-1", "--format=%s") == "main: init (baseline)"
     assert git(node.repo, "log", "-1", "--format=%an") == "Test User"
-    assert result.outcome.files == ("wiki/_index.md",)  # the root's data dir stays out
+    # the root's data dir stays out, and so does the wiki's generated index
+    assert result.outcome.files == ("wiki/build.md",)
+    assert "- [Build](<build.md>)" in (node.repo / "wiki" / "_index.md").read_text()
 
 
 def test_nothing_to_commit_is_a_noop_with_a_notice(node: Node) -> None:
@@ -251,8 +253,9 @@ def test_node_dir_and_wiki_are_always_in_scope(scoped: Node) -> None:
     scoped.write(".fractal/main.a/plans/p.md")
     scoped.write("wiki/page.md", "# Page\n\nx\n")
     files = scoped.commit("add plan and page").outcome.files
-    assert set(files) == {"src/a.py", ".fractal/main.a/plans/p.md", "wiki/page.md",
-                          "wiki/_index.md"}  # the wiki step indexed the new page
+    assert set(files) == {"src/a.py", ".fractal/main.a/plans/p.md", "wiki/page.md"}
+    # the wiki step indexed the new page; the generated index itself is never committed
+    assert "- [Page](<page.md>)" in (scoped.wt / "wiki" / "_index.md").read_text()
 
 
 def test_scope_matches_whole_segments(scoped: Node) -> None:

@@ -55,6 +55,27 @@ def test_init_creates_the_project_wiki_and_node_init_the_memory_wiki(repo: Path)
     assert git(wt, "status", "--porcelain") == ""
 
 
+def test_the_project_wikis_generated_index_never_reaches_a_branch(repo: Path) -> None:
+    """The README's first steps: ``fractal commit --init "project wiki"`` right after
+    ``fractal init`` commits nothing (the index is generated, not project content); a
+    node has its own index, commits its pages without it, and its merge brings the
+    pages to ``main``, never the index."""
+    head = git(repo, "rev-parse", "HEAD")
+    out = cli(repo, "commit", "--init", "project wiki")
+    assert "nothing to commit" in out.stderr and git(repo, "rev-parse", "HEAD") == head
+    cli(repo, "node", "init", "lead", "--max-iters", "1")
+    wt = repo / ".worktrees" / "main.lead"
+    assert (wt / "wiki" / "_index.md").read_text().startswith("# Project wiki\n")
+    (wt / "wiki" / "build.md").write_text("# Build\n\nRun `make` from the root.\n")
+    cli(wt, "commit", "--init", "the build page")
+    assert git(wt, "show", "--name-only", "--format=", "HEAD").split() == ["wiki/build.md"]
+    assert "- [Build](<build.md>)" in (wt / "wiki" / "_index.md").read_text()
+    assert git(wt, "status", "--porcelain") == ""
+    cli(repo, "node", "merge", "lead")
+    listed = git(repo, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert "wiki/build.md" in listed and "wiki/_index.md" not in listed
+
+
 def test_wiki_update_round_trips_byte_identical(repo: Path) -> None:
     wiki = repo / "wiki"
     (wiki / "build.md").write_text("# Build\n\nRun `make` from the root.\n")
@@ -88,7 +109,10 @@ def test_commit_runs_the_wiki_step_and_a_malformed_page_fails_it(tmp_path: Path)
     node.write("wiki/good.md", "# Good\n\nA page.\n")
     node.write(".fractal/main.a/memory/todo.md", "# Todo\n\nShip it.\n")
     outcome = node.commit("add pages").outcome
-    assert {"wiki/_index.md", ".fractal/main.a/memory/_index.md"} <= set(outcome.files)
+    assert {"wiki/good.md", ".fractal/main.a/memory/_index.md"} <= set(outcome.files)
+    # both indexes regenerated; the project wiki's stays in the worktree, off the branch
+    assert "wiki/_index.md" not in outcome.files
+    assert "- [Good](<good.md>): A page." in (node.wt / "wiki" / "_index.md").read_text()
     assert "- [Todo](<todo.md>): Ship it." in git(
         node.wt, "show", "HEAD:.fractal/main.a/memory/_index.md")
     before = node.head()
@@ -111,15 +135,15 @@ REWRITER = """\
 def test_a_hook_rewriting_a_generated_index_is_reverted_and_fails_the_commit(
         tmp_path: Path) -> None:
     node = pre_commit_node(tmp_path, REWRITER, r"_index\.md$")
-    node.write("wiki/page.md", "# Page\n\nNew knowledge.\n")
+    node.write(".fractal/main.a/memory/page.md", "# Page\n\nNew knowledge.\n")
     before = node.head()
-    with pytest.raises(CommitFailed) as info:
+    with pytest.raises(CommitFailed) as info:  # the memory wiki's index is committed
         node.commit("add page")
     text = str(info.value)
-    assert "rewrote the generated wiki index wiki/_index.md" in text
+    assert "rewrote the generated wiki index .fractal/main.a/memory/_index.md" in text
     assert "reverted" in text and "exclude" in text
     assert node.head() == before
-    index = (node.wt / "wiki" / "_index.md").read_text()
+    index = (node.wt / ".fractal" / "main.a" / "memory" / "_index.md").read_text()
     assert "Injected" not in index and "- [Page](<page.md>): New knowledge." in index
 
 

@@ -26,6 +26,11 @@ what its agent does):
                            output, and exit with its code when it fails
   [stub:done=REASON]       run `python -m fractal node done --reason REASON` (the node
                            ends its own run), print its output, exit with its failing code
+  [stub:resolve]           when the prompt is in the resolve mode (a hand-back): keep both
+                           sides of every file it lists (the marker lines dropped), `git add`
+                           them, conclude the merge with `git commit --no-edit` (nothing
+                           when no merge is in progress any more), and do nothing else in
+                           this launch
 
 It reports its session (FRACTAL_SESSION_ID when continuing) like the command protocol.
 """
@@ -95,6 +100,8 @@ def main() -> int:
     if "no-session" not in names:
         emit("session", id=os.environ.get("FRACTAL_SESSION_ID") or f"stub-{os.urandom(4).hex()}")
     print(f"stub agent: {os.environ.get('STEP_LABEL', '?')}", flush=True)
+    if "resolve" in names and "## Mode: resolve" in prompt:
+        return resolve(prompt)
     for key, value in todo:
         if key == "capture":
             import json
@@ -174,6 +181,32 @@ def main() -> int:
             print(f"stub agent failing with exit {value}", file=sys.stderr, flush=True)
             return int(value)
     return 0
+
+
+def resolve(prompt: str) -> int:
+    """The ``[stub:resolve]`` marker: every file the resolve mode lists keeps both sides
+    (the conflict's marker lines dropped), is added, and the merge is concluded."""
+    import re
+    import subprocess
+
+    merging = subprocess.run(["git", "rev-parse", "-q", "--verify", "MERGE_HEAD"],
+                             capture_output=True, check=False).returncode == 0
+    if not merging:
+        print("no merge in progress: the conflict is resolved already", flush=True)
+        return 0
+    listed = prompt.split("These files hold conflicts:", 1)[1].split("Before anything", 1)[0]
+    files = re.findall(r"^- `([^`]+)`", listed, flags=re.MULTILINE)
+    for rel in files:
+        with open(rel) as fh:
+            kept = [line for line in fh.read().splitlines()
+                    if not re.match(r"^(<<<<<<<|=======|>>>>>>>)( |$)", line)]
+        with open(rel, "w") as fh:
+            fh.write("\n".join(kept) + "\n")
+        subprocess.run(["git", "add", rel], check=True)
+    proc = subprocess.run(["git", "commit", "-q", "--no-edit"], capture_output=True,
+                          text=True, check=False)
+    print(f"resolved {', '.join(files)} -> exit {proc.returncode}", flush=True)
+    return proc.returncode
 
 
 if __name__ == "__main__":

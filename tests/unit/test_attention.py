@@ -302,6 +302,17 @@ def test_a_refused_merge_that_names_a_hand_back_reads_as_refused() -> None:
     assert merges[0].details["handed_back"] is False
 
 
+def test_a_merge_refused_for_a_gate_never_approved_offers_the_forced_merge() -> None:
+    """A plain merge would be refused again (the child's gate was never approved): the
+    command the item offers is the one that lands, ``--force``, after the review."""
+    why = (f"refused: {B}'s last run ended (killed) with EXECUTE never approved; review it "
+           f"(`fractal node diff {B}`), then merge with --force to take it anyway")
+    facts = NodeFacts(B, "killed", run_id=2, run_status="killed", run_ended=NOW - 5,
+                      merge=HandBack(3, "main", why, NOW - 50))
+    merges = [i for i, _ in classify([facts], NOW) if i.kind is Kind.MERGE]
+    assert [i.command for i in merges] == [f"fractal node merge {B} --force"]
+
+
 def test_a_failing_agents_item_says_what_would_help() -> None:
     """``start --continue`` alone meets the same failure again: the item points at the
     failed step's reason and the setting to fix before continuing."""
@@ -332,6 +343,22 @@ def test_a_ready_item_names_the_target_and_the_review() -> None:
     assert item.summary == (f"run 4 completed: ready to merge into main (review it: "
                             f"`fractal node diff {B}`)")
     assert item.key == f"ready:{B}:4" and item.details["target"] == "main"
+
+
+def test_a_lead_whose_subtree_work_never_reached_it_is_not_announced_ready() -> None:
+    """The run's end booked a child's work never merged: the item says so, and offers the
+    merge the operator can run now (``--force``, without that work)."""
+    label = f"{B}.c (killed, its work never merged into {B})"
+    facts = NodeFacts(B, "completed", run_id=4, run_status="completed", run_ended=NOW - 5,
+                      top_level=True, parent="main", unmerged_below=label)
+    (item, _), = classify([facts], NOW)
+    assert "ready to merge" not in item.summary
+    assert item.summary.startswith(f"run 4 completed, but work of its subtree never reached "
+                                   f"it ({label}): `fractal node merge {B}` is refused")
+    assert item.command == f"fractal node merge {B} --force"
+    assert item.details["unmerged"] == label
+    (plain, _), = classify([replace(facts, unmerged_below="")], NOW)
+    assert plain.fingerprint != item.fingerprint and plain.command == f"fractal node merge {B}"
 
 
 @pytest.mark.parametrize(("status", "merged_at", "run_started", "shown"), [

@@ -63,6 +63,29 @@ def test_the_run_waits_for_the_re_merge_then_ends_completed(loop_tree: LoopTree)
     assert rows[-1] == (None, 0, "SYNC", "completed"), rows  # the run's: no iteration open
 
 
+def test_a_child_settling_brings_the_sync_at_once_not_after_the_window(
+        loop_tree: LoopTree) -> None:
+    """The ``wait`` window is an hour; the child settles at 30 minutes and the SYNC that
+    merges it again runs within the next look, not at the hour; the ``node done`` the
+    agent runs after that merge gives the run its reason."""
+    t = loop_tree
+    _handed_back(t, "--wait", "1h")
+
+    def agent(call: FakeCall) -> None:
+        if call.is_sync and WHAT in call.label and "(completed)" in call.prompt:
+            os.environ["_NODE"] = call.env["_NODE"]
+            try:
+                t.cli("node", "merge", "wordcount", cwd=t.worktree("lead"))
+                t.cli("node", "done", "--reason", "all merged", cwd=t.worktree("lead"))
+            finally:
+                del os.environ["_NODE"]
+    t.launcher.on_spawn.append(agent)
+    t.clock.after(1800.0, lambda: _resolved(t))
+    assert t.run("lead") == 0
+    assert t.run_row("lead") == ("completed", 0, "Done: all merged")  # the SYNC's done
+    assert 1800.0 <= t.clock.elapsed() < 1800.0 + 10
+
+
 def test_the_run_wall_ends_the_wait_naming_the_child(loop_tree: LoopTree) -> None:
     t = loop_tree
     _handed_back(t, "--timeout", "30m")

@@ -246,6 +246,33 @@ def test_pause_while_awaiting_approval_then_approve_while_parked(loop_tree: Loop
         ("A", "paused"), ("B", "completed")]
 
 
+def test_a_resume_re_arms_the_gate_and_pending_lists_it_once(loop_tree: LoopTree) -> None:
+    """Paused while A awaited approval and resumed unapproved: the resume waits at a
+    fresh gated row; the parked one is voided, so ``node pending`` lists A once (the
+    new row) and the approval releases it."""
+    t = loop_tree
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\n[stub:write=a.txt:a]",
+             "02-B.md": "[stub:write=b.txt:b]"}
+    t.node("pg", steps, "--no-sync", "--max-iters", "1")
+    _during(t, "(A)", lambda: t.clock.after(5, lambda: t.cli("node", "pause", "pg")))
+    t.run("pg")
+    assert t.status("pg") == "paused"
+    listed: list[list[dict[str, object]]] = []
+
+    def look_then_approve() -> None:
+        listed.append(json.loads(t.cli("node", "pending", "--json").output))
+        t.cli("node", "approve", "pg")
+    t.clock.after(30, look_then_approve)
+    t.run("pg", resume=True)
+    assert t.status("pg") == "completed"
+    rows = t.sql("SELECT step_id, status, approved FROM steps WHERE step_name = 'A' "
+                 "ORDER BY step_id")
+    assert rows[0][1:] == ("paused", None)  # the parked row, voided
+    assert rows[1][1] == "completed" and rows[1][2]
+    (pending,), = listed
+    assert pending["step_id"] == rows[1][0], pending
+
+
 def test_sync_rows_failures_and_timeouts(loop_tree: LoopTree) -> None:
     t = loop_tree
     steps = {"01-A.md": "[stub:write=a.txt:a]", "02-B.md": "[stub:write=b.txt:b]"}

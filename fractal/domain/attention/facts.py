@@ -114,6 +114,9 @@ class NodeFacts:
     parked it (epoch s; None: the pause was the loop's or a node's).
     ``run_cause`` is, for an exited run, the reason of its newest failed step beside the
     run's own (``step EXECUTE failed: ...``, ``domain.run.failcause``), else empty.
+    ``unmerged_below`` is what its newest run's ``completed`` end found of its subtree's
+    work never merged into it (the labels ``node merge`` refuses it over, joined by
+    ``; ``; empty: none, or the run did not complete).
     ``braked`` is True while the tree-wide brake is on (``fractal pause``): ``node
     resume`` and ``node start`` are refused then, and only ``fractal resume`` lifts it.
     """
@@ -152,6 +155,7 @@ class NodeFacts:
     parent_running: bool = False
     waiting_since: float | None = None
     paused_by_operator: float | None = None
+    unmerged_below: str = ""
 
 
 def merged_detail(target: str, sha: str) -> str:

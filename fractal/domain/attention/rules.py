@@ -27,7 +27,7 @@ from fractal.domain.attention.facts import (
     UsageHold,
 )
 from fractal.domain.budget.ceilings import is_budget_reason
-from fractal.domain.merge.rules import unresolved_hand_back
+from fractal.domain.merge.rules import FORCE_HINT, unresolved_hand_back
 from fractal.domain.run.failstreak import FAILED_ITERS
 from fractal.domain.run.subtree import unsettled_notice
 from fractal.domain.usage.outage import CUT_SHORT
@@ -286,7 +286,8 @@ def _merge(facts: NodeFacts) -> Item | None:
         command = f"fractal node merge {facts.branch} --hand-back"
     else:
         summary = f"merge into {merge.target} did not land: {merge.reason}"
-        command = f"fractal node merge {facts.branch}"
+        force = " --force" if FORCE_HINT in merge.reason else ""  # a plain one is refused
+        command = f"fractal node merge {facts.branch}{force}"
     if facts.parent_running and command.startswith("fractal node merge"):
         command = _ask_parent(facts, f"merge {facts.branch.rsplit('.', 1)[-1]}")
     return Item(Kind.MERGE, facts.branch, merge.since, summary, command,
@@ -352,20 +353,33 @@ def _unstarted(facts: NodeFacts) -> Item | None:
 
 def _ready(facts: NodeFacts) -> Item | None:
     """A top-level node whose newest run completed, not merged since: the operator
-    reviews and merges it (nobody else merges into the root's branch)."""
+    reviews and merges it (nobody else merges into the root's branch). When that run's
+    end found work of its subtree never merged into it (``unmerged_below``, booked at the
+    end), it is not announced ready: the item names that work and offers the merge
+    without it (``--force``), since the plain merge is refused until it is in."""
     if not facts.top_level or facts.status != "completed" or facts.run_status != "completed" \
             or facts.run_id is None or facts.run_ended is None or _merged_since_end(facts):
         return None
-    target = facts.parent
+    target, review = facts.parent, f"fractal node diff {facts.branch}"
+    details: dict[str, object] = {"run_id": facts.run_id, "target": target,
+                                  "reason": facts.run_reason, "review": review}
+    if facts.unmerged_below:
+        return Item(Kind.READY, facts.branch, facts.run_ended,
+                    f"run {facts.run_id} completed, but work of its subtree never reached it "
+                    f"({facts.unmerged_below}): `fractal node merge {facts.branch}` is refused "
+                    f"until it does (the node's own run merges it: `fractal node start "
+                    f"{facts.branch} --continue`); to merge into {target} without it, review "
+                    f"`{review}`",
+                    f"fractal node merge {facts.branch} --force",
+                    key=f"ready:{facts.branch}:{facts.run_id}",
+                    fingerprint=f"{facts.run_id}:{facts.run_ended}:unmerged",
+                    details={**details, "unmerged": facts.unmerged_below})
     return Item(Kind.READY, facts.branch, facts.run_ended,
                 f"run {facts.run_id} completed: ready to merge into {target} (review it: "
-                f"`fractal node diff {facts.branch}`)",
+                f"`{review}`)",
                 f"fractal node merge {facts.branch}",
                 key=f"ready:{facts.branch}:{facts.run_id}",
-                fingerprint=f"{facts.run_id}:{facts.run_ended}",
-                details={"run_id": facts.run_id, "target": target,
-                         "reason": facts.run_reason,
-                         "review": f"fractal node diff {facts.branch}"})
+                fingerprint=f"{facts.run_id}:{facts.run_ended}", details=details)
 
 
 @dataclass(frozen=True)

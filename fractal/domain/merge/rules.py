@@ -31,6 +31,7 @@ from fractal.domain import authority
 
 __all__ = [
     "BODY_SUBJECTS",
+    "FORCE_HINT",
     "LIVE",
     "NODE_DIRS",
     "MergeFacts",
@@ -52,7 +53,9 @@ STAT_LINES = 20
 """Most diffstat file lines a squash commit's body carries."""
 LIVE = frozenset({"active", "paused"})
 """Statuses of a node whose loop is (or may come back) running."""
-
+FORCE_HINT = "merge with --force to take it"
+"""The words every refusal that ``--force`` overrides (a gate never approved, a broken
+run, a subtree's work left out) ends with; the inbox offers the forced merge on them."""
 
 def travels_by_place(path: str) -> bool:
     """Tell whether repo-relative ``path`` may land on a target (not under ``.fractal/``)."""
@@ -155,18 +158,17 @@ def merge_refusal(facts: MergeFacts) -> str | None:
     if facts.unapproved_gate is not None:  # whatever ended the run: a finish, a kill, a heal
         return (f"{child}'s last run ended ({facts.last_run_status}) with "
                 f"{facts.unapproved_gate} never approved; review it (`fractal node diff "
-                f"{child}`), then merge with --force to take it anyway")
+                f"{child}`), then {FORCE_HINT} anyway")
     if facts.last_run_status == "exited" and not facts.budget_landing and \
             not facts.hand_back_resolved:
         return (f"{child}'s last run ended exited (it broke down, its work may be half "
-                f"done); look at `fractal node activity {child}`, then merge with --force "
-                "to take it anyway")
+                f"done); look at `fractal node activity {child}`, then {FORCE_HINT} anyway")
     if facts.unmerged_below:
         return (f"{child}'s subtree holds work that never reached {child}: "
                 f"{_listing(facts.unmerged_below, 5)}; merge each into its parent first "
                 "(deepest first: `fractal node merge NAME`; a handed-back node once it has "
-                f"resolved the conflict), then merge {child} again, or merge with --force "
-                "to take it without that work")
+                f"resolved the conflict), then merge {child} again, or {FORCE_HINT} without "
+                "that work")
     return None
 
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from fractal.domain.gates import unapproved_gate
-from fractal.domain.merge.rules import MergeFacts, unmerged_label
+from fractal.domain.merge.rules import MergeFacts
 from fractal.domain.states import Status
-from fractal.errors import FractalError
 from fractal.lifecycle.context import Context
-from fractal.lifecycle.merge.target import landed_merge, merge_target, own_dir_prefix
-from fractal.store.ledger import Ledger
+from fractal.lifecycle.merge.target import own_dir_prefix
 from fractal.tree import Tree
 from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.conflict_guard import operation_in_progress, unmerged_paths
 from fractal.workspace.handback import read_note
+from fractal.workspace.subtree import unmerged_below
 
 __all__ = ["merge_facts"]
 
@@ -49,39 +48,9 @@ def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
         caller_is_target_loop=ctx.loop_branch == target, force=force,
         budget_landing=last is not None and last.status is Status.EXITED
         and last.exit_code == 0,
-        unmerged_below=() if force else _unmerged_below(tree, ledger, child),
+        unmerged_below=() if force else unmerged_below(
+            tree, [(r.node, r.status) for r in ledger.nodes()], child),
         **_hand_back_facts(tree, child))
-
-
-_NOT_SETTLED = frozenset({Status.ACTIVE, Status.PAUSED, Status.RETIRED})
-"""Descendant statuses whose work the subtree check does not ask after: still running
-(its run may yet merge it) or retired (dropped on purpose, or merged and cleaned up)."""
-
-
-def _unmerged_below(tree: Tree, ledger: Ledger, child: str) -> tuple[str, ...]:
-    """``child``'s descendants whose work has not reached ``child``, by branch name
-    (``domain.merge.rules.unmerged_label``): any with a hand-back note (the merge that lands a
-    handed-back node removes it), and any settled one whose branch still holds work its
-    own merge target (its base, else its parent) lacks, as the merge would compute it."""
-    found: list[str] = []
-    for row in sorted(ledger.nodes(), key=lambda r: r.node):
-        branch = row.node
-        if not branch.startswith(child + ".") or row.status is Status.RETIRED:
-            continue
-        target = merge_target(tree, branch, None)
-        if read_note(tree.node(branch).node_dir) is not None:
-            found.append(unmerged_label(branch, row.status, handed_back=True, target=target))
-            continue
-        if row.status in _NOT_SETTLED or not git.branch_exists(tree.repo, branch):
-            continue
-        try:
-            plan = gitmerge.plan_squash(tree.repo, branch, target,
-                                        landed_merge(tree, branch, target))
-        except FractalError:
-            continue  # git cannot tell (a missing target): the merge itself will say
-        if plan.conflicts or plan.files:
-            found.append(unmerged_label(branch, row.status, handed_back=False, target=target))
-    return tuple(found)
 
 
 def _hand_back_facts(tree: Tree, child: str) -> dict[str, bool]:

@@ -1,17 +1,16 @@
 """Which node a merge names and where its work goes: cheap (no SQLAlchemy, no runtime),
-so read commands (``node status``, ``node conflicts``) can use it."""
+so read commands (``node status``, ``node conflicts``) can use it. ``merge_target`` and
+``landed_merge`` live in ``workspace/subtree.py`` (the run loop reads them too)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fractal.errors import FractalError, StoreError
-from fractal.tree import Tree, parent_of
-from fractal.workspace.nodedir import read_config
+from fractal.errors import FractalError
+from fractal.workspace.subtree import landed_merge, merge_target
 
 if TYPE_CHECKING:
     from fractal.lifecycle.context import Context
-    from fractal.workspace.merge import LandedMerge
 
 __all__ = ["landed_merge", "merge_target", "own_dir_prefix", "resolve_child"]
 
@@ -33,33 +32,3 @@ def own_dir_prefix(node: str) -> str:
     """``.fractal/<node>/``: the prefix of ``node``'s own directory in its worktree, whose
     changes neither block a merge into it nor travel."""
     return f".fractal/{node}/"
-
-
-def merge_target(tree: Tree, child: str, into: str | None) -> str:
-    """``into``, else the child's configured ``base``, else its dotted parent."""
-    if into:
-        return into
-    try:
-        base = read_config(tree.node(child).config_path).get("base")
-    except FractalError:
-        base = None
-    if isinstance(base, str) and base.strip():
-        return base.strip()
-    return parent_of(child) or tree.root
-
-
-def landed_merge(tree: Tree, child: str, target: str) -> LandedMerge | None:
-    """The child's newest merge into ``target`` that landed (its ``merges`` row settled
-    ``merged``), for ``workspace.merge.merge_base``; None when there is none or the
-    database cannot be read (the branches alone then decide the base)."""
-    from fractal.store.merges import MergeBook  # deferred: start-up cost (17 modules)
-    from fractal.workspace.merge import LandedMerge  # deferred: start-up cost (35 modules)
-
-    try:
-        rows = MergeBook(tree.db_path).merges_of(child)
-    except StoreError:
-        return None
-    for row in reversed(rows):
-        if row.target == target and row.status == "merged" and row.squash_sha:
-            return LandedMerge(row.child_sha, row.squash_sha)
-    return None

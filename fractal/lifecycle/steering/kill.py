@@ -1,7 +1,8 @@
 """``fractal node kill``: an immediate reap of a node and its subtree.
 
-The KILL move comes first (the ``kill`` event, the kill signal and the status
-``killed``, one transaction), so the dying loop cannot relabel the node; then TERM to the
+The KILL move comes first (the ``kill`` event, the kill signal, the status ``killed``
+and the run's end notice in the node's outbox, ``run killed: killed by <actor>``, one
+transaction), so the dying loop cannot relabel the node; then TERM to the
 supervisor's group and the agent groups of open steps (in that order, in one shared
 grace), KILL, while the pane's session is killed; then the open rows close ``killed`` with
 the attribution ``killed by <actor>[: reason]`` and the supervisor is cleared, in one
@@ -26,7 +27,7 @@ from fractal.domain.agent.markers import launch_marker
 from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
-from fractal.errors import TmuxError
+from fractal.errors import FractalError, TmuxError
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steering.signal import Refused, Signalled, descendants
@@ -76,7 +77,8 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     # Recorded complete up front: the caller may be inside the node and die with it.
     killed = ledger.move(branch, Move.KILL, event=EventNote(
         Signal.KILL.value, actor=actor, metadata=note, run_id=run.run_id if run else None),
-        signal=SignalNote(run.run_id, Signal.KILL.value, note) if run is not None else None)
+        signal=SignalNote(run.run_id, Signal.KILL.value, note) if run is not None else None,
+        notice=_end_notice(ledger, branch, run.run_id, note) if run is not None else None)
     if not killed.ok:  # it settled since it was read
         why = f"node {branch} is {killed.before or 'unregistered'}; nothing to kill"
         ledger.add_event(branch, Signal.KILL.value, actor=actor, status="failed",
@@ -94,6 +96,20 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
         else:  # spawned, its group not recorded yet (or never started): found by marker
             agents.append(marker_only(marker))
     return _Condemned(branch, row, note, supervisor, agents)
+
+
+def _end_notice(ledger: Ledger, branch: str, run_id: int, note: str) -> tuple[str, str] | None:
+    """The killed run's end notice for the node's outbox (``run killed: killed by
+    operator; EXECUTE never approved``, a gate left waiting named), so a parent's feed
+    and SYNC digest learn of the end as of any other; None when it cannot be composed
+    (the kill goes on without it)."""
+    gates = [s.step_name for s in ledger.pending_approvals(branch)
+             if s.run_id == run_id and s.status in (Status.ACTIVE, Status.PAUSED)]
+    reason = f"{note}; {', '.join(dict.fromkeys(gates))} never approved" if gates else note
+    try:
+        return ledger.run_end_draft(run_id, Status.KILLED.value, clip_reason(reason))
+    except FractalError:
+        return None
 
 
 def _reap(ledger: Ledger, batch: list[_Condemned]) -> list[Signalled]:

@@ -1,0 +1,91 @@
+"""Where a node's work goes and what of its subtree's work never got there: a node's merge
+target, its newest landed merge, and the descendants whose work has not reached it.
+
+``node merge`` refuses a node whose subtree holds such work (``lifecycle/merge/facts.py``);
+the run loop records the same list when a run ends ``completed`` (``runtime/ends.py``), so
+the inbox reads a stored fact instead of asking git on every refresh. Cheap to import:
+git and the merges table are loaded only when ``unmerged_below`` or ``landed_merge`` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from fractal.domain.states import Status
+from fractal.errors import FractalError, StoreError
+from fractal.tree import Tree, parent_of
+from fractal.workspace.nodedir import read_config
+
+if TYPE_CHECKING:
+    from fractal.workspace.merge import LandedMerge
+
+__all__ = ["landed_merge", "merge_target", "unmerged_below"]
+
+_NOT_SETTLED = frozenset({Status.ACTIVE, Status.PAUSED, Status.RETIRED})
+"""Descendant statuses whose work the subtree check does not ask after: still running
+(its run may yet merge it) or retired (dropped on purpose, or merged and cleaned up)."""
+
+
+def merge_target(tree: Tree, child: str, into: str | None) -> str:
+    """``into``, else the child's configured ``base``, else its dotted parent."""
+    if into:
+        return into
+    try:
+        base = read_config(tree.node(child).config_path).get("base")
+    except FractalError:
+        base = None
+    if isinstance(base, str) and base.strip():
+        return base.strip()
+    return parent_of(child) or tree.root
+
+
+def landed_merge(tree: Tree, child: str, target: str) -> LandedMerge | None:
+    """The child's newest merge into ``target`` that landed (its ``merges`` row settled
+    ``merged``), for ``workspace.merge.merge_base``; None when there is none or the
+    database cannot be read (the branches alone then decide the base)."""
+    from fractal.store.merges import MergeBook  # deferred: start-up cost (17 modules)
+    from fractal.workspace.merge import LandedMerge  # deferred: start-up cost (35 modules)
+
+    try:
+        rows = MergeBook(tree.db_path).merges_of(child)
+    except StoreError:
+        return None
+    for row in reversed(rows):
+        if row.target == target and row.status == "merged" and row.squash_sha:
+            return LandedMerge(row.child_sha, row.squash_sha)
+    return None
+
+
+def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
+                   ) -> tuple[str, ...]:
+    """``node``'s descendants (``nodes``: every registered (branch, status)) whose work has
+    not reached it, by branch name (``domain.merge.rules.unmerged_label``): any with a
+    hand-back note (the merge that lands a handed-back node removes it), and any settled
+    one whose branch still holds work its own merge target (its base, else its parent)
+    lacks, as a squash merge would compute it. One ``git merge-tree`` per settled
+    descendant. Raises StoreError (a hand-back note unreadable is none)."""
+    # deferred: start-up cost: only a merge's check and a run's end compute it (1 module)
+    from fractal.domain.merge.rules import unmerged_label
+    from fractal.workspace import git  # deferred: start-up cost (5 modules)
+    from fractal.workspace import merge as gitmerge  # deferred: start-up cost (35 modules)
+    from fractal.workspace.handback import read_note  # deferred: start-up cost (6 modules)
+
+    found: list[str] = []
+    for branch, status in sorted(nodes):
+        if not branch.startswith(node + ".") or status == Status.RETIRED:
+            continue
+        target = merge_target(tree, branch, None)
+        if read_note(tree.node(branch).node_dir) is not None:
+            found.append(unmerged_label(branch, status, handed_back=True, target=target))
+            continue
+        if status in _NOT_SETTLED or not git.branch_exists(tree.repo, branch):
+            continue
+        try:
+            plan = gitmerge.plan_squash(tree.repo, branch, target,
+                                        landed_merge(tree, branch, target))
+        except FractalError:
+            continue  # git cannot tell (a missing target): the merge itself will say
+        if plan.conflicts or plan.files:
+            found.append(unmerged_label(branch, status, handed_back=False, target=target))
+    return tuple(found)
