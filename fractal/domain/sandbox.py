@@ -14,14 +14,23 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    program alone comes back read-only when it lies in a hidden dir (the demo keeps its
    agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
-   ``tmp`` are inside it), the git objects, the branch refs directory, the reflogs, the
-   worktree's own git directory, and the agent CLIs' homes under ``$HOME``. The root
-   node's worktree is the main checkout and its node dir the tree's data dir: only its
-   plans, memory, ``tmp`` and agent homes come back writable;
+   ``tmp`` are inside it), the git objects, the branch refs directory, the branch
+   reflogs directory (``logs/refs/heads``; the root node also its ``logs/HEAD``) and the
+   worktree's own git directory. The root node's worktree is the main checkout and its
+   node dir the tree's data dir: only its plans, memory, ``tmp`` and agent homes come
+   back writable. The user's agent homes are never writable: the node's own stand in
+   for them (``AGENT_HOMES``): ``<node_dir>/.claude/home`` bound over the user's Claude
+   config dir, the node's fresh copy of ``~/.claude.json`` over it, and
+   ``<node_dir>/tmp/cache`` over ``~/.cache``; inside the node's Claude home the user's
+   login file (``.credentials.json``, and Codex's ``auth.json`` at its own path) is
+   bound writable (a token refresh rewrites the one file every node and the user read:
+   a copy would fork a rotating refresh token), and the user's ``CLAUDE_SHARED`` entries
+   read-only;
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
    rename over a mount point fails), and every directory under ``refs/heads`` that holds
    one (a ``feature/`` of ``feature/y``: renamed away, it would take the pin with it),
-   bound again writable in place when it also holds the node's own ref; the worktree's
+   bound again writable in place when it also holds the node's own ref, and the same for
+   every other branch's reflog under ``logs/refs/heads``; the worktree's
    ``.git`` file and its git directory's ``commondir``, ``gitdir`` and
    ``config.worktree`` (each names what git runs or reads as config); for a child, the
    worktree's ``.fractal`` and the node dir themselves (mount points: neither can be
@@ -34,7 +43,8 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
 ``.git/config`` and ``.git/hooks`` are never writable: they lie under the read-only
-``.git`` and no writable bind covers them. A writable ``refs/heads`` still lets the agent
+``.git`` and no writable bind covers them, nor is ``logs/HEAD`` of the main checkout
+for a child (its own worktree's ``HEAD`` reflog lies in its git directory). A writable ``refs/heads`` still lets the agent
 create a new branch ref or move its own; it cannot move or delete an existing one of
 another node (pinned in 5), and ``packed-refs`` lies in the read-only ``.git``.
 
@@ -50,7 +60,12 @@ from pathlib import PurePosixPath
 from typing import NamedTuple
 
 __all__ = [
+    "AGENT_HOMES",
     "CHILD_WORK_DIRS",
+    "CLAUDE_JSON",
+    "CLAUDE_SHARED",
+    "NODE_CACHE",
+    "NODE_CLAUDE_HOME",
     "RELAY_ENV",
     "SUPERVISOR_TMP_DIRS",
     "TOKEN_ENV",
@@ -134,10 +149,13 @@ class Op(StrEnum):
 
 
 class Mount(NamedTuple):
-    """One mount: ``op`` of ``path`` (bound at the same path inside)."""
+    """One mount: ``op`` of ``source`` bound at ``path`` inside (``source`` empty: the
+    same path; bubblewrap reads every source from the filesystem outside, so a source
+    under an earlier mount is still the outside one)."""
 
     op: Op
     path: str
+    source: str = ""
 
 
 class SandboxPaths(NamedTuple):
@@ -151,7 +169,15 @@ class SandboxPaths(NamedTuple):
     ``tmux_socket`` the socket when it exists (None: absent), ``relay`` the node's relay socket
     (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
     directory of the program launched and ``program`` the program itself (its real
-    path; None when it was named without a directory)."""
+    path; None when it was named without a directory).
+
+    The agent homes (``AGENT_HOMES``): ``claude_dir`` is the user's Claude config dir
+    (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``) and ``claude_json`` the user's
+    ``~/.claude.json`` (None: absent, or inside ``claude_dir`` as under
+    ``CLAUDE_CONFIG_DIR``), ``cache`` the user's ``~/.cache``, each only when it exists
+    (a missing one cannot be a mount point in the read-only home); ``logins`` the user's
+    login files the CLIs rewrite on a token refresh, bound writable at their own paths;
+    ``reflogs`` every file under ``logs/refs/heads`` now."""
 
     repo: str
     worktree: str
@@ -167,6 +193,11 @@ class SandboxPaths(NamedTuple):
     program: str | None = None
     tmux_dir: str | None = None
     tmux_socket: str | None = None
+    claude_dir: str | None = None
+    claude_json: str | None = None
+    cache: str | None = None
+    logins: tuple[str, ...] = ()
+    reflogs: tuple[str, ...] = ()
 
 
 WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
@@ -178,10 +209,21 @@ relayed ``fractal commit`` runs): each runs only inside its sandbox."""
 SUPERVISOR_TMP_DIRS = ("err", "checks", "bin")
 """Under the node's ``tmp``: what the supervisor writes there (launch stderr, check logs,
 the ``fractal`` stand-in), read-only inside so none can be swapped for a symlink."""
-AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
-"""Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
-AGENT_HOME_FILES = (".claude.json",)
-"""Under ``$HOME``: single files the agent CLIs rewrite (writable when present)."""
+NODE_CLAUDE_HOME = ".claude/home"
+"""Under the node dir: the node's own Claude config dir, bound over the user's inside
+its sandbox (sessions, todos, history, its copy of ``.claude.json``)."""
+NODE_CACHE = "tmp/cache"
+"""Under the node dir: the node's own ``~/.cache`` inside its sandbox."""
+CLAUDE_JSON = ".claude.json"
+"""Claude Code's global config file: in ``$CLAUDE_CONFIG_DIR`` when set, else in
+``$HOME``; the node's copy is made fresh from the user's before each launch."""
+AGENT_HOMES = (NODE_CLAUDE_HOME, NODE_CACHE)
+"""The node dir's stand-ins for the user's agent homes (``workspace.sandboxpaths`` makes
+them): what an agent writes there reaches only its own node's later launches."""
+CLAUDE_SHARED = ("agents", "commands", "skills")
+"""Under the user's Claude config dir: the user's own subagents, commands and skills,
+bound read-only into the node's Claude home (with ``settings.json`` and ``CLAUDE.md``,
+``AGENT_SETTINGS``), so every node still has them and none can change them."""
 AGENT_SETTINGS = {".claude/settings.json": "{}\n", ".codex/config.toml": "",
                   ".claude/CLAUDE.md": "", ".codex/AGENTS.md": ""}
 """Under ``$HOME``: the user's agent settings and standing instructions, read-only (they
@@ -219,17 +261,18 @@ def policy(p: SandboxPaths) -> list[Mount]:
                for name in (WORK_DIRS if root_node else CHILD_WORK_DIRS)]
     mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
     heads = git / "refs" / "heads"
-    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads)),
-               Mount(Op.RW_TRY, str(git / "logs"))]
+    mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads))]
+    log_heads, own_log = _reflog_of(p)
+    mounts.append(Mount(Op.RW_TRY, log_heads))
+    if p.git_dir == p.git_common:
+        mounts.append(Mount(Op.RW_TRY, str(git / "logs" / "HEAD")))  # the root's own HEAD
     mounts += _ref_dirs(str(heads), p.own_ref, p.branch_refs)
+    mounts += _ref_dirs(log_heads, own_log, p.reflogs)
     if p.git_dir != p.git_common:
         mounts.append(Mount(Op.RW, p.git_dir))
-    if p.home:
-        home = PurePosixPath(p.home)
-        mounts += [Mount(Op.RW_TRY, str(home / d)) for d in AGENT_HOME_DIRS]
-        mounts += [Mount(Op.RW_TRY, str(home / f)) for f in AGENT_HOME_FILES]
-        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in sorted(AGENT_SETTINGS)]
+    mounts += _agent_homes(p, node)
     mounts += [Mount(Op.RO, ref) for ref in sorted(p.branch_refs) if ref != p.own_ref]
+    mounts += [Mount(Op.RO, log) for log in sorted(p.reflogs) if log != own_log]
     if p.git_dir != p.git_common:
         gitdir = PurePosixPath(p.git_dir)
         mounts += [Mount(Op.RO_TRY, str(gitdir / name))
@@ -241,6 +284,37 @@ def policy(p: SandboxPaths) -> list[Mount]:
         mounts.append(Mount(Op.RW, p.relay))
     if p.tmux_dir and not hide_tmux_dir and p.tmux_socket:
         mounts.append(Mount(Op.NULL, p.tmux_socket))  # its dir holds what the launch needs
+    return mounts
+
+
+def _reflog_of(p: SandboxPaths) -> tuple[str, str]:
+    """``logs/refs/heads`` of the common git dir, and the node's own reflog in it."""
+    git = PurePosixPath(p.git_common)
+    branch = PurePosixPath(p.own_ref).relative_to(git / "refs" / "heads")
+    log_heads = git / "logs" / "refs" / "heads"
+    return str(log_heads), str(log_heads / branch)
+
+
+def _agent_homes(p: SandboxPaths, node: PurePosixPath) -> list[Mount]:
+    """The node's agent homes over the user's (``AGENT_HOMES``; the module docstring):
+    the node's Claude home over ``claude_dir``, its ``.claude.json`` over the user's, its
+    cache over ``cache``; then the user's logins (writable, at their own paths), shared
+    Claude entries and settings (read-only), each laid inside the node's home."""
+    mounts: list[Mount] = []
+    claude_home = node / NODE_CLAUDE_HOME
+    if p.claude_dir:
+        mounts.append(Mount(Op.RW, p.claude_dir, str(claude_home)))
+    if p.claude_json:
+        mounts.append(Mount(Op.RW, p.claude_json, str(claude_home / CLAUDE_JSON)))
+    if p.cache:
+        mounts.append(Mount(Op.RW, p.cache, str(node / NODE_CACHE)))
+    mounts += [Mount(Op.RW, login) for login in p.logins]
+    if p.claude_dir:
+        shared = PurePosixPath(p.claude_dir)
+        mounts += [Mount(Op.RO_TRY, str(shared / name)) for name in CLAUDE_SHARED]
+    if p.home:
+        home = PurePosixPath(p.home)
+        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in sorted(AGENT_SETTINGS)]
     return mounts
 
 
@@ -275,7 +349,7 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
         elif mount.op is Op.NULL:
             args += [Op.RO.value, "/dev/null", mount.path]
         else:
-            args += [mount.op.value, mount.path, mount.path]
+            args += [mount.op.value, mount.source or mount.path, mount.path]
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     if relay:
         args += ["--setenv", RELAY_ENV, relay]

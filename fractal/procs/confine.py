@@ -37,7 +37,8 @@ def confined_argv(paths: NodePaths, env: Mapping[str, str], argv: Sequence[str],
     try:
         found = sandbox_paths(paths.tree.repo, paths.worktree, paths.node_dir, paths.branch,
                               tmux_socket=tmux.socket_path(env), relay=relay,
-                              home=env.get("HOME"), program=argv[0] if argv else None)
+                              home=env.get("HOME"), program=argv[0] if argv else None,
+                              env=env)
     except OSError as exc:
         raise SpawnError(f"cannot lay out the sandbox: {exc}") from exc
     return wrap(argv, policy(found), relay=None if relay is None else str(relay),
