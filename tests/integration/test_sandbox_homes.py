@@ -16,7 +16,6 @@ from fractal.domain.sandbox import SandboxPaths
 from fractal.workspace.sandboxpaths import sandbox_paths
 from tests.helpers import git, make_repo
 
-
 Layout = tuple[Path, Path, Path, Path]
 
 
