@@ -11,6 +11,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from fractal.domain.agent.homes import codex_login
 from fractal.domain.sandbox import (
     AGENT_HOMES,
     AGENT_SETTINGS,
@@ -21,7 +22,6 @@ from fractal.domain.sandbox import (
     WORK_DIRS,
     SandboxPaths,
 )
-from fractal.workspace.agenthomes import user_codex_auth
 from fractal.workspace.gitfiles import git_dirs
 
 __all__ = ["sandbox_paths"]
@@ -87,11 +87,11 @@ def _fresh_copy(source: Path, target: Path) -> bool:
 
 
 def _codex_login(node_dir: Path, env: Mapping[str, str]) -> str | None:
-    """The user's Codex login file (``user_codex_auth``, resolved) when it exists, with
+    """The user's Codex login file (``codex_login``, resolved) when it exists, with
     the node's ``.codex/auth.json`` made a link to it afresh (the agent may have pointed
     the link elsewhere: only the user's own file is ever bound writable)."""
-    source = user_codex_auth(env)
-    if not source.is_file():
+    source = codex_login(env)
+    if source is None or not source.is_file():
         return None
     target = source.resolve()
     link = node_dir / ".codex" / "auth.json"
