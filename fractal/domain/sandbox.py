@@ -14,9 +14,11 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    program alone comes back read-only when it lies in a hidden dir (the demo keeps its
    agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
-   ``tmp`` are inside it), the git objects, the branch refs directory, the branch
-   reflogs directory (``logs/refs/heads``; the root node also its ``logs/HEAD``) and the
-   worktree's own git directory. The root node's worktree is the main checkout and its
+   ``tmp`` are inside it), the git objects, the branch refs directory, the node's own
+   branch reflog (``logs/refs/heads/<branch>``; the root node also its ``logs/HEAD``)
+   and the worktree's own git directory (its ``HEAD`` reflog is there). Every other
+   reflog stays read-only, and git inside is told not to create new ones
+   (``no_new_reflogs``), so the agent's ``git checkout -b`` still works. The root node's worktree is the main checkout and its
    node dir the tree's data dir: only its plans, memory, ``tmp`` and agent homes come
    back writable. The user's agent homes are never writable: the node's own stand in
    for them (``AGENT_HOMES``): ``<node_dir>/.claude/home`` bound over the user's Claude
@@ -29,8 +31,7 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
    rename over a mount point fails), and every directory under ``refs/heads`` that holds
    one (a ``feature/`` of ``feature/y``: renamed away, it would take the pin with it),
-   bound again writable in place when it also holds the node's own ref, and the same for
-   every other branch's reflog under ``logs/refs/heads``; the worktree's
+   bound again writable in place when it also holds the node's own ref; the worktree's
    ``.git`` file and its git directory's ``commondir``, ``gitdir`` and
    ``config.worktree`` (each names what git runs or reads as config); for a child, the
    worktree's ``.fractal`` and the node dir themselves (mount points: neither can be
@@ -54,7 +55,7 @@ ends every process of a launch with it; the network is kept (agents call their A
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import NamedTuple
@@ -78,6 +79,7 @@ __all__ = [
     "bwrap_args",
     "decide",
     "mode_of",
+    "no_new_reflogs",
     "policy",
 ]
 
@@ -176,8 +178,7 @@ class SandboxPaths(NamedTuple):
     ``~/.claude.json`` (None: absent, or inside ``claude_dir`` as under
     ``CLAUDE_CONFIG_DIR``), ``cache`` the user's ``~/.cache``, each only when it exists
     (a missing one cannot be a mount point in the read-only home); ``logins`` the user's
-    login files the CLIs rewrite on a token refresh, bound writable at their own paths;
-    ``reflogs`` every file under ``logs/refs/heads`` now."""
+    login files the CLIs rewrite on a token refresh, bound writable at their own paths."""
 
     repo: str
     worktree: str
@@ -197,7 +198,6 @@ class SandboxPaths(NamedTuple):
     claude_json: str | None = None
     cache: str | None = None
     logins: tuple[str, ...] = ()
-    reflogs: tuple[str, ...] = ()
 
 
 WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
@@ -262,17 +262,14 @@ def policy(p: SandboxPaths) -> list[Mount]:
     mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
     heads = git / "refs" / "heads"
     mounts += [Mount(Op.RW, str(git / "objects")), Mount(Op.RW, str(heads))]
-    log_heads, own_log = _reflog_of(p)
-    mounts.append(Mount(Op.RW_TRY, log_heads))
+    mounts.append(Mount(Op.RW_TRY, _own_reflog(p)))
     if p.git_dir == p.git_common:
         mounts.append(Mount(Op.RW_TRY, str(git / "logs" / "HEAD")))  # the root's own HEAD
     mounts += _ref_dirs(str(heads), p.own_ref, p.branch_refs)
-    mounts += _ref_dirs(log_heads, own_log, p.reflogs)
     if p.git_dir != p.git_common:
         mounts.append(Mount(Op.RW, p.git_dir))
     mounts += _agent_homes(p, node)
     mounts += [Mount(Op.RO, ref) for ref in sorted(p.branch_refs) if ref != p.own_ref]
-    mounts += [Mount(Op.RO, log) for log in sorted(p.reflogs) if log != own_log]
     if p.git_dir != p.git_common:
         gitdir = PurePosixPath(p.git_dir)
         mounts += [Mount(Op.RO_TRY, str(gitdir / name))
@@ -287,12 +284,22 @@ def policy(p: SandboxPaths) -> list[Mount]:
     return mounts
 
 
-def _reflog_of(p: SandboxPaths) -> tuple[str, str]:
-    """``logs/refs/heads`` of the common git dir, and the node's own reflog in it."""
+def _own_reflog(p: SandboxPaths) -> str:
+    """The node's own branch reflog in the common git dir (``logs/refs/heads/<branch>``)."""
     git = PurePosixPath(p.git_common)
-    branch = PurePosixPath(p.own_ref).relative_to(git / "refs" / "heads")
-    log_heads = git / "logs" / "refs" / "heads"
-    return str(log_heads), str(log_heads / branch)
+    return str(git / "logs" / PurePosixPath(p.own_ref).relative_to(git))
+
+
+def no_new_reflogs(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that tell git inside the sandbox not to create a reflog
+    (``core.logAllRefUpdates=false``; git still appends to one that exists): a new
+    branch's reflog could not be made in the read-only ``logs/refs/heads``, and git
+    would refuse the branch. Added after the ``GIT_CONFIG_COUNT`` entries ``env``
+    already has (none when the count is not a number)."""
+    count = env.get("GIT_CONFIG_COUNT", "0")
+    n = int(count) if count.isdigit() else 0
+    return {"GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": "core.logAllRefUpdates",
+            f"GIT_CONFIG_VALUE_{n}": "false"}
 
 
 def _agent_homes(p: SandboxPaths, node: PurePosixPath) -> list[Mount]:
@@ -336,12 +343,12 @@ def _ref_dirs(heads: str, own_ref: str, refs: Sequence[str]) -> list[Mount]:
 
 
 def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
-               token: str | None = None) -> list[str]:
+               token: str | None = None, setenv: Mapping[str, str] | None = None) -> list[str]:
     """bubblewrap's options for ``mounts`` (without the program name and ``--``): the
     read-only root, ``/dev``, ``/proc`` and a private ``/tmp`` first, then ``mounts`` in
     order, a PID namespace that dies with the launch, no capabilities, ``RELAY_ENV`` set
-    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given) and ``chdir`` as the
-    working directory."""
+    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given), the variables of
+    ``setenv``, and ``chdir`` as the working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
         if mount.op is Op.TMPFS:
@@ -355,4 +362,6 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
         args += ["--setenv", RELAY_ENV, relay]
     if token:
         args += ["--setenv", TOKEN_ENV, token]
+    for name, value in (setenv or {}).items():
+        args += ["--setenv", name, value]
     return [*args, "--chdir", chdir]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.sandbox import policy
+from fractal.domain.sandbox import no_new_reflogs, policy
 from fractal.errors import SpawnError
 from fractal.procs.sandbox import wrap
 from fractal.tree import NodePaths, Tree
@@ -30,7 +30,8 @@ def confined_argv(paths: NodePaths, env: Mapping[str, str], argv: Sequence[str],
                   *, relay: Path | None, token: str | None = None) -> list[str]:
     """``argv`` wrapped in the node's sandbox (``domain.sandbox.policy``), starting in
     ``cwd``; ``env`` gives ``$HOME`` and fractal's tmux socket (hidden); ``relay`` is
-    bound in when given, and ``token`` (the relay's secret for this launch) set inside. Raises SpawnError when the node's git files cannot be read."""
+    bound in when given, and ``token`` (the relay's secret for this launch) set inside, with
+    git told not to create reflogs (``domain.sandbox.no_new_reflogs``). Raises SpawnError when the node's git files cannot be read."""
     # deferred: only a sandboxed launch needs the socket's path (1 module)
     from fractal import tmux
 
@@ -42,4 +43,4 @@ def confined_argv(paths: NodePaths, env: Mapping[str, str], argv: Sequence[str],
     except OSError as exc:
         raise SpawnError(f"cannot lay out the sandbox: {exc}") from exc
     return wrap(argv, policy(found), relay=None if relay is None else str(relay),
-                cwd=str(cwd), token=token)
+                cwd=str(cwd), token=token, setenv=no_new_reflogs(env))

@@ -1,5 +1,5 @@
 """The effect side of a node's sandbox, as ``domain.sandbox.SandboxPaths``: where its git
-dir, common dir, branch refs and reflogs are, read from the files
+dir, common dir and branch refs are, read from the files
 (``gitfiles.git_dirs``), and its agent homes made fresh before each launch (the node's
 Claude home and cache, its copy of the user's ``.claude.json``, its Codex login link)."""
 
@@ -32,8 +32,7 @@ CLAUDE_LOGIN = ".credentials.json"
 
 
 def _ref_files(heads: Path) -> tuple[str, ...]:
-    """Every loose ref file (or reflog) under ``heads`` (absolute paths), lock files
-    aside."""
+    """Every loose ref file under ``heads`` (absolute paths), lock files aside."""
     found: list[str] = []
     for top, _dirs, files in os.walk(heads):
         found += [os.path.join(top, name) for name in files if not name.endswith(".lock")]
@@ -174,7 +173,6 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         git_common=str(common), git_dir=str(git_dir),
         own_ref=str(common / "refs" / "heads" / branch),
         branch_refs=_ref_files(common / "refs" / "heads"),
-        reflogs=_ref_files(common / "logs" / "refs" / "heads"),
         hide=tuple(str(d) for d in (repo / ".fractal",) if d.is_dir()),
         tmux_dir=str(tmux_socket.parent) if tmux_socket.parent.is_dir() else None,
         tmux_socket=str(tmux_socket) if os.path.lexists(tmux_socket) else None,

@@ -99,8 +99,3 @@ def test_the_codex_login_link_points_at_the_users_file_again(layout: Layout) -> 
     assert os.readlink(link) == str((home / ".codex" / "auth.json").resolve())
     assert found.logins == (str((home / ".codex" / "auth.json").resolve()),)
 
-
-def test_the_reflogs_are_listed(layout: Layout) -> None:
-    repo, _, _, _ = layout
-    found = _paths(layout, {})
-    assert str(repo / ".git" / "logs" / "refs" / "heads" / "main.a") in found.reflogs

@@ -2,7 +2,8 @@
 before, ``.git/logs`` was writable from every sandbox, so an agent could forge the
 history ``git reflog`` shows for its parent's branch (the place ``fractal doctor`` sends
 you to set a broken branch back) or the main checkout's ``HEAD``. Its own branch's
-reflog, and a new branch's, it still writes: its commits go on."""
+reflog it still writes, and it still makes new branches (git inside is told to make no
+new reflog, which the read-only ``logs/refs/heads`` could not hold)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ for name in ("refs/heads/main", "refs/heads/main.a", "refs/heads/main.a.c", "HEA
     attempt("replace " + name, lambda name=name: replace(name))
 attempt("own", lambda: subprocess.run(
     ["git", "commit", "-q", "--allow-empty", "-m", "own work"], check=True))
+attempt("new branch", lambda: subprocess.run(["git", "branch", "agents-own"], check=True))
 """
 
 OTHERS = ("refs/heads/main", "refs/heads/main.a", "refs/heads/main.a.c", "HEAD")
@@ -56,3 +58,5 @@ def test_a_sandboxed_agent_cannot_forge_another_branchs_reflog(
                                    name.removeprefix("refs/heads/"))
     assert report["own"]["ok"] is True, report["own"]  # its own reflog takes the commit
     assert "own work" in git(tree.repo, "reflog", "show", "--format=%gs", "main.a.b")
+    assert report["new branch"]["ok"] is True, report["new branch"]  # made, without a reflog
+    assert git(tree.repo, "rev-parse", "agents-own") == git(tree.repo, "rev-parse", "main.a.b")

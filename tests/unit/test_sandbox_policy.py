@@ -16,6 +16,7 @@ from fractal.domain.sandbox import (
     bwrap_args,
     decide,
     mode_of,
+    no_new_reflogs,
     policy,
 )
 
@@ -33,9 +34,7 @@ CHILD = SandboxPaths(
     hide=(f"{REPO}/.fractal",), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
     program_dir="/opt/agents/bin", tmux_dir=TMUX, tmux_socket=f"{TMUX}/default",
     claude_dir=f"{HOME}/.claude", claude_json=f"{HOME}/.claude.json", cache=f"{HOME}/.cache",
-    logins=(f"{HOME}/.claude/.credentials.json", f"{HOME}/.codex/auth.json"),
-    reflogs=(f"{GIT}/logs/refs/heads/main", f"{GIT}/logs/refs/heads/main.a",
-             f"{GIT}/logs/refs/heads/main.a.b", f"{GIT}/logs/refs/heads/main.a.c"))
+    logins=(f"{HOME}/.claude/.credentials.json", f"{HOME}/.codex/auth.json"))
 ROOT = CHILD._replace(worktree=REPO, node_dir=f"{REPO}/.fractal/main", git_dir=GIT,
                       own_ref=f"{GIT}/refs/heads/main", relay=None)
 
@@ -155,9 +154,9 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{HOME}/.claude/skills/x/SKILL.md", "ro"),
     (f"{HOME}/.cache/pip/wheel.whl", "rw"),  # the node's own cache stands in
     (f"{HOME}/.config/claude/x", "ro"),
-    (f"{GIT}/logs/refs/heads/main", "ro"),  # other branches' reflogs are pinned
+    (f"{GIT}/logs/refs/heads/main", "ro"),  # other branches' reflogs
     (f"{GIT}/logs/refs/heads/main.a.c", "ro"),
-    (f"{GIT}/logs/refs/heads/new-branch", "rw"),  # a new branch's reflog
+    (f"{GIT}/logs/refs/heads/new-branch", "ro"),  # git inside makes none (no_new_reflogs)
     (f"{GIT}/logs/HEAD", "ro"),  # the main checkout's HEAD reflog
     (f"{HOME}/.claude/settings.json", "ro"),
     (f"{HOME}/.codex/config.toml", "ro"),
@@ -335,3 +334,23 @@ def test_the_socket_is_covered_by_dev_null_last() -> None:
     assert args[at - 2:at + 1] == ["--ro-bind", "/dev/null", f"{SHARED}/tmux.sock"]
     assert args[at + 1] == "--unshare-pid"  # after every other mount
     assert SHARED not in [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"]
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.logAllRefUpdates",
+          "GIT_CONFIG_VALUE_0": "false"}),
+    ({"GIT_CONFIG_COUNT": "2"}, {"GIT_CONFIG_COUNT": "3",  # after the caller's own entries
+                                 "GIT_CONFIG_KEY_2": "core.logAllRefUpdates",
+                                 "GIT_CONFIG_VALUE_2": "false"}),
+    ({"GIT_CONFIG_COUNT": "x"}, {"GIT_CONFIG_COUNT": "1",
+                                 "GIT_CONFIG_KEY_0": "core.logAllRefUpdates",
+                                 "GIT_CONFIG_VALUE_0": "false"}),
+])
+def test_no_new_reflogs(env: dict[str, str], expected: dict[str, str]) -> None:
+    assert no_new_reflogs(env) == expected
+
+
+def test_setenv_variables_are_set_inside() -> None:
+    args = bwrap_args([], relay=None, chdir=WT, setenv={"GIT_CONFIG_COUNT": "1"})
+    at = args.index("--setenv")
+    assert args[at:at + 3] == ["--setenv", "GIT_CONFIG_COUNT", "1"]
