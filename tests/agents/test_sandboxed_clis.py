@@ -44,6 +44,7 @@ def test_claude_runs_sandboxed_in_the_nodes_own_home(
     config = home / ".claude"  # the user's CLAUDE_CONFIG_DIR (start_env)
     config.mkdir(parents=True)
     (config / ".claude.json").write_text(USER_JSON)
+    (config / ".credentials.json").write_text("{}\n")  # a login file, bound in writable
     (config / "settings.json").write_text("{}\n")  # else made so, to pin them read-only
     (config / "CLAUDE.md").write_text("")
     before = _files(config)
