@@ -17,15 +17,22 @@ the supervisor applies around each launch:
   ``node init`` of that name); a ``*.lock`` under ``refs/heads``
   that appeared during the launch is removed (every process of the launch has ended, and
   git holds a lock for milliseconds), and so is one older than ``STALE_LOCK_AGE``
-  (before each launch too).
+  (before each launch too);
+* after: a branch made during the launch that a node owns (a ``node init`` while the
+  launch ran: no read-only bind pins it) is set back to the sha its own worktree's
+  ``HEAD`` reflog last recorded (``<common>/worktrees/<name>/logs/HEAD``: every commit,
+  reset or merge made in that worktree is logged there, and no other node's sandbox can
+  write it), unless it points there already or at a merge-base advance of it (first
+  parent that sha, the same tree: no content changed). A branch whose worktree recorded
+  nothing is left as it is.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["STALE_LOCK_AGE", "RefText", "packed_branches", "read_ref", "repair_of",
-           "stale_lock"]
+__all__ = ["STALE_LOCK_AGE", "RefText", "last_logged", "packed_branches", "read_ref",
+           "repair_of", "restore_recorded", "stale_lock"]
 
 STALE_LOCK_AGE = 30.0  # seconds a ref lock may live before it counts as left behind
 _HEADS = "refs/heads/"
@@ -85,3 +92,24 @@ def stale_lock(age: float, *, new: bool) -> bool:
     """Whether a ``*.lock`` under ``refs/heads``, ``age`` seconds old, was left behind:
     ``new`` (it appeared during the launch just ended) or older than ``STALE_LOCK_AGE``."""
     return new or age >= STALE_LOCK_AGE
+
+
+def last_logged(text: str) -> str | None:
+    """The sha the newest entry of a reflog's ``text`` moved its ref to (each line is
+    ``<old sha> <new sha> <who> <when>\t<message>``); None when it has no such entry."""
+    for line in reversed(text.splitlines()):
+        fields = line.split(" ", 2)
+        if len(fields) == 3:
+            return read_ref(fields[1]).sha or None
+    return None
+
+
+def restore_recorded(found: RefText, recorded: str | None, *, advance: bool) -> str | None:
+    """What undoes a move of a branch made during the launch that a node owns: the sha
+    ``recorded`` for it by its own worktree (None: nothing recorded, leave it), or None
+    when ``found`` points there already or is a merge-base ``advance`` of it (fractal's
+    own move, which changes no content). A symbolic or broken ``found`` is not this
+    rule's (``repair_of`` deletes a symbolic one)."""
+    if recorded is None or not found.sha or found.sha == recorded or advance:
+        return None
+    return recorded

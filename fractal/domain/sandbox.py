@@ -15,10 +15,20 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
    agent in the tree's data dir);
 4. writable: the node's worktree (its node dir, plans, memory, agent homes and
    ``tmp`` are inside it), the node's private object directory (``private_objects``),
-   the branch refs directory, the reflogs, the worktree's own git directory, and the
-   agent CLIs' homes under ``$HOME``. The root node's worktree is the main checkout and
-   its node dir the tree's data dir: only its plans, memory, ``tmp`` (with its private
-   object directory) and agent homes come back writable;
+   the branch refs directory, the node's own branch reflog (``logs/refs/heads/<branch>``;
+   the root node also its ``logs/HEAD``) and the worktree's own git directory (its
+   ``HEAD`` reflog is there). Every other reflog stays read-only, and git inside is told
+   not to create new ones (``no_new_reflogs``), so the agent's ``git checkout -b`` still
+   works. The root node's worktree is the main checkout and its node dir the tree's data
+   dir: only its plans, memory, ``tmp`` (with its private object directory) and agent
+   homes come back writable. The user's agent homes are never writable: the node's own
+   stand in for them (``AGENT_HOMES``): ``<node_dir>/.claude/home`` bound over the user's
+   Claude config dir, the node's fresh copy of ``~/.claude.json`` over it, and
+   ``<node_dir>/tmp/cache`` over ``~/.cache``; inside the node's Claude home the user's
+   login file (``.credentials.json``, and Codex's ``auth.json`` at its own path) is
+   bound writable (a token refresh rewrites the one file every node and the user read:
+   a copy would fork a rotating refresh token), and the user's ``CLAUDE_SHARED`` entries
+   read-only;
 5. read-only again, over the writable binds: every other branch's ref file (pinned: a
    rename over a mount point fails), and every directory under ``refs/heads`` that holds
    one (a ``feature/`` of ``feature/y``: renamed away, it would take the pin with it),
@@ -35,12 +45,14 @@ The rule, in the order the mounts are laid (a later mount covers an earlier one)
 6. the node's own relay socket, bound at its own path inside the hidden data dir.
 
 ``.git/config``, ``.git/hooks`` and the shared ``.git/objects`` are never writable:
-they lie under the read-only ``.git`` and no writable bind covers them. Every git the
-agent runs writes its new objects into the private object directory instead and reads
-the shared ones as an alternate (``object_env``: set on bubblewrap's command line, so
-whatever the launch's own environment says); the supervisor adopts them into the
-shared store, each checked, once the launch ends (``workspace.adoption``). An agent
-that unsets the variables only meets a read-only store. A writable ``refs/heads`` still lets the agent
+they lie under the read-only ``.git`` and no writable bind covers them, nor is
+``logs/HEAD`` of the main checkout for a child (its own worktree's ``HEAD`` reflog lies in
+its git directory). Every git the agent runs writes its new objects into the private
+object directory instead and reads the shared ones as an alternate (``object_env``: set on
+bubblewrap's command line, so whatever the launch's own environment says); the supervisor
+adopts them into the shared store, each checked, once the launch ends
+(``workspace.adoption``). An agent that unsets the variables only meets a read-only
+store. A writable ``refs/heads`` still lets the agent
 create a new branch ref or move its own; it cannot move or delete an existing one of
 another node (pinned in 5), and ``packed-refs`` lies in the read-only ``.git``.
 
@@ -50,13 +62,18 @@ ends every process of a launch with it; the network is kept (agents call their A
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import NamedTuple
 
 __all__ = [
+    "AGENT_HOMES",
     "CHILD_WORK_DIRS",
+    "CLAUDE_JSON",
+    "CLAUDE_SHARED",
+    "NODE_CACHE",
+    "NODE_CLAUDE_HOME",
     "RELAY_ENV",
     "SUPERVISOR_TMP_DIRS",
     "TOKEN_ENV",
@@ -69,6 +86,7 @@ __all__ = [
     "bwrap_args",
     "decide",
     "mode_of",
+    "no_new_reflogs",
     "object_env",
     "policy",
     "private_objects",
@@ -142,10 +160,13 @@ class Op(StrEnum):
 
 
 class Mount(NamedTuple):
-    """One mount: ``op`` of ``path`` (bound at the same path inside)."""
+    """One mount: ``op`` of ``source`` bound at ``path`` inside (``source`` empty: the
+    same path; bubblewrap reads every source from the filesystem outside, so a source
+    under an earlier mount is still the outside one)."""
 
     op: Op
     path: str
+    source: str = ""
 
 
 class SandboxPaths(NamedTuple):
@@ -159,7 +180,14 @@ class SandboxPaths(NamedTuple):
     ``tmux_socket`` the socket when it exists (None: absent), ``relay`` the node's relay socket
     (None: no relay), ``home`` the agent's $HOME (None: unknown), ``program_dir`` the
     directory of the program launched and ``program`` the program itself (its real
-    path; None when it was named without a directory)."""
+    path; None when it was named without a directory).
+
+    The agent homes (``AGENT_HOMES``): ``claude_dir`` is the user's Claude config dir
+    (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``) and ``claude_json`` the user's
+    ``~/.claude.json`` (None: absent, or inside ``claude_dir`` as under
+    ``CLAUDE_CONFIG_DIR``), ``cache`` the user's ``~/.cache``, each only when it exists
+    (a missing one cannot be a mount point in the read-only home); ``logins`` the user's
+    login files the CLIs rewrite on a token refresh, bound writable at their own paths."""
 
     repo: str
     worktree: str
@@ -175,6 +203,10 @@ class SandboxPaths(NamedTuple):
     program: str | None = None
     tmux_dir: str | None = None
     tmux_socket: str | None = None
+    claude_dir: str | None = None
+    claude_json: str | None = None
+    cache: str | None = None
+    logins: tuple[str, ...] = ()
 
 
 WORK_DIRS = ("plans", "memory", "tmp", ".claude", ".codex")
@@ -186,10 +218,21 @@ relayed ``fractal commit`` runs): each runs only inside its sandbox."""
 SUPERVISOR_TMP_DIRS = ("err", "checks", "bin")
 """Under the node's ``tmp``: what the supervisor writes there (launch stderr, check logs,
 the ``fractal`` stand-in), read-only inside so none can be swapped for a symlink."""
-AGENT_HOME_DIRS = (".claude", ".codex", ".cache", ".config/claude")
-"""Under ``$HOME``: where the agent CLIs keep sessions, logins and caches (writable)."""
-AGENT_HOME_FILES = (".claude.json",)
-"""Under ``$HOME``: single files the agent CLIs rewrite (writable when present)."""
+NODE_CLAUDE_HOME = ".claude/home"
+"""Under the node dir: the node's own Claude config dir, bound over the user's inside
+its sandbox (sessions, todos, history, its copy of ``.claude.json``)."""
+NODE_CACHE = "tmp/cache"
+"""Under the node dir: the node's own ``~/.cache`` inside its sandbox."""
+CLAUDE_JSON = ".claude.json"
+"""Claude Code's global config file: in ``$CLAUDE_CONFIG_DIR`` when set, else in
+``$HOME``; the node's copy is made fresh from the user's before each launch."""
+AGENT_HOMES = (NODE_CLAUDE_HOME, NODE_CACHE)
+"""The node dir's stand-ins for the user's agent homes (``workspace.sandboxpaths`` makes
+them): what an agent writes there reaches only its own node's later launches."""
+CLAUDE_SHARED = ("agents", "commands", "skills")
+"""Under the user's Claude config dir: the user's own subagents, commands and skills,
+bound read-only into the node's Claude home (with ``settings.json`` and ``CLAUDE.md``,
+``AGENT_SETTINGS``), so every node still has them and none can change them."""
 AGENT_SETTINGS = {".claude/settings.json": "{}\n", ".codex/config.toml": "",
                   ".claude/CLAUDE.md": "", ".codex/AGENTS.md": ""}
 """Under ``$HOME``: the user's agent settings and standing instructions, read-only (they
@@ -208,11 +251,11 @@ def private_objects(git_common: str, git_dir: str, node_dir: str) -> str:
     return str(PurePosixPath(node_dir) / "tmp" / "objects")
 
 
-def object_env(p: SandboxPaths) -> tuple[tuple[str, str], ...]:
+def object_env(p: SandboxPaths) -> dict[str, str]:
     """The launch's git object variables: ``GIT_OBJECT_DIRECTORY`` the private object
     directory, ``GIT_ALTERNATE_OBJECT_DIRECTORIES`` the shared ``<git_common>/objects``."""
-    return (("GIT_OBJECT_DIRECTORY", private_objects(p.git_common, p.git_dir, p.node_dir)),
-            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(PurePosixPath(p.git_common) / "objects")))
+    return {"GIT_OBJECT_DIRECTORY": private_objects(p.git_common, p.git_dir, p.node_dir),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(PurePosixPath(p.git_common) / "objects")}
 
 
 def _under(path: str, top: str) -> bool:
@@ -244,17 +287,16 @@ def policy(p: SandboxPaths) -> list[Mount]:
                for name in (WORK_DIRS if root_node else CHILD_WORK_DIRS)]
     mounts += [Mount(Op.RO_TRY, str(node / "tmp" / name)) for name in SUPERVISOR_TMP_DIRS]
     heads = git / "refs" / "heads"
-    mounts += [Mount(Op.RW, str(heads)), Mount(Op.RW_TRY, str(git / "logs"))]
+    mounts.append(Mount(Op.RW, str(heads)))
+    mounts.append(Mount(Op.RW_TRY, _own_reflog(p)))
+    if p.git_dir == p.git_common:
+        mounts.append(Mount(Op.RW_TRY, str(git / "logs" / "HEAD")))  # the root's own HEAD
     mounts += _ref_dirs(str(heads), p.own_ref, p.branch_refs)
     if p.git_dir != p.git_common:
         mounts.append(Mount(Op.RW, p.git_dir))
     # a mount point: the agent cannot swap it for a link the supervisor would adopt from
     mounts.append(Mount(Op.RW, private_objects(p.git_common, p.git_dir, p.node_dir)))
-    if p.home:
-        home = PurePosixPath(p.home)
-        mounts += [Mount(Op.RW_TRY, str(home / d)) for d in AGENT_HOME_DIRS]
-        mounts += [Mount(Op.RW_TRY, str(home / f)) for f in AGENT_HOME_FILES]
-        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in sorted(AGENT_SETTINGS)]
+    mounts += _agent_homes(p, node)
     mounts += [Mount(Op.RO, ref) for ref in sorted(p.branch_refs) if ref != p.own_ref]
     if p.git_dir != p.git_common:
         gitdir = PurePosixPath(p.git_dir)
@@ -267,6 +309,47 @@ def policy(p: SandboxPaths) -> list[Mount]:
         mounts.append(Mount(Op.RW, p.relay))
     if p.tmux_dir and not hide_tmux_dir and p.tmux_socket:
         mounts.append(Mount(Op.NULL, p.tmux_socket))  # its dir holds what the launch needs
+    return mounts
+
+
+def _own_reflog(p: SandboxPaths) -> str:
+    """The node's own branch reflog in the common git dir (``logs/refs/heads/<branch>``)."""
+    git = PurePosixPath(p.git_common)
+    return str(git / "logs" / PurePosixPath(p.own_ref).relative_to(git))
+
+
+def no_new_reflogs(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that tell git inside the sandbox not to create a reflog
+    (``core.logAllRefUpdates=false``; git still appends to one that exists): a new
+    branch's reflog could not be made in the read-only ``logs/refs/heads``, and git
+    would refuse the branch. Added after the ``GIT_CONFIG_COUNT`` entries ``env``
+    already has (none when the count is not a number)."""
+    count = env.get("GIT_CONFIG_COUNT", "0")
+    n = int(count) if count.isdigit() else 0
+    return {"GIT_CONFIG_COUNT": str(n + 1), f"GIT_CONFIG_KEY_{n}": "core.logAllRefUpdates",
+            f"GIT_CONFIG_VALUE_{n}": "false"}
+
+
+def _agent_homes(p: SandboxPaths, node: PurePosixPath) -> list[Mount]:
+    """The node's agent homes over the user's (``AGENT_HOMES``; the module docstring):
+    the node's Claude home over ``claude_dir``, its ``.claude.json`` over the user's, its
+    cache over ``cache``; then the user's logins (writable, at their own paths), shared
+    Claude entries and settings (read-only), each laid inside the node's home."""
+    mounts: list[Mount] = []
+    claude_home = node / NODE_CLAUDE_HOME
+    if p.claude_dir:
+        mounts.append(Mount(Op.RW, p.claude_dir, str(claude_home)))
+    if p.claude_json:
+        mounts.append(Mount(Op.RW, p.claude_json, str(claude_home / CLAUDE_JSON)))
+    if p.cache:
+        mounts.append(Mount(Op.RW, p.cache, str(node / NODE_CACHE)))
+    mounts += [Mount(Op.RW, login) for login in p.logins]
+    if p.claude_dir:
+        shared = PurePosixPath(p.claude_dir)
+        mounts += [Mount(Op.RO_TRY, str(shared / name)) for name in CLAUDE_SHARED]
+    if p.home:
+        home = PurePosixPath(p.home)
+        mounts += [Mount(Op.RO_TRY, str(home / f)) for f in sorted(AGENT_SETTINGS)]
     return mounts
 
 
@@ -288,13 +371,12 @@ def _ref_dirs(heads: str, own_ref: str, refs: Sequence[str]) -> list[Mount]:
 
 
 def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
-               token: str | None = None,
-               setenv: Sequence[tuple[str, str]] = ()) -> list[str]:
+               token: str | None = None, setenv: Mapping[str, str] | None = None) -> list[str]:
     """bubblewrap's options for ``mounts`` (without the program name and ``--``): the
     read-only root, ``/dev``, ``/proc`` and a private ``/tmp`` first, then ``mounts`` in
     order, a PID namespace that dies with the launch, no capabilities, ``RELAY_ENV`` set
-    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given), each (name, value) of
-    ``setenv`` (``object_env``) and ``chdir`` as the working directory."""
+    to ``relay`` and ``TOKEN_ENV`` to ``token`` (each when given), the variables of
+    ``setenv``, and ``chdir`` as the working directory."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for mount in mounts:
         if mount.op is Op.TMPFS:
@@ -302,12 +384,12 @@ def bwrap_args(mounts: Sequence[Mount], *, relay: str | None, chdir: str,
         elif mount.op is Op.NULL:
             args += [Op.RO.value, "/dev/null", mount.path]
         else:
-            args += [mount.op.value, mount.path, mount.path]
+            args += [mount.op.value, mount.source or mount.path, mount.path]
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     if relay:
         args += ["--setenv", RELAY_ENV, relay]
     if token:
         args += ["--setenv", TOKEN_ENV, token]
-    for name, value in setenv:
+    for name, value in (setenv or {}).items():
         args += ["--setenv", name, value]
     return [*args, "--chdir", chdir]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.config import normalise_scope
-from fractal.domain.sandbox import TOKEN_ENV
+from fractal.domain.sandbox import TOKEN_ENV, Mode, decide, mode_of
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
 from fractal.procs.confine import CONFINED_ENV, confined_argv, relay_socket
@@ -220,6 +220,31 @@ def _confined_runner(paths: NodePaths) -> ScriptRunner:
     return run
 
 
+def _sandboxed_lint(paths: NodePaths) -> ScriptRunner:
+    """The runner of a child node's ``scripts/lint.sh`` in a commit its agent did not ask
+    for (the operator's ``fractal commit`` in the node's worktree): the script is the
+    node's own, written by its agent, so it runs in the node's sandbox (no relay: it has
+    no launch's token) unless the tree says ``"sandbox": "off"``. Where the tree wants a
+    sandbox and none can run, the script does not run: FractalError, naming the fixes."""
+    def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
+            timeout: float | None) -> tuple[int, str]:
+        # deferred: only a node with a lint.sh probes bubblewrap (1 module)
+        from fractal.procs.sandbox import missing
+
+        setting = mode_of(paths.tree.root_config())
+        if setting is Mode.OFF:
+            return _runner(argv, cwd, env, timeout)
+        verdict = decide(setting, missing()) if isinstance(setting, Mode) else None
+        if verdict is None or not verdict.sandboxed:
+            why = verdict.refusal if verdict is not None else str(setting)
+            raise FractalError(f"{paths.branch}'s scripts/lint.sh runs only in its sandbox, "
+                               f"and {why}; or read the script and commit with "
+                               "`fractal commit --force MESSAGE` (no lint)")
+        return _runner(confined_argv(paths, env, argv, cwd, relay=None), cwd, env, timeout)
+
+    return run
+
+
 def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitMode.ITERATION,
                 env: Mapping[str, str] | None = None) -> CommitResult:
     """Run ``fractal commit`` for the node whose worktree holds ``ctx.cwd``; inside a
@@ -281,7 +306,9 @@ def commit_work(ctx: Context, message: str | None, *, mode: CommitMode = CommitM
 
     refresh_wikis(paths.worktree, paths.node_dir, mode)  # the wiki step: before lint
     runner = _confined_runner(paths) if confined else _runner
-    outcome = run_pipeline(request, runner=runner, on_commit=record)
+    own_lint = confined or branch == tree.root  # the root's scripts no agent writes
+    outcome = run_pipeline(request, runner=runner, on_commit=record,
+                           lint_runner=None if own_lint else _sandboxed_lint(paths))
     if problems:
         outcome = CommitOutcome(outcome.sha, outcome.subject, outcome.files, outcome.pushed,
                                 outcome.notices, (*outcome.warnings, *problems))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fractal.domain.sandbox import object_env, policy
+from fractal.domain.sandbox import no_new_reflogs, object_env, policy
 from fractal.errors import SpawnError
 from fractal.procs.sandbox import wrap
 from fractal.tree import NodePaths, Tree
@@ -32,16 +32,19 @@ def confined_argv(paths: NodePaths, env: Mapping[str, str], argv: Sequence[str],
     ``cwd``; ``env`` gives ``$HOME`` and fractal's tmux socket (hidden); ``relay`` is
     bound in when given, and ``token`` (the relay's secret for this launch) set inside;
     every git inside writes new objects into the node's private object directory
-    (``domain.sandbox.object_env``). Raises SpawnError when the node's git files cannot
-    be read."""
+    (``domain.sandbox.object_env``) and creates no reflog
+    (``domain.sandbox.no_new_reflogs``). Raises SpawnError when the node's git files
+    cannot be read."""
     # deferred: only a sandboxed launch needs the socket's path (1 module)
     from fractal import tmux
 
     try:
         found = sandbox_paths(paths.tree.repo, paths.worktree, paths.node_dir, paths.branch,
                               tmux_socket=tmux.socket_path(env), relay=relay,
-                              home=env.get("HOME"), program=argv[0] if argv else None)
+                              home=env.get("HOME"), program=argv[0] if argv else None,
+                              env=env)
     except OSError as exc:
         raise SpawnError(f"cannot lay out the sandbox: {exc}") from exc
     return wrap(argv, policy(found), relay=None if relay is None else str(relay),
-                cwd=str(cwd), token=token, setenv=object_env(found))
+                cwd=str(cwd), token=token,
+                setenv={**object_env(found), **no_new_reflogs(env)})

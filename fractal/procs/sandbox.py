@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fractal.domain.sandbox import Mount, bwrap_args
@@ -50,11 +50,11 @@ def _probe() -> str:
 
 def wrap(argv: Sequence[str], mounts: Sequence[Mount], *, relay: str | None,
          cwd: str, token: str | None = None,
-         setenv: Sequence[tuple[str, str]] = ()) -> list[str]:
+         setenv: Mapping[str, str] | None = None) -> list[str]:
     """``argv`` run inside bubblewrap with ``mounts`` (``domain.sandbox.bwrap_args``),
-    starting in ``cwd``, with the relay's ``token`` and each (name, value) of ``setenv``
-    in its environment when given. The program's exec errors come back as bwrap's exit 1
-    with its message on stderr; a missing bwrap is an OSError at spawn.
+    starting in ``cwd``, with the relay's ``token`` and the variables of ``setenv`` in its
+    environment when given. The program's exec errors come back as bwrap's exit 1 with its
+    message on stderr; a missing bwrap is an OSError at spawn.
 
     bwrap itself runs with SIGINT, SIGTERM and SIGHUP ignored (``env --ignore-signal``)
     and resets them for the program (``env --default-signal``): a stop signals the whole
@@ -64,5 +64,5 @@ def wrap(argv: Sequence[str], mounts: Sequence[Mount], *, relay: str | None,
     env = shutil.which("env") or "/usr/bin/env"
     return [env, f"--ignore-signal={_RELAYED}", binary,
             *bwrap_args(mounts, relay=relay, chdir=os.path.abspath(cwd), token=token,
-                        setenv=setenv), "--",
+                       setenv=setenv), "--",
             env, f"--default-signal={_RELAYED},QUIT", *argv]

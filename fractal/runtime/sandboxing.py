@@ -224,7 +224,6 @@ def after_launch() -> list[str]:
     def known(branch: str) -> bool:
         nonlocal owners
         if owners is None:
-            git_dir = (git_dirs(armed.paths.worktree) or (guard.common, guard.common))[0]
             try:
                 owners = {row.node for row in ledger.nodes()}
             except Exception as exc:  # an unread ledger deletes nothing
@@ -233,8 +232,9 @@ def after_launch() -> list[str]:
             owners |= checked_out(guard.common, besides=git_dir)
         return branch in owners
 
+    git_dir = (git_dirs(armed.paths.worktree) or (guard.common, guard.common))[0]
     try:
-        repairs = repair(guard, armed.paths.tree.repo, known)
+        repairs = repair(guard, armed.paths.tree.repo, known, besides=git_dir)
     except OSError as exc:
         log.warning("cannot check the branch refs after the launch: %s", exc)
         return []

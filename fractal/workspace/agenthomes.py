@@ -17,7 +17,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from fractal.domain.agent.homes import CLAUDE_DIR, CODEX_DIR, claude_settings_path, codex_home
+from fractal.domain.agent.homes import (
+    CLAUDE_DIR,
+    CODEX_DIR,
+    claude_settings_path,
+    codex_home,
+    codex_login,
+)
 from fractal.workspace.nodedir import write_atomic
 
 __all__ = [
@@ -47,11 +53,7 @@ DEFAULT_CLAUDE_SETTINGS: dict[str, object] = {
 def user_codex_auth(environ: Mapping[str, str]) -> Path:
     """The user's Codex login: ``$CODEX_HOME/auth.json`` when set, else ``~/.codex/auth.json``
     (``~`` from ``environ["HOME"]``, falling back to this process's home)."""
-    home = environ.get("CODEX_HOME")
-    if home:
-        return Path(home).expanduser() / "auth.json"
-    base = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
-    return base / CODEX_DIR / "auth.json"
+    return codex_login(environ) or Path.home() / CODEX_DIR / "auth.json"
 
 
 def seed_agent_homes(node_dir: Path, environ: Mapping[str, str] | None = None) -> None:

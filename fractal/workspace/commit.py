@@ -153,10 +153,12 @@ def ensure_identity(worktree: Path, name: str) -> str | None:
 
 
 def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
-                 on_commit: Callable[[str], None] | None = None) -> CommitOutcome:
+                 on_commit: Callable[[str], None] | None = None,
+                 lint_runner: ScriptRunner | None = None) -> CommitOutcome:
     """Run the whole pipeline for ``request``; return what it did.
 
-    ``runner`` runs ``scripts/lint.sh`` (see ScriptRunner). ``on_commit(sha)`` is called
+    ``runner`` runs the push, and ``scripts/lint.sh`` unless ``lint_runner`` is given
+    (see ScriptRunner). ``on_commit(sha)`` is called
     once the commit has landed and before the push (the caller records its ``commit`` event
     there). Commits in one worktree take turns (``commit_turn``; ``--check`` only reads and
     skips it). Raises UncommittedChanges (``--check``), IndexLocked, ScopeViolation,
@@ -170,11 +172,12 @@ def run_pipeline(request: CommitRequest, *, runner: ScriptRunner,
         notes.notice(f"no uncommitted changes in {worktree}")
         return notes.outcome(request.subject)
     with commit_turn(worktree), _programs(request.programs):  # the one git run with hooks
-        return _commit(request, notes, runner, on_commit)
+        return _commit(request, notes, runner, on_commit, lint_runner or runner)
 
 
 def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
-            on_commit: Callable[[str], None] | None) -> CommitOutcome:
+            on_commit: Callable[[str], None] | None,
+            lint_runner: ScriptRunner) -> CommitOutcome:
     """The writing part of ``run_pipeline``, run while holding the worktree's commit turn."""
     worktree, mode = request.worktree, request.mode
     notes.notice(clear_index_lock(worktree))
@@ -194,7 +197,7 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
         return notes.outcome(request.subject)
     force = mode is CommitMode.FORCE
     if not force:
-        run_lint(request, runner)
+        run_lint(request, lint_runner)
     stage(worktree, roots)
     staged = staged_paths(worktree)
     if not staged:

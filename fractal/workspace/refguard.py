@@ -12,7 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fractal.domain.refguard import packed_branches, read_ref, repair_of, stale_lock
+from fractal.domain.refguard import (
+    last_logged,
+    packed_branches,
+    read_ref,
+    repair_of,
+    restore_recorded,
+    stale_lock,
+)
 from fractal.workspace.git import run_git
 
 __all__ = ["Guard", "checked_out", "own_sha", "pin_packed", "ref_locks", "repair"]
@@ -82,11 +89,11 @@ def _branch_files(common: Path) -> set[str]:
     return found
 
 
-def checked_out(common: Path, *, besides: Path) -> set[str]:
-    """The branches the HEAD of a linked worktree names (``<common>/worktrees/*/HEAD``),
-    the one of the git dir ``besides`` (the launched node's own, which its agent can
-    write) not counted."""
-    found: set[str] = set()
+def _worktrees(common: Path, besides: Path) -> dict[str, Path]:
+    """branch -> the git dir of the linked worktree whose HEAD names it
+    (``<common>/worktrees/*/HEAD``), the git dir ``besides`` (the launched node's own,
+    which its agent can write) not counted."""
+    found: dict[str, Path] = {}
     try:
         admin = list((common / "worktrees").iterdir())
     except OSError:
@@ -99,8 +106,40 @@ def checked_out(common: Path, *, besides: Path) -> set[str]:
         except OSError:
             continue
         if target.startswith("refs/heads/"):
-            found.add(target[len("refs/heads/"):])
+            found[target[len("refs/heads/"):]] = git_dir
     return found
+
+
+def checked_out(common: Path, *, besides: Path) -> set[str]:
+    """The branches the HEAD of a linked worktree names (``<common>/worktrees/*/HEAD``),
+    the one of the git dir ``besides`` (the launched node's own, which its agent can
+    write) not counted."""
+    return set(_worktrees(common, besides))
+
+
+_LOG_TAIL = 4096  # bytes of a HEAD reflog read for its newest entry
+
+
+def _recorded(git_dir: Path) -> str | None:
+    """The newest sha of the worktree git dir's ``logs/HEAD`` (None: none)."""
+    try:
+        with (git_dir / "logs" / "HEAD").open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - _LOG_TAIL))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return last_logged(text)
+
+
+def _is_advance(repo: Path, sha: str, base: str) -> bool:
+    """Whether commit ``sha`` has ``base`` as its first parent and the same tree (a merge
+    base advance, ``mergebase.advance_base``)."""
+    proc = run_git(["rev-parse", "--verify", "--quiet", f"{sha}^1", f"{sha}^{{tree}}",
+                    f"{base}^{{tree}}"], repo, check=False)
+    found = proc.stdout.split()
+    return proc.returncode == 0 and len(found) == 3 and found[0] == base \
+        and found[1] == found[2]
 
 
 class Guard:
@@ -115,13 +154,16 @@ class Guard:
         self.locks_before = ref_locks(common)
 
 
-def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
+def repair(guard: Guard, repo: Path, known: Callable[[str], bool], *,
+           besides: Path | None = None) -> list[str]:
     """Undo what the launch did to the branch refs (``domain.refguard``); ``known`` says
-    whether a branch made during the launch has an owner (asked only of those). Returns
-    what was restored, one text each (``refs/heads/X: why``). A repair git refuses is
-    left and named as such."""
+    whether a branch made during the launch has an owner (asked only of those), and an
+    owned one is checked against its worktree's ``HEAD`` reflog, the launched node's own
+    git dir ``besides`` not counted. Returns what was restored, one text each
+    (``refs/heads/X: why``). A repair git refuses is left and named as such."""
     heads = _heads(guard.common)
     done: list[str] = []
+    worktrees: dict[str, Path] | None = None
     now = time.time()
     for top, dirs, files in os.walk(heads):
         for name in [d for d in dirs if d.endswith(".lock")]:  # git's locks are files
@@ -149,6 +191,16 @@ def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
             owned = known(rel) if new and not found.symbolic and rel != guard.own else True
             target = repair_of(rel, found, guard.own, guard.own_before, new=new, known=owned,
                                root=guard.root)
+            why = f"symbolic ({found.symbolic})" if found.symbolic else \
+                "made during the launch, no node's"
+            if target is None and new and owned and rel != guard.own and found.sha:
+                if worktrees is None:
+                    worktrees = _worktrees(guard.common, besides or guard.common)
+                recorded = _recorded(worktrees[rel]) if rel in worktrees else None
+                target = restore_recorded(found, recorded, advance=bool(
+                    recorded and recorded != found.sha and _is_advance(repo, found.sha,
+                                                                       recorded)))
+                why = "moved during the launch, not in its own worktree"
             if target is None:
                 continue
             ref = f"refs/heads/{rel}"
@@ -161,8 +213,6 @@ def repair(guard: Guard, repo: Path, known: Callable[[str], bool]) -> list[str]:
                 what = "deleted (not a ref git could read)"
             elif proc.returncode != 0:
                 what = f"could not be repaired ({proc.stderr.strip()[:120]})"
-            why = f"symbolic ({found.symbolic})" if found.symbolic else \
-                "made during the launch, no node's"
             done.append(f"{ref}: {why}, {what}")
     return done
 

@@ -1,15 +1,23 @@
-"""The git side of a node's sandbox: where its git dir, common dir and branch refs are,
-read from the files (``gitfiles.git_dirs``), as ``domain.sandbox.SandboxPaths``."""
+"""The effect side of a node's sandbox, as ``domain.sandbox.SandboxPaths``: where its git
+dir, common dir and branch refs are, read from the files
+(``gitfiles.git_dirs``), and its agent homes made fresh before each launch (the node's
+Claude home and cache, its copy of the user's ``.claude.json``, its Codex login link)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
+from fractal.domain.agent.homes import codex_login
 from fractal.domain.sandbox import (
+    AGENT_HOMES,
     AGENT_SETTINGS,
     CHILD_WORK_DIRS,
+    CLAUDE_JSON,
+    NODE_CLAUDE_HOME,
     SUPERVISOR_TMP_DIRS,
     WORK_DIRS,
     SandboxPaths,
@@ -36,6 +44,10 @@ def private_dir(git_dir: Path, common: Path, node_dir: Path) -> Path:
     return path
 
 
+CLAUDE_LOGIN = ".credentials.json"
+"""Claude Code's login (OAuth tokens) in its config dir, rewritten on a token refresh."""
+
+
 def _ref_files(heads: Path) -> tuple[str, ...]:
     """Every loose ref file under ``heads`` (absolute paths), lock files aside."""
     found: list[str] = []
@@ -60,9 +72,86 @@ def _pin_settings(home: Path) -> None:
             fh.write(content)
 
 
+def _fresh_dir(path: Path) -> None:
+    """Make ``path`` a real directory (mode 0700): whatever else is there (a symlink the
+    agent left, a file) is removed first, so nothing fractal binds or writes through it
+    can lead outside the node dir."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISDIR(mode):
+        path.unlink()
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _fresh_copy(source: Path, target: Path) -> bool:
+    """Replace ``target`` with a copy of ``source`` (mode 0600, written beside it and
+    renamed over, so a symlink at ``target`` is replaced, never followed); remove
+    ``target`` when ``source`` is no regular file. Returns whether a copy was made."""
+    if not source.is_file():
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        return False
+    spare = target.with_name(f"{target.name}.fractal-new")
+    spare.unlink(missing_ok=True)
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out, source.open("rb") as src:
+        shutil.copyfileobj(src, out)
+    os.replace(spare, target)
+    return True
+
+
+def _codex_login(node_dir: Path, env: Mapping[str, str]) -> str | None:
+    """The user's Codex login file (``codex_login``, resolved) when it exists, with
+    the node's ``.codex/auth.json`` made a link to it afresh (the agent may have pointed
+    the link elsewhere: only the user's own file is ever bound writable)."""
+    source = codex_login(env)
+    if source is None or not source.is_file():
+        return None
+    target = source.resolve()
+    link = node_dir / ".codex" / "auth.json"
+    if target.parent == link.parent.resolve():
+        return None  # CODEX_HOME is this node's own home: nothing of the user's to bind
+    if not (link.is_symlink() and os.readlink(link) == str(target)):
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+    return str(target)
+
+
+def _agent_homes(node_dir: Path, home: str | None,
+                 env: Mapping[str, str]) -> dict[str, object]:
+    """The agent-home fields of ``SandboxPaths`` for a launch, made fresh: the node's
+    stand-ins (``domain.sandbox.AGENT_HOMES``) as real directories, its
+    ``.claude.json`` a copy of the user's (removed when the user has none), its Codex
+    login link; of the user's dirs and files only those that exist."""
+    for name in AGENT_HOMES:
+        _fresh_dir(node_dir / name)
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    claude_dir = Path(configured) if configured else Path(home) / ".claude" if home else None
+    user_json = (claude_dir / CLAUDE_JSON if configured and claude_dir
+                 else Path(home) / CLAUDE_JSON if home else None)
+    copied = user_json is not None and _fresh_copy(user_json,
+                                                   node_dir / NODE_CLAUDE_HOME / CLAUDE_JSON)
+    logins = []
+    if claude_dir is not None and (claude_dir / CLAUDE_LOGIN).is_file():
+        logins.append(str(claude_dir / CLAUDE_LOGIN))
+    codex = _codex_login(node_dir, env)
+    if codex:
+        logins.append(codex)
+    cache = Path(home) / ".cache" if home else None
+    return {
+        "claude_dir": str(claude_dir) if claude_dir and claude_dir.is_dir() else None,
+        "claude_json": str(user_json) if copied and not configured else None,
+        "cache": str(cache) if cache and cache.is_dir() else None,
+        "logins": tuple(logins),
+    }
+
+
 def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
                   tmux_socket: Path, relay: Path | None, home: str | None,
-                  program: str | None) -> SandboxPaths:
+                  program: str | None, env: Mapping[str, str] | None = None) -> SandboxPaths:
     """The node's paths for ``domain.sandbox.policy``; of the directories to hide (the
     repository's ``.fractal`` and the directory of ``tmux_socket``) and the socket itself
     only those that exist (bubblewrap cannot make a mount point in a read-only directory,
@@ -75,9 +164,10 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     ``SUPERVISOR_TMP_DIRS``), so each is a mount point inside: the rest of the node dir
     is read-only there, and a missing one could not be made; and the agent settings
     files under ``home`` that are absent (``_pin_settings``), for the same reason; and
-    the node's private object directory (``private_dir``).
-    Raises OSError when ``worktree`` is not a checkout whose git files can be read, or a
-    dir or settings file cannot be made.
+    the node's private object directory (``private_dir``); and the node's agent homes
+    afresh (``_agent_homes``; ``env`` gives ``CLAUDE_CONFIG_DIR`` and ``CODEX_HOME``,
+    default none). Raises OSError when ``worktree`` is not a checkout whose git files can
+    be read, or a dir, settings file or home cannot be made.
     """
     dirs = git_dirs(worktree)
     if dirs is None:
@@ -92,6 +182,7 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     private_dir(git_dir, common, node_dir)
     if home:
         _pin_settings(Path(home))
+    homes = _agent_homes(node_dir, home, env or {})
     program_dir = program_file = None
     if program and os.path.isabs(program):
         program_file = os.path.realpath(program)
@@ -105,4 +196,4 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
         tmux_dir=str(tmux_socket.parent) if tmux_socket.parent.is_dir() else None,
         tmux_socket=str(tmux_socket) if os.path.lexists(tmux_socket) else None,
         relay=None if relay is None else str(relay), home=home, program_dir=program_dir,
-        program=program_file)
+        program=program_file, **homes)  # type: ignore[arg-type]

@@ -324,8 +324,8 @@ def test_failing_lint_fails_the_commit_with_its_output(node: Node) -> None:
     assert node.head() == before and staged_paths(node.wt) == []
 
 
-def test_lint_runs_from_the_worktree_root_with_node_variables(node: Node, tmp_path: Path) -> None:
-    record = tmp_path / "lint.out"
+def test_lint_runs_from_the_worktree_root_with_node_variables(node: Node) -> None:
+    record = node.paths.node_dir / "tmp" / "lint.out"  # the node's scratch: it may run sandboxed
     node.lint(f'echo "$PWD|$NODE_BRANCH|$NODE_DIR" > {record}')
     node.write("src/a.py")
     assert node.commit("add a").outcome.sha

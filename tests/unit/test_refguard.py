@@ -7,9 +7,11 @@ import pytest
 from fractal.domain.refguard import (
     STALE_LOCK_AGE,
     RefText,
+    last_logged,
     packed_branches,
     read_ref,
     repair_of,
+    restore_recorded,
     stale_lock,
 )
 
@@ -72,3 +74,28 @@ def test_repair_of_a_branch_made_during_the_launch(
 ])
 def test_stale_lock(age: float, new: bool, expected: bool) -> None:
     assert stale_lock(age, new=new) is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", None),
+    (f"{'0' * 40} {SHA} Op <o@x> 1 +0000\tcommit (initial): x\n", SHA),
+    (f"{'0' * 40} {SHA} Op <o@x> 1 +0000\tclone\n"
+     f"{SHA} {OTHER} Op <o@x> 2 +0000\tcommit: y\n", OTHER),
+    (f"{SHA} {OTHER} Op <o@x> 2 +0000\tcommit: y\ntruncated", OTHER),  # a partial last line
+    ("garbage\n", None),
+])
+def test_last_logged(text: str, expected: str | None) -> None:
+    assert last_logged(text) == expected
+
+
+@pytest.mark.parametrize(("found", "recorded", "advance", "expected"), [
+    (RefText(OTHER, ""), SHA, False, SHA),  # moved by someone else: set back
+    (RefText(SHA, ""), SHA, False, None),  # where its worktree left it
+    (RefText(OTHER, ""), SHA, True, None),  # fractal's merge-base advance: same content
+    (RefText(OTHER, ""), None, False, None),  # nothing recorded: left
+    (RefText("", "refs/heads/x"), SHA, False, None),  # symbolic: repair_of's
+    (RefText("", ""), SHA, False, None),  # broken
+])
+def test_restore_recorded(found: RefText, recorded: str | None, advance: bool,
+                          expected: str | None) -> None:
+    assert restore_recorded(found, recorded, advance=advance) == expected

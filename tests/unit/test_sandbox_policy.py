@@ -16,6 +16,7 @@ from fractal.domain.sandbox import (
     bwrap_args,
     decide,
     mode_of,
+    no_new_reflogs,
     object_env,
     policy,
     private_objects,
@@ -33,7 +34,9 @@ CHILD = SandboxPaths(
     branch_refs=(f"{GIT}/refs/heads/main", f"{GIT}/refs/heads/main.a",
                  f"{GIT}/refs/heads/main.a.b", f"{GIT}/refs/heads/main.a.c"),
     hide=(f"{REPO}/.fractal",), relay=f"{REPO}/.fractal/main/relay/main.a.b.sock", home=HOME,
-    program_dir="/opt/agents/bin", tmux_dir=TMUX, tmux_socket=f"{TMUX}/default")
+    program_dir="/opt/agents/bin", tmux_dir=TMUX, tmux_socket=f"{TMUX}/default",
+    claude_dir=f"{HOME}/.claude", claude_json=f"{HOME}/.claude.json", cache=f"{HOME}/.cache",
+    logins=(f"{HOME}/.claude/.credentials.json", f"{HOME}/.codex/auth.json"))
 ROOT = CHILD._replace(worktree=REPO, node_dir=f"{REPO}/.fractal/main", git_dir=GIT,
                       own_ref=f"{GIT}/refs/heads/main", relay=None)
 
@@ -47,6 +50,16 @@ def effective(mounts: list[Mount], path: str) -> str:
             mode = {Op.TMPFS: "hidden", Op.RW: "rw", Op.RW_TRY: "rw",
                     Op.NULL: "null"}.get(mount.op, "ro")
     return mode
+
+
+def backing(mounts: list[Mount], path: str) -> str:
+    """The outside path ``path`` inside reaches: the last mount covering it maps it from
+    its source (an unmapped path is itself)."""
+    found = path
+    for mount in mounts:
+        if path == mount.path or path.startswith(mount.path.rstrip("/") + "/"):
+            found = (mount.source or mount.path) + path[len(mount.path):]
+    return found
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -137,8 +150,21 @@ def test_off_is_a_verdict_without_refusal() -> None:
     (f"{REPO}/.fractal/main/relay/main.a.sock", "hidden"),  # another node's relay
     (f"{REPO}/.fractal/main/relay/main.a.b.sock", "rw"),  # its own
     (f"{TMUX}/default", "hidden"),  # fractal's tmux server
-    (f"{HOME}/.claude/projects/x.jsonl", "rw"),  # the agent CLIs' homes
-    (f"{HOME}/.claude.json", "rw"),
+    (f"{HOME}/.claude/projects/x.jsonl", "rw"),  # the node's own Claude home stands in
+    (f"{HOME}/.claude.json", "rw"),  # the node's fresh copy
+    (f"{HOME}/.claude/.credentials.json", "rw"),  # the user's one login: a refresh rewrites it
+    (f"{HOME}/.codex/auth.json", "rw"),
+    (f"{HOME}/.codex/sessions/x.jsonl", "ro"),  # the user's Codex home
+    (f"{HOME}/.codex/config.toml.new", "ro"),
+    (f"{HOME}/.claude/agents/planted.md", "ro"),  # the user's own, shared by every node
+    (f"{HOME}/.claude/commands/x.md", "ro"),
+    (f"{HOME}/.claude/skills/x/SKILL.md", "ro"),
+    (f"{HOME}/.cache/pip/wheel.whl", "rw"),  # the node's own cache stands in
+    (f"{HOME}/.config/claude/x", "ro"),
+    (f"{GIT}/logs/refs/heads/main", "ro"),  # other branches' reflogs
+    (f"{GIT}/logs/refs/heads/main.a.c", "ro"),
+    (f"{GIT}/logs/refs/heads/new-branch", "ro"),  # git inside makes none (no_new_reflogs)
+    (f"{GIT}/logs/HEAD", "ro"),  # the main checkout's HEAD reflog
     (f"{HOME}/.claude/settings.json", "ro"),
     (f"{HOME}/.codex/config.toml", "ro"),
     (f"{HOME}/.claude/CLAUDE.md", "ro"),  # standing instructions of every later agent
@@ -162,9 +188,39 @@ def test_what_a_childs_launch_may_do_with_each_path(path: str, mode: str) -> Non
     (f"{GIT}/objects/ab/cdef", "ro"),  # the shared store
     (f"{REPO}/.fractal/main/tmp/objects/ab/cdef", "rw"),  # the root's private objects
     (f"{GIT}/worktrees/main.a.b/objects/ab/cdef", "ro"),  # a child's
+    (f"{GIT}/logs/HEAD", "rw"),  # its own HEAD reflog
+    (f"{GIT}/logs/refs/heads/main", "rw"),
+    (f"{GIT}/logs/refs/heads/main.a", "ro"),
 ])
 def test_the_root_nodes_launch(path: str, mode: str) -> None:
     assert effective(policy(ROOT), path) == mode
+
+
+@pytest.mark.parametrize(("path", "outside"), [
+    (f"{HOME}/.claude/projects/-x/s.jsonl", f"{NODE}/.claude/home/projects/-x/s.jsonl"),
+    (f"{HOME}/.claude/agents/x.md", f"{HOME}/.claude/agents/x.md"),  # the user's, read-only
+    (f"{HOME}/.claude/settings.json", f"{HOME}/.claude/settings.json"),
+    (f"{HOME}/.claude/settings.local.json", f"{NODE}/.claude/home/settings.local.json"),
+    (f"{HOME}/.claude/.credentials.json", f"{HOME}/.claude/.credentials.json"),
+    (f"{HOME}/.claude.json", f"{NODE}/.claude/home/.claude.json"),
+    (f"{HOME}/.cache/x", f"{NODE}/tmp/cache/x"),
+])
+def test_the_agent_homes_inside_are_the_nodes_own(path: str, outside: str) -> None:
+    assert backing(policy(CHILD), path) == outside
+
+
+def test_homes_the_user_lacks_are_not_bound() -> None:
+    bare = CHILD._replace(claude_dir=None, claude_json=None, cache=None, logins=())
+    paths = {m.path for m in policy(bare)}
+    assert not paths & {f"{HOME}/.claude", f"{HOME}/.claude.json", f"{HOME}/.cache"}
+    assert effective(policy(bare), f"{HOME}/.claude/projects/x") == "ro"
+
+
+def test_a_mount_with_a_source_binds_it_at_the_path() -> None:
+    args = bwrap_args([Mount(Op.RW, f"{HOME}/.cache", f"{NODE}/tmp/cache")], relay=None,
+                      chdir=WT)
+    assert args[args.index("--bind"):args.index("--bind") + 3] == [
+        "--bind", f"{NODE}/tmp/cache", f"{HOME}/.cache"]
 
 
 def test_the_bwrap_options() -> None:
@@ -307,3 +363,23 @@ def test_the_object_variables_are_set_on_bwraps_command_line() -> None:
     pairs = {args[i + 1]: args[i + 2] for i, a in enumerate(args) if a == "--setenv"}
     assert pairs["GIT_OBJECT_DIRECTORY"] == f"{GIT}/worktrees/main.a.b/objects"
     assert pairs["GIT_ALTERNATE_OBJECT_DIRECTORIES"] == f"{GIT}/objects"
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.logAllRefUpdates",
+          "GIT_CONFIG_VALUE_0": "false"}),
+    ({"GIT_CONFIG_COUNT": "2"}, {"GIT_CONFIG_COUNT": "3",  # after the caller's own entries
+                                 "GIT_CONFIG_KEY_2": "core.logAllRefUpdates",
+                                 "GIT_CONFIG_VALUE_2": "false"}),
+    ({"GIT_CONFIG_COUNT": "x"}, {"GIT_CONFIG_COUNT": "1",
+                                 "GIT_CONFIG_KEY_0": "core.logAllRefUpdates",
+                                 "GIT_CONFIG_VALUE_0": "false"}),
+])
+def test_no_new_reflogs(env: dict[str, str], expected: dict[str, str]) -> None:
+    assert no_new_reflogs(env) == expected
+
+
+def test_setenv_variables_are_set_inside() -> None:
+    args = bwrap_args([], relay=None, chdir=WT, setenv={"GIT_CONFIG_COUNT": "1"})
+    at = args.index("--setenv")
+    assert args[at:at + 3] == ["--setenv", "GIT_CONFIG_COUNT", "1"]

@@ -8,9 +8,10 @@ seeds them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["CLAUDE_DIR", "CODEX_DIR", "claude_settings_path", "codex_home"]
+__all__ = ["CLAUDE_DIR", "CODEX_DIR", "claude_settings_path", "codex_home", "codex_login"]
 
 CLAUDE_DIR = ".claude"
 CODEX_DIR = ".codex"
@@ -24,3 +25,12 @@ def claude_settings_path(node_dir: Path) -> Path:
 def codex_home(node_dir: Path) -> Path:
     """``<node_dir>/.codex``: the node's ``CODEX_HOME``."""
     return node_dir / CODEX_DIR
+
+
+def codex_login(environ: Mapping[str, str]) -> Path | None:
+    """The user's Codex login: ``$CODEX_HOME/auth.json`` when set, else
+    ``$HOME/.codex/auth.json``; None when neither variable is set."""
+    home = environ.get("CODEX_HOME")
+    if home:
+        return Path(home).expanduser() / "auth.json"
+    return Path(environ["HOME"]) / CODEX_DIR / "auth.json" if environ.get("HOME") else None
