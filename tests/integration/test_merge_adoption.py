@@ -126,8 +126,9 @@ def test_a_branch_that_needs_a_forged_object_is_never_merged(tree: Tree) -> None
 def test_a_delete_never_writes_a_rescue_ref_to_a_forged_object(tree: Tree) -> None:
     sha, _blob = _agent_commit(tree, "n = 3\n")
     _forge(_private(tree), sha)
-    with pytest.raises(FractalError, match="cannot rescue main.a before delete, so nothing "
-                                           "was removed: main.a's branch needs"):
+    with pytest.raises(FractalError) as refused:
         delete(open_context(tree.repo), "a", force=True)
+    assert str(refused.value).startswith(
+        "cannot rescue main.a before delete, so nothing was removed: main.a's branch needs")
     assert tree.worktree_of("main.a").is_dir()
     assert git(tree.repo, "for-each-ref", "refs/fractal/rescue/") == ""
