@@ -1,7 +1,8 @@
 """A merge and a rescue write from a node's content only once its private git objects are
 adopted (``lifecycle.adopting``): a child whose branch tip only its private object dir
 holds (a supervisor killed mid-launch) merges whole, and one that needs a forged object
-is refused with nothing written, on real git and a real tree database."""
+is refused with nothing written; ``node diff`` adopts a snapshot of a live launch's
+commit; on real git and a real tree database."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from fractal.errors import FractalError
 from fractal.lifecycle.cleanup.delete import delete
 from fractal.lifecycle.context import open_context
+from fractal.lifecycle.merge.diff import node_diff
 from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.steering.signal import Refused
 from fractal.tree import Tree
@@ -132,3 +134,19 @@ def test_a_delete_never_writes_a_rescue_ref_to_a_forged_object(tree: Tree) -> No
         "cannot rescue main.a before delete, so nothing was removed: main.a's branch needs")
     assert tree.worktree_of("main.a").is_dir()
     assert git(tree.repo, "for-each-ref", "refs/fractal/rescue/") == ""
+
+
+def test_diff_adopts_a_snapshot_of_a_live_launchs_commit(tree: Tree) -> None:
+    con = sqlite3.connect(tree.db_path)
+    try:
+        with con:
+            con.execute("UPDATE nodes SET status = 'active' WHERE node = 'main.a'")
+    finally:
+        con.close()
+    sha, _blob = _agent_commit(tree, "n = 4\n")
+    private = _private(tree)
+    held = sorted(p.relative_to(private) for p in private.rglob("*"))
+    shown = node_diff(open_context(tree.repo), "a", stat=True)
+    assert "calc/new.py" in shown.text
+    assert (tree.repo / ".git" / "objects" / sha[:2] / sha[2:]).is_file()
+    assert sorted(p.relative_to(private) for p in private.rglob("*")) == held  # a snapshot
