@@ -16,7 +16,7 @@ import pytest
 
 from fractal.workspace.adoption import adopt, last_whole, reads_whole, set_back
 from fractal.workspace.backstop import backstop_commit
-from fractal.workspace.git import run_git
+from fractal.workspace.git import git_env, run_git
 from fractal.workspace.gitguard import private_stores
 from tests.helpers import git, make_repo
 
@@ -150,6 +150,16 @@ def test_a_read_for_display_reads_a_tip_only_a_private_dir_holds(
     adopt(private, repo / ".git", drain=True)
     assert private_stores(wt) == []  # empty again: git gets no extra alternate
     assert run_git(["rev-parse", "main.a"], repo).stdout.strip() == sha
+
+
+def test_only_a_read_for_display_gets_the_private_dirs_as_alternates(
+        node: tuple[Path, Path, Path]) -> None:
+    repo, wt, private = node
+    _private_commit(wt, private, repo)
+    named = git_env(cwd=wt, live=True)["GIT_ALTERNATE_OBJECT_DIRECTORIES"]
+    assert [Path(p).resolve() for p in named.split(os.pathsep)] == [private.resolve()]
+    for cwd in (repo, wt):  # what every write (and any other read) runs with
+        assert "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in git_env(cwd=cwd)
 
 
 def test_a_write_never_takes_a_forged_object_an_alternate_names(
