@@ -88,13 +88,17 @@ def _refusal(node: str, operation: str, worktree: Path, refused: tuple[str, ...]
     else:
         what = ("git objects the shared store does not hold (a launch may still be "
                 "writing them)")
-    again = (f"`fractal node resume {node}`" if status is Status.PAUSED
-             else f"`fractal node start {node} --continue`")
-    return (f"{node}'s branch needs {what}; nothing was written for the {operation}. Run "
-            f"it again ({again}): its supervisor adopts what it can at start and sets the "
-            f"branch back to its last whole commit. Or set it back yourself (`git reset "
-            f"--mixed SHA` in {worktree}, a commit `git reflog {node}` lists), then "
-            f"retry the {operation}")
+    if status is Status.ACTIVE:
+        again = ("Its supervisor adopts what it can once the running launch ends and sets "
+                 "the branch back to its last whole commit: wait for that")
+    else:
+        verb = (f"`fractal node resume {node}`" if status is Status.PAUSED
+                else f"`fractal node start {node} --continue`")
+        again = (f"Run it again ({verb}): its supervisor adopts what it can at start and "
+                 "sets the branch back to its last whole commit")
+    return (f"{node}'s branch needs {what}; nothing was written for the {operation}. "
+            f"{again}. Or set it back yourself (`git reset --mixed SHA` in {worktree}, a "
+            f"commit `git reflog {node}` lists), then retry the {operation}")
 
 
 def _holds_any(folder: Path) -> bool:
