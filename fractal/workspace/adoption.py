@@ -165,7 +165,7 @@ def check_loose(raw: bytes, sha: str) -> str:
     64: SHA-256), or "" when they are: they inflate (zlib, nothing after the stream) to
     ``<blob|tree|commit|tag> <size>\\0`` and exactly ``size`` bytes, and the whole hashes
     to ``sha``."""
-    import hashlib  # deferred: start-up cost (OpenSSL's library: a write's adoption mostly finds none)
+    import hashlib  # deferred: start-up cost (OpenSSL; most adoptions find nothing)
 
     digest = hashlib.sha1() if len(sha) == 40 else hashlib.sha256()
     inflater = zlib.decompressobj()

@@ -1,11 +1,11 @@
 """``fractal node diff``: what merging a node would bring into its target now.
 
-Computed like the merge itself (``workspace.merge.plan_squash``), in the shared object
-store alone once the node's private objects are adopted (a snapshot while its launch may
-live, ``lifecycle.adopting``): nothing under ``.fractal/`` is shown, since it never travels. When the merge would
-conflict, the node's own changes since the merge base are shown instead, with a notice
-naming the conflicting files. Readable by the operator for any node and by a node for its
-descendants; any other caller is refused and the refusal recorded.
+Computed like the merge itself (``workspace.merge.plan_squash``), in the shared object store
+alone once the node's private objects are adopted (a snapshot while its launch may live,
+``lifecycle.adopting``): nothing under ``.fractal/`` is shown, since it never travels. When
+the merge would conflict, the node's own changes since the merge base are shown instead,
+with a notice naming the conflicting files. Readable by the operator for any node and by a
+node for its descendants; any other caller is refused and the refusal recorded.
 """
 
 from __future__ import annotations

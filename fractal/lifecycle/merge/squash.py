@@ -10,19 +10,19 @@ and a node's refused merge of its child into itself also where an operator looks
 
 First the child's private git objects are adopted into the shared store and its branch
 checked whole there (``lifecycle.adopting``): every git of the merge reads the shared store
-alone, so a branch that needs an object adoption refused is a refusal, never a target
-that needs it. In order, holding the target worktree's commit turn (so no commit or backstop runs there
-meanwhile): finish or roll back a merge into the same target that was interrupted (its
+alone, so a branch that needs an object adoption refused is a refusal, never a target that
+needs it. Then, holding the target worktree's commit turn (so no commit or backstop runs
+there meanwhile): finish or roll back a merge into the same target that was interrupted (its
 ``merges`` row is still ``active``); compute the squash without touching any worktree
 (``workspace.merge.plan_squash``); on a conflict, record it and either exit 1 listing the
-files (the target was never touched) or, with ``hand_back``, merge the target's tip into
-the child's worktree leaving the markers there, write the hand-back note and re-arm the
-child with ``start --continue`` (``_on_conflict``); otherwise write the squash commit,
-book the ``merges`` row ``active``, fast-forward the target to it, settle the row
-``merged`` once the target's branch contains it, record the ``merge`` event and advance
-the child's merge base so a later merge brings only new work. An interruption at any
-point leaves the target either untouched or fully merged; the next merge into it
-settles the row (``lifecycle.merge.landing``: the landing and its recovery).
+files (the target was never touched) or, with ``hand_back``, merge the target's tip into the
+child's worktree leaving the markers there, write the hand-back note and re-arm the child
+with ``start --continue`` (``_on_conflict``); otherwise write the squash commit, book the
+``merges`` row ``active``, fast-forward the target to it, settle the row ``merged`` once the
+target's branch contains it, record the ``merge`` event and advance the child's merge base
+so a later merge brings only new work. An interruption at any point leaves the target either
+untouched or fully merged; the next merge into it settles the row
+(``lifecycle.merge.landing``: the landing and its recovery).
 """
 
 from __future__ import annotations
