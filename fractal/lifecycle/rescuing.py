@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.errors import FractalError, GitError, NotATree
+from fractal.lifecycle.adopting import take_objects
 from fractal.store.backend import ledger_exists
 from fractal.tree import Tree, find_tree
 from fractal.workspace.git import head_sha, show_file
@@ -89,10 +90,16 @@ def rescue_node(tree: Tree, branch: str, operation: str, *, actor: str,
     for the root); when it no longer exists, the branch tip alone is saved. With
     ``branch_gone`` (a missing node whose branch was renamed or deleted away) the
     worktree's files are saved on top of whatever it has checked out (its ``HEAD``).
-    Raises GitError when there is nothing to build the rescue on (no branch and no
-    worktree with a commit checked out), StoreError when the row cannot be booked (the
-    ref is written already).
+    The node's private git objects are adopted first (``lifecycle.adopting``: the
+    rescue's git reads the shared store alone). Raises GitError when there is nothing to
+    build the rescue on (no branch and no worktree with a commit checked out),
+    FractalError when the branch needs objects adoption refused, StoreError when the row
+    cannot be booked (the ref is written already).
     """
+    taken = take_objects(tree, branch, None, operation, always_check=False)
+    if taken.refusal:  # a rescue ref to objects adoption has not checked is never written
+        raise FractalError(f"cannot rescue {branch} before {operation}, so nothing was "
+                           f"removed: {taken.refusal}")
     checkout = worktree if worktree is not None else tree.worktree_of(branch)
     if checkout.is_dir():
         saved = rescue(checkout, branch, operation, tip_ref="HEAD" if branch_gone else None)

@@ -24,7 +24,6 @@ copies and leaves every file where it is. A private dir that holds nothing costs
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -36,7 +35,8 @@ from typing import NamedTuple
 
 from fractal.workspace.git import git_env, run_git
 
-__all__ = ["MAX_OBJECT", "Adoption", "adopt", "check_loose", "set_back"]
+__all__ = ["MAX_OBJECT", "RECENT_TIPS", "Adoption", "adopt", "check_loose", "last_whole",
+           "reads_whole", "set_back"]
 
 MAX_OBJECT = 256 << 20
 """Bytes of one loose object file or pack adopted (256 MiB); a larger one is refused."""
@@ -44,6 +44,7 @@ MAX_OBJECT = 256 << 20
 _TYPES = (b"blob", b"tree", b"commit", b"tag")
 _HEX = frozenset("0123456789abcdef")
 _CHUNK = 1 << 16
+_SHARED_ONLY = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": ""}  # not even an inherited alternate
 
 
 class Adoption(NamedTuple):
@@ -164,6 +165,8 @@ def check_loose(raw: bytes, sha: str) -> str:
     64: SHA-256), or "" when they are: they inflate (zlib, nothing after the stream) to
     ``<blob|tree|commit|tag> <size>\\0`` and exactly ``size`` bytes, and the whole hashes
     to ``sha``."""
+    import hashlib  # deferred: start-up cost (OpenSSL; most adoptions find nothing)
+
     digest = hashlib.sha1() if len(sha) == 40 else hashlib.sha256()
     inflater = zlib.decompressobj()
     header = b""
@@ -263,22 +266,64 @@ def _empty(private: Path, entries: list[os.DirEntry[str]]) -> None:
                 os.unlink(entry.path)
 
 
+def reads_whole(common: Path, rev: str, *, besides: str | None = None) -> bool:
+    """Whether every commit, tree and blob reachable from ``rev`` (but not from
+    ``besides``) is in the shared store under ``common`` alone, no private object dir
+    read: ``git rev-list --objects --quiet``, which fails on a missing object. Every
+    object there was written by git or checked by adoption, so a whole closure holds only
+    objects that hash to their names."""
+    probe = run_git(["rev-list", "--objects", "--quiet", rev,
+                     *(["--not", besides] if besides else [])], common, check=False,
+                    env=_SHARED_ONLY)
+    return probe.returncode == 0
+
+
+RECENT_TIPS = 50
+"""Most reflog entries of a branch ``last_whole`` tries (newest first)."""
+
+
+def last_whole(common: Path, branch: str) -> str | None:
+    """The newest commit the reflog of ``refs/heads/<branch>`` names (its file under
+    ``<common>/logs``, at most RECENT_TIPS entries) that reads whole from the shared store
+    (``reads_whole``), or None. The reflog is only a list of candidates: whatever it
+    says, the commit returned is whole."""
+    try:
+        text = (common / "logs" / "refs" / "heads" / branch).read_text(
+            encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    seen: set[str] = set()
+    for line in reversed(text.splitlines()[-RECENT_TIPS * 4:]):
+        fields = line.split(" ", 2)
+        sha = fields[1] if len(fields) > 2 else ""
+        if len(sha) not in (40, 64) or not set(sha) <= _HEX or set(sha) == {"0"} \
+                or sha in seen:
+            continue
+        seen.add(sha)
+        if reads_whole(common, sha):
+            return sha
+        if len(seen) >= RECENT_TIPS:
+            break
+    return None
+
+
 def set_back(worktree: Path, common: Path, branch: str, good: str | None) -> str:
     """After an adoption refused objects: when the branch ``branch`` checked out in
     ``worktree`` no longer reads whole from the shared store under ``common`` (a commit,
     tree or blob it needs is missing), reset it and the worktree's index to ``good`` (its
-    tip before the launch; the files on disk stay, for the next commit to take again).
-    Returns what was done ("" when the branch reads whole). Raises GitError when git
-    refuses the reset."""
-    probe = run_git(["rev-list", "--objects", "--quiet", f"refs/heads/{branch}",
-                     *(["--not", good] if good else [])], common, check=False,
-                    env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": ""})
-    if probe.returncode == 0:
+    tip before the launch), or without one to its last whole commit (``last_whole``: a
+    supervisor's start after a crash mid-launch); the files on disk stay, for the next
+    commit to take again. Returns what was done ("" when the branch reads whole). Raises
+    GitError when git refuses the reset."""
+    if reads_whole(common, f"refs/heads/{branch}", besides=good):
         return ""
+    why = "its tip before the launch"
     if not good:
-        return (f"refs/heads/{branch} needs objects the shared store refused; set it to "
-                "its last good commit (git reflog) and commit the worktree again")
-    run_git(["reset", "--quiet", "--mixed", good], worktree,
-            env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": ""})
+        good, why = last_whole(common, branch), "its last whole commit in its reflog"
+    if not good:
+        return (f"refs/heads/{branch} needs objects the shared store refused, and its "
+                "reflog names no whole commit; set it to a good commit (`git reset "
+                "--mixed SHA` in its worktree) and commit the worktree again")
+    run_git(["reset", "--quiet", "--mixed", good], worktree, env=_SHARED_ONLY)
     return (f"refs/heads/{branch} needed objects the shared store refused: set back to "
-            f"{good[:10]} (its tip before the launch); the worktree keeps the files")
+            f"{good[:10]} ({why}); the worktree keeps the files")

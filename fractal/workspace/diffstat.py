@@ -53,9 +53,10 @@ def fork_diffstat(worktree: Path, parent_ref: str) -> str:
 def shortstat(repo: Path, base: str, branch: str) -> str | None:
     """``git diff --shortstat base...branch`` (e.g. ``3 files changed, 40 insertions(+)``)
     with node data directories (``.fractal/``) left out, as a merge leaves them out;
-    ``no changes`` when empty, None when git cannot tell (a missing branch)."""
+    ``no changes`` when empty, None when git cannot tell (a missing branch). A read for
+    display: a tip a live launch committed, not yet adopted, counts (``live``)."""
     proc = run_git(["diff", "--shortstat", f"{base}...{branch}", "--", ".",
-                    ":(exclude).fractal"], repo, check=False)
+                    ":(exclude).fractal"], repo, check=False, live=True)
     if proc.returncode != 0:
         return None
     return proc.stdout.strip() or "no changes"

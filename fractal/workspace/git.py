@@ -56,26 +56,29 @@ __all__ = [
 
 
 def git_env(extra: Mapping[str, str] | None = None,
-            cwd: Path | None = None) -> dict[str, str]:
+            cwd: Path | None = None, *, live: bool = False) -> dict[str, str]:
     """This process's environment plus ``LC_ALL=C``, ``GIT_TERMINAL_PROMPT=0``, ``extra``
     and the overrides that keep the repository's programs (hooks, fsmonitor, filters,
     drivers of the repository at ``cwd``) from running (``gitguard.guard_env``; none
-    inside ``gitguard.repository_programs()``)."""
+    inside ``gitguard.repository_programs()``). ``live`` adds the nodes' private object
+    dirs as alternates: only for a git that reads for display and writes nothing."""
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
     if extra:
         env.update(extra)
-    guard_env(env, cwd)
+    guard_env(env, cwd, live=live)
     return env
 
 
 def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
             env: Mapping[str, str] | None = None,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+            stdin: str | None = None, live: bool = False) -> subprocess.CompletedProcess[str]:
     """Run ``git -C <cwd> <args>`` and return the completed process (stdout/stderr as str).
 
     ``env`` entries are added on top of the inherited environment (after ``LC_ALL=C``);
-    ``stdin`` is fed to git's standard input (else it reads an empty one).
+    ``stdin`` is fed to git's standard input (else it reads an empty one). Git reads the
+    shared object store alone unless ``live`` (a read for display that writes nothing:
+    the nodes' private object dirs as alternates, ``gitguard``).
     With ``check`` (default) a non-zero exit raises GitError naming the command, the
     directory, the exit code and git's stderr. A missing git binary always raises GitError.
     """
@@ -83,7 +86,7 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-            env=git_env(env, cwd), check=False,
+            env=git_env(env, cwd, live=live), check=False,
             **({"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}),
         )
     except FileNotFoundError as exc:

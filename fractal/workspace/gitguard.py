@@ -18,12 +18,17 @@ after every config file, so they win over the repository's):
   (nothing is committed unfiltered). Drivers defined only in the operator's global or
   system config (``git lfs install``) are the operator's own and stay on.
 
-Every git process fractal starts also reads the nodes' private object directories that
-hold anything as alternates (``GIT_ALTERNATE_OBJECT_DIRECTORIES``: each worktree git dir's
-``objects`` and each root node's ``tmp/objects``, ``domain.sandbox.private_objects``), so a
-branch tip a live launch committed, not yet adopted into the shared store, still reads
-in ``node log``, ``diff`` or the dashboard; git only reads them, every object fractal's
-own git writes goes to the shared store.
+A git process that only reads for display (``live=True``: the inbox's and the dashboard's
+diff stats, ``git.run_git(..., live=True)``) also reads the nodes' private object
+directories that hold anything as alternates (``GIT_ALTERNATE_OBJECT_DIRECTORIES``: each
+worktree git dir's ``objects`` and each root node's ``tmp/objects``,
+``domain.sandbox.private_objects``), so a branch tip a live launch committed, not yet
+adopted into the shared store, still shows. Every other git process (the default) reads
+the shared store alone: whatever writes objects or refs (a merge, a hand-back, a backstop
+commit, a rescue ref) must never take an object that adoption has not checked. Git does
+not hash a loose object it reads, and it skips writing an object an alternate already
+names, so one write with those alternates could make a branch need a forged file
+(docs/security.md, "adoption").
 
 Only ``fractal commit`` (the node's own verb, run by its agent or by the operator on
 purpose) runs git under ``repository_programs()``, with the repository's hooks and drivers
@@ -101,14 +106,14 @@ def repository_programs() -> Iterator[None]:
             _TRUSTED.discard(me)
 
 
-def guard_env(env: dict[str, str], cwd: Path | None) -> None:
+def guard_env(env: dict[str, str], cwd: Path | None, *, live: bool) -> None:
     """Add the overrides to ``env`` (a git process's whole environment) for a git run in
     ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
-    replaced), and the private object directories that hold anything as alternates
-    (unless ``env`` names its own object or alternate directories). No override is added
-    inside ``repository_programs()``."""
+    replaced); with ``live`` (a read for display, never a write) also the private object
+    directories that hold anything as alternates (unless ``env`` names its own object or
+    alternate directories). No override is added inside ``repository_programs()``."""
     files = [] if cwd is None else _config_files(Path(cwd))
-    if files and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
+    if live and files and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
             and "GIT_OBJECT_DIRECTORY" not in env:
         private = _private_stores(files[0].parent)
         if private:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fractal.workspace.adoption import adopt, set_back
-from fractal.workspace.git import run_git
+from fractal.workspace.adoption import adopt, last_whole, reads_whole, set_back
+from fractal.workspace.backstop import backstop_commit
+from fractal.workspace.git import git_env, run_git
 from fractal.workspace.gitguard import private_stores
 from tests.helpers import git, make_repo
 
@@ -137,13 +138,65 @@ def test_nothing_is_followed_through_a_link(node: tuple[Path, Path, Path],
     assert kept.is_file()
 
 
-def test_fractals_git_reads_a_tip_only_a_private_dir_holds(
+def test_a_read_for_display_reads_a_tip_only_a_private_dir_holds(
         node: tuple[Path, Path, Path]) -> None:
     repo, wt, private = node
     sha = _private_commit(wt, private, repo)
     assert private_stores(repo) == [str(private)]
-    assert run_git(["log", "--format=%s", "-1", "main.a"], repo).stdout.strip() == \
-        "private work"
+    assert run_git(["log", "--format=%s", "-1", "main.a"], repo,
+                   live=True).stdout.strip() == "private work"
+    # any other git of fractal's reads the shared store alone
+    assert run_git(["cat-file", "-e", sha], repo, check=False).returncode != 0
     adopt(private, repo / ".git", drain=True)
     assert private_stores(wt) == []  # empty again: git gets no extra alternate
     assert run_git(["rev-parse", "main.a"], repo).stdout.strip() == sha
+
+
+def test_only_a_read_for_display_gets_the_private_dirs_as_alternates(
+        node: tuple[Path, Path, Path]) -> None:
+    repo, wt, private = node
+    _private_commit(wt, private, repo)
+    named = git_env(cwd=wt, live=True)["GIT_ALTERNATE_OBJECT_DIRECTORIES"]
+    assert [Path(p).resolve() for p in named.split(os.pathsep)] == [private.resolve()]
+    for cwd in (repo, wt):  # what every write (and any other read) runs with
+        assert "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in git_env(cwd=cwd)
+
+
+def test_a_write_never_takes_a_forged_object_an_alternate_names(
+        node: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """Git skips writing an object an alternate already names: with the private dirs as
+    alternates, a backstop commit of the main checkout would reference a sibling's forged
+    file instead of its own blob, and break once adoption refuses that file."""
+    repo, _wt, private = node
+    content = b"the root's own work\n"
+    blob = subprocess.run(["git", "hash-object", "--stdin"], input=content, cwd=repo,
+                          capture_output=True, check=True).stdout.decode().strip()
+    forged = private / blob[:2] / blob[2:]
+    forged.parent.mkdir()
+    forged.write_bytes(zlib.compress(b"blob 6\0forged"))
+    (repo / "work.txt").write_bytes(content)
+    sha = backstop_commit(repo, subject="auto: backstop", body="")
+    assert sha is not None
+    assert _readable(repo, sha)  # the blob entered the shared store: the commit is whole
+    assert run_git(["cat-file", "blob", f"{sha}:work.txt"], repo).stdout.encode() == content
+    assert adopt(private, repo / ".git", drain=True).refused  # the forged file goes
+    assert _readable(repo, sha)
+
+
+def test_a_branch_set_back_without_a_pre_launch_tip_takes_its_last_whole_commit(
+        node: tuple[Path, Path, Path]) -> None:
+    """A supervisor's start after a crash mid-launch knows no tip before the launch: the
+    branch's reflog gives the candidates, the newest whole one wins."""
+    repo, wt, private = node
+    good = git(repo, "rev-parse", "main.a")
+    sha = _private_commit(wt, private, repo)
+    path = private / sha[:2] / sha[2:]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(b"blob 6\0forged"))
+    assert last_whole(repo / ".git", "main.a") == good
+    assert adopt(private, repo / ".git", drain=True).refused
+    said = set_back(wt, repo / ".git", "main.a", None)
+    assert said.endswith(f"set back to {good[:10]} (its last whole commit in its reflog); "
+                         "the worktree keeps the files")
+    assert git(repo, "rev-parse", "main.a") == good
+    assert reads_whole(repo / ".git", "refs/heads/main.a")

@@ -10,12 +10,15 @@ attacks on the store succeeded and the history broke."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import git
+from tests.helpers import git, wait_until
 from tests.security.conftest import hostile_node, read_report
 from tests.trees import Tree
 
@@ -149,3 +152,113 @@ def _facts(tmp_path: Path, facts: dict[str, str]) -> None:
     agent.write_text(text[:start] + f"FACTS = json.loads({json.dumps(json.dumps(facts))})"
                      + text[end:])
 
+
+
+CRASH = """
+import zlib
+def git(*args):
+    done = subprocess.run(["git", "-c", "user.name=agent", "-c", "user.email=a@example.com",
+                           *args], capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.strip()
+
+if not os.path.exists(FACTS["marker"]):  # the first launch: commit, then hang
+    with open("crash.txt", "w") as fh:
+        fh.write("committed just before the supervisor died\\n")
+    git("add", "crash.txt")
+    git("commit", "-q", "-m", "agent commit before the crash", "--no-verify")
+    if FACTS["forge"]:  # the new blob's file in the private dir rewritten: no longer its hash
+        blob = git("rev-parse", "HEAD:crash.txt")
+        path = os.path.join(os.environ["GIT_OBJECT_DIRECTORY"], blob[:2], blob[2:])
+        os.chmod(path, 0o644)
+        with open(path, "wb") as fh:
+            fh.write(zlib.compress(b"blob 6\\0forged"))
+    with open(FACTS["marker"] + ".tmp", "w") as fh:
+        fh.write(git("rev-parse", "HEAD"))
+    os.rename(FACTS["marker"] + ".tmp", FACTS["marker"])
+    time.sleep(3600)
+"""
+"""A hostile agent's first launch commits (its objects in the private dir alone), forges
+the new blob's file when told, and hangs to be killed; a later launch does nothing."""
+
+
+def _crash_mid_launch(tree: Tree, tmp_path: Path, forge: bool) -> tuple[str, Path]:
+    """Start main.a.b, let its agent commit, then SIGKILL its supervisor and its launch's
+    process group, and let a read heal it (parked). Returns (the agent's commit, the
+    private object dir that holds it)."""
+    marker = tree.node_dir("a.b") / "tmp" / "committed"
+    hostile_node(tree, tmp_path, CRASH, {"marker": str(marker), "forge": forge})
+    tree.cli("node", "start", "a.b")
+    _step, pgid = tree.wait_running("a.b", timeout=120)
+    wait_until(marker.exists, timeout=120, message="the agent's commit")
+    sha = marker.read_text().strip()
+    private = tree.gitdir("a.b") / "objects"
+    assert (private / sha[:2] / sha[2:]).is_file()
+    assert _rc(tree.repo, "cat-file", "-e", sha).returncode != 0  # not in the shared store
+    supervisor = tree.supervisor("a.b")
+    supervisor.send_signal(signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    supervisor.wait(timeout=30)
+    tree.cli("node", "list")  # the read that heals: parked
+    assert tree.status("a.b") == "paused"
+    assert (private / sha[:2] / sha[2:]).is_file()  # nobody adopted it yet
+    return sha, private
+
+
+def _whole(repo: Path, rev: str) -> bool:
+    return subprocess.run(["git", "rev-list", "--objects", "--quiet", rev], cwd=repo,
+                          env={**os.environ, "GIT_ALTERNATE_OBJECT_DIRECTORIES": ""},
+                          capture_output=True, check=False).returncode == 0
+
+
+def test_what_a_crash_mid_launch_left_is_adopted_at_the_next_start(
+        sandboxed_tree: Tree, tmp_path: Path) -> None:
+    tree = sandboxed_tree
+    sha, private = _crash_mid_launch(tree, tmp_path, forge=False)
+    tree.cli("node", "resume", "a.b")
+    assert tree.wait_settled("a.b", timeout=300) == "completed", tree.cli(
+        "node", "status", "a.b").stdout
+    assert list(private.iterdir()) == []
+    assert _whole(tree.repo, "main.a.b")
+    assert sha in git(tree.repo, "log", "--format=%H", "main.a.b").split()
+    tree.cli("node", "merge", "a.b", cwd=tree.worktree("a"))
+    assert _rc(tree.repo, "cat-file", "-e", "main.a:crash.txt").returncode == 0
+    fsck = _rc(tree.repo, "fsck", "--no-dangling")
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+def test_a_crashed_node_needing_a_forged_object_is_never_merged(
+        sandboxed_tree: Tree, tmp_path: Path) -> None:
+    tree = sandboxed_tree
+    sha, private = _crash_mid_launch(tree, tmp_path, forge=True)
+    blob = subprocess.run(["git", "rev-parse", f"{sha}:crash.txt"], cwd=tree.repo,
+                          env={**os.environ, "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(private)},
+                          capture_output=True, text=True, check=True).stdout.strip()
+    tree.cli("node", "kill", "a.b")  # settled: a parked node is no merge's child
+    assert tree.status("a.b") == "killed"
+    before = git(tree.repo, "rev-parse", "main.a")
+    refused = tree.cli("node", "merge", "a.b", cwd=tree.worktree("a"), check=False)
+    assert refused.returncode != 0
+    said = " ".join(refused.stderr.split())
+    assert "main.a.b's branch needs git objects its agent wrote that adoption refused" \
+        in said, said
+    assert blob[2:] in said and "nothing was written for the merge" in said, said
+    assert "fractal node start main.a.b --continue" in said, said
+    assert git(tree.repo, "rev-parse", "main.a") == before
+    assert not (tree.repo / ".git" / "objects" / blob[:2] / blob[2:]).exists()
+    # what the refusal says to do: the next start adopts, refuses the blob, sets the
+    # branch back and the run's backstop commits the files again, whole
+    tree.cli("node", "start", "a.b", "--continue")
+    assert tree.wait_settled("a.b", timeout=300) == "completed", tree.cli(
+        "node", "status", "a.b").stdout
+    recorded = [str(m) for (m,) in tree.sql(
+        "SELECT metadata FROM events WHERE node = 'main.a.b' AND event = 'objects_refused'")]
+    assert any(blob[2:] in m and "set back to" in m for m in recorded), recorded
+    assert _whole(tree.repo, "main.a.b")
+    tree.cli("node", "merge", "a.b", cwd=tree.worktree("a"))
+    assert git(tree.repo, "show", "main.a:crash.txt") == \
+        "committed just before the supervisor died"
+    assert _whole(tree.repo, "main.a")
+    # the branch's reflog still names the refused commit; every ref itself is whole
+    fsck = _rc(tree.repo, "fsck", "--no-dangling", "--no-reflogs")
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr

@@ -1,10 +1,11 @@
 """``fractal node diff``: what merging a node would bring into its target now.
 
-Computed like the merge itself (``workspace.merge.plan_squash``), in the object store
-alone: nothing under ``.fractal/`` is shown, since it never travels. When the merge would
-conflict, the node's own changes since the merge base are shown instead, with a notice
-naming the conflicting files. Readable by the operator for any node and by a node for its
-descendants; any other caller is refused and the refusal recorded.
+Computed like the merge itself (``workspace.merge.plan_squash``), in the shared object store
+alone once the node's private objects are adopted (a snapshot while its launch may live,
+``lifecycle.adopting``): nothing under ``.fractal/`` is shown, since it never travels. When
+the merge would conflict, the node's own changes since the merge base are shown instead,
+with a notice naming the conflicting files. Readable by the operator for any node and by a
+node for its descendants; any other caller is refused and the refusal recorded.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fractal.errors import FractalError
+from fractal.lifecycle.adopting import take_objects
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.merge.target import landed_merge, merge_target, resolve_child
 from fractal.tree import Tree
@@ -34,15 +36,22 @@ class NodeDiff:
 
 
 def node_diff(ctx: Context, name: str, *, stat: bool = False) -> NodeDiff:
-    """What merging ``name`` into its target would bring now. Raises Refused (the acting
-    node may look only at itself and its descendants, ``fractal.domain.authority``),
-    NodeNotFound, FractalError, GitError."""
+    """What merging ``name`` into its target would bring now, the child's private git
+    objects adopted first as for the merge (``lifecycle.adopting``). Raises Refused (the
+    acting node may look only at itself and its descendants, ``fractal.domain.authority``;
+    a branch that needs an object adoption refused), NodeNotFound, FractalError,
+    GitError."""
     tree = ctx.tree
     child = resolve_child(ctx, name)
     ctx.authorize("diff", child)
     target = merge_target(tree, child, None)
     if not git.branch_exists(tree.repo, target):
         raise Refused(f"{child}'s target {target} is not a branch; nothing to diff against")
+    row = ctx.ledger.node(child)  # computed as the merge is, from the shared store alone:
+    taken = take_objects(tree, child, None if row is None else row.status, "diff",
+                         besides=f"refs/heads/{target}", always_check=False)
+    if taken.refusal:  # what a live launch committed is adopted first (a snapshot)
+        raise Refused(taken.refusal)
     plan = gitmerge.plan_squash(tree.repo, child, target, landed_merge(tree, child, target))
     loose, loose_note = _uncommitted(tree, child, stat=stat)
     if plan.tree is not None:

@@ -8,18 +8,21 @@ checkout for the root). Who may merge and when it is refused are the pure rules 
 and a node's refused merge of its child into itself also where an operator looks later
 (``lifecycle.merge.notes``: its agent met it inside a step, which goes on).
 
-In order, holding the target worktree's commit turn (so no commit or backstop runs there
-meanwhile): finish or roll back a merge into the same target that was interrupted (its
+First the child's private git objects are adopted into the shared store and its branch
+checked whole there (``lifecycle.adopting``): every git of the merge reads the shared store
+alone, so a branch that needs an object adoption refused is a refusal, never a target that
+needs it. Then, holding the target worktree's commit turn (so no commit or backstop runs
+there meanwhile): finish or roll back a merge into the same target that was interrupted (its
 ``merges`` row is still ``active``); compute the squash without touching any worktree
 (``workspace.merge.plan_squash``); on a conflict, record it and either exit 1 listing the
-files (the target was never touched) or, with ``hand_back``, merge the target's tip into
-the child's worktree leaving the markers there, write the hand-back note and re-arm the
-child with ``start --continue`` (``_on_conflict``); otherwise write the squash commit,
-book the ``merges`` row ``active``, fast-forward the target to it, settle the row
-``merged`` once the target's branch contains it, record the ``merge`` event and advance
-the child's merge base so a later merge brings only new work. An interruption at any
-point leaves the target either untouched or fully merged; the next merge into it
-settles the row (``lifecycle.merge.landing``: the landing and its recovery).
+files (the target was never touched) or, with ``hand_back``, merge the target's tip into the
+child's worktree leaving the markers there, write the hand-back note and re-arm the child
+with ``start --continue`` (``_on_conflict``); otherwise write the squash commit, book the
+``merges`` row ``active``, fast-forward the target to it, settle the row ``merged`` once the
+target's branch contains it, record the ``merge`` event and advance the child's merge base
+so a later merge brings only new work. An interruption at any point leaves the target either
+untouched or fully merged; the next merge into it settles the row
+(``lifecycle.merge.landing``: the landing and its recovery).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from fractal.domain.merge.rules import (
 from fractal.domain.run.reasons import REASON_LIMIT, clip_reason
 from fractal.domain.states import Status
 from fractal.errors import FractalError
+from fractal.lifecycle.adopting import take_objects
 from fractal.lifecycle.context import Context, Refused
 from fractal.lifecycle.merge.facts import merge_facts
 from fractal.lifecycle.merge.landing import recover_interrupted, settle_landed, settle_nothing_new
@@ -163,6 +167,12 @@ def merge_node(ctx: Context, name: str | None, *, into: str | None = None,
     if target == child or target.startswith(child + "."):
         raise refuse(f"{child} cannot be merged into {target}, which is itself or one of its "
                      "own descendants")
+    row = ledger.node(child)
+    taken = take_objects(tree, child, None if row is None else row.status, "merge",
+                         besides=f"refs/heads/{target}"
+                         if git.branch_exists(tree.repo, target) else None)
+    if taken.refusal:
+        raise refuse(taken.refusal)
     if not git.branch_exists(tree.repo, child):
         raise refuse(f"{child}'s branch does not exist; nothing to merge")
     target_wt = _target_worktree(tree, target)
