@@ -14,21 +14,20 @@ from __future__ import annotations
 
 import logging
 
+from fractal.domain.merge.rules import UNMERGED_EVENT
 from fractal.domain.run.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 
-__all__ = ["UNMERGED_EVENT", "finish_reason", "notify_unsettled", "record_unmerged",
+__all__ = ["finish_reason", "notify_unsettled", "record_unmerged",
            "unmerged_reason", "unsettled_below"]
 
 log = logging.getLogger(__name__)
 
 
 _RUNNING = (Status.ACTIVE.value, Status.PAUSED.value)
-UNMERGED_EVENT = "unmerged"
-"""The event a ``completed`` run's end books when its subtree holds work never merged."""
 
 
 def finish_reason(ledger: Ledger, node: str, run_id: int, reason: str) -> str:

@@ -48,3 +48,18 @@ def test_a_merged_child_books_nothing_and_the_lead_is_ready(loop_tree: LoopTree)
     (item,) = [i for i in json.loads(t.cli("inbox", "--json").stdout) if i["kind"] == "ready"]
     assert item["command"] == "fractal node merge main.lead"
     assert "ready to merge into main" in item["summary"]
+
+
+def test_merging_the_missing_work_later_makes_the_lead_ready(loop_tree: LoopTree) -> None:
+    t = loop_tree
+    _lead_with_a_child(t)
+    assert t.run("lead") == 0  # books kid's work as missing
+    t.cli("node", "merge", "kid", cwd=t.worktree("lead"))  # the operator brings it in later
+    assert t.sql("SELECT event, run_id, actor, metadata FROM events WHERE event = 'unmerged' "
+                 "ORDER BY event_id") == [
+        ("unmerged", 1, "loop", "main.lead.kid (completed, its work never merged into main.lead)"),
+        ("unmerged", 1, "merge", "")]
+    (item,) = [i for i in json.loads(t.cli("inbox", "--json").stdout) if i["kind"] == "ready"]
+    assert item["command"] == "fractal node merge main.lead"
+    assert "ready to merge into main" in item["summary"]
+    assert t.cli("node", "merge", "lead").exit_code == 0

@@ -34,6 +34,7 @@ __all__ = [
     "FORCE_HINT",
     "LIVE",
     "NODE_DIRS",
+    "UNMERGED_EVENT",
     "MergeFacts",
     "authorisation_refusal",
     "merge_body",
@@ -170,6 +171,12 @@ def merge_refusal(facts: MergeFacts) -> str | None:
                 f"resolved the conflict), then merge {child} again, or {FORCE_HINT} without "
                 "that work")
     return None
+
+
+UNMERGED_EVENT = "unmerged"
+"""The event that books a node's subtree work never merged into it: a ``completed`` run's
+end books the labels it found (``unmerged_label``, joined by ``; ``), and a merge landing
+in that node afterwards books them again as they now stand (none: the work is all in)."""
 
 
 def unmerged_label(branch: str, status: str, *, handed_back: bool, target: str) -> str:
