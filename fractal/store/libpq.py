@@ -32,6 +32,13 @@ _NUMERIC, _BOOL = 1700, 16
 _lib: Any = None
 
 
+class _Notify(ctypes.Structure):
+    """libpq's ``PGnotify``: one NOTIFY a listening session received."""
+
+    _fields_ = [("relname", ctypes.c_char_p), ("be_pid", ctypes.c_int),
+                ("extra", ctypes.c_char_p), ("next", ctypes.c_void_p)]
+
+
 class PgError(Exception):
     """An error the server (or libpq) reported; ``sqlstate`` its code, None when the
     connection itself failed."""
@@ -68,7 +75,9 @@ def load() -> Any:
             ("PQntuples", i, [p]), ("PQnfields", i, [p]), ("PQfname", s, [p, i]),
             ("PQftype", ctypes.c_uint, [p, i]), ("PQgetvalue", ctypes.c_void_p, [p, i, i]),
             ("PQgetlength", i, [p, i, i]), ("PQgetisnull", i, [p, i, i]),
-            ("PQcmdTuples", s, [p]), ("PQclear", None, [p])):
+            ("PQcmdTuples", s, [p]), ("PQclear", None, [p]), ("PQsocket", i, [p]),
+            ("PQconsumeInput", i, [p]), ("PQnotifies", ctypes.POINTER(_Notify), [p]),
+            ("PQfreemem", None, [p])):
         func = getattr(lib, fname)
         func.restype = restype
         func.argtypes = argtypes
@@ -200,6 +209,34 @@ class Connection:
                 values.append(readers[c](text))
             rows.append(build(values))
         return Cursor(rows, nrows)
+
+    def socket(self) -> int:
+        """The file descriptor of the connection's socket (to wait on with ``select``);
+        raises PgError when the connection is closed or lost."""
+        fd = int(self._lib.PQsocket(self._conn)) if self._conn else -1
+        if fd < 0:
+            raise PgError("the connection is closed")
+        return fd
+
+    def notifications(self) -> list[tuple[str, str]]:
+        """Read what the server sent without blocking, and return the NOTIFYs received
+        since the last call as (channel, payload) pairs, oldest first (none: an empty
+        list). Raises PgError when the connection is lost."""
+        if self.closed:
+            raise PgError("the connection is closed")
+        lib = self._lib
+        if not lib.PQconsumeInput(self._conn):
+            raise PgError(self._message() or "the connection was lost")
+        received: list[tuple[str, str]] = []
+        while True:
+            note = lib.PQnotifies(self._conn)
+            if not note:
+                return received
+            try:
+                received.append(((note.contents.relname or b"").decode("utf-8", "replace"),
+                                 (note.contents.extra or b"").decode("utf-8", "replace")))
+            finally:
+                lib.PQfreemem(ctypes.cast(note, ctypes.c_void_p))
 
     def close(self) -> None:
         """End the session (idempotent)."""
