@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fractal.domain.hosts import elsewhere, signal_note
 from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, fanout_reason, winning
 from fractal.domain.states import Status
-from fractal.store.backend import database_url
+from fractal.store.backend import database_url, this_host
 from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import write_atomic
 
@@ -222,7 +223,9 @@ def write_signal(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, act
     # pause ends at once.
     ledger.signal_run(branch, run.run_id, signal.value, actor=actor, reason=reason)
     wake_node(tree, branch)
-    return Signalled(branch, True, f"{signal.value} sent to {branch}")
+    owner = elsewhere(row.host, this_host())
+    note = f" ({signal_note(owner)})" if owner is not None else ""
+    return Signalled(branch, True, f"{signal.value} sent to {branch}{note}")
 
 
 def finish_subtree(tree: Tree, ledger: Ledger, branch: str, reason: str) -> list[Signalled]:

@@ -81,7 +81,8 @@ class Registry:
         """Insert the registry row of ``node``, or update it when it already exists.
 
         The row's ``host`` is this machine (``this_host``): the one that owns the node's
-        worktree and processes. ``status`` is the status the row is born with (``idle`` for a new node); every
+        worktree and processes. ``worktree`` is recorded as given: relative to the clone
+        (``Tree.recorded``), so every clone reads it as its own (``Tree.worktree_at``). ``status`` is the status the row is born with (``idle`` for a new node); every
         later change is a move (``Transitions.move``). ``caps`` maps CAP_KEYS to values (``None`` = unlimited); on re-registration
         only the caps named are changed. Raises StoreError for an unknown cap key.
         """
