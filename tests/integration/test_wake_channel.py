@@ -77,8 +77,8 @@ def test_a_lost_session_is_opened_again_and_hears_the_next_wake(
     listen = f'LISTEN "{wakes.channel(here.root)}"'
 
     def sessions() -> list[tuple[int, ...]]:
-        return ledgersql.rows(here.db_path, "SELECT pid FROM pg_stat_activity WHERE query = ?",
-                              listen)
+        return ledgersql.rows(here.db_path, "SELECT pid FROM pg_stat_activity WHERE query = ? "
+                              "AND datname = current_database()", listen)
 
     try:
         (pid,), = wait_until(sessions, timeout=10, message="the LISTEN session")
