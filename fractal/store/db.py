@@ -277,17 +277,21 @@ def _refusal(db_path: Path, exc: sqlite3.Error) -> StoreError:
 
 
 @contextmanager
-def transaction(db_path: Path, *, write: bool = True, tx: bool = True) -> Iterator[Tx]:
+def transaction(db_path: Path, *, write: bool = True, tx: bool = True,
+                single: bool = False) -> Iterator[Tx]:
     """One short transaction on the tree database at ``db_path`` (migrated first use).
 
     ``write`` takes the write lock up front (``BEGIN IMMEDIATE``), else a deferred read
-    snapshot; ``tx=False`` opens none (pragmas such as checkpoints). Commits when the
+    snapshot; ``tx=False`` opens none (pragmas such as checkpoints). ``single`` says a
+    read's block runs exactly one statement: on PostgreSQL it then runs on its own (one
+    statement is one snapshot), sparing the ``BEGIN`` and ``COMMIT`` round trips; a
+    SQLite read is the same either way. Commits when the
     block ends, rolls back when it raises; SQLite errors become StoreError naming the
     file, other exceptions pass through after the rollback.
     """
     url = database_url(db_path)
     if url is not None:
-        with _pg_transaction(url, write, tx) as pg:
+        with _pg_transaction(url, write, tx and (write or not single)) as pg:
             yield pg
         return
     key = prepare(db_path)

@@ -42,21 +42,22 @@ class Registry:
         prepare(self.db_path, create=create)
 
     @contextmanager
-    def _db(self, *, write: bool = True) -> Iterator[Tx]:
+    def _db(self, *, write: bool = True, single: bool = False) -> Iterator[Tx]:
         """One short transaction through the store's connection seam (``store.db``):
-        ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``."""
-        with transaction(self.db_path, write=write) as tx:
+        ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``
+        (``single``: a read of one statement, ``db.transaction``'s)."""
+        with transaction(self.db_path, write=write, single=single) as tx:
             yield tx
 
     def _one(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> R | None:
         """The first row of the query ``sql`` as a ``cls`` value, or None."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             row = tx.one(sql, params)
         return None if row is None else build(cls, row)
 
     def _all(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> list[R]:
         """Every row of the query ``sql`` as ``cls`` values."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             return [build(cls, row) for row in tx.all(sql, params)]
 
     def _set(self, table: str, key: str, ident: object, values: Mapping[str, object]) -> int:
