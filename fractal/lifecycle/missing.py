@@ -50,7 +50,7 @@ def missing_parts(tree: Tree, rows: Sequence[NodeRow]) -> dict[str, str]:
     out: dict[str, str] = {}
     here = this_host()
     for row in rows:
-        if elsewhere(row.host, here):
+        if elsewhere(row.host, here) is not None:
             continue  # its worktree and branch are in its own host's clone, not this one
         worktree = tree.worktree_at(row.worktree) or tree.worktree_of(row.node)
         facts = NodeFacts(branch=row.node, status=row.status,

@@ -46,7 +46,8 @@ def killable(row: NodeRow) -> bool:
     probed for a node another host owns: its tmux socket is that machine's)."""
     if row.status in (Status.ACTIVE, Status.PAUSED):
         return True
-    if row.status is Status.IDLE and row.tmux_session and not elsewhere(row.host, this_host()):
+    here = elsewhere(row.host, this_host()) is None
+    if row.status is Status.IDLE and row.tmux_session and here:
         return tmux.probe(row.tmux_session, _socket(row)) is tmux.Liveness.ALIVE
     return False
 
