@@ -145,7 +145,7 @@ class Ledger(Transitions):
         survives a close that knows none.
         """
         extra = {} if cost is None else {"cost": cost}
-        with self._db() as tx:
+        with self._db(single=True) as tx:  # one UPDATE
             return fenced_close(tx, "steps", step_id, status, exit_code, reason, **extra)
 
     def book_closed_step(self, *, node: str, run_id: int, iter_id: int | None, step: int,

@@ -24,6 +24,7 @@ __all__ = ["Connection", "Cursor", "PgError", "load"]
 
 _CONNECTION_OK = 0
 _COMMAND_OK, _TUPLES_OK = 1, 2
+_PIPELINE_SYNC, _PIPELINE_ABORTED = 10, 11
 _DIAG_SQLSTATE = ord("C")
 _INTS = frozenset({20, 21, 23, 26})  # int8, int2, int4, oid
 _FLOATS = frozenset({700, 701})  # float4, float8
@@ -77,8 +78,13 @@ def load() -> Any:
             ("PQgetlength", i, [p, i, i]), ("PQgetisnull", i, [p, i, i]),
             ("PQcmdTuples", s, [p]), ("PQclear", None, [p]), ("PQsocket", i, [p]),
             ("PQconsumeInput", i, [p]), ("PQnotifies", ctypes.POINTER(_Notify), [p]),
-            ("PQfreemem", None, [p])):
-        func = getattr(lib, fname)
+            ("PQfreemem", None, [p]),
+            ("PQsendQueryParams", i, [p, s, i, p, ctypes.POINTER(s), p, p, i]),
+            ("PQgetResult", p, [p]), ("PQenterPipelineMode", i, [p]),
+            ("PQexitPipelineMode", i, [p]), ("PQpipelineSync", i, [p])):
+        func = getattr(lib, fname, None)
+        if func is None:  # libpq before 14 has no pipeline mode: ``pipelines`` says so
+            continue
         func.restype = restype
         func.argtypes = argtypes
     _lib = lib
@@ -178,18 +184,78 @@ class Connection:
         if not result:
             raise PgError(self._message() or "no answer from the server")
         try:
-            status = lib.PQresultStatus(result)
-            if status == _COMMAND_OK:
-                done = lib.PQcmdTuples(result) or b""
-                return Cursor([], int(done) if done else 0)
-            if status != _TUPLES_OK:
-                state = lib.PQresultErrorField(result, _DIAG_SQLSTATE)
-                message = (lib.PQresultErrorMessage(result) or b"").decode("utf-8", "replace")
-                raise PgError(message.strip() or "the statement failed",
-                              state.decode() if state else None)
-            return self._rows(result)
+            return self._cursor(result)
         finally:
             lib.PQclear(result)
+
+    def _cursor(self, result: Any) -> Cursor:
+        """One statement's result as a Cursor; PgError for an error result."""
+        lib = self._lib
+        status = lib.PQresultStatus(result)
+        if status == _COMMAND_OK:
+            done = lib.PQcmdTuples(result) or b""
+            return Cursor([], int(done) if done else 0)
+        if status != _TUPLES_OK:
+            state = lib.PQresultErrorField(result, _DIAG_SQLSTATE)
+            message = (lib.PQresultErrorMessage(result) or b"").decode("utf-8", "replace")
+            raise PgError(message.strip() or "the statement failed",
+                          state.decode() if state else None)
+        return self._rows(result)
+
+    @property
+    def pipelines(self) -> bool:
+        """Whether this libpq has pipeline mode (14 and later)."""
+        return hasattr(self._lib, "PQenterPipelineMode")
+
+    def pipeline(self, statements: Sequence[tuple[str, Sequence[object]]]) -> list[Cursor]:
+        """Send ``statements`` (each one statement with ``$n`` markers, and its parameters)
+        in one round trip (libpq's pipeline mode) and read their results in order. The
+        first error is raised (PgError) once every result was read; the statements after
+        it did not run (the server skips them). The caller ends a transaction it left
+        open or failed."""
+        if self.closed:
+            raise PgError("the connection is closed")
+        lib = self._lib
+        if not lib.PQenterPipelineMode(self._conn):
+            raise PgError(self._message() or "pipeline mode refused")
+        cursors: list[Cursor] = []
+        failed: PgError | None = None
+        try:
+            for sql, params in statements:
+                count = len(params)
+                values = (ctypes.c_char_p * max(count, 1))(*(_text(v) for v in params))
+                if not lib.PQsendQueryParams(self._conn, sql.encode("utf-8"), count, None,
+                                             values, None, None, 0):
+                    raise PgError(self._message() or "the statement could not be sent")
+            if not lib.PQpipelineSync(self._conn):
+                raise PgError(self._message() or "the pipeline could not be sent")
+            for _ in statements:
+                result = lib.PQgetResult(self._conn)
+                if not result:
+                    raise PgError(self._message() or "no answer from the server")
+                try:
+                    if lib.PQresultStatus(result) == _PIPELINE_ABORTED:
+                        cursors.append(Cursor([], 0))
+                    else:
+                        try:
+                            cursors.append(self._cursor(result))
+                        except PgError as exc:
+                            failed = failed or exc
+                            cursors.append(Cursor([], 0))
+                finally:
+                    lib.PQclear(result)
+                lib.PQgetResult(self._conn)  # the NULL that ends each statement's results
+            synced = lib.PQgetResult(self._conn)
+            if synced:
+                lib.PQclear(synced)
+        finally:
+            if not lib.PQexitPipelineMode(self._conn):
+                message = self._message()
+                self.close()  # results left unread: the session cannot be trusted
+                raise PgError(message or "the pipeline did not end")
+        if failed is not None:
+            raise failed
+        return cursors
 
     def _rows(self, result: Any) -> Cursor:
         lib = self._lib

@@ -45,7 +45,7 @@ class Registry:
     def _db(self, *, write: bool = True, single: bool = False) -> Iterator[Tx]:
         """One short transaction through the store's connection seam (``store.db``):
         ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``
-        (``single``: a read of one statement, ``db.transaction``'s)."""
+        (``single``: a block of one statement, ``db.transaction``'s)."""
         with transaction(self.db_path, write=write, single=single) as tx:
             yield tx
 
@@ -62,7 +62,7 @@ class Registry:
 
     def _set(self, table: str, key: str, ident: object, values: Mapping[str, object]) -> int:
         """UPDATE the ``table`` row whose column ``key`` equals ``ident``; return rows matched."""
-        with self._db() as tx:
+        with self._db(single=True) as tx:  # one UPDATE
             return set_row(tx, table, key, ident, values)
 
     def _set_node(self, node: str, **values: object) -> None:
