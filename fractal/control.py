@@ -4,8 +4,10 @@ One effect-level module used by both the verbs (``fractal.lifecycle``) and the l
 (``fractal.runtime``), so neither has to import the other:
 
 - its files: ``<node_dir>/.wake``, touched after a signal row is written so the node's
-  supervisor looks at once (it also polls the database: every second, every 5 s in an idle
-  wait while the file is watched); the
+  supervisor looks at once (``wake_node``; on a PostgreSQL ledger it also notifies the
+  tree's wake channel, which reaches a supervisor on another machine; the supervisor
+  also polls the database: every second, every 5 s in an idle wait while it is watched
+  or listening); the
   tree-wide latch ``<root data dir>/.paused`` (a PostgreSQL ledger's ``latches`` row, so
   every clone sees it), present while ``fractal pause`` brakes the
   tree; the per-node heal lock beside the tree lock (``Tree.lock_path``);
@@ -31,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fractal.domain.hosts import elsewhere, signal_note
 from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, fanout_reason, winning
 from fractal.domain.states import Status
-from fractal.store.backend import database_url
+from fractal.store.backend import database_url, this_host
 from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import write_atomic
 
@@ -57,6 +60,7 @@ __all__ = [
     "set_latch",
     "subtree",
     "touch_wake",
+    "wake_node",
     "wake_path",
     "write_signal",
 ]
@@ -92,6 +96,20 @@ def touch_wake(node_dir: Path) -> None:
     """Nudge a node's supervisor. Never raises: its database poll sees the change anyway."""
     with contextlib.suppress(OSError):
         wake_path(node_dir).write_text(f"{time.time():.6f}\n")
+
+
+def wake_node(tree: Tree, *branches: str) -> None:
+    """Nudge the supervisors of ``branches``: touch each node's wake file (seen on the
+    machine whose clone holds it), and on a PostgreSQL ledger also notify the tree's wake
+    channel (``store/wakes.py``), which a supervisor on any machine listens on. Never
+    raises: each supervisor's database poll sees the change anyway."""
+    for branch in branches:
+        touch_wake(tree.node(branch).node_dir)
+    if branches and database_url(tree.db_path) is not None:
+        # deferred: only a PostgreSQL tree's wake notifies (1 module beyond the seam)
+        from fractal.store import wakes
+
+        wakes.notify(tree.db_path, tree.root, list(branches))
 
 
 def latch_path(tree: Tree) -> Path:
@@ -204,8 +222,10 @@ def write_signal(tree: Tree, ledger: Ledger, branch: str, signal: Signal, *, act
     # Recorded complete before the wake: the caller may be the node's own agent, which a
     # pause ends at once.
     ledger.signal_run(branch, run.run_id, signal.value, actor=actor, reason=reason)
-    touch_wake(tree.node(branch).node_dir)
-    return Signalled(branch, True, f"{signal.value} sent to {branch}")
+    wake_node(tree, branch)
+    owner = elsewhere(row.host, this_host())
+    note = f" ({signal_note(owner)})" if owner is not None else ""
+    return Signalled(branch, True, f"{signal.value} sent to {branch}{note}")
 
 
 def finish_subtree(tree: Tree, ledger: Ledger, branch: str, reason: str) -> list[Signalled]:

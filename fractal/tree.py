@@ -154,6 +154,21 @@ class Tree:
     def worktree_of(self, branch: str) -> Path:
         return self.repo if branch == self.root else self.worktrees_dir / branch
 
+    def recorded(self, worktree: Path) -> str:
+        """``worktree`` as the registry records it (``nodes.worktree``): relative to this
+        clone (``.worktrees/<node>``) when it lies inside it, so a clone elsewhere (another
+        path, another host) reads it as its own; else absolute, as given."""
+        try:
+            return str(worktree.relative_to(self.repo))
+        except ValueError:
+            return str(worktree)
+
+    def worktree_at(self, recorded: str | None) -> Path | None:
+        """A registry ``worktree`` value as a path in this clone: a relative value joined
+        with the repository root; an absolute one (a row older than migration 0018 that
+        kept it) as it is; None stays None."""
+        return None if recorded is None else self.repo / recorded
+
     def node(self, branch: str) -> NodePaths:
         return NodePaths(tree=self, branch=branch, worktree=self.worktree_of(branch))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fractal.control import touch_wake
+from fractal.control import wake_node
 from fractal.domain.states import Status
 from fractal.lifecycle.context import Context, Refused
 from fractal.store.rows import StepRow
@@ -90,7 +90,7 @@ def approve(ctx: Context, name: str, step_id: int | None = None) -> Approved:
     if caller != tree.root:
         ledger.add_event(caller, "approve", actor=actor, status="completed",
                          metadata=f"approved {branch} step {target.step_id} ({target.step_name})")
-    touch_wake(tree.node(branch).node_dir)
+    wake_node(tree, branch)
     return Approved(branch, target.step_id, target.step_name)
 
 

@@ -21,7 +21,9 @@ from fractal.domain.cleanup import (
     recovered_status,
     vanish_note,
 )
+from fractal.domain.hosts import elsewhere
 from fractal.domain.states import Move, Status
+from fractal.store.backend import this_host
 from fractal.tree import Tree
 
 if TYPE_CHECKING:
@@ -35,7 +37,9 @@ _RESTING = frozenset({Status.IDLE.value, Status.COMPLETED.value, Status.STOPPED.
 
 def missing_parts(tree: Tree, rows: Sequence[NodeRow]) -> dict[str, str]:
     """``{branch: "worktree" | "branch"}`` for each of ``rows`` that is missing: its branch
-    is gone, or its worktree is while it is not retired (one ``git for-each-ref`` for all)."""
+    is gone, or its worktree is while it is not retired (one ``git for-each-ref`` for all).
+    The worktree is the row's (relative to this clone, ``Tree.worktree_at``); a node
+    another host owns is never judged from this clone."""
     from fractal.workspace import git  # deferred: start-up cost (16 modules)
 
     if not rows:
@@ -44,9 +48,13 @@ def missing_parts(tree: Tree, rows: Sequence[NodeRow]) -> dict[str, str]:
                          tree.repo, check=False)
     branches = set(listed.stdout.splitlines()) if listed.returncode == 0 else None
     out: dict[str, str] = {}
+    here = this_host()
     for row in rows:
+        if elsewhere(row.host, here) is not None:
+            continue  # its worktree and branch are in its own host's clone, not this one
+        worktree = tree.worktree_at(row.worktree) or tree.worktree_of(row.node)
         facts = NodeFacts(branch=row.node, status=row.status,
-                          worktree_exists=(tree.worktree_of(row.node) / ".git").exists(),
+                          worktree_exists=(worktree / ".git").exists(),
                           branch_exists=branches is None or row.node in branches)
         if is_missing(facts):
             out[row.node] = "branch" if not facts.branch_exists else "worktree"

@@ -174,7 +174,7 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
             title = config.get("title")
             ledger.register_node(branch, parent=parent_branch,
                                  title=title if isinstance(title, str) else None,
-                                 worktree=str(paths.worktree), status="idle",
+                                 worktree=tree.recorded(paths.worktree), status="idle",
                                  caps={k: _num(config.get(k)) for k in
                                        ("max_cost", "max_depth", "max_children",
                                         "max_descendants")})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from fractal.control import touch_wake
+from fractal.control import wake_node
 from fractal.domain.states import Status
 from fractal.domain.usage.windows import WindowRow, WindowState, utc_label
 from fractal.errors import FractalError
@@ -77,8 +77,7 @@ def reopen(ctx: Context, credential: str) -> Reopened:
         return Reopened(before, False)
     woken = tuple(n.node for n in Registry(tree.db_path).nodes()
                   if n.status is Status.ACTIVE and tree.owns(n.node))
-    for node in woken:
-        touch_wake(tree.node(node).node_dir)
+    wake_node(tree, *woken)
     ctx.ledger.add_event(tree.root, REOPEN_EVENT, actor=ctx.actor, status="completed",
                          metadata=f"{before.credential} ({before.window}): was closed until "
                                   f"{utc_label(before.wake_at)}; probe now")

@@ -96,7 +96,8 @@ class Supervisor:
         """Boot, run iterations until the run ends (or parks), finalize. Never raises.
 
         ``own_process`` (the pane's supervisor) also installs the signal handlers, makes
-        this process the subreaper of what it starts, watches ``<node_dir>/.wake``,
+        this process the subreaper of what it starts, watches ``<node_dir>/.wake`` (and
+        listens on the tree's wake channel on a PostgreSQL ledger),
         freezes its boot heap (``heap``) and exports the launch environment; an
         in-process run (a test) does none of that."""
         node = self.paths.branch
@@ -115,6 +116,7 @@ class Supervisor:
                 signal.signal(sig, raise_interrupted)
             processes.become_subreaper()
             self.waker.watch(self.paths.node_dir)
+            self.waker.listen(self.paths.tree.db_path, self.paths.tree.root, node)
             heap.freeze_boot_heap()
         try:
             return self._run()

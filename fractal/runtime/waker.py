@@ -2,7 +2,9 @@
 
 Every wait point in the loop (the agent's run, backoff, pacing) blocks on one
 ``Waker``. Anything that might change what the loop should do calls ``wake()``: the
-agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), or
+agent's exit, a verb touching ``<node_dir>/.wake`` (seen by a watchdog observer), a
+verb's ``NOTIFY`` on a PostgreSQL ledger's wake channel (heard by a listening thread,
+``listen``: the verb may run on another machine, where this node's wake file is not), or
 the periodic database poll. A wake carries no data: the waiter re-reads the real
 state every time it wakes: the database is the truth, a wake only says "look now".
 Waits block in the run's ``Clock``, so a fake clock turns them into instant advances. The
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 
 from fractal.control import WAKE_FILE
 from fractal.runtime.clock import Clock, SystemClock
+from fractal.store.backend import database_url
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,7 @@ class Waker:
         self.clock: Clock = clock or SystemClock()
         self._event = threading.Event()
         self._observer: Any = None
+        self._listening: _Listening | None = None
         #: Called before every wait blocks (the pane writes what it held back).
         self.before_wait = before_wait
 
@@ -63,9 +69,31 @@ class Waker:
 
     @property
     def idle_poll(self) -> float:
-        """The ``poll`` for an idle wait: IDLE_POLL_SECONDS while the wake file is watched,
-        else POLL_SECONDS (no observer: the database poll is the only way to hear)."""
-        return IDLE_POLL_SECONDS if self._observer is not None else POLL_SECONDS
+        """The ``poll`` for an idle wait: IDLE_POLL_SECONDS while the wake file is watched
+        or the wake channel listened on, else POLL_SECONDS (neither: the database poll is
+        the only way to hear)."""
+        heard = self._observer is not None or self._listening is not None
+        return IDLE_POLL_SECONDS if heard else POLL_SECONDS
+
+    def listen(self, db_path: Path, root: str, node: str) -> bool:
+        """On a PostgreSQL ledger, start a thread listening on the tree's wake channel
+        that wakes when ``node`` is notified (``store/wakes.py``); its session is opened
+        again after a lost connection (a wake first: a notification may have been
+        missed). Returns False (nothing started) on a SQLite ledger, or when the server
+        refuses the first ``LISTEN`` (the poll carries on alone)."""
+        if database_url(db_path) is None or self._listening is not None:
+            return False
+        # deferred: only a PostgreSQL tree's supervisor listens (1 module beyond the seam)
+        from fractal.store import wakes
+
+        try:
+            first = wakes.Listener(_url(db_path), root)
+        except Exception as exc:  # any refusal degrades to polling
+            log.warning("wake channel unavailable (%s); polling the database only", exc)
+            return False
+        self._listening = _Listening(self, first, lambda: wakes.Listener(_url(db_path), root),
+                                     node)
+        return True
 
     def watch(self, directory: Path, filename: str = WAKE_FILE) -> bool:
         """Start a watchdog observer that wakes when ``directory/filename`` is written
@@ -118,11 +146,81 @@ class Waker:
         return True
 
     def close(self) -> None:
-        """Stop the observer, if any."""
+        """Stop the observer and the listening thread, if any."""
         if self._observer is not None:
             with contextlib.suppress(Exception):  # shutting down anyway
                 self._observer.stop()
             self._observer = None
+        if self._listening is not None:
+            self._listening.stop()
+            self._listening = None
+
+
+def _url(db_path: Path) -> str:
+    url = database_url(db_path)
+    assert url is not None, "the ledger is not on PostgreSQL"
+    return url
+
+
+class _Listening:
+    """The thread behind ``Waker.listen``: blocks in ``select`` on the listening session's
+    socket and a stop pipe (no timeout: it costs nothing while no verb speaks), wakes the
+    waker when its node is notified, and opens a new session 1 s after a lost one (then
+    every 5 s while the server stays away)."""
+
+    RETRY_SECONDS = (1.0, 5.0)
+
+    def __init__(self, waker: Waker, first: Any, reopen: Callable[[], Any], node: str) -> None:
+        self._waker, self._reopen, self._node = waker, reopen, node
+        self._stop_r, self._stop_w = os.pipe()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(first,), daemon=True,
+                                        name="wake-listener")
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread (it closes its session); returns without waiting for it."""
+        self._stopped.set()
+        with contextlib.suppress(OSError):
+            os.write(self._stop_w, b"x")
+
+    def _run(self, listener: Any) -> None:
+        retry = self.RETRY_SECONDS[0]
+        try:
+            while not self._stopped.is_set():
+                if listener is None:
+                    try:
+                        listener = self._reopen()
+                    except Exception:
+                        if self._stopped.wait(retry):
+                            return
+                        retry = self.RETRY_SECONDS[1]
+                        continue
+                    retry = self.RETRY_SECONDS[0]
+                    self._waker.wake()  # a notification may have come while it was away
+                try:
+                    self._serve(listener)
+                except Exception as exc:  # the session was lost: open another
+                    log.warning("wake channel lost (%s); listening again", exc)
+                finally:
+                    listener.close()
+                    listener = None
+        finally:
+            if listener is not None:
+                listener.close()
+            for fd in (self._stop_r, self._stop_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _serve(self, listener: Any) -> None:
+        """Wake for each notification of the node until stopped; raises when the session
+        is lost."""
+        while not self._stopped.is_set():
+            ready, _, _ = select.select([listener.fileno(), self._stop_r], [], [])
+            if self._stop_r in ready:
+                return
+            if self._node in listener.received():
+                self._waker.wake()
 
 
 def _reports_closes(observer: object) -> bool:

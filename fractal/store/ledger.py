@@ -145,7 +145,7 @@ class Ledger(Transitions):
         survives a close that knows none.
         """
         extra = {} if cost is None else {"cost": cost}
-        with self._db() as tx:
+        with self._db(single=True) as tx:  # one UPDATE
             return fenced_close(tx, "steps", step_id, status, exit_code, reason, **extra)
 
     def book_closed_step(self, *, node: str, run_id: int, iter_id: int | None, step: int,
@@ -183,7 +183,7 @@ class Ledger(Transitions):
         Per-attempt figures add up to the session's total (for codex: the thread's
         cumulative usage before its next launch).
         """
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             row = tx.one("SELECT SUM(input_tokens), SUM(cached_input_tokens), "
                          "SUM(output_tokens), COUNT(*) FROM steps WHERE node = :node AND "
                          "session = :session AND input_tokens IS NOT NULL",

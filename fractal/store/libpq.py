@@ -24,12 +24,20 @@ __all__ = ["Connection", "Cursor", "PgError", "load"]
 
 _CONNECTION_OK = 0
 _COMMAND_OK, _TUPLES_OK = 1, 2
+_PIPELINE_SYNC, _PIPELINE_ABORTED = 10, 11
 _DIAG_SQLSTATE = ord("C")
 _INTS = frozenset({20, 21, 23, 26})  # int8, int2, int4, oid
 _FLOATS = frozenset({700, 701})  # float4, float8
 _NUMERIC, _BOOL = 1700, 16
 
 _lib: Any = None
+
+
+class _Notify(ctypes.Structure):
+    """libpq's ``PGnotify``: one NOTIFY a listening session received."""
+
+    _fields_ = [("relname", ctypes.c_char_p), ("be_pid", ctypes.c_int),
+                ("extra", ctypes.c_char_p), ("next", ctypes.c_void_p)]
 
 
 class PgError(Exception):
@@ -68,8 +76,15 @@ def load() -> Any:
             ("PQntuples", i, [p]), ("PQnfields", i, [p]), ("PQfname", s, [p, i]),
             ("PQftype", ctypes.c_uint, [p, i]), ("PQgetvalue", ctypes.c_void_p, [p, i, i]),
             ("PQgetlength", i, [p, i, i]), ("PQgetisnull", i, [p, i, i]),
-            ("PQcmdTuples", s, [p]), ("PQclear", None, [p])):
-        func = getattr(lib, fname)
+            ("PQcmdTuples", s, [p]), ("PQclear", None, [p]), ("PQsocket", i, [p]),
+            ("PQconsumeInput", i, [p]), ("PQnotifies", ctypes.POINTER(_Notify), [p]),
+            ("PQfreemem", None, [p]),
+            ("PQsendQueryParams", i, [p, s, i, p, ctypes.POINTER(s), p, p, i]),
+            ("PQgetResult", p, [p]), ("PQenterPipelineMode", i, [p]),
+            ("PQexitPipelineMode", i, [p]), ("PQpipelineSync", i, [p])):
+        func = getattr(lib, fname, None)
+        if func is None:  # libpq before 14 has no pipeline mode: ``pipelines`` says so
+            continue
         func.restype = restype
         func.argtypes = argtypes
     _lib = lib
@@ -169,18 +184,78 @@ class Connection:
         if not result:
             raise PgError(self._message() or "no answer from the server")
         try:
-            status = lib.PQresultStatus(result)
-            if status == _COMMAND_OK:
-                done = lib.PQcmdTuples(result) or b""
-                return Cursor([], int(done) if done else 0)
-            if status != _TUPLES_OK:
-                state = lib.PQresultErrorField(result, _DIAG_SQLSTATE)
-                message = (lib.PQresultErrorMessage(result) or b"").decode("utf-8", "replace")
-                raise PgError(message.strip() or "the statement failed",
-                              state.decode() if state else None)
-            return self._rows(result)
+            return self._cursor(result)
         finally:
             lib.PQclear(result)
+
+    def _cursor(self, result: Any) -> Cursor:
+        """One statement's result as a Cursor; PgError for an error result."""
+        lib = self._lib
+        status = lib.PQresultStatus(result)
+        if status == _COMMAND_OK:
+            done = lib.PQcmdTuples(result) or b""
+            return Cursor([], int(done) if done else 0)
+        if status != _TUPLES_OK:
+            state = lib.PQresultErrorField(result, _DIAG_SQLSTATE)
+            message = (lib.PQresultErrorMessage(result) or b"").decode("utf-8", "replace")
+            raise PgError(message.strip() or "the statement failed",
+                          state.decode() if state else None)
+        return self._rows(result)
+
+    @property
+    def pipelines(self) -> bool:
+        """Whether this libpq has pipeline mode (14 and later)."""
+        return hasattr(self._lib, "PQenterPipelineMode")
+
+    def pipeline(self, statements: Sequence[tuple[str, Sequence[object]]]) -> list[Cursor]:
+        """Send ``statements`` (each one statement with ``$n`` markers, and its parameters)
+        in one round trip (libpq's pipeline mode) and read their results in order. The
+        first error is raised (PgError) once every result was read; the statements after
+        it did not run (the server skips them). The caller ends a transaction it left
+        open or failed."""
+        if self.closed:
+            raise PgError("the connection is closed")
+        lib = self._lib
+        if not lib.PQenterPipelineMode(self._conn):
+            raise PgError(self._message() or "pipeline mode refused")
+        cursors: list[Cursor] = []
+        failed: PgError | None = None
+        try:
+            for sql, params in statements:
+                count = len(params)
+                values = (ctypes.c_char_p * max(count, 1))(*(_text(v) for v in params))
+                if not lib.PQsendQueryParams(self._conn, sql.encode("utf-8"), count, None,
+                                             values, None, None, 0):
+                    raise PgError(self._message() or "the statement could not be sent")
+            if not lib.PQpipelineSync(self._conn):
+                raise PgError(self._message() or "the pipeline could not be sent")
+            for _ in statements:
+                result = lib.PQgetResult(self._conn)
+                if not result:
+                    raise PgError(self._message() or "no answer from the server")
+                try:
+                    if lib.PQresultStatus(result) == _PIPELINE_ABORTED:
+                        cursors.append(Cursor([], 0))
+                    else:
+                        try:
+                            cursors.append(self._cursor(result))
+                        except PgError as exc:
+                            failed = failed or exc
+                            cursors.append(Cursor([], 0))
+                finally:
+                    lib.PQclear(result)
+                lib.PQgetResult(self._conn)  # the NULL that ends each statement's results
+            synced = lib.PQgetResult(self._conn)
+            if synced:
+                lib.PQclear(synced)
+        finally:
+            if not lib.PQexitPipelineMode(self._conn):
+                message = self._message()
+                self.close()  # results left unread: the session cannot be trusted
+                raise PgError(message or "the pipeline did not end")
+        if failed is not None:
+            raise failed
+        return cursors
 
     def _rows(self, result: Any) -> Cursor:
         lib = self._lib
@@ -200,6 +275,34 @@ class Connection:
                 values.append(readers[c](text))
             rows.append(build(values))
         return Cursor(rows, nrows)
+
+    def socket(self) -> int:
+        """The file descriptor of the connection's socket (to wait on with ``select``);
+        raises PgError when the connection is closed or lost."""
+        fd = int(self._lib.PQsocket(self._conn)) if self._conn else -1
+        if fd < 0:
+            raise PgError("the connection is closed")
+        return fd
+
+    def notifications(self) -> list[tuple[str, str]]:
+        """Read what the server sent without blocking, and return the NOTIFYs received
+        since the last call as (channel, payload) pairs, oldest first (none: an empty
+        list). Raises PgError when the connection is lost."""
+        if self.closed:
+            raise PgError("the connection is closed")
+        lib = self._lib
+        if not lib.PQconsumeInput(self._conn):
+            raise PgError(self._message() or "the connection was lost")
+        received: list[tuple[str, str]] = []
+        while True:
+            note = lib.PQnotifies(self._conn)
+            if not note:
+                return received
+            try:
+                received.append(((note.contents.relname or b"").decode("utf-8", "replace"),
+                                 (note.contents.extra or b"").decode("utf-8", "replace")))
+            finally:
+                lib.PQfreemem(ctypes.cast(note, ctypes.c_void_p))
 
     def close(self) -> None:
         """End the session (idempotent)."""

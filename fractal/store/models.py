@@ -96,7 +96,8 @@ def _meta() -> Mapped[str]:
 
 
 class Node(Base):
-    """The registry row of one node (branch). ``worktree`` is an absolute path."""
+    """The registry row of one node (branch). ``worktree`` is relative to the clone
+    (``.worktrees/<node>``; ``Tree.worktree_at`` joins it with a clone's root)."""
 
     __tablename__ = "nodes"
 

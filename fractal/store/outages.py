@@ -37,7 +37,7 @@ class Outages(Registry):
 
     def outage(self, credential: str) -> OutageRow | None:
         """The credential's outage, or None when its provider is not known to be down."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             row = tx.one(_ROW, {"credential": credential})
         if row is None:
             return None

@@ -113,13 +113,13 @@ class PoolStore(Registry):
 
     def pool(self, pool: str) -> tuple[str, int, bool] | None:
         """(brief, max_workers, review_done) of ``pool``, or None."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             row = tx.one(_POOL, {"pool": pool})
         return None if row is None else (row[0], int(row[1]), bool(row[2]))
 
     def items(self, pool: str) -> list[Item]:
         """Every item of ``pool`` in file order."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             return [_item(r) for r in tx.all(_ITEMS, {"pool": pool})]
 
     def claim_next(self, pool: str, worker_of: Callable[[str], str]) -> Item | None:
@@ -143,7 +143,7 @@ class PoolStore(Registry):
 
     def claims(self, pool: str) -> list[tuple[Item, str | None]]:
         """The claimed items of ``pool`` in file order, each with its claim instant."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             return [(_item(r), r["claimed_at"]) for r in tx.all(
                 _CLAIMED, {"pool": pool, "claimed": ItemStatus.CLAIMED.value})]
 

@@ -42,26 +42,27 @@ class Registry:
         prepare(self.db_path, create=create)
 
     @contextmanager
-    def _db(self, *, write: bool = True) -> Iterator[Tx]:
+    def _db(self, *, write: bool = True, single: bool = False) -> Iterator[Tx]:
         """One short transaction through the store's connection seam (``store.db``):
-        ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``."""
-        with transaction(self.db_path, write=write) as tx:
+        ``BEGIN IMMEDIATE`` for a write, a deferred snapshot for ``write=False``
+        (``single``: a block of one statement, ``db.transaction``'s)."""
+        with transaction(self.db_path, write=write, single=single) as tx:
             yield tx
 
     def _one(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> R | None:
         """The first row of the query ``sql`` as a ``cls`` value, or None."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             row = tx.one(sql, params)
         return None if row is None else build(cls, row)
 
     def _all(self, cls: type[R], sql: str, params: Mapping[str, object] | None = None) -> list[R]:
         """Every row of the query ``sql`` as ``cls`` values."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             return [build(cls, row) for row in tx.all(sql, params)]
 
     def _set(self, table: str, key: str, ident: object, values: Mapping[str, object]) -> int:
         """UPDATE the ``table`` row whose column ``key`` equals ``ident``; return rows matched."""
-        with self._db() as tx:
+        with self._db(single=True) as tx:  # one UPDATE
             return set_row(tx, table, key, ident, values)
 
     def _set_node(self, node: str, **values: object) -> None:
@@ -81,7 +82,8 @@ class Registry:
         """Insert the registry row of ``node``, or update it when it already exists.
 
         The row's ``host`` is this machine (``this_host``): the one that owns the node's
-        worktree and processes. ``status`` is the status the row is born with (``idle`` for a new node); every
+        worktree and processes. ``worktree`` is recorded as given: relative to the clone
+        (``Tree.recorded``), so every clone reads it as its own (``Tree.worktree_at``). ``status`` is the status the row is born with (``idle`` for a new node); every
         later change is a move (``Transitions.move``). ``caps`` maps CAP_KEYS to values (``None`` = unlimited); on re-registration
         only the caps named are changed. Raises StoreError for an unknown cap key.
         """

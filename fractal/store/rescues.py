@@ -49,7 +49,7 @@ class RescueBook(Registry):
     def rescues(self, node: str | None = None) -> list[RescueRow]:
         """Every booked rescue (of ``node`` only when given), oldest first."""
         where = "" if node is None else "WHERE node = :node "
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             rows = tx.all(f"SELECT * FROM rescues {where}ORDER BY rescue_id", {"node": node})
         return [RescueRow(rescue_id=r["rescue_id"], node=r["node"], operation=r["operation"],
                           ref=r["ref"], sha=r["sha"], tip=r["tip"], files=_files(r["files"]),

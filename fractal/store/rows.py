@@ -57,6 +57,8 @@ class NodeRow(NamedTuple):
     title: str | None
     status: Status
     worktree: str | None
+    """Relative to the clone (``Tree.worktree_at`` reads it); absolute in a row an older
+    fractal wrote outside the ``.worktrees`` layout."""
     max_cost: float | None
     max_depth: int | None
     max_children: int | None

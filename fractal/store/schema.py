@@ -30,7 +30,7 @@ __all__ = [
     "refuse_missing",
 ]
 
-HEAD_REVISION = "0017"
+HEAD_REVISION = "0018"
 """The newest migration in ``migrations/versions``; a test checks it against Alembic."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent

@@ -40,6 +40,11 @@ _SUBTREE = ("WITH RECURSIVE sub(run_id, depth) AS (SELECT CAST(:run_id AS INTEGE
             "WHERE sub.depth < :depth) ")
 _RUN_SUMS = _SUBTREE + f"SELECT {_SUMS} FROM steps s WHERE s.run_id IN (SELECT run_id FROM sub)"
 _ITERATION_SUMS = f"SELECT {_SUMS} FROM steps s WHERE s.iter_id = :iter_id"
+# Both in one statement (one snapshot, one round trip): the run's four figures, then the
+# iteration's.
+_RUN_AND_ITERATION_SUMS = (_SUBTREE + f"SELECT * FROM (SELECT {_SUMS} FROM steps s WHERE "
+                           "s.run_id IN (SELECT run_id FROM sub)) AS run_sums, "
+                           f"({_ITERATION_SUMS}) AS iteration_sums")
 _NO_DEPTH_LIMIT = 1 << 30
 
 
@@ -88,17 +93,19 @@ def run_spend(db_path: Path, run_id: int, max_depth: int | None = None) -> Spend
 
 def run_and_iteration_spend(db_path: Path, run_id: int,
                             iter_id: int | None) -> tuple[Spend, Spend]:
-    """``run_spend`` and ``iteration_spend`` in one read snapshot (the loop's probe, after
-    every launch). Through the store's pooled connection (``store.db``) rather than a
+    """``run_spend`` and ``iteration_spend`` in one statement, so one snapshot (the loop's
+    probe, after every launch). Through the store's pooled connection (``store.db``) rather than a
     read-only one opened for the call: a supervisor asks this every iteration, and a
     connection opened and closed each time cost it a schema parse and heap churn."""
     from fractal.store.db import transaction  # deferred: start-up cost (3 modules)
 
-    with transaction(db_path, write=False) as tx:
-        run = _spend(tx.one(_RUN_SUMS, {"run_id": run_id, "depth": _NO_DEPTH_LIMIT}))
+    with transaction(db_path, write=False, single=True) as tx:  # one statement
         if iter_id is None:
-            return run, Spend()
-        return run, _spend(tx.one(_ITERATION_SUMS, {"iter_id": iter_id}))
+            return _spend(tx.one(_RUN_SUMS, {"run_id": run_id, "depth": _NO_DEPTH_LIMIT})), Spend()
+        row = tx.one(_RUN_AND_ITERATION_SUMS, {"run_id": run_id, "depth": _NO_DEPTH_LIMIT,
+                                               "iter_id": iter_id})
+    values = tuple(row) if row is not None else ()
+    return _spend(values[:4] or None), _spend(values[4:] or None)
 
 
 def run_node_spends(db_path: Path, run_id: int, max_depth: int | None = None) -> list[NodeSpend]:

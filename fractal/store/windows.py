@@ -53,13 +53,13 @@ class Windows(Registry):
 
     def window(self, credential: str) -> WindowRow | None:
         """The credential's window row, or None when it never closed."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             row = tx.one(_WINDOW, {"credential": credential})
         return None if row is None else _row(row)
 
     def windows(self) -> list[WindowRow]:
         """Every credential's window row, by credential."""
-        with self._db(write=False) as tx:
+        with self._db(write=False, single=True) as tx:
             return [_row(r) for r in tx.all(_ALL, {})]
 
     def wake_now(self, credential: str, now: float) -> WindowRow | None:

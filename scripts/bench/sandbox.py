@@ -83,13 +83,17 @@ class Sandbox:
         return Path(self.env["TMUX_TMPDIR"]) / f"tmux-{os.getuid()}" / "default"
 
     @classmethod
-    def create(cls) -> Sandbox:
+    def create(cls, database: str | None = None) -> Sandbox:
         """Make the temp dir (short path: tmux sockets must fit in 108 bytes), the repo and
-        the tree (``fractal init --agent <no-op>``). Raises BenchError."""
+        the tree (``fractal init --agent <no-op>``), its ledger in the PostgreSQL database
+        ``database`` names (``FRACTAL_DATABASE_URL`` for every command) when given.
+        Raises BenchError."""
         if shutil.which("tmux") is None:
             raise BenchError("tmux is not installed; run make bootstrap")
         base = Path(tempfile.mkdtemp(prefix="fxb-"))
         box = cls(base=base, env=_hermetic_env(base))
+        if database is not None:
+            box.env["FRACTAL_DATABASE_URL"] = database
         try:
             agent = base / "noop-agent"
             agent.write_text(NOOP_AGENT)
@@ -157,7 +161,17 @@ class Sandbox:
         git(worktree, "commit", "-q", "-m", "bench steps", "--no-verify")
 
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
-        """Rows of a read-only query on the tree's database."""
+        """Rows of a read-only query on the tree's database (``?`` markers; on a
+        PostgreSQL ledger through the store's libpq read connection)."""
+        url = self.env.get("FRACTAL_DATABASE_URL")
+        if url:
+            from fractal.store.pgdriver import ReadConnection
+
+            pg = ReadConnection(url)
+            try:
+                return [tuple(row) for row in pg.execute(query, params).fetchall()]
+            finally:
+                pg.close()
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5.0)
         try:
             return list(con.execute(query, params))

@@ -173,6 +173,31 @@ def test_approval_gate_waits_for_the_parent(tree: Tree) -> None:
     assert again.returncode == 1
 
 
+def test_an_approval_reaches_the_gate_through_the_ledger_when_the_wake_file_cannot(
+        tree: Tree) -> None:
+    """On PostgreSQL the verb also notifies the tree's wake channel: with the node's
+    ``.wake`` out of the verb's reach (a directory now, as if on another host), the gate's
+    idle wait (its database poll: 5 s) still ends within a second of the approval."""
+    if not (tree.env if tree.env is not None else os.environ).get("FRACTAL_DATABASE_URL"):
+        pytest.skip("the wake channel is a PostgreSQL ledger's (run with --backend=both)")
+    steps = {"01-A.md": "---\nrequires_approval: true\n---\n[stub:write=a.txt:a]"}
+    tree.node("gated", steps, "--no-sync", "--max-iters", "1")
+    tree.cli("node", "start", "gated")
+    wait_until(lambda: tree.sql("SELECT step_id FROM steps WHERE step_name = 'A' AND "
+                                "metadata = 'awaiting approval' AND ended_at IS NULL"),
+               timeout=30, message="gate pending")
+    wake = tree.node_dir("gated") / ".wake"
+    wake.unlink(missing_ok=True)
+    wake.mkdir()
+    started = time.monotonic()
+    tree.cli("node", "approve", "gated")
+    wait_until(lambda: tree.sql("SELECT 1 FROM steps WHERE step_name = 'A' AND "
+                                "status = 'completed'"), timeout=30, interval=0.01,
+               message="the gate released")
+    assert time.monotonic() - started < 1.0
+    assert tree.wait_settled("gated") == "completed"
+
+
 def test_fan_out_orders_and_a_child_under_a_paused_parent(tree: Tree) -> None:
     release = tree.repo.parent / "release-fan"
     step = {"01-A.md": f"[stub:wait-file={release}]"}

@@ -14,6 +14,7 @@ import pytest
 from alembic import command
 
 from fractal.domain.errors import InvalidValue
+from fractal.errors import StoreError
 from fractal.lifecycle import heal
 from fractal.lifecycle.trees import init_tree
 from fractal.store import db, lockwait, pgdriver, pgschema
@@ -114,3 +115,49 @@ def test_another_hosts_active_node_is_never_healed_from_here(repo: Path) -> None
     ledgersql.rows(tree.db_path, "UPDATE nodes SET host = 'elsewhere' WHERE node = ? "
                    "RETURNING node", NODE)
     assert heal.crashed(tree, NODE) is False
+
+
+def test_a_one_statement_write_is_one_round_trip_and_still_waits_for_the_tree_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(tmp_path / "fractal.db")
+    ledger.register_node(NODE, parent="main", title=None, worktree=None)
+    run = ledger.open_run(NODE, agent="x", max_cost=None, parent_run_id=None)
+    step = ledger.open_step(node=NODE, run_id=run, iter_id=None, step=1, step_name="S",
+                            agent="x", model=None, session=None)
+    ledger.set_step_process(step, 4242, 1.5)  # BEGIN, the lock, the UPDATE, COMMIT: piped
+    assert ledgersql.rows(ledger.db_path, "SELECT pgid, pgid_started FROM steps") == [
+        (4242, 1.5)]
+    monkeypatch.setattr(lockwait, "LOCK_WAIT", lockwait.LockWait(first=0.2, bound=1.0))
+    db.close_connections()  # new connections take the short first wait
+    import psycopg
+
+    holder = psycopg.connect(os.environ["FRACTAL_DATABASE_URL"], autocommit=True)
+    try:
+        holder.execute(f"BEGIN; SELECT pg_advisory_xact_lock({pgdriver.TREE_LOCK_KEY})")
+        with pytest.raises(lockwait.DatabaseLocked):
+            ledger.close_step(step, "completed", 0, "")
+        released = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+        released.start()
+        monkeypatch.setattr(lockwait, "LOCK_WAIT", lockwait.LockWait(first=0.2, bound=30.0))
+        assert ledger.close_step(step, "completed", 0, "")  # waits, then closes
+        released.join()
+    finally:
+        holder.close()
+    assert ledgersql.rows(ledger.db_path, "SELECT status FROM steps") == [("completed",)]
+    assert ledger.close_step(step, "failed", 1, "") is False  # the fence holds, piped too
+
+
+def test_a_one_statement_write_that_fails_leaves_nothing_and_the_connection_usable(
+        tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "fractal.db")
+    ledger.register_node(NODE, parent="main", title=None, worktree=None)
+    with pytest.raises(StoreError), db.transaction(ledger.db_path, single=True) as tx:
+        tx.run("UPDATE nodes SET status = NULL WHERE node = :node", {"node": NODE})
+    with pytest.raises(StoreError, match="second statement"), \
+            db.transaction(ledger.db_path, single=True) as tx:
+        tx.run("UPDATE nodes SET title = 'one' WHERE node = :node", {"node": NODE})
+        tx.run("UPDATE nodes SET title = 'two' WHERE node = :node", {"node": NODE})
+    assert ledgersql.rows(ledger.db_path, "SELECT status, title FROM nodes") == [
+        ("idle", "one")]
+    ledger.add_event(NODE, "x", actor="operator", status="completed")  # the pool still works
+    assert ledgersql.rows(ledger.db_path, "SELECT event FROM events") == [("x",)]

@@ -102,3 +102,14 @@ def test_a_read_of_a_broken_file_is_a_store_error(tmp_path: Path) -> None:
     bad.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match="cannot read database"):
         spend.run_spend(bad, 1)
+
+
+def test_the_loops_probe_reads_the_run_and_the_iteration_in_one_statement(
+        tree: tuple[Path, dict[str, int], dict[str, int]]) -> None:
+    db, runs, iters = tree
+    got = spend.run_and_iteration_spend(db, runs["main.a"], iters["main.a"])
+    assert got == (spend.Spend(7.5, 4, 1, 6), spend.Spend(1.5, 2, 1, 4))
+    assert got == (spend.run_spend(db, runs["main.a"]), spend.iteration_spend(db, iters["main.a"]))
+    assert spend.run_and_iteration_spend(db, runs["main.x"], None) == (
+        spend.Spend(16.0, 1, 0, 1), spend.Spend())
+    assert spend.run_and_iteration_spend(db, 999, 999) == (spend.Spend(), spend.Spend())

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fractal.domain.hosts import elsewhere, status_note
 from fractal.domain.run.subtree import Unsettled, unsettled_notice
 from fractal.domain.sandbox import Mode, mode_of
 from fractal.domain.signals import PARKING, decoration
@@ -20,6 +21,7 @@ from fractal.domain.steps.waits import WAIT_STEP, WaitingChild, children_waited,
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all, heal_if_crashed
 from fractal.lifecycle.missing import missing_detail, missing_parts, settle_missing
+from fractal.store.backend import this_host
 from fractal.store.rows import ActivityRow
 from fractal.tree import parent_of
 
@@ -46,7 +48,9 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
     """The status of ``name`` (default: the caller's node). Raises NodeNotFound.
 
     A node whose worktree or branch vanished behind fractal's back reads ``missing``, with
-    the fix in the detail (``fractal node delete`` deregisters it)."""
+    the fix in the detail (``fractal node delete`` deregisters it). A node another host
+    owns (``nodes.host``) reads as the ledger has it, its detail naming the host and that
+    its processes and worktree were not checked from here."""
     from fractal.store import reader  # deferred: start-up cost (10 modules)
 
     tree, branch = ctx.tree, ctx.target(name)
@@ -74,6 +78,10 @@ def node_status(ctx: Context, name: str | None) -> NodeStatus:
     refused = _refused(tree.db_path, branch)  # `merge of div refused (...)`
     if refused:
         detail = f"{detail}; {refused}" if detail else refused
+    owner = elsewhere(row.host, this_host()) if row is not None else None
+    if owner is not None:  # not healed, probed nor judged missing from here: say so
+        note = status_note(owner, this_host())
+        detail = f"{detail}; {note}" if detail else note
     unsandboxed = status == Status.ACTIVE.value and mode_of(tree.root_config()) is Mode.OFF
     return NodeStatus(branch, status, detail, unsandboxed)
 

@@ -10,7 +10,9 @@ transaction. An open step whose agent group is not recorded yet (its loop is bet
 the spawn and ``set_step_process``) is stopped by its launch marker, which the agent
 carries from its first instruction; one still between fork and exec at the first scan
 is found by the re-scan after the grace. Descendants go first and are re-enumerated to a
-fixpoint, so a child booting during the sweep is caught.
+fixpoint, so a child booting during the sweep is caught. A node another host owns
+(``nodes.host``) is refused, its kill recorded as a ``failed`` event saying where to run
+it: its pids and pane are that machine's.
 
 The command imports no psutil (``processes`` stops groups from ``/proc`` and pidfds) and
 starts no thread: a kill costs about what a ``node stop`` does plus the wait for the
@@ -24,6 +26,7 @@ from typing import NamedTuple
 
 from fractal import tmux
 from fractal.domain.agent.markers import launch_marker
+from fractal.domain.hosts import elsewhere, kill_refusal
 from fractal.domain.run.reasons import clip_reason
 from fractal.domain.signals import Signal, attribution, fanout_reason
 from fractal.domain.states import Move, Status
@@ -32,6 +35,7 @@ from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import crashed, heal_if_crashed
 from fractal.lifecycle.steering.signal import Refused, Signalled, descendants
 from fractal.procs.processes import GroupHandle, Reap, grace, group_of, kill_groups, marker_only
+from fractal.store.backend import this_host
 from fractal.store.ledger import Ledger
 from fractal.store.rows import NodeRow
 from fractal.store.transition import EventNote, SignalNote
@@ -39,10 +43,12 @@ from fractal.tree import Tree
 
 
 def killable(row: NodeRow) -> bool:
-    """Active, paused, or idle with a live session (a supervisor still booting)."""
+    """Active, paused, or idle with a live session (a supervisor still booting; never
+    probed for a node another host owns: its tmux socket is that machine's)."""
     if row.status in (Status.ACTIVE, Status.PAUSED):
         return True
-    if row.status is Status.IDLE and row.tmux_session:
+    here = elsewhere(row.host, this_host()) is None
+    if row.status is Status.IDLE and row.tmux_session and here:
         return tmux.probe(row.tmux_session, _socket(row)) is tmux.Liveness.ALIVE
     return False
 
@@ -63,6 +69,12 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
     list its groups: the supervisor's and each open step's agent group. A refusal is a
     Signalled(ok=False)."""
     row = ledger.node(branch)
+    owner = elsewhere(row.host, this_host()) if row is not None else None
+    if owner is not None:  # its pids and pane are that machine's: never signalled from here
+        why = kill_refusal(branch, owner, this_host())
+        ledger.add_event(branch, Signal.KILL.value, actor=actor, status="failed",
+                         metadata=f"refused: {why}")
+        return Signalled(branch, False, why)
     if row is not None and crashed(tree, branch, row):  # (a live loop needs no heal read)
         heal_if_crashed(tree, branch)
         row = ledger.node(branch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fractal.control import latched, pause_pending, paused_ancestor, subtree, touch_wake
+from fractal.control import latched, pause_pending, paused_ancestor, subtree, wake_node
 from fractal.domain.signals import Signal
 from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
@@ -52,7 +52,7 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
             ledger.delete_signals(run.run_id, Signal.PAUSE.value)
             ledger.add_event(branch, "resume", actor=actor, status="completed",
                              metadata="pending pause withdrawn", run_id=run.run_id)
-            touch_wake(paths.node_dir)
+            wake_node(tree, branch)
             return Signalled(branch, True, f"withdrew the pending pause of {branch}")
         if status is not Status.PAUSED or run is None:
             why = not_paused(branch, status)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from fractal.control import Signalled, subtree, touch_wake, write_signal
+from fractal.control import Signalled, subtree, wake_node, write_signal
 from fractal.domain.signals import Signal, fanout_reason
 from fractal.domain.states import Status
 from fractal.lifecycle.context import Context, Refused
@@ -131,7 +131,7 @@ def cancel_finish(ctx: Context, name: str | None) -> Signalled:
     removed = ledger.delete_signals(run.run_id, Signal.FINISH.value)
     ledger.add_event(branch, "finish_cancel", actor=actor, status="completed",
                      metadata=f"{removed} finish signal(s) withdrawn", run_id=run.run_id)
-    touch_wake(tree.node(branch).node_dir)
+    wake_node(tree, branch)
     return Signalled(branch, True, f"withdrew {removed} pending finish signal(s) of {branch}")
 
 
