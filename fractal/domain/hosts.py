@@ -13,7 +13,7 @@ Pure: the caller passes this machine's name (``store.backend.this_host``).
 
 from __future__ import annotations
 
-__all__ = ["elsewhere", "kill_refusal", "signal_note", "status_note"]
+__all__ = ["elsewhere", "host_refusal", "kill_refusal", "signal_note", "status_note"]
 
 
 def elsewhere(host: str | None, here: str) -> str | None:
@@ -28,6 +28,13 @@ def kill_refusal(branch: str, host: str, here: str) -> str:
             f"and agents are processes there; run `fractal node kill {branch}` on {host}, "
             f"or `fractal node stop {branch}` from here (a stop reaches its supervisor "
             "through the ledger)")
+
+
+def host_refusal(verb: str, branch: str, host: str, here: str) -> str:
+    """Why ``verb`` (``start``, ``resume``: each hosts a supervisor, here) refuses a node
+    another host owns, and what to do instead: its worktree and pane live there."""
+    return (f"node {branch} belongs to host {host}, not this one ({here}): its worktree, "
+            f"supervisor and pane live there; run `fractal node {verb} {branch}` on {host}")
 
 
 def signal_note(host: str) -> str:

@@ -16,10 +16,13 @@ from alembic import command
 
 from fractal.domain.signals import Signal
 from fractal.domain.states import Move, Status
+from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused, open_context
 from fractal.lifecycle.reads.nodes import list_nodes, node_status
 from fractal.lifecycle.spawn import init_node
+from fractal.lifecycle.start.node import start_node
 from fractal.lifecycle.steering.kill import kill
+from fractal.lifecycle.steering.resume import resume_node
 from fractal.lifecycle.steering.signal import send
 from fractal.lifecycle.trees import init_tree
 from fractal.store.backend import this_host
@@ -175,3 +178,27 @@ def test_a_settled_node_of_another_host_is_not_marked_missing_here(tree: Tree) -
     ledgersql.rows(tree.db_path, "UPDATE nodes SET host = ? WHERE node = ? RETURNING node",
                    this_host(), NODE)
     assert node_status(_ctx(tree), "a").status == Status.MISSING.value
+
+
+def test_start_and_resume_refuse_another_hosts_node_naming_the_host(tree: Tree) -> None:
+    _elsewhere(tree)
+    with pytest.raises(FractalError) as refused:
+        start_node(_ctx(tree), "a")
+    message = str(refused.value)
+    assert f"belongs to host {OTHER}" in message and this_host() in message
+    assert f"`fractal node start {NODE}` on {OTHER}" in message
+    assert ledgersql.rows(tree.db_path, "SELECT status FROM nodes WHERE node = ?", NODE) == [
+        ("idle",)]
+
+    run = _active_under(tree, 999_999, 1.0)
+    ledgersql.rows(tree.db_path, "UPDATE nodes SET status = 'paused' WHERE node = ? "
+                   "RETURNING node", NODE)
+    resumed = resume_node(tree, Ledger(tree.db_path), NODE, actor="operator")
+    assert not resumed.ok
+    assert f"`fractal node resume {NODE}` on {OTHER}" in resumed.message
+    assert ledgersql.rows(tree.db_path, "SELECT status FROM nodes WHERE node = ?", NODE) == [
+        ("paused",)]
+    (status, meta), = ledgersql.rows(tree.db_path, "SELECT status, metadata FROM events "
+                                     "WHERE node = ? AND event = 'resume'", NODE)
+    assert status == "failed" and OTHER in meta
+    assert run > 0

@@ -18,6 +18,7 @@ from fractal import tmux
 from fractal.agents.base import binary_problem, resolve_route
 from fractal.agents.registry import resolve_backend
 from fractal.domain.config import parse_config
+from fractal.domain.hosts import elsewhere, host_refusal
 from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.cleanup.targets import refuse_if_gone
@@ -29,6 +30,7 @@ from fractal.lifecycle.start.preflight import start_warnings
 from fractal.lifecycle.steering.latch import refuse_if_braked
 from fractal.lifecycle.steering.retune import arm_max_cost
 from fractal.lifecycle.steering.signal import await_run
+from fractal.store.backend import this_host
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths, Tree, parent_of
 from fractal.workspace.nodedir import file_lock, read_config
@@ -68,13 +70,18 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     the variables that changed); a failed launch puts it back as it was.
     Raises Refused when the acting node may not start ``name``
     (``fractal.domain.authority``), FractalError (wrong status, budget landing, invalid
-    config, missing agent, already running), ConfigError, TmuxError.
+    config, missing agent, already running, a node another host owns), ConfigError,
+    TmuxError.
     """
     tree, branch = ctx.tree, ctx.target(name)
     ctx.authorize("start", branch)
     actor = ctx.actor
     paths = tree.node(branch)
     ledger = ctx.ledger
+    known = ledger.node(branch)
+    owner = elsewhere(known.host, this_host()) if known is not None else None
+    if owner is not None:  # its worktree and pane are on that machine, not here
+        raise FractalError(host_refusal("start", branch, owner, this_host()))
     heal_if_crashed(tree, branch)
     refuse_if_gone(tree, ledger.node(branch), "start")
     _refuse_unrecorded_pool(tree, paths)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fractal.control import latched, pause_pending, paused_ancestor, subtree, wake_node
+from fractal.domain.hosts import elsewhere, host_refusal
 from fractal.domain.signals import Signal
 from fractal.domain.states import SETTLED, Move, Status
 from fractal.errors import FractalError
@@ -18,6 +19,7 @@ from fractal.lifecycle.context import Context
 from fractal.lifecycle.heal import heal_all
 from fractal.lifecycle.start.hosting import await_boot, host, take
 from fractal.lifecycle.steering.signal import Refused, Signalled
+from fractal.store.backend import this_host
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
@@ -54,6 +56,12 @@ def resume_node(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
                              metadata="pending pause withdrawn", run_id=run.run_id)
             wake_node(tree, branch)
             return Signalled(branch, True, f"withdrew the pending pause of {branch}")
+        owner = elsewhere(row.host, this_host()) if row is not None else None
+        if owner is not None and status is Status.PAUSED:  # a relaunch would host it here
+            why = host_refusal("resume", branch, owner, this_host())
+            ledger.add_event(branch, "resume", actor=actor, status="failed",
+                             metadata=f"refused: {why}")
+            return Signalled(branch, False, why)
         if status is not Status.PAUSED or run is None:
             why = not_paused(branch, status)
             ledger.add_event(branch, "resume", actor=actor, status="failed",
