@@ -14,6 +14,10 @@ the tree is consistent. The checks:
   sandbox, or a damaged repository, can leave one naming nothing, e.g. forty zeros);
 - no node is recorded ``active`` while its supervisor is gone (a read heals that: the
   finding says which command).
+
+A node another host owns (a shared PostgreSQL ledger) is not checked here: its branch,
+worktree, node dir and supervisor live on that machine; ``fractal doctor`` there checks
+them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class NodeFacts(NamedTuple):
     has_node_dir: bool
     supervisor_gone: bool = False
     """Recorded ``active`` and its supervisor is provably gone."""
+    elsewhere: str | None = None
+    """The host that owns it when that is another machine (None: this one)."""
 
 
 class DbFacts(NamedTuple):
@@ -132,6 +138,8 @@ def _database(facts: TreeFacts) -> list[Finding]:
 def _node(node: NodeFacts) -> list[Finding]:
     name = node.node
     found: list[Finding] = []
+    if node.elsewhere is not None:
+        return found  # its files and processes are on that machine
     if not node.has_branch:
         found.append(Finding(name, f"its branch {name} is gone",
                              f"`fractal node delete {name}` deregisters it"))

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fractal.domain.doctor import Finding, NodeFacts, TreeFacts, diagnose
+from fractal.domain.hosts import elsewhere
 from fractal.domain.states import Status
+from fractal.store.backend import this_host
 from fractal.tree import Tree, locate
 
 if TYPE_CHECKING:
@@ -73,6 +75,10 @@ def gather(tree: Tree) -> TreeFacts:
 def _node(tree: Tree, row: NodeRow, branches: frozenset[str]) -> NodeFacts:
     from fractal.lifecycle.heal import crashed  # deferred: reads /proc, and tmux for an active node
 
+    owner = elsewhere(row.host, this_host())
+    if owner is not None:  # nothing of it is in this clone to check, nor its processes
+        return NodeFacts(node=row.node, status=row.status.value, has_branch=False,
+                         has_worktree=False, has_node_dir=False, elsewhere=owner)
     paths = tree.node(row.node)
     return NodeFacts(node=row.node, status=row.status.value, has_branch=row.node in branches,
                      has_worktree=(paths.worktree / ".git").exists(),

@@ -18,6 +18,7 @@ from fractal.domain.signals import Signal
 from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.context import Context, Refused, open_context
+from fractal.lifecycle.doctor import doctor
 from fractal.lifecycle.reads.nodes import list_nodes, node_status
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.start.node import start_node
@@ -202,3 +203,9 @@ def test_start_and_resume_refuse_another_hosts_node_naming_the_host(tree: Tree) 
                                      "WHERE node = ? AND event = 'resume'", NODE)
     assert status == "failed" and OTHER in meta
     assert run > 0
+
+
+def test_doctor_leaves_another_hosts_node_to_that_host(tree: Tree) -> None:
+    _elsewhere(tree)
+    (tree.repo / ".worktrees" / NODE / ".git").unlink()  # not in this clone's checkout
+    assert doctor(tree.repo).findings == ()

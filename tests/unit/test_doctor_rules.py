@@ -24,9 +24,10 @@ def facts(*nodes: NodeFacts, db: DbFacts = SOUND, branches: tuple[str, ...] | No
                      broken=frozenset(broken))
 
 
-def node(name: str = "main.a", status: str = "idle", **broken: bool) -> NodeFacts:
+def node(name: str = "main.a", status: str = "idle", *, elsewhere: str | None = None,
+         **broken: bool) -> NodeFacts:
     parts = {"has_branch": True, "has_worktree": True, "has_node_dir": True, **broken}
-    return NodeFacts(name, status, **parts)
+    return NodeFacts(name, status, **parts, elsewhere=elsewhere)
 
 
 @pytest.mark.parametrize(("tree", "expected"), [
@@ -61,10 +62,13 @@ def node(name: str = "main.a", status: str = "idle", **broken: bool) -> NodeFact
            broken=("main.a", "main.x")),  # broken: named as such, not as unregistered
      [("branch main.a", "does not point at a commit"),
       ("branch main.x", "does not point at a commit")]),
+    (facts(node("main.a", "active", elsewhere="build-07", has_branch=False,
+                has_worktree=False, has_node_dir=False, supervisor_gone=True),
+           branches=(), worktrees=()), []),  # another host's: checked there, not here
 ], ids=["clean", "retired-without-worktree", "branch-gone", "worktree-gone", "node-dir-gone",
         "supervisor-gone", "unregistered", "db-missing", "db-corrupt", "db-behind",
         "db-ahead", "db-unstamped", "db-unreadable", "root-branch-broken",
-        "node-branch-broken"])
+        "node-branch-broken", "another-hosts-node"])
 def test_diagnose(tree: TreeFacts, expected: list[tuple[str, str]]) -> None:
     found = diagnose(tree)
     assert [(f.subject, f.problem) for f in found] == expected
