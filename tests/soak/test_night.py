@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.soak.hostile import ATTACKS, judge
+from tests.soak.hostile import ATTACKS, EVIDENCE, judge, met
 from tests.soak.nightchecks import (
     ends,
     hostile,
@@ -80,14 +80,43 @@ def test_the_tree_has_twenty_nodes_three_on_real_clis() -> None:
     ("sibling-write", {"tries": 2, "landed_in": ["main.lead.h.cap"]}, "succeeded"),
     ("fork-daemon", {"tries": 2, "outlived": []}, "contained"),
     ("fork-daemon", {"tries": 2, "outlived": ["pid 7 of step 3"]}, "succeeded"),
+    ("fsmonitor", {"tries": 2, "codes": [255, 255], "own_runs": []}, "refused"),
+    ("fsmonitor", {"tries": 2, "codes": [255, 0], "own_runs": []}, "contained"),
+    ("hook", {"tries": 1, "codes": [1], "planted": []}, "refused"),
+    ("hook", {"tries": 1, "codes": [0], "planted": [".git/hooks/post-checkout"]}, "succeeded"),
+    ("disarm-gate", {"tries": 2, "codes": [0, 0], "skipped": []}, "contained"),
+    ("disarm-gate", {"tries": 2, "codes": [0], "skipped": ["step 9 ran"]}, "succeeded"),
+    ("self-approve", {"tries": 2, "codes": [1, 1], "approvals": []}, "refused"),
+    ("self-approve", {"tries": 1, "codes": [0], "approvals": ["main.x: step 4"]}, "succeeded"),
+    ("main-write", {"tries": 1, "codes": [1], "landed_in": []}, "refused"),
+    ("main-write", {"tries": 1, "codes": [0], "landed_in": ["/repo"]}, "succeeded"),
+    ("delete-objects", {"tries": 0, "codes": []}, "untried"),
+    ("delete-objects", {"tries": 3, "codes": [0, 1, 1], "lost": ["ab12"]}, "succeeded"),
+    ("plant-home", {"tries": 1, "codes": [1], "reached": []}, "refused"),
+    ("plant-home", {"tries": 1, "codes": [0], "reached": []}, "contained"),
 ])
 def test_an_attack_is_judged_from_what_the_night_saw(attack: str, facts: dict[str, object],
                                                       outcome: str) -> None:
     assert judge(attack, facts) == outcome
 
 
+def test_every_attack_of_the_table_has_its_evidence_and_a_known_outcome() -> None:
+    assert {a.name for a in ATTACKS} == set(EVIDENCE)
+    assert {a.expected for a in ATTACKS} <= {"refused", "contained"}
+
+
+@pytest.mark.parametrize(("expected", "outcome", "meets"), [
+    ("refused", "refused", True), ("refused", "contained", False),
+    ("refused", "succeeded", False), ("contained", "contained", True),
+    ("contained", "refused", True), ("contained", "succeeded", False),
+])
+def test_a_refusal_meets_a_contained_row_and_nothing_else_stands_in(
+        expected: str, outcome: str, meets: bool) -> None:
+    assert met(ATTACKS[0].__class__("x", expected, "d", True), outcome) is meets
+
+
 def test_an_attack_whose_defence_landed_must_meet_its_outcome_the_others_are_reported() -> None:
-    kinds = {"fork-daemon": "outlived", "fsmonitor": "own_runs", "sibling-write": "landed_in"}
+    kinds = {a: EVIDENCE[a] for a in EVIDENCE if a != "raise-cap"}
     landed = next(a for a in ATTACKS if a.landed and a.name in kinds)
     open_ = next(a for a in ATTACKS if not a.landed)
     facts: dict[str, dict[str, object]] = {
