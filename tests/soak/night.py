@@ -455,7 +455,8 @@ def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, obje
         skipped.append(f"{step_file} lost its gate")
     facts["disarm-gate"]["skipped"] = skipped
     facts["self-approve"]["approvals"] = [f"{n}: {m}" for n, m in box.sql(
-        "SELECT node, metadata FROM events WHERE event = 'approve' AND actor = ?", gated)]
+        "SELECT node, metadata FROM events WHERE event = 'approve' AND status = 'completed' "
+        "AND actor = ?", gated)]  # a refused one is recorded too, as failed
     for attack, top in (("sibling-write", box.repo / ".worktrees" / SIBLING),
                         ("main-write", box.repo)):
         node = next(n for n, a in HOSTILE.items() if attack in a)

@@ -173,10 +173,12 @@ def _cap(name: str) -> tuple[str, ...]:
 
 def real_env(base: Path, agent_bin: Path, env: dict[str, str], claude_url: str) -> dict[str, str]:
     """The environment the real nodes start with: ``env`` plus the pinned CLIs first on
-    PATH, a HOME of their own, Claude Code as a subscriber (its usage-window headers read)
+    PATH, a HOME of their own (with ``~/.claude/`` and ``~/.claude.json``, as a user's),
+    Claude Code as a subscriber (its usage-window headers read)
     pointed at its mock, every non-essential call off (spec/agent-clis.md)."""
     home = base / "home"
-    home.mkdir(exist_ok=True)
+    (home / ".claude").mkdir(parents=True, exist_ok=True)  # as a Claude Code user's home
+    (home / ".claude.json").write_text("{}\n")  # has them (the sandbox binds what exists)
     gitconfig = Path.home() / ".gitconfig"
     if gitconfig.exists():  # the commit identity the agents' own git calls need
         shutil.copyfile(gitconfig, home / ".gitconfig")
