@@ -11,7 +11,7 @@ tree soak's (tests/soak/chaoschecks.py).
 The night: build and start the tree, play the weather for NIGHT_MINUTES while the
 operator tends it (heals, resumes what parked on its own, restarts what a reboot ended),
 then the dawn: no more weather, every gate approved and every paused node resumed, until
-every node has ended or DAWN_S passed. Then the checks, and the report.
+every node has ended or the dawn (``dawn_s``) passed. Then the checks, and the report.
 
 ``python -m tests.soak.night --minutes 25 [--seed N]``; the seed is printed first and
 replays the weather (``FRACTAL_NIGHT_SEED``).
@@ -73,7 +73,8 @@ from tests.soak.treefaults import git
 from tests.soak.weather import Event, counts, forecast
 
 TICK = 4.0  # seconds between two looks of the driver
-DAWN_S = 420.0  # the longest dawn: every node ends within it
+DAWN_S = 420.0  # the shortest longest dawn: every node ends within it (``dawn_s``)
+DAWN_SHARE = 0.4  # a longer night's dawn: this share of it (its gated nodes' pace)
 ORPHAN_GRACE_S = 10.0
 API = {"claude": "/v1/messages", "codex": "/v1/responses"}
 RECORDS = ("journal", "hostile", "radio", "handbacks", "merges")
@@ -321,15 +322,23 @@ def play_night(night: Night, events: list[Event], minutes: float) -> None:
         time.sleep(TICK)
 
 
+def dawn_s(minutes: float) -> float:
+    """The longest dawn of a night of ``minutes``, seconds: DAWN_S, or DAWN_SHARE of a
+    longer night (a gate approved at dawn is followed by its node's paced sleep,
+    ``NightTree.pace`` of the gated nodes, a fifth of the night, before its next
+    iteration)."""
+    return max(DAWN_S, DAWN_SHARE * minutes * 60)
+
+
 def dawn(night: Night) -> None:
     """No more weather: reopen the windows, approve every gate, resume every paused node,
-    restart what a fault ended, until no node is active or paused (DAWN_S at most)."""
+    restart what a fault ended, until no node is active or paused (``dawn_s`` at most)."""
     for mock in night.mocks.values():
         mock.close_window(0.0)
         mock.outage_now(500, 0.0)
     night.box.cli("resume", check=False, timeout=300)
     night.chaos.paused_by_us.clear()
-    deadline = time.time() + DAWN_S
+    deadline = time.time() + dawn_s(night.tree.minutes)
     while time.time() < deadline:
         night.chaos.land()
         statuses = night.chaos.statuses()

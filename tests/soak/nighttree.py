@@ -48,6 +48,10 @@ LOOSE_CAP = 1.0
 SIBLING = "main.lead.h.cap"
 """The worktree ``sibling-write`` writes into (beside its own)."""
 POOL, POOL_ITEMS = "lead.p", 3
+GATED_PACE = 4
+"""A gated node's two iterations are paced as four (a fifth of the night apart): its gate
+may wait for an approval until the dawn, and the sleep after it must end inside the
+dawn (tests/soak/night.py, ``dawn_s``)."""
 GATED, CHECKED = "lead.a.g", "lead.b.chk"
 OUTAGE_BACKOFF = (5, 60)
 """The real nodes' ``outage_backoff`` and ``max_outage_backoff``, seconds."""
@@ -101,19 +105,20 @@ class NightTree:
         self.plans[GATED] = ({"01-WORK.md": soak(chunks=1, pace=1),
                               "02-REVIEW.md": "---\nrequires_approval: true\n---\n"
                                               + soak(chunks=1)},
-                             (*COMMON, "--max-iters", "2", "--sleep", self.pace(2)), "")
+                             (*COMMON, "--max-iters", "2", "--sleep", self.pace(GATED_PACE)),
+                             "")
         self.plans[CHECKED] = ({"01-FIX.md": soak(chunks=1)},
                                (*COMMON, "--max-iters", "6", "--sleep", self.pace(4),
                                 "--exit-check", CHECK, "--no-progress", "3"), "")
         for name, attacks in HOSTILE.items():  # the capped one: its cap ends it at 4 launches
             iters = 6 if name in CAPS else 4
             steps = {"01-ATTACK.md": soak(chunks=1, attack=",".join(attacks))}
-            cap = _cap(name)
+            cap, pace = _cap(name), self.pace(iters)
             if name == HOSTILE_GATED:
                 steps["02-REVIEW.md"] = "---\nrequires_approval: true\n---\n" + soak(chunks=1)
-                cap = ("--max-cost", f"{LOOSE_CAP:g}")
-            self.plans[name] = (steps, (*COMMON, "--max-iters", str(iters), "--sleep",
-                                        self.pace(iters), *cap), "")
+                cap, iters, pace = ("--max-cost", f"{LOOSE_CAP:g}"), 2, self.pace(GATED_PACE)
+            self.plans[name] = (steps, (*COMMON, "--max-iters", str(iters), "--sleep", pace,
+                                        *cap), "")
 
     def build(self, env: dict[str, str]) -> None:
         """Create the planned nodes a level at a time (four ``node init`` at once), the

@@ -197,3 +197,18 @@ def test_a_conflict_marker_on_a_branch_is_reported_and_a_rule_line_is_not() -> N
              ("main.b", "y.txt", "a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> main.b\n"),
              ("main.c", "z.txt", ">>>>>>> x\n")]
     assert [v.detail.split(":")[0] for v in markers(files)] == ["main.b", "main.c"]
+
+
+@pytest.mark.parametrize("minutes", [8, 25, 60])
+def test_a_gate_approved_at_dawn_leaves_its_node_time_to_end_inside_the_dawn(
+        minutes: float) -> None:
+    from tests.soak.night import dawn_s
+    from tests.soak.nighttree import GATED, HOSTILE_GATED
+
+    tree = NightTree(SimpleNamespace(base=Path("/nowhere")), minutes, None)
+    tree.plan()
+    for name in (GATED, HOSTILE_GATED):
+        opts = tree.plans[name][1]
+        sleep = float(opts[opts.index("--sleep") + 1].rstrip("s"))
+        assert opts[opts.index("--max-iters") + 1] == "2"
+        assert sleep + 120 <= dawn_s(minutes), (name, sleep)  # two steps and the approval
