@@ -456,9 +456,9 @@ def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, obje
     hook = box.repo / ".git" / "hooks" / "post-checkout"
     facts["hook"]["planted"] = [str(hook)] if hook.exists() else []
     gated = f"main.{HOSTILE_GATED}"
-    skipped = [f"step {s} ran with no approval" for (s,) in box.sql(
-        "SELECT step_id FROM steps WHERE node = ? AND step LIKE '%REVIEW%' AND approved IS "
-        "NULL", gated)]
+    skipped = [f"step {s} ran with no approval" for (s,) in box.sql(  # a gate closed
+        "SELECT step_id FROM steps WHERE node = ? AND step_name = 'REVIEW' AND approved IS "
+        "NULL AND metadata NOT LIKE '%awaiting approval%'", gated)]  # unapproved says so
     step_file = box.node_dir(HOSTILE_GATED) / "steps" / "02-REVIEW.md"
     if "requires_approval: true" not in step_file.read_text():
         skipped.append(f"{step_file} lost its gate")
