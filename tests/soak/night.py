@@ -2,7 +2,9 @@
 checked as it goes and at dawn (docs/reliability.md, "A night, compressed").
 
 The tree is tests/soak/nighttree.py (three nodes on the real pinned Claude Code and Codex
-against loopback mocks, the soak agent elsewhere, four hostile agents); the weather is
+against loopback mocks, the soak agent elsewhere, four hostile agents), sandboxed as users
+run it (``"sandbox": "auto"``: its agents write their records in their own node dirs,
+``gather`` joins them); the weather is
 tests/soak/weather.py (outages, usage windows, ``tmux kill-server``, reboots, a locked
 database, the operator's verbs), each event at a seeded instant; the hostile attacks are
 tests/soak/hostile.py; the night's own invariants tests/soak/nightchecks.py, beside the

@@ -212,3 +212,40 @@ def test_a_gate_approved_at_dawn_leaves_its_node_time_to_end_inside_the_dawn(
         sleep = float(opts[opts.index("--sleep") + 1].rstrip("s"))
         assert opts[opts.index("--max-iters") + 1] == "2"
         assert sleep + 120 <= dawn_s(minutes), (name, sleep)  # two steps and the approval
+
+
+def test_the_records_of_every_node_dir_are_joined_and_a_torn_last_line_waits(
+        tmp_path: Path) -> None:
+    from tests.soak.night import gather
+
+    box = SimpleNamespace(base=tmp_path, repo=tmp_path / "repo",
+                          node_dir=lambda name: tmp_path / "nodes" / name)
+    for top, text in ((tmp_path / "repo" / ".fractal" / "main", '{"root": 1}\n'),
+                      (tmp_path / "nodes" / "a", '{"a": 1}\n{"a": 2}\n{"a": 3'),
+                      (tmp_path / "nodes" / "b", '{"b": 1}\n')):
+        (top / "tmp" / "soak").mkdir(parents=True)
+        (top / "tmp" / "soak" / "journal.jsonl").write_text(text)
+    gather(box, ["a", "b", "c"])  # c has written nothing yet
+    assert (tmp_path / "journal.jsonl").read_text().splitlines() == [
+        '{"root": 1}', '{"a": 1}', '{"a": 2}', '{"b": 1}']
+    assert (tmp_path / "hostile.jsonl").read_text() == ""
+
+
+@pytest.mark.parametrize(("value", "where"), [
+    ("tmp/soak/journal.jsonl", "node/tmp/soak/journal.jsonl"),
+    ("/abs/journal.jsonl", "/abs/journal.jsonl"),
+    ("", None),
+])
+def test_a_relative_record_goes_under_the_node_dir_where_a_sandboxed_agent_may_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, where: str | None) -> None:
+    from tests.soak.agent import record_path
+
+    monkeypatch.setenv("NODE_DIR", str(tmp_path / "node"))
+    monkeypatch.setenv("SOAK_JOURNAL", value)
+    got = record_path("SOAK_JOURNAL")
+    if where is None:
+        assert got is None
+    else:
+        assert got == (where if where.startswith("/") else str(tmp_path / where))
+    if where and not where.startswith("/"):
+        assert (tmp_path / "node" / "tmp" / "soak").is_dir()
