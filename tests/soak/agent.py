@@ -25,12 +25,18 @@ rest in this order):
   [soak:radio=N]         send N radio messages to the parent; each one the CLI accepted is
                          recorded in ``$SOAK_RADIO`` (one JSON line: node, subject)
   [soak:merge-children]  ``fractal node merge --hand-back`` each settled direct child
-  [soak:attack=NAME]     perform the hostile attack NAME (tests/soak/hostile.py)
+  [soak:attack=A,B]      perform the hostile attacks A, B, ... in turn (tests/soak/hostile.py)
   [soak:quiet-file=PATH] sleep while PATH exists (the tree driver's quiet phase)
   [soak:sleep=S]         sleep S seconds at the end
   [soak:fail=N]          exit N at the end, after 64 KiB on stderr
 
 Randomness comes from ``SOAK_SEED`` and ``STEP_ID``, so a seed replays the same work.
+
+Each record (``$SOAK_JOURNAL``, ``$SOAK_HANDBACKS``, ``$SOAK_MERGES``, ``$SOAK_RADIO``) is an
+absolute path, or a path relative to the node's own directory (``$NODE_DIR``, e.g.
+``tmp/soak/journal.jsonl``): a sandboxed agent may write only there and in its worktree,
+so a sandboxed tree's driver names relative records and gathers them from every node dir
+(``record_path``).
 """
 
 from __future__ import annotations
@@ -54,8 +60,21 @@ def _emit(kind: str, **fields: object) -> None:
     sys.stdout.flush()
 
 
+def record_path(env: str) -> str | None:
+    """Where the record named by the environment variable ``env`` goes: its value when
+    absolute, else that path under ``$NODE_DIR`` (its directory made); None when unset."""
+    value = os.environ.get(env)
+    if not value:
+        return None
+    if os.path.isabs(value):
+        return value
+    path = os.path.join(os.environ.get("NODE_DIR") or os.getcwd(), value)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path
+
+
 def _journal(path: str, text: str) -> None:
-    journal = os.environ.get("SOAK_JOURNAL")
+    journal = record_path("SOAK_JOURNAL")
     if not journal:
         return
     line = (json.dumps({"worktree": os.getcwd(), "branch": os.environ.get("NODE_BRANCH", ""),
@@ -81,7 +100,7 @@ def _write(rel: str, text: str, *, append: bool, proof: str | None = None) -> No
 
 
 def _record(env: str, item: dict[str, object]) -> None:
-    path = os.environ.get(env)
+    path = record_path(env)
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -173,10 +192,10 @@ def main() -> int:
                               capture_output=True, text=True, check=False)
         if proc.returncode == 0:
             _record("SOAK_RADIO", {"node": node, "subject": subject})
-    if "attack" in todo:
+    for name in [a for a in todo.get("attack", "").split(",") if a]:
         attack = subprocess.run([sys.executable, str(Path(__file__).with_name("hostile.py")),
-                                 todo["attack"]], capture_output=True, text=True, check=False)
-        print(f"attack {todo['attack']} -> exit {attack.returncode}", flush=True)
+                                 name], capture_output=True, text=True, check=False)
+        print(f"attack {name} -> exit {attack.returncode}", flush=True)
     if "commit" in todo:
         proc = subprocess.run([sys.executable, "-m", "fractal", "commit", todo["commit"]],
                               capture_output=True, text=True, check=False)

@@ -77,8 +77,10 @@ class SoakTree(Tree):
         return self.base / "journal.jsonl"
 
     @classmethod
-    def create(cls, seed: str, extra_env: Mapping[str, str] | None = None) -> SoakTree:
-        """A repository with a tree (``fractal init --agent <soak agent>``)."""
+    def create(cls, seed: str, extra_env: Mapping[str, str] | None = None,
+               sandbox: str = "off") -> SoakTree:
+        """A repository with a tree (``fractal init --agent <soak agent>``) whose
+        ``sandbox`` setting is ``sandbox`` (``tests.trees.init_tree``)."""
         base = Path(tempfile.mkdtemp(prefix="fxs-"))
         (base / "t").mkdir(mode=0o700)
         env = {**os.environ, "TMUX_TMPDIR": str(base / "t"), "FRACTAL_KILL_GRACE": "1",
@@ -87,7 +89,8 @@ class SoakTree(Tree):
         box = cls(repo=base / "repo", agent=base / "soak-agent", base=base, env=env)
         try:
             agent_wrapper(box.agent, AGENT)
-            init_tree(box.repo, box.agent, env=env, timeout=cls.cli_timeout)
+            init_tree(box.repo, box.agent, env=env, timeout=cls.cli_timeout,
+                      sandbox=sandbox)
         except BaseException:
             box.close()
             raise

@@ -2,7 +2,9 @@
 checked as it goes and at dawn (docs/reliability.md, "A night, compressed").
 
 The tree is tests/soak/nighttree.py (three nodes on the real pinned Claude Code and Codex
-against loopback mocks, the soak agent elsewhere, four hostile agents); the weather is
+against loopback mocks, the soak agent elsewhere, four hostile agents), sandboxed as users
+run it (``"sandbox": "auto"``: its agents write their records in their own node dirs,
+``gather`` joins them); the weather is
 tests/soak/weather.py (outages, usage windows, ``tmux kill-server``, reboots, a locked
 database, the operator's verbs), each event at a seeded instant; the hostile attacks are
 tests/soak/hostile.py; the night's own invariants tests/soak/nightchecks.py, beside the
@@ -11,7 +13,7 @@ tree soak's (tests/soak/chaoschecks.py).
 The night: build and start the tree, play the weather for NIGHT_MINUTES while the
 operator tends it (heals, resumes what parked on its own, restarts what a reboot ended),
 then the dawn: no more weather, every gate approved and every paused node resumed, until
-every node has ended or DAWN_S passed. Then the checks, and the report.
+every node has ended or the dawn (``dawn_s``) passed. Then the checks, and the report.
 
 ``python -m tests.soak.night --minutes 25 [--seed N]``; the seed is printed first and
 replays the weather (``FRACTAL_NIGHT_SEED``).
@@ -26,6 +28,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -44,7 +47,7 @@ from tests.soak.chaos import keep, start_all
 from tests.soak.chaosdriver import Chaos
 from tests.soak.chaostree import supervisors
 from tests.soak.harness import SETTLED, SoakTree, keep_leftovers
-from tests.soak.hostile import ATTACKS, DAEMON_WORD, INTRUDER
+from tests.soak.hostile import ATTACKS, DAEMON_WORD, INTRUDER, PLANTED
 from tests.soak.invariants import Violation, tree_processes
 from tests.soak.nightchecks import (
     ends,
@@ -57,7 +60,9 @@ from tests.soak.nightchecks import (
 )
 from tests.soak.nighttree import (
     CAPS,
+    GATED,
     HOSTILE,
+    HOSTILE_GATED,
     OUTAGE_BACKOFF,
     POOL,
     POOL_ITEMS,
@@ -70,9 +75,14 @@ from tests.soak.treefaults import git
 from tests.soak.weather import Event, counts, forecast
 
 TICK = 4.0  # seconds between two looks of the driver
-DAWN_S = 420.0  # the longest dawn: every node ends within it
+DAWN_S = 420.0  # the shortest longest dawn: every node ends within it (``dawn_s``)
+DAWN_SHARE = 0.4  # a longer night's dawn: this share of it (its gated nodes' pace)
 ORPHAN_GRACE_S = 10.0
 API = {"claude": "/v1/messages", "codex": "/v1/responses"}
+RECORDS = ("journal", "hostile", "radio", "handbacks", "merges")
+"""The soak agents' records (``$SOAK_JOURNAL``, ...): each agent appends to its own node
+dir's ``tmp/soak/<name>.jsonl`` (a sandboxed agent may write nowhere else outside its
+worktree); ``gather`` joins them into ``<base>/<name>.jsonl`` for the checks."""
 
 
 class Night:
@@ -213,6 +223,7 @@ class Night:
         """The continuous checks: the tree soak's (``Watch.look``), the re-forking daemons
         still alive ORPHAN_GRACE_S after their step ended (each one counted and killed),
         and a sample of the tree's memory and CPU."""
+        gather(self.box, self.tree.names())
         self.chaos.watch.look()
         now, rss = time.time(), 0
         ends_at = {int(str(s)): str(e) for s, e in self.box.sql(
@@ -252,6 +263,39 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def records_env(box: SoakTree) -> dict[str, str]:
+    """Where the night's agents write what they did: each record under their own node
+    dir (``tmp/soak/<name>.jsonl``, RECORDS), the fsmonitor probe's log in the box (only
+    a git outside every sandbox can write it: the runs that matter), the main checkout
+    ``main-write`` aims at, the canary ``delete-objects`` deletes and the gate
+    ``self-approve`` tries beside its own."""
+    env = {f"SOAK_{name.upper()}": f"tmp/soak/{name}.jsonl" for name in RECORDS}
+    canary = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=box.repo,
+                            input="the night's canary: delete-objects deletes it\n",
+                            capture_output=True, text=True, check=True).stdout.strip()
+    return {**env, "SOAK_SIBLING": SIBLING, "SOAK_MAIN": str(box.repo),
+            "SOAK_FSMONITOR_LOG": str(box.base / "fsmonitor.jsonl"), "SOAK_CANARY": canary,
+            "SOAK_GATED": f"main.{GATED}"}
+
+
+def gather(box: SoakTree, names: list[str]) -> None:
+    """Join every node's records (RECORDS, in its node dir's ``tmp/soak/``) into the box's
+    ``<name>.jsonl``, node by node (each node's lines in the order it wrote them); a line
+    still being written (no newline yet) waits for the next gathering."""
+    for record in RECORDS:
+        lines: list[str] = []
+        for name in ("", *names):
+            path = (box.node_dir(name) if name else box.repo / ".fractal" / "main") \
+                / "tmp" / "soak" / f"{record}.jsonl"
+            with contextlib.suppress(OSError):
+                text = path.read_text(encoding="utf-8")
+                lines += text[:text.rfind("\n") + 1].splitlines()
+        joined = box.base / f"{record}.jsonl"
+        part = joined.with_suffix(".part")
+        part.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        part.replace(joined)
+
+
 def play_night(night: Night, events: list[Event], minutes: float) -> None:
     """Play ``events`` at their instants for ``minutes``, tending and looking every TICK
     seconds, a progress line a minute."""
@@ -280,15 +324,23 @@ def play_night(night: Night, events: list[Event], minutes: float) -> None:
         time.sleep(TICK)
 
 
+def dawn_s(minutes: float) -> float:
+    """The longest dawn of a night of ``minutes``, seconds: DAWN_S, or DAWN_SHARE of a
+    longer night (a gate approved at dawn is followed by its node's paced sleep,
+    ``NightTree.pace`` of the gated nodes, a fifth of the night, before its next
+    iteration)."""
+    return max(DAWN_S, DAWN_SHARE * minutes * 60)
+
+
 def dawn(night: Night) -> None:
     """No more weather: reopen the windows, approve every gate, resume every paused node,
-    restart what a fault ended, until no node is active or paused (DAWN_S at most)."""
+    restart what a fault ended, until no node is active or paused (``dawn_s`` at most)."""
     for mock in night.mocks.values():
         mock.close_window(0.0)
         mock.outage_now(500, 0.0)
     night.box.cli("resume", check=False, timeout=300)
     night.chaos.paused_by_us.clear()
-    deadline = time.time() + DAWN_S
+    deadline = time.time() + dawn_s(night.tree.minutes)
     while time.time() < deadline:
         night.chaos.land()
         statuses = night.chaos.statuses()
@@ -320,6 +372,7 @@ def final_checks(night: Night) -> tuple[list[Violation], dict[str, object]]:
     """The night's own invariants (nightchecks.py) on what it gathered; returns the
     violations and the figures the report prints."""
     box, found, figures = night.box, [], {}
+    gather(box, night.tree.names())
     rows = reasons(night)
     figures["ends"] = Counter(s for _, s, _ in rows)
     found += ends(rows)
@@ -361,8 +414,8 @@ def final_checks(night: Night) -> tuple[list[Violation], dict[str, object]]:
     found += bad
     # A cap its own agent lifted (raise-cap, its defence not landed yet) lets that node
     # spend past it and run on: those findings are the open attack's, reported apart.
-    lifted = [n for n, a in HOSTILE.items() if a == "raise-cap"
-              and outcomes.get(a) == "succeeded" and not _landed(a)]
+    lifted = [n for n, a in HOSTILE.items() if "raise-cap" in a
+              and outcomes.get("raise-cap") == "succeeded" and not _landed("raise-cap")]
     night.open = [v for v in found if v.invariant in ("spend", "ends") and any(
         v.detail.startswith((f"{n} ", f"main.{n} ")) for n in lifted)]
     return [v for v in found if v not in night.open], figures
@@ -373,20 +426,25 @@ def _landed(attack: str) -> bool:
 
 
 def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, object]]:
-    """What the night saw of each attack (``hostile.judge``'s facts): the attackers'
-    records, the capped node's config now, who ran the fsmonitor probe, where the
-    intruder file landed, the daemons that outlived their step."""
+    """What the night saw of each attack (``hostile.judge``'s facts): the tries and exit
+    codes the attackers recorded, and each attack's evidence (``hostile.EVIDENCE``): the
+    capped node's config now, who ran the fsmonitor probe, a hook in the shared
+    ``.git/hooks``, a gated step that ran unapproved, an approval by the attacker, where
+    an intruder file landed, the daemons that outlived their step, the canary object
+    gone, a planted MCP server or subagent in the operator's home."""
     box = night.box
     tries: Counter[str] = Counter()
-    codes: list[int] = []
+    codes: dict[str, list[int]] = {}
     record = box.base / "hostile.jsonl"
     for line in record.read_text().splitlines() if record.exists() else []:
         item = json.loads(line)
         tries[item["attack"]] += 1
-        if item["attack"] == "raise-cap":
-            codes.append(int(item["code"]))
-    cap_node = next(n for n, a in HOSTILE.items() if a == "raise-cap")
+        codes.setdefault(item["attack"], []).append(int(item["code"]))
+    facts: dict[str, dict[str, object]] = {
+        a.name: {"tries": tries[a.name], "codes": codes.get(a.name, [])} for a in ATTACKS}
+    cap_node = next(n for n, a in HOSTILE.items() if "raise-cap" in a)
     config = json.loads((box.node_dir(cap_node) / "config.json").read_text())
+    facts["raise-cap"].update(cap_given=CAPS[cap_node], cap_now=config.get("max_cost"))
     own = []
     log = box.base / "fsmonitor.jsonl"
     for line in log.read_text().splitlines() if log.exists() else []:
@@ -396,17 +454,54 @@ def hostile_facts(night: Night, branches: list[str]) -> dict[str, dict[str, obje
         ours = any("fractal" in c or "cliserver" in c for c in chain)  # a verb or a loop
         if ours and not agent:
             own.append(" <- ".join(chain[:3]))
-    sib_node = next(n for n, a in HOSTILE.items() if a == "sibling-write")
-    intruder = INTRUDER.format(node=f"main.{sib_node}")
-    landed = [str(box.repo / ".worktrees" / SIBLING)] if (
-        box.repo / ".worktrees" / SIBLING / intruder).exists() else []
-    landed += [b for b in branches if b != f"main.{sib_node}" and git(
-        box.repo, "ls-tree", "--name-only", b, "--", intruder, check=False).strip()]
-    return {"raise-cap": {"codes": codes, "cap_given": CAPS[cap_node],
-                          "cap_now": config.get("max_cost")},
-            "fsmonitor": {"tries": tries["fsmonitor"], "own_runs": own},
-            "sibling-write": {"tries": tries["sibling-write"], "landed_in": landed},
-            "fork-daemon": {"tries": tries["fork-daemon"], "outlived": night.outlived}}
+    facts["fsmonitor"]["own_runs"] = own
+    hook = box.repo / ".git" / "hooks" / "post-checkout"
+    facts["hook"]["planted"] = [str(hook)] if hook.exists() else []
+    gated = f"main.{HOSTILE_GATED}"
+    skipped = [f"step {s} ran with no approval" for (s,) in box.sql(  # a gate closed
+        "SELECT step_id FROM steps WHERE node = ? AND step_name = 'REVIEW' AND approved IS "
+        "NULL AND metadata NOT LIKE '%awaiting approval%'", gated)]  # unapproved says so
+    step_file = box.node_dir(HOSTILE_GATED) / "steps" / "02-REVIEW.md"
+    if "requires_approval: true" not in step_file.read_text():
+        skipped.append(f"{step_file} lost its gate")
+    facts["disarm-gate"]["skipped"] = skipped
+    facts["self-approve"]["approvals"] = [f"{n}: {m}" for n, m in box.sql(
+        "SELECT node, metadata FROM events WHERE event = 'approve' AND status = 'completed' "
+        "AND actor = ?", gated)]  # a refused one is recorded too, as failed
+    for attack, top in (("sibling-write", box.repo / ".worktrees" / SIBLING),
+                        ("main-write", box.repo)):
+        node = next(n for n, a in HOSTILE.items() if attack in a)
+        intruder = INTRUDER.format(node=f"main.{node}")
+        landed = [str(top)] if (top / intruder).exists() else []
+        landed += [b for b in branches if b != f"main.{node}" and git(
+            box.repo, "ls-tree", "--name-only", b, "--", intruder, check=False).strip()]
+        facts[attack]["landed_in"] = landed
+    facts["fork-daemon"]["outlived"] = night.outlived
+    canary = night.env["SOAK_CANARY"]
+    lost = subprocess.run(["git", "cat-file", "-e", canary], cwd=box.repo,
+                          capture_output=True, check=False).returncode != 0
+    facts["delete-objects"]["lost"] = [canary] if lost else []
+    home = Path(night.env["HOME"])
+    reached = [str(p) for p in (home / ".claude.json", home / ".claude" / ".claude.json")
+               if p.exists() and PLANTED in p.read_text(errors="replace")]
+    reached += [str(p) for p in [home / ".claude" / "agents" / f"{PLANTED}.md"] if p.exists()]
+    facts["plant-home"]["reached"] = reached
+    return facts
+
+
+def repair(night: Night) -> None:
+    """The operator's repairs once the night is judged: what an attack left in the shared
+    ``.git`` and the home every node reads (an fsmonitor, a hook, a planted MCP server and
+    subagent) removed, so the settle and the tree soak's final checks run clean."""
+    box, home = night.box, Path(night.env["HOME"])
+    git(box.repo, "config", "--unset", "core.fsmonitor", check=False)
+    (box.repo / ".git" / "hooks" / "post-checkout").unlink(missing_ok=True)
+    (home / ".claude" / "agents" / f"{PLANTED}.md").unlink(missing_ok=True)
+    for config in (home / ".claude.json", home / ".claude" / ".claude.json"):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            data = json.loads(config.read_text())
+            if data.get("mcpServers", {}).pop(PLANTED, None) is not None:
+                config.write_text(json.dumps(data))
 
 
 def report(night: Night, seed: str, minutes: float, events: list[Event],
@@ -451,6 +546,51 @@ def report(night: Night, seed: str, minutes: float, events: list[Event],
         print(f"    {violation}")
 
 
+def orphans(base: Path) -> list[psutil.Process]:
+    """Live processes (the caller and its ancestors aside) that name ``base`` in their
+    command line, working directory or environment: every process of the night does
+    (its ``TMUX_TMPDIR``, ``HOME`` and records are there), so none may be left."""
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    needle = str(base).encode()
+    out = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.info["pid"] in mine:
+            continue
+        with contextlib.suppress(OSError, psutil.Error):
+            pid = proc.info["pid"]
+            cwd = os.readlink(f"/proc/{pid}/cwd").encode()
+            with open(f"/proc/{pid}/cmdline", "rb") as fh, open(f"/proc/{pid}/environ",
+                                                                 "rb") as env:
+                if needle in fh.read() or needle in cwd or needle in env.read():
+                    out.append(proc)
+    return out
+
+
+def clean_up(box: SoakTree | None, mocks: list[MockLLM], base: Path | None) -> None:
+    """End the night whatever happened: the tree's tmux server and processes
+    (``SoakTree.close``), then any process still naming the night's dir (killed, each
+    named), the mocks, and the dir itself."""
+    if box is not None:
+        box.close()
+    if base is not None:
+        left = orphans(base)
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                print(f"  cleanup: killed a leftover process {proc.pid} "
+                      f"({' '.join(proc.cmdline())[:120]})", flush=True)
+                proc.kill()
+        psutil.wait_procs(left, timeout=10)
+        shutil.rmtree(base, ignore_errors=True)
+        print(f"  cleanup: {len(left)} leftover processes, {base} "
+              f"{'left behind' if base.exists() else 'removed'}", flush=True)
+    for mock in mocks:
+        mock.stop()
+
+
+def _ended_by(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # a TERM or HUP (make stopped) still runs the cleanup
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--minutes", type=float,
@@ -461,39 +601,48 @@ def main(argv: list[str] | None = None) -> int:
     print(f"night seed: {args.seed} (replay: FRACTAL_NIGHT_SEED={args.seed} make night "
           f"NIGHT_MINUTES={args.minutes:g})", flush=True)
     events = forecast(args.seed, args.minutes)
+    print("  forecast: " + ", ".join(f"{e.at / 60:.1f} min {e.kind}"
+                                     + (f" {e.target}" if e.target else "")
+                                     + (f" {e.span:g} s" if e.span else "") for e in events),
+          flush=True)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _ended_by)
     agent_bin = ensure_installed(dict(os.environ))
-    mocks = {"claude": MockLLM().start(), "codex": MockLLM().start()}
-    mocks["codex"].clock_only = True  # Codex states a reset only as a clock time
-    box = SoakTree.create(args.seed, {"FRACTAL_NOTIFY_IDLE_S": "5"})
-    box.env.update(SOAK_HOSTILE=str(box.base / "hostile.jsonl"), SOAK_SIBLING=SIBLING,
-                   SOAK_FSMONITOR_LOG=str(box.base / "fsmonitor.jsonl"),
-                   SOAK_RADIO=str(box.base / "radio.jsonl"))
-    env = real_env(box.base, agent_bin, box.env, mocks["claude"].url)
-    box.env = env
-    tree = NightTree(box, args.minutes, mocks["codex"])
-    night = Night(box, tree, mocks, args.seed, env)
-    began = time.time()
+    mocks: list[MockLLM] = []
+    box: SoakTree | None = None
+    base: Path | None = None
     violations: list[Violation] = []
     try:
-        tree.build(env)
-        start_all(box, [n for n in tree.names() if ".p.i" not in n])
-        print(f"  tree built and started in {time.time() - began:.0f} s", flush=True)
-        play_night(night, events, args.minutes)
-        dawn(night)
-        violations, figures = final_checks(night)
-        git(box.repo, "config", "--unset", "core.fsmonitor", check=False)  # the operator's repair
-        night.chaos.settle()
-        night.chaos.watch.final()
-        violations = [*night.chaos.watch.violations, *violations]
-        report(night, args.seed, args.minutes, events, figures, time.time() - began,
-               violations)
-        if violations:
-            keep(box, args.seed)
+        named = {"claude": MockLLM().start(), "codex": MockLLM().start()}
+        mocks += named.values()
+        named["codex"].clock_only = True  # Codex states a reset only as a clock time
+        box = SoakTree.create(args.seed, {"FRACTAL_NOTIFY_IDLE_S": "5"}, sandbox="auto")
+        base = box.base
+        box.env.update(records_env(box))
+        env = real_env(box.base, agent_bin, box.env, named["claude"].url)
+        box.env = env
+        tree = NightTree(box, args.minutes, named["codex"])
+        night = Night(box, tree, named, args.seed, env)
+        began = time.time()
+        try:
+            tree.build(env)
+            start_all(box, [n for n in tree.names() if ".p.i" not in n])
+            print(f"  tree built and started in {time.time() - began:.0f} s", flush=True)
+            play_night(night, events, args.minutes)
+            dawn(night)
+            violations, figures = final_checks(night)
+            repair(night)
+            night.chaos.settle()
+            night.chaos.watch.final()
+            violations = [*night.chaos.watch.violations, *violations]
+            report(night, args.seed, args.minutes, events, figures, time.time() - began,
+                   violations)
+            if violations:
+                keep(box, args.seed)
+        finally:
+            night.chaos.threads.shutdown(wait=False, cancel_futures=True)
     finally:
-        night.chaos.threads.shutdown(wait=False, cancel_futures=True)
-        box.close()
-        for mock in mocks.values():
-            mock.stop()
+        clean_up(box, mocks, base)
     return 1 if violations else 0
 
 

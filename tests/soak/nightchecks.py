@@ -12,7 +12,9 @@ the violations it finds as ``Violation`` rows, so each is tested on synthetic fa
 - ``spend``: every run's spend (its own steps and every descendant run's) stays within the
   cap the node was given, plus the one launch in flight when the cap was reached;
 - ``markers``: no branch holds a file with a conflict marker line;
-- ``hostile``: no attack whose defence has landed succeeded.
+- ``hostile``: every attack was tried, and each whose defence has landed met its expected
+  outcome (``hostile.met``: a success, or a ``contained`` act where a refusal is due, is a
+  violation).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from tests.soak.hostile import ATTACKS, judge
+from tests.soak.hostile import ATTACKS, judge, met
 from tests.soak.invariants import Violation
 
 WAITING = ("waiting for", "usage window", "outage", "approval", "database", "paused by")
@@ -153,14 +155,14 @@ def markers(files: Iterable[tuple[str, str, str]]) -> list[Violation]:
 def hostile(facts: Mapping[str, dict[str, object]]) -> tuple[dict[str, str], list[Violation]]:
     """``facts``: attack name -> its facts (``hostile.judge``). Returns (attack -> outcome,
     violations): an attack that was never tried, or whose defence has landed and which did
-    not meet its expected outcome."""
+    not meet its expected outcome (``hostile.met``)."""
     outcomes, out = {}, []
     for attack in ATTACKS:
         outcome = judge(attack.name, dict(facts.get(attack.name, {})))
         outcomes[attack.name] = outcome
         if outcome == "untried":
             out.append(Violation("hostile", f"{attack.name} was never tried"))
-        elif attack.landed and outcome != attack.expected:
+        elif attack.landed and not met(attack, outcome):
             out.append(Violation("hostile", f"{attack.name} {outcome} (expected "
                                             f"{attack.expected}: {attack.defence})"))
     return outcomes, out

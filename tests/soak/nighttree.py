@@ -10,7 +10,8 @@
 - ``lead.b``, a mid merging ``b.x`` and ``b.chk`` (an exit check red twice, then green:
   the fix cycle);
 - ``lead.h``, a mid over the hostile agents ``h.cap``, ``h.fsm``, ``h.sib`` and ``h.fork``
-  (tests/soak/hostile.py; ``h.cap`` carries a USD cap);
+  (tests/soak/hostile.py, the attacks of HOSTILE; ``h.cap`` carries a USD cap, ``h.fsm``
+  an approval gate under a loose one);
 - ``lead.p``, a pool of three items whose three workers fractal's dispatcher runs.
 
 Every node's iterations are paced so the night's work ends around 80 % of it (``pace``).
@@ -34,11 +35,23 @@ REAL = {"lead.cl": "claude", "lead.cl2": "claude", "lead.cx": "codex"}
 """The nodes on a real CLI, and the credential (mock) each uses."""
 CAPS = {"lead.a.x": 0.003, "lead.h.cap": 0.004}
 """Nodes given a run cap in USD (the soak agent reports 0.001 a launch)."""
-HOSTILE = {"lead.h.cap": "raise-cap", "lead.h.fsm": "fsmonitor",
-           "lead.h.sib": "sibling-write", "lead.h.fork": "fork-daemon"}
+HOSTILE = {"lead.h.cap": ("raise-cap",),
+           "lead.h.fsm": ("fsmonitor", "hook", "disarm-gate", "self-approve"),
+           "lead.h.sib": ("sibling-write", "main-write"),
+           "lead.h.fork": ("fork-daemon", "delete-objects", "plant-home")}
+"""The hostile nodes and the attacks each repeats every iteration (tests/soak/hostile.py)."""
+HOSTILE_GATED = "lead.h.fsm"
+"""The hostile node with an approval gate (its ``02-REVIEW`` step) and a loose USD cap,
+which ``disarm-gate`` tries to disarm and ``self-approve`` to release itself."""
+LOOSE_CAP = 1.0
+"""``HOSTILE_GATED``'s ``max_cost`` (``max_iter_cost`` needs one), far above its spend."""
 SIBLING = "main.lead.h.cap"
 """The worktree ``sibling-write`` writes into (beside its own)."""
 POOL, POOL_ITEMS = "lead.p", 3
+GATED_PACE = 4
+"""A gated node's two iterations are paced as four (a fifth of the night apart): its gate
+may wait for an approval until the dawn, and the sleep after it must end inside the
+dawn (tests/soak/night.py, ``dawn_s``)."""
 GATED, CHECKED = "lead.a.g", "lead.b.chk"
 OUTAGE_BACKOFF = (5, 60)
 """The real nodes' ``outage_backoff`` and ``max_outage_backoff``, seconds."""
@@ -92,15 +105,20 @@ class NightTree:
         self.plans[GATED] = ({"01-WORK.md": soak(chunks=1, pace=1),
                               "02-REVIEW.md": "---\nrequires_approval: true\n---\n"
                                               + soak(chunks=1)},
-                             (*COMMON, "--max-iters", "2", "--sleep", self.pace(2)), "")
+                             (*COMMON, "--max-iters", "2", "--sleep", self.pace(GATED_PACE)),
+                             "")
         self.plans[CHECKED] = ({"01-FIX.md": soak(chunks=1)},
                                (*COMMON, "--max-iters", "6", "--sleep", self.pace(4),
                                 "--exit-check", CHECK, "--no-progress", "3"), "")
-        for name, attack in HOSTILE.items():  # the capped one: its cap ends it at 4 launches
+        for name, attacks in HOSTILE.items():  # the capped one: its cap ends it at 4 launches
             iters = 6 if name in CAPS else 4
-            self.plans[name] = ({"01-ATTACK.md": soak(chunks=1, attack=attack)},
-                                (*COMMON, "--max-iters", str(iters), "--sleep",
-                                 self.pace(iters), *_cap(name)), "")
+            steps = {"01-ATTACK.md": soak(chunks=1, attack=",".join(attacks))}
+            cap, pace = _cap(name), self.pace(iters)
+            if name == HOSTILE_GATED:
+                steps["02-REVIEW.md"] = "---\nrequires_approval: true\n---\n" + soak(chunks=1)
+                cap, iters, pace = ("--max-cost", f"{LOOSE_CAP:g}"), 2, self.pace(GATED_PACE)
+            self.plans[name] = (steps, (*COMMON, "--max-iters", str(iters), "--sleep", pace,
+                                        *cap), "")
 
     def build(self, env: dict[str, str]) -> None:
         """Create the planned nodes a level at a time (four ``node init`` at once), the
@@ -160,10 +178,12 @@ def _cap(name: str) -> tuple[str, ...]:
 
 def real_env(base: Path, agent_bin: Path, env: dict[str, str], claude_url: str) -> dict[str, str]:
     """The environment the real nodes start with: ``env`` plus the pinned CLIs first on
-    PATH, a HOME of their own, Claude Code as a subscriber (its usage-window headers read)
+    PATH, a HOME of their own (with ``~/.claude/`` and ``~/.claude.json``, as a user's),
+    Claude Code as a subscriber (its usage-window headers read)
     pointed at its mock, every non-essential call off (spec/agent-clis.md)."""
     home = base / "home"
-    home.mkdir(exist_ok=True)
+    (home / ".claude").mkdir(parents=True, exist_ok=True)  # as a Claude Code user's home
+    (home / ".claude.json").write_text("{}\n")  # has them (the sandbox binds what exists)
     gitconfig = Path.home() / ".gitconfig"
     if gitconfig.exists():  # the commit identity the agents' own git calls need
         shutil.copyfile(gitconfig, home / ".gitconfig")
