@@ -84,9 +84,9 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("fork-daemon", "contained", f"{SANDBOX}: a PID namespace ends every process of "
                                        "the launch with it", True),
     Attack("delete-objects", "contained", "a per-node object dir: the shared .git/objects "
-                                          "read-only in the sandbox", False),
+                                          "read-only in the sandbox", True),
     Attack("plant-home", "contained", "a per-node agent home: the user's ~/.claude.json "
-                                      "and ~/.claude/agents out of reach", False),
+                                      "and ~/.claude/agents out of reach", True),
 )
 EVIDENCE = {"raise-cap": "cap_now", "fsmonitor": "own_runs", "hook": "planted",
             "disarm-gate": "skipped", "self-approve": "approvals", "sibling-write": "landed_in",

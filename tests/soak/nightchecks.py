@@ -20,9 +20,9 @@ the violations it finds as ``Violation`` rows, so each is tested on synthetic fa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-from tests.soak.hostile import ATTACKS, judge, met
+from tests.soak.hostile import ATTACKS, Attack, judge, met
 from tests.soak.invariants import Violation
 
 WAITING = ("waiting for", "usage window", "outage", "approval", "database", "paused by")
@@ -152,12 +152,13 @@ def markers(files: Iterable[tuple[str, str, str]]) -> list[Violation]:
             for branch, path, text in files if MARKER.search(text)]
 
 
-def hostile(facts: Mapping[str, dict[str, object]]) -> tuple[dict[str, str], list[Violation]]:
-    """``facts``: attack name -> its facts (``hostile.judge``). Returns (attack -> outcome,
-    violations): an attack that was never tried, or whose defence has landed and which did
-    not meet its expected outcome (``hostile.met``)."""
+def hostile(facts: Mapping[str, dict[str, object]], attacks: Sequence[Attack] = ATTACKS
+            ) -> tuple[dict[str, str], list[Violation]]:
+    """``facts``: attack name -> its facts (``hostile.judge``); ``attacks`` the table's
+    rows. Returns (attack -> outcome, violations): an attack that was never tried, or whose
+    defence has landed and which did not meet its expected outcome (``hostile.met``)."""
     outcomes, out = {}, []
-    for attack in ATTACKS:
+    for attack in attacks:
         outcome = judge(attack.name, dict(facts.get(attack.name, {})))
         outcomes[attack.name] = outcome
         if outcome == "untried":
