@@ -27,7 +27,7 @@ from fractal.domain.merge.rules import NODE_DIRS
 from fractal.workspace.git import run_git
 
 __all__ = ["LINK_MODES", "NODE_DIRS", "drop_node_links", "drop_staged_links", "real_dirs",
-           "under_node_dirs"]
+           "real_node_dir", "remove_entry", "under_node_dirs"]
 
 LINK_MODES = ("120000", "160000")
 """Index modes that point elsewhere: a symbolic link and a gitlink (a submodule commit)."""
@@ -82,11 +82,11 @@ def drop_node_links(worktree: Path) -> list[str]:
         return []
     _unstage(worktree, links)
     for rel in links:
-        _remove_entry(worktree / rel)
+        remove_entry(worktree / rel)
     return links
 
 
-def _remove_entry(path: Path) -> None:
+def remove_entry(path: Path) -> None:
     """Remove what sits at ``path`` without following it: a link or file is unlinked, a
     real directory removed with its contents (``rmtree`` unlinks links inside, never
     enters them). Missing is fine. Raises OSError when it cannot be removed."""
@@ -127,3 +127,20 @@ def real_dirs(top: Path, rel: str) -> Path:
         if mode is None:
             path.mkdir()
     return path
+
+
+def real_node_dir(node_dir: Path) -> Path:
+    """``real_dirs`` for a node dir ``<worktree>/.fractal/<branch>``: ``.fractal`` and the
+    node dir are each made a real directory (a link or file in the place of either is
+    removed, never followed); returns ``node_dir``. A path of any other shape is only
+    created (``mkdir -p``) and must not be a link. Raises OSError, and FractalError for a
+    link at a path of another shape."""
+    if node_dir.parent.name == NODE_DIRS:
+        return real_dirs(node_dir.parent.parent, f"{NODE_DIRS}/{node_dir.name}")
+    if node_dir.is_symlink():
+        from fractal.errors import FractalError  # deferred: only this refusal needs it
+
+        raise FractalError(f"{node_dir} is a symbolic link, not a node directory; remove "
+                           "it and run the command again")
+    node_dir.mkdir(parents=True, exist_ok=True)
+    return node_dir
