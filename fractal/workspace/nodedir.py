@@ -318,8 +318,7 @@ def seed_node_dir(node_dir: Path) -> None:
     (``nodelinks.real_node_dir``). Raises OSError on I/O errors.
     """
     from fractal.assets import asset_root  # deferred: start-up cost (1 module)
-    # deferred: start-up cost (the git plumbing, for seeding only)
-    from fractal.workspace.nodelinks import real_dirs, real_node_dir
+    from fractal.workspace.nodelinks import real_dirs, real_node_dir  # deferred: start-up cost
 
     root = asset_root()
     real_node_dir(node_dir)
