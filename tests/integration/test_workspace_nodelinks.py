@@ -135,3 +135,17 @@ def test_drop_staged_links_asks_git_only_when_something_under_fractal_is_staged(
     assert _links(repo) == [".fractal/main.a.c"]
     assert drop_staged_links(repo, [".fractal/main.a.c"]) == [".fractal/main.a.c"]
     assert _links(repo) == []
+
+
+def test_a_linked_fractal_dir_itself_is_dropped_and_made_real(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _stage_link(repo, ".fractal", str(outside))
+    git(repo, "commit", "-q", "-m", "link the whole node area")
+    git(repo, "checkout", "-q", "--", ".")
+    assert (repo / ".fractal").is_symlink()
+    assert drop_node_links(repo) == [".fractal"]
+    seed_node_dir(real_node_dir(repo / ".fractal" / "main.a"))
+    assert not (repo / ".fractal").is_symlink()
+    assert (repo / ".fractal" / "main.a" / "NODE.md").is_file()
+    assert list(outside.iterdir()) == []
