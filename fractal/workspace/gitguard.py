@@ -9,7 +9,13 @@ process fractal starts gets configuration overrides in its environment
 after every config file, so they win over the repository's):
 
 - ``FIXED``: hooks off (``core.hooksPath=/dev/null``), ``core.fsmonitor=false``, no editor,
-  no pager, no signing or signature checks, no credential helper;
+  no pager, no signing or signature checks, no credential helper, and no descent into a
+  nested repository or submodule (``diff.ignoreSubmodules=dirty``, ``submodule.recurse``
+  off): git looks at a gitlink's HEAD, never runs ``git status`` inside it, since that
+  child git would read the nested repository's own config, whose drivers no override
+  here names. Where a command still descends (``git add`` over a gitlink, a submodule's
+  ``ignore`` setting in ``.gitmodules``, which wins over this config) the caller passes
+  ``--ignore-submodules=dirty`` or leaves the gitlink out (``git.gitlink_excludes``);
 - every filter, diff or merge driver *named in the repository's own config files* (the
   common ``config``, the worktree's ``config.worktree`` and every file they could include)
   loses its commands: ``filter.<x>.clean/smudge/process`` and ``diff.<x>.textconv/command``
@@ -39,12 +45,10 @@ as configured. The overrides cost no process: the config files are read (at most
 from __future__ import annotations
 
 import os
-import re
 import stat
 from _thread import get_ident  # (threading's own; no import of threading)
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 
 __all__ = ["CONFIG_CAP", "FIXED", "guard_env", "private_stores", "repository_programs"]
@@ -60,6 +64,11 @@ FIXED: tuple[tuple[str, str], ...] = (
     ("log.showSignature", "false"),
     ("merge.verifySignatures", "false"),
     ("credential.helper", ""),
+    ("diff.ignoreSubmodules", "dirty"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("push.recurseSubmodules", "no"),
 )
 """Overrides every guarded git process gets, whatever the repository says."""
 
@@ -70,19 +79,10 @@ _MERGE_FILE = "git merge-file --marker-size=%L %A %O %B"
 _DRIVER_KEYS = {"filter": (("clean", ""), ("smudge", ""), ("process", "")),
                 "diff": (("textconv", ""), ("command", "")),
                 "merge": (("driver", _MERGE_FILE),)}
-# a section header naming a driver, new ([filter "x"]) and old ([filter.x]) syntax, found
-# anywhere in the text (a second header may follow a first on its line)
-_HEADER = (r'\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]'
-           r"|\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]")
-# any "path = value" may be an include (include.path, includeIf.<cond>.path): all followed
 _INCLUDE_DEPTH = 10
-_PATH = r'^\s*path\s*=\s*("(?:[^"\\\n]|\\.)*"|[^\n;#]*)'
-
-
-@cache
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:  # compiled on a first scan
-    return (re.compile(_HEADER, re.IGNORECASE),
-            re.compile(_PATH, re.IGNORECASE | re.MULTILINE))
+_DRIVERS = frozenset(_DRIVER_KEYS)
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_ESCAPES = {"n": "\n", "t": "\t", "b": "\b", '"': '"', "\\": "\\"}
 
 
 _TRUSTED: set[int] = set()  # the threads inside repository_programs() (no contextvars:
@@ -222,24 +222,137 @@ def _scan(path: Path, names: set[tuple[str, str]], seen: set[str], depth: int) -
         return
     finally:
         os.close(fd)
-    header, include = _patterns()
-    for match in header.finditer(text):
-        if match.group(1):
-            kind = match.group(1).lower()
-            name = re.sub(r"\\(.)", r"\1", match.group(2))
-        else:
-            kind, name = match.group(3).lower(), match.group(4).lower()
-        names.add((kind, name))
-    for match in include.finditer(text):
-        value = match.group(1).strip()
-        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+    found, includes = _parse(text)
+    names.update(found)
+    for value in includes:
         if not value:
             continue
         target = Path(os.path.expanduser(value))
         if not target.is_absolute():
             target = path.parent / target
         _scan(target, names, seen, depth + 1)
+
+
+def _parse(text: str) -> tuple[set[tuple[str, str]], list[str]]:
+    """(the drivers every section header of ``text`` names, as (kind, name); the value of
+    every ``path`` key, in any section) read as git reads a config file: a header and a
+    key may share a line, a value may be partly quoted and continue past a backslash at
+    the end of a line, escapes are undone, a comment starts at an unquoted ``#`` or ``;``.
+    Following every ``path`` (not only ``include.path`` / ``includeIf.<cond>.path``) can
+    only find more drivers, never fewer."""
+    names: set[tuple[str, str]] = set()
+    paths: list[str] = []
+    i, end = 0, len(text)
+    while i < end:
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif c in "#;":
+            i = _line_end(text, i)
+        elif c == "[":
+            close = _header_end(text, i + 1)
+            driver = _driver(text[i + 1:close])
+            if driver is not None:
+                names.add(driver)
+            i = close + 1
+        elif c in _KEY_CHARS:
+            start = i
+            while i < end and text[i] in _KEY_CHARS:
+                i += 1
+            key = text[start:i].lower()
+            while i < end and text[i] in " \t":
+                i += 1
+            if i < end and text[i] == "=":
+                value, i = _value(text, i + 1)
+                if key == "path":
+                    paths.append(value)
+        else:  # git refuses such a file; nothing on this line can name a driver
+            i = _line_end(text, i)
+    return names, paths
+
+
+def _line_end(text: str, i: int) -> int:
+    found = text.find("\n", i)
+    return len(text) if found < 0 else found
+
+
+def _header_end(text: str, i: int) -> int:
+    """The index of the ``]`` closing a header whose text starts at ``i`` (a quoted
+    subsection may hold ``]`` and escaped quotes); the line's end when there is none."""
+    quoted = False
+    while i < len(text) and text[i] != "\n":
+        c = text[i]
+        if c == "\\" and quoted:
+            i += 2
+            continue
+        if c == '"':
+            quoted = not quoted
+        elif c == "]" and not quoted:
+            return i
+        i += 1
+    return i
+
+
+def _driver(header: str) -> tuple[str, str] | None:
+    """(kind, name) when a header's text (between the brackets) opens a filter, diff or
+    merge driver's section: ``filter "x"`` (name kept as written) or ``filter.x`` (the
+    old syntax, name lowercased as git does)."""
+    head = header.strip()
+    quote = head.find('"')
+    if quote >= 0:
+        kind = head[:quote].strip().lower()
+        raw = head[quote + 1:].rstrip()
+        raw = raw[:-1] if raw.endswith('"') else raw
+        chars: list[str] = []
+        k = 0
+        while k < len(raw):  # a backslash keeps the next character as it is
+            if raw[k] == "\\" and k + 1 < len(raw):
+                k += 1
+            chars.append(raw[k])
+            k += 1
+        name = "".join(chars)
+        return (kind, name) if kind in _DRIVERS else None
+    kind, dot, name = head.partition(".")
+    kind = kind.strip().lower()
+    if not dot or kind not in _DRIVERS:
+        return None
+    return kind, name.strip().lower()
+
+
+def _value(text: str, i: int) -> tuple[str, int]:
+    """A value starting at ``i`` (just after ``=``) as git reads it, and where it ends:
+    leading and trailing unquoted blanks dropped, quotes removed, ``\\n`` ``\\t``
+    ``\\b`` ``\\"`` ``\\\\`` undone, a backslash before a newline joining the next line."""
+    out: list[str] = []
+    quoted = False
+    spaces = 0
+    end = len(text)
+    while i < end:
+        c = text[i]
+        if c == "\n" and not quoted:
+            break
+        if c in " \t" and not quoted:
+            spaces += 1 if out else 0
+            i += 1
+            continue
+        if c in "#;" and not quoted:
+            i = _line_end(text, i)
+            break
+        out.append(" " * spaces)
+        spaces = 0
+        if c == '"':
+            quoted = not quoted
+        elif c == "\\" and i + 1 < end:
+            i += 1
+            nxt = text[i]
+            if nxt == "\n":
+                pass  # a continuation: the value goes on on the next line
+            else:
+                out.append(_ESCAPES.get(nxt, nxt))
+        elif c != "\n":
+            out.append(c)
+        i += 1
+    return "".join(out), i
 
 
 def _config_files(cwd: Path) -> list[Path]:
