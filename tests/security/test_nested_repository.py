@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import git, git_with_identity, make_repo
 from tests.security.conftest import hostile_node, read_report
-from tests.trees import Tree
+from tests.trees import Tree, run_cli_as
 
 pytestmark = pytest.mark.e2e
 
@@ -85,3 +86,57 @@ def test_a_planted_nested_repository_runs_nothing_outside(sandboxed_tree: Tree,
         assert out.returncode != 0
         assert "nested git repository" in out.stderr + out.stdout, out.stderr
         assert (worktree / "sub" / "f").read_text() == "hi\n"
+
+
+def _registered(tmp_path: Path) -> tuple[Path, Path]:
+    """(repo, log): ``main.a`` holds a submodule ``sub`` registered in ``.gitmodules``
+    with ``ignore = none`` (which outranks ``diff.ignoreSubmodules`` in any config) and
+    committed, whose own config runs a filter appending to ``log``; its file looks
+    changed."""
+    repo = tmp_path / "repo"
+    make_repo(repo)
+    for args in (["init"], ["node", "init", "a"]):
+        out = run_cli_as(repo, *args)
+        assert out.returncode == 0, out.stderr
+    child = repo / ".worktrees" / "main.a"
+    sub = child / "sub"
+    sub.mkdir()
+    (sub / "f").write_text("hi\n")
+    git(sub, "init", "-q", "-b", "main")
+    git(sub, "add", "f")
+    git_with_identity(sub, "commit", "-q", "-m", "s")
+    log = tmp_path / "ran.log"
+    git(sub, "config", "filter.evil.clean", f"sh -c 'echo ran >> {log}; cat'")
+    (sub / ".git" / "info").mkdir(exist_ok=True)
+    (sub / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    (child / ".gitmodules").write_text(
+        '[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n\tignore = none\n')
+    git(child, "update-index", "--add", "--cacheinfo",
+        f"160000,{git(sub, 'rev-parse', 'HEAD')},sub")
+    git(child, "add", ".gitmodules")
+    git(child, "commit", "-q", "--no-verify", "-m", "a submodule")
+    (child / "work.txt").write_text("work\n")
+    _stale(child)
+    assert not log.exists()
+    return repo, log
+
+
+def test_a_registered_submodule_runs_nothing_under_the_operators_verbs(
+        tmp_path: Path) -> None:
+    repo, log = _registered(tmp_path)
+    child = repo / ".worktrees" / "main.a"
+    for verb in (("node", "status", "a"), ("inbox",), ("node", "pending"),
+                 ("node", "diff", "a"), ("status",), ("node", "merge", "a")):
+        _stale(child)
+        run_cli_as(repo, *verb)
+        _nothing_ran(log, " ".join(verb))
+    _stale(child)
+    out = run_cli_as(child, "commit", "--init", "work")  # as the operator, in the node
+    assert out.returncode == 0, out.stderr
+    _nothing_ran(log, "fractal commit")
+    assert git(child, "show", "HEAD:work.txt") == "work"
+    for verb in (("node", "retire", "a", "--force"), ("node", "delete", "a", "--force")):
+        if child.exists():
+            _stale(child)
+        run_cli_as(repo, *verb)
+        _nothing_ran(log, " ".join(verb))
