@@ -21,7 +21,7 @@ from pathlib import Path
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact
 from fractal.workspace.commit_types import UnresolvedConflict
 from fractal.workspace.conflict_guard import ConflictState, marker_files
-from fractal.workspace.git import gitlink_excludes, run_git
+from fractal.workspace.git import run_git
 
 __all__ = ["SEED_STAT_LINES", "seed_commit", "staged_and_stat"]
 
@@ -37,8 +37,9 @@ def seed_commit(worktree: Path, subject: str) -> bool:
     Raises UnresolvedConflict when a staged file holds conflict markers (staged, not
     committed), GitError when git fails.
     """
-    run_git(["add", "--all", "--", ".", *exclude_pathspecs(), *gitlink_excludes(worktree)],
-            worktree)
+    # no gitlink_excludes: a fresh worktree's gitlinks are empty directories (submodules
+    # are never populated), so git has no nested repository to go into
+    run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree)
     staged, stat = staged_and_stat(worktree)
     artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:  # tracked at the fork and changed since: never committed
