@@ -51,7 +51,7 @@ __all__ = ["MAX_CALLS", "MAX_REQUEST", "READ_TIMEOUT", "RELAY_EVENT", "Relay"]
 log = logging.getLogger(__name__)
 
 MAX_REQUEST = 4 * TASK_FILE_CAP  # bytes of one request line (argv, cwd, stdin, files)
-READ_TIMEOUT = 30.0  # seconds a caller has to send its whole request (and read the answer)
+READ_TIMEOUT = 10.0  # seconds a caller has to send its whole request (and read the answer)
 MAX_CALLS = 8  # connections answered at once; one more is refused at once, unread
 VERB_TIMEOUT = 3600.0  # seconds one forwarded command may run
 RELAY_EVENT = "relay"  # the event of a request refused for a missing or stale token
