@@ -4,14 +4,20 @@ commands its sandboxed agent runs reach the ledger.
 The database is hidden inside the sandbox; the socket (``procs.confine.relay_socket``:
 ``<tree data dir>/relay/<branch>.sock``, hidden too) is bound into that node's sandbox only, so who is asking is
 known by which socket was reached, never by anything the caller says. A request is one
-JSON line ``{"argv": [...], "cwd": DIR, "stdin": B64, "node": _NODE or null, "token":
-TOKEN}``. The token is the secret of the node's current launch (``rotate``: a fresh one
-per launch, set in that launch's sandbox environment and nowhere else); a request
+JSON line ``{"argv": [...], "cwd": DIR, "stdin": B64, "files": {ARGV INDEX: B64},
+"node": _NODE or null, "token": TOKEN}`` of at most MAX_REQUEST bytes, sent within
+READ_TIMEOUT seconds; at most MAX_CALLS connections are answered at once. The token is
+the secret of the node's current launch (``rotate``: a fresh one per launch, set in that launch's sandbox environment and nowhere else); a request
 without it is refused and recorded as a failed ``relay`` event of the node: another
 tree's agent can reach this socket (only this tree's data dir is hidden from it) but
 cannot know the token (each launch has its own PID namespace, so no other sandbox can
 read this launch's environment). The peer's uid (SO_PEERCRED) tells nothing here: every
-agent runs as the same user. With the token, the supervisor runs ``python -m fractal ARGV`` as its own child, outside the sandbox, in
+agent runs as the same user. With the token, and a verb the agent protocol uses
+(``domain.relayed``: anything else, the hidden ``node _run`` included, is refused and recorded), the supervisor runs
+``python -m fractal ARGV`` as its own child, outside the sandbox and its PID namespace.
+So the relay never opens a path the agent names: a file option's content is read by the
+client, inside the sandbox, and the verb reads a private copy; ``--path`` must resolve
+to the node's worktree or inside it and becomes the worktree. The verb runs in
 ``cwd`` when that lies in the node's worktree (else the worktree), with the run's launch
 environment and the caller's ``_NODE`` (a claim the context checks against the child's
 supervisor ancestry, which names this node whatever it says) and ``FRACTAL_CONFINED``
