@@ -5,9 +5,10 @@ A relayed verb runs as the supervisor, outside the agent's sandbox and PID names
 a path the agent names there would be opened with the operator's view of the machine
 (``/proc/<pid>/environ`` of any process of the user, another tree's worktree). Hence:
 
-- only the verbs of ``RELAYED_VERBS`` run (what the agent protocol tells an agent to use);
-  a hidden verb (``node _run``, ``_notify``) or an operator's verb (``init``, ``destroy``,
-  ``open``, ``db``, ``doctor``, ``rescue``, the tree-wide ``pause``) is refused;
+- only the verbs of ``RELAYED_VERBS`` run (what the agent protocol tells an agent to use,
+  and the operator's tree-wide verbs whose own authority check refuses a node and records
+  it); a hidden verb (``node _run``, ``_notify``), ``node attach`` or another operator's
+  verb (``init``, ``open``, ``db``, ``doctor``, ``rescue``, ``demo``) is refused;
 - a file option (``FILE_OPTIONS``: ``--task-file``, ``--items``, ``--brief``) is read by
   the relay client inside the sandbox and its content sent; the relay never opens the
   path itself;
@@ -37,6 +38,13 @@ RELAYED_VERBS: dict[str, frozenset[str]] = {
     "pool": frozenset({"dispatch", "reject", "result", "status"}),
     "wiki": frozenset({"update"}),
     "usage": frozenset({"list", "reopen"}),
+    # the operator's tree-wide verbs: their own authority check refuses a node and
+    # records the refusal under the verb's event (brake, release, reset, destroy, ...)
+    "pause": frozenset(),
+    "resume": frozenset(),
+    "reset": frozenset(),
+    "destroy": frozenset(),
+    "inbox": frozenset({"ack", "notify"}),
 }
 FILE_OPTIONS = ("--task-file", "--items", "--brief")  # read in the sandbox, content sent
 PATH_OPTION = "--path"  # resolved by the relay, inside the node's worktree only

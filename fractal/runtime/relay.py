@@ -144,6 +144,7 @@ class Relay:
                     conn.sendall(json.dumps(reply).encode() + b"\n")
                 except OSError as exc:
                     log.warning("relay: could not answer: %s", exc)
+                _drop_unread(conn)
         finally:
             self._calls.release()
 
@@ -277,3 +278,16 @@ def _refuse_busy(conn: socket.socket) -> None:
                 f"Error: the relay refused the command: {MAX_CALLS} commands of this node "
                 "are already running; wait for one to end and run it again\n")}).encode()
                 + b"\n")
+        _drop_unread(conn)
+
+
+def _drop_unread(conn: socket.socket) -> None:
+    """Discard what the caller sent that was not read and is already queued (at most
+    MAX_REQUEST bytes, never waiting): a Unix socket closed with unread bytes resets its
+    peer, which would then lose the answer."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        conn.setblocking(False)
+        dropped = 0
+        while dropped <= MAX_REQUEST and (chunk := conn.recv(65536)):
+            dropped += len(chunk)

@@ -88,7 +88,8 @@ def test_a_relay_caps_a_request_its_read_time_and_its_connections(
         assert time.monotonic() - began < READ_TIMEOUT + 20
         # a request past the cap is refused; nothing more of it is read
         with _connected(relay, 60) as large:
-            large.sendall(b'{"argv": ["x"], "pad": "' + b"A" * MAX_REQUEST)
+            head = b'{"argv": ["x"], "pad": "'  # one byte past the cap: all of it is read
+            large.sendall(head + b"A" * (MAX_REQUEST + 1 - len(head)))
             assert f"the request is larger than {MAX_REQUEST} bytes" in _answer(large)
         # MAX_CALLS connections held open, then one more: refused at once, unread
         with contextlib.ExitStack() as stack:

@@ -24,6 +24,9 @@ ALLOWED = [
     ["wiki", "update"],
     ["wiki", "update", "--path", "."],
     ["usage", "reopen", "claude"],
+    ["pause"],  # the tree-wide verbs: their own authority check refuses a node
+    ["destroy", "--force"],
+    ["inbox", "notify", "x"],
 ]
 REFUSED = [
     (["node", "_run", "--path", "/elsewhere"], "`fractal node _run` is not a verb"),
@@ -33,10 +36,9 @@ REFUSED = [
     (["open"], "`fractal open` is not a verb"),
     (["doctor"], "`fractal doctor` is not a verb"),
     (["db", "copy-to", "x"], "`fractal db` is not a verb"),
-    (["destroy", "--yes"], "`fractal destroy` is not a verb"),
     (["rescue", "restore", "x"], "`fractal rescue` is not a verb"),
-    (["pause"], "`fractal pause` is not a verb"),
-    (["inbox"], "`fractal inbox` is not a verb"),
+    (["demo", "/elsewhere"], "`fractal demo` is not a verb"),
+    (["inbox", "list"], "`fractal inbox list` is not a verb"),
     (["radio", "_x"], "`fractal radio _x` is not a verb"),
     (["wiki", "update", "/elsewhere"], "takes no directory through the relay"),
 ]
