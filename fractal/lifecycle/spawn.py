@@ -169,12 +169,12 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
             if "steps" not in seed.inherit and may_spawn(_cap(config.get("max_children")),
                                                          _cap(config.get("max_depth"))):
                 seed_children_wait(paths.node_dir)  # its REVIEW waits for its children
-            ensure_wiki(paths.memory_dir, f"Memory of {branch}")
+            ensure_wiki(paths.memory_dir, f"Memory of {branch}", top=paths.worktree)
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             seed_commit(paths.worktree, f"{branch}: init (node seed)")
             # the project wiki's index is generated, never on a branch: each worktree has its own
-            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE)
+            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE, top=paths.worktree)
             title = config.get("title")
             ledger.register_node(branch, parent=parent_branch,
                                  title=title if isinstance(title, str) else None,

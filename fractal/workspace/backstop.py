@@ -30,6 +30,7 @@ from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
     branch_exists,
     current_branch,
+    gitlink_excludes,
     head_after_commit,
     run_git,
     worktree_status,
@@ -75,7 +76,8 @@ def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple
                     ", ".join(odd[:5]))
     if _whole(paths):
         skip = [f":(exclude,literal){rel}" for rel in odd]
-        run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip], worktree)
+        run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip,
+                 *gitlink_excludes(worktree)], worktree)
     else:  # named one by one: see commit_stage.add_paths
         add_paths(worktree, [p for p in candidates if p not in odd])
     # Never commit an artifact, even one somebody staged by hand earlier.

@@ -20,7 +20,7 @@ from pathlib import Path
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact, is_tool_cache
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_types import listing
-from fractal.workspace.git import changed_paths, run_git
+from fractal.workspace.git import changed_paths, gitlink_excludes, gitlinks, run_git
 from fractal.workspace.nodelinks import drop_staged_links
 
 __all__ = [
@@ -49,8 +49,12 @@ def _literal(path: str) -> str:
 
 def add_paths(worktree: Path, paths: Sequence[str]) -> None:
     """``git add --all`` exactly ``paths`` (repo-relative, taken literally; a deleted path
-    stages its removal). The list goes through a temporary pathspec file, so any number of
-    paths fits. Raises GitError."""
+    stages its removal), never a gitlink or a path under one (``git.gitlink_excludes``:
+    git would run ``git status`` inside the nested repository). The list goes through a
+    temporary pathspec file, so any number of paths fits. Raises GitError."""
+    links = gitlinks(worktree) if paths else []
+    paths = [p for p in paths if not any(p == link or p.startswith(link + "/")
+                                         for link in links)]
     if not paths:
         return
     fd, name = tempfile.mkstemp(prefix="fractal-add-", suffix=".lst")
@@ -75,7 +79,8 @@ def stage(worktree: Path, roots: Sequence[str] | None) -> list[str]:
     the commit deletes it (``nodelinks.drop_staged_links``). Raises GitError.
     """
     if roots is None:
-        run_git(["add", "--all", "--", *_WHOLE, *exclude_pathspecs()], worktree)
+        run_git(["add", "--all", "--", *_WHOLE, *exclude_pathspecs(), *gitlink_excludes(worktree)],
+                worktree)
     else:
         add_paths(worktree, [p for p in changed_paths(worktree) if covered(p, roots)])
     staged = staged_paths(worktree)
@@ -136,7 +141,7 @@ def ignored_warning(worktree: Path, roots: Sequence[str] | None) -> str | None:
     specs = _WHOLE if roots is None else [_literal(r) for r in roots if (worktree / r).exists()]
     if not specs:
         return None
-    out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching",
+    out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching", "--ignore-submodules=dirty",
                    "--untracked-files=all", "--", *specs], worktree).stdout
     ignored = [e[3:] for e in out.split("\0") if e.startswith("!! ")]
     ignored = [p for p in ignored

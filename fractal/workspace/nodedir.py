@@ -131,11 +131,12 @@ class OversizeFile(OSError):
     message says which file, the cap and what to do."""
 
 
-def read_capped(path: Path, cap: int) -> bytes:
+def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes:
     """The bytes of the regular file ``path``, at most ``cap`` + 1 of them (a caller
-    refuses past ``cap``); never blocks on a FIFO. Raises FileNotFoundError, OSError (not
-    a regular file: ``EINVAL``)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    refuses past ``cap``); never blocks on a FIFO; ``follow`` False refuses a symlink
+    (``ELOOP``). Raises FileNotFoundError, OSError (not a regular file: ``EINVAL``)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     try:
         if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
             raise OSError(22, "not a regular file", str(path))
