@@ -36,6 +36,7 @@ from fractal.workspace.git import (
     worktree_status,
 )
 from fractal.workspace.nested import check_no_nested
+from fractal.workspace.nodelinks import drop_staged_links
 from fractal.workspace.seedcommit import staged_and_stat
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
 
@@ -84,6 +85,12 @@ def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple
     artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
+        staged, stat = staged_and_stat(worktree)
+    # Never commit a link under .fractal/: a child forked here would follow it.
+    links = drop_staged_links(worktree, staged)
+    if links:
+        log.warning("not committing %d link(s) under .fractal/ (removed from the branch): %s",
+                    len(links), ", ".join(links[:5]))
         staged, stat = staged_and_stat(worktree)
     return staged, stat
 

@@ -294,9 +294,13 @@ def ensure_exclude_block(common_dir: Path) -> bool:
 
 
 def _copy_missing(src: Path, dst: Path, *, mode: int | None = None) -> None:
-    if dst.exists() or dst.is_symlink():
+    """Copy ``src`` to ``dst`` unless a file is there; a link at ``dst`` is replaced by
+    the copy (unlinked, never followed nor read through). The caller made ``dst``'s
+    directory."""
+    if dst.is_symlink():
+        dst.unlink()
+    elif dst.exists():
         return
-    dst.parent.mkdir(parents=True, exist_ok=True)
     import shutil  # deferred: start-up cost (7 modules)
 
     shutil.copyfile(src, dst)
@@ -309,20 +313,24 @@ def seed_node_dir(node_dir: Path) -> None:
 
     Copies ``NODE.md``, ``steps/*.md``, ``scripts/*.sh`` (mode 0755) and creates an empty
     ``plans/.gitkeep`` (``PLANS_DIR``; the default steps are 00-PREPARE .. 04-COMMIT). Creates
-    ``node_dir`` if needed. ``config.json`` is not written here. Raises OSError on I/O errors.
+    ``node_dir`` if needed. ``config.json`` is not written here. Each directory written
+    into (``.fractal``, the node dir, ``steps``, ``scripts``, ``plans``) is checked with
+    ``lstat`` first and a link or file in its place removed, never followed
+    (``nodelinks.real_node_dir``). Raises OSError on I/O errors.
     """
     from fractal.assets import asset_root  # deferred: start-up cost (1 module)
+    from fractal.workspace.nodelinks import real_dirs, real_node_dir  # deferred: start-up cost
 
     root = asset_root()
-    node_dir.mkdir(parents=True, exist_ok=True)
+    real_node_dir(node_dir)
     _copy_missing(root / "NODE.md", node_dir / "NODE.md")
+    steps, scripts = real_dirs(node_dir, "steps"), real_dirs(node_dir, "scripts")
     for step in sorted((root / "steps").glob("*.md")):
-        _copy_missing(step, node_dir / "steps" / step.name)
+        _copy_missing(step, steps / step.name)
     for script in sorted((root / "scripts").glob("*.sh")):
-        _copy_missing(script, node_dir / "scripts" / script.name, mode=0o755)
-    keep = node_dir / "plans" / ".gitkeep"
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    if not keep.exists():
+        _copy_missing(script, scripts / script.name, mode=0o755)
+    keep = real_dirs(node_dir, "plans") / ".gitkeep"
+    if not os.path.lexists(keep):
         keep.touch()
 
 
@@ -351,8 +359,10 @@ def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
                            "parent's committed tip; commit the parent's node directory first")
     import shutil  # deferred: start-up cost (7 modules)
 
+    from fractal.workspace.nodelinks import remove_entry  # deferred: as shutil above
+
     target = node_dir / surface
-    shutil.rmtree(target, ignore_errors=True)
+    remove_entry(target)  # a link is unlinked, never followed; a failure raises
     shutil.copytree(source, target, symlinks=True)
 
 
