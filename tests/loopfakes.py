@@ -10,8 +10,8 @@ plus ``[stub:fail-first=N]``: fail the first N attempts of the step, ``[stub:lim
 stop the first N on a closed usage window (``[stub:limit-unstated-first=N]``: one whose
 reset is not stated), ``[stub:usage-warn=F]``: report the window
 ``F`` used, ``[stub:outage-first=N[:STATUS]]``: fail the first N with an API error of
-HTTP STATUS, 529 by default) and records every
-call. The fakes record; they never assert that they were called.
+HTTP STATUS, 529 by default; any marker prefixed ``wait-sync-`` acts only in a waiting
+loop's SYNC, ``[stub:wait-sync-fail-first=1]``) and records every call. The fakes record; they never assert that they were called.
 """
 
 from __future__ import annotations
@@ -210,6 +210,10 @@ class FakeAgent:
         while self._pos < len(self.todo):
             key, value = self.todo[self._pos]
             self._pos += 1
+            if key.startswith("wait-sync-"):  # a waiting loop's SYNC only
+                if not self.call.label.startswith("SYNC while"):
+                    continue
+                key = key.removeprefix("wait-sync-")
             if key in ("write", "append"):
                 path, _, text = value.partition(":")
                 target = self.call.cwd / path

@@ -5,7 +5,7 @@ Each polls the database on every wake (at least once a second), calls its SYNC c
 every ``wait`` window when one is given (a look: the callback launches a SYNC only when
 the tree holds news, ``Sync.while_waiting``), and ends on the first of: released
 (approved / drained / merged), paused, stopped, finished (approval and children only),
-or the deadline. Time
+or the deadline (and a children wait on the node's own ``node done``). Time
 is the waker's clock: an approval wait burns the iteration and run walls like a step.
 The deadline may be a callable read on every wake (a SYNC that waited out a usage
 window credited that time to the walls, so the deadline moved); a SYNC callback that
@@ -44,13 +44,14 @@ class WaitEnd(StrEnum):
     PAUSED = "paused"
     STOPPED = "stopped"
     FINISHED = "finished"  # a finish ended an approval wait (the iteration winds down)
+    DONE = "done"  # the node's own ``node done`` ended a children wait (its run ends)
     TIMED_OUT = "timed out"
 
 
 def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
           deadline: Deadline, window: float, sync: WaitSync | None,
           finish_ends_it: bool, urgent: Callable[[], bool] | None = None,
-          poll: float = 1.0, look_at_once: bool = False) -> WaitEnd:
+          poll: float = 1.0, look_at_once: bool = False, done_ends_it: bool = False) -> WaitEnd:
     clock = waker.clock
     next_sync = clock.monotonic() + (0.0 if look_at_once else window)
     while True:
@@ -63,6 +64,8 @@ def _wait(released: Callable[[], bool], *, steering: Steering, waker: Waker,
             return WaitEnd.FINISHED
         if signal is Signal.STOP:
             return WaitEnd.STOPPED
+        if signal is Signal.DONE and done_ends_it:
+            return WaitEnd.DONE
         now, until = clock.monotonic(), _at(deadline)
         if until is not None and now >= until:
             return WaitEnd.TIMED_OUT
@@ -122,7 +125,8 @@ def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
                    deadline: Deadline, window: float,
                    sync: WaitSync | None) -> WaitEnd:
     """Wait until no direct child of ``node`` is live (``wait: children``). A pause, a
-    stop, a finish or ``deadline`` (clock seconds: the wait burns the walls) end it early.
+    stop, a finish, the node's own ``node done`` (DONE: done never waits for the children)
+    or ``deadline`` (clock seconds: the wait burns the walls) end it early.
     A child gate that starts pending runs the look at once (each gate once), so the agent
     can approve it without waiting for the next window."""
     seen: set[int] = set()
@@ -135,7 +139,7 @@ def await_children(ledger: Ledger, node: str, *, steering: Steering, waker: Wake
 
     return _wait(lambda: not waited_children(ledger, node), steering=steering, waker=waker,
                  deadline=deadline, window=window, sync=sync, finish_ends_it=True,
-                 urgent=urgent)
+                 urgent=urgent, done_ends_it=True)
 
 
 def await_hand_backs(pending: Callable[[], list[str]], *, settled: Callable[[], set[str]],

@@ -255,10 +255,13 @@ class IterationRunner(LoopPart):
     def _after_wait(self, plans: list[StepPlan], index: int,
                     result: StepResult) -> IterationResult:
         """How the iteration ends when a wait before ``plans[index]`` did not release
-        (``result.before`` names its row): a stop or finish winds it down, a timeout fails
-        it (the step never ran)."""
+        (``result.before`` names its row): the node's own done, a stop or a finish winds
+        it down, a timeout fails it (the step never ran)."""
         during = result.during or f"waiting before {plans[index].file.name}"
         ending = result.ending.end if result.ending is not None else None
+        if result.done:  # the node ended its own run: the boundary's check ends the run
+            self._backstop("done", f"Done while {during}.")
+            return IterationResult(True, f"done while {during}")
         if result.finished:
             self._backstop("finished", f"Finish requested while {during}.")
             return IterationResult(True, "Finished by request", finished=True, ending=ending)

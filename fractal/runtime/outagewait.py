@@ -115,20 +115,40 @@ class OutageWait(LoopPart):
             return None
         return self._hold(row, f"another node found a provider outage ({row.label})")
 
-    def down(self) -> bool:
-        """Whether this credential's provider is recorded down now (another node's or this
-        node's outage, not yet over): a launch that may wait (a waiting loop's SYNC) is
-        better not made. Never blocks."""
-        return Outages(self.boot.paths.tree.db_path).outage(self.credential) is not None
+    def may_launch(self) -> bool:
+        """For a launch that may wait (a waiting loop's SYNC): True when it may go now, as
+        ``before_launch`` would let it, without waiting. No outage recorded for the
+        credential: True. While one is: False until its wake instant, then True for the
+        one node that claims the probe (``OutageWait.probing`` set: the launch's
+        ``after_launch`` ends the outage or records the next attempt), so a node whose
+        waiting loop is the credential's only launcher still finds the provider back.
+        A resume that cut a parked outage wait short probes at once. Never blocks."""
+        outages, credential = Outages(self.boot.paths.tree.db_path), self.credential
+        node, now = self.boot.paths.branch, self.clock.time()
+        if self.cut:
+            self.cut = False
+            outages.wake_now(credential, now)
+        row = outages.outage(credential)
+        if row is None or self.probing == credential:
+            return True
+        action, _ = decide_outage(row, node, now, OUTAGE_POLL)
+        if action is OutageAction.PROBE and outages.claim_probe(credential, node, now):
+            self.probing = credential
+            return True
+        return False
 
     def after_launch(self, result: AttemptResult) -> bool:
-        """A launch ended. True when it failed with a transient API error (``is_outage``):
-        the outage is recorded for the credential and ``wait_out`` is due (the step is then
+        """A launch ended. True when it failed with a transient API error (``is_outage``;
+        a waiting SYNC's failure counts, though its row says ``completed``): the outage is recorded for the credential and ``wait_out`` is due (the step is then
         re-entered: no retry spent, no failure counted). False otherwise (the launch's
         outcome stands); this node's probe, having got through, ends the outage."""
         outages, credential = Outages(self.boot.paths.tree.db_path), self.credential
-        report = result.report
-        if result.launched and result.outcome.status is Status.FAILED and report is not None \
+        report, outcome = result.report, result.outcome
+        # A waiting loop's SYNC fails nothing: its failure is recorded ``completed`` with
+        # its exit code, and it is an outage all the same.
+        failed = outcome.status is Status.FAILED or (
+            outcome.status is Status.COMPLETED and outcome.exit_code != 0)
+        if result.launched and failed and report is not None \
                 and not report.ok and is_outage(report.error_kind, report.api_status):
             outages.record(credential, outage_label(report.error_kind, report.api_status),
                            self.boot.paths.branch, self.clock.time(), self._backoff)

@@ -8,6 +8,11 @@ hand-back arrived), so a quiet wait launches nothing, and each runs in a fresh s
 (the prompt and its digest, never the conversation of the SYNCs before it). A closed
 usage window is waited out as for any launch (``UsageWait``), and so is a provider outage
 found before the strict SYNC's launch (``OutageWait``).
+
+What a SYNC was shown counts as seen only once that SYNC completed: a launch that failed,
+timed out, met a provider outage or a closed usage window, or was parked leaves the news
+(and the digest's ``since``) where the last completed SYNC left it, so the next SYNC shows
+it again and a waiting loop's next look runs one.
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ class Sync(LoopPart):
         self.launches = launches
         self.usage = usage
         self.outage = outage
-        self._synced_at: str | None = None  # when the last SYNC started (stored UTC)
-        self._seen: DigestKey | None = None  # what the last SYNC's digest was made from
+        self._synced_at: str | None = None  # when the last completed SYNC started (UTC)
+        self._seen: DigestKey | None = None  # what the last completed SYNC was shown
+        # What the SYNC being launched was shown, kept until it completed (``_settle``).
+        self._showing: tuple[str, DigestKey | None] | None = None
 
     def before(self, plan: StepPlan, node_md: str) -> StepResult:
         """The strict SYNC before ``plan``: a failure is non-fatal, a timeout fatal (the
@@ -81,6 +88,7 @@ class Sync(LoopPart):
             if ended is not None:
                 return wait_ended(ended, self.usage.ending, launched=True)
         self._close(banner, result.outcome, limit, started)
+        self._settle(result.outcome)
         if result.outcome.status is Status.PAUSED:
             raise Park(f"during SYNC before {plan.file.name}")
         return StepResult(result.outcome, limit, result.launched)
@@ -94,8 +102,12 @@ class Sync(LoopPart):
         session (a ``detached`` one: it resumes nothing and is not kept). A closed usage
         window is waited out as for any launch; True when that ends the run
         (``UsageWait.ending`` says how). While the credential's provider is down nothing is
-        launched either (the news is kept for the SYNC after the outage), and an outage a
-        launch meets is recorded, so the other launches of the tree wait for it."""
+        launched either: the news is kept for the SYNC after the outage, which the first
+        look past the outage's wake instant launches as the credential's probe (a node
+        alone on its credential, as a lead whose children sit at their gates, ends the
+        outage itself). An outage a launch meets is recorded, so the other launches of the
+        tree wait for it. News counts as seen only once a SYNC completed: one that failed,
+        timed out or met an outage leaves it for the next look."""
         # deferred: waiting loops only: start-up cost (1 module)
         from fractal.domain.prompt.digest import news
         from fractal.runtime.digest import look  # deferred: start-up cost (3 modules)
@@ -103,7 +115,7 @@ class Sync(LoopPart):
         found = look(self.ledger, self.boot.paths, self._synced_at)
         if found is None or not news(self._seen, found.key):
             return False  # a quiet look: the wait costs nothing
-        if self.outage.down():
+        if not self.outage.may_launch():
             return False  # the provider is down: the news waits for the outage's end
         target = file or StepFile(filename="", prefix="", name="drain", position=0, total=0)
         what = what or (f"awaiting {target.name}" if file else "draining children")
@@ -121,7 +133,9 @@ class Sync(LoopPart):
                                            name="SYNC", lenient=True)
                 usage.after_launch(result.launched and result.window is None)
                 if result.window is None:
-                    self.outage.after_launch(result)  # an outage met is recorded for all
+                    if self.outage.after_launch(result):  # an outage met is recorded for all
+                        self.reporter.notice("the provider failed during the SYNC; its news "
+                                             "waits for the SYNC after the outage")
                     break
                 self._close(banner, result.outcome, limit, started)
                 ended = usage.wait_out(result.window, "SYNC", result.step_id)
@@ -131,20 +145,34 @@ class Sync(LoopPart):
         except Park:
             return False  # the pause signal stays pending: the wait parks its own row
         self._close(banner, result.outcome, limit, started)
+        self._settle(result.outcome)
         return False
 
     def _body(self) -> str:
-        """SYNC.md plus the digest of what changed since the previous SYNC of this run."""
+        """SYNC.md plus the digest of what changed since the previous completed SYNC of
+        this run. What it shows is held in ``_showing`` until the launch ends (``_settle``)."""
         # deferred: SYNC steps only: start-up cost (1 module)
         from fractal.domain.prompt.digest import render_digest
         from fractal.runtime.digest import look  # deferred: start-up cost (3 modules)
 
-        since, self._synced_at = self._synced_at, utc_now()
-        found = look(self.ledger, self.boot.paths, since)
+        started = utc_now()
+        found = look(self.ledger, self.boot.paths, self._synced_at)
+        self._showing = (started, None if found is None else found.key)
         if found is None:
             return mode_text("SYNC")
-        self._seen = found.key
         return mode_text("SYNC") + "\n" + render_digest(found.digest)
+
+    def _settle(self, outcome: StepOutcome) -> None:
+        """The SYNC launched last ended as ``outcome``: when it completed (exit 0), what it was
+        shown counts as seen (its start is the next digest's ``since``, its key the one
+        ``news`` compares); any other end (failed, timed out, parked, stopped) leaves both
+        as the last completed SYNC left them, so the news is shown again."""
+        showing, self._showing = self._showing, None
+        if showing is None or outcome.status is not Status.COMPLETED or outcome.exit_code:
+            return  # a waiting SYNC's failure is recorded completed, with its exit code
+        self._synced_at = showing[0]
+        if showing[1] is not None:  # an unreadable tree shows nothing: nothing was seen
+            self._seen = showing[1]
 
     def _close(self, banner: str, outcome: StepOutcome, limit: float | None,
                started: float) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fractal.domain.attention.rules import Item, NodeFacts, classify, stall_after
+from fractal.domain.attention.rules import Item, NodeFacts, classify, stalled
 from fractal.domain.attention_route import for_operator
 from fractal.domain.durations import parse_duration
 from fractal.domain.signals import decoration
@@ -368,16 +368,14 @@ class Builder:
                 step_timeout = parse_duration(timeout) if isinstance(timeout, str) else None
             except FractalError:
                 step_timeout = None
-            stalled = (f.status == "active" and not f.gone and not f.gates and f.usage is None
-                       and f.last_write is not None
-                       and now - f.last_write > stall_after(step_timeout))
+            quiet = stalled(f, now, step_timeout)  # the inbox's stall rule
             views.append(NodeView(
                 branch=f.branch, status=f.status, title=terminal_text(f.title),
                 live=state, reason=terminal_text(f.merged_into or f.run_reason), spent=spent,
                 cap=f.run_cap,
                 gauge=gauge(spent, f.run_cap, reserve if isinstance(reserve, float | int)
                             else None),
-                stalled=stalled,
+                stalled=quiet,
                 config=tuple((k, json.dumps(config[k])) for k in _CARD_KEYS
                              if config.get(k) is not None),
                 agent=shown_agent(

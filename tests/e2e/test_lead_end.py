@@ -54,3 +54,28 @@ def test_a_kill_at_a_waiting_gate_needs_force_to_merge(tree: Tree) -> None:
     assert "--force" in refused.stderr
     assert tree.cli("node", "merge", "gated", "--force").returncode == 0
     assert git(tree.repo, "show", "main:a.txt") == "a"
+
+
+def test_node_done_during_a_children_wait_ends_the_run_without_the_child(tree: Tree) -> None:
+    """The lead waits for its child, held at its gate; the lead's ``node done`` ends the
+    wait at once (not at the 10m window, nor the child's end): the run ends completed with
+    the done's reason, and the child is left at its gate for the operator."""
+    tree.node("lead", {"01-A.md": "[stub:write=a.txt:a]",
+                       "02-MERGE.md": "---\nwait: children\n---\nm"},
+              "--no-sync", "--max-iters", "1", "--wait", "10m")
+    tree.cli("node", "init", "c", "--parent", "lead", "--no-sync", "--max-iters", "1",
+             "--gate", "PLAN")
+    tree.cli("node", "start", "lead.c")
+    tree.cli("node", "start", "lead")
+    wait_until(lambda: "waiting for 1 child: c awaiting approval" in
+               tree.cli("node", "status", "lead").stdout, timeout=60,
+               message="the lead waits for c at its gate")
+    said = tree.cli("node", "done", "--reason", "c is the operator's", cwd=tree.worktree("lead"))
+    assert "main.lead is done" in said.stderr
+    assert tree.wait_settled("lead", timeout=30) == "completed"
+    assert tree.sql("SELECT status, exit_code, metadata FROM runs WHERE node = 'main.lead'") \
+        == [("completed", 0, "Done: c is the operator's")]
+    assert tree.sql("SELECT status, metadata FROM steps WHERE node = 'main.lead' AND "
+                    "step_name = 'WAIT'") == [("stopped", "done while waiting for children")]
+    assert tree.status("lead.c") == "active"  # still at its gate, the operator's to approve
+    tree.cli("node", "stop", "lead.c")

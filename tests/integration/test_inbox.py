@@ -318,6 +318,49 @@ def test_a_parent_waiting_on_a_child_nobody_started_is_an_inbox_item(cousins: Pa
     assert [i for i in _items(cousins) if i["kind"] == "unstarted"] == []
 
 
+def test_a_parent_waiting_on_its_childs_gate_is_not_a_stall(cousins: Path) -> None:
+    """A node quiet for hours in a children wait (its child at a gate) is waiting, not
+    stalled: the inbox offers no stall item (no `node attach`) and the dashboard's tree
+    line carries no stall mark; the same silence outside a wait is one."""
+    from fractal.tree import find_tree
+    from fractal.tui.snapshot import Builder
+
+    no_hold(cousins)
+    ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")
+    run = ledger.open_run("main.a2", agent="stub", max_cost=None, parent_run_id=None)
+    force_status(ledger.db_path, "main.a2", "active")
+    wait = ledger.open_step(node="main.a2", run_id=run, iter_id=None, step=2,
+                            step_name="WAIT", agent=None, model=None, session=None)
+    child = ledger.open_run("main.a2.x", agent="stub", max_cost=None, parent_run_id=run)
+    force_status(ledger.db_path, "main.a2.x", "active")
+    ledger.open_step(node="main.a2.x", run_id=child, iter_id=None, step=1,
+                     step_name="EXECUTE", agent="stub", model=None, session=None)
+    long_ago = "2026-01-01T00:00:00.000Z"
+    for table, column in (("runs", "started_at"), ("steps", "started_at"),
+                          ("events", "created_at")):
+        _sql(ledger.db_path, f"UPDATE {table} SET {column} = ? WHERE node = 'main.a2'",
+                     long_ago)
+    assert [i for i in _items(cousins) if i["kind"] == "stall"] == []
+    view = Builder(find_tree(cousins)).build(force=True).node("main.a2")
+    assert view is not None and not view.stalled
+    # Without the wait, the same silence is a stall.
+    _sql(ledger.db_path, "DELETE FROM steps WHERE step_id = ?", wait)
+    stalls = [i for i in _items(cousins) if i["kind"] == "stall"]
+    assert [i["node"] for i in stalls] == ["main.a2"]
+
+
+def _sql(db: Path, statement: str, *params: object) -> None:
+    """One write to the tree's database, as a test's setup."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        with con:
+            con.execute(statement, params)
+    finally:
+        con.close()
+
+
 def test_a_paused_item_shows_the_reason_the_pause_was_given(cousins: Path) -> None:
     no_hold(cousins)  # the operator's own pause: shown at once
     ledger = Ledger(cousins / ".fractal" / "main" / "fractal.db")

@@ -57,6 +57,9 @@ CASES = [
     ("busy", NodeFacts(B, "active", run_id=2, last_write=NOW - 10), []),
     ("stalled", NodeFacts(B, "active", run_id=2, last_write=NOW - STALL_FLOOR_S - 1),
      [(Kind.STALL, f"fractal node attach {B}")]),
+    ("children-wait", NodeFacts(B, "active", run_id=2, last_write=NOW - 9999,
+                                waiting_children=True, waiting_since=NOW - 9999),
+     []),  # a node waiting for its children is not stalled (their gates have items)
     ("slow-step-allowed", NodeFacts(B, "active", run_id=2, last_write=NOW - 900,
                                     step_timeout=1200), []),
     ("gone", NodeFacts(B, "active", run_id=2, last_write=NOW - 999, gone=True),

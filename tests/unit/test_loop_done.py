@@ -60,3 +60,35 @@ def test_done_without_an_open_run_is_refused(loop_tree: LoopTree) -> None:
     out = t.cli("node", "done", check=False, cwd=t.worktree("idle"))
     assert out.exit_code == 1
     assert "idle" in out.output and "has none" in out.output
+
+
+def test_done_during_a_children_wait_ends_the_wait_at_once(loop_tree: LoopTree) -> None:
+    """``node done`` said while the loop waits for a child (at its gate, running) does not
+    wait for it: the wait ends at the done (not at the child's end or the walls), the run
+    ends completed with the done's reason, its end notice names the child left running,
+    and until then status says both that the run is ending and what it waits for."""
+    t = loop_tree
+    t.node("lead", {"01-A.md": "[stub:write=a.txt:a]",
+                    "02-MERGE.md": "---\nwait: children\n---\n[stub:write=m.txt:m]"},
+           "--no-sync", "--max-iters", "3", "--wait", "10m")
+    t.cli("node", "init", "c", "--parent", "lead")
+    t.sql_write("UPDATE nodes SET status = 'active' WHERE node = 'main.lead.c'")
+    said: list[str] = []
+
+    def done() -> None:
+        said.append(t.cli("node", "done", "--reason", "c is the operator's now",
+                          cwd=t.worktree("lead")).output)
+        said.append(t.cli("node", "status", "lead").output)
+    t.clock.after(50, done)
+    assert t.run("lead") == 0
+    assert "main.lead is done" in said[0]
+    assert "ending; run 1, waiting for 1 child: c active" in said[1]
+    assert t.clock.elapsed() < 60  # at the done, not at the 10m window or the child's end
+    assert t.run_row("lead") == ("completed", 0, "Done: c is the operator's now")
+    assert [s[:4] for s in t.steps("lead")] == [
+        ("A", "completed", 0, ""), ("WAIT", "stopped", 0, "done while waiting for children")]
+    assert t.iterations("lead") == [
+        (1, "completed", 0, "done while waiting for children before MERGE")]
+    assert t.status("lead.c") == "active"  # the child is not the done's to end
+    assert ("ended with 1 child still running: main.lead.c active",) in t.sql(
+        "SELECT subject FROM messages WHERE node = 'main.lead' AND channel = 'outbox'")

@@ -16,10 +16,11 @@ __all__ = ["loop_tree"]
 WHAT = "waiting for the re-merge of main.lead.wordcount"
 
 
-def _handed_back(t: LoopTree, *opts: str) -> None:
+def _handed_back(t: LoopTree, *opts: str, node_md: str = "# Task\n\nDo the step.\n") -> None:
     """A lead of one iteration whose child ``wordcount`` holds a hand-back note (as
     ``node merge --hand-back`` leaves it) and is running, resolving it."""
-    t.node("lead", {"01-A.md": "[stub:write=a.txt:a]"}, "--max-iters", "1", *opts)
+    t.node("lead", {"01-A.md": "[stub:write=a.txt:a]"}, "--max-iters", "1", *opts,
+           node_md=node_md)
     t.cli("node", "init", "wordcount", "--parent", "lead")
     tip = git(t.repo, "rev-parse", "main.lead").strip()
     write_note(t.node_dir("lead.wordcount"), HandBack("main.lead", tip, ("wc.py",)))
@@ -138,3 +139,28 @@ def test_without_a_hand_back_nothing_waits(loop_tree: LoopTree) -> None:
     assert t.run("lead") == 0
     assert t.run_row("lead") == ("completed", 0, "Reached max iterations (1)")
     assert "re-merge" not in t.pane()
+
+
+def test_a_failed_sync_leaves_the_settled_child_for_the_next_look(loop_tree: LoopTree) -> None:
+    """The SYNC the child's settling brings fails (exit 1): the news is not used up, the
+    next look runs the SYNC again, and that one merges the hand-back."""
+    t = loop_tree
+    _handed_back(t, "--wait", "1m", node_md="# Task\n\nMerge. [stub:wait-sync-fail-first=1]\n")
+    syncs: list[FakeCall] = []
+
+    def agent(call: FakeCall) -> None:
+        if call.is_sync and WHAT in call.label:
+            syncs.append(call)
+            if len(syncs) == 2:
+                os.environ["_NODE"] = call.env["_NODE"]
+                try:
+                    t.cli("node", "merge", "wordcount", cwd=t.worktree("lead"))
+                finally:
+                    del os.environ["_NODE"]
+    t.launcher.on_spawn.append(agent)
+    t.clock.after(630.0, lambda: _resolved(t))  # between two looks
+    assert t.run("lead") == 0
+    assert [c.returncode for c in syncs] == [1, 0]
+    assert "  - wordcount (completed): once it settled, merge it again" in syncs[1].prompt
+    assert 55 <= syncs[1].started_at - syncs[0].started_at <= 65  # the next window's look
+    assert t.run_row("lead") == ("completed", 0, "Reached max iterations (1)")

@@ -33,7 +33,7 @@ from fractal.domain.run.subtree import unsettled_notice
 from fractal.domain.usage.outage import CUT_SHORT
 
 __all__ = ["FOLLOWER_UNTIL", "RULES", "STALL_FLOOR_S", "Gate", "HandBack", "Item", "Kind", "NodeFacts", "Note",
-           "OutageHold", "Rule", "UsageHold", "classify", "item_id", "stall_after"]
+           "OutageHold", "Rule", "UsageHold", "classify", "item_id", "stall_after", "stalled"]
 
 STALL_FLOOR_S = 300
 """An active node is stalled after writing nothing for max(step_timeout, this) seconds."""
@@ -214,14 +214,23 @@ def _paused(facts: NodeFacts) -> Item | None:
                          "asked": asked})
 
 
-def _stall_at(facts: NodeFacts, now: float) -> Item | None:
+def stalled(facts: NodeFacts, now: float, step_timeout: int | None) -> bool:
+    """Whether an active node counts as stalled at ``now`` (epoch s): it wrote nothing for
+    more than ``stall_after(step_timeout)`` seconds and is in no recorded wait (its own
+    gate, a usage window, a provider outage, or its children: a ``WAIT`` step, whose
+    children's gates and unstarted children have items of their own). Waits are quiet."""
     if facts.status != "active" or facts.gone or facts.gates or facts.last_write is None \
-            or facts.usage is not None or facts.outage is not None:  # waits are quiet
+            or facts.usage is not None or facts.outage is not None or facts.waiting_children:
+        return False
+    return now - facts.last_write > stall_after(step_timeout)
+
+
+def _stall_at(facts: NodeFacts, now: float) -> Item | None:
+    if not stalled(facts, now, facts.step_timeout):
         return None
+    assert facts.last_write is not None  # stalled() said so
     quiet = now - facts.last_write
     limit = stall_after(facts.step_timeout)
-    if quiet <= limit:
-        return None
     return Item(Kind.STALL, facts.branch, facts.last_write,
                 f"active, but wrote nothing for {int(quiet // 60)}m (stall after "
                 f"{limit // 60}m)", f"fractal node attach {facts.branch}",

@@ -132,9 +132,10 @@ def _waiting(db_path: Path, branch: str) -> str:
 
 def _detail(db_path: Path, branch: str, status: str,
             merges: Mapping[str, LastMerge] | None = None) -> str:
-    """``pausing``/``stopping``/``finishing`` while a signal is pending on an active node
-    (``pausing: interrupted: SIGINT`` while a signal its supervisor received is parking
-    the run), ``run N`` otherwise; the last run's reason for a settled node (an exited
+    """``pausing``/``stopping``/``finishing``/``ending`` while a signal is pending on an
+    active node (followed by what its open wait holds for: ``ending; run 2, waiting for 1
+    child: c awaiting approval``), ``pausing: interrupted: SIGINT`` while a signal its
+    supervisor received is parking the run, ``run N`` otherwise; the last run's reason for a settled node (an exited
     one's with its newest failed step's reason, ``domain.run.failcause``), after ``merged
     into main (3f2a9c1); `` while its newest merge landed and it has not run since; a
     stopped one's with the reason its stop was given (``Stopped by request: lunch``), a
@@ -164,15 +165,17 @@ def _detail(db_path: Path, branch: str, status: str,
         return ""
     if status == Status.ACTIVE:
         shown = decoration(status, reader.pending_signals(db_path, branch))
-        if shown != status:
-            return shown[len("active ("):-1]
+        waits = any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch))
+        if shown != status:  # `ending; run 2, waiting for 1 child: ...` until the wait ends
+            word = shown[len("active ("):-1]
+            return f"{word}; run {last.run_id}, {_waiting(db_path, branch)}" if waits else word
         from fractal.store.eventlog import last_event  # deferred: start-up cost (11 modules)
 
         parking = last_event(db_path, branch, "pause")  # a signal tears the step down
         if parking is not None and parking.status == "started" and \
                 parking.run_id == last.run_id and parking.meta.startswith(PARKING):
             return f"pausing: {parking.meta.removeprefix(PARKING)}"
-        if any(s.step_name == WAIT_STEP for s in reader.open_steps(db_path, branch)):
+        if waits:
             return f"run {last.run_id}, {_waiting(db_path, branch)}"
         # deferred: start-up cost (4 modules)
         from fractal.domain.usage.outage import OUTAGE_EVENT, cut_short_hint

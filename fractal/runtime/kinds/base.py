@@ -54,7 +54,8 @@ class StepResult:
     ``ending`` is set when the run ends with this step (a pool with nothing left, a usage
     window past ``max_usage_wait``); ``before`` names the row of a wait that held the step
     back and did not release (``WAIT``: the step itself never ran), ``during`` what the
-    step was doing when a stop or finish took it (None: its approval wait)."""
+    step was doing when a stop or finish took it (None: its approval wait); ``done`` that
+    the node's own ``node done`` ended the wait (the run ends at the iteration's end)."""
 
     outcome: StepOutcome
     limit: float | None
@@ -64,6 +65,7 @@ class StepResult:
     ending: RunEnding | None = None
     before: str | None = None
     during: str | None = None
+    done: bool = False
 
 
 def wait_ended(outcome: StepOutcome, ending: RunEnd | None, *, launched: bool) -> StepResult:

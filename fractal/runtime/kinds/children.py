@@ -4,7 +4,9 @@ table and passes the step on (to the kind that runs it) once the wait released, 
 once when no child was live (no row then).
 
 Its own ``WAIT`` row closes ``completed`` (``waited for 2 children (5m)``), ``stopped``
-(a stop or finish), or ``exited`` 124 past the walls; a pause parks it (``paused``) and
+(a stop or finish, or the node's own ``node done``: ``done while waiting for children``,
+and the run then ends ``completed`` with the done's reason), or ``exited`` 124 past the
+walls; a pause parks it (``paused``) and
 the resumed iteration waits again before the same step. It looks at the tree every
 ``wait`` window, and at once when a child's approval gate starts pending; a look runs a
 SYNC only when the tree holds news since the last SYNC (``Sync.while_waiting``).
@@ -62,6 +64,8 @@ class ChildrenWait(KindPart):
             raise Park(f"while waiting for children before {plan.file.name}")
         if end is WaitEnd.RELEASED:
             outcome = StepOutcome(Status.COMPLETED, 0, wait_reason(len(waiting), took))
+        elif end is WaitEnd.DONE:  # the node's own word: its run ends, the children stay
+            outcome = StepOutcome(Status.STOPPED, 0, "done while waiting for children")
         elif end in (WaitEnd.STOPPED, WaitEnd.FINISHED):
             what = "finish requested" if end is WaitEnd.FINISHED else "stopped"
             outcome = StepOutcome(Status.STOPPED, 0, f"{what} waiting for children")
@@ -73,6 +77,6 @@ class ChildrenWait(KindPart):
             return None
         ending = self.kit.usage.ending  # a SYNC's usage-window wait ended the run
         return StepResult(outcome, took, True, stopped=end is WaitEnd.STOPPED,
-                          finished=end is WaitEnd.FINISHED,
+                          finished=end is WaitEnd.FINISHED, done=end is WaitEnd.DONE,
                           ending=None if ending is None else RunEnding(ending),
                           before=WAIT_STEP, during=f"waiting for children before {plan.file.name}")
