@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["landed_merge", "merge_target", "unmerged_below"]
 
-_NOT_SETTLED = frozenset({Status.ACTIVE, Status.PAUSED, Status.RETIRED})
-"""Descendant statuses whose work the subtree check does not ask after: still running
-(its run may yet merge it) or retired (dropped on purpose, or merged and cleaned up)."""
+_RUNNING = frozenset({Status.ACTIVE, Status.PAUSED})
+"""Descendant statuses whose work is counted missing without asking git: its run still
+goes, so whatever it will hand over has not reached the node."""
 
 
 def merge_target(tree: Tree, child: str, into: str | None) -> str:
@@ -60,11 +60,13 @@ def landed_merge(tree: Tree, child: str, target: str) -> LandedMerge | None:
 def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
                    ) -> tuple[str, ...]:
     """``node``'s descendants (``nodes``: every registered (branch, status)) whose work has
-    not reached it, by branch name (``domain.merge.rules.unmerged_label``): any with a
-    hand-back note (the merge that lands a handed-back node removes it), and any settled
-    one whose branch still holds work its own merge target (its base, else its parent)
-    lacks, as a squash merge would compute it. One ``git merge-tree`` per settled
-    descendant. Raises StoreError (a hand-back note unreadable is none)."""
+    not reached it, by branch name (``domain.merge.rules.unmerged_label``): any still
+    running (active or paused: its work is not in yet), any with a hand-back note (the
+    merge that lands a handed-back node removes it), and any settled one whose branch
+    still holds work its own merge target (its base, else its parent) lacks, as a squash
+    merge would compute it. Retired descendants are skipped (dropped on purpose, or merged
+    and cleaned up). One ``git merge-tree`` per settled descendant. Raises StoreError (a
+    hand-back note unreadable is none)."""
     # deferred: start-up cost: only a merge's check and a run's end compute it (1 module)
     from fractal.domain.merge.rules import unmerged_label
     from fractal.workspace import git  # deferred: start-up cost (5 modules)
@@ -76,10 +78,13 @@ def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
         if not branch.startswith(node + ".") or status == Status.RETIRED:
             continue
         target = merge_target(tree, branch, None)
+        if status in _RUNNING:
+            found.append(unmerged_label(branch, status, handed_back=False, target=target))
+            continue
         if read_note(tree.node(branch).node_dir) is not None:
             found.append(unmerged_label(branch, status, handed_back=True, target=target))
             continue
-        if status in _NOT_SETTLED or not git.branch_exists(tree.repo, branch):
+        if not git.branch_exists(tree.repo, branch):
             continue
         try:
             plan = gitmerge.plan_squash(tree.repo, branch, target,
