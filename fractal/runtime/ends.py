@@ -9,22 +9,23 @@ no run ends as if their work were in. ``record_unmerged`` books, when a run ends
 of the run), which the inbox reads instead of asking git on every refresh: a top-level
 node with such work is not announced ready to merge. A descendant still running counts as
 such work; when its own run ends, ``refresh_unmerged_above`` books its ancestors' facts
-again as they now stand (``refresh_unmerged``, which a merge landing in a node runs too).
+again as they now stand (``workspace.subtree.refresh_unmerged``, which a merge landing in
+a node runs too).
 """
 
 from __future__ import annotations
 
 import logging
 
-from fractal.domain.merge.rules import RUNNING_STATUSES, UNMERGED_EVENT
+from fractal.domain.merge.rules import UNMERGED_EVENT
 from fractal.domain.run.subtree import Unsettled, never_approved, not_merged, unsettled_notice
 from fractal.domain.states import Status
 from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
-from fractal.tree import NodePaths, Tree, parent_of
+from fractal.tree import NodePaths
 
-__all__ = ["finish_reason", "notify_unsettled", "record_unmerged", "refresh_unmerged",
-           "refresh_unmerged_above", "unmerged_reason", "unsettled_below"]
+__all__ = ["finish_reason", "notify_unsettled", "record_unmerged", "refresh_unmerged_above",
+           "unmerged_reason", "unsettled_below"]
 
 log = logging.getLogger(__name__)
 
@@ -74,52 +75,19 @@ def record_unmerged(ledger: Ledger, paths: NodePaths, run_id: int) -> tuple[str,
     return found
 
 
-def refresh_unmerged(tree: Tree, ledger: Ledger, target: str) -> tuple[str, ...] | None:
-    """When ``target`` is settled (neither active nor paused) and its newest ``unmerged``
-    event names work (``domain.merge.rules.UNMERGED_EVENT``), book the event again with its
-    subtree's unmerged work as it stands now (``workspace.subtree.unmerged_below``; empty
-    metadata: none left), for the same run; return the labels booked, or None when
-    nothing was to refresh. Runs git only in that case. Raises StoreError, GitError."""
-    # deferred: a landing or a run's end only: start-up cost (2 modules, git behind them)
-    from fractal.store.eventlog import last_event
-    from fractal.workspace.subtree import unmerged_below
-
-    if target == tree.root:
-        return None
-    row = ledger.node(target)
-    if row is None or row.status in (Status.ACTIVE, Status.PAUSED):
-        return None
-    event = last_event(tree.db_path, target, UNMERGED_EVENT)
-    if event is None or not event.meta:
-        return None
-    found = unmerged_below(tree, [(r.node, r.status) for r in ledger.nodes()], target)
-    ledger.add_event(target, UNMERGED_EVENT, actor="merge", run_id=event.run_id,
-                     metadata="; ".join(found))
-    return found
-
-
 def refresh_unmerged_above(ledger: Ledger, paths: NodePaths) -> None:
-    """After a run of ``paths.branch`` ended: re-book (``refresh_unmerged``) the
-    ``unmerged`` fact of each settled ancestor (the root aside) whose newest one names this
-    branch as still running (``domain.merge.rules.unmerged_label``), so a lead that ended
-    while this node ran is announced ready once nothing of its subtree is missing. One
-    events read per ancestor; git only for one that names the branch. A registry or git
-    that cannot be read refreshes nothing (logged)."""
-    # deferred: a run's end only: start-up cost (1 module)
-    from fractal.store.eventlog import last_event
+    """After a run of ``paths.branch`` ended: its settled ancestors' ``unmerged`` facts
+    that named it still running are booked again as they now stand
+    (``workspace.subtree.refresh_unmerged_above``), so a lead that ended while this node
+    ran is announced ready once nothing of its subtree is missing. A registry or git that
+    cannot be read refreshes nothing (logged)."""
+    # deferred: a run's end only: start-up cost (1 module, git behind it)
+    from fractal.workspace.subtree import refresh_unmerged_above as refresh
 
-    tree, branch = paths.tree, paths.branch
-    running = tuple(f"{branch} ({s}, still running)" for s in RUNNING_STATUSES)
-    above = parent_of(branch)
     try:
-        while above is not None and above != tree.root:
-            event = last_event(tree.db_path, above, UNMERGED_EVENT)
-            if event is not None and any(label in running
-                                         for label in (event.meta or "").split("; ")):
-                refresh_unmerged(tree, ledger, above)
-            above = parent_of(above)
+        refresh(paths.tree, ledger, paths.branch, actor="loop")
     except FractalError as exc:
-        log.warning("could not refresh the subtree facts above %s: %s", branch, exc)
+        log.warning("could not refresh the subtree facts above %s: %s", paths.branch, exc)
 
 
 def unsettled_below(ledger: Ledger, node: str) -> list[Unsettled]:

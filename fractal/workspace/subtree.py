@@ -18,9 +18,11 @@ from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import read_config
 
 if TYPE_CHECKING:
+    from fractal.store.ledger import Ledger
     from fractal.workspace.merge import LandedMerge
 
-__all__ = ["landed_merge", "merge_target", "unmerged_below"]
+__all__ = ["landed_merge", "merge_target", "refresh_unmerged", "refresh_unmerged_above",
+           "unmerged_below"]
 
 _RUNNING = frozenset({Status.ACTIVE, Status.PAUSED})
 """Descendant statuses whose work is counted missing without asking git: its run still
@@ -94,3 +96,46 @@ def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
         if plan.conflicts or plan.files:
             found.append(unmerged_label(branch, status, handed_back=False, target=target))
     return tuple(found)
+
+
+def refresh_unmerged(tree: Tree, ledger: Ledger, target: str, *, actor: str
+                     ) -> tuple[str, ...] | None:
+    """When ``target`` is settled (neither active nor paused) and its newest ``unmerged``
+    event names work (``domain.merge.rules.UNMERGED_EVENT``), book the event again, by
+    ``actor``, for the same run, with its subtree's unmerged work as it stands now
+    (``unmerged_below``; empty metadata: none left); return the labels booked, or None
+    when nothing was to refresh. Runs git only in that case. Raises StoreError, GitError."""
+    # deferred: a landing, a run's end or a kill only: start-up cost (2 modules)
+    from fractal.domain.merge.rules import UNMERGED_EVENT
+    from fractal.store.eventlog import last_event
+
+    if target == tree.root:
+        return None
+    row = ledger.node(target)
+    if row is None or row.status in _RUNNING:
+        return None
+    event = last_event(tree.db_path, target, UNMERGED_EVENT)
+    if event is None or not event.meta:
+        return None
+    found = unmerged_below(tree, [(r.node, r.status) for r in ledger.nodes()], target)
+    ledger.add_event(target, UNMERGED_EVENT, actor=actor, run_id=event.run_id,
+                     metadata="; ".join(found))
+    return found
+
+
+def refresh_unmerged_above(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> None:
+    """Once ``branch`` has settled (its run ended, or it was killed): ``refresh_unmerged``
+    each ancestor (the root aside) whose newest ``unmerged`` event names ``branch`` still
+    running (``domain.merge.rules.unmerged_label``). One events read per ancestor; git
+    only for one that names it. Raises StoreError, GitError."""
+    # deferred: a run's end or a kill only: start-up cost (2 modules)
+    from fractal.domain.merge.rules import RUNNING_STATUSES, UNMERGED_EVENT
+    from fractal.store.eventlog import last_event
+
+    running = {f"{branch} ({status}, still running)" for status in RUNNING_STATUSES}
+    above = parent_of(branch)
+    while above is not None and above != tree.root:
+        event = last_event(tree.db_path, above, UNMERGED_EVENT)
+        if event is not None and running & set((event.meta or "").split("; ")):
+            refresh_unmerged(tree, ledger, above, actor=actor)
+        above = parent_of(above)

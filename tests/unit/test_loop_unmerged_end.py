@@ -5,7 +5,13 @@ so a top-level lead with a child's work left out is not announced ready to merge
 from __future__ import annotations
 
 import json
+import subprocess
 
+import psutil
+
+from fractal.domain.states import Move
+from fractal.store.ledger import Ledger
+from fractal.tree import find_tree
 from tests.helpers import git
 from tests.loopfakes import LoopTree, loop_tree
 
@@ -104,7 +110,7 @@ def test_a_child_still_running_at_the_lead_end_keeps_it_from_ready(loop_tree: Lo
     never = "main.lead.kid (completed, its work never merged into main.lead)"
     assert t.sql("SELECT actor, metadata FROM events WHERE event = 'unmerged' "
                  "ORDER BY event_id") == [
-        ("loop", "main.lead.kid (active, still running)"), ("merge", never)]
+        ("loop", "main.lead.kid (active, still running)"), ("loop", never)]
     assert never in str(_ready_item(t)["summary"])
     t.cli("node", "merge", "kid", cwd=t.worktree("lead"))
     assert _ready_item(t)["command"] == "fractal node merge main.lead"
@@ -120,3 +126,32 @@ def test_a_child_that_ends_with_nothing_new_makes_the_lead_ready(loop_tree: Loop
     item = _ready_item(t)
     assert item["command"] == "fractal node merge main.lead"
     assert "ready to merge into main" in str(item["summary"])
+
+
+def test_a_child_killed_after_the_lead_ended_makes_the_lead_ready(loop_tree: LoopTree
+                                                                  ) -> None:
+    """The kill settles the child without a run end of its own: the kill books the lead's
+    fact again (the child brought nothing new, so the lead is ready)."""
+    t = loop_tree
+    t.node("lead", {"01-A.md": "[stub:write=a.txt:a]"}, "--max-iters", "1")
+    t.cli("node", "init", "kid", "--parent", "lead")
+    supervisor = subprocess.Popen(["sleep", "300"], start_new_session=True)  # the kid's
+    try:
+        ledger = Ledger(find_tree(t.repo).db_path)
+        started = psutil.Process(supervisor.pid).create_time()
+        assert ledger.move("main.lead.kid", Move.START,
+                           supervisor=(supervisor.pid, started)).ok
+        ledger.open_run("main.lead.kid", agent="true", max_cost=None, parent_run_id=None)
+        assert t.run("lead") == 0
+        assert "main.lead.kid (active, still running)" in str(_ready_item(t)["summary"])
+        t.cli("node", "kill", "kid")
+        assert supervisor.wait(timeout=30) != 0  # the kill stopped it
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+    assert t.status("lead.kid") == "killed"
+    assert t.sql("SELECT actor, metadata FROM events WHERE event = 'unmerged' "
+                 "ORDER BY event_id") == [
+        ("loop", "main.lead.kid (active, still running)"), ("operator", "")]
+    assert _ready_item(t)["command"] == "fractal node merge main.lead"

@@ -12,8 +12,8 @@ and is settled ``failed``. So an interruption at any point leaves the target unt
 or fully merged. A merge that finds nothing new to bring settles what an earlier
 failed merge into the same target left outstanding (``settle_nothing_new``). A landing
 in a settled node whose run's end booked subtree work never merged books that work again
-as it now stands (``refresh_unmerged``), so the inbox's "work missing" item goes once the
-last of it is in.
+as it now stands (``workspace.subtree.refresh_unmerged``), so the inbox's "work missing"
+item goes once the last of it is in.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from fractal.domain.run.reasons import clip_reason
-from fractal.runtime.ends import refresh_unmerged
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
 from fractal.tree import Tree
@@ -29,8 +28,9 @@ from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock
 from fractal.workspace.handback import clear_note
+from fractal.workspace.subtree import refresh_unmerged
 
-__all__ = ["recover_interrupted", "refresh_unmerged", "settle_landed", "settle_nothing_new"]
+__all__ = ["recover_interrupted", "settle_landed", "settle_nothing_new"]
 
 
 def settle_landed(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: str,
@@ -50,7 +50,7 @@ def settle_landed(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, ch
         notices.append(f"{child} moved during the merge; its new commits come with the next "
                        "merge")
     clear_note(tree.node(child).node_dir)
-    refresh_unmerged(tree, ledger, target)
+    refresh_unmerged(tree, ledger, target, actor="merge")
     return notices
 
 
