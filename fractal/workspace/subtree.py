@@ -105,9 +105,9 @@ def refresh_unmerged(tree: Tree, ledger: Ledger, target: str, *, actor: str
     ``actor``, for the same run, with its subtree's unmerged work as it stands now
     (``unmerged_below``; empty metadata: none left); return the labels booked, or None
     when nothing was to refresh. Runs git only in that case. Raises StoreError, GitError."""
-    # deferred: a landing, a run's end or a kill only: start-up cost (2 modules)
+    # deferred: a landing, a run's end or a kill only: start-up cost (1 module)
     from fractal.domain.merge.rules import UNMERGED_EVENT
-    from fractal.store.eventlog import last_event
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (1 module)
 
     if target == tree.root:
         return None
@@ -128,9 +128,9 @@ def refresh_unmerged_above(tree: Tree, ledger: Ledger, branch: str, *, actor: st
     each ancestor (the root aside) whose newest ``unmerged`` event names ``branch`` still
     running (``domain.merge.rules.unmerged_label``). One events read per ancestor; git
     only for one that names it. Raises StoreError, GitError."""
-    # deferred: a run's end or a kill only: start-up cost (2 modules)
+    # deferred: a run's end or a kill only: start-up cost (1 module)
     from fractal.domain.merge.rules import RUNNING_STATUSES, UNMERGED_EVENT
-    from fractal.store.eventlog import last_event
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (1 module)
 
     running = {f"{branch} ({status}, still running)" for status in RUNNING_STATUSES}
     above = parent_of(branch)

@@ -97,8 +97,7 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
         ledger.add_event(branch, Signal.KILL.value, actor=actor, status="failed",
                          metadata=f"refused: {why}")
         return Signalled(branch, False, why)
-    # deferred: start-up cost: a kill that landed only (git behind it, run only when an
-    # ancestor's booked fact named this node still running)
+    # deferred: start-up cost: only a kill that landed reads it (git behind it)
     from fractal.workspace.subtree import refresh_unmerged_above
 
     with contextlib.suppress(FractalError):  # unread, the fact stays: the lead not ready
