@@ -7,7 +7,10 @@ outbox notice naming the descendants still running when the run ends.
 no run ends as if their work were in. ``record_unmerged`` books, when a run ends
 ``completed``, the descendants whose work never reached the node (an ``unmerged`` event
 of the run), which the inbox reads instead of asking git on every refresh: a top-level
-node with such work is not announced ready to merge.
+node with such work is not announced ready to merge. A descendant still running counts as
+such work; when its own run ends, ``refresh_unmerged_above`` books its ancestors' facts
+again as they now stand (``workspace.subtree.refresh_unmerged``, which a merge landing in
+a node runs too).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from fractal.errors import FractalError
 from fractal.store.ledger import Ledger
 from fractal.tree import NodePaths
 
-__all__ = ["finish_reason", "notify_unsettled", "record_unmerged",
+__all__ = ["finish_reason", "notify_unsettled", "record_unmerged", "refresh_unmerged_above",
            "unmerged_reason", "unsettled_below"]
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,21 @@ def record_unmerged(ledger: Ledger, paths: NodePaths, run_id: int) -> tuple[str,
         log.warning("could not check the subtree of %s: %s", paths.branch, exc)
         return ()
     return found
+
+
+def refresh_unmerged_above(ledger: Ledger, paths: NodePaths) -> None:
+    """After a run of ``paths.branch`` ended: its settled ancestors' ``unmerged`` facts
+    that named it still running are booked again as they now stand
+    (``workspace.subtree.refresh_unmerged_above``), so a lead that ended while this node
+    ran is announced ready once nothing of its subtree is missing. A registry or git that
+    cannot be read refreshes nothing (logged)."""
+    # deferred: a run's end only: start-up cost (1 module, git behind it)
+    from fractal.workspace.subtree import refresh_unmerged_above as refresh
+
+    try:
+        refresh(paths.tree, ledger, paths.branch, actor="loop")
+    except FractalError as exc:
+        log.warning("could not refresh the subtree facts above %s: %s", paths.branch, exc)
 
 
 def unsettled_below(ledger: Ledger, node: str) -> list[Unsettled]:

@@ -52,7 +52,13 @@ from fractal.runtime.clock import Clock, SystemClock
 from fractal.runtime.context import Boot, Reentry, RunAbort, RunState
 from fractal.runtime.dblocked import park_locked
 from fractal.runtime.edges import backstop
-from fractal.runtime.ends import finish_reason, notify_unsettled, record_unmerged, unmerged_reason
+from fractal.runtime.ends import (
+    finish_reason,
+    notify_unsettled,
+    record_unmerged,
+    refresh_unmerged_above,
+    unmerged_reason,
+)
 from fractal.runtime.launcher import Launcher, ProcessLauncher
 from fractal.runtime.loopparts import LoopParts
 from fractal.runtime.notices import run_end_draft
@@ -313,7 +319,9 @@ class Supervisor:
         status, one move. A finish that ended an unapproved gate says so in the reason;
         descendants still running get an outbox notice naming them, a hand-back not
         merged again is named in the reason (``ends.unmerged_reason``), and a ``completed``
-        end books the subtree's work never merged (``ends.record_unmerged``)."""
+        end books the subtree's work never merged (``ends.record_unmerged``); once closed, an
+        ancestor whose booked fact named this node still running has it booked again
+        (``ends.refresh_unmerged_above``)."""
         end = replace(end, reason=clip_reason(unmerged_reason(
             self.ledger, self.paths,
             finish_reason(self.ledger, self.paths.branch, run_id, end.reason))))
@@ -327,6 +335,7 @@ class Supervisor:
         if not closed.ok:
             self.reporter.warning(f"cannot close run {run_id}: {closed.why}")
             return
+        refresh_unmerged_above(self.ledger, self.paths)
         self.reporter.banner_open(f"Run {run_id} {end.run_status.value} (exit {end.exit_code}): "
                                   f"{end.reason}", major=True)
 

@@ -7,11 +7,20 @@ authority as in a terminal. textual-serve's aiohttp application is wrapped in on
 middleware that refuses every request (page, websocket, static file, download) without
 the access token (``domain.webaccess``), and a websocket opened from another site's page.
 Imported only for ``--web`` (textual-serve and aiohttp cost about 0.2 s to import).
+
+Each browser's dashboard lives exactly as long as its websocket: it runs as the leader of
+a process group of its own (``DashboardSession``), and however the websocket ends (the
+tab closed, the browser gone without a word, its connection lost in the middle of a
+write, the server stopping) the dashboard is asked to quit, given ``QUIT_S`` seconds, and
+its process group is then stopped (``procs.processes.kill_group``). textual-serve alone
+waits for the dashboard to quit on its own, which one that stopped being read never does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import shlex
 import signal
@@ -22,16 +31,27 @@ from typing import Any
 
 import aiohttp_jinja2
 from aiohttp import web
+from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 from fractal.assets import asset_root
 from fractal.domain import webaccess
 from fractal.domain.errors import FractalError
+from fractal.procs.processes import GroupHandle, kill_group, process_create_time
 from fractal.tree import Tree
+
+log = logging.getLogger(__name__)
 
 SHUTDOWN_S = 3.0
 """Seconds a stopping server gives an open dashboard to quit before its handler is
 cancelled."""
+
+QUIT_S = 2.0
+"""Seconds a dashboard whose websocket ended is given to quit when asked, before its
+process group is stopped."""
+
+KILL_GRACE_S = 1.0
+"""Seconds between SIGTERM and SIGKILL when a dashboard's process group is stopped."""
 
 Say = Callable[[str], None]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -44,6 +64,56 @@ def served_command(tree: Tree, node: str | None) -> str:
     if node is not None:
         argv.append(node)
     return f"cd {shlex.quote(str(tree.repo))} && exec {shlex.join(argv)}"
+
+
+class DashboardSession(AppService):
+    """One browser's dashboard process: textual-serve's app service, with the process
+    started as the leader of a new session, so its process group (it and whatever it
+    started) can be stopped as one (``end_session``)."""
+
+    async def _open_app_process(self, width: int = 80, height: int = 24
+                                ) -> asyncio.subprocess.Process:
+        """Start the served command (``served_command``) on pipes, ``width`` x ``height``
+        cells, in a process group of its own."""
+        process = await asyncio.create_subprocess_shell(
+            self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            env=self._build_environment(width=width, height=height))
+        assert process.stdin is not None
+        self._process, self._stdin = process, process.stdin
+        return process
+
+    @property
+    def process(self) -> asyncio.subprocess.Process | None:
+        """The dashboard's process once started, else None."""
+        return self._process
+
+
+async def end_session(session: DashboardSession) -> None:
+    """End one browser's dashboard: ask it to quit (textual-serve's ``stop``: a quit
+    message, then the wait for its output to end), up to ``QUIT_S`` seconds; a dashboard
+    still running then (it missed the quit, or it is stuck writing to a pipe nobody reads
+    any more) has its process group stopped, TERM then KILL after ``KILL_GRACE_S``. Never
+    raises: what went wrong is logged."""
+    process = session.process
+    created = process_create_time(process.pid) if process is not None else None
+    try:
+        await asyncio.wait_for(session.stop(), QUIT_S)
+    except Exception as exc:  # a lost connection, a timeout: the group is stopped below
+        log.debug("dashboard session did not quit cleanly: %r", exc)
+    if process is None or created is None or process.returncode is not None:
+        return
+    try:
+        await asyncio.wait_for(process.wait(), QUIT_S)
+        return
+    except TimeoutError:
+        pass
+    handle = GroupHandle(pid=process.pid, pgid=process.pid, create_time=created, marker="")
+    left = await asyncio.to_thread(kill_group, handle, grace=KILL_GRACE_S)
+    if left:
+        log.warning("dashboard processes still alive after SIGKILL: %s", left)
+    with contextlib.suppress(TimeoutError):  # read what it left, so its pipes close
+        await asyncio.wait_for(process.communicate(), QUIT_S)
 
 
 class DashboardServer(Server):
@@ -93,6 +163,34 @@ class DashboardServer(Server):
         return web.Response(status=status, text=(
             f"refused: {why}. Open the URL `fractal open --web` printed (it carries "
             f"?{webaccess.TOKEN_PARAM}=...); a new server has a new token.\n"))
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """One browser's websocket (``?width=&height=``: its terminal's cells): a
+        dashboard of its own (``DashboardSession``) fed the browser's messages until the
+        websocket ends from either side, then ended (``end_session``) whatever ended it."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+        session: DashboardSession | None = None
+
+        async def close() -> None:  # the dashboard quit: so does its websocket
+            await websocket.close()
+
+        try:
+            await websocket.prepare(request)
+            session = DashboardSession(
+                self.command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                close=close, download_manager=self.download_manager,
+                debug=self.debug)
+            await session.start(to_int(request.query.get("width", "80"), 80),
+                                to_int(request.query.get("height", "24"), 24))
+            await self._process_messages(websocket, session)
+        except asyncio.CancelledError:  # the server stops: the dashboard goes with it
+            await websocket.close()
+        except Exception as exc:  # the browser gone mid-message: the session ends below
+            log.debug("dashboard websocket ended: %r", exc)
+        finally:
+            if session is not None:
+                await end_session(session)
+        return websocket
 
     @aiohttp_jinja2.template("index.html")
     async def handle_index(self, request: web.Request) -> dict[str, Any]:

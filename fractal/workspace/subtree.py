@@ -18,13 +18,15 @@ from fractal.tree import Tree, parent_of
 from fractal.workspace.nodedir import read_config
 
 if TYPE_CHECKING:
+    from fractal.store.ledger import Ledger
     from fractal.workspace.merge import LandedMerge
 
-__all__ = ["landed_merge", "merge_target", "unmerged_below"]
+__all__ = ["landed_merge", "merge_target", "refresh_unmerged", "refresh_unmerged_above",
+           "unmerged_below"]
 
-_NOT_SETTLED = frozenset({Status.ACTIVE, Status.PAUSED, Status.RETIRED})
-"""Descendant statuses whose work the subtree check does not ask after: still running
-(its run may yet merge it) or retired (dropped on purpose, or merged and cleaned up)."""
+_RUNNING = frozenset({Status.ACTIVE, Status.PAUSED})
+"""Descendant statuses whose work is counted missing without asking git: its run still
+goes, so whatever it will hand over has not reached the node."""
 
 
 def merge_target(tree: Tree, child: str, into: str | None) -> str:
@@ -60,11 +62,13 @@ def landed_merge(tree: Tree, child: str, target: str) -> LandedMerge | None:
 def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
                    ) -> tuple[str, ...]:
     """``node``'s descendants (``nodes``: every registered (branch, status)) whose work has
-    not reached it, by branch name (``domain.merge.rules.unmerged_label``): any with a
-    hand-back note (the merge that lands a handed-back node removes it), and any settled
-    one whose branch still holds work its own merge target (its base, else its parent)
-    lacks, as a squash merge would compute it. One ``git merge-tree`` per settled
-    descendant. Raises StoreError (a hand-back note unreadable is none)."""
+    not reached it, by branch name (``domain.merge.rules.unmerged_label``): any still
+    running (active or paused: its work is not in yet), any with a hand-back note (the
+    merge that lands a handed-back node removes it), and any settled one whose branch
+    still holds work its own merge target (its base, else its parent) lacks, as a squash
+    merge would compute it. Retired descendants are skipped (dropped on purpose, or merged
+    and cleaned up). One ``git merge-tree`` per settled descendant. Raises StoreError (a
+    hand-back note unreadable is none)."""
     # deferred: start-up cost: only a merge's check and a run's end compute it (1 module)
     from fractal.domain.merge.rules import unmerged_label
     from fractal.workspace import git  # deferred: start-up cost (5 modules)
@@ -76,10 +80,13 @@ def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
         if not branch.startswith(node + ".") or status == Status.RETIRED:
             continue
         target = merge_target(tree, branch, None)
+        if status in _RUNNING:
+            found.append(unmerged_label(branch, status, handed_back=False, target=target))
+            continue
         if read_note(tree.node(branch).node_dir) is not None:
             found.append(unmerged_label(branch, status, handed_back=True, target=target))
             continue
-        if status in _NOT_SETTLED or not git.branch_exists(tree.repo, branch):
+        if not git.branch_exists(tree.repo, branch):
             continue
         try:
             plan = gitmerge.plan_squash(tree.repo, branch, target,
@@ -89,3 +96,46 @@ def unmerged_below(tree: Tree, nodes: Iterable[tuple[str, str]], node: str
         if plan.conflicts or plan.files:
             found.append(unmerged_label(branch, status, handed_back=False, target=target))
     return tuple(found)
+
+
+def refresh_unmerged(tree: Tree, ledger: Ledger, target: str, *, actor: str
+                     ) -> tuple[str, ...] | None:
+    """When ``target`` is settled (neither active nor paused) and its newest ``unmerged``
+    event names work (``domain.merge.rules.UNMERGED_EVENT``), book the event again, by
+    ``actor``, for the same run, with its subtree's unmerged work as it stands now
+    (``unmerged_below``; empty metadata: none left); return the labels booked, or None
+    when nothing was to refresh. Runs git only in that case. Raises StoreError, GitError."""
+    # deferred: a landing, a run's end or a kill only: start-up cost (1 module)
+    from fractal.domain.merge.rules import UNMERGED_EVENT
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (1 module)
+
+    if target == tree.root:
+        return None
+    row = ledger.node(target)
+    if row is None or row.status in _RUNNING:
+        return None
+    event = last_event(tree.db_path, target, UNMERGED_EVENT)
+    if event is None or not event.meta:
+        return None
+    found = unmerged_below(tree, [(r.node, r.status) for r in ledger.nodes()], target)
+    ledger.add_event(target, UNMERGED_EVENT, actor=actor, run_id=event.run_id,
+                     metadata="; ".join(found))
+    return found
+
+
+def refresh_unmerged_above(tree: Tree, ledger: Ledger, branch: str, *, actor: str) -> None:
+    """Once ``branch`` has settled (its run ended, or it was killed): ``refresh_unmerged``
+    each ancestor (the root aside) whose newest ``unmerged`` event names ``branch`` still
+    running (``domain.merge.rules.unmerged_label``). One events read per ancestor; git
+    only for one that names it. Raises StoreError, GitError."""
+    # deferred: a run's end or a kill only: start-up cost (1 module)
+    from fractal.domain.merge.rules import RUNNING_STATUSES, UNMERGED_EVENT
+    from fractal.store.eventlog import last_event  # deferred: start-up cost (1 module)
+
+    running = {f"{branch} ({status}, still running)" for status in RUNNING_STATUSES}
+    above = parent_of(branch)
+    while above is not None and above != tree.root:
+        event = last_event(tree.db_path, above, UNMERGED_EVENT)
+        if event is not None and running & set((event.meta or "").split("; ")):
+            refresh_unmerged(tree, ledger, above, actor=actor)
+        above = parent_of(above)

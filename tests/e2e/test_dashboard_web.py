@@ -6,12 +6,19 @@ ledger. One browser per module; its screenshots are written under the test's tmp
 
 from __future__ import annotations
 
+import array
+import fcntl
+import json
+import os
+import socket
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.browser import Browser, chromium, served, wait_for_text
+from tests.browser import Browser, Served, chromium, served, wait_for_text
 from tests.e2e.conftest import Tree
 from tests.guards import EXEMPT_TREES
 from tests.helpers import wait_until
@@ -21,7 +28,8 @@ from tests.helpers import wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 pytest.importorskip("textual_serve", reason="the web extra (fractal[web]) is not installed")
-pytest.importorskip("websocket", reason="websocket-client (a dev dependency) is not installed")
+websocket = pytest.importorskip(
+    "websocket", reason="websocket-client (a dev dependency) is not installed")
 
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
@@ -113,4 +121,69 @@ def test_the_browser_shows_the_tree_and_its_approve_key_releases_the_gate(
         assert tree_at < node_at  # one column: the tree first, the node pane below it
         assert "gated" in screen and "inbox" in screen
         browser.screenshot(tmp_path / "dashboard-web-phone.png")
+    assert "refused" not in web.stderr()
+
+
+def _dashboards(web: Served) -> list[psutil.Process]:
+    """The dashboard processes the server runs now, one per browser."""
+    return [p for p in psutil.Process(web.proc.pid).children(recursive=True)
+            if "open" in p.cmdline()]
+
+
+def _pipe_full(pid: int) -> bool:
+    """Whether the pipe the dashboard ``pid`` writes its screen to (its stdout) is full,
+    within one atomic write (4096 bytes), so its next write blocks: read through its
+    /proc entry with FIONREAD, which takes nothing out."""
+    fd = os.open(f"/proc/{pid}/fd/1", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        held = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, held)
+        return held[0] >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - 4096
+    finally:
+        os.close(fd)
+
+
+def _connect(web: Served, width: int, height: int, **options: object
+             ) -> websocket.WebSocket:
+    base = web.base.rstrip("/").removeprefix("http://")
+    token = web.url.split("?", 1)[1]
+    return websocket.create_connection(
+        f"ws://{base}/ws?{token}&width={width}&height={height}", origin=f"http://{base}",
+        **options)
+
+
+def test_a_dashboard_ends_with_its_websocket_however_it_ends(tree: Tree) -> None:
+    """Each visit's dashboard process ends when its websocket does: one closed by the
+    browser, and one lost in the middle of the server's write (a browser that stopped
+    reading, then vanished without a close), which left textual-serve waiting on a
+    dashboard blocked on a pipe nobody read."""
+    tree.node("docs")
+    with served(tree.repo) as web:
+        assert _dashboards(web) == []
+        polite = _connect(web, 80, 24)
+        wait_until(lambda: len(_dashboards(web)) == 1, timeout=30, message="a dashboard")
+        polite.settimeout(30)
+        polite.recv()  # it draws
+        polite.close()
+        wait_until(lambda: _dashboards(web) == [], timeout=30,
+                   message="the closed websocket's dashboard ended")
+
+        # A tiny receive window it never drains: the server's write to it blocks, the
+        # dashboard's repaints (each resize redraws 400x150 cells) pile up in its pipe.
+        stalled = _connect(web, 400, 150,
+                           sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 2048),))
+        (dashboard,) = wait_until(lambda: _dashboards(web), timeout=30,
+                                  message="a second dashboard")
+        widths = iter(range(100_000))
+
+        def piled_up() -> bool:
+            stalled.send(json.dumps(["resize", {"width": 300 + next(widths) % 2 * 100,
+                                                "height": 150}]))
+            return _pipe_full(dashboard.pid)
+        wait_until(piled_up, timeout=60, message="the dashboard blocked on its unread output")
+        stalled.sock.shutdown(socket.SHUT_RDWR)  # gone, no close frame
+        stalled.sock.close()
+        wait_until(lambda: not dashboard.is_running(), timeout=30,
+                   message="the lost websocket's dashboard ended")
+        assert _dashboards(web) == []
     assert "refused" not in web.stderr()

@@ -251,6 +251,11 @@ def test_tree_brake_blocks_starts_until_resume(tree: Tree) -> None:
     assert refused.returncode == 1 and "fractal resume" in refused.stderr
     refused = tree.cli("node", "init", "newbie", check=False)
     assert refused.returncode == 1 and "paused" in refused.stderr
+    for again in ((), ("--continue",)):  # the paused node itself: resumed, not started
+        refused = tree.cli("node", "start", "busy", *again, check=False)
+        assert refused.returncode == 1
+        assert ("node main.busy is paused, so it is resumed, not started: the tree main is "
+                "paused; `fractal resume` lifts the brake and resumes its run") in refused.stderr
     go.touch()
     wait_until(lambda: not _session_alive(tree, "busy"), timeout=10)
     tree.cli("resume")

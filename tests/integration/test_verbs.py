@@ -446,6 +446,29 @@ def test_the_tree_brake_is_the_operators(small: Small) -> None:
     assert init_node(small.ctx(), "x", {}).paths.branch == "main.x"
 
 
+@pytest.mark.parametrize("continuing", [False, True], ids=["start", "continue"])
+def test_starting_a_running_node_says_what_to_do_instead(small: Small, continuing: bool
+                                                         ) -> None:
+    """An active node is followed or stopped; a paused one is resumed, by `fractal resume`
+    while the tree brake is on, else by `fractal node resume`: each refusal names it."""
+    _activate(small, "main.a.c")
+    with pytest.raises(FractalError, match=re.escape(
+            "node main.a.c is active: its run is still going; follow it (`fractal node "
+            "status main.a.c`)")):
+        start_node(small.ctx(), "a.c", continue_mode=continuing)
+    assert small.ledger.move("main.a.c", Move.PARK, to=Status.PAUSED).ok
+    with pytest.raises(FractalError, match=re.escape(
+            "node main.a.c is paused, so it is resumed, not started: `fractal node resume "
+            "main.a.c` resumes its run")):
+        start_node(small.ctx(), "a.c", continue_mode=continuing)
+    (small.repo / ".fractal" / "main" / ".paused").write_text("lunch\n")  # the tree brake
+    with pytest.raises(FractalError, match=re.escape(
+            "node main.a.c is paused, so it is resumed, not started: the tree main is "
+            "paused; `fractal resume` lifts the brake and resumes its run")):
+        start_node(small.ctx(), "a.c", continue_mode=continuing)
+    assert small.ledger.node("main.a.c").status is Status.PAUSED  # nothing moved
+
+
 def test_the_operator_reopens_a_closed_usage_window_for_a_probe_now(small: Small) -> None:
     """`fractal usage reopen`: a window closed until tomorrow (a misread reset) wakes now,
     so the next look of a waiting node claims the probe; recorded as an event."""

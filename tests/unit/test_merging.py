@@ -14,6 +14,7 @@ from fractal.domain.merge.rules import (
     merge_refusal,
     merge_subject,
     travels_by_place,
+    unmerged_label,
     view_refusal,
 )
 
@@ -141,3 +142,13 @@ def test_an_exited_run_after_a_hand_back_refuses_only_while_the_conflict_is_ther
                        handed_back=handed_back, hand_back_resolved=resolved)
     why = merge_refusal(facts)
     assert (why is None) if refused_with is None else (why is not None and refused_with in why)
+
+
+@pytest.mark.parametrize(("status", "handed_back", "label"), [
+    ("active", False, "main.a.b (active, still running)"),
+    ("paused", True, "main.a.b (paused, still running)"),  # running first: not in yet
+    ("completed", True, "main.a.b (a conflict handed back to it, not merged since)"),
+    ("killed", False, "main.a.b (killed, its work never merged into main.a)"),
+])
+def test_unmerged_label(status: str, handed_back: bool, label: str) -> None:
+    assert unmerged_label("main.a.b", status, handed_back=handed_back, target="main.a") == label

@@ -34,6 +34,7 @@ __all__ = [
     "FORCE_HINT",
     "LIVE",
     "NODE_DIRS",
+    "RUNNING_STATUSES",
     "UNMERGED_EVENT",
     "MergeFacts",
     "authorisation_refusal",
@@ -168,8 +169,8 @@ def merge_refusal(facts: MergeFacts) -> str | None:
         return (f"{child}'s subtree holds work that never reached {child}: "
                 f"{_listing(facts.unmerged_below, 5)}; merge each into its parent first "
                 "(deepest first: `fractal node merge NAME`; a handed-back node once it has "
-                f"resolved the conflict), then merge {child} again, or {FORCE_HINT} without "
-                "that work")
+                "resolved the conflict, a running one once its run has ended), then merge "
+                f"{child} again, or {FORCE_HINT} without that work")
     return None
 
 
@@ -179,10 +180,17 @@ end books the labels it found (``unmerged_label``, joined by ``; ``), and a merg
 in that node afterwards books them again as they now stand (none: the work is all in)."""
 
 
+RUNNING_STATUSES = ("active", "paused")
+"""Descendant statuses whose work cannot have reached the node yet: its run still goes."""
+
+
 def unmerged_label(branch: str, status: str, *, handed_back: bool, target: str) -> str:
-    """How the subtree refusal names one descendant: ``main.a.b (a conflict handed back to
-    it, not merged since)`` or ``main.a.b (completed, its work never merged into
-    main.a)``."""
+    """How the subtree refusal names one descendant: ``main.a.b (active, still running)``
+    for one whose run still goes (``RUNNING_STATUSES``: its work is not in, whatever it
+    holds now), ``main.a.b (a conflict handed back to it, not merged since)`` or
+    ``main.a.b (completed, its work never merged into main.a)``."""
+    if status in RUNNING_STATUSES:
+        return f"{branch} ({status}, still running)"
     if handed_back:
         return f"{branch} (a conflict handed back to it, not merged since)"
     return f"{branch} ({status}, its work never merged into {target})"

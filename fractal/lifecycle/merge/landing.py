@@ -12,17 +12,15 @@ and is settled ``failed``. So an interruption at any point leaves the target unt
 or fully merged. A merge that finds nothing new to bring settles what an earlier
 failed merge into the same target left outstanding (``settle_nothing_new``). A landing
 in a settled node whose run's end booked subtree work never merged books that work again
-as it now stands (``refresh_unmerged``), so the inbox's "work missing" item goes once the
-last of it is in.
+as it now stands (``workspace.subtree.refresh_unmerged``), so the inbox's "work missing"
+item goes once the last of it is in.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fractal.domain.merge.rules import UNMERGED_EVENT
 from fractal.domain.run.reasons import clip_reason
-from fractal.domain.states import Status
 from fractal.store.ledger import Ledger
 from fractal.store.merges import MergeBook
 from fractal.tree import Tree
@@ -30,8 +28,9 @@ from fractal.workspace import git
 from fractal.workspace import merge as gitmerge
 from fractal.workspace.commit_lock import clear_index_lock
 from fractal.workspace.handback import clear_note
+from fractal.workspace.subtree import refresh_unmerged
 
-__all__ = ["recover_interrupted", "refresh_unmerged", "settle_landed", "settle_nothing_new"]
+__all__ = ["recover_interrupted", "settle_landed", "settle_nothing_new"]
 
 
 def settle_landed(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, child: str,
@@ -51,32 +50,8 @@ def settle_landed(tree: Tree, book: MergeBook, ledger: Ledger, merge_id: int, ch
         notices.append(f"{child} moved during the merge; its new commits come with the next "
                        "merge")
     clear_note(tree.node(child).node_dir)
-    refresh_unmerged(tree, ledger, target)
+    refresh_unmerged(tree, ledger, target, actor="merge")
     return notices
-
-
-def refresh_unmerged(tree: Tree, ledger: Ledger, target: str) -> tuple[str, ...] | None:
-    """When ``target`` is settled (neither active nor paused) and its newest ``unmerged``
-    event names work (``domain.merge.rules.UNMERGED_EVENT``), book the event again with its
-    subtree's unmerged work as it stands now (``workspace.subtree.unmerged_below``; empty
-    metadata: none left), for the same run; return the labels booked, or None when
-    nothing was to refresh. Runs git only in that case. Raises StoreError, GitError."""
-    # deferred: only a landing in a node whose end booked missing work reads it (2 modules)
-    from fractal.store.eventlog import last_event
-    from fractal.workspace.subtree import unmerged_below  # deferred: start-up cost (git)
-
-    if target == tree.root:
-        return None
-    row = ledger.node(target)
-    if row is None or row.status in (Status.ACTIVE, Status.PAUSED):
-        return None
-    event = last_event(tree.db_path, target, UNMERGED_EVENT)
-    if event is None or not event.meta:
-        return None
-    found = unmerged_below(tree, [(r.node, r.status) for r in ledger.nodes()], target)
-    ledger.add_event(target, UNMERGED_EVENT, actor="merge", run_id=event.run_id,
-                     metadata="; ".join(found))
-    return found
 
 
 def recover_interrupted(tree: Tree, book: MergeBook, ledger: Ledger, target: str,

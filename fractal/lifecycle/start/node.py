@@ -17,9 +17,11 @@ from pathlib import Path
 from fractal import tmux
 from fractal.agents.base import binary_problem, resolve_route
 from fractal.agents.registry import resolve_backend
+from fractal.control import latched
 from fractal.domain.config import parse_config
 from fractal.domain.hosts import elsewhere, host_refusal
-from fractal.domain.states import SETTLED, Move, Status
+from fractal.domain.run.starting import start_refusal
+from fractal.domain.states import Move, Status
 from fractal.errors import FractalError
 from fractal.lifecycle.cleanup.targets import refuse_if_gone
 from fractal.lifecycle.context import Context
@@ -92,14 +94,10 @@ def start_node(ctx: Context, name: str | None, *, continue_mode: bool = False,
     with file_lock(tree.lock_path):
         row = ledger.node(branch)
         status = row.status if row else None
-        shown = status or "unregistered"
-        if continue_mode:
-            if status not in SETTLED:
-                raise FractalError(f"node {branch} is {shown}; --continue needs a settled node "
-                                   "(completed, stopped, exited or killed)")
-        elif status is not Status.IDLE:
-            hint = " (use --continue to start a new run)" if status in SETTLED else ""
-            raise FractalError(f"node {branch} is {shown}, not idle{hint}")
+        refusal = start_refusal(branch, status, continuing=continue_mode, root=tree.root,
+                                tree_paused=status is Status.PAUSED and latched(tree))
+        if refusal is not None:
+            raise FractalError(refusal)
         refuse_if_braked(tree, ledger, branch, "start")
         last = ledger.last_run(branch)
         previous = last.run_id if last else 0

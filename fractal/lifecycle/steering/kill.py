@@ -21,6 +21,7 @@ processes to die.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -96,6 +97,11 @@ def _condemn(tree: Tree, ledger: Ledger, branch: str, *, actor: str,
         ledger.add_event(branch, Signal.KILL.value, actor=actor, status="failed",
                          metadata=f"refused: {why}")
         return Signalled(branch, False, why)
+    # deferred: start-up cost: only a kill that landed reads it (git behind it)
+    from fractal.workspace.subtree import refresh_unmerged_above
+
+    with contextlib.suppress(FractalError):  # unread, the fact stays: the lead not ready
+        refresh_unmerged_above(tree, ledger, branch, actor=actor)
     supervisor = None
     if row.supervisor_pid and row.supervisor_started:
         supervisor = group_of(row.supervisor_pid, row.supervisor_started)
