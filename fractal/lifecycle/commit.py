@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.config import normalise_scope
-from fractal.domain.sandbox import TOKEN_ENV, Mode, decide, mode_of
+from fractal.domain.sandbox import TOKEN_ENV, Mode, decide, mode_of, private_objects
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
 from fractal.procs.confine import CONFINED_ENV, confined_argv, relay_socket
 from fractal.tree import NodePaths, Tree
 from fractal.workspace import git
 from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest, ScriptRunner
+from fractal.workspace.gitfiles import git_dirs
 from fractal.workspace.nodedir import read_config
 
 __all__ = ["CommitMode", "CommitResult", "Lineage", "commit_work", "compose_subject",
@@ -204,18 +205,35 @@ def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
 
 
+def _adopt_private(paths: NodePaths) -> None:
+    """Adopt what a program in the node's sandbox wrote into its private object
+    directory (the commit its hooks ran for) into the shared store, checked as the relay
+    adopts before each command (``workspace.adoption``), so this verb reads it next."""
+    from fractal.workspace.adoption import adopt  # deferred: only a confined commit adopts
+
+    dirs = git_dirs(paths.worktree)
+    if dirs is not None:
+        adopt(Path(private_objects(str(dirs[1]), str(dirs[0]), str(paths.node_dir))),
+              dirs[1], drain=False)
+
+
 def _confined_runner(paths: NodePaths) -> ScriptRunner:
-    """The hook runner of a commit a sandboxed agent asked for through its relay: each
-    hook runs in the node's sandbox (``procs.confine``), with the node's relay and the
-    token of the request that asked (the relay puts it in this verb's environment)."""
+    """The runner of a commit a sandboxed agent asked for through its relay: its
+    ``git commit`` (with the user's hooks), ``scripts/lint.sh`` and push each run in the
+    node's sandbox (``procs.confine``), with the node's relay and the token of the request
+    that asked (the relay puts it in this verb's environment); the objects each wrote are
+    adopted when it ends (``_adopt_private``)."""
     relay = relay_socket(paths.tree, paths.branch)
     token = os.environ.get(TOKEN_ENV)
 
     def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
         inside = {**env, TOKEN_ENV: token} if token else dict(env)  # bwrap hands it on
-        return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
-                       timeout)
+        try:
+            return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
+                           timeout)
+        finally:
+            _adopt_private(paths)
 
     return run
 

@@ -14,7 +14,7 @@ composes the subject, records the event and renders the outcome.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fractal.workspace.commit_hooks import HooksPlan, commit_index, plan_hooks
@@ -216,8 +216,12 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
         guard_generated(generated, worktree)
         stage(worktree, roots)
 
+    def confined_git(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+        return runner(argv, worktree, env, None)  # the commit and its hooks in the sandbox
+
     attempt = commit_index(worktree, request.subject, no_verify=force, git_args=hooks.git_args,
-                           restage=restage, nothing_staged=lambda: nothing_staged(worktree))
+                           restage=restage, nothing_staged=lambda: nothing_staged(worktree),
+                           git=None if request.programs else confined_git)
     for text in attempt.notices:
         notes.notice(text)
     if attempt.sha is None:
