@@ -232,8 +232,10 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
     if request.local:
         notes.notice("local node: push skipped")
     else:
+        # the push runs through ``runner`` (a confined request's: inside the node's
+        # sandbox), so its pre-push hook runs wherever the commit's hooks did
         pushed, notice, warning = push_branch(worktree, request.branch, no_verify=force,
-                                              runner=runner, programs=request.programs)
+                                              runner=runner)
         notes.notice(notice)
         notes.warn(warning)
     return notes.outcome(request.subject, attempt.sha, commit_files(worktree, attempt.sha),

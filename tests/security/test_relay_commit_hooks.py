@@ -66,3 +66,43 @@ def test_an_agents_relayed_commit_runs_the_users_hooks_in_its_sandbox(
     subjects = git(tree.repo, "log", "--format=%s", "main.a.b")
     assert "the hooked work" in subjects and "the blocked work" not in subjects
     assert not outside.exists()  # the hook ran, inside the node's sandbox
+
+
+PUSH_COMMANDS = """
+def push():
+    with open("work.txt", "w") as fh:
+        fh.write("work\\n")
+    done = subprocess.run([sys.executable, "-m", "fractal", "commit", "the pushed work"],
+                          capture_output=True, text=True, timeout=120)
+    return f"exit {done.returncode}: {done.stdout}{done.stderr}"
+
+attempt("push", push)
+"""
+
+PRE_PUSH = """#!/bin/sh
+echo "pre-push ran" >> "{outside}" 2>/dev/null
+echo "pre-push hook says no"
+exit 1
+"""
+
+
+def test_an_agents_relayed_push_runs_the_users_pre_push_hook_in_its_sandbox(
+        sandboxed_tree: Tree, tmp_path: Path) -> None:
+    """The push of that commit runs the user's pre-push hook inside the sandbox too: its
+    refusal is the push's warning (the commit stands), and its write outside is lost."""
+    tree = sandboxed_tree
+    origin = tree.repo / "origin.git"  # seen (read-only) inside the sandbox
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(tree.repo, "remote", "add", "origin", str(origin))
+    report_path = hostile_node(tree, tmp_path, PUSH_COMMANDS, {})
+    outside = tree.repo / "hook-outside.txt"
+    hook = tree.repo / ".git" / "hooks" / "pre-push"
+    hook.write_text(PRE_PUSH.format(outside=outside))
+    hook.chmod(0o755)
+    tree.cli("node", "start", "a.b")
+    assert tree.wait_settled("a.b", timeout=300) == "completed"
+    detail = str(read_report(report_path)["push"]["detail"])
+    assert detail.startswith("exit 0: "), detail
+    assert "push to origin failed" in detail and "pre-push hook says no" in detail, detail
+    assert "the pushed work" in git(tree.repo, "log", "--format=%s", "main.a.b")
+    assert not outside.exists()
