@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.config import normalise_scope
-from fractal.domain.sandbox import TOKEN_ENV, Mode, decide, mode_of, private_objects
+from fractal.domain.sandbox import TOKEN_ENV, Mode, decide, mode_of
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
 from fractal.procs.confine import CONFINED_ENV, confined_argv, relay_socket
 from fractal.tree import NodePaths, Tree
 from fractal.workspace import git
 from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest, ScriptRunner
-from fractal.workspace.gitfiles import git_dirs
 from fractal.workspace.nodedir import read_config
 
 __all__ = ["CommitMode", "CommitResult", "Lineage", "commit_work", "compose_subject",
@@ -207,14 +206,17 @@ def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
 
 def _adopt_private(paths: NodePaths) -> None:
     """Adopt what a program in the node's sandbox wrote into its private object
-    directory (the commit its hooks ran for) into the shared store, checked as the relay
-    adopts before each command (``workspace.adoption``), so this verb reads it next."""
-    from fractal.workspace.adoption import adopt  # deferred: only a confined commit adopts
+    directory (the commit its hooks ran for) into the shared store, every object checked,
+    as before each relayed command (``lifecycle.adopting``; its launch lives: a snapshot),
+    so this verb's git reads it next. Raises FractalError when the branch then needs an
+    object adoption refused or the store lacks (the text says what to do)."""
+    from fractal.domain.states import Status  # deferred: only a confined commit (1 module)
+    from fractal.lifecycle.adopting import take_objects  # deferred: start-up cost, as above
 
-    dirs = git_dirs(paths.worktree)
-    if dirs is not None:
-        adopt(Path(private_objects(str(dirs[1]), str(dirs[0]), str(paths.node_dir))),
-              dirs[1], drain=False)
+    taken = take_objects(paths.tree, paths.branch, Status.ACTIVE, "commit",
+                         always_check=False)
+    if taken.refusal:
+        raise FractalError(taken.refusal)
 
 
 def _confined_runner(paths: NodePaths) -> ScriptRunner:
@@ -229,11 +231,10 @@ def _confined_runner(paths: NodePaths) -> ScriptRunner:
     def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
         inside = {**env, TOKEN_ENV: token} if token else dict(env)  # bwrap hands it on
-        try:
-            return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
-                           timeout)
-        finally:
-            _adopt_private(paths)
+        done = _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
+                       timeout)
+        _adopt_private(paths)
+        return done
 
     return run
 
