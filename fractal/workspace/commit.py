@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fractal.workspace.commit_hooks import HooksPlan, commit_index, plan_hooks
+from fractal.workspace.commit_hooks import HooksPlan, commit_index, has_commit_hooks, plan_hooks
 from fractal.workspace.commit_lock import clear_index_lock, commit_turn
 from fractal.workspace.commit_scope import allowed_roots, check_scope, covered
 from fractal.workspace.commit_stage import (
@@ -219,9 +219,12 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
     def confined_git(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
         return runner(argv, worktree, env, None)  # the commit and its hooks in the sandbox
 
+    # a confined request's commit runs through ``runner`` (its sandbox) only when a hook
+    # would run: else here, guarded, as fast as before (one sandbox start saved)
+    confine = not (request.programs or force) and has_commit_hooks(worktree, hooks.git_args)
     attempt = commit_index(worktree, request.subject, no_verify=force, git_args=hooks.git_args,
                            restage=restage, nothing_staged=lambda: nothing_staged(worktree),
-                           git=None if request.programs else confined_git)
+                           git=confined_git if confine else None)
     for text in attempt.notices:
         notes.notice(text)
     if attempt.sha is None:

@@ -26,9 +26,12 @@ from fractal.workspace.commit_types import CommitFailed
 from fractal.workspace.git import git_env, head_sha, repo_root, run_git
 from fractal.workspace.gitguard import repository_programs
 
-__all__ = ["PRE_COMMIT_CONFIG", "CommitAttempt", "GitRunner", "HooksPlan", "commit_index",
-           "plan_hooks"]
+__all__ = ["COMMIT_HOOKS", "PRE_COMMIT_CONFIG", "CommitAttempt", "GitRunner", "HooksPlan",
+           "commit_index", "has_commit_hooks", "plan_hooks"]
 
+COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit",
+                "reference-transaction", "post-index-change")
+"""The hooks a ``git commit`` may run."""
 PRE_COMMIT_CONFIG = ".pre-commit-config.yaml"
 """The pre-commit framework's config file; its presence arms the one retry."""
 _OUTPUT_TAIL = 6000  # characters of hook output carried in an error
@@ -79,6 +82,20 @@ def plan_hooks(worktree: Path) -> HooksPlan:
     return HooksPlan(warning=f"core.hooksPath {value!r} resolves to {here}, which does not "
                              "exist (nor in the main worktree): git runs no hooks for this "
                              "commit; commit the hooks directory or make the path absolute")
+
+
+def has_commit_hooks(worktree: Path, git_args: Sequence[str]) -> bool:
+    """Whether a ``git commit`` in ``worktree`` with ``git_args`` (``HooksPlan.git_args``)
+    would run a hook: an executable file named as one of ``COMMIT_HOOKS`` in the hooks
+    directory the repository's own config gives (git skips one that is not executable).
+    Raises GitError only when git itself cannot run."""
+    with repository_programs():  # the repository's setting, not the guard's /dev/null
+        proc = run_git([*git_args, "rev-parse", "--git-path", "hooks"], worktree, check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return False
+    hooks = worktree / os.path.expanduser(proc.stdout.strip())
+    return any(os.access(hooks / name, os.X_OK) and (hooks / name).is_file()
+               for name in COMMIT_HOOKS)
 
 
 def _output(proc_stdout: str, proc_stderr: str) -> str:
