@@ -5,7 +5,8 @@ the argv ``lifecycle/start/hosting.supervisor_argv`` writes. That exact form goe
 supervisor, without click: parsing the CLI costs an import of click and the ``node``
 command group, about a fifth of a short supervisor's CPU, for three fixed words. Any
 other form (another option order, a repeated flag, a path that is not a directory) goes
-through click as before, and an exception that escapes the supervisor's boot ends the
+through click as before (and so does every form inside a node's sandbox, where the
+command goes to the node's relay), and an exception that escapes the supervisor's boot ends the
 process as it would under click (``fractal.cli.settle``).
 
 The pane's supervisor also runs its imports and boot with the garbage collector off:
@@ -24,7 +25,10 @@ from pathlib import Path
 def pane_options(args: list[str]) -> tuple[Path, bool, bool] | None:
     """(worktree, continue_mode, resume_mode) when ``args`` is exactly the pane's
     ``node _run --path WORKTREE [--continue] [--resume]`` with WORKTREE a directory, else
-    None (click parses it)."""
+    None (click parses it). Inside a node's sandbox (``FRACTAL_RELAY`` set) it is always
+    None: there every command goes to the relay, which refuses this hidden verb."""
+    if os.environ.get("FRACTAL_RELAY"):  # domain.sandbox.RELAY_ENV, without its import
+        return None
     if len(args) < 4 or args[:3] != ["node", "_run", "--path"] or not os.path.isdir(args[3]):
         return None
     flags = args[4:]

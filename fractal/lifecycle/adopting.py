@@ -21,7 +21,6 @@ branch back from at its next start (``runtime.sandboxing``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,7 +28,7 @@ from fractal.domain.sandbox import private_objects
 from fractal.domain.states import UNSETTLED, Status
 from fractal.tree import Tree
 from fractal.workspace.adoption import adopt, reads_whole
-from fractal.workspace.gitfiles import git_dirs, loose_ref
+from fractal.workspace.gitfiles import git_dirs, holds_any, loose_ref
 
 __all__ = ["Taken", "take_objects"]
 
@@ -61,7 +60,7 @@ def take_objects(tree: Tree, node: str, status: Status | None, operation: str, *
         return Taken(0, "")  # no worktree: no private dir (it went with the worktree)
     git_dir, common = dirs
     private = Path(private_objects(str(common), str(git_dir), str(tree.node(node).node_dir)))
-    held = _holds_any(private)
+    held = holds_any(private)
     if not held and not always_check:
         return Taken(0, "")
     settled = status is not None and status not in UNSETTLED
@@ -100,11 +99,3 @@ def _refusal(node: str, operation: str, worktree: Path, refused: tuple[str, ...]
             f"{again}. Or set it back yourself (`git reset --mixed SHA` in {worktree}, a "
             f"commit `git reflog {node}` lists), then retry the {operation}")
 
-
-def _holds_any(folder: Path) -> bool:
-    """Whether the directory ``folder`` has any entry (False: missing, or not a dir)."""
-    try:
-        with os.scandir(folder) as entries:
-            return next(entries, None) is not None
-    except OSError:
-        return False

@@ -7,6 +7,7 @@ exists rolls the worktree, branch and registry row back, so nothing is left behi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from fractal.workspace.nodedir import (
     seed_task_and_gates,
     write_atomic,
 )
+from fractal.workspace.nodelinks import NODE_DIRS, drop_node_links, real_dirs
 from fractal.workspace.seedcommit import seed_commit
 from fractal.workspace.wiki import PROJECT_TITLE, WIKI_DIRNAME, ensure_wiki
 from fractal.workspace.worktrees import add_worktree, remove_worktree, set_identity
@@ -152,8 +154,10 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
         registered = False
         try:
             set_identity(paths.worktree, branch)
+            drop_node_links(paths.worktree)  # a link there would be followed by every write
             if start_point is None:
                 drop_inherited_node_dir(paths)
+            real_dirs(paths.worktree, f"{NODE_DIRS}/{branch}")
             seed_node_dir(paths.node_dir)
             for surface in sorted(seed.inherit & {"steps", "scripts"}):
                 inherit_dir(paths.worktree / ".fractal" / parent_branch, paths.node_dir,
@@ -165,12 +169,12 @@ def init_node(ctx: Context, name: str, settings: Mapping[str, object], *,
             if "steps" not in seed.inherit and may_spawn(_cap(config.get("max_children")),
                                                          _cap(config.get("max_depth"))):
                 seed_children_wait(paths.node_dir)  # its REVIEW waits for its children
-            ensure_wiki(paths.memory_dir, f"Memory of {branch}")
+            ensure_wiki(paths.memory_dir, f"Memory of {branch}", top=paths.worktree)
             seed_agent_homes(paths.node_dir)  # runtime artifacts: never committed
             write_atomic(paths.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             seed_commit(paths.worktree, f"{branch}: init (node seed)")
             # the project wiki's index is generated, never on a branch: each worktree has its own
-            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE)
+            ensure_wiki(paths.worktree / WIKI_DIRNAME, PROJECT_TITLE, top=paths.worktree)
             title = config.get("title")
             ledger.register_node(branch, parent=parent_branch,
                                  title=title if isinstance(title, str) else None,
@@ -251,11 +255,14 @@ def drop_inherited_node_dir(paths: NodePaths) -> bool:
 
     The removal is staged, so the seed commit that follows records it. Raises GitError.
     """
-    if not paths.node_dir.exists():
+    if not os.path.lexists(paths.node_dir):
         return False
     rel = f".fractal/{paths.branch}"
     git.run_git(["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", rel], paths.worktree)
-    shutil.rmtree(paths.node_dir, ignore_errors=True)
+    if paths.node_dir.is_symlink() or not paths.node_dir.is_dir():
+        paths.node_dir.unlink()  # never followed: rmtree would fail on it and leave it
+    else:
+        shutil.rmtree(paths.node_dir)  # a failure leaves no old file to seed over
     return True
 
 

@@ -25,4 +25,5 @@ def update_wikis(ctx: Context | None, directory: Path | None = None) -> list[Wik
     if ctx is None:
         raise NotATree("not in a fractal tree: give a directory (`fractal wiki update DIR`)")
     paths = ctx.tree.node(ctx.acting)
-    return [update_wiki(w) for w in node_wikis(paths.worktree, paths.node_dir)]
+    return [update_wiki(w, top=paths.worktree)
+            for w in node_wikis(paths.worktree, paths.node_dir)]

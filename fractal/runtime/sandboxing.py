@@ -13,7 +13,6 @@ so the armed state is one module value; an in-process loop (a test) never arms i
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from fractal.procs import sandbox
 from fractal.procs.confine import confined_argv, relay_socket
 from fractal.runtime.relay import Relay
 from fractal.tree import NodePaths
-from fractal.workspace.gitfiles import git_dirs
+from fractal.workspace.gitfiles import git_dirs, holds_any
 from fractal.workspace.refguard import Guard, checked_out, repair
 
 __all__ = ["OBJECTS_EVENT", "REF_EVENT", "adopt_objects", "after_launch", "arm", "confine",
@@ -138,7 +137,7 @@ def adopt_objects() -> None:
     if armed is None or dirs is None:
         return
     private = Path(private_objects(str(dirs[1]), str(dirs[0]), str(armed.paths.node_dir)))
-    if not _holds_any(private):
+    if not holds_any(private):
         return
     # deferred: only a launch that wrote objects adopts (the supervisor's start stays light)
     from fractal.workspace.adoption import adopt
@@ -159,7 +158,7 @@ def _adopt_after(armed: _Armed, guard: Guard | None) -> None:
         return
     git_dir, common = dirs
     private = Path(private_objects(str(common), str(git_dir), str(armed.paths.node_dir)))
-    if not _holds_any(private):
+    if not holds_any(private):
         return
     # deferred: only a launch that wrote objects adopts (the supervisor's start stays light)
     from fractal.workspace.adoption import adopt, set_back
@@ -192,14 +191,6 @@ def _adopt_after(armed: _Armed, guard: Guard | None) -> None:
     except Exception as exc:  # recording must never stop the loop
         log.warning("could not record %s: %s", OBJECTS_EVENT, exc)
 
-
-def _holds_any(folder: Path) -> bool:
-    """Whether the directory ``folder`` has any entry (False: missing, or not a dir)."""
-    try:
-        with os.scandir(folder) as entries:
-            return next(entries, None) is not None
-    except OSError:
-        return False
 
 
 def after_launch() -> list[str]:

@@ -24,6 +24,7 @@ copies and leaves every file where it is. A private dir that holds nothing costs
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from fractal.workspace.git import git_env, run_git
+from fractal.workspace.nodedir import read_capped
 
 __all__ = ["MAX_OBJECT", "RECENT_TIPS", "Adoption", "adopt", "check_loose", "last_whole",
            "reads_whole", "set_back"]
@@ -108,28 +110,12 @@ def _read_regular(path: Path, limit: int) -> bytes | str:
     """The bytes of ``path``, or why they are not read: a symlink, not a regular file,
     larger than ``limit``, unreadable."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = read_capped(path, limit, follow=False)
     except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if exc.errno == errno.EINVAL:
             return "not a regular file"
-        if info.st_size > limit:
-            return f"larger than {limit} bytes"
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        return data if len(data) <= limit else f"larger than {limit} bytes"
-    except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
-    finally:
-        os.close(fd)
+    return data if len(data) <= limit else f"larger than {limit} bytes"
 
 
 def _adopt_one(path: Path, sha: str, shared: Path) -> str:

@@ -30,11 +30,13 @@ from fractal.workspace.conflict_guard import check_no_conflict
 from fractal.workspace.git import (
     branch_exists,
     current_branch,
+    gitlink_excludes,
     head_after_commit,
     run_git,
     worktree_status,
 )
 from fractal.workspace.nested import check_no_nested
+from fractal.workspace.nodelinks import drop_staged_links
 from fractal.workspace.seedcommit import staged_and_stat
 from fractal.workspace.status_ahead import PendingStatus, start_worktree_status
 
@@ -74,7 +76,8 @@ def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple
                     ", ".join(odd[:5]))
     if _whole(paths):
         skip = [f":(exclude,literal){rel}" for rel in odd]
-        run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip], worktree)
+        run_git(["add", "--all", "--", *paths, *exclude_pathspecs(), *skip,
+                 *gitlink_excludes(worktree)], worktree)
     else:  # named one by one: see commit_stage.add_paths
         add_paths(worktree, [p for p in candidates if p not in odd])
     # Never commit an artifact, even one somebody staged by hand earlier.
@@ -82,6 +85,12 @@ def _stage(worktree: Path, paths: Sequence[str], candidates: list[str]) -> tuple
     artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:
         run_git(["reset", "--quiet", "--", *artifacts], worktree)
+        staged, stat = staged_and_stat(worktree)
+    # Never commit a link under .fractal/: a child forked here would follow it.
+    links = drop_staged_links(worktree, staged)
+    if links:
+        log.warning("not committing %d link(s) under .fractal/ (removed from the branch): %s",
+                    len(links), ", ".join(links[:5]))
         staged, stat = staged_and_stat(worktree)
     return staged, stat
 

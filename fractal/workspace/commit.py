@@ -23,6 +23,7 @@ from fractal.workspace.commit_scope import allowed_roots, check_scope, covered
 from fractal.workspace.commit_stage import (
     ignored_warning,
     large_files_warning,
+    links_warning,
     nothing_staged,
     stage,
     staged_paths,
@@ -198,7 +199,7 @@ def _commit(request: CommitRequest, notes: _Notes, runner: ScriptRunner,
     force = mode is CommitMode.FORCE
     if not force:
         run_lint(request, lint_runner)
-    stage(worktree, roots)
+    notes.warn(links_warning(stage(worktree, roots)))
     staged = staged_paths(worktree)
     if not staged:
         notes.notice("nothing staged: every change is a runtime artifact or ignored")

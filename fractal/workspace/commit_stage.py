@@ -20,13 +20,15 @@ from pathlib import Path
 from fractal.workspace.artifacts import exclude_pathspecs, is_runtime_artifact, is_tool_cache
 from fractal.workspace.commit_scope import covered
 from fractal.workspace.commit_types import listing
-from fractal.workspace.git import changed_paths, run_git
+from fractal.workspace.git import changed_paths, gitlink_excludes, gitlinks, run_git
+from fractal.workspace.nodelinks import drop_staged_links
 
 __all__ = [
     "LARGE_FILE",
     "add_paths",
     "ignored_warning",
     "large_files_warning",
+    "links_warning",
     "nothing_staged",
     "stage",
     "staged_paths",
@@ -47,8 +49,12 @@ def _literal(path: str) -> str:
 
 def add_paths(worktree: Path, paths: Sequence[str]) -> None:
     """``git add --all`` exactly ``paths`` (repo-relative, taken literally; a deleted path
-    stages its removal). The list goes through a temporary pathspec file, so any number of
-    paths fits. Raises GitError."""
+    stages its removal), never a gitlink or a path under one (``git.gitlink_excludes``:
+    git would run ``git status`` inside the nested repository). The list goes through a
+    temporary pathspec file, so any number of paths fits. Raises GitError."""
+    links = gitlinks(worktree) if paths else []
+    paths = [p for p in paths if not any(p == link or p.startswith(link + "/")
+                                         for link in links)]
     if not paths:
         return
     fd, name = tempfile.mkstemp(prefix="fractal-add-", suffix=".lst")
@@ -62,19 +68,35 @@ def add_paths(worktree: Path, paths: Sequence[str]) -> None:
         os.unlink(name)
 
 
-def stage(worktree: Path, roots: Sequence[str] | None) -> None:
-    """Stage every change under ``roots`` (None: the whole worktree), never an artifact.
+def stage(worktree: Path, roots: Sequence[str] | None) -> list[str]:
+    """Stage every change under ``roots`` (None: the whole worktree), never an artifact
+    and never a link under ``.fractal/``; the link entries dropped (worktree-relative
+    paths, usually ``[]``).
 
     Scoped, the changed paths under the roots are named one by one (``add_paths``). Artifacts
-    already in the index are unstaged again. Raises GitError.
+    already in the index are unstaged again. A symbolic link or gitlink at or under
+    ``.fractal`` (staged by hand, or already on the branch) is removed from the index, so
+    the commit deletes it (``nodelinks.drop_staged_links``). Raises GitError.
     """
     if roots is None:
-        run_git(["add", "--all", "--", *_WHOLE, *exclude_pathspecs()], worktree)
+        run_git(["add", "--all", "--", *_WHOLE, *exclude_pathspecs(), *gitlink_excludes(worktree)],
+                worktree)
     else:
         add_paths(worktree, [p for p in changed_paths(worktree) if covered(p, roots)])
-    artifacts = [p for p in staged_paths(worktree) if is_runtime_artifact(p)]
+    staged = staged_paths(worktree)
+    artifacts = [p for p in staged if is_runtime_artifact(p)]
     if artifacts:
         run_git(["reset", "--quiet", "--", *map(_literal, artifacts)], worktree)
+    return drop_staged_links(worktree, staged)
+
+
+def links_warning(dropped: Sequence[str]) -> str | None:
+    """The warning for link entries under ``.fractal/`` a commit left out, None for none."""
+    if not dropped:
+        return None
+    return (f"not committing {listing(list(dropped))}: a symbolic link or submodule under "
+            ".fractal/ is never committed (a node directory must be a real directory); "
+            "the commit removes it from the branch")
 
 
 def staged_paths(worktree: Path) -> list[str]:
@@ -119,7 +141,7 @@ def ignored_warning(worktree: Path, roots: Sequence[str] | None) -> str | None:
     specs = _WHOLE if roots is None else [_literal(r) for r in roots if (worktree / r).exists()]
     if not specs:
         return None
-    out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching",
+    out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching", "--ignore-submodules=dirty",
                    "--untracked-files=all", "--", *specs], worktree).stdout
     ignored = [e[3:] for e in out.split("\0") if e.startswith("!! ")]
     ignored = [p for p in ignored

@@ -75,7 +75,8 @@ def operation_in_progress(worktree: Path) -> Operation | None:
 
 def unmerged_paths(worktree: Path) -> list[str]:
     """Repo-relative paths with unmerged (conflict stage) index entries, each once."""
-    out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout
+    out = run_git(["diff", "--name-only", "-z", "--diff-filter=U", "--ignore-submodules=dirty"],
+                  worktree).stdout
     return list(dict.fromkeys(p for p in out.split("\0") if p))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.artifacts import exclude_pathspecs
-from fractal.workspace.git import git_paths, run_git
+from fractal.workspace.git import git_paths, gitlink_excludes, run_git
 
 __all__ = ["STAT_LINES", "fork_diffstat", "shortstat"]
 
@@ -37,9 +37,11 @@ def fork_diffstat(worktree: Path, parent_ref: str) -> str:
                 shutil.copyfile(index, temp_index)
             env = {"GIT_INDEX_FILE": str(temp_index)}  # the real index is never touched
             # new files only as intent-to-add: nothing is written to the object store
-            run_git(["add", "--all", "--intent-to-add", "--", ".", *exclude_pathspecs()],
+            run_git(["add", "--all", "--intent-to-add", "--", ".", *exclude_pathspecs(),
+                     *gitlink_excludes(worktree, env)],
                     worktree, env=env)
-            out = run_git(["diff", "--stat=120", "--no-color", "--no-ext-diff", base, "--",
+            out = run_git(["diff", "--stat=120", "--no-color", "--no-ext-diff",
+                           "--ignore-submodules=dirty", base, "--",
                            ".", ":(exclude).fractal"], worktree, env=env).stdout
     except (GitError, OSError) as exc:
         return f"(no diffstat: {exc})"

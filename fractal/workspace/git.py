@@ -41,6 +41,8 @@ __all__ = [
     "current_branch",
     "git_dirs",
     "git_env",
+    "gitlink_excludes",
+    "gitlinks",
     "has_remote",
     "head_after_commit",
     "head_sha",
@@ -271,7 +273,30 @@ def worktree_status(cwd: Path) -> tuple[list[str], bool]:
     return parse_status(run_git(STATUS_ARGS, cwd).stdout)
 
 
-STATUS_ARGS = ["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"]
+STATUS_ARGS = ["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
+               "--ignore-submodules=dirty"]
+"""The one ``git status`` fractal reads changes from. ``--ignore-submodules=dirty``: a
+gitlink counts as changed when its commit differs, and git never runs a ``git status``
+inside a nested repository (which would run that repository's own filters: a submodule's
+``ignore`` in ``.gitmodules`` cannot turn this back on, the command line wins)."""
+
+
+def gitlinks(cwd: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """The repo-relative paths of the gitlinks (nested repositories and submodules, mode
+    160000) in the index of ``cwd`` (``env``'s ``GIT_INDEX_FILE`` if set). One
+    ``git ls-files``, which never looks inside them. Raises GitError."""
+    out = run_git(["ls-files", "--stage", "-z"], cwd, env=env).stdout
+    return [entry.split("\t", 1)[1] for entry in out.split("\0")
+            if entry.startswith("160000 ") and "\t" in entry]
+
+
+def gitlink_excludes(cwd: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """One ``:(exclude,literal,top)<path>`` pathspec per gitlink of ``gitlinks``, for a
+    ``git add`` to append: ``git add`` over a gitlink runs ``git status`` inside the
+    nested repository whatever the config says, and that child git runs the programs the
+    nested repository configures (its filters). So fractal never stages a gitlink; [] when
+    there is none. Raises GitError."""
+    return [f":(exclude,literal,top){path}" for path in gitlinks(cwd, env)]
 
 
 def parse_status(out: str) -> tuple[list[str], bool]:

@@ -13,8 +13,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["GIT_LOCATION_ENV", "SHA", "git_dirs", "loose_ref", "read_ref_file",
-           "safe_branch", "surely_absent"]
+__all__ = ["GIT_LOCATION_ENV", "SHA", "git_dirs", "holds_any", "loose_ref", "read_ref_file", "safe_branch", "surely_absent"]
 
 
 def read_ref_file(path: Path) -> str | None:
@@ -114,3 +113,13 @@ def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
 
 
 _GIT_DIRS: dict[tuple[str, str, str | None], tuple[Path, Path]] = {}
+
+
+def holds_any(folder: Path) -> bool:
+    """Whether the directory ``folder`` has any entry (False: missing, or not a dir): one
+    ``os.scandir``, e.g. a node's private object directory before any adoption."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False

@@ -9,7 +9,13 @@ process fractal starts gets configuration overrides in its environment
 after every config file, so they win over the repository's):
 
 - ``FIXED``: hooks off (``core.hooksPath=/dev/null``), ``core.fsmonitor=false``, no editor,
-  no pager, no signing or signature checks, no credential helper;
+  no pager, no signing or signature checks, no credential helper, and no descent into a
+  nested repository or submodule (``diff.ignoreSubmodules=dirty``, ``submodule.recurse``
+  off): git looks at a gitlink's HEAD, never runs ``git status`` inside it, since that
+  child git would read the nested repository's own config, whose drivers no override
+  here names. Where a command still descends (``git add`` over a gitlink, a submodule's
+  ``ignore`` setting in ``.gitmodules``, which wins over this config) the caller passes
+  ``--ignore-submodules=dirty`` or leaves the gitlink out (``git.gitlink_excludes``);
 - every filter, diff or merge driver *named in the repository's own config files* (the
   common ``config``, the worktree's ``config.worktree`` and every file they could include)
   loses its commands: ``filter.<x>.clean/smudge/process`` and ``diff.<x>.textconv/command``
@@ -39,13 +45,13 @@ as configured. The overrides cost no process: the config files are read (at most
 from __future__ import annotations
 
 import os
-import re
 import stat
 from _thread import get_ident  # (threading's own; no import of threading)
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
+
+from fractal.workspace.gitconfigscan import parse_config
 
 __all__ = ["CONFIG_CAP", "FIXED", "guard_env", "private_stores", "repository_programs"]
 
@@ -60,6 +66,11 @@ FIXED: tuple[tuple[str, str], ...] = (
     ("log.showSignature", "false"),
     ("merge.verifySignatures", "false"),
     ("credential.helper", ""),
+    ("diff.ignoreSubmodules", "dirty"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("push.recurseSubmodules", "no"),
 )
 """Overrides every guarded git process gets, whatever the repository says."""
 
@@ -70,19 +81,7 @@ _MERGE_FILE = "git merge-file --marker-size=%L %A %O %B"
 _DRIVER_KEYS = {"filter": (("clean", ""), ("smudge", ""), ("process", "")),
                 "diff": (("textconv", ""), ("command", "")),
                 "merge": (("driver", _MERGE_FILE),)}
-# a section header naming a driver, new ([filter "x"]) and old ([filter.x]) syntax, found
-# anywhere in the text (a second header may follow a first on its line)
-_HEADER = (r'\[\s*(filter|diff|merge)\s+"((?:[^"\\\n]|\\.)*)"\s*\]'
-           r"|\[\s*(filter|diff|merge)\.([^\]\s]+)\s*\]")
-# any "path = value" may be an include (include.path, includeIf.<cond>.path): all followed
 _INCLUDE_DEPTH = 10
-_PATH = r'^\s*path\s*=\s*("(?:[^"\\\n]|\\.)*"|[^\n;#]*)'
-
-
-@cache
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:  # compiled on a first scan
-    return (re.compile(_HEADER, re.IGNORECASE),
-            re.compile(_PATH, re.IGNORECASE | re.MULTILINE))
 
 
 _TRUSTED: set[int] = set()  # the threads inside repository_programs() (no contextvars:
@@ -222,18 +221,9 @@ def _scan(path: Path, names: set[tuple[str, str]], seen: set[str], depth: int) -
         return
     finally:
         os.close(fd)
-    header, include = _patterns()
-    for match in header.finditer(text):
-        if match.group(1):
-            kind = match.group(1).lower()
-            name = re.sub(r"\\(.)", r"\1", match.group(2))
-        else:
-            kind, name = match.group(3).lower(), match.group(4).lower()
-        names.add((kind, name))
-    for match in include.finditer(text):
-        value = match.group(1).strip()
-        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+    found, includes = parse_config(text)
+    names.update(found)
+    for value in includes:
         if not value:
             continue
         target = Path(os.path.expanduser(value))

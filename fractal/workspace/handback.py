@@ -32,8 +32,12 @@ class HandBack:
 
 
 def write_note(node_dir: Path, note: HandBack) -> Path:
-    """Write ``note`` atomically into ``node_dir``; return its path."""
-    path = node_dir / NOTE_NAME
+    """Write ``note`` atomically into ``node_dir``; return its path. ``node_dir`` and its
+    ``.fractal`` are made real directories first (a link in their place is removed, never
+    followed: ``nodelinks.real_node_dir``). Raises OSError."""
+    from fractal.workspace.nodelinks import real_node_dir  # deferred: only writes need it
+
+    path = real_node_dir(node_dir) / NOTE_NAME
     data = {"target": note.target, "target_sha": note.target_sha, "files": list(note.files)}
     write_atomic(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
     return path

@@ -34,7 +34,7 @@ from fractal.domain.merge.conflicts import MergeTree, parse_merge_tree, parse_st
 from fractal.domain.merge.rules import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
-from fractal.workspace.git import changed_paths, head_sha, run_git
+from fractal.workspace.git import changed_paths, gitlink_excludes, head_sha, run_git
 from fractal.workspace.handback_layout import (
     lay_out,
     merge_in_progress,
@@ -210,7 +210,7 @@ def worktree_tree(worktree: Path) -> str:
     index (the worktree's own index and files are not touched). Raises GitError."""
     with scratch_index(worktree) as env:
         run_git(["read-tree", "HEAD"], worktree, env=env)
-        run_git(["add", "-A", "--", "."], worktree, env=env)
+        run_git(["add", "-A", "--", ".", *gitlink_excludes(worktree, env)], worktree, env=env)
         return run_git(["write-tree"], worktree, env=env).stdout.strip()
 
 
@@ -303,7 +303,8 @@ def hand_back_merge(worktree: Path, target_sha: str, message: str,
                                            merge_tree(worktree, head, target_sha).tree))
     proc = run_git(["-c", f"core.hooksPath={os.devnull}", "merge", "--no-ff", "--no-commit",
                     "-m", message, target_sha], worktree, check=False)
-    out = run_git(["diff", "--name-only", "-z", "--diff-filter=U"], worktree).stdout
+    out = run_git(["diff", "--name-only", "-z", "--diff-filter=U", "--ignore-submodules=dirty"],
+                  worktree).stdout
     conflicts = [p for p in out.split("\0") if p and travels_by_place(p)]
     if proc.returncode != 0 and not conflicts and not merge_in_progress(worktree):
         detail = proc.stderr.strip() or proc.stdout.strip() or "(no output)"

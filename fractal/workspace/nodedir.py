@@ -131,11 +131,12 @@ class OversizeFile(OSError):
     message says which file, the cap and what to do."""
 
 
-def read_capped(path: Path, cap: int) -> bytes:
+def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes:
     """The bytes of the regular file ``path``, at most ``cap`` + 1 of them (a caller
-    refuses past ``cap``); never blocks on a FIFO. Raises FileNotFoundError, OSError (not
-    a regular file: ``EINVAL``)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    refuses past ``cap``); never blocks on a FIFO; ``follow`` False refuses a symlink
+    (``ELOOP``). Raises FileNotFoundError, OSError (not a regular file: ``EINVAL``)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     try:
         if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
             raise OSError(22, "not a regular file", str(path))
@@ -293,9 +294,13 @@ def ensure_exclude_block(common_dir: Path) -> bool:
 
 
 def _copy_missing(src: Path, dst: Path, *, mode: int | None = None) -> None:
-    if dst.exists() or dst.is_symlink():
+    """Copy ``src`` to ``dst`` unless a file is there; a link at ``dst`` is replaced by
+    the copy (unlinked, never followed nor read through). The caller made ``dst``'s
+    directory."""
+    if dst.is_symlink():
+        dst.unlink()
+    elif dst.exists():
         return
-    dst.parent.mkdir(parents=True, exist_ok=True)
     import shutil  # deferred: start-up cost (7 modules)
 
     shutil.copyfile(src, dst)
@@ -308,20 +313,24 @@ def seed_node_dir(node_dir: Path) -> None:
 
     Copies ``NODE.md``, ``steps/*.md``, ``scripts/*.sh`` (mode 0755) and creates an empty
     ``plans/.gitkeep`` (``PLANS_DIR``; the default steps are 00-PREPARE .. 04-COMMIT). Creates
-    ``node_dir`` if needed. ``config.json`` is not written here. Raises OSError on I/O errors.
+    ``node_dir`` if needed. ``config.json`` is not written here. Each directory written
+    into (``.fractal``, the node dir, ``steps``, ``scripts``, ``plans``) is checked with
+    ``lstat`` first and a link or file in its place removed, never followed
+    (``nodelinks.real_node_dir``). Raises OSError on I/O errors.
     """
     from fractal.assets import asset_root  # deferred: start-up cost (1 module)
+    from fractal.workspace.nodelinks import real_dirs, real_node_dir  # deferred: start-up cost
 
     root = asset_root()
-    node_dir.mkdir(parents=True, exist_ok=True)
+    real_node_dir(node_dir)
     _copy_missing(root / "NODE.md", node_dir / "NODE.md")
+    steps, scripts = real_dirs(node_dir, "steps"), real_dirs(node_dir, "scripts")
     for step in sorted((root / "steps").glob("*.md")):
-        _copy_missing(step, node_dir / "steps" / step.name)
+        _copy_missing(step, steps / step.name)
     for script in sorted((root / "scripts").glob("*.sh")):
-        _copy_missing(script, node_dir / "scripts" / script.name, mode=0o755)
-    keep = node_dir / "plans" / ".gitkeep"
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    if not keep.exists():
+        _copy_missing(script, scripts / script.name, mode=0o755)
+    keep = real_dirs(node_dir, "plans") / ".gitkeep"
+    if not os.path.lexists(keep):
         keep.touch()
 
 
@@ -350,8 +359,10 @@ def inherit_dir(parent_node_dir: Path, node_dir: Path, surface: str) -> None:
                            "parent's committed tip; commit the parent's node directory first")
     import shutil  # deferred: start-up cost (7 modules)
 
+    from fractal.workspace.nodelinks import remove_entry  # deferred: as shutil above
+
     target = node_dir / surface
-    shutil.rmtree(target, ignore_errors=True)
+    remove_entry(target)  # a link is unlinked, never followed; a failure raises
     shutil.copytree(source, target, symlinks=True)
 
 

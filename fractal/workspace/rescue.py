@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fractal.errors import FractalError, GitError
-from fractal.workspace.git import head_sha, run_git
+from fractal.workspace.git import gitlink_excludes, head_sha, run_git
 from fractal.workspace.nested import nested_repositories
 
 __all__ = [
@@ -233,7 +233,8 @@ def _worktree_tree(worktree: Path) -> str:
             shutil.copyfile(real, index)
         elif _head_or_none(worktree) is not None:
             run_git(["read-tree", "HEAD"], worktree, env=env)
-        run_git(["add", "-A", "--", "."], _toplevel(worktree), env=env)
+        run_git(["add", "-A", "--", ".", *gitlink_excludes(worktree, env)], _toplevel(worktree),
+                env=env)
         return run_git(["write-tree"], worktree, env=env).stdout.strip()
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)

@@ -37,6 +37,8 @@ def seed_commit(worktree: Path, subject: str) -> bool:
     Raises UnresolvedConflict when a staged file holds conflict markers (staged, not
     committed), GitError when git fails.
     """
+    # no gitlink_excludes: a fresh worktree's gitlinks are empty directories (submodules
+    # are never populated), so git has no nested repository to go into
     run_git(["add", "--all", "--", ".", *exclude_pathspecs()], worktree)
     staged, stat = staged_and_stat(worktree)
     artifacts = [p for p in staged if is_runtime_artifact(p)]

@@ -8,6 +8,8 @@ wiki ``<node_dir>/memory/`` (its own notes, committed with the node directory).
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +25,9 @@ from fractal.domain.wiki import (
 from fractal.workspace.commit_types import CommitError, CommitFailed, CommitMode
 from fractal.workspace.nodedir import write_atomic
 
-__all__ = ["PROJECT_TITLE", "WIKI_DIRNAME", "WikiMalformed", "WikiUpdate", "ensure_wiki",
-           "guard_generated", "node_wikis", "refresh_wikis", "snapshot_generated",
-           "update_wiki"]
+__all__ = ["PROJECT_TITLE", "WIKI_DIRNAME", "WikiLinked", "WikiMalformed", "WikiUpdate",
+           "ensure_wiki", "guard_generated", "linked_part", "node_wikis", "refresh_wikis",
+           "snapshot_generated", "update_wiki"]
 
 WIKI_DIRNAME = "wiki"
 """The project wiki's directory at the worktree root."""
@@ -33,8 +35,31 @@ PROJECT_TITLE = "Project wiki"
 """The title a new project wiki's index gets."""
 
 
+log = logging.getLogger(__name__)
+
+
 class WikiMalformed(CommitError):
     """The commit pipeline's wiki step found a malformed page; nothing was committed."""
+
+
+class WikiLinked(CommitError):
+    """A wiki directory (or a directory above it in the worktree, or its ``_index.md``) is
+    a symbolic link: fractal never writes through one, so the index was not regenerated
+    and nothing was committed."""
+
+
+def linked_part(path: Path, top: Path | None = None) -> Path | None:
+    """The first of ``path`` and its parents below ``top`` (without ``top``: ``path``
+    alone), outermost first, that is a symbolic link (by ``lstat``); None when there is
+    none. A link in a worktree can point anywhere (the main checkout, another node's
+    files): a write under it lands there, outside the worktree."""
+    parts = [path]
+    if top is not None:
+        parts.extend(p for p in path.parents if p != top and p.is_relative_to(top))
+    for part in reversed(parts):
+        if os.path.islink(part):
+            return part
+    return None
 
 
 @dataclass(frozen=True)
@@ -72,11 +97,20 @@ def _pages(wiki: Path) -> list[Page]:
     return pages
 
 
-def update_wiki(wiki: Path, default_title: str = PROJECT_TITLE) -> WikiUpdate:
+def update_wiki(wiki: Path, default_title: str = PROJECT_TITLE, *,
+                top: Path | None = None) -> WikiUpdate:
     """Regenerate ``<wiki>/_index.md`` from the pages (the existing index keeps its
-    title); the file is rewritten only when its bytes change. Raises MalformedPage
-    listing every malformed page (the index is then left as it was), OSError."""
+    title); the file is rewritten only when its bytes change. Raises WikiLinked (nothing
+    read or written) when ``wiki``, a parent of it below ``top`` (default: its own
+    parent) or the index is a symbolic link, MalformedPage listing every malformed page (the index is then left as
+    it was), OSError."""
     index = wiki / INDEX_NAME
+    link = linked_part(index, wiki.parent if top is None else top)
+    if link is not None:
+        raise WikiLinked(f"{link} is a symbolic link (to {os.readlink(link)}); fractal never "
+                         "writes through one, so the wiki index was not regenerated and "
+                         "nothing was committed. Replace the link with a real directory "
+                         f"(`rm {link.name} && mkdir {link.name}`) and retry")
     old = index.read_bytes() if index.is_file() else None
     title = index_title(old.decode("utf-8", "replace") if old is not None else None,
                         default_title)
@@ -87,16 +121,23 @@ def update_wiki(wiki: Path, default_title: str = PROJECT_TITLE) -> WikiUpdate:
     return WikiUpdate(index, len(pages), new != old)
 
 
-def ensure_wiki(wiki: Path, title: str) -> bool:
+def ensure_wiki(wiki: Path, title: str, *, top: Path | None = None) -> bool:
     """Create the wiki directory and its index (titled ``title``) unless the index exists;
     True when it wrote the index. A malformed page already there leaves it unwritten
-    (``fractal wiki update`` reports it)."""
+    (``fractal wiki update`` reports it). A ``wiki`` that is a symbolic link (or has one
+    among its parents below ``top``, or as its index) is skipped with a warning: nothing
+    is created or written through it."""
+    link = linked_part(wiki / INDEX_NAME, wiki.parent if top is None else top)
+    if link is not None:
+        log.warning("not writing the wiki index %s: %s is a symbolic link; fractal never "
+                    "writes through one (replace it with a real directory)", wiki, link)
+        return False
     wiki.mkdir(parents=True, exist_ok=True)
     if (wiki / INDEX_NAME).exists():
         return False
     try:
-        update_wiki(wiki, title)
-    except MalformedPage:
+        update_wiki(wiki, title, top=top)
+    except (MalformedPage, WikiLinked):
         return False
     return True
 
@@ -104,14 +145,15 @@ def ensure_wiki(wiki: Path, title: str) -> bool:
 def refresh_wikis(worktree: Path, node_dir: Path, mode: CommitMode) -> list[WikiUpdate]:
     """The commit pipeline's wiki step (before lint): regenerate the index of the project
     wiki and of the node's memory wiki, those that exist. Skipped for ``--check`` and
-    ``--force``. Raises WikiMalformed (nothing committed) naming every malformed page."""
+    ``--force``. Raises WikiMalformed (nothing committed) naming every malformed page,
+    WikiLinked (nothing written, nothing committed) for a wiki under a symbolic link."""
     if mode in (CommitMode.CHECK, CommitMode.FORCE):
         return []
     titles = {worktree / WIKI_DIRNAME: PROJECT_TITLE, node_dir / "memory": "Memory"}
     done: list[WikiUpdate] = []
     for wiki in node_wikis(worktree, node_dir):
         try:
-            done.append(update_wiki(wiki, titles.get(wiki, PROJECT_TITLE)))
+            done.append(update_wiki(wiki, titles.get(wiki, PROJECT_TITLE), top=worktree))
         except MalformedPage as exc:
             raise WikiMalformed(f"{exc}; nothing was committed. Fix the page(s) and retry, "
                                 "or skip the wiki step with `fractal commit --force "
@@ -120,9 +162,11 @@ def refresh_wikis(worktree: Path, node_dir: Path, mode: CommitMode) -> list[Wiki
 
 
 def snapshot_generated(wikis: Iterable[Path]) -> dict[Path, bytes | None]:
-    """The bytes of each wiki's generated index (None: absent), before a commit's hooks."""
+    """The bytes of each wiki's generated index (None: absent), before a commit's hooks;
+    a wiki that is or holds a symbolic link is left out (its index is never restored
+    through the link)."""
     return {w / INDEX_NAME: ((w / INDEX_NAME).read_bytes() if (w / INDEX_NAME).is_file()
-                             else None) for w in wikis}
+                             else None) for w in wikis if linked_part(w / INDEX_NAME, w.parent) is None}
 
 
 def guard_generated(snapshot: Mapping[Path, bytes | None], worktree: Path) -> None:

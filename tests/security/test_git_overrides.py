@@ -51,6 +51,39 @@ def test_drivers_in_included_files_are_found(tmp_path: Path) -> None:
     assert _drivers(repo) == {"diff.inc", "filter.deep"}
 
 
+# Each form below is an include git itself follows (checked with `git config` first):
+# the review's case 7 was the first, a key written on its section header's line.
+@pytest.mark.parametrize("include", [
+    pytest.param("[include] path = {cfg}\n", id="key-on-the-header-line"),
+    pytest.param('[includeIf "gitdir:/"] path = {cfg}\n', id="includeif-on-the-header-line"),
+    pytest.param("[INCLUDE]\n\tPATH = {cfg}\n", id="upper-case"),
+    pytest.param("[include]\n\tpath = {head}\\\n{tail}\n", id="continuation-line"),
+    pytest.param('[include]\n\tpath = "{head}"{tail}\n', id="partly-quoted"),
+    pytest.param('[include]\n\tpath = {cfg} ; a comment\n', id="trailing-comment"),
+    pytest.param('[core] [include] path = "{cfg}" # x\n', id="third-on-a-line"),
+])
+def test_every_spelling_of_an_include_is_followed(tmp_path: Path, include: str) -> None:
+    cfg = str(tmp_path / "inc.cfg")
+    (tmp_path / "inc.cfg").write_text('[filter "evil"]\n\tclean = cat\n')
+    repo = _repo(tmp_path, include.format(cfg=cfg, head=cfg[:5], tail=cfg[5:]))
+    seen = subprocess.run(["git", "-C", str(repo), "config", "filter.evil.clean"],
+                          capture_output=True, text=True, check=False).stdout.strip()
+    assert seen == "cat"  # git reads the include
+    assert _drivers(repo) == {"filter.evil"}
+
+
+def test_an_included_filter_does_not_run_under_a_guarded_add(tmp_path: Path) -> None:
+    """The review's case 7 end to end: the include on its header's line held a filter
+    that a guarded ``git add`` ran."""
+    pwned = tmp_path / "pwned"
+    (tmp_path / "inc.cfg").write_text(f'[filter "evil"]\n\tclean = "touch {pwned}; cat"\n')
+    repo = _repo(tmp_path, f"[include] path = {tmp_path / 'inc.cfg'}\n")
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (repo / "f").write_text("x\n")
+    run_git(["add", "f", ".gitattributes"], repo)
+    assert not pwned.exists()
+
+
 def test_an_include_that_is_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     repo = _repo(tmp_path, f"[include]\n\tpath = {tmp_path}/fifo\n")

@@ -48,6 +48,10 @@ def prepare_continue(paths: NodePaths, *, clean: bool, actor: str = "operator") 
 
     saved = rescue_node(paths.tree, paths.branch, Cleanup.CONTINUE_CLEAN.value, actor=actor,
                         worktree=worktree)
+    # deferred: start-up cost (only --clean discards)
+    from fractal.workspace.nodelinks import drop_node_links
+
+    drop_node_links(worktree)  # a link under .fractal/ is never checked out again
     git.run_git(["checkout", "--", "."], worktree)
     git.run_git(["clean", "-fd", "--", "."], worktree)
     return saved.ref
