@@ -183,10 +183,11 @@ class SandboxPaths(NamedTuple):
     path; None when it was named without a directory).
 
     The agent homes (``AGENT_HOMES``): ``claude_dir`` is the user's Claude config dir
-    (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``) and ``claude_json`` the user's
-    ``~/.claude.json`` (None: absent, or inside ``claude_dir`` as under
-    ``CLAUDE_CONFIG_DIR``), ``cache`` the user's ``~/.cache``, each only when it exists
-    (a missing one cannot be a mount point in the read-only home); ``logins`` the user's
+    (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``; made when missing, None only when
+    neither is known) and ``claude_json`` the user's ``~/.claude.json`` (None: absent,
+    or inside ``claude_dir`` as under ``CLAUDE_CONFIG_DIR``), ``cache`` the user's
+    ``~/.cache``, these two only when they exist (a missing one cannot be a mount point
+    in the read-only home); ``logins`` the user's
     login files the CLIs rewrite on a token refresh, bound writable at their own paths."""
 
     repo: str

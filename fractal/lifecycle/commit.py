@@ -204,18 +204,37 @@ def _runner(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
     return run_capture(argv, cwd=cwd, env=env, timeout=timeout)
 
 
+def _adopt_private(paths: NodePaths) -> None:
+    """Adopt what a program in the node's sandbox wrote into its private object
+    directory (the commit its hooks ran for) into the shared store, every object checked,
+    as before each relayed command (``lifecycle.adopting``; its launch lives: a snapshot),
+    so this verb's git reads it next. Raises FractalError when the branch then needs an
+    object adoption refused or the store lacks (the text says what to do)."""
+    from fractal.domain.states import Status  # deferred: only a confined commit (1 module)
+    from fractal.lifecycle.adopting import take_objects  # deferred: start-up cost, as above
+
+    taken = take_objects(paths.tree, paths.branch, Status.ACTIVE, "commit",
+                         always_check=False)
+    if taken.refusal:
+        raise FractalError(taken.refusal)
+
+
 def _confined_runner(paths: NodePaths) -> ScriptRunner:
-    """The hook runner of a commit a sandboxed agent asked for through its relay: each
-    hook runs in the node's sandbox (``procs.confine``), with the node's relay and the
-    token of the request that asked (the relay puts it in this verb's environment)."""
+    """The runner of a commit a sandboxed agent asked for through its relay: its
+    ``git commit`` (with the user's hooks), ``scripts/lint.sh`` and push each run in the
+    node's sandbox (``procs.confine``), with the node's relay and the token of the request
+    that asked (the relay puts it in this verb's environment); the objects each wrote are
+    adopted when it ends (``_adopt_private``)."""
     relay = relay_socket(paths.tree, paths.branch)
     token = os.environ.get(TOKEN_ENV)
 
     def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
         inside = {**env, TOKEN_ENV: token} if token else dict(env)  # bwrap hands it on
-        return _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
+        done = _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
                        timeout)
+        _adopt_private(paths)
+        return done
 
     return run
 

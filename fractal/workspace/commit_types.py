@@ -66,8 +66,10 @@ class CommitRequest:
     pushes. ``script_env`` is the environment ``scripts/lint.sh`` runs with. ``author``, when
     set, is the per-worktree ``user.name`` written if the worktree has none yet, so
     commits in a node's worktree carry the branch as author. ``programs`` False keeps the
-    repository's hooks, fsmonitor and drivers off for the commit's git too (a commit a
-    sandboxed agent asked for through its relay: they would run outside its sandbox).
+    repository's hooks, fsmonitor and drivers off for every git the pipeline runs in this
+    process (a commit a sandboxed agent asked for through its relay: they would run
+    outside its sandbox); its ``git commit`` and push, with their hooks, then run through
+    the pipeline's runner, which confines them.
     """
 
     worktree: Path

@@ -120,16 +120,32 @@ def _codex_login(node_dir: Path, env: Mapping[str, str]) -> str | None:
     return str(target)
 
 
+def _claude_dir(home: str | None, env: Mapping[str, str]) -> Path | None:
+    """The user's Claude config dir (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``; None when
+    neither is known), made when missing (mode 0700, with its parents), as Claude Code
+    makes it on its first start: the node's Claude home is bound over it, and a missing
+    one could be no mount point in the read-only home, leaving the CLI's sessions where
+    none survives the launch. Raises OSError when it cannot be made (something else in
+    its place)."""
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if not configured and not home:
+        return None
+    path = Path(configured) if configured else Path(home or "") / ".claude"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
 def _agent_homes(node_dir: Path, home: str | None,
                  env: Mapping[str, str]) -> dict[str, object]:
     """The agent-home fields of ``SandboxPaths`` for a launch, made fresh: the node's
     stand-ins (``domain.sandbox.AGENT_HOMES``) as real directories, its
     ``.claude.json`` a copy of the user's (removed when the user has none), its Codex
-    login link; of the user's dirs and files only those that exist."""
+    login link; the user's Claude config dir always (``_claude_dir`` makes it), of the
+    user's other dirs and files only those that exist."""
     for name in AGENT_HOMES:
         _fresh_dir(node_dir / name)
     configured = env.get("CLAUDE_CONFIG_DIR")
-    claude_dir = Path(configured) if configured else Path(home) / ".claude" if home else None
+    claude_dir = _claude_dir(home, env)
     user_json = (claude_dir / CLAUDE_JSON if configured and claude_dir
                  else Path(home) / CLAUDE_JSON if home else None)
     copied = user_json is not None and _fresh_copy(user_json,
@@ -142,7 +158,7 @@ def _agent_homes(node_dir: Path, home: str | None,
         logins.append(codex)
     cache = Path(home) / ".cache" if home else None
     return {
-        "claude_dir": str(claude_dir) if claude_dir and claude_dir.is_dir() else None,
+        "claude_dir": str(claude_dir) if claude_dir else None,
         "claude_json": str(user_json) if copied and not configured else None,
         "cache": str(cache) if cache and cache.is_dir() else None,
         "logins": tuple(logins),
@@ -165,8 +181,8 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     is read-only there, and a missing one could not be made; and the agent settings
     files under ``home`` that are absent (``_pin_settings``), for the same reason; and
     the node's private object directory (``private_dir``); and the node's agent homes
-    afresh (``_agent_homes``; ``env`` gives ``CLAUDE_CONFIG_DIR`` and ``CODEX_HOME``,
-    default none). Raises OSError when ``worktree`` is not a checkout whose git files can
+    afresh, the user's Claude config dir when missing (``_agent_homes``; ``env`` gives
+    ``CLAUDE_CONFIG_DIR`` and ``CODEX_HOME``, default none). Raises OSError when ``worktree`` is not a checkout whose git files can
     be read, or a dir, settings file or home cannot be made.
     """
     dirs = git_dirs(worktree)
@@ -180,9 +196,9 @@ def sandbox_paths(repo: Path, worktree: Path, node_dir: Path, branch: str, *,
     for name in SUPERVISOR_TMP_DIRS:
         (node_dir / "tmp" / name).mkdir(exist_ok=True)
     private_dir(git_dir, common, node_dir)
+    homes = _agent_homes(node_dir, home, env or {})
     if home:
         _pin_settings(Path(home))
-    homes = _agent_homes(node_dir, home, env or {})
     program_dir = program_file = None
     if program and os.path.isabs(program):
         program_file = os.path.realpath(program)

@@ -95,3 +95,36 @@ def test_codex_runs_sandboxed_in_the_nodes_own_home(
     _check_conversations(calls, [str(_header(c, "session-id")) for c in calls])
     assert list((ndir / ".codex" / "sessions").rglob("*.jsonl"))  # the node's own sessions
     assert _files(user_codex) == before
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["home", "config_dir"])
+def test_claude_resumes_its_session_when_the_users_config_dir_is_missing(
+        real_tree: Tree, agent_bin: Path, mock_llm: MockLLM, tmp_path: Path,
+        configured: bool) -> None:
+    """A HOME without ``.claude`` (or a ``CLAUDE_CONFIG_DIR`` naming a missing dir): the
+    launch still runs in the node's own Claude home, so the next step of the iteration
+    finds the session the first one wrote there (issue 29: it once failed with "No
+    conversation found with session ID")."""
+    tree, home = real_tree, tmp_path / "home"
+    set_sandbox(tree.repo, "on")
+    config = home / "config" / "claude" if configured else home / ".claude"
+    env = start_env(home, agent_bin, mock_llm)
+    if configured:
+        env["CLAUDE_CONFIG_DIR"] = str(config)
+    else:
+        del env["CLAUDE_CONFIG_DIR"]
+    ndir = tree.node("cl", STEPS, "--agent", "claude", "--model", "claude-opus-4-8",
+                     "--no-sync", "--max-iters", "2", node_md=NODE_MD)
+    tree.cli("node", "start", "cl", env=env)
+    assert tree.wait_settled("cl", timeout=120) == "completed"
+    _check_run_and_file(tree, "cl")
+
+    rows = _step_rows(tree, "cl")
+    assert [row[:5] for row in rows] == [(it, step, "completed", 0, "")
+                                         for it in (1, 2) for step in ("MAKE", "CHECK")]
+    assert rows[0][-1] == rows[1][-1] != rows[2][-1] == rows[3][-1]
+    stored = {p.stem for p in (ndir / ".claude" / "home" / "projects").glob("*/*.jsonl")}
+    assert {rows[0][-1], rows[2][-1]} <= stored
+    # The user's dir now exists, private, the way Claude Code makes it; no session in it.
+    assert config.is_dir() and config.stat().st_mode & 0o777 == 0o700
+    assert not list(config.rglob("*.jsonl"))

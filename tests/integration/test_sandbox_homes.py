@@ -2,8 +2,9 @@
 (``workspace.sandboxpaths.sandbox_paths``): the node's ``.claude.json`` is the user's
 again whatever the last launch left, a symlink the agent put in place of its Claude home
 or cache is replaced by a directory (nothing fractal binds or writes can lead outside
-the node dir), the Codex login link points at the user's file again, and only homes the
-user has are bound."""
+the node dir), the Codex login link points at the user's file again, the user's Claude
+config dir is made when missing, and of the user's other homes only those that exist are
+bound."""
 
 from __future__ import annotations
 
@@ -72,7 +73,28 @@ def test_a_users_missing_claude_json_leaves_the_node_none(layout: Layout) -> Non
     copy.write_text("left by the agent\n")
     found = _paths(layout, {})
     assert not copy.exists() and found.claude_json is None
-    assert (found.claude_dir, found.cache, found.logins) == (None, None, ())
+    assert (found.cache, found.logins) == (None, ())
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["home", "config_dir"])
+def test_a_users_missing_claude_dir_is_made_private_and_bound(
+        layout: Layout, tmp_path: Path, configured: bool) -> None:
+    """The node's Claude home always has the user's config dir to be bound over (issue
+    29): a missing one is made, mode 0700, with the settings pinned read-only in it."""
+    _, _, _, home = layout
+    config = tmp_path / "config" / "claude" if configured else home / ".claude"
+    found = _paths(layout, {"CLAUDE_CONFIG_DIR": str(config)} if configured else {})
+    assert found.claude_dir == str(config)
+    assert config.is_dir() and config.stat().st_mode & 0o777 == 0o700
+    if not configured:
+        assert (config / "settings.json").read_text() == "{}\n"
+
+
+def test_a_file_in_place_of_the_claude_dir_refuses_the_layout(layout: Layout) -> None:
+    _, _, _, home = layout
+    (home / ".claude").write_text("not a dir\n")
+    with pytest.raises(OSError):
+        _paths(layout, {})
 
 
 @pytest.mark.parametrize("name", [".claude/home", "tmp/cache"])
