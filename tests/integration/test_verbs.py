@@ -461,7 +461,7 @@ def test_starting_a_running_node_says_what_to_do_instead(small: Small, continuin
             "node main.a.c is paused, so it is resumed, not started: `fractal node resume "
             "main.a.c` resumes its run")):
         start_node(small.ctx(), "a.c", continue_mode=continuing)
-    (small.repo / ".fractal" / "main" / ".paused").write_text("lunch\n")  # the tree brake
+    brake(small.ctx(), None, "lunch")  # the tree brake (a file, or a row on PostgreSQL)
     with pytest.raises(FractalError, match=re.escape(
             "node main.a.c is paused, so it is resumed, not started: the tree main is "
             "paused; `fractal resume` lifts the brake and resumes its run")):
