@@ -101,17 +101,8 @@ class OutageWait(LoopPart):
         it, or this one before a park), wait instead of calling the API. None: launch
         (as the probe when ``OutageWait.probing`` is set). A StepOutcome (``stopped``)
         when a stop or a finish ended the wait. Raises Park on a pause."""
-        outages, credential = Outages(self.boot.paths.tree.db_path), self.credential
-        node, now = self.boot.paths.branch, self.clock.time()
-        if self.cut:
-            self.cut = False
-            outages.wake_now(credential, now)
-        row = outages.outage(credential)
-        if row is None or self.probing == credential:
-            return None
-        action, _ = decide_outage(row, node, now, OUTAGE_POLL)
-        if action is OutageAction.PROBE and outages.claim_probe(credential, node, now):
-            self.probing = credential
+        row, go = self._may_go()
+        if go or row is None:
             return None
         return self._hold(row, f"another node found a provider outage ({row.label})")
 
@@ -123,6 +114,12 @@ class OutageWait(LoopPart):
         ``after_launch`` ends the outage or records the next attempt), so a node whose
         waiting loop is the credential's only launcher still finds the provider back.
         A resume that cut a parked outage wait short probes at once. Never blocks."""
+        return self._may_go()[1]
+
+    def _may_go(self) -> tuple[OutageRow | None, bool]:
+        """The credential's outage (None: none recorded) and whether this node may launch
+        now: no outage, this node's own probe, or the probe claimed now that the wake
+        instant has come (``OutageWait.probing`` set). A resume's cut wakes it first."""
         outages, credential = Outages(self.boot.paths.tree.db_path), self.credential
         node, now = self.boot.paths.branch, self.clock.time()
         if self.cut:
@@ -130,12 +127,12 @@ class OutageWait(LoopPart):
             outages.wake_now(credential, now)
         row = outages.outage(credential)
         if row is None or self.probing == credential:
-            return True
+            return row, True
         action, _ = decide_outage(row, node, now, OUTAGE_POLL)
         if action is OutageAction.PROBE and outages.claim_probe(credential, node, now):
             self.probing = credential
-            return True
-        return False
+            return row, True
+        return row, False
 
     def after_launch(self, result: AttemptResult) -> bool:
         """A launch ended. True when it failed with a transient API error (``is_outage``;
