@@ -26,10 +26,10 @@ a path the agent names there would be opened with the operator's view of the mac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from fractal.domain.sandbox import RELAY_ENV, TOKEN_ENV
+if TYPE_CHECKING:  # the relay client imports this module on every sandboxed command
+    from pathlib import PurePath
 
 __all__ = ["FILE_OPTIONS", "HELP_WORDS", "IDENTITY_ENV", "PATH_OPTION", "RELAYED_VERBS",
            "PathValue", "foreign_repository", "path_values", "verb_env", "verb_refusal"]
@@ -127,6 +127,9 @@ def verb_env(launch: Mapping[str, str], node_dir: str,
     ``extra`` added, ``IDENTITY_ENV`` set to ``node_dir`` (the relay's node, whatever
     the agent claimed), and without ``RELAY_ENV`` and ``TOKEN_ENV`` (the token stays in
     the relay: nothing the verb starts may hold it)."""
+    # deferred: the relay client imports this module on every sandboxed command (4 ms)
+    from fractal.domain.sandbox import RELAY_ENV, TOKEN_ENV
+
     env = {name: value for name, value in {**launch, **extra}.items()
            if name not in (RELAY_ENV, TOKEN_ENV)}
     env[IDENTITY_ENV] = node_dir
