@@ -13,16 +13,28 @@ a path the agent names there would be opened with the operator's view of the mac
   the relay client inside the sandbox and its content sent; the relay never opens the
   path itself;
 - ``--path`` must name the node's own worktree or a directory in it (the relay checks);
-- a positional path (``wiki update DIRECTORY``) is refused.
+- a positional path (``wiki update DIRECTORY``) is refused;
+- the verb acts in the relay's own tree, as the relay's node: the directory the agent
+  sent may not lie in another repository inside the worktree (``foreign_repository``:
+  a nested repository, a ``.git`` file naming another repository's git dir, a git dir
+  itself), the verb runs in the worktree (whose ``.git`` the sandbox keeps read-only),
+  and its environment is the launch's with the node's own ``_NODE`` and none of the
+  relay's variables (``verb_env``): the agent's ``_NODE`` claim is never read, and the
+  token never reaches a process the verb starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-__all__ = ["FILE_OPTIONS", "HELP_WORDS", "PATH_OPTION", "RELAYED_VERBS", "PathValue",
-           "path_values", "verb_refusal"]
+if TYPE_CHECKING:  # the relay client imports this module on every sandboxed command
+    from pathlib import PurePath
+
+__all__ = ["FILE_OPTIONS", "HELP_WORDS", "IDENTITY_ENV", "PATH_OPTION", "RELAYED_VERBS",
+           "PathValue", "foreign_repository", "path_values", "verb_env", "verb_refusal"]
+
+IDENTITY_ENV = "_NODE"  # lifecycle.context.LOOP_NODE_ENV: who the verb acts as
 
 HELP_WORDS = frozenset({"--help", "-h", "--version"})
 # verb -> the sub-verbs an agent may ask for (empty: the verb takes none)
@@ -86,6 +98,42 @@ def verb_refusal(argv: Sequence[str]) -> str | None:
         return (f"`fractal {verb} {sub}` takes no directory through the relay; run it "
                 "without one (it updates this node's project and memory wikis)")
     return None
+
+
+def foreign_repository(sent: PurePath, worktree: PurePath,
+                       marked: Sequence[PurePath]) -> str | None:
+    """Why the directory ``sent`` (resolved) is not a place of the node's worktree
+    (resolved) a relayed verb may come from, or None when it is. ``marked``: the
+    directories from ``sent`` up to the worktree (the worktree itself excluded) that hold
+    a ``.git`` entry or are a git dir themselves (``HEAD``, ``objects``, ``refs``). The
+    rule: a directory outside the worktree is fine (the verb runs in the worktree
+    anyway); inside it, no directory at or above ``sent`` below the worktree may be
+    marked, since git would find another repository there (a tree of the agent's making,
+    or another tree on the machine)."""
+    if sent != worktree and worktree not in sent.parents:
+        return None
+    inside = [place for place in marked if place == sent or place in sent.parents]
+    if not inside:
+        return None
+    where = inside[0]
+    return (f"{where} is another repository inside your worktree (it holds a .git of its "
+            f"own, or is a git dir); a relayed command acts only in {worktree}'s own tree, "
+            "as your node: run fractal from outside that directory")
+
+
+def verb_env(launch: Mapping[str, str], node_dir: str,
+             extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a relayed verb: ``launch`` (the run's launch environment) with
+    ``extra`` added, ``IDENTITY_ENV`` set to ``node_dir`` (the relay's node, whatever
+    the agent claimed), and without ``RELAY_ENV`` and ``TOKEN_ENV`` (the token stays in
+    the relay: nothing the verb starts may hold it)."""
+    # deferred: the relay client imports this module on every sandboxed command (4 ms)
+    from fractal.domain.sandbox import RELAY_ENV, TOKEN_ENV
+
+    env = {name: value for name, value in {**launch, **extra}.items()
+           if name not in (RELAY_ENV, TOKEN_ENV)}
+    env[IDENTITY_ENV] = node_dir
+    return env
 
 
 def path_values(argv: Sequence[str]) -> list[PathValue]:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.config import normalise_scope
-from fractal.domain.sandbox import TOKEN_ENV, Mode, decide, mode_of
+from fractal.domain.sandbox import Mode, decide, mode_of
 from fractal.errors import ConfigError, FractalError, InvalidValue
 from fractal.lifecycle.context import Context
-from fractal.procs.confine import CONFINED_ENV, confined_argv, relay_socket
+from fractal.procs.confine import CONFINED_ENV, confined_argv
 from fractal.tree import NodePaths, Tree
 from fractal.workspace import git
 from fractal.workspace.commit_types import CommitMode, CommitOutcome, CommitRequest, ScriptRunner
@@ -222,17 +222,13 @@ def _adopt_private(paths: NodePaths) -> None:
 def _confined_runner(paths: NodePaths) -> ScriptRunner:
     """The runner of a commit a sandboxed agent asked for through its relay: its
     ``git commit`` (with the user's hooks), ``scripts/lint.sh`` and push each run in the
-    node's sandbox (``procs.confine``), with the node's relay and the token of the request
-    that asked (the relay puts it in this verb's environment); the objects each wrote are
-    adopted when it ends (``_adopt_private``)."""
-    relay = relay_socket(paths.tree, paths.branch)
-    token = os.environ.get(TOKEN_ENV)
-
+    node's sandbox (``procs.confine``), without the node's relay (the relay keeps its
+    token out of this verb's environment, so no program it starts can pose as the node's
+    agent: a ``fractal`` there finds no tree); the objects each wrote are adopted when it
+    ends (``_adopt_private``)."""
     def run(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
             timeout: float | None) -> tuple[int, str]:
-        inside = {**env, TOKEN_ENV: token} if token else dict(env)  # bwrap hands it on
-        done = _runner(confined_argv(paths, env, argv, cwd, relay=relay), cwd, inside,
-                       timeout)
+        done = _runner(confined_argv(paths, env, argv, cwd, relay=None), cwd, env, timeout)
         _adopt_private(paths)
         return done
 

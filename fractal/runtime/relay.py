@@ -17,12 +17,15 @@ agent runs as the same user. With the token, and a verb the agent protocol uses
 ``python -m fractal ARGV`` as its own child, outside the sandbox and its PID namespace.
 So the relay never opens a path the agent names: a file option's content is read by the
 client, inside the sandbox, and the verb reads a private copy; ``--path`` must resolve
-to the node's worktree or inside it and becomes the worktree. The verb runs in
-``cwd`` when that lies in the node's worktree (else the worktree), with the run's launch
-environment and the caller's ``_NODE`` (a claim the context checks against the child's
-supervisor ancestry, which names this node whatever it says) and ``FRACTAL_CONFINED``
-(the programs the verb starts for the agent, ``fractal commit``'s hooks, run in the
-node's sandbox), once ``before`` has run (the supervisor's adoption of the agent's new
+to the node's worktree or inside it and becomes the worktree. The verb acts in the
+relay's own tree, as the relay's own node (``domain.relayed``): a ``cwd`` inside the
+worktree that lies in another repository (a nested one, a ``.git`` file naming another
+tree's git dir) is refused and recorded; the verb always runs in the worktree itself,
+with the run's launch environment, ``_NODE`` set to this node's dir (the request's
+``node`` is never read), no relay variable and no token (nothing the verb starts can
+reach or pose as this relay), and ``FRACTAL_CONFINED`` (the programs the verb starts
+for the agent, ``fractal commit``'s hooks, run in the node's sandbox), once ``before``
+has run (the supervisor's adoption of the agent's new
 git objects: the verb's git finds them in the shared store). The answer is one JSON line ``{"rc": N, "stdout": B64, "stderr": B64}``.
 
 A small server thread, not the loop's waker: the loop blocks for a whole step inside
@@ -45,8 +48,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fractal.domain.limits import TASK_FILE_CAP
-from fractal.domain.relayed import FILE_OPTIONS, path_values, verb_refusal
-from fractal.domain.sandbox import TOKEN_ENV
+from fractal.domain.relayed import (
+    FILE_OPTIONS,
+    foreign_repository,
+    path_values,
+    verb_env,
+    verb_refusal,
+)
 from fractal.procs.commands import run_split
 from fractal.procs.confine import CONFINED_ENV
 from fractal.relayclient import short_address
@@ -151,8 +159,9 @@ class Relay:
     def run(self, request: dict[str, object]) -> dict[str, object]:
         """Run one forwarded command as this node; returns the answer. Refused (exit 1)
         and recorded (``RELAY_EVENT``, failed): a request without the current token, a
-        verb outside ``domain.relayed.RELAYED_VERBS``, a file option without its content,
-        a ``--path`` outside the node's worktree."""
+        verb outside ``domain.relayed.RELAYED_VERBS``, a ``cwd`` in another repository
+        inside the worktree (``domain.relayed.foreign_repository``), a file option
+        without its content, a ``--path`` outside the node's worktree."""
         argv = request["argv"]
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise ValueError("argv must be a list of strings")
@@ -167,11 +176,14 @@ class Relay:
                 "its relay); run fractal from inside your own node's sandbox"))
         worktree = self.paths.worktree.resolve()
         cwd = Path(str(request.get("cwd") or worktree)).resolve()
-        if cwd != worktree and worktree not in cwd.parents:
-            cwd = worktree
         why = verb_refusal(argv)
         if why is not None:
             return self._refuse(argv, "a verb not relayed", why)
+        why = foreign_repository(cwd, worktree, _repository_marks(cwd, worktree))
+        if why is not None:
+            return self._refuse(argv, "from another repository", why)
+        if cwd != worktree and worktree not in cwd.parents:
+            cwd = worktree  # only for a relative --path: the verb runs in the worktree
         files = request.get("files") or {}
         if not isinstance(files, dict):
             raise ValueError("files must be an object")
@@ -183,14 +195,15 @@ class Relay:
                 return self._refuse(argv, "a path outside the node", why)
             if self.before is not None:
                 self.before()  # the agent's new objects into the shared store, checked
-            env = {**self.env, "_NODE": str(self.paths.node_dir), CONFINED_ENV: "1",
-                   TOKEN_ENV: token}
-            node = request.get("node")
-            if isinstance(node, str) and node:
-                env["_NODE"] = node  # a claim: the child's ancestry decides who acts
+            # the request's "node" (the agent's _NODE) is never read: the verb is this node
+            env = verb_env(self.env, str(self.paths.node_dir), {CONFINED_ENV: "1"})
             stdin = base64.b64decode(str(request.get("stdin") or ""))
+            # in the worktree, whatever directory was sent: its .git is read-only in the
+            # sandbox, so git from there finds this tree (a sent directory can be changed
+            # into another repository between the check above and the verb's start)
             code, out, err = run_split([sys.executable, "-P", "-m", "fractal", *argv],
-                                       cwd=cwd, env=env, stdin=stdin, timeout=VERB_TIMEOUT)
+                                       cwd=worktree, env=env, stdin=stdin,
+                                       timeout=VERB_TIMEOUT)
         return {"rc": code, "stdout": base64.b64encode(out).decode(),
                 "stderr": base64.b64encode(err).decode()}
 
@@ -243,6 +256,24 @@ def _placed(argv: list[str], cwd: Path, worktree: Path, files: dict[object, obje
             chosen = str(worktree)
         placed[index] = f"{option}={chosen}" if inline else chosen
     return placed, None
+
+
+def _repository_marks(sent: Path, worktree: Path) -> list[Path]:
+    """The directories from ``sent`` up to ``worktree`` (both resolved; the worktree
+    excluded) that hold a ``.git`` entry (a dangling link included) or look like a git
+    dir (``HEAD``, ``objects``, ``refs``): where git's search from ``sent`` would stop
+    before the worktree. Empty when ``sent`` is not inside the worktree. Reads the file
+    system only; runs no git in a directory the agent made."""
+    if worktree not in sent.parents:
+        return []
+    marks: list[Path] = []
+    for place in (sent, *sent.parents):
+        if place == worktree:
+            break
+        if os.path.lexists(place / ".git") or ((place / "HEAD").exists() and (
+                place / "objects").exists() and (place / "refs").exists()):
+            marks.append(place)
+    return marks
 
 
 def _b64(text: str) -> str:

@@ -1,11 +1,20 @@
 """What a node's relay runs for its agent (``fractal.domain.relayed``): the verb
-allowlist and where the paths of an argv stand."""
+allowlist, where the paths of an argv stand, which sent directory lies in another
+repository, and the verb's environment."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import pytest
 
-from fractal.domain.relayed import PathValue, path_values, verb_refusal
+from fractal.domain.relayed import (
+    PathValue,
+    foreign_repository,
+    path_values,
+    verb_env,
+    verb_refusal,
+)
 
 ALLOWED = [
     [],
@@ -70,3 +79,42 @@ def test_any_other_verb_is_refused_saying_why(argv: list[str], why: str) -> None
 ])
 def test_every_path_an_argv_names_is_found(argv: list[str], found: list[PathValue]) -> None:
     assert path_values(argv) == found
+
+
+W = PurePath("/t/repo/.worktrees/main.a")
+# (sent directory, marked directories, the marked directory the refusal names or None)
+SENT_DIRS = [
+    (W, [], None),  # the worktree itself
+    (W / "src" / "pkg", [], None),  # a plain directory in it
+    (PurePath("/elsewhere"), [PurePath("/elsewhere")], None),  # outside: runs in W anyway
+    (W / "x", [W / "x"], W / "x"),  # a nested repository, or a .git file naming one
+    (W / "x" / ".worktrees" / "main.c", [W / "x" / ".worktrees" / "main.c", W / "x"],
+     W / "x" / ".worktrees" / "main.c"),  # a worktree of the agent's own tree
+    (W / "x" / "deep", [W / "x"], W / "x"),  # below a nested repository
+    (W / "gitdir", [W / "gitdir"], W / "gitdir"),  # a git dir itself
+    (W / "y", [W / "x"], None),  # a sibling of a nested repository is not in it
+]
+
+
+@pytest.mark.parametrize(("sent", "marked", "named"), SENT_DIRS)
+def test_a_sent_directory_in_another_repository_is_refused(
+        sent: PurePath, marked: list[PurePath], named: PurePath | None) -> None:
+    why = foreign_repository(sent, W, marked)
+    if named is None:
+        assert why is None
+    else:
+        assert why is not None
+        assert why.startswith(f"{named} is another repository inside your worktree")
+        assert "run fractal from outside that directory" in why
+
+
+@pytest.mark.parametrize("launch", [
+    {"PATH": "/bin"},
+    {"PATH": "/bin", "_NODE": "/t/repo/.worktrees/main/.fractal/main"},
+    {"PATH": "/bin", "FRACTAL_RELAY": "/sock", "FRACTAL_RELAY_TOKEN": "secret"},
+])
+def test_the_verbs_environment_is_the_relays_node_without_the_relay(
+        launch: dict[str, str]) -> None:
+    env = verb_env(launch, "/t/node", {"FRACTAL_CONFINED": "1",
+                                       "FRACTAL_RELAY_TOKEN": "secret"})
+    assert env == {"PATH": "/bin", "_NODE": "/t/node", "FRACTAL_CONFINED": "1"}
