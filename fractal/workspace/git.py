@@ -63,7 +63,8 @@ def git_env(extra: Mapping[str, str] | None = None,
     and the overrides that keep the repository's programs (hooks, fsmonitor, filters,
     drivers of the repository at ``cwd``) from running (``gitguard.guard_env``; none
     inside ``gitguard.repository_programs()``). ``live`` adds the nodes' private object
-    dirs as alternates: only for a git that reads for display and writes nothing."""
+    dirs as alternates: only for a git that reads for display and writes nothing. Raises
+    GitError when a repository config file is too long to scan (``gitguard.CONFIG_CAP``)."""
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
     if extra:
@@ -82,7 +83,8 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
     shared object store alone unless ``live`` (a read for display that writes nothing:
     the nodes' private object dirs as alternates, ``gitguard``).
     With ``check`` (default) a non-zero exit raises GitError naming the command, the
-    directory, the exit code and git's stderr. A missing git binary always raises GitError.
+    directory, the exit code and git's stderr. A missing git binary always raises GitError,
+    and so does a repository config file too long to scan (``git_env``), before git runs.
     """
     argv = ["git", "-C", str(cwd), *args]
     try:
