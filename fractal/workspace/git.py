@@ -146,7 +146,8 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     other operations' state files, ``index``, ``index.lock``, ``fractal-commit.lock``),
     they are joined to its git dir with no git process; else they come from one ``rev-parse``, and as a worktree's git dir does
     not move while it exists, that answer is kept while its directory is there (a
-    supervisor asks after every iteration). Raises GitError."""
+    supervisor asks after every iteration). A symbolic link at a name is never resolved: the
+    path is where the link is, so a write renamed there replaces it. Raises GitError."""
     dirs = git_dirs(cwd)
     if dirs is not None and all(_PER_WORKTREE.fullmatch(name) for name in names):
         return tuple(dirs[0] / name for name in names)
@@ -154,8 +155,9 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     found = _GIT_PATHS.get(key)
     if found is None or not all(p.parent.is_dir() for p in found):  # a worktree re-made
         args = [arg for name in names for arg in ("--git-path", name)]
-        out = run_git(["rev-parse", "--path-format=absolute", *args], cwd).stdout
-        found = tuple(Path(line) for line in out.splitlines())
+        # not --path-format=absolute: that resolves a symbolic link at the name itself
+        out = run_git(["rev-parse", *args], cwd).stdout
+        found = tuple(Path(cwd).absolute() / line for line in out.splitlines())
         _GIT_PATHS[key] = found
     return found
 

@@ -7,6 +7,13 @@ the link names. The rule here: a file fractal writes into a git dir is made unde
 random name with ``O_CREAT|O_EXCL|O_NOFOLLOW`` and renamed over its place (a rename
 replaces a link, never writes through it); a file fractal reads there to copy it is
 opened with ``O_NOFOLLOW`` and must be a regular file.
+
+Git itself writes some of these files by opening them, following a link: ``MERGE_HEAD``,
+``MERGE_MSG`` and ``MERGE_MODE`` of a ``git merge``, and every reflog line it appends (the
+worktree's ``logs/HEAD``, the node's own ``logs/refs/heads/<branch>``), so ``git commit``
+or ``git merge`` run as you would append to whatever file a link there names.
+``drop_planted_links`` removes every symbolic link in those places before each git fractal
+runs (``gitguard.guard_env``): git never makes one there itself.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["copy_regular", "replace_file"]
+__all__ = ["copy_regular", "drop_planted_links", "replace_file"]
 
 _CHUNK = 1 << 20
 """Bytes read per call when copying (1 MiB)."""
@@ -54,3 +61,35 @@ def copy_regular(src: Path, dst: Path) -> None:
         with os.fdopen(out_fd, "wb") as out:
             while chunk := inp.read(_CHUNK):
                 out.write(chunk)
+
+
+_GIT_WRITES = ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "ORIG_HEAD", "SQUASH_MSG",
+               "AUTO_MERGE", "FETCH_HEAD", "COMMIT_EDITMSG", "CHERRY_PICK_HEAD",
+               "REVERT_HEAD", "BISECT_LOG", "fractal-commit.lock")
+"""Files git (or fractal) writes at the top of a git dir by opening them."""
+
+
+def drop_planted_links(git_dir: Path, common: Path) -> list[Path]:
+    """Remove every symbolic link git would write through: at each of ``_GIT_WRITES`` in
+    ``git_dir`` (a worktree's own git dir, or the common dir of the main checkout) and
+    anywhere under ``git_dir/logs/`` and ``common/logs/refs/heads/`` (the reflogs a
+    sandbox can write). Returns what was removed. A few ``lstat`` calls and two small
+    directory walks, no git process; an unreadable directory is skipped, a link gone
+    meanwhile too (never raises)."""
+    removed: list[Path] = []
+    for name in _GIT_WRITES:
+        _drop_if_link(git_dir / name, removed)
+    for top in dict.fromkeys((git_dir / "logs", common / "logs" / "refs" / "heads")):
+        for folder, dirs, files in os.walk(top):  # os.walk never descends a linked dir
+            for name in (*dirs, *files):
+                _drop_if_link(Path(folder) / name, removed)
+    return removed
+
+
+def _drop_if_link(path: Path, removed: list[Path]) -> None:
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            os.unlink(path)
+            removed.append(path)
+    except OSError:  # absent (the usual case), or gone meanwhile
+        pass

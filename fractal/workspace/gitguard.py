@@ -53,6 +53,7 @@ from pathlib import Path
 
 from fractal.errors import GitError
 from fractal.workspace.gitconfigscan import parse_config
+from fractal.workspace.gitdirwrite import drop_planted_links
 
 __all__ = ["CONFIG_CAP", "FIXED", "guard_env", "private_stores", "repository_programs"]
 
@@ -112,10 +113,14 @@ def guard_env(env: dict[str, str], cwd: Path | None, *, live: bool) -> None:
     ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
     replaced); with ``live`` (a read for display, never a write) also the private object
     directories that hold anything as alternates (unless ``env`` names its own object or
-    alternate directories). No override is added inside ``repository_programs()``. Raises
+    alternate directories). No override is added inside ``repository_programs()``. Every
+    symbolic link git would write through in the run's git dir and reflogs is removed
+    first, inside it too (``gitdirwrite.drop_planted_links``). Raises
     GitError when one of the repository's config files (or one they include) is longer
     than CONFIG_CAP: its unread rest could name a driver, so no git may run under it."""
     files = [] if cwd is None else _config_files(Path(cwd))
+    if files:  # a link a sandboxed agent planted in its git dir is never written through
+        drop_planted_links(files[-1].parent, files[0].parent)
     if live and files and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
             and "GIT_OBJECT_DIRECTORY" not in env:
         private = _private_stores(files[0].parent)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fractal.errors import GitError
-from fractal.workspace.git import git_env, run_git
+from fractal.workspace.git import git_env, git_paths, run_git
 from fractal.workspace.gitdirwrite import copy_regular
 from fractal.workspace.scratch import scratch_index
 
@@ -110,9 +110,7 @@ def relabel(worktree: Path, tree: str, stages: Sequence[Stage], names: dict[str,
 
 def merge_in_progress(worktree: Path) -> bool:
     """Tell whether ``worktree`` has an unconcluded merge (``MERGE_HEAD`` exists)."""
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "MERGE_HEAD"],
-                  worktree).stdout.strip()
-    return Path(raw).exists()
+    return os.path.lexists(git_paths(worktree, ["MERGE_HEAD"])[0])
 
 
 def refuse_to_start(worktree: Path, head: str, head_tree_paths: Sequence[str]) -> None:
@@ -150,8 +148,7 @@ def lay_out(worktree: Path, head: str, merged: str, stages: Sequence[Stage]) -> 
     and renamed over the real one only when complete (a rename replaces a link there,
     never writes through it). Raises GitError, nothing written, when git refuses (a local
     change or an untracked file in the way) or the index is not a regular file."""
-    index = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
-                         worktree).stdout.strip())
+    index = git_paths(worktree, ["index"])[0]  # where a link would be, never its target
     with scratch_index(worktree) as env:
         building = Path(env["GIT_INDEX_FILE"])
         try:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fractal.errors import FractalError, GitError
-from fractal.workspace.git import gitlinks, head_sha, run_git
+from fractal.workspace.git import git_paths, gitlinks, head_sha, run_git
 from fractal.workspace.nested import gitlinks_holding_history, nested_repositories
 
 __all__ = [
@@ -232,13 +232,12 @@ def _worktree_tree(worktree: Path) -> tuple[str, list[str]]:
     """The tree object of the worktree's files as ``git add -A`` would stage them, built in
     a temporary index (the real index is copied, never written), and the gitlinks that
     index holds (repo-relative paths)."""
-    real = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
-                        worktree).stdout.strip())
+    real = git_paths(worktree, ["index"])[0]
     scratch_dir = Path(tempfile.mkdtemp(prefix="fractal-rescue-"))  # never inside .git
     try:
         index = scratch_dir / "index"
         env = {"GIT_INDEX_FILE": str(index)}
-        if real.is_file():
+        if real.is_file() and not real.is_symlink():  # never read through a planted link
             shutil.copyfile(real, index)
         elif _head_or_none(worktree) is not None:
             run_git(["read-tree", "HEAD"], worktree, env=env)
