@@ -35,6 +35,7 @@ __all__ = [
     "Rescue",
     "RescueRef",
     "files_of",
+    "held_history",
     "list_rescue_refs",
     "operation_of",
     "rescue",
@@ -155,14 +156,26 @@ def rescue(worktree: Path, branch: str, operation: str, *,
             "`.git` and commit its files, then retry")
     held = gitlinks_holding_history(worktree, links)
     if held:  # committed as a gitlink: the commit it names lives only in that repository
-        raise FractalError(
-            f"cannot rescue {branch} before {operation}: {', '.join(held[:5])} is committed "
-            "as a gitlink and holds a git repository of its own, whose history exists only "
-            "there (the branch and a rescue ref hold just its commit id); nothing was "
-            "removed. Move it out of the worktree, or run `git rm --cached "
-            f"{held[0]}`, remove its `.git` and commit its files there, then retry")
+        raise FractalError(f"cannot rescue {branch} before {operation}: {_held_why(held)}")
     subject = f"rescue {branch} before {operation}"
     return _write(worktree, branch, operation, when, tree, parents, files, subject, tip)
+
+
+def held_history(worktree: Path) -> str | None:
+    """Why removing ``worktree`` would lose history no rescue ref can hold, or None: a
+    gitlink in its index (committed or staged, registered in ``.gitmodules`` or not) whose
+    directory holds a repository of its own (``nested.gitlinks_holding_history``). One
+    ``git ls-files``. The reason ends with what to do. Raises GitError."""
+    held = gitlinks_holding_history(worktree, gitlinks(worktree))
+    return _held_why(held) if held else None
+
+
+def _held_why(held: list[str]) -> str:
+    return (f"{', '.join(held[:5])} is a nested git repository committed (or staged) as a "
+            "gitlink, whose history exists only in it (the branch and a rescue ref would "
+            "hold just its commit id); nothing was removed. Move it out of the "
+            f"worktree, or run `git rm --cached {held[0]}` there, remove its `.git` and "
+            "commit its files, then retry")
 
 
 def rescue_branch(repo: Path, branch: str, operation: str, *,
