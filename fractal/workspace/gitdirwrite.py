@@ -63,9 +63,9 @@ def copy_regular(src: Path, dst: Path) -> None:
                 out.write(chunk)
 
 
-_GIT_WRITES = ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "ORIG_HEAD", "SQUASH_MSG",
-               "AUTO_MERGE", "FETCH_HEAD", "COMMIT_EDITMSG", "CHERRY_PICK_HEAD",
-               "REVERT_HEAD", "BISECT_LOG", "fractal-commit.lock")
+_GIT_WRITES = frozenset({"MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "ORIG_HEAD", "SQUASH_MSG",
+                        "AUTO_MERGE", "FETCH_HEAD", "COMMIT_EDITMSG", "CHERRY_PICK_HEAD",
+                        "REVERT_HEAD", "BISECT_LOG", "fractal-commit.lock"})
 """Files git (or fractal) writes at the top of a git dir by opening them."""
 
 
@@ -73,23 +73,34 @@ def drop_planted_links(git_dir: Path, common: Path) -> list[Path]:
     """Remove every symbolic link git would write through: at each of ``_GIT_WRITES`` in
     ``git_dir`` (a worktree's own git dir, or the common dir of the main checkout) and
     anywhere under ``git_dir/logs/`` and ``common/logs/refs/heads/`` (the reflogs a
-    sandbox can write). Returns what was removed. A few ``lstat`` calls and two small
-    directory walks, no git process; an unreadable directory is skipped, a link gone
+    sandbox can write). Returns what was removed. Directory reads only (the entry types
+    come with them), no git process; an unreadable directory is skipped, a link gone
     meanwhile too (never raises)."""
-    removed: list[Path] = []
-    for name in _GIT_WRITES:
-        _drop_if_link(git_dir / name, removed)
-    for top in dict.fromkeys((git_dir / "logs", common / "logs" / "refs" / "heads")):
-        for folder, dirs, files in os.walk(top):  # os.walk never descends a linked dir
-            for name in (*dirs, *files):
-                _drop_if_link(Path(folder) / name, removed)
-    return removed
+    removed: list[str] = []
+    _sweep(str(git_dir), removed, _GIT_WRITES, deep=False)
+    _sweep(os.path.join(git_dir, "logs"), removed, None, deep=True)
+    if common != git_dir:
+        _sweep(os.path.join(common, "logs", "refs", "heads"), removed, None, deep=True)
+    return [Path(p) for p in removed]
 
 
-def _drop_if_link(path: Path, removed: list[Path]) -> None:
+def _sweep(folder: str, removed: list[str], names: frozenset[str] | None, *,
+           deep: bool) -> None:
+    """Unlink the links in ``folder`` (those among ``names`` when given), and with
+    ``deep`` in every real directory below it (a linked directory is removed, never
+    entered)."""
     try:
-        if stat.S_ISLNK(os.lstat(path).st_mode):
-            os.unlink(path)
-            removed.append(path)
-    except OSError:  # absent (the usual case), or gone meanwhile
-        pass
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if names is not None and entry.name not in names:
+            continue
+        try:
+            if entry.is_symlink():
+                os.unlink(entry.path)
+                removed.append(entry.path)
+            elif deep and entry.is_dir(follow_symlinks=False):
+                _sweep(entry.path, removed, None, deep=True)
+        except OSError:  # gone meanwhile
+            continue

@@ -22,8 +22,8 @@ from fractal.lifecycle.steering.signal import Refused
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
-from fractal.workspace.runenv import forget
 from fractal.workspace.rescue import held_history
+from fractal.workspace.runenv import forget
 from fractal.workspace.teardown import delete_branch, drop_worktree
 
 __all__ = ["Deleted", "delete", "remove_node"]
