@@ -65,8 +65,9 @@ def copy_regular(src: Path, dst: Path) -> None:
 
 _GIT_WRITES = frozenset({"MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "ORIG_HEAD", "SQUASH_MSG",
                         "AUTO_MERGE", "FETCH_HEAD", "COMMIT_EDITMSG", "CHERRY_PICK_HEAD",
-                        "REVERT_HEAD", "BISECT_LOG", "fractal-commit.lock"})
-"""Files git (or fractal) writes at the top of a git dir by opening them."""
+                        "REVERT_HEAD", "BISECT_LOG"})
+"""Files git writes at the top of a git dir by opening them. (fractal's own
+``fractal-commit.lock`` is opened with ``O_NOFOLLOW``: a link there is a clear error.)"""
 
 
 def drop_planted_links(git_dir: Path, common: Path) -> list[Path]:

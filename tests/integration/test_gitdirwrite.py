@@ -49,7 +49,7 @@ def test_copy_regular_never_writes_through_a_link_at_the_copy(tmp_path: Path) ->
     pytest.param("wt/MERGE_HEAD", True, id="merge-head"),
     pytest.param("wt/MERGE_MSG", True, id="merge-msg"),
     pytest.param("wt/ORIG_HEAD", True, id="orig-head"),
-    pytest.param("wt/fractal-commit.lock", True, id="commit-lock"),
+    pytest.param("wt/fractal-commit.lock", False, id="commit-lock-refused-where-opened"),
     pytest.param("wt/logs/HEAD", True, id="worktree-reflog"),
     pytest.param("common/logs/refs/heads/main.a", True, id="branch-reflog"),
     pytest.param("common/logs/refs/heads/feature/x", True, id="nested-branch-reflog"),
