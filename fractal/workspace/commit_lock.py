@@ -109,10 +109,11 @@ def commit_turn(worktree: Path, *, wait: float = COMMIT_TURN_WAIT) -> Iterator[b
 
 def _open_lock(path: str) -> int:
     """Open (creating) the turn lock file without ever blocking; IndexLocked unless it is a
-    regular file (a FIFO, directory or dangling link left there would hang or fail later)."""
+    regular file (a FIFO, directory or link left there would hang, fail later, or make a
+    file where the link points)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC
+                     | os.O_NOFOLLOW, 0o644)  # a link the agent left there: never created through
     except OSError as exc:
         raise IndexLocked(f"cannot open the commit lock {path}: {exc.strerror}; remove it and "
                           "retry") from exc

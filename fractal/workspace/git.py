@@ -63,7 +63,8 @@ def git_env(extra: Mapping[str, str] | None = None,
     and the overrides that keep the repository's programs (hooks, fsmonitor, filters,
     drivers of the repository at ``cwd``) from running (``gitguard.guard_env``; none
     inside ``gitguard.repository_programs()``). ``live`` adds the nodes' private object
-    dirs as alternates: only for a git that reads for display and writes nothing."""
+    dirs as alternates: only for a git that reads for display and writes nothing. Raises
+    GitError when a repository config file is too long to scan (``gitguard.CONFIG_CAP``)."""
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
     if extra:
@@ -82,7 +83,8 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
     shared object store alone unless ``live`` (a read for display that writes nothing:
     the nodes' private object dirs as alternates, ``gitguard``).
     With ``check`` (default) a non-zero exit raises GitError naming the command, the
-    directory, the exit code and git's stderr. A missing git binary always raises GitError.
+    directory, the exit code and git's stderr. A missing git binary always raises GitError,
+    and so does a repository config file too long to scan (``git_env``), before git runs.
     """
     argv = ["git", "-C", str(cwd), *args]
     try:
@@ -144,7 +146,8 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     other operations' state files, ``index``, ``index.lock``, ``fractal-commit.lock``),
     they are joined to its git dir with no git process; else they come from one ``rev-parse``, and as a worktree's git dir does
     not move while it exists, that answer is kept while its directory is there (a
-    supervisor asks after every iteration). Raises GitError."""
+    supervisor asks after every iteration). A symbolic link at a name is never resolved: the
+    path is where the link is, so a write renamed there replaces it. Raises GitError."""
     dirs = git_dirs(cwd)
     if dirs is not None and all(_PER_WORKTREE.fullmatch(name) for name in names):
         return tuple(dirs[0] / name for name in names)
@@ -152,8 +155,9 @@ def git_paths(cwd: Path, names: Sequence[str]) -> tuple[Path, ...]:
     found = _GIT_PATHS.get(key)
     if found is None or not all(p.parent.is_dir() for p in found):  # a worktree re-made
         args = [arg for name in names for arg in ("--git-path", name)]
-        out = run_git(["rev-parse", "--path-format=absolute", *args], cwd).stdout
-        found = tuple(Path(line) for line in out.splitlines())
+        # not --path-format=absolute: that resolves a symbolic link at the name itself
+        out = run_git(["rev-parse", *args], cwd).stdout
+        found = tuple(Path(cwd).absolute() / line for line in out.splitlines())
         _GIT_PATHS[key] = found
     return found
 

@@ -10,6 +10,7 @@ DRIVER_KINDS = frozenset({"filter", "diff", "merge"})
 """The sections whose subsection names a driver that runs a program."""
 
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_BOM = "\ufeff"  # U+FEFF, the bytes EF BB BF decoded
 _ESCAPES = {"n": "\n", "t": "\t", "b": "\b", '"': '"', "\\": "\\"}
 
 
@@ -19,10 +20,12 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
     key may share a line, a value may be partly quoted and continue past a backslash at
     the end of a line, escapes are undone, a comment starts at an unquoted ``#`` or ``;``.
     Following every ``path`` (not only ``include.path`` / ``includeIf.<cond>.path``) can
-    only find more drivers, never fewer."""
+    only find more drivers, never fewer. A UTF-8 byte-order mark opening the text is
+    skipped, as git skips it (read as part of the first line, it would hide a header
+    there)."""
     names: set[tuple[str, str]] = set()
     paths: list[str] = []
-    i, end = 0, len(text)
+    i, end = (1 if text.startswith(_BOM) else 0), len(text)
     while i < end:
         c = text[i]
         if c.isspace():

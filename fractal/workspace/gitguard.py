@@ -51,7 +51,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fractal.errors import GitError
 from fractal.workspace.gitconfigscan import parse_config
+from fractal.workspace.gitdirwrite import drop_planted_links
 
 __all__ = ["CONFIG_CAP", "FIXED", "guard_env", "private_stores", "repository_programs"]
 
@@ -75,7 +77,8 @@ FIXED: tuple[tuple[str, str], ...] = (
 """Overrides every guarded git process gets, whatever the repository says."""
 
 CONFIG_CAP = 1 << 20
-"""Bytes of one config file read for driver names (1 MiB); past it the rest is not read."""
+"""Bytes of one config file read for driver names (1 MiB); a longer one makes every
+guarded git call raise GitError (fail closed: its unread rest could name a driver)."""
 
 _MERGE_FILE = "git merge-file --marker-size=%L %A %O %B"
 _DRIVER_KEYS = {"filter": (("clean", ""), ("smudge", ""), ("process", "")),
@@ -110,8 +113,14 @@ def guard_env(env: dict[str, str], cwd: Path | None, *, live: bool) -> None:
     ``cwd``, after any ``GIT_CONFIG_COUNT`` entries it already holds (an invalid count is
     replaced); with ``live`` (a read for display, never a write) also the private object
     directories that hold anything as alternates (unless ``env`` names its own object or
-    alternate directories). No override is added inside ``repository_programs()``."""
+    alternate directories). No override is added inside ``repository_programs()``. Every
+    symbolic link git would write through in the run's git dir and reflogs is removed
+    first, inside it too (``gitdirwrite.drop_planted_links``). Raises
+    GitError when one of the repository's config files (or one they include) is longer
+    than CONFIG_CAP: its unread rest could name a driver, so no git may run under it."""
     files = [] if cwd is None else _config_files(Path(cwd))
+    if files:  # a link a sandboxed agent planted in its git dir is never written through
+        drop_planted_links(files[-1].parent, files[0].parent)
     if live and files and "GIT_ALTERNATE_OBJECT_DIRECTORIES" not in env \
             and "GIT_OBJECT_DIRECTORY" not in env:
         private = _private_stores(files[0].parent)
@@ -163,7 +172,8 @@ def _private_stores(common: Path) -> list[str]:
 
 def driver_overrides(cwd: Path) -> tuple[tuple[str, str], ...]:
     """The (key, value) overrides that switch off every driver the repository at ``cwd``
-    names in its own config files; () outside a repository."""
+    names in its own config files; () outside a repository. Raises GitError as
+    ``guard_env`` does."""
     files = _config_files(Path(cwd))
     return _driver_overrides(files) if files else ()
 
@@ -209,18 +219,25 @@ def _scan(path: Path, names: set[tuple[str, str]], seen: set[str], depth: int) -
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return
         chunks: list[bytes] = []
-        left = CONFIG_CAP
+        left = CONFIG_CAP + 1  # one byte past the cap tells a file that is too long
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 16))
             if not chunk:
                 break
             chunks.append(chunk)
             left -= len(chunk)
-        text = b"".join(chunks).decode("utf-8", "replace")
+        data = b"".join(chunks)
     except OSError:
         return
     finally:
         os.close(fd)
+    if len(data) > CONFIG_CAP:  # unread, it could name a driver: no git runs under it
+        raise GitError(
+            f"the git config file {path} is over {CONFIG_CAP // (1 << 20)} MiB; fractal "
+            "reads no more of one for the filters and drivers it must switch off, so it "
+            "runs no git on this repository. Shorten the file (move what it must hold to "
+            "a smaller one it includes), then retry")
+    text = data.decode("utf-8", "replace")
     found, includes = parse_config(text)
     names.update(found)
     for value in includes:

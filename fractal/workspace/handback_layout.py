@@ -16,13 +16,14 @@ hand-back never leaves conflict markers staged as if resolved.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from fractal.errors import GitError
-from fractal.workspace.git import git_env, run_git
+from fractal.workspace.git import git_env, git_paths, run_git
+from fractal.workspace.gitdirwrite import copy_regular
+from fractal.workspace.scratch import scratch_index
 
 __all__ = ["Stage", "lay_out", "merge_in_progress", "refuse_to_start", "relabel"]
 
@@ -109,9 +110,7 @@ def relabel(worktree: Path, tree: str, stages: Sequence[Stage], names: dict[str,
 
 def merge_in_progress(worktree: Path) -> bool:
     """Tell whether ``worktree`` has an unconcluded merge (``MERGE_HEAD`` exists)."""
-    raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", "MERGE_HEAD"],
-                  worktree).stdout.strip()
-    return Path(raw).exists()
+    return os.path.lexists(git_paths(worktree, ["MERGE_HEAD"])[0])
 
 
 def refuse_to_start(worktree: Path, head: str, head_tree_paths: Sequence[str]) -> None:
@@ -144,15 +143,23 @@ def refuse_to_start(worktree: Path, head: str, head_tree_paths: Sequence[str]) -
 def lay_out(worktree: Path, head: str, merged: str, stages: Sequence[Stage]) -> None:
     """Move ``worktree``'s files and index from ``head``'s tree to ``merged``'s, with each
     conflicted path's ``stages`` in place of its merged entry. The index is built in a copy
-    and renamed over the real one only when complete; git refuses (GitError, nothing
-    written) when a local change or an untracked file is in the way."""
-    index = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
-                         worktree).stdout.strip())
-    building = index.with_name(index.name + ".fractal-hand-back")
-    if index.exists():
-        shutil.copy2(index, building)
-    env = {"GIT_INDEX_FILE": str(building)}
-    try:
+    in the repository's scratch dir (``scratch_index``: out of the agent's reach, never in
+    the worktree's own git dir, where it could have planted a link for the copy to follow)
+    and renamed over the real one only when complete (a rename replaces a link there,
+    never writes through it). Raises GitError, nothing written, when git refuses (a local
+    change or an untracked file in the way) or the index is not a regular file."""
+    index = git_paths(worktree, ["index"])[0]  # where a link would be, never its target
+    with scratch_index(worktree) as env:
+        building = Path(env["GIT_INDEX_FILE"])
+        try:
+            copy_regular(index, building)
+        except FileNotFoundError:
+            pass  # no index yet: git starts from an empty one
+        except OSError as exc:
+            raise GitError(f"the index of {worktree} ({index}) cannot be read as a regular "
+                           f"file ({exc.strerror or exc}); fractal never reads through a "
+                           f"link there: remove it (`rm {index}`), run `git reset` in "
+                           "the worktree, then hand back again") from exc
         run_git(["read-tree", "-m", "-u", head, merged], worktree, env=env)
         if stages:
             zero = "0" * len(head)
@@ -161,6 +168,3 @@ def lay_out(worktree: Path, head: str, merged: str, stages: Sequence[Stage]) -> 
             run_git(["update-index", "-z", "--index-info"], worktree, env=env,
                     stdin="".join(f"{line}\0" for line in lines))
         os.replace(building, index)
-    finally:
-        for leftover in (building, building.with_name(building.name + ".lock")):
-            leftover.unlink(missing_ok=True)

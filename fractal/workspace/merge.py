@@ -34,7 +34,8 @@ from fractal.domain.merge.conflicts import MergeTree, parse_merge_tree, parse_st
 from fractal.domain.merge.rules import NODE_DIRS, travels_by_place
 from fractal.errors import GitError
 from fractal.workspace.artifacts import is_runtime_artifact
-from fractal.workspace.git import changed_paths, gitlink_excludes, head_sha, run_git
+from fractal.workspace.git import changed_paths, git_paths, gitlink_excludes, head_sha, run_git
+from fractal.workspace.gitdirwrite import replace_file
 from fractal.workspace.handback_layout import (
     lay_out,
     merge_in_progress,
@@ -342,12 +343,17 @@ def _hand_back_on(worktree: Path, target_sha: str, message: str, base: str) -> l
     merged = _filter(worktree, tree, head)
     refuse_to_start(worktree, head, _added(worktree, head, merged))
     lay_out(worktree, head, merged, stages)
-    # MERGE_HEAD last: it is what makes git (and fractal) read a merge in progress
-    for name, text in (("MERGE_MSG", message.rstrip()), ("MERGE_MODE", "no-ff"),
-                       ("ORIG_HEAD", head), ("MERGE_HEAD", target_sha)):
-        raw = run_git(["rev-parse", "--path-format=absolute", "--git-path", name],
-                      worktree).stdout.strip()
-        Path(raw).write_text(text + "\n", encoding="utf-8")
+    # MERGE_HEAD last: it is what makes git (and fractal) read a merge in progress. Each is
+    # renamed into place, never written through a link the child left in its git dir.
+    texts = {"MERGE_MSG": message.rstrip(), "MERGE_MODE": "no-ff", "ORIG_HEAD": head,
+             "MERGE_HEAD": target_sha}
+    for name, raw in zip(texts, git_paths(worktree, list(texts)), strict=True):
+        try:
+            replace_file(raw, (texts[name] + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise GitError(f"cannot write {raw} for the hand-back into {worktree}: "
+                           f"{exc.strerror or exc}; remove what is there, run "
+                           "`git merge --abort` in the worktree, then hand back again") from exc
     return list(dict.fromkeys(p for *_, p in stages))
 
 

@@ -15,13 +15,14 @@ no git process.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from fractal.workspace.commit_types import NestedRepository
 
-__all__ = ["check_no_nested", "nested_repositories"]
+__all__ = ["check_no_nested", "gitlinks_holding_history", "nested_repositories"]
 
 _GITMODULES_CAP = 1 << 20  # bytes of .gitmodules read
 _MODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
@@ -49,6 +50,21 @@ def nested_repositories(worktree: Path, paths: Iterable[str]) -> list[str]:
         if registered is None:
             registered = _submodules(worktree)
         if path not in registered:
+            found.append(path)
+    return found
+
+
+def gitlinks_holding_history(worktree: Path, gitlinks: Iterable[str]) -> list[str]:
+    """The ``gitlinks`` (repo-relative paths of mode-160000 entries, committed or staged)
+    whose directory in ``worktree`` holds a repository of its own (a ``.git`` directory or
+    file in it), each once, registered in ``.gitmodules`` or not. The node's history holds
+    only the commit id of such a path; its commits are in that repository, so removing the
+    worktree would lose them."""
+    found: list[str] = []
+    for path in dict.fromkeys(p.rstrip("/") for p in gitlinks):
+        target = worktree / path
+        if path and not target.is_symlink() and target.is_dir() \
+                and os.path.lexists(target / ".git"):
             found.append(path)
     return found
 

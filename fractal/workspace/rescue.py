@@ -27,14 +27,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fractal.errors import FractalError, GitError
-from fractal.workspace.git import gitlink_excludes, head_sha, run_git
-from fractal.workspace.nested import nested_repositories
+from fractal.workspace.git import git_paths, gitlinks, head_sha, run_git
+from fractal.workspace.nested import gitlinks_holding_history, nested_repositories
 
 __all__ = [
     "RESCUE_PREFIX",
     "Rescue",
     "RescueRef",
     "files_of",
+    "held_history",
     "list_rescue_refs",
     "operation_of",
     "rescue",
@@ -143,7 +144,7 @@ def rescue(worktree: Path, branch: str, operation: str, *,
     when = instant or datetime.now(UTC)
     tip = head_sha(worktree, tip_ref or f"refs/heads/{branch}")
     head = _head_or_none(worktree)
-    tree = _worktree_tree(worktree)
+    tree, links = _worktree_tree(worktree)
     parents = [tip] if head in (None, tip) else [tip, head]
     files = _changed(worktree, tip, tree)
     nested = nested_repositories(worktree, files)
@@ -153,8 +154,28 @@ def rescue(worktree: Path, branch: str, operation: str, *,
             "git repository, which a rescue ref would hold as a bare pointer without its "
             f"files; nothing was removed. Move it out of the worktree, or remove its "
             "`.git` and commit its files, then retry")
+    held = gitlinks_holding_history(worktree, links)
+    if held:  # committed as a gitlink: the commit it names lives only in that repository
+        raise FractalError(f"cannot rescue {branch} before {operation}: {_held_why(held)}")
     subject = f"rescue {branch} before {operation}"
     return _write(worktree, branch, operation, when, tree, parents, files, subject, tip)
+
+
+def held_history(worktree: Path) -> str | None:
+    """Why removing ``worktree`` would lose history no rescue ref can hold, or None: a
+    gitlink in its index (committed or staged, registered in ``.gitmodules`` or not) whose
+    directory holds a repository of its own (``nested.gitlinks_holding_history``). One
+    ``git ls-files``. The reason ends with what to do. Raises GitError."""
+    held = gitlinks_holding_history(worktree, gitlinks(worktree))
+    return _held_why(held) if held else None
+
+
+def _held_why(held: list[str]) -> str:
+    return (f"{', '.join(held[:5])} is a nested git repository committed (or staged) as a "
+            "gitlink, whose history exists only in it (the branch and a rescue ref would "
+            "hold just its commit id); nothing was removed. Move it out of the "
+            f"worktree, or run `git rm --cached {held[0]}` there, remove its `.git` and "
+            "commit its files, then retry")
 
 
 def rescue_branch(repo: Path, branch: str, operation: str, *,
@@ -220,22 +241,24 @@ def _head_or_none(worktree: Path) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def _worktree_tree(worktree: Path) -> str:
+def _worktree_tree(worktree: Path) -> tuple[str, list[str]]:
     """The tree object of the worktree's files as ``git add -A`` would stage them, built in
-    a temporary index (the real index is copied, never written)."""
-    real = Path(run_git(["rev-parse", "--path-format=absolute", "--git-path", "index"],
-                        worktree).stdout.strip())
+    a temporary index (the real index is copied, never written), and the gitlinks that
+    index holds (repo-relative paths)."""
+    real = git_paths(worktree, ["index"])[0]
     scratch_dir = Path(tempfile.mkdtemp(prefix="fractal-rescue-"))  # never inside .git
     try:
         index = scratch_dir / "index"
         env = {"GIT_INDEX_FILE": str(index)}
-        if real.is_file():
+        if real.is_file() and not real.is_symlink():  # never read through a planted link
             shutil.copyfile(real, index)
         elif _head_or_none(worktree) is not None:
             run_git(["read-tree", "HEAD"], worktree, env=env)
-        run_git(["add", "-A", "--", ".", *gitlink_excludes(worktree, env)], _toplevel(worktree),
-                env=env)
-        return run_git(["write-tree"], worktree, env=env).stdout.strip()
+        links = gitlinks(worktree, env)
+        run_git(["add", "-A", "--", ".", *(f":(exclude,literal,top){p}" for p in links)],
+                _toplevel(worktree), env=env)
+        tree = run_git(["write-tree"], worktree, env=env).stdout.strip()
+        return tree, list(dict.fromkeys([*links, *gitlinks(worktree, env)]))  # + newly added
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
 

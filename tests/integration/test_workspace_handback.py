@@ -26,6 +26,7 @@ from fractal.lifecycle.merge.squash import merge_node
 from fractal.lifecycle.spawn import init_node
 from fractal.lifecycle.trees import init_tree
 from fractal.workspace import handback_layout as layout
+from fractal.workspace import merge as merge_module
 from fractal.workspace.merge import LandedMerge, hand_back_merge, merge_base
 from tests.helpers import copy_of_tree, git, make_repo
 
@@ -316,14 +317,14 @@ def test_a_hand_back_interrupted_after_the_files_never_stages_conflict_markers(
 def test_a_hand_back_interrupted_before_merge_head_cannot_be_committed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     by_us, target, base = _one(tmp_path)
-    real = Path.write_text
+    real = merge_module.replace_file
 
-    def interrupt_at_merge_head(self: Path, *args: object, **kw: object) -> int:
-        if self.name == "MERGE_HEAD":
+    def interrupt_at_merge_head(path: Path, data: bytes, mode: int = 0o644) -> None:
+        if path.name == "MERGE_HEAD":
             raise _Interrupted
-        return real(self, *args, **kw)  # type: ignore[arg-type]
+        real(path, data, mode)
 
-    monkeypatch.setattr(Path, "write_text", interrupt_at_merge_head)
+    monkeypatch.setattr(merge_module, "replace_file", interrupt_at_merge_head)
     with pytest.raises(_Interrupted):
         hand_back_merge(by_us, target, "merge target", base=base)
     monkeypatch.undo()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fractal.errors import GitError
 from fractal.workspace import gitguard
 from fractal.workspace.git import git_env, run_git
 
@@ -82,6 +83,52 @@ def test_an_included_filter_does_not_run_under_a_guarded_add(tmp_path: Path) -> 
     (repo / "f").write_text("x\n")
     run_git(["add", "f", ".gitattributes"], repo)
     assert not pwned.exists()
+
+
+@pytest.mark.parametrize("config", [
+    pytest.param('\ufeff[filter "evil"]\n\tclean = "touch {pwned}; cat"\n', id="bom"),
+    pytest.param("\ufeff[include] path = {inc}\n", id="bom-before-an-include"),
+])
+def test_a_filter_after_a_byte_order_mark_does_not_run(tmp_path: Path, config: str) -> None:
+    """The fourth review's case 5: git skips a UTF-8 byte-order mark opening a config file;
+    the scanner read it as part of the first line and missed the header there."""
+    pwned = tmp_path / "pwned"
+    (tmp_path / "inc.cfg").write_text(f'[filter "evil"]\n\tclean = "touch {pwned}; cat"\n')
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    head = (repo / ".git" / "config").read_text(encoding="utf-8")
+    body = config.format(pwned=pwned, inc=tmp_path / "inc.cfg")
+    (repo / ".git" / "config").write_text(body + head, encoding="utf-8")
+    seen = subprocess.run(["git", "-C", str(repo), "config", "filter.evil.clean"],
+                          capture_output=True, text=True, check=False).stdout.strip()
+    assert seen.startswith("touch ")  # git reads past the mark
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (repo / "f").write_text("x\n")
+    run_git(["add", "f", ".gitattributes"], repo)
+    assert not pwned.exists()
+
+
+@pytest.mark.parametrize("where", ["config", "include"])
+def test_a_config_file_past_the_read_cap_stops_every_guarded_git(tmp_path: Path,
+                                                                  where: str) -> None:
+    """The fourth review's case 5: a filter defined past the 1 MiB the scanner reads ran.
+    Now no guarded git runs at all, and the refusal says why and what to do."""
+    pwned = tmp_path / "pwned"
+    long = "#" * (gitguard.CONFIG_CAP + 10) + f'\n[filter "evil"]\n\tclean = "touch {pwned}; cat"\n'
+    if where == "include":
+        (tmp_path / "inc.cfg").write_text(long)
+        repo = _repo(tmp_path, f"[include]\n\tpath = {tmp_path / 'inc.cfg'}\n")
+        big = tmp_path / "inc.cfg"
+    else:
+        repo = _repo(tmp_path, long)
+        big = repo / ".git" / "config"
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (repo / "f").write_text("x\n")
+    with pytest.raises(GitError, match=f"{big} is over 1 MiB.*Shorten the file"):
+        run_git(["add", "f", ".gitattributes"], repo)
+    assert not pwned.exists()
+    assert not subprocess.run(["git", "-C", str(repo), "ls-files"], capture_output=True,
+                              text=True, check=True).stdout  # nothing was staged
 
 
 def test_an_include_that_is_a_fifo_is_not_waited_on(tmp_path: Path) -> None:

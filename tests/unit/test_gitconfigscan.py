@@ -33,6 +33,12 @@ from fractal.workspace.gitconfigscan import parse_config
                  id="a-header-inside-a-value"),
     pytest.param("[core]\n\t!bad line\n[filter \"after\"]\n", {("filter", "after")}, [],
                  id="garbage-line-skipped"),
+    pytest.param('\ufeff[filter "bom"] clean = x\n', {("filter", "bom")}, [],
+                 id="byte-order-mark-before-a-header"),
+    pytest.param("\ufeff[include] path = ../inc.cfg\n", set(), ["../inc.cfg"],
+                 id="byte-order-mark-before-an-include"),
+    pytest.param('[core]\n\ufeff[filter "mid"]\n', set(), [],
+                 id="byte-order-mark-only-at-the-start"),
 ])
 def test_parse_config(text: str, drivers: set[tuple[str, str]], paths: list[str]) -> None:
     assert parse_config(text) == (drivers, paths)

@@ -22,6 +22,7 @@ from fractal.lifecycle.steering.signal import Refused
 from fractal.store.ledger import Ledger
 from fractal.tree import Tree
 from fractal.workspace.nodedir import file_lock
+from fractal.workspace.rescue import held_history
 from fractal.workspace.runenv import forget
 from fractal.workspace.teardown import delete_branch, drop_worktree
 
@@ -45,7 +46,9 @@ def delete(ctx: Context, name: str, *, force: bool = False) -> list[Deleted]:
     operator nor an ancestor of the node, when any node of the subtree is live, when the
     caller's directory is inside one of the worktrees, and (unless ``force``) when a
     branch has commits its target lacks or a worktree has uncommitted files: the refusal
-    lists them. A node whose worktree or branch vanished is simply deregistered.
+    lists them; and, even with ``force``, when a worktree holds a committed gitlink whose
+    directory is a repository of its own (``rescue.held_history``: no rescue ref could
+    hold its history). A node whose worktree or branch vanished is simply deregistered.
     Raises Refused, GitError, StoreError.
     """
     tree, ledger = ctx.tree, ctx.ledger
@@ -57,6 +60,8 @@ def delete(ctx: Context, name: str, *, force: bool = False) -> list[Deleted]:
         refusals: dict[str, str] = {}
         for node in deepest_first(facts):
             why = delete_refusal(facts[node], force=force)
+            if why is None and facts[node].worktree_exists:  # even forced: nothing could save it
+                why = held_history(tree.worktree_of(node))
             if why is None and inside(ctx.cwd, tree.worktree_of(node)):
                 why = (f"the current directory is inside {node}'s worktree; run the command "
                        "from elsewhere (e.g. the repository root)")

@@ -29,6 +29,7 @@ from fractal.lifecycle.context import Context
 from fractal.lifecycle.rescuing import rescue_node
 from fractal.store.transition import EventNote
 from fractal.workspace.nodedir import file_lock
+from fractal.workspace.rescue import held_history
 from fractal.workspace.teardown import drop_worktree, restore_worktree
 from fractal.workspace.worktrees import set_identity
 
@@ -54,8 +55,11 @@ def retire(ctx: Context, name: str, *, reason: str | None = None,
 
     Refused (recorded as a failed ``retire`` event) when the caller is neither the operator
     nor an ancestor, when any node of the subtree is live or missing, when the caller's
-    directory is inside one of the worktrees, and when a worktree has uncommitted files
-    unless ``force`` (each such worktree is saved on a rescue ref first). Raises Refused.
+    directory is inside one of the worktrees, when a worktree has uncommitted files
+    unless ``force`` (each such worktree is saved on a rescue ref first), and, even with
+    ``force``, when a worktree holds a committed gitlink whose directory is a repository
+    of its own (``rescue.held_history``: its history would exist nowhere). Raises
+    Refused, GitError.
     """
     tree, ledger = ctx.tree, ctx.ledger
     note = clip_reason(reason) if reason else None
@@ -69,6 +73,8 @@ def retire(ctx: Context, name: str, *, reason: str | None = None,
         facts = {r.node: facts_of(tree, r) for r in members}
         for member in members:
             why = retire_refusal(facts[member.node], force=force)
+            if why is None and facts[member.node].worktree_exists:  # even forced, even clean
+                why = held_history(tree.worktree_of(member.node))
             if why is None and inside(ctx.cwd, tree.worktree_of(member.node)):
                 why = (f"the current directory is inside {member.node}'s worktree; run the "
                        "command from elsewhere (e.g. the repository root)")
