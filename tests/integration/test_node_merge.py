@@ -368,26 +368,6 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
 
 
-def test_a_node_killed_at_its_gate_is_never_approved_before_its_rows_close(setup: Setup
-                                                                           ) -> None:
-    """A kill records the node ``killed`` first and closes its run's rows after the reap:
-    a merge in between (its parent's loop, woken by the kill's end notice) still finds
-    the gate never approved."""
-    ledger = Ledger(setup.tree.db_path)
-    setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
-    run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
-    iter_id = ledger.open_iteration("main.a", run, 1, agent=None, model=None)
-    gate = ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2,
-                            step_name="EXECUTE", agent=None, model=None, session=None,
-                            gated=True)
-    ledger.mark_awaiting_approval(gate)
-    setup.set_status("main.a", "killed")  # the KILL move landed; the reap has not run
-    assert ledger.last_run("main.a").ended_at is None
-    with pytest.raises(Refused, match=r"last run ended \(killed\) with EXECUTE never approved"):
-        merge_node(open_context(setup.repo), "a")
-    assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
-
-
 @pytest.mark.parametrize(("then", "status"), [("retire", "retired"), ("delete", None)])
 def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str | None) -> None:
     from fractal.lifecycle.merge.squash import merge_then_clean

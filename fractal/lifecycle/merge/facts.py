@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fractal.domain.gates import unapproved_gate
-from fractal.domain.merge.rules import LIVE, MergeFacts
+from fractal.domain.merge.rules import MergeFacts
 from fractal.domain.states import Status
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.merge.target import own_dir_prefix
@@ -32,14 +32,8 @@ def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
     row = ledger.node(child)
     target_row = ledger.node(target) if target != tree.root else None
     last = ledger.last_run(child)
-    # A kill records the node ``killed`` before its reap closes the run's rows: a run
-    # still open under a node that is no longer live has ended all the same.
-    ended = last is not None and (last.ended_at is not None
-                                  or (row is not None and row.status not in LIVE))
-    last_status = None if last is None else (
-        last.status if last.ended_at is not None or row is None else row.status)
     gate = None
-    if last is not None and ended:
+    if last is not None and last.ended_at is not None:
         waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
         gate = waiting[-1].step_name if waiting else unapproved_gate(  # a gate of its start
             ledger.run_gates(child, last.run_id), ledger.approved_steps(last.run_id))
@@ -49,7 +43,7 @@ def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
     return MergeFacts(
         child=child, target=target, child_status=row.status if row else "unregistered",
         target_status=target_row.status if target_row else None,
-        last_run_status=last_status, unapproved_gate=gate,
+        last_run_status=last.status if last else None, unapproved_gate=gate,
         target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
         caller_is_target_loop=ctx.loop_branch == target, force=force,
         budget_landing=last is not None and last.status is Status.EXITED
