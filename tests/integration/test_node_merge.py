@@ -368,6 +368,41 @@ def test_an_unapproved_gate_needs_force_and_pending_shows_the_diffstat(setup: Se
     assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
 
 
+@pytest.mark.parametrize("reached", [True, False], ids=["waiting-at-it", "before-it"])
+def test_a_kill_at_a_gate_refuses_the_merge_before_the_run_rows_close(
+        setup: Setup, reached: bool) -> None:
+    """Issue 30: ``node kill`` moves the node to ``killed`` in its first transaction and
+    closes the run's rows only once its processes are gone. A merge in between (the
+    parent's loop woke on the settled child) still finds the gate never approved: the
+    one its run waited at, or one the run's ``gates`` event named and it never reached."""
+    from fractal.domain.gates import GATES_EVENT, gates_note
+    from fractal.domain.signals import Signal
+    from fractal.domain.states import Move
+    from fractal.store.transition import EventNote, SignalNote
+
+    ledger = Ledger(setup.tree.db_path)
+    setup.write(setup.wt("a"), "calc/new.py", "n = 1\n", "new")
+    run = ledger.open_run("main.a", agent=None, max_cost=None, parent_run_id=None)
+    ledger.add_event("main.a", GATES_EVENT, actor="loop", status="completed",
+                     metadata=gates_note(["EXECUTE"]), run_id=run)
+    iter_id = ledger.open_iteration("main.a", run, 1, agent=None, model=None)
+    if reached:
+        gate = ledger.open_step(node="main.a", run_id=run, iter_id=iter_id, step=2,
+                                step_name="EXECUTE", agent=None, model=None, session=None,
+                                gated=True)
+        ledger.mark_awaiting_approval(gate)
+    setup.set_status("main.a", "active")
+    note = "killed by operator"
+    assert ledger.move("main.a", Move.KILL, event=EventNote(
+        Signal.KILL.value, actor="operator", metadata=note, run_id=run),
+        signal=SignalNote(run, Signal.KILL.value, note)).ok
+    last = ledger.last_run("main.a")
+    assert last is not None and last.ended_at is None  # the racing state: rows still open
+    with pytest.raises(Refused, match=r"last run ended \(killed\) with EXECUTE never approved"):
+        merge_node(open_context(setup.repo), "a")
+    assert merge_node(open_context(setup.repo), "a", force=True).status == "merged"
+
+
 @pytest.mark.parametrize(("then", "status"), [("retire", "retired"), ("delete", None)])
 def test_retire_or_delete_after_the_merge(setup: Setup, then: str, status: str | None) -> None:
     from fractal.lifecycle.merge.squash import merge_then_clean

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fractal.domain.gates import unapproved_gate
 from fractal.domain.merge.rules import MergeFacts
-from fractal.domain.states import Status
+from fractal.domain.states import SETTLED, Status
 from fractal.lifecycle.context import Context
 from fractal.lifecycle.merge.target import own_dir_prefix
 from fractal.tree import Tree
@@ -27,13 +27,21 @@ def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
     """What ``domain.merge.rules.merge_refusal`` decides a merge of ``child`` into ``target``
     (its worktree ``target_wt``) on: the registry, the child's last run and its gate, the
     target worktree's state, the hand-back, and (unless ``force``) the subtree's unmerged
-    work. Raises StoreError, GitError."""
+    work. The last run counts as ended once its rows close, or once the node is settled
+    while they are still open (a kill's window): it ended then with the node's status, and
+    a gate it left waiting or never reached refuses the merge. Raises StoreError, GitError."""
     tree, ledger = ctx.tree, ctx.ledger
     row = ledger.node(child)
     target_row = ledger.node(target) if target != tree.root else None
     last = ledger.last_run(child)
+    last_status = last.status if last is not None else None
+    ended = last is not None and last.ended_at is not None
+    # A kill records the node ``killed`` before it closes the run's rows (once the run's
+    # processes are gone): a settled node's open run has ended, as the node did.
+    if last is not None and not ended and row is not None and row.status in SETTLED:
+        ended, last_status = True, row.status
     gate = None
-    if last is not None and last.ended_at is not None:
+    if last is not None and ended:
         waiting = [s for s in ledger.pending_approvals(child) if s.run_id == last.run_id]
         gate = waiting[-1].step_name if waiting else unapproved_gate(  # a gate of its start
             ledger.run_gates(child, last.run_id), ledger.approved_steps(last.run_id))
@@ -43,7 +51,7 @@ def merge_facts(ctx: Context, child: str, target: str, target_wt: Path,
     return MergeFacts(
         child=child, target=target, child_status=row.status if row else "unregistered",
         target_status=target_row.status if target_row else None,
-        last_run_status=last.status if last else None, unapproved_gate=gate,
+        last_run_status=last_status, unapproved_gate=gate,
         target_dirty=tuple(dirty), target_operation=operation.value if operation else None,
         caller_is_target_loop=ctx.loop_branch == target, force=force,
         budget_landing=last is not None and last.status is Status.EXITED
