@@ -18,6 +18,8 @@ runs (``gitguard.guard_env``): git never makes one there itself.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -86,22 +88,48 @@ def drop_planted_links(git_dir: Path, common: Path) -> list[Path]:
 
 
 def _sweep(folder: str, removed: list[str], names: frozenset[str] | None, *,
-           deep: bool) -> None:
+           deep: bool, at: int | None = None) -> None:
     """Unlink the links in ``folder`` (those among ``names`` when given), and with
-    ``deep`` in every real directory below it (a linked directory is removed, never
-    entered)."""
+    ``deep`` in every real directory below it. ``folder`` itself (relative to the
+    directory ``at`` when given) is opened without following a link: a link there is
+    removed, never entered or listed through, and every name below is unlinked or opened
+    relative to its directory's descriptor, so a link swapped in meanwhile is never
+    followed either."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        entries = list(os.scandir(folder))
+        fd = os.open(folder, flags, dir_fd=at)
+    except OSError as exc:
+        # a link in a directory's place (ELOOP, or ENOTDIR with O_DIRECTORY): removed,
+        # never entered
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.lstat(folder, dir_fd=at).st_mode):
+                    os.unlink(folder, dir_fd=at)
+                    removed.append(folder if at is None else f"{_named(at)}/{folder}")
+        return
+    try:
+        with os.scandir(fd) as listing:
+            entries = list(listing)
+        for entry in entries:
+            if names is not None and entry.name not in names:
+                continue
+            try:
+                if entry.is_symlink():
+                    os.unlink(entry.name, dir_fd=fd)
+                    removed.append(f"{_named(fd)}/{entry.name}")
+                elif deep and entry.is_dir(follow_symlinks=False):
+                    _sweep(entry.name, removed, None, deep=True, at=fd)
+            except OSError:  # gone meanwhile
+                continue
     except OSError:
         return
-    for entry in entries:
-        if names is not None and entry.name not in names:
-            continue
-        try:
-            if entry.is_symlink():
-                os.unlink(entry.path)
-                removed.append(entry.path)
-            elif deep and entry.is_dir(follow_symlinks=False):
-                _sweep(entry.path, removed, None, deep=True)
-        except OSError:  # gone meanwhile
-            continue
+    finally:
+        os.close(fd)
+
+
+def _named(fd: int) -> str:
+    """The path of the open directory ``fd`` (for the report of what was removed)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"<fd {fd}>"

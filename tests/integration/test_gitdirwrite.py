@@ -71,3 +71,23 @@ def test_drop_planted_links(tmp_path: Path, place: str, dropped: bool) -> None:
     assert path.is_symlink() is not dropped
     assert victim.read_text() == "precious\n"
     assert (common / "logs" / "refs" / "heads" / "main").read_text() == "regular\n"
+
+
+def test_a_linked_logs_dir_is_removed_never_listed_through(tmp_path: Path) -> None:
+    """A link at the git dir's ``logs`` itself (a directory git appends reflogs in) is
+    removed as a link: nothing in the directory it names is touched, its own links
+    included, and git then makes a real ``logs`` again."""
+    common = tmp_path / "common"
+    wt = common / "worktrees" / "main.a"
+    wt.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "HEAD").write_text("precious HEAD\n")
+    (victim / "alink").symlink_to(victim / "HEAD")
+    (victim / "sub" / "blink").symlink_to(victim / "HEAD")
+    (wt / "logs").symlink_to(victim)
+    removed = drop_planted_links(wt, common)
+    assert not (wt / "logs").exists() and not (wt / "logs").is_symlink()
+    assert removed == [wt / "logs"]
+    assert (victim / "alink").is_symlink() and (victim / "sub" / "blink").is_symlink()
+    assert (victim / "HEAD").read_text() == "precious HEAD\n"
