@@ -15,12 +15,12 @@ no git process.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from fractal.workspace.commit_types import NestedRepository
+from fractal.workspace.gitfiles import holds_any
 
 __all__ = ["check_no_nested", "gitlinks_holding_history", "nested_repositories"]
 
@@ -56,15 +56,15 @@ def nested_repositories(worktree: Path, paths: Iterable[str]) -> list[str]:
 
 def gitlinks_holding_history(worktree: Path, gitlinks: Iterable[str]) -> list[str]:
     """The ``gitlinks`` (repo-relative paths of mode-160000 entries, committed or staged)
-    whose directory in ``worktree`` holds a repository of its own (a ``.git`` directory or
-    file in it), each once, registered in ``.gitmodules`` or not. The node's history holds
-    only the commit id of such a path; its commits are in that repository, so removing the
-    worktree would lose them."""
+    whose directory in ``worktree`` holds anything (a ``.git`` directory or file, a bare
+    repository's ``HEAD``, ``objects`` and ``refs``, any file), each once, registered in
+    ``.gitmodules`` or not. The node's history holds only the commit id of such a path;
+    its commits, if any, are in what that directory holds, so removing the worktree would
+    lose them. An empty directory (a submodule never checked out) holds nothing."""
     found: list[str] = []
     for path in dict.fromkeys(p.rstrip("/") for p in gitlinks):
         target = worktree / path
-        if path and not target.is_symlink() and target.is_dir() \
-                and os.path.lexists(target / ".git"):
+        if path and not target.is_symlink() and target.is_dir() and holds_any(target):
             found.append(path)
     return found
 
