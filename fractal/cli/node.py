@@ -179,7 +179,7 @@ def _input_text(path: Path, option: str) -> str:
     regular file of at most ``TASK_FILE_CAP`` bytes of UTF-8 (``/dev/zero``, a FIFO or a
     huge file is refused, never read on and on). Raises click.BadParameter saying why."""
     from fractal.domain.limits import TASK_FILE_CAP, over_cap  # deferred: start-up cost (1 module)
-    from fractal.workspace.nodedir import read_capped  # deferred: start-up cost (7 modules)
+    from fractal.workspace.capped import read_capped  # deferred: start-up cost (1 module)
 
     try:
         data = read_capped(path, TASK_FILE_CAP)

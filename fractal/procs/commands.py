@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fractal.domain.run.reasons import EXIT_TIMEOUT
-from fractal.procs.processes import DEFAULT_GRACE, kill_group, open_log, spawn_group
+from fractal.procs.processes import DEFAULT_GRACE, GroupHandle, kill_group, open_log, spawn_group
 
 _POLL = 0.05  # seconds between pipe polls
 _DRAIN = 1.0  # seconds a pipe is drained after its leader exited
@@ -41,14 +41,7 @@ def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
     launched = spawn_group(argv, cwd=cwd, env=env, merge_stderr=True)
     popen, handle = launched.popen, launched.handle
     assert popen.stdout is not None
-    expired = threading.Event()
-
-    def expire() -> None:
-        expired.set()
-        kill_group(handle, grace=grace)
-
-    timer = threading.Timer(timeout or 0.0, expire)
-    timer.daemon = True
+    expired, timer = _stopper(handle, timeout or 0.0, grace)
     try:
         if timeout is not None:
             timer.start()
@@ -66,6 +59,26 @@ def _run_merged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
         raise
     finally:
         popen.stdout.close()
+    return _exit_code(returncode, expired)
+
+
+def _stopper(handle: GroupHandle, timeout: float, grace: float
+             ) -> tuple[threading.Event, threading.Timer]:
+    """A daemon timer (not started) that stops ``handle``'s group after ``timeout`` s
+    (TERM, ``grace`` s, KILL), and the event it sets when it fired."""
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        kill_group(handle, grace=grace)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    return expired, timer
+
+
+def _exit_code(returncode: int, expired: threading.Event) -> int:
+    """EXIT_TIMEOUT when the stopper fired; else the code, 128+N for death by signal N."""
     code = 128 - returncode if returncode < 0 else returncode
     return EXIT_TIMEOUT if expired.is_set() else code
 
@@ -121,14 +134,7 @@ def run_split(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: 
                                stderr_path=err_path)
         popen, handle = launched.popen, launched.handle
         assert popen.stdout is not None
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            kill_group(handle, grace=grace)
-
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
+        expired, timer = _stopper(handle, timeout, grace)
         timer.start()
         chunks: list[bytes] = []
         try:
@@ -139,5 +145,4 @@ def run_split(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: 
             kill_group(handle, grace=grace)
             popen.stdout.close()
         err = err_path.read_bytes()
-    code = 128 - returncode if returncode < 0 else returncode
-    return (EXIT_TIMEOUT if expired.is_set() else code), b"".join(chunks), err
+    return _exit_code(returncode, expired), b"".join(chunks), err

@@ -23,7 +23,8 @@ from typing import TypeVar
 from fractal.domain.config import NodeConfig, parse_config
 from fractal.domain.limits import NODE_FILE_CAP, over_cap
 from fractal.domain.steps.frontmatter import Frontmatter, frontmatter_warnings, parse_frontmatter
-from fractal.workspace.nodedir import OversizeFile, config_from_bytes, read_capped, read_config
+from fractal.workspace.capped import read_capped
+from fractal.workspace.nodedir import OversizeFile, config_from_bytes, read_config
 
 __all__ = ["FILES", "RACY_S", "FileCache", "live_config", "parse_step_file"]
 

@@ -383,7 +383,6 @@ def _opened(key: Path, db_path: Path, write: bool, tx: bool) -> sqlite3.Connecti
     return conn
 
 
-_pg_ready: set[str] = set()  # PostgreSQL ledgers this process found at head
 
 _IDLE = 0  # libpq's PQTRANS_IDLE: no transaction open
 
@@ -397,9 +396,7 @@ def _pg_transaction(url: str, write: bool, tx: bool, *, single: bool = False
     # The schema module imports SQLAlchemy only to migrate; a SQLite tree never loads it.
     from fractal.store import pgschema  # deferred: start-up cost (1 module)
 
-    if url not in _pg_ready:
-        pgschema.ensure_schema(url)
-        _pg_ready.add(url)
+    pgschema.ensure_once(url)
     try:
         conn = pgdriver.connect(url)
     except Exception as exc:
@@ -490,10 +487,13 @@ def close_connections() -> None:
         _idle.clear()
         _ready.clear()
         _resolved.clear()
-        _pg_ready.clear()
     for conn in idle:
         conn.close()
     pgdriver.close_connections()
+    # deferred: start-up cost (1 module): a SQLite tree never loads it otherwise
+    from fractal.store import pgschema
+
+    pgschema.forget()
 
 
 def _forget_after_fork() -> None:

@@ -18,7 +18,8 @@ from fractal.store import pgdriver
 from fractal.store.backend import without_password
 from fractal.store.schema import HEAD_REVISION, migrations_dir
 
-__all__ = ["MIGRATION_LOCK_KEY", "current_revision", "ensure_schema", "sqlalchemy_url"]
+__all__ = ["MIGRATION_LOCK_KEY", "current_revision", "ensure_once", "ensure_schema", "forget",
+           "sqlalchemy_url"]
 
 MIGRATION_LOCK_KEY = 0x6672_6163_6D69_6731
 """The advisory lock key the upgrades of one database queue on ("fracmig1" in ASCII)."""
@@ -92,3 +93,20 @@ def ensure_schema(url: str) -> None:
 def _first_line(exc: Any) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+_checked: set[str] = set()
+"""The PostgreSQL ledgers this process has found at head (reads and writes alike)."""
+
+
+def ensure_once(url: str) -> None:
+    """``ensure_schema`` on ``url`` the first time this process uses it; later calls cost
+    a set lookup. Raises StoreError as ``ensure_schema`` does."""
+    if url not in _checked:
+        ensure_schema(url)
+        _checked.add(url)
+
+
+def forget() -> None:
+    """Check every ledger again at its next use (``db.close_connections``)."""
+    _checked.clear()

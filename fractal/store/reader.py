@@ -145,9 +145,6 @@ def _connect(db_path: Path, *, create: bool = True) -> Iterator[sqlite3.Connecti
         ) from exc
 
 
-_pg_ready: set[str] = set()
-
-
 @contextmanager
 def _connect_pg(url: str) -> Iterator[sqlite3.Connection]:
     """A read connection to the PostgreSQL ledger at ``url`` (at head: migrated on first
@@ -155,9 +152,7 @@ def _connect_pg(url: str) -> Iterator[sqlite3.Connection]:
     # The schema module imports SQLAlchemy only to migrate; a SQLite tree never loads it.
     from fractal.store import pgschema  # deferred: start-up cost (1 module)
 
-    if url not in _pg_ready:
-        pgschema.ensure_schema(url)
-        _pg_ready.add(url)
+    pgschema.ensure_once(url)
     try:
         conn = pgdriver.ReadConnection(url)
     except Exception as exc:

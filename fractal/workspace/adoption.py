@@ -34,8 +34,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import NamedTuple
 
+from fractal.workspace.capped import read_capped
 from fractal.workspace.git import git_env, run_git
-from fractal.workspace.nodedir import read_capped
 
 __all__ = ["MAX_OBJECT", "RECENT_TIPS", "Adoption", "adopt", "check_loose", "last_whole",
            "reads_whole", "set_back"]

@@ -51,6 +51,7 @@ __all__ = [
     "parse_status",
     "repo_root",
     "run_git",
+    "run_git_bytes",
     "toplevel",
     "tracked_changes",
     "worktree_status",
@@ -102,6 +103,16 @@ def run_git(args: Sequence[str], cwd: Path, *, check: bool = True,
             command = command[:117] + "..."
         raise GitError(f"git {command} failed in {cwd} (exit {proc.returncode}): {detail}")
     return proc
+
+
+def run_git_bytes(args: Sequence[str], cwd: Path, stdin: bytes | None = None) -> bytes:
+    """``git -C cwd args`` with bytes in and out (blob contents); its stdout; GitError if it fails."""
+    proc = subprocess.run(["git", "-C", str(cwd), *args], input=stdin, capture_output=True,
+                          env=git_env(cwd=cwd), check=False)
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip() or "(no output)"
+        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {detail}")
+    return proc.stdout
 
 
 def _out(args: Sequence[str], cwd: Path) -> str:

@@ -45,13 +45,13 @@ as configured. The overrides cost no process: the config files are read (at most
 from __future__ import annotations
 
 import os
-import stat
 from _thread import get_ident  # (threading's own; no import of threading)
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from fractal.errors import GitError
+from fractal.workspace.capped import read_capped
 from fractal.workspace.gitconfigscan import parse_config
 from fractal.workspace.gitdirwrite import drop_planted_links
 
@@ -211,26 +211,10 @@ def _scan(path: Path, names: set[tuple[str, str]], seen: set[str], depth: int) -
     if key in seen or depth > _INCLUDE_DEPTH:
         return
     seen.add(key)
-    try:  # never blocks on a FIFO, never reads more than CONFIG_CAP
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    try:  # never blocks on a FIFO, never reads more than one byte past CONFIG_CAP
+        data = read_capped(path, CONFIG_CAP)
+    except OSError:  # missing, unreadable, or not a regular file
         return
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        chunks: list[bytes] = []
-        left = CONFIG_CAP + 1  # one byte past the cap tells a file that is too long
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    except OSError:
-        return
-    finally:
-        os.close(fd)
     if len(data) > CONFIG_CAP:  # unread, it could name a driver: no git runs under it
         raise GitError(
             f"the git config file {path} is over {CONFIG_CAP // (1 << 20)} MiB; fractal "

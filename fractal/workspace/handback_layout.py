@@ -16,12 +16,11 @@ hand-back never leaves conflict markers staged as if resolved.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from fractal.errors import GitError
-from fractal.workspace.git import git_env, git_paths, run_git
+from fractal.workspace.git import git_paths, run_git, run_git_bytes
 from fractal.workspace.gitdirwrite import copy_regular
 from fractal.workspace.scratch import scratch_index
 
@@ -30,17 +29,6 @@ __all__ = ["Stage", "lay_out", "merge_in_progress", "refuse_to_start", "relabel"
 # (mode, sha, stage, path), as ``domain.merge.conflicts.parse_stages`` reads them
 Stage = tuple[str, str, str, str]
 _MARKERS = (b"<<<<<<< ", b"||||||| ", b">>>>>>> ")
-
-
-def _git_bytes(args: Sequence[str], cwd: Path, stdin: bytes | None = None) -> bytes:
-    """``git -C cwd args`` with binary standard input and output (blob contents)."""
-    proc = subprocess.run(["git", "-C", str(cwd), *args], input=stdin, capture_output=True,
-                          env=git_env(cwd=cwd), check=False)
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip() or "(no output)"
-        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): "
-                       f"{detail}")
-    return proc.stdout
 
 
 def _rename(path: str, names: dict[str, str]) -> str:
@@ -52,7 +40,7 @@ def _rename(path: str, names: dict[str, str]) -> str:
 def _relabel_blob(worktree: Path, sha: str, names: dict[str, str]) -> str | None:
     """The id of blob ``sha`` with its conflict markers' scratch names replaced, or None
     when it has none (a binary file, a modify/delete)."""
-    body = _git_bytes(["cat-file", "blob", sha], worktree)
+    body = run_git_bytes(["cat-file", "blob", sha], worktree)
     lines = body.split(b"\n")
     changed = False
     for i, line in enumerate(lines):
@@ -68,7 +56,7 @@ def _relabel_blob(worktree: Path, sha: str, names: dict[str, str]) -> str | None
                 break
     if not changed:
         return None
-    return _git_bytes(["hash-object", "-w", "--stdin"], worktree,
+    return run_git_bytes(["hash-object", "-w", "--stdin"], worktree,
                       stdin=b"\n".join(lines)).decode().strip()
 
 

@@ -16,14 +16,12 @@ modes and blob ids, one ``cat-file --batch-check`` for the sizes, one ``cat-file
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fractal.domain.merge.conflicts import adds_conflict_markers
-from fractal.errors import GitError
-from fractal.workspace.git import git_env, run_git
+from fractal.workspace.git import run_git, run_git_bytes
 
 __all__ = ["READ_CAP", "SquashContent", "plan_content"]
 
@@ -73,14 +71,8 @@ def plan_content(repo: Path, target_sha: str, tree: str, files: Sequence[str]) -
 
 
 def _batch(repo: Path, option: str, shas: Sequence[str]) -> bytes:
-    proc = subprocess.run(["git", "-C", str(repo), "cat-file", option],
-                          input="".join(f"{s}\n" for s in shas).encode(), capture_output=True,
-                          env=git_env(cwd=repo), check=False)
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip() or "(no output)"
-        raise GitError(f"git cat-file {option} failed in {repo} (exit {proc.returncode}): "
-                       f"{detail}")
-    return proc.stdout
+    return run_git_bytes(["cat-file", option], repo,
+                         stdin="".join(f"{s}\n" for s in shas).encode())
 
 
 def _read_blobs(repo: Path, shas: set[str]) -> dict[str, bytes]:

@@ -18,6 +18,7 @@ from fractal.domain.errors import InvalidValue
 from fractal.domain.limits import NODE_FILE_CAP, over_cap
 from fractal.errors import ConfigError, FractalError
 from fractal.workspace.artifacts import RUNTIME_ARTIFACTS
+from fractal.workspace.capped import read_capped
 
 __all__ = [
     "BLOCK_BEGIN",
@@ -28,7 +29,6 @@ __all__ = [
     "flock_held",
     "inherit_dir",
     "node_file_text",
-    "read_capped",
     "read_config",
     "seed_node_dir",
     "seed_root_dir",
@@ -129,28 +129,6 @@ def flock_held(fd: int, timeout: float, refusal: Callable[[], Exception]) -> Ite
 class OversizeFile(OSError):
     """A node file holds more than the cap its reader takes (``domain.limits``); the
     message says which file, the cap and what to do."""
-
-
-def read_capped(path: Path, cap: int, *, follow: bool = True) -> bytes:
-    """The bytes of the regular file ``path``, at most ``cap`` + 1 of them (a caller
-    refuses past ``cap``); never blocks on a FIFO; ``follow`` False refuses a symlink
-    (``ELOOP``). Raises FileNotFoundError, OSError (not a regular file: ``EINVAL``)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
-    try:
-        if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
-            raise OSError(22, "not a regular file", str(path))
-        chunks: list[bytes] = []
-        left = cap + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def node_file_text(path: Path) -> str:
