@@ -125,9 +125,16 @@ def test_the_browser_shows_the_tree_and_its_approve_key_releases_the_gate(
 
 
 def _dashboards(web: Served) -> list[psutil.Process]:
-    """The dashboard processes the server runs now, one per browser."""
-    return [p for p in psutil.Process(web.proc.pid).children(recursive=True)
-            if "open" in p.cmdline()]
+    """The dashboard processes the server runs now, one per browser (one that has ended,
+    a zombie not reaped yet or gone meanwhile, is not running)."""
+    running = []
+    for p in psutil.Process(web.proc.pid).children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "open" in p.cmdline():
+                running.append(p)
+        except psutil.NoSuchProcess:  # ZombieProcess too
+            continue
+    return running
 
 
 def _pipe_full(pid: int) -> bool:
